@@ -1,0 +1,235 @@
+//! [`AgentBuilder`].
+
+use std::{fmt, path::PathBuf, sync::Arc};
+
+use tower::{
+    Layer, Service, ServiceExt,
+    layer::util::{Identity, Stack},
+};
+
+use super::{Agent, Inner, Prepare, Setup};
+use crate::{
+    error::BoxError,
+    message::{ToolOutput, ToolSpec},
+    model::{BoxModelService, ModelRequest, ModelResponse, ModelSettings},
+    store::{MemoryStore, ThreadStore},
+    tool::{BoxToolService, Tool, ToolRequest, ToolRouter},
+};
+
+/// The default step limit (seed design: 25 iterations).
+pub const DEFAULT_MAX_STEPS: u32 = 25;
+
+/// Marks an [`AgentBuilder`] that has no model yet; [`build`](AgentBuilder::build) needs one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoModel;
+
+/// Builds an [`Agent`]. See [`Agent::builder`].
+///
+/// `M` is the model (or [`NoModel`]); `L` is the tool layer stack, grown by
+/// [`tool_layer`](Self::tool_layer) in [`ServiceBuilder`](tower::ServiceBuilder) order: the
+/// first layer added is the outermost.
+#[must_use]
+pub struct AgentBuilder<M, L = Identity> {
+    model: M,
+    tools: ToolRouter,
+    tool_layer: L,
+    setups: Vec<Arc<dyn Setup>>,
+    prepares: Vec<Arc<dyn Prepare>>,
+    system_prompt: Option<String>,
+    max_steps: u32,
+    max_concurrent_tools: Option<usize>,
+    settings: ModelSettings,
+    store: Option<Arc<dyn ThreadStore>>,
+    cwd: Option<PathBuf>,
+}
+
+impl AgentBuilder<NoModel> {
+    pub(crate) fn new() -> Self {
+        AgentBuilder {
+            model: NoModel,
+            tools: ToolRouter::new(),
+            tool_layer: Identity::new(),
+            setups: Vec::new(),
+            prepares: Vec::new(),
+            system_prompt: None,
+            max_steps: DEFAULT_MAX_STEPS,
+            max_concurrent_tools: None,
+            settings: ModelSettings::default(),
+            store: None,
+            cwd: None,
+        }
+    }
+}
+
+impl<M, L> AgentBuilder<M, L> {
+    /// The model: any model service, typically a [`ServiceBuilder`](tower::ServiceBuilder)
+    /// stack over a provider (`timeout`, `retry`, trace, summarize …).
+    pub fn model<S>(self, model: S) -> AgentBuilder<BoxModelService, L>
+    where
+        S: Service<ModelRequest, Response = ModelResponse> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        AgentBuilder {
+            model: BoxModelService::new(model.map_err(Into::into)),
+            tools: self.tools,
+            tool_layer: self.tool_layer,
+            setups: self.setups,
+            prepares: self.prepares,
+            system_prompt: self.system_prompt,
+            max_steps: self.max_steps,
+            max_concurrent_tools: self.max_concurrent_tools,
+            settings: self.settings,
+            store: self.store,
+            cwd: self.cwd,
+        }
+    }
+
+    /// Adds a tool (replacing one of the same name).
+    pub fn tool<T: Tool>(mut self, tool: T) -> Self {
+        self.tools.add_tool(tool);
+        self
+    }
+
+    /// Adds every tool of `router`.
+    pub fn tools(mut self, router: &ToolRouter) -> Self {
+        self.tools.merge(router);
+        self
+    }
+
+    /// Adds a tool that is any tower service, described by `spec`.
+    pub fn tool_service<S>(mut self, spec: ToolSpec, service: S) -> Self
+    where
+        S: Service<ToolRequest, Response = ToolOutput> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        self.tools.add_service(spec, service);
+        self
+    }
+
+    /// Adds a layer to the tool stack, inside the ones added before (like
+    /// [`ServiceBuilder::layer`](tower::ServiceBuilder::layer)). A `ServiceBuilder` is itself
+    /// a layer, so `.tool_layer(ServiceBuilder::new().layer(a).layer(b))` works as it is.
+    ///
+    /// The stack is applied to each run's [`ToolRouter`] when the run starts (after the setup
+    /// stages registered their tools), so a stateful layer such as `ConcurrencyLimit` is per
+    /// run. Share state across runs explicitly (e.g. `GlobalConcurrencyLimitLayer`).
+    pub fn tool_layer<T>(self, layer: T) -> AgentBuilder<M, Stack<T, L>> {
+        AgentBuilder {
+            model: self.model,
+            tools: self.tools,
+            tool_layer: Stack::new(layer, self.tool_layer),
+            setups: self.setups,
+            prepares: self.prepares,
+            system_prompt: self.system_prompt,
+            max_steps: self.max_steps,
+            max_concurrent_tools: self.max_concurrent_tools,
+            settings: self.settings,
+            store: self.store,
+            cwd: self.cwd,
+        }
+    }
+
+    /// Adds a before-agent [`Setup`] stage (run once per run, in order).
+    pub fn setup<S: Setup>(mut self, stage: S) -> Self {
+        self.setups.push(Arc::new(stage));
+        self
+    }
+
+    /// Adds a modify-request [`Prepare`] stage (run before every model call, in order).
+    pub fn prepare<P: Prepare>(mut self, stage: P) -> Self {
+        self.prepares.push(Arc::new(stage));
+        self
+    }
+
+    /// The system prompt, the first message of a new thread.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// The most steps (model calls) a run may take; default 25. A run that reaches it ends
+    /// with [`Outcome::MaxSteps`](super::Outcome::MaxSteps).
+    pub fn max_steps(mut self, n: u32) -> Self {
+        self.max_steps = n;
+        self
+    }
+
+    /// The most tool calls of one step that run at the same time; default: all of them.
+    /// Results are appended in call order either way.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `n` is 0.
+    pub fn max_concurrent_tools(mut self, n: usize) -> Self {
+        assert!(n > 0, "max_concurrent_tools must be at least 1");
+        self.max_concurrent_tools = Some(n);
+        self
+    }
+
+    /// The model settings of every request (model name, temperature …).
+    pub fn settings(mut self, settings: ModelSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Where threads are kept; default: a new [`MemoryStore`].
+    pub fn store<S: ThreadStore>(mut self, store: S) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The working directory of runs that don't name one; default: the process's.
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+}
+
+impl<L> AgentBuilder<BoxModelService, L>
+where
+    L: Layer<ToolRouter> + Send + Sync + 'static,
+    L::Service: Service<ToolRequest, Response = ToolOutput> + Clone + Send + Sync + 'static,
+    <L::Service as Service<ToolRequest>>::Error: Into<BoxError>,
+    <L::Service as Service<ToolRequest>>::Future: Send + 'static,
+{
+    /// Builds the agent.
+    pub fn build(self) -> Agent {
+        let layer = self.tool_layer;
+        let tool_stack =
+            move |router: ToolRouter| BoxToolService::new(layer.layer(router).map_err(Into::into));
+        Agent {
+            inner: Arc::new(Inner {
+                model: self.model,
+                tools: self.tools,
+                tool_stack: Arc::new(tool_stack),
+                setups: self.setups,
+                prepares: self.prepares,
+                system_prompt: self.system_prompt,
+                max_steps: self.max_steps,
+                max_concurrent_tools: self.max_concurrent_tools,
+                settings: self.settings,
+                store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                cwd: self.cwd,
+            }),
+        }
+    }
+}
+
+impl<M, L> fmt::Debug for AgentBuilder<M, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentBuilder")
+            .field("tools", &self.tools)
+            .field(
+                "tool_layer",
+                &format_args!("{}", std::any::type_name::<L>()),
+            )
+            .field("setups", &self.setups.len())
+            .field("prepares", &self.prepares.len())
+            .field("system_prompt", &self.system_prompt)
+            .field("max_steps", &self.max_steps)
+            .field("max_concurrent_tools", &self.max_concurrent_tools)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,303 @@
+//! The agent level: [`Agent`] is a `Service<AgentRequest, Response = AgentResponse>` that runs
+//! the loop.
+//!
+//! ```text
+//! Agent::call(AgentRequest)
+//!  ├─ load the thread, emit AgentStart
+//!  ├─ setup stages, once, in order            (may register tools, add context)
+//!  └─ per step, up to max_steps (25):
+//!      ├─ prepare stages, in order              (edit the outgoing ModelRequest)
+//!      ├─ model stack                           (your ServiceBuilder layers → provider)
+//!      ├─ no tool calls → Finished
+//!      ├─ tool calls → tool stack, concurrently (your tool layers → ToolRouter → tool)
+//!      │    results appended in call order; an Err becomes an error output;
+//!      │    an Abort ends the run
+//!      ├─ reminders queued in the step → one user message after the results
+//!      └─ save the thread
+//! ```
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use serde_json::json;
+//! use tower::ServiceBuilder;
+//! use tower_agent::{Agent, BoxError, agent::Outcome, model::ScriptedModel, tool::tool_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent::Error> {
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new().tool_call("add", json!({"a": 1, "b": 2})).text("1 + 2 = 3"))
+//!     .tool(tool_fn("add", "Adds", json!({"type": "object"}), |args, _ctx| async move {
+//!         Ok::<_, BoxError>((args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)).to_string())
+//!     }))
+//!     .tool_layer(ServiceBuilder::new().timeout(Duration::from_secs(30)))
+//!     .system_prompt("You are a calculator.")
+//!     .build();
+//!
+//! let resp = agent.run("What is 1 + 2?").await?;
+//! assert_eq!(resp.outcome, Outcome::Finished);
+//! assert_eq!(resp.text, "1 + 2 = 3");
+//! assert_eq!(resp.steps, 2);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Cancel safety
+//!
+//! Dropping the future of [`Agent::run`] (or of `Agent::call`, or the [`EventStream`]) stops
+//! the run where it is: tool calls in flight are dropped, and with them any child process
+//! they own. The thread keeps what was saved after the last whole step. To end a run and still
+//! get its response, cancel its token instead ([`AgentRequest::cancellation`]): the run then
+//! ends with [`Outcome::Cancelled`].
+
+mod builder;
+mod event;
+mod run;
+mod stage;
+
+use std::{
+    fmt,
+    path::PathBuf,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tower::Service;
+
+pub use self::{
+    builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
+    event::{AgentEvent, EventStream},
+    stage::{IntoStageResult, Prepare, Setup, SetupContext},
+};
+use crate::{
+    error::Error,
+    message::{Messages, Usage},
+    model::{BoxModelService, ModelSettings},
+    store::ThreadStore,
+    tool::{BoxToolService, ToolRouter},
+};
+
+/// Builds the tool stack of a run from its router.
+type ToolStackFn = dyn Fn(ToolRouter) -> BoxToolService + Send + Sync;
+
+/// An agent: a tower service that runs the agent loop for each [`AgentRequest`].
+///
+/// Cloning is one reference count. The agent is always ready (`poll_ready` returns `Ready`):
+/// each run drives the readiness of its own clones of the model and tool stacks. To bound
+/// concurrent runs, wrap it in tower's `ConcurrencyLimit` or `LoadShed`.
+///
+/// See the [module docs](crate::agent) for the loop and an example.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    model: BoxModelService,
+    tools: ToolRouter,
+    tool_stack: Arc<ToolStackFn>,
+    setups: Vec<Arc<dyn Setup>>,
+    prepares: Vec<Arc<dyn Prepare>>,
+    system_prompt: Option<String>,
+    max_steps: u32,
+    max_concurrent_tools: Option<usize>,
+    settings: ModelSettings,
+    store: Arc<dyn ThreadStore>,
+    cwd: Option<PathBuf>,
+}
+
+impl Agent {
+    /// A builder; [`model`](AgentBuilder::model) is required.
+    pub fn builder() -> AgentBuilder<NoModel> {
+        AgentBuilder::new()
+    }
+
+    /// Runs the agent on `request` (a prompt, or an [`AgentRequest`]).
+    ///
+    /// # Errors
+    ///
+    /// Fails only if the run cannot run: a setup stage or the thread store failed. Everything
+    /// else — tool failures, a failed model call, an abort, the step limit — is an
+    /// [`Outcome`] of the response.
+    ///
+    /// # Cancel safety
+    ///
+    /// See the [module docs](crate::agent#cancel-safety).
+    pub async fn run(&self, request: impl Into<AgentRequest>) -> Result<AgentResponse, Error> {
+        run::run(Arc::clone(&self.inner), request.into(), None).await
+    }
+
+    /// Runs the agent on `request`, as a stream of [`AgentEvent`]s ending with
+    /// [`AgentEvent::AgentStop`].
+    ///
+    /// ```
+    /// use futures_util::StreamExt;
+    /// use tower_agent::{Agent, agent::AgentEvent, model::ScriptedModel};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
+    /// let events: Vec<AgentEvent> = agent.stream("hello").collect().await;
+    /// assert!(matches!(events.first(), Some(AgentEvent::AgentStart { .. })));
+    /// assert!(matches!(events.last(), Some(AgentEvent::AgentStop { .. })));
+    /// # }
+    /// ```
+    pub fn stream(&self, request: impl Into<AgentRequest>) -> EventStream {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let run = run::run(Arc::clone(&self.inner), request.into(), Some(tx));
+        EventStream::new(Box::pin(run), rx)
+    }
+
+    /// The tools every run starts with (setup stages may add more).
+    pub fn tools(&self) -> &ToolRouter {
+        &self.inner.tools
+    }
+
+    /// The step limit.
+    pub fn max_steps(&self) -> u32 {
+        self.inner.max_steps
+    }
+}
+
+impl fmt::Debug for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Agent")
+            .field("tools", &self.inner.tools)
+            .field("setups", &self.inner.setups.len())
+            .field("prepares", &self.inner.prepares.len())
+            .field("system_prompt", &self.inner.system_prompt)
+            .field("max_steps", &self.inner.max_steps)
+            .field("max_concurrent_tools", &self.inner.max_concurrent_tools)
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service<AgentRequest> for Agent {
+    type Response = AgentResponse;
+    type Error = Error;
+    /// Boxed: one allocation per run (not per step).
+    type Future = BoxFuture<'static, Result<AgentResponse, Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: AgentRequest) -> Self::Future {
+        Box::pin(run::run(Arc::clone(&self.inner), request, None))
+    }
+}
+
+/// One run of an agent: a prompt, and optionally the thread it continues.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct AgentRequest {
+    /// The user's prompt.
+    pub prompt: String,
+    /// The thread to continue (loaded before and saved after every step); `None` runs an
+    /// ephemeral thread that is not saved.
+    pub thread_id: Option<String>,
+    /// A token that ends the run with [`Outcome::Cancelled`] when cancelled.
+    pub cancellation: Option<CancellationToken>,
+    /// The working directory of the run (defaults to the agent's, then the process's).
+    pub cwd: Option<PathBuf>,
+}
+
+impl AgentRequest {
+    /// A request with a prompt.
+    pub fn new(prompt: impl Into<String>) -> Self {
+        AgentRequest {
+            prompt: prompt.into(),
+            ..Self::default()
+        }
+    }
+
+    /// This request on the thread `id`.
+    #[must_use]
+    pub fn thread(mut self, id: impl Into<String>) -> Self {
+        self.thread_id = Some(id.into());
+        self
+    }
+
+    /// This request with a cancellation token.
+    #[must_use]
+    pub fn cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = Some(token);
+        self
+    }
+
+    /// This request with a working directory.
+    #[must_use]
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+}
+
+impl From<&str> for AgentRequest {
+    fn from(prompt: &str) -> Self {
+        Self::new(prompt)
+    }
+}
+
+impl From<String> for AgentRequest {
+    fn from(prompt: String) -> Self {
+        Self::new(prompt)
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The model answered without tool calls.
+    Finished,
+    /// The step limit was reached.
+    MaxSteps,
+    /// A hook blocked the run.
+    Blocked {
+        /// Why.
+        reason: String,
+    },
+    /// An [`Abort`](crate::error::Abort), a failed model call or a failed prepare stage ended
+    /// the run.
+    Aborted {
+        /// What went wrong.
+        error: String,
+    },
+    /// The run's cancellation token was cancelled.
+    Cancelled,
+}
+
+impl Outcome {
+    /// Whether the run finished normally.
+    pub fn is_finished(&self) -> bool {
+        matches!(self, Outcome::Finished)
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AgentResponse {
+    /// The thread id (fresh for an ephemeral run).
+    pub thread_id: String,
+    /// The run id.
+    pub run_id: String,
+    /// How the run ended.
+    pub outcome: Outcome,
+    /// The text of the last assistant message.
+    pub text: String,
+    /// The whole thread after the run.
+    pub messages: Messages,
+    /// Steps taken (model calls).
+    pub steps: u32,
+    /// Tokens used, summed over the run's model calls.
+    pub usage: Usage,
+}

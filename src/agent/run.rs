@@ -1,0 +1,423 @@
+//! The agent loop.
+
+use std::{future::Future, sync::Arc, time::Instant};
+
+use futures_util::{StreamExt, future::join_all, stream};
+use tokio::sync::mpsc;
+use tower::{Service, ServiceExt};
+
+use super::{AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, SetupContext};
+use crate::{
+    context::{RunContext, RunState},
+    error::{Abort, BoxError, Error},
+    message::{Message, Messages, Role, ToolCall, ToolOutput, Usage},
+    model::{BoxModelService, ModelRequest},
+    store::Thread,
+    tool::{BoxToolService, ToolRequest},
+};
+
+pub(super) async fn run(
+    inner: Arc<Inner>,
+    req: AgentRequest,
+    events: Option<mpsc::UnboundedSender<AgentEvent>>,
+) -> Result<AgentResponse, Error> {
+    let on_error = events.clone();
+    let result = run_inner(inner, req, events).await;
+    if let (Err(err), Some(tx)) = (&result, on_error) {
+        let _ = tx.send(AgentEvent::AgentStop {
+            outcome: Outcome::Aborted {
+                error: err.to_string(),
+            },
+            text: String::new(),
+            steps: 0,
+            usage: Usage::default(),
+        });
+    }
+    result
+}
+
+async fn run_inner(
+    inner: Arc<Inner>,
+    req: AgentRequest,
+    events: Option<mpsc::UnboundedSender<AgentEvent>>,
+) -> Result<AgentResponse, Error> {
+    let AgentRequest {
+        prompt,
+        thread_id,
+        cancellation,
+        cwd,
+    } = req;
+
+    // 1. Load or create the thread.
+    let persist = thread_id.is_some();
+    let (mut history, state) = match &thread_id {
+        Some(id) => match inner.store.load(id).await.map_err(Error::store)? {
+            Some(t) => (t.messages, RunState::new(t.todos, t.files)),
+            None => (Messages::new(), RunState::default()),
+        },
+        None => (Messages::new(), RunState::default()),
+    };
+    let mut builder = RunContext::builder()
+        .state(state)
+        .cancellation(cancellation.unwrap_or_default());
+    if let Some(id) = thread_id {
+        builder = builder.session_id(id);
+    }
+    if let Some(cwd) = cwd.or_else(|| inner.cwd.clone()) {
+        builder = builder.cwd(cwd);
+    }
+    if let Some(tx) = events {
+        builder = builder.events(tx);
+    }
+    let ctx = builder.build();
+    ctx.emit_with(|| AgentEvent::AgentStart {
+        thread_id: ctx.session_id().to_owned(),
+        run_id: ctx.run_id().to_owned(),
+    });
+
+    if history.is_empty() {
+        if let Some(system) = &inner.system_prompt {
+            history.push(Message::system(system.clone()));
+        }
+    }
+    history.push(Message::user(prompt));
+
+    let mut run = Run {
+        inner: &inner,
+        ctx,
+        history,
+        usage: Usage::default(),
+        steps: 0,
+        persist,
+    };
+
+    // 2. Setup stages, once, in order.
+    let (router, setup_context) = if inner.setups.is_empty() {
+        (inner.tools.clone(), None)
+    } else {
+        let cx = SetupContext::new(run.ctx.clone(), inner.tools.clone());
+        let setups = async {
+            for stage in &inner.setups {
+                stage.setup(cx.clone()).await?;
+            }
+            Ok::<_, BoxError>(())
+        };
+        match or_cancel(&run.ctx, setups).await {
+            None => return run.finish(Outcome::Cancelled).await,
+            Some(result) => result.map_err(Error::setup)?,
+        }
+        let (router, _added, context) = cx.finish();
+        let context = (!context.is_empty()).then(|| context.join("\n\n"));
+        (router, context)
+    };
+    let specs = Arc::clone(router.specs());
+    let tools = (inner.tool_stack)(router);
+    let mut model = inner.model.clone();
+
+    // 3. The steps.
+    for step in 0..inner.max_steps {
+        if run.ctx.is_cancelled() {
+            return run.finish(Outcome::Cancelled).await;
+        }
+        let ctx = run.ctx.with_step(step);
+        run.steps = step + 1;
+        ctx.emit_with(|| AgentEvent::StepStart { step });
+
+        // a. prepare stages
+        let mut request = ModelRequest {
+            messages: run.history.clone(),
+            tools: Arc::clone(&specs),
+            settings: inner.settings.clone(),
+            ctx: ctx.clone(),
+        };
+        if let Some(text) = &setup_context {
+            request.append_system(text);
+        }
+        for stage in &inner.prepares {
+            if let Err(err) = stage.prepare(&mut request) {
+                let error = format!("prepare stage failed: {}", error_chain(&*err));
+                return run.finish(Outcome::Aborted { error }).await;
+            }
+        }
+
+        // b. the model stack
+        let response = match or_cancel(&ctx, call_model(&mut model, request)).await {
+            None => return run.finish(Outcome::Cancelled).await,
+            Some(Ok(response)) => response,
+            Some(Err(err)) => {
+                let error = match Abort::find(&*err) {
+                    Some(abort) => abort.reason().to_owned(),
+                    None => format!("model call failed: {}", error_chain(&*err)),
+                };
+                return run.finish(Outcome::Aborted { error }).await;
+            }
+        };
+        if let Some(usage) = response.usage {
+            run.usage += usage;
+        }
+        let mut message = response.message;
+        message.role = Role::Assistant;
+        for (i, call) in message.tool_calls.iter_mut().enumerate() {
+            if call.id.is_empty() {
+                call.id = format!("call_{step}_{i}");
+            }
+        }
+        ctx.emit_with(|| AgentEvent::ModelResponse {
+            step,
+            message: message.clone(),
+            usage: response.usage,
+        });
+
+        // c. no tool calls: the run is finished
+        if message.tool_calls.is_empty() {
+            run.history.push(message);
+            return run.finish(Outcome::Finished).await;
+        }
+
+        // d. tool calls, concurrently, results in call order
+        let calls = message.tool_calls.clone();
+        run.history.push(message);
+        let done = match or_cancel(
+            &ctx,
+            call_tools(&tools, calls, &ctx, inner.max_concurrent_tools),
+        )
+        .await
+        {
+            Some(done) => done,
+            None => {
+                let calls = &run.history.last().expect("assistant message").tool_calls;
+                let cancelled: Vec<_> = calls
+                    .iter()
+                    .map(|c| {
+                        ToolOutput::error(
+                            c.id.clone(),
+                            "tool call cancelled: the run was cancelled",
+                        )
+                    })
+                    .collect();
+                run.history.extend(cancelled.into_iter().map(Message::from));
+                return run.finish(Outcome::Cancelled).await;
+            }
+        };
+        let calls = &run.history.last().expect("assistant message").tool_calls;
+        let mut abort = None;
+        let outputs: Vec<ToolOutput> = done
+            .into_iter()
+            .zip(calls)
+            .map(|(done, call)| {
+                let settled = match done {
+                    Done::Settled(settled) => settled,
+                    Done::Raw(result) => settle(call, result),
+                };
+                if abort.is_none() {
+                    abort = settled.abort;
+                }
+                settled.output
+            })
+            .collect();
+        run.history.extend(outputs.into_iter().map(Message::from));
+
+        let reminders = run.ctx.take_reminders();
+        if !reminders.is_empty() {
+            run.history
+                .push(Message::user(reminder_message(&reminders)));
+            ctx.emit_with(|| AgentEvent::Reminders { step, reminders });
+        }
+
+        if let Some(error) = abort {
+            return run.finish(Outcome::Aborted { error }).await;
+        }
+        // e. persist the step
+        run.save().await?;
+    }
+    run.finish(Outcome::MaxSteps).await
+}
+
+struct Run<'a> {
+    inner: &'a Inner,
+    ctx: RunContext,
+    history: Messages,
+    usage: Usage,
+    steps: u32,
+    persist: bool,
+}
+
+impl Run<'_> {
+    async fn save(&self) -> Result<(), Error> {
+        if !self.persist {
+            return Ok(());
+        }
+        let thread = {
+            let state = self.ctx.state();
+            Thread {
+                id: self.ctx.session_id().to_owned(),
+                messages: self.history.clone(),
+                todos: state.todos.clone(),
+                files: state.files.clone(),
+            }
+        };
+        self.inner.store.save(&thread).await.map_err(Error::store)
+    }
+
+    async fn finish(self, outcome: Outcome) -> Result<AgentResponse, Error> {
+        self.save().await?;
+        let text = self
+            .history
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map(|m| m.text().into_owned())
+            .unwrap_or_default();
+        let response = AgentResponse {
+            thread_id: self.ctx.session_id().to_owned(),
+            run_id: self.ctx.run_id().to_owned(),
+            outcome,
+            text,
+            messages: self.history,
+            steps: self.steps,
+            usage: self.usage,
+        };
+        self.ctx.emit_with(|| AgentEvent::AgentStop {
+            outcome: response.outcome.clone(),
+            text: response.text.clone(),
+            steps: response.steps,
+            usage: response.usage,
+        });
+        Ok(response)
+    }
+}
+
+/// Runs `fut` unless the run is cancelled first.
+async fn or_cancel<F: Future>(ctx: &RunContext, fut: F) -> Option<F::Output> {
+    tokio::select! {
+        biased;
+        _ = ctx.cancellation().cancelled() => None,
+        out = fut => Some(out),
+    }
+}
+
+async fn call_model(
+    model: &mut BoxModelService,
+    request: ModelRequest,
+) -> Result<crate::model::ModelResponse, BoxError> {
+    model.ready().await?.call(request).await
+}
+
+/// A tool call's output as the model sees it, and the abort reason if it aborted the run.
+struct Settled {
+    output: ToolOutput,
+    abort: Option<String>,
+}
+
+enum Done {
+    /// Settled inside the call's future (when events are listened to).
+    Settled(Settled),
+    /// Left to settle after the batch, against the assistant message's calls.
+    Raw(Result<ToolOutput, BoxError>),
+}
+
+fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
+    match result {
+        Ok(mut output) => {
+            if output.call_id != call.id {
+                output.call_id.clone_from(&call.id);
+            }
+            Settled {
+                output,
+                abort: None,
+            }
+        }
+        Err(err) => match Abort::find(&*err) {
+            Some(abort) => Settled {
+                output: ToolOutput::error(call.id.clone(), format!("aborted: {}", abort.reason())),
+                abort: Some(abort.reason().to_owned()),
+            },
+            None => Settled {
+                output: ToolOutput::error(
+                    call.id.clone(),
+                    format!("tool `{}` failed: {}", call.name, error_chain(&*err)),
+                ),
+                abort: None,
+            },
+        },
+    }
+}
+
+async fn call_tools(
+    tools: &BoxToolService,
+    calls: Vec<ToolCall>,
+    ctx: &RunContext,
+    limit: Option<usize>,
+) -> Vec<Done> {
+    let futures = calls.into_iter().map(|call| {
+        let svc = tools.clone();
+        let ctx = ctx.clone();
+        async move {
+            if !ctx.is_listening() {
+                return Done::Raw(svc.oneshot(ToolRequest::new(call, ctx)).await);
+            }
+            let step = ctx.step();
+            let started = Instant::now();
+            let meta = call.clone();
+            ctx.emit(AgentEvent::ToolCallStart {
+                step,
+                call: call.clone(),
+            });
+            let result = svc.oneshot(ToolRequest::new(call, ctx.clone())).await;
+            let settled = settle(&meta, result);
+            ctx.emit(AgentEvent::ToolCallEnd {
+                step,
+                name: meta.name,
+                output: settled.output.clone(),
+                duration_ms: started.elapsed().as_secs_f64() * 1e3,
+            });
+            Done::Settled(settled)
+        }
+    });
+    match limit {
+        Some(n) => stream::iter(futures).buffered(n).collect().await,
+        None => join_all(futures).await,
+    }
+}
+
+/// The reminders of a step as one message: each in a `<system-hook>` block, blank line between.
+fn reminder_message(reminders: &[String]) -> String {
+    let mut text = String::new();
+    for (i, r) in reminders.iter().enumerate() {
+        if i > 0 {
+            text.push_str("\n\n");
+        }
+        text.push_str("<system-hook>\n");
+        text.push_str(r);
+        text.push_str("\n</system-hook>");
+    }
+    text
+}
+
+/// An error and its sources, `outer: inner: root`.
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        let s = e.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cur = e.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reminder_blocks() {
+        assert_eq!(
+            reminder_message(&["a".into(), "b".into()]),
+            "<system-hook>\na\n</system-hook>\n\n<system-hook>\nb\n</system-hook>"
+        );
+    }
+}

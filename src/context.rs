@@ -1,0 +1,432 @@
+//! [`RunContext`]: where a request is in a run, and what the run shares.
+//!
+//! Every [`ModelRequest`](crate::model::ModelRequest) and
+//! [`ToolRequest`](crate::tool::ToolRequest) carries the context of its run, so any layer knows
+//! the session, the run, the step and the working directory, can read and write the shared
+//! [`RunState`] (todos, files written, typed extensions), queue a reminder for the model, emit
+//! an event, or see that the run was cancelled. Cloning it is one reference count.
+//!
+//! # Example
+//!
+//! ```
+//! use tower_agent::context::{RunContext, Todo, TodoStatus};
+//!
+//! let ctx = RunContext::builder().session_id("thread-1").cwd("/tmp").build();
+//! assert_eq!(ctx.session_id(), "thread-1");
+//!
+//! // The run state is shared by every clone.
+//! let clone = ctx.clone();
+//! clone.state().todos.push(Todo::new("1", "write the tests"));
+//! assert_eq!(ctx.state().todos[0].status, TodoStatus::Pending);
+//!
+//! // A typed extension for a layer's own per-run data.
+//! #[derive(Clone, Debug, PartialEq)]
+//! struct Calls(u32);
+//! ctx.state().extensions.insert(Calls(3));
+//! assert_eq!(clone.state().extensions.get::<Calls>(), Some(&Calls(3)));
+//!
+//! // Reminders are collected during a step and delivered once, after its tool results.
+//! ctx.remind("Consider updating the docs.");
+//! assert_eq!(ctx.take_reminders(), vec!["Consider updating the docs.".to_string()]);
+//! ```
+
+use std::{
+    any::{Any, TypeId},
+    collections::{BTreeMap, HashMap},
+    fmt,
+    hash::{BuildHasher, Hasher},
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::AgentEvent;
+
+/// The context of one agent run, carried by every model and tool request.
+///
+/// See the [module docs](crate::context).
+#[derive(Clone)]
+pub struct RunContext {
+    shared: Arc<Shared>,
+    step: u32,
+}
+
+struct Shared {
+    session_id: String,
+    run_id: String,
+    cwd: PathBuf,
+    state: Mutex<RunState>,
+    reminders: Mutex<Vec<String>>,
+    events: Option<mpsc::UnboundedSender<AgentEvent>>,
+    cancel: CancellationToken,
+}
+
+impl RunContext {
+    /// A context with fresh ids, the process's current directory, no event listener and a new
+    /// cancellation token.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// A builder to set the ids, directory, event sender or cancellation token.
+    pub fn builder() -> RunContextBuilder {
+        RunContextBuilder::default()
+    }
+
+    /// The session (thread) id.
+    pub fn session_id(&self) -> &str {
+        &self.shared.session_id
+    }
+
+    /// The id of this run.
+    pub fn run_id(&self) -> &str {
+        &self.shared.run_id
+    }
+
+    /// The step of the run this request belongs to (0-based).
+    pub fn step(&self) -> u32 {
+        self.step
+    }
+
+    /// This context at another step (same run, same shared state).
+    #[must_use]
+    pub fn with_step(&self, step: u32) -> Self {
+        RunContext {
+            shared: Arc::clone(&self.shared),
+            step,
+        }
+    }
+
+    /// The working (project) directory of the run.
+    pub fn cwd(&self) -> &Path {
+        &self.shared.cwd
+    }
+
+    /// Locks the run's shared state.
+    ///
+    /// The lock is a plain mutex: take what you need and drop the guard; never hold it across
+    /// an `.await`.
+    pub fn state(&self) -> MutexGuard<'_, RunState> {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues a reminder. Reminders queued during a step are appended once, after all of the
+    /// step's tool results, as one user message with each reminder in a `<system-hook>` block.
+    pub fn remind(&self, text: impl Into<String>) {
+        self.reminders().push(text.into());
+    }
+
+    /// Takes the queued reminders.
+    pub fn take_reminders(&self) -> Vec<String> {
+        std::mem::take(&mut *self.reminders())
+    }
+
+    fn reminders(&self) -> MutexGuard<'_, Vec<String>> {
+        self.shared
+            .reminders
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether anyone listens to this run's events ([`Agent::stream`](crate::Agent::stream)).
+    /// Check it before building an expensive event.
+    pub fn is_listening(&self) -> bool {
+        self.shared.events.is_some()
+    }
+
+    /// Sends an event to the run's event stream, if anyone listens.
+    pub fn emit(&self, event: AgentEvent) {
+        if let Some(tx) = &self.shared.events {
+            // A closed receiver means the listener went away; the run goes on.
+            let _ = tx.send(event);
+        }
+    }
+
+    /// Builds and sends an event only if anyone listens.
+    pub fn emit_with(&self, event: impl FnOnce() -> AgentEvent) {
+        if let Some(tx) = &self.shared.events {
+            let _ = tx.send(event());
+        }
+    }
+
+    /// The run's cancellation token: cancel it to end the run with
+    /// [`Outcome::Cancelled`](crate::agent::Outcome::Cancelled); long-running tools can watch
+    /// it.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.shared.cancel
+    }
+
+    /// Whether the run was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared.cancel.is_cancelled()
+    }
+}
+
+impl Default for RunContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for RunContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunContext")
+            .field("session_id", &self.shared.session_id)
+            .field("run_id", &self.shared.run_id)
+            .field("step", &self.step)
+            .field("cwd", &self.shared.cwd)
+            .field("listening", &self.is_listening())
+            .field("cancelled", &self.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`RunContext`]. See [`RunContext::builder`].
+#[derive(Debug, Default)]
+pub struct RunContextBuilder {
+    session_id: Option<String>,
+    run_id: Option<String>,
+    cwd: Option<PathBuf>,
+    state: Option<RunState>,
+    events: Option<mpsc::UnboundedSender<AgentEvent>>,
+    cancel: Option<CancellationToken>,
+}
+
+impl RunContextBuilder {
+    /// The session (thread) id; a fresh one if unset.
+    #[must_use]
+    pub fn session_id(mut self, id: impl Into<String>) -> Self {
+        self.session_id = Some(id.into());
+        self
+    }
+
+    /// The run id; a fresh one if unset.
+    #[must_use]
+    pub fn run_id(mut self, id: impl Into<String>) -> Self {
+        self.run_id = Some(id.into());
+        self
+    }
+
+    /// The working directory; the process's current directory if unset.
+    #[must_use]
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// The initial run state (e.g. restored from a thread).
+    #[must_use]
+    pub fn state(mut self, state: RunState) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// Where events go.
+    #[must_use]
+    pub fn events(mut self, tx: mpsc::UnboundedSender<AgentEvent>) -> Self {
+        self.events = Some(tx);
+        self
+    }
+
+    /// The cancellation token.
+    #[must_use]
+    pub fn cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// Builds the context (at step 0).
+    pub fn build(self) -> RunContext {
+        RunContext {
+            shared: Arc::new(Shared {
+                session_id: self.session_id.unwrap_or_else(|| new_id("thread")),
+                run_id: self.run_id.unwrap_or_else(|| new_id("run")),
+                cwd: self
+                    .cwd
+                    .or_else(|| std::env::current_dir().ok())
+                    .unwrap_or_else(|| PathBuf::from(".")),
+                state: Mutex::new(self.state.unwrap_or_default()),
+                reminders: Mutex::new(Vec::new()),
+                events: self.events,
+                cancel: self.cancel.unwrap_or_default(),
+            }),
+            step: 0,
+        }
+    }
+}
+
+// ===== RunState =====
+
+/// State shared by everything in one run, and persisted with the thread (but for
+/// `extensions`, which live only as long as the run).
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct RunState {
+    /// The todo list (see the `write_todos` tool).
+    pub todos: Vec<Todo>,
+    /// Files written or edited in this thread: path → content (shared, so saving the state
+    /// after every step does not copy file contents).
+    pub files: BTreeMap<String, Arc<str>>,
+    /// Typed data of layers and stages, for this run only.
+    pub extensions: Extensions,
+}
+
+impl RunState {
+    /// A state restored from persisted todos and files.
+    pub fn new(todos: Vec<Todo>, files: BTreeMap<String, Arc<str>>) -> Self {
+        RunState {
+            todos,
+            files,
+            extensions: Extensions::default(),
+        }
+    }
+}
+
+/// One item of the todo list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    /// Its id.
+    pub id: String,
+    /// What is to be done.
+    pub title: String,
+    /// How far it is.
+    pub status: TodoStatus,
+}
+
+impl Todo {
+    /// A pending todo.
+    pub fn new(id: impl Into<String>, title: impl Into<String>) -> Self {
+        Todo {
+            id: id.into(),
+            title: title.into(),
+            status: TodoStatus::Pending,
+        }
+    }
+}
+
+/// The status of a [`Todo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Finished.
+    Done,
+}
+
+/// A map from type to value: per-run data of layers and stages.
+#[derive(Default)]
+pub struct Extensions {
+    map: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+}
+
+impl Extensions {
+    /// Inserts a value, returning the previous one of its type.
+    pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) -> Option<T> {
+        self.map
+            .insert(TypeId::of::<T>(), Box::new(value))
+            .and_then(|old| old.downcast().ok().map(|b| *b))
+    }
+
+    /// The value of type `T`.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.map.get(&TypeId::of::<T>())?.downcast_ref()
+    }
+
+    /// The value of type `T`, mutably.
+    pub fn get_mut<T: Send + Sync + 'static>(&mut self) -> Option<&mut T> {
+        self.map.get_mut(&TypeId::of::<T>())?.downcast_mut()
+    }
+
+    /// The value of type `T`, inserting `T::default()` first if there is none.
+    pub fn get_or_default<T: Default + Send + Sync + 'static>(&mut self) -> &mut T {
+        self.map
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Box::new(T::default()))
+            .downcast_mut()
+            .expect("the entry of TypeId::of::<T>() holds a T")
+    }
+
+    /// Removes the value of type `T`.
+    pub fn remove<T: Send + Sync + 'static>(&mut self) -> Option<T> {
+        self.map
+            .remove(&TypeId::of::<T>())
+            .and_then(|b| b.downcast().ok().map(|b| *b))
+    }
+}
+
+impl fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Extensions")
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+// ===== ids =====
+
+/// A fresh id, `{prefix}_{16 hex digits}`: a per-process random base plus a counter, so ids
+/// are unique in a process and unlikely to collide across processes.
+pub(crate) fn new_id(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static BASE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default(),
+        );
+        h.write_u32(std::process::id());
+        h.finish()
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    // Mix the counter so consecutive ids don't share a prefix.
+    let mixed = base ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    format!("{prefix}_{mixed:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique() {
+        let ids: std::collections::HashSet<_> = (0..1000).map(|_| new_id("x")).collect();
+        assert_eq!(ids.len(), 1000);
+    }
+
+    #[test]
+    fn with_step_shares_state() {
+        let ctx = RunContext::new();
+        let next = ctx.with_step(3);
+        assert_eq!(next.step(), 3);
+        next.state().files.insert("a".into(), "b".into());
+        assert_eq!(&*ctx.state().files["a"], "b");
+        ctx.cancellation().cancel();
+        assert!(next.is_cancelled());
+    }
+
+    #[test]
+    fn extensions_by_type() {
+        let mut ext = Extensions::default();
+        assert_eq!(ext.insert(5u32), None);
+        assert_eq!(ext.insert(6u32), Some(5));
+        *ext.get_or_default::<String>() += "x";
+        assert_eq!(ext.get::<String>().map(String::as_str), Some("x"));
+        assert_eq!(ext.remove::<u32>(), Some(6));
+        assert_eq!(ext.get::<u32>(), None);
+    }
+}

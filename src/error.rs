@@ -1,0 +1,186 @@
+//! Errors: the crate's opaque [`Error`], the typed [`Abort`] that ends a run, and [`BoxError`].
+//!
+//! Most failures in an agent run are *data*: a tool that fails, times out, is denied or does
+//! not exist becomes an error [`ToolOutput`](crate::message::ToolOutput) the model sees and can
+//! act on. Only an [`Abort`] from the tool stack, a failed model call (after whatever retry
+//! layer you stacked) or a failed prepare stage ends a run, with
+//! [`Outcome::Aborted`](crate::agent::Outcome::Aborted). [`Error`] is for what stops a run
+//! from being run at all: a failing setup stage or thread store.
+//!
+//! # Example
+//!
+//! ```
+//! use tower_agent::error::{Abort, BoxError};
+//!
+//! let err: BoxError = Abort::new("the user revoked access").into();
+//! let abort = err.downcast_ref::<Abort>().unwrap();
+//! assert_eq!(abort.reason(), "the user revoked access");
+//! assert_eq!(err.to_string(), "run aborted: the user revoked access");
+//! ```
+
+use std::{error::Error as StdError, fmt};
+
+/// A type-erased error, the error type of model and tool services (as in tower).
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// A typed error that ends the run with
+/// [`Outcome::Aborted`](crate::agent::Outcome::Aborted) when it comes out of the tool stack.
+///
+/// Any other error of the tool stack becomes an error output for the model. The loop finds an
+/// `Abort` anywhere in the error's [`source`](StdError::source) chain, so layers that wrap
+/// errors keep it working.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abort {
+    reason: String,
+}
+
+impl Abort {
+    /// An abort with a reason.
+    pub fn new(reason: impl Into<String>) -> Self {
+        Abort {
+            reason: reason.into(),
+        }
+    }
+
+    /// Why the run was aborted.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The `Abort` in `err` or its source chain.
+    pub fn find<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a Abort> {
+        let mut cur = Some(err);
+        while let Some(e) = cur {
+            if let Some(abort) = e.downcast_ref::<Abort>() {
+                return Some(abort);
+            }
+            cur = e.source();
+        }
+        None
+    }
+}
+
+impl fmt::Display for Abort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "run aborted: {}", self.reason)
+    }
+}
+
+impl StdError for Abort {}
+
+/// The crate's error: what keeps an agent run from running.
+///
+/// It is opaque: ask it with the `is_*` predicates and read its cause with
+/// [`source`](StdError::source). Its `Display` text is not specified and may change.
+pub struct Error {
+    inner: Box<ErrorImpl>,
+}
+
+struct ErrorImpl {
+    kind: Kind,
+    cause: Option<BoxError>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Setup,
+    Store,
+}
+
+impl Error {
+    fn new(kind: Kind, cause: Option<BoxError>) -> Self {
+        Error {
+            inner: Box::new(ErrorImpl { kind, cause }),
+        }
+    }
+
+    pub(crate) fn setup(cause: BoxError) -> Self {
+        Self::new(Kind::Setup, Some(cause))
+    }
+
+    pub(crate) fn store(cause: BoxError) -> Self {
+        Self::new(Kind::Store, Some(cause))
+    }
+
+    /// A setup (before-agent) stage failed.
+    pub fn is_setup(&self) -> bool {
+        self.inner.kind == Kind::Setup
+    }
+
+    /// The thread store failed to load or save.
+    pub fn is_store(&self) -> bool {
+        self.inner.kind == Kind::Store
+    }
+
+    fn description(&self) -> &'static str {
+        match self.inner.kind {
+            Kind::Setup => "setup stage failed",
+            Kind::Store => "thread store failed",
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_tuple("tower_agent::Error");
+        d.field(&self.inner.kind);
+        if let Some(cause) = &self.inner.cause {
+            d.field(cause);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.inner.cause {
+            Some(cause) => write!(f, "{}: {cause}", self.description()),
+            None => f.write_str(self.description()),
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.inner
+            .cause
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Wrapper(BoxError);
+    impl fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("wrapped")
+        }
+    }
+    impl StdError for Wrapper {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&*self.0)
+        }
+    }
+
+    #[test]
+    fn abort_found_in_chain() {
+        let err: BoxError = Box::new(Wrapper(Abort::new("x").into()));
+        assert_eq!(Abort::find(&*err).map(Abort::reason), Some("x"));
+        let other: BoxError = "plain".into();
+        assert!(Abort::find(&*other).is_none());
+    }
+
+    #[test]
+    fn error_predicates_and_source() {
+        let e = Error::store("disk full".into());
+        assert!(e.is_store() && !e.is_setup());
+        assert_eq!(e.to_string(), "thread store failed: disk full");
+        assert_eq!(e.source().unwrap().to_string(), "disk full");
+        fn assert_send_sync<T: Send + Sync + 'static>() {}
+        assert_send_sync::<Error>();
+    }
+}

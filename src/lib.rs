@@ -1,0 +1,106 @@
+//! An AI agent loop made of [tower] services.
+//!
+//! > An agent run is three nested services — the **agent** (one run), the **model** (one LLM
+//! > call) and the **tools** (one tool call each). Every hook is a [`Layer`](tower::Layer) on
+//! > one of them, stacked with [`ServiceBuilder`](tower::ServiceBuilder). One-time setup
+//! > (before-agent) and request preparation (modify-request) are plain pre-stages that run
+//! > before the stacks.
+//!
+//! ```text
+//! Agent           Service<AgentRequest>     layers: prompt hooks, stop policy, limits, timeout
+//!  └─ run loop, per step:
+//!      ├─ Prepare stages (in order)         skills catalog, memory, dynamic prompt
+//!      ├─ model stack  Service<ModelRequest> trace → summarize → retry/timeout → provider
+//!      └─ tool stack   Service<ToolRequest>  trace → hooks → guards → evict → ToolRouter → tool
+//!         (the tool calls of one step run concurrently; results go back in call order)
+//! ```
+//!
+//! `ServiceBuilder` order is the onion order: the first `.layer()` is the outermost, sees the
+//! request first and the response last.
+//!
+//! ```text
+//!            ServiceBuilder::new().layer(A).layer(B).service(tool)
+//!
+//!    request ──► A ──► B ──► tool ──┐
+//!                                   │
+//!   response ◄── A ◄── B ◄──────────┘
+//! ```
+//!
+//! # Example
+//!
+//! An agent with a scripted model (offline), two tools and a tool stack of a tower
+//! `TimeoutLayer` and a closure layer:
+//!
+//! ```
+//! use std::time::Duration;
+//! use serde_json::json;
+//! use tower::ServiceBuilder;
+//! use tower_agent::{Agent, BoxError, model::ScriptedModel, tool::{ToolRequest, tool_fn}};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent::Error> {
+//! let model = ScriptedModel::new()
+//!     .tool_calls([("weather", json!({"city": "Oslo"})), ("time", json!({"city": "Oslo"}))])
+//!     .text("In Oslo it is 14:00 and raining.");
+//!
+//! let agent = Agent::builder()
+//!     .model(model)
+//!     .tool(tool_fn("weather", "Weather in a city", json!({"type": "object"}), |_, _| async {
+//!         Ok::<_, BoxError>("raining")
+//!     }))
+//!     .tool(tool_fn("time", "Local time in a city", json!({"type": "object"}), |_, _| async {
+//!         Ok::<_, BoxError>("14:00")
+//!     }))
+//!     .tool_layer(
+//!         ServiceBuilder::new()
+//!             .timeout(Duration::from_secs(30))
+//!             .map_request(|req: ToolRequest| {
+//!                 tracing::info!(tool = %req.call.name, "calling");
+//!                 req
+//!             }),
+//!     )
+//!     .build();
+//!
+//! let resp = agent.run("Weather and time in Oslo?").await?;
+//! assert!(resp.outcome.is_finished());
+//! assert_eq!(resp.text, "In Oslo it is 14:00 and raining.");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The three levels
+//!
+//! - [`model`]: any `Service<ModelRequest, Response = ModelResponse, Error = BoxError>`;
+//!   [`ScriptedModel`](model::ScriptedModel) for tests and offline demos.
+//! - [`tool`]: any `Service<ToolRequest, Response = ToolOutput, Error = BoxError>`;
+//!   [`tool_fn`](tool::tool_fn), [`typed_tool`](tool::typed_tool), the [`Tool`](tool::Tool)
+//!   trait, and the by-name [`ToolRouter`](tool::ToolRouter).
+//! - [`agent`]: [`Agent`] is a `Service<AgentRequest, Response = AgentResponse>`, so it can sit
+//!   behind an axum route or inside generic tower middleware.
+//!
+//! Failures the model can act on are data: an unknown tool, bad arguments, a tool error or a
+//! timeout become an error [`ToolOutput`](message::ToolOutput) and the run goes on. Only an
+//! [`Abort`](error::Abort), a failed model call or a failed prepare stage end a run early.
+//!
+//! # Feature flags
+//!
+//! The core (all three levels, the loop, the scripted model, the in-memory store) needs no
+//! feature. `full` turns on every optional feature.
+//!
+//! # Minimum supported Rust version
+//!
+//! Rust 1.85.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod agent;
+pub mod context;
+pub mod error;
+pub mod message;
+pub mod model;
+pub mod store;
+pub mod tool;
+
+pub use crate::{
+    agent::{Agent, AgentRequest, AgentResponse, Outcome},
+    error::{Abort, BoxError, Error},
+};

@@ -1,0 +1,551 @@
+//! The conversation types: [`Message`], [`ToolCall`], [`ToolOutput`], [`ToolSpec`], [`Usage`],
+//! and the shared history [`Messages`].
+//!
+//! These are plain serde types with no tower in them. Every one is `Clone + Serialize +
+//! Deserialize`, and the common cases are one line:
+//!
+//! # Example
+//!
+//! ```
+//! use tower_agent::message::{Message, Messages, Role, ToolCall, ToolOutput};
+//! use serde_json::json;
+//!
+//! let mut history = Messages::from(vec![
+//!     Message::system("You are terse."),
+//!     Message::user("List the files."),
+//! ]);
+//! let call = ToolCall::new("call_1", "ls", json!({ "path": "." }));
+//! history.push(Message::assistant("").with_tool_calls(vec![call]));
+//! history.push(Message::tool_result(&ToolOutput::text("call_1", "[]")));
+//!
+//! assert_eq!(history.len(), 4);
+//! assert_eq!(history[3].role, Role::Tool);
+//! assert_eq!(history[3].tool_call_id.as_deref(), Some("call_1"));
+//!
+//! // Cloning the history is O(1): a step shares it instead of copying it.
+//! let snapshot = history.clone();
+//! history.push(Message::user("thanks"));
+//! assert_eq!(snapshot.len(), 4);
+//! ```
+
+use std::{borrow::Cow, fmt, ops::Index, sync::Arc};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// Who wrote a [`Message`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The user (and hook feedback, reminders).
+    User,
+    /// The model.
+    Assistant,
+    /// The result of a tool call.
+    Tool,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        })
+    }
+}
+
+/// One part of a message's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, by URL (`https:` or a `data:` URL).
+    Image {
+        /// Where the image is.
+        url: String,
+    },
+}
+
+impl Content {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Content::Text { text: text.into() }
+    }
+
+    /// The text of this part, if it is text.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Content::Text { text } => Some(text),
+            Content::Image { .. } => None,
+        }
+    }
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for this call; tool results refer to it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as JSON. A provider that could not parse the model's argument text keeps
+    /// it here as a JSON string; the [`ToolRouter`](crate::tool::ToolRouter) reports that to the
+    /// model.
+    pub arguments: Value,
+}
+
+impl ToolCall {
+    /// A tool call.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        }
+    }
+}
+
+/// A message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its content parts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<Content>,
+    /// Tool calls (assistant messages only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call this message answers (tool messages only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Set on a tool message whose output is an error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+impl Message {
+    /// A message of `role` with one text part (no part if `text` is empty).
+    pub fn new(role: Role, text: impl Into<String>) -> Self {
+        let text = text.into();
+        Message {
+            role,
+            content: if text.is_empty() {
+                Vec::new()
+            } else {
+                vec![Content::Text { text }]
+            },
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            is_error: false,
+        }
+    }
+
+    /// A system message.
+    pub fn system(text: impl Into<String>) -> Self {
+        Self::new(Role::System, text)
+    }
+
+    /// A user message.
+    pub fn user(text: impl Into<String>) -> Self {
+        Self::new(Role::User, text)
+    }
+
+    /// An assistant message.
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, text)
+    }
+
+    /// The tool message that carries `output` back to the model.
+    pub fn tool_result(output: &ToolOutput) -> Self {
+        let mut msg = Self::new(Role::Tool, output.content.clone());
+        msg.tool_call_id = Some(output.call_id.clone());
+        msg.is_error = output.is_error;
+        msg
+    }
+
+    /// This message with `calls` as its tool calls.
+    #[must_use]
+    pub fn with_tool_calls(mut self, calls: Vec<ToolCall>) -> Self {
+        self.tool_calls = calls;
+        self
+    }
+
+    /// The text parts joined together (borrowed when there is just one).
+    pub fn text(&self) -> Cow<'_, str> {
+        let mut texts = self.content.iter().filter_map(Content::as_text);
+        match (texts.next(), texts.next()) {
+            (None, _) => Cow::Borrowed(""),
+            (Some(one), None) => Cow::Borrowed(one),
+            (Some(a), Some(b)) => {
+                let mut s = String::with_capacity(a.len() + b.len());
+                s.push_str(a);
+                s.push_str(b);
+                texts.for_each(|t| s.push_str(t));
+                Cow::Owned(s)
+            }
+        }
+    }
+
+    /// Total length in bytes of the text parts.
+    pub fn content_len(&self) -> usize {
+        self.content
+            .iter()
+            .filter_map(Content::as_text)
+            .map(str::len)
+            .sum()
+    }
+
+    /// Appends `text` as a new text part.
+    pub fn push_text(&mut self, text: impl Into<String>) {
+        self.content.push(Content::text(text));
+    }
+}
+
+impl From<ToolOutput> for Message {
+    /// The tool message carrying `output` (moves the content, no copy).
+    fn from(output: ToolOutput) -> Self {
+        Message {
+            role: Role::Tool,
+            content: if output.content.is_empty() {
+                Vec::new()
+            } else {
+                vec![Content::Text {
+                    text: output.content,
+                }]
+            },
+            tool_calls: Vec::new(),
+            tool_call_id: Some(output.call_id),
+            is_error: output.is_error,
+        }
+    }
+}
+
+/// What a tool call produced: what the model sees.
+///
+/// A denied, failed, timed-out or unknown tool call is a `ToolOutput` with `is_error: true` and
+/// a reason the model can act on, never a crashed run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolOutput {
+    /// The id of the [`ToolCall`] this answers.
+    pub call_id: String,
+    /// The text the model sees (structured output is JSON text).
+    pub content: String,
+    /// Whether this is an error the model should react to.
+    #[serde(default)]
+    pub is_error: bool,
+    /// Data for layers and applications; not sent to the model.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub metadata: Map<String, Value>,
+}
+
+impl ToolOutput {
+    /// A successful output.
+    pub fn text(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        ToolOutput {
+            call_id: call_id.into(),
+            content: content.into(),
+            is_error: false,
+            metadata: Map::new(),
+        }
+    }
+
+    /// An error output: `content` should say what went wrong and what the model can do.
+    pub fn error(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        ToolOutput {
+            is_error: true,
+            ..Self::text(call_id, content)
+        }
+    }
+
+    /// A successful output holding `value` as JSON text.
+    pub fn json(call_id: impl Into<String>, value: &Value) -> Self {
+        Self::text(call_id, value.to_string())
+    }
+
+    /// This output with one more metadata entry.
+    #[must_use]
+    pub fn with_metadata(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.metadata.insert(key.into(), value);
+        self
+    }
+}
+
+/// What a tool looks like to the model: its name, what it does, and a JSON Schema of its
+/// arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The tool's name, unique in a run.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+impl ToolSpec {
+    /// A tool spec.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+        }
+    }
+}
+
+/// Token counts a provider reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub input_tokens: u64,
+    /// Tokens generated.
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Input plus output tokens.
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, rhs: Self) {
+        self.input_tokens += rhs.input_tokens;
+        self.output_tokens += rhs.output_tokens;
+    }
+}
+
+/// Why the model stopped generating.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished its turn.
+    #[default]
+    EndTurn,
+    /// The model asked for tool calls.
+    ToolUse,
+    /// The output token limit was reached.
+    MaxTokens,
+    /// A stop sequence was produced.
+    StopSequence,
+    /// Something else, as the provider named it.
+    Other(String),
+}
+
+// ===== Messages =====
+
+/// The conversation history: a persistent vector of [`Message`]s.
+///
+/// Cloning is O(1) and editing a clone copies only the touched path (copy-on-write), so the
+/// agent loop hands the same history to every step's [`ModelRequest`](crate::model::ModelRequest)
+/// without deep-copying it, and a layer that edits one message (say the system prompt) pays
+/// for that message, not for the whole history.
+#[derive(Clone, Default, PartialEq)]
+pub struct Messages {
+    inner: imbl::Vector<Arc<Message>>,
+}
+
+impl Messages {
+    /// An empty history.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of messages.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// The message at `index`.
+    pub fn get(&self, index: usize) -> Option<&Message> {
+        self.inner.get(index).map(|m| &**m)
+    }
+
+    /// A mutable reference to the message at `index` (copy-on-write).
+    pub fn get_mut(&mut self, index: usize) -> Option<&mut Message> {
+        self.inner.get_mut(index).map(Arc::make_mut)
+    }
+
+    /// The first message.
+    pub fn first(&self) -> Option<&Message> {
+        self.get(0)
+    }
+
+    /// The last message.
+    pub fn last(&self) -> Option<&Message> {
+        self.inner.last().map(|m| &**m)
+    }
+
+    /// Appends a message.
+    pub fn push(&mut self, message: Message) {
+        self.inner.push_back(Arc::new(message));
+    }
+
+    /// Inserts a message at `index`, shifting the rest.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `index > len`.
+    pub fn insert(&mut self, index: usize, message: Message) {
+        self.inner.insert(index, Arc::new(message));
+    }
+
+    /// Removes and returns the message at `index`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `index >= len`.
+    pub fn remove(&mut self, index: usize) -> Message {
+        Arc::unwrap_or_clone(self.inner.remove(index))
+    }
+
+    /// Keeps the first `len` messages.
+    pub fn truncate(&mut self, len: usize) {
+        self.inner.truncate(len);
+    }
+
+    /// Replaces the messages in `range` by `with` (used by compaction).
+    pub fn splice(
+        &mut self,
+        range: std::ops::Range<usize>,
+        with: impl IntoIterator<Item = Message>,
+    ) {
+        let tail = self.inner.split_off(range.end);
+        self.inner.truncate(range.start);
+        self.inner.extend(with.into_iter().map(Arc::new));
+        self.inner.append(tail);
+    }
+
+    /// Iterates over the messages.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Message> + ExactSizeIterator + '_ {
+        self.inner.iter().map(|m| &**m)
+    }
+
+    /// Iterates mutably over the messages (each touched one is copied if shared).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Message> + '_ {
+        self.inner.iter_mut().map(Arc::make_mut)
+    }
+
+    /// Copies the messages into a `Vec`.
+    pub fn to_vec(&self) -> Vec<Message> {
+        self.iter().cloned().collect()
+    }
+}
+
+impl Index<usize> for Messages {
+    type Output = Message;
+
+    fn index(&self, index: usize) -> &Message {
+        &self.inner[index]
+    }
+}
+
+impl fmt::Debug for Messages {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl From<Vec<Message>> for Messages {
+    fn from(v: Vec<Message>) -> Self {
+        v.into_iter().collect()
+    }
+}
+
+impl FromIterator<Message> for Messages {
+    fn from_iter<T: IntoIterator<Item = Message>>(iter: T) -> Self {
+        Messages {
+            inner: iter.into_iter().map(Arc::new).collect(),
+        }
+    }
+}
+
+impl Extend<Message> for Messages {
+    fn extend<T: IntoIterator<Item = Message>>(&mut self, iter: T) {
+        self.inner.extend(iter.into_iter().map(Arc::new));
+    }
+}
+
+impl<'a> IntoIterator for &'a Messages {
+    type Item = &'a Message;
+    type IntoIter = Box<dyn Iterator<Item = &'a Message> + 'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl Serialize for Messages {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Messages {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<Message>::deserialize(deserializer).map(Messages::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_joins_parts_and_borrows_one() {
+        let mut m = Message::user("a");
+        assert!(matches!(m.text(), Cow::Borrowed("a")));
+        m.push_text("b");
+        m.push_text("c");
+        assert_eq!(m.text(), "abc");
+        assert_eq!(Message::assistant("").content.len(), 0);
+    }
+
+    #[test]
+    fn serde_round_trip() {
+        let m = Message::assistant("hi").with_tool_calls(vec![ToolCall::new(
+            "1",
+            "ls",
+            json!({"path": "."}),
+        )]);
+        let s = serde_json::to_string(&m).unwrap();
+        assert_eq!(serde_json::from_str::<Message>(&s).unwrap(), m);
+        let out = ToolOutput::error("1", "nope").with_metadata("k", json!(1));
+        let s = serde_json::to_string(&out).unwrap();
+        assert_eq!(serde_json::from_str::<ToolOutput>(&s).unwrap(), out);
+        let hist = Messages::from(vec![m.clone(), Message::tool_result(&out)]);
+        let s = serde_json::to_string(&hist).unwrap();
+        assert_eq!(serde_json::from_str::<Messages>(&s).unwrap(), hist);
+    }
+
+    #[test]
+    fn messages_copy_on_write() {
+        let mut a = Messages::from(vec![Message::system("s"), Message::user("u")]);
+        let b = a.clone();
+        a.get_mut(0).unwrap().push_text("!");
+        assert_eq!(a[0].text(), "s!");
+        assert_eq!(b[0].text(), "s");
+        a.splice(0..1, [Message::user("summary")]);
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0].text(), "summary");
+        assert_eq!(a[1].text(), "u");
+        assert_eq!(a.remove(0).text(), "summary");
+        assert_eq!(a.len(), 1);
+    }
+}

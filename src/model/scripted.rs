@@ -1,0 +1,314 @@
+//! A deterministic model that replays a script.
+
+use std::{
+    fmt,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use serde_json::Value;
+use tower::Service;
+
+use super::{ModelRequest, ModelResponse};
+use crate::{error::BoxError, message::ToolCall};
+
+type Decide = Arc<dyn Fn(&ModelRequest) -> Result<ModelResponse, BoxError> + Send + Sync>;
+
+#[derive(Clone)]
+enum Turn {
+    Respond(ModelResponse),
+    Fail(String),
+    Decide(Decide),
+}
+
+/// A deterministic model service that replays a script of responses — text, tool calls,
+/// errors, or a decision made from the request by a closure. For tests, docs and the offline
+/// quickstart; no feature flag needed.
+///
+/// By default all clones share one cursor: the n-th call anywhere gets the n-th turn. With
+/// [`per_run`](Self::per_run), the turn is chosen by the request's step instead, so
+/// concurrent runs each replay the whole script. When the script is exhausted, the
+/// [`otherwise`](Self::otherwise) closure answers, or the call fails with a clear error.
+///
+/// Tool calls scripted without an id get `call_{k}_{i}`, where `k` is the number of messages in
+/// the request and `i` the call's position, which is unique within a thread.
+///
+/// # Example
+///
+/// ```
+/// use serde_json::json;
+/// use tower::{Service, ServiceExt};
+/// use tower_agent::model::{ModelRequest, ScriptedModel};
+/// use tower_agent::message::Message;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower_agent::BoxError> {
+/// let mut model = ScriptedModel::new()
+///     .tool_call("read_file", json!({ "path": "notes.txt" }))
+///     .decide(|req| {
+///         let last = req.messages.last().unwrap().text().into_owned();
+///         Ok(tower_agent::model::ModelResponse::text(format!("The file says: {last}")))
+///     });
+///
+/// let first = model.ready().await?.call(ModelRequest::new(vec![Message::user("Read it")])).await?;
+/// assert_eq!(first.message.tool_calls[0].name, "read_file");
+/// assert_eq!(first.message.tool_calls[0].id, "call_1_0");
+///
+/// let second = model.ready().await?.call(ModelRequest::new(vec![Message::user("hello")])).await?;
+/// assert_eq!(second.message.text(), "The file says: hello");
+///
+/// // The script is exhausted now.
+/// let err = model.ready().await?.call(ModelRequest::new(vec![])).await.unwrap_err();
+/// assert!(err.to_string().contains("script"));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ScriptedModel {
+    turns: Arc<Vec<Turn>>,
+    cursor: Arc<AtomicUsize>,
+    per_run: bool,
+    otherwise: Option<Decide>,
+    latency: Option<Duration>,
+    log: Option<Arc<Mutex<Vec<ModelRequest>>>>,
+}
+
+impl ScriptedModel {
+    /// An empty script.
+    pub fn new() -> Self {
+        ScriptedModel {
+            turns: Arc::new(Vec::new()),
+            cursor: Arc::new(AtomicUsize::new(0)),
+            per_run: false,
+            otherwise: None,
+            latency: None,
+            log: None,
+        }
+    }
+
+    /// A model that always decides with `f`.
+    pub fn from_fn<F>(f: F) -> Self
+    where
+        F: Fn(&ModelRequest) -> Result<ModelResponse, BoxError> + Send + Sync + 'static,
+    {
+        Self::new().otherwise(f)
+    }
+
+    fn push(mut self, turn: Turn) -> Self {
+        Arc::make_mut(&mut self.turns).push(turn);
+        self
+    }
+
+    /// Next turn: answer `text`.
+    #[must_use]
+    pub fn text(self, text: impl Into<String>) -> Self {
+        self.push(Turn::Respond(ModelResponse::text(text)))
+    }
+
+    /// Next turn: call one tool.
+    #[must_use]
+    pub fn tool_call(self, name: impl Into<String>, arguments: Value) -> Self {
+        self.tool_calls([(name, arguments)])
+    }
+
+    /// Next turn: call several tools at once (they run concurrently).
+    #[must_use]
+    pub fn tool_calls<N: Into<String>>(self, calls: impl IntoIterator<Item = (N, Value)>) -> Self {
+        let calls = calls
+            .into_iter()
+            .map(|(name, args)| ToolCall::new(String::new(), name, args));
+        self.push(Turn::Respond(ModelResponse::tool_calls(calls)))
+    }
+
+    /// Next turn: answer with `response` as it is.
+    #[must_use]
+    pub fn respond(self, response: ModelResponse) -> Self {
+        self.push(Turn::Respond(response))
+    }
+
+    /// Next turn: fail with an error saying `message`.
+    #[must_use]
+    pub fn fail(self, message: impl Into<String>) -> Self {
+        self.push(Turn::Fail(message.into()))
+    }
+
+    /// Next turn: let `f` decide from the request.
+    #[must_use]
+    pub fn decide<F>(self, f: F) -> Self
+    where
+        F: Fn(&ModelRequest) -> Result<ModelResponse, BoxError> + Send + Sync + 'static,
+    {
+        self.push(Turn::Decide(Arc::new(f)))
+    }
+
+    /// Answer with `f` once the script is exhausted.
+    #[must_use]
+    pub fn otherwise<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&ModelRequest) -> Result<ModelResponse, BoxError> + Send + Sync + 'static,
+    {
+        self.otherwise = Some(Arc::new(f));
+        self
+    }
+
+    /// Choose the turn by the request's step, so every run replays the script from its start.
+    #[must_use]
+    pub fn per_run(mut self) -> Self {
+        self.per_run = true;
+        self
+    }
+
+    /// Wait `latency` (tokio time) before each answer.
+    #[must_use]
+    pub fn latency(mut self, latency: Duration) -> Self {
+        self.latency = Some(latency);
+        self
+    }
+
+    /// Keep a copy of every request (cheap: histories are shared); read them with
+    /// [`requests`](Self::requests).
+    #[must_use]
+    pub fn recording(mut self) -> Self {
+        self.log = Some(Arc::default());
+        self
+    }
+
+    /// The requests seen so far, if [`recording`](Self::recording).
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.log
+            .as_ref()
+            .map(|log| log.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .unwrap_or_default()
+    }
+
+    /// Number of calls answered from the shared cursor so far.
+    pub fn calls(&self) -> usize {
+        self.cursor.load(Ordering::Relaxed)
+    }
+
+    fn answer(&self, req: &ModelRequest) -> Result<ModelResponse, BoxError> {
+        let index = if self.per_run {
+            req.ctx.step() as usize
+        } else {
+            self.cursor.fetch_add(1, Ordering::Relaxed)
+        };
+        let mut resp = match self.turns.get(index) {
+            Some(Turn::Respond(resp)) => resp.clone(),
+            Some(Turn::Fail(msg)) => return Err(msg.clone().into()),
+            Some(Turn::Decide(f)) => f(req)?,
+            None => match &self.otherwise {
+                Some(f) => f(req)?,
+                None => {
+                    return Err(format!(
+                        "scripted model: the script has no turn {} (it has {} turns)",
+                        index + 1,
+                        self.turns.len()
+                    )
+                    .into());
+                }
+            },
+        };
+        let k = req.messages.len();
+        for (i, call) in resp.message.tool_calls.iter_mut().enumerate() {
+            if call.id.is_empty() {
+                call.id = format!("call_{k}_{i}");
+            }
+        }
+        Ok(resp)
+    }
+}
+
+impl Default for ScriptedModel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field("turns", &self.turns.len())
+            .field("cursor", &self.cursor.load(Ordering::Relaxed))
+            .field("per_run", &self.per_run)
+            .field("otherwise", &self.otherwise.is_some())
+            .field("latency", &self.latency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service<ModelRequest> for ScriptedModel {
+    type Response = ModelResponse;
+    type Error = BoxError;
+    type Future = future::ScriptedFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
+        if let Some(log) = &self.log {
+            log.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(req.clone());
+        }
+        let result = self.answer(&req);
+        future::ScriptedFuture::new(result, self.latency)
+    }
+}
+
+/// Futures of [`ScriptedModel`].
+pub(super) mod future {
+    use std::{
+        future::Future,
+        pin::Pin,
+        task::{Context, Poll, ready},
+        time::Duration,
+    };
+
+    use pin_project_lite::pin_project;
+    use tokio::time::Sleep;
+
+    use crate::{error::BoxError, model::ModelResponse};
+
+    pin_project! {
+        /// The response future of [`ScriptedModel`](super::ScriptedModel).
+        #[derive(Debug)]
+        pub struct ScriptedFuture {
+            #[pin]
+            sleep: Option<Sleep>,
+            result: Option<Result<ModelResponse, BoxError>>,
+        }
+    }
+
+    impl ScriptedFuture {
+        pub(super) fn new(
+            result: Result<ModelResponse, BoxError>,
+            latency: Option<Duration>,
+        ) -> Self {
+            ScriptedFuture {
+                sleep: latency.map(tokio::time::sleep),
+                result: Some(result),
+            }
+        }
+    }
+
+    impl Future for ScriptedFuture {
+        type Output = Result<ModelResponse, BoxError>;
+
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            let this = self.project();
+            if let Some(sleep) = this.sleep.as_pin_mut() {
+                ready!(sleep.poll(cx));
+            }
+            Poll::Ready(
+                this.result
+                    .take()
+                    .expect("ScriptedFuture polled after completion"),
+            )
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Thread state: [`ThreadStore`] and the in-memory [`MemoryStore`].
+//!
+//! A run with a thread id loads the thread (messages, todos, files) before it starts, saves it
+//! after every step and at the end, and so continues the conversation of an earlier run with
+//! the same id. A run without a thread id is ephemeral: it gets a fresh id and is not saved.
+//!
+//! Two runs on the same thread at the same time are not merged: the last save wins. Serialize
+//! runs per thread (e.g. one at a time per conversation in your server) if that matters.
+//!
+//! # Example
+//!
+//! ```
+//! use tower_agent::{Agent, AgentRequest, model::ScriptedModel, store::MemoryStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent::Error> {
+//! let store = MemoryStore::new();
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new().text("Nice to meet you, Ada.").text("You are Ada."))
+//!     .store(store.clone())
+//!     .build();
+//!
+//! agent.run(AgentRequest::new("I am Ada.").thread("t1")).await?;
+//! let second = agent.run(AgentRequest::new("Who am I?").thread("t1")).await?;
+//! assert_eq!(second.text, "You are Ada.");
+//! // user, assistant, user, assistant
+//! assert_eq!(store.get("t1").unwrap().messages.len(), 4);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt,
+    sync::{Arc, Mutex},
+};
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use crate::{context::Todo, error::BoxError, message::Messages};
+
+/// A conversation thread as it is persisted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Thread {
+    /// The thread id.
+    pub id: String,
+    /// Its messages.
+    pub messages: Messages,
+    /// Its todo list.
+    #[serde(default)]
+    pub todos: Vec<Todo>,
+    /// Files written or edited in it: path → content.
+    #[serde(default)]
+    pub files: BTreeMap<String, Arc<str>>,
+}
+
+impl Thread {
+    /// An empty thread.
+    pub fn new(id: impl Into<String>) -> Self {
+        Thread {
+            id: id.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Where threads are kept between runs.
+///
+/// Implementations must be safe for concurrent runs on different threads.
+pub trait ThreadStore: Send + Sync + 'static {
+    /// The thread `id`, or `None` if there is none.
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>>;
+
+    /// Saves (creates or replaces) a thread.
+    fn save<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>>;
+
+    /// Deletes the thread `id`; deleting a missing thread is not an error.
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>>;
+}
+
+impl<T: ThreadStore> ThreadStore for Arc<T> {
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
+        (**self).load(id)
+    }
+
+    fn save<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
+        (**self).save(thread)
+    }
+
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+        (**self).delete(id)
+    }
+}
+
+/// Threads in memory, shared by clones. The default store.
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    threads: Arc<Mutex<HashMap<String, Thread>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A copy of the thread `id` (cheap: messages are shared).
+    pub fn get(&self, id: &str) -> Option<Thread> {
+        self.lock().get(id).cloned()
+    }
+
+    /// Number of threads.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether there are no threads.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Thread>> {
+        self.threads.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("threads", &self.len())
+            .finish()
+    }
+}
+
+impl ThreadStore for MemoryStore {
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
+        let thread = self.get(id);
+        Box::pin(async move { Ok(thread) })
+    }
+
+    fn save<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.lock().insert(thread.id.clone(), thread.clone());
+        Box::pin(async { Ok(()) })
+    }
+
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.lock().remove(id);
+        Box::pin(async { Ok(()) })
+    }
+}
