@@ -80,7 +80,7 @@
 //!
 //! Failures the model can act on are data: an unknown tool, bad arguments, a tool error or a
 //! timeout become an error [`ToolOutput`](message::ToolOutput) and the run goes on. Only an
-//! [`Abort`](error::Abort), a failed model call or a failed prepare stage end a run early.
+//! [`Abort`], a failed model call or a failed prepare stage end a run early.
 //!
 //! # Feature flags
 //!
@@ -104,3 +104,7 @@ pub use crate::{
     agent::{Agent, AgentRequest, AgentResponse, Outcome},
     error::{Abort, BoxError, Error},
 };
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
