@@ -89,12 +89,14 @@
 //!
 //! # Minimum supported Rust version
 //!
-//! Rust 1.85.
+//! Rust 1.88.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod agent;
+pub mod builtins;
 pub mod context;
 pub mod error;
+pub mod layers;
 pub mod message;
 pub mod model;
 pub mod store;

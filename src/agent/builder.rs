@@ -143,6 +143,13 @@ impl<M, L> AgentBuilder<M, L> {
         self
     }
 
+    /// Adds a stage that is both [`Setup`] and [`Prepare`] (such as
+    /// [`Skills`](crate::builtins::skills) or [`Memory`](crate::builtins::memory)): its setup
+    /// runs once per run, its prepare before every model call.
+    pub fn stage<T: Setup + Prepare + Clone>(self, stage: T) -> Self {
+        self.setup(stage.clone()).prepare(stage)
+    }
+
     /// The system prompt, the first message of a new thread.
     pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.system_prompt = Some(prompt.into());

@@ -1,0 +1,14 @@
+//! Ready-made stages and tools: each optional, each a [`Setup`](crate::agent::Setup) and/or
+//! [`Prepare`](crate::agent::Prepare) stage you add to an [`Agent`](crate::Agent).
+//!
+//! | Module | Kind | What it does |
+//! |---|---|---|
+//! | [`filesystem`] | setup (tools) | `ls`, `read_file`, `write_file`, `edit_file`, `glob`, `grep`, `execute` over a confined [`Backend`](filesystem::Backend) |
+//! | [`todo`] | setup (tool) | `write_todos`: the todo list in the run state |
+//! | [`skills`] | setup + prepare | `SKILL.md` discovery, catalog in the system prompt, just-in-time skill bodies |
+//! | [`memory`] | setup + prepare | `AGENTS.md` memory in the system prompt |
+
+pub mod filesystem;
+pub mod memory;
+pub mod skills;
+pub mod todo;

@@ -1,0 +1,16 @@
+//! Hook layers: one module per layer, each usable on its own with
+//! [`ServiceBuilder`](tower::ServiceBuilder).
+//!
+//! | Module | On | What it does |
+//! |---|---|---|
+//! | [`trace`] | model, tool | spans `llm.call` / `tool.call` with OpenTelemetry GenAI attributes |
+//! | [`evict`] | tool | cuts huge outputs to head + tail, optionally spilling them to a file |
+//! | [`summarize`] | model | compacts old messages into a summary near the context window |
+//! | [`matcher`] | tool | [`ToolMatcher`](matcher::ToolMatcher) syntax and [`when`](matcher::when): any layer, only for some tools |
+//! | [`reminders`] | tool | trigger functions whose reminders follow the step's tool results |
+
+pub mod evict;
+pub mod matcher;
+pub mod reminders;
+pub mod summarize;
+pub mod trace;
