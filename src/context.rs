@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::AgentEvent;
+use crate::{agent::AgentEvent, message::Messages};
 
 /// The context of one agent run, carried by every model and tool request.
 ///
@@ -63,6 +63,7 @@ struct Shared {
     cwd: PathBuf,
     state: Mutex<RunState>,
     reminders: Mutex<Vec<String>>,
+    compaction: Mutex<Option<Compaction>>,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: CancellationToken,
 }
@@ -135,6 +136,29 @@ impl RunContext {
             .reminders
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Asks the loop to compact the thread's history: after this step's model call, the
+    /// messages in `compaction.range` are replaced by `compaction.replacement`, provided the
+    /// history still holds exactly the messages `compaction.source` holds in that range (see
+    /// [`Messages::shares_range`]). A model layer that compacts the request (such as
+    /// [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer)) uses this so the thread
+    /// keeps the compaction instead of compacting again at every step.
+    pub fn request_compaction(&self, compaction: Compaction) {
+        *self
+            .shared
+            .compaction
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(compaction);
+    }
+
+    /// Takes the pending compaction request.
+    pub fn take_compaction(&self) -> Option<Compaction> {
+        self.shared
+            .compaction
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// Whether anyone listens to this run's events ([`Agent::stream`](crate::Agent::stream)).
@@ -256,12 +280,25 @@ impl RunContextBuilder {
                     .unwrap_or_else(|| PathBuf::from(".")),
                 state: Mutex::new(self.state.unwrap_or_default()),
                 reminders: Mutex::new(Vec::new()),
+                compaction: Mutex::new(None),
                 events: self.events,
                 cancel: self.cancel.unwrap_or_default(),
             }),
             step: 0,
         }
     }
+}
+
+/// A request to replace part of the thread's history. See
+/// [`RunContext::request_compaction`].
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    /// The messages the range was computed on (the model request's, cheap to clone).
+    pub source: Messages,
+    /// The range of `source` to replace.
+    pub range: std::ops::Range<usize>,
+    /// What replaces it.
+    pub replacement: Vec<crate::message::Message>,
 }
 
 // ===== RunState =====

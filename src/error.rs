@@ -149,6 +149,21 @@ impl StdError for Error {
     }
 }
 
+/// An error and its sources, `outer: inner: root`.
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        let s = e.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cur = e.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

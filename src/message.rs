@@ -441,6 +441,20 @@ impl Messages {
         self.inner.iter_mut().map(Arc::make_mut)
     }
 
+    /// Whether `self[range]` and `other[range]` are the very same shared messages (not just
+    /// equal): true when neither side edited them since one was cloned from the other.
+    pub fn shares_range(&self, other: &Messages, range: std::ops::Range<usize>) -> bool {
+        range.end <= self.len()
+            && range.end <= other.len()
+            && self
+                .inner
+                .focus()
+                .narrow(range.clone())
+                .into_iter()
+                .zip(other.inner.focus().narrow(range))
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+
     /// Copies the messages into a `Vec`.
     pub fn to_vec(&self) -> Vec<Message> {
         self.iter().cloned().collect()
@@ -547,5 +561,22 @@ mod tests {
         assert_eq!(a[1].text(), "u");
         assert_eq!(a.remove(0).text(), "summary");
         assert_eq!(a.len(), 1);
+
+        let base = Messages::from(vec![
+            Message::user("1"),
+            Message::user("2"),
+            Message::user("3"),
+        ]);
+        let mut edited = base.clone();
+        assert!(base.shares_range(&edited, 0..3));
+        edited.get_mut(2).unwrap().push_text("!");
+        assert!(base.shares_range(&edited, 0..2));
+        assert!(!base.shares_range(&edited, 0..3));
+        assert!(!base.shares_range(&edited, 0..4));
+        let equal_copy = Messages::from(base.to_vec());
+        assert!(
+            !base.shares_range(&equal_copy, 0..1),
+            "equal but not shared"
+        );
     }
 }

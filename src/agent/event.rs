@@ -69,6 +69,15 @@ pub enum AgentEvent {
         /// The reminders' texts.
         reminders: Vec<String>,
     },
+    /// The thread's history was compacted (old messages replaced by a summary).
+    Compacted {
+        /// The step.
+        step: u32,
+        /// How many messages were replaced.
+        replaced: usize,
+        /// How many messages replaced them.
+        replacement: usize,
+    },
     /// Something worth knowing that did not stop the run.
     Warning {
         /// What happened.

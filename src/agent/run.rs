@@ -9,7 +9,7 @@ use tower::{Service, ServiceExt};
 use super::{AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, SetupContext};
 use crate::{
     context::{RunContext, RunState},
-    error::{Abort, BoxError, Error},
+    error::{Abort, BoxError, Error, error_chain},
     message::{Message, Messages, Role, ToolCall, ToolOutput, Usage},
     model::{BoxModelService, ModelRequest},
     store::Thread,
@@ -155,6 +155,9 @@ async fn run_inner(
         if let Some(usage) = response.usage {
             run.usage += usage;
         }
+        if let Some(compaction) = ctx.take_compaction() {
+            run.apply_compaction(compaction, step);
+        }
         let mut message = response.message;
         message.role = Role::Assistant;
         for (i, call) in message.tool_calls.iter_mut().enumerate() {
@@ -243,6 +246,24 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    fn apply_compaction(&mut self, c: crate::context::Compaction, step: u32) {
+        let range = c.range.clone();
+        if range.start > range.end || !self.history.shares_range(&c.source, range.clone()) {
+            tracing::warn!(
+                ?range,
+                "compaction skipped: the history changed since it was computed"
+            );
+            return;
+        }
+        let (replaced, replacement) = (range.len(), c.replacement.len());
+        self.history.splice(range, c.replacement);
+        self.ctx.emit_with(|| AgentEvent::Compacted {
+            step,
+            replaced,
+            replacement,
+        });
+    }
+
     async fn save(&self) -> Result<(), Error> {
         if !self.persist {
             return Ok(());
@@ -390,21 +411,6 @@ fn reminder_message(reminders: &[String]) -> String {
         text.push_str("<system-hook>\n");
         text.push_str(r);
         text.push_str("\n</system-hook>");
-    }
-    text
-}
-
-/// An error and its sources, `outer: inner: root`.
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        let s = e.to_string();
-        if !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
-        cur = e.source();
     }
     text
 }

@@ -1,1 +1,636 @@
-//! (being written)
+//! [`SummarizeLayer`]: compact old messages into a summary before the context window fills.
+//!
+//! Before each model call the layer estimates the request's tokens (a [`TokenCounter`]; by
+//! default bytes / 4). Over 85% of the context window (default 128,000 tokens) it:
+//!
+//! 1. keeps the system message and the last 10% of the messages (at least 2) — moving the cut
+//!    back so an assistant message with tool calls is never separated from its tool results;
+//! 2. asks [`on_compact`](SummarizeLayer::on_compact) (PreCompact) whether to go on;
+//! 3. renders the older messages as a transcript, with `write_file`/`edit_file` arguments cut
+//!    to 2,000 characters, and asks the summarizer — any model service — for a summary of
+//!    under 2,000 words;
+//! 4. replaces the older messages by one user message holding the summary, calls the model
+//!    with that, and asks the loop to keep the compaction in the thread (so it happens once,
+//!    not at every step).
+//!
+//! If the summarizer fails (or answers nothing), the request passes through unchanged and the
+//! failure is logged and sent to the run's events as a warning.
+//!
+//! # Example
+//!
+//! ```
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//! use tower_agent::layers::summarize::SummarizeLayer;
+//! use tower_agent::message::Message;
+//! use tower_agent::model::{ModelRequest, ModelResponse, ScriptedModel};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! let summarizer = ScriptedModel::new().text("The user likes tea.");
+//! let model = ScriptedModel::from_fn(|req| {
+//!     // The model sees: system, summary, and the last messages.
+//!     Ok(ModelResponse::text(format!("{} messages; first after system: {}",
+//!         req.messages.len(), req.messages[1].text())))
+//! });
+//! let mut model = ServiceBuilder::new()
+//!     .layer(SummarizeLayer::new(summarizer).context_window(1_000))
+//!     .service(model);
+//!
+//! let mut messages = vec![Message::system("You are kind.")];
+//! for i in 0..20 {
+//!     messages.push(Message::user(format!("message {i}: {}", "blah ".repeat(40))));
+//! }
+//! let resp = model.ready().await?.call(ModelRequest::new(messages)).await?;
+//! assert!(resp.message.text().starts_with("4 messages; first after system: "));
+//! assert!(resp.message.text().contains("The user likes tea."));
+//! # Ok(())
+//! # }
+//! ```
+
+use std::{
+    fmt,
+    fmt::Write as _,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use serde_json::Value;
+use tower::{Layer, Service, ServiceExt};
+
+use crate::{
+    agent::AgentEvent,
+    context::Compaction,
+    error::BoxError,
+    message::{Message, Messages, Role},
+    model::{ModelRequest, ModelResponse},
+};
+
+/// Default context window, in tokens.
+pub const DEFAULT_CONTEXT_WINDOW: usize = 128_000;
+/// Default share of the window that triggers compaction.
+pub const DEFAULT_TRIGGER: f64 = 0.85;
+/// Default share of the messages kept as they are.
+pub const DEFAULT_KEEP: f64 = 0.10;
+/// Default least number of messages kept.
+pub const DEFAULT_MIN_KEEP: usize = 2;
+/// Default cut of `write_file`/`edit_file` arguments in the transcript.
+pub const DEFAULT_ARG_CHARS: usize = 2_000;
+/// Default word limit asked of the summarizer.
+pub const DEFAULT_SUMMARY_WORDS: usize = 2_000;
+
+/// Estimates tokens. Implemented for closures `Fn(&str) -> usize` (over each text).
+pub trait TokenCounter: Send + Sync + 'static {
+    /// Tokens in a text.
+    fn count_text(&self, text: &str) -> usize;
+
+    /// Tokens in messages: their texts, tool call names and arguments.
+    fn count_messages(&self, messages: &Messages) -> usize {
+        messages.iter().map(|m| self.count_message(m)).sum()
+    }
+
+    /// Tokens in one message.
+    fn count_message(&self, message: &Message) -> usize {
+        let mut n: usize = message
+            .content
+            .iter()
+            .filter_map(|c| c.as_text())
+            .map(|t| self.count_text(t))
+            .sum();
+        for call in &message.tool_calls {
+            n += self.count_text(&call.name);
+            n += json_len(&call.arguments) / 4;
+        }
+        n
+    }
+}
+
+impl<F: Fn(&str) -> usize + Send + Sync + 'static> TokenCounter for F {
+    fn count_text(&self, text: &str) -> usize {
+        self(text)
+    }
+}
+
+/// The seed heuristic: one token per four bytes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BytesPerFour;
+
+impl TokenCounter for BytesPerFour {
+    fn count_text(&self, text: &str) -> usize {
+        text.len() / 4
+    }
+}
+
+/// Roughly the length of a JSON value's text, without serializing it.
+fn json_len(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 5,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(|x| json_len(x) + 1).sum::<usize>(),
+        Value::Object(o) => {
+            2 + o
+                .iter()
+                .map(|(k, x)| k.len() + 4 + json_len(x))
+                .sum::<usize>()
+        }
+    }
+}
+
+/// What [`SummarizeLayer::on_compact`] sees before a compaction.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CompactInfo {
+    /// Estimated tokens of the request.
+    pub tokens: usize,
+    /// The token count that triggered compaction.
+    pub threshold: usize,
+    /// Messages about to be summarized.
+    pub summarized: usize,
+    /// Messages kept as they are (the system message not counted).
+    pub kept: usize,
+}
+
+/// The answer of an [`on_compact`](SummarizeLayer::on_compact) callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactDecision {
+    /// Compact.
+    Proceed,
+    /// Don't: pass the request through unchanged.
+    Veto,
+}
+
+type OnCompact = dyn Fn(&CompactInfo, &ModelRequest) -> CompactDecision + Send + Sync;
+
+struct Config {
+    window: usize,
+    trigger: f64,
+    keep: f64,
+    min_keep: usize,
+    arg_chars: usize,
+    truncated_tools: Vec<String>,
+    summary_words: usize,
+    counter: Arc<dyn TokenCounter>,
+    on_compact: Option<Arc<OnCompact>>,
+}
+
+impl Config {
+    fn threshold(&self) -> usize {
+        (self.window as f64 * self.trigger) as usize
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("window", &self.window)
+            .field("trigger", &self.trigger)
+            .field("keep", &self.keep)
+            .field("min_keep", &self.min_keep)
+            .field("arg_chars", &self.arg_chars)
+            .field("truncated_tools", &self.truncated_tools)
+            .field("summary_words", &self.summary_words)
+            .field("on_compact", &self.on_compact.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Compacts old messages with a summarizer model. See the
+/// [module docs](crate::layers::summarize).
+///
+/// # Clone
+///
+/// The configuration is shared; the summarizer service is cloned.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct SummarizeLayer<Z> {
+    summarizer: Z,
+    config: Arc<Config>,
+}
+
+impl<Z> SummarizeLayer<Z> {
+    /// Summarize with `summarizer` (any model service), with the seed defaults.
+    pub fn new(summarizer: Z) -> Self {
+        SummarizeLayer {
+            summarizer,
+            config: Arc::new(Config {
+                window: DEFAULT_CONTEXT_WINDOW,
+                trigger: DEFAULT_TRIGGER,
+                keep: DEFAULT_KEEP,
+                min_keep: DEFAULT_MIN_KEEP,
+                arg_chars: DEFAULT_ARG_CHARS,
+                truncated_tools: vec!["write_file".into(), "edit_file".into()],
+                summary_words: DEFAULT_SUMMARY_WORDS,
+                counter: Arc::new(BytesPerFour),
+                on_compact: None,
+            }),
+        }
+    }
+
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::get_mut(&mut self.config).expect("configure a SummarizeLayer before cloning it")
+    }
+
+    /// The context window, in tokens (default 128,000).
+    pub fn context_window(mut self, tokens: usize) -> Self {
+        self.config_mut().window = tokens;
+        self
+    }
+
+    /// The share of the window that triggers compaction (default 0.85).
+    pub fn trigger_at(mut self, share: f64) -> Self {
+        self.config_mut().trigger = share;
+        self
+    }
+
+    /// The share of messages kept as they are (default 0.10) and the least number kept
+    /// (default 2).
+    pub fn keep(mut self, share: f64, at_least: usize) -> Self {
+        let config = self.config_mut();
+        config.keep = share;
+        config.min_keep = at_least;
+        self
+    }
+
+    /// Cut the arguments of these tools to `chars` characters in the transcript the
+    /// summarizer reads (default `write_file`, `edit_file`, 2,000).
+    pub fn truncate_args<N: Into<String>>(
+        mut self,
+        tools: impl IntoIterator<Item = N>,
+        chars: usize,
+    ) -> Self {
+        let config = self.config_mut();
+        config.truncated_tools = tools.into_iter().map(Into::into).collect();
+        config.arg_chars = chars;
+        self
+    }
+
+    /// The word limit asked of the summarizer (default 2,000).
+    pub fn summary_words(mut self, words: usize) -> Self {
+        self.config_mut().summary_words = words;
+        self
+    }
+
+    /// The token estimator (default [`BytesPerFour`]).
+    pub fn token_counter<C: TokenCounter>(mut self, counter: C) -> Self {
+        self.config_mut().counter = Arc::new(counter);
+        self
+    }
+
+    /// A PreCompact callback: observe each compaction before it happens, or veto it.
+    pub fn on_compact<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&CompactInfo, &ModelRequest) -> CompactDecision + Send + Sync + 'static,
+    {
+        self.config_mut().on_compact = Some(Arc::new(f));
+        self
+    }
+}
+
+impl<S, Z: Clone> Layer<S> for SummarizeLayer<Z> {
+    type Service = Summarize<S, Z>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Summarize {
+            inner,
+            summarizer: self.summarizer.clone(),
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+/// The service of [`SummarizeLayer`].
+#[derive(Debug, Clone)]
+pub struct Summarize<S, Z> {
+    inner: S,
+    summarizer: Z,
+    config: Arc<Config>,
+}
+
+impl<S, Z> Summarize<S, Z> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+/// Where to cut: `(start, cut)` — messages `start..cut` are summarized.
+fn plan(config: &Config, messages: &Messages) -> Option<(usize, usize)> {
+    let n = messages.len();
+    let start = usize::from(messages.first().is_some_and(|m| m.role == Role::System));
+    let keep = ((n as f64 * config.keep) as usize).max(config.min_keep);
+    let mut cut = n.saturating_sub(keep);
+    // Never separate tool results from the assistant message that called the tools: move the
+    // cut back onto that assistant message, so it stays with its results.
+    while cut > start && messages[cut].role == Role::Tool {
+        cut -= 1;
+    }
+    (cut > start).then_some((start, cut))
+}
+
+fn cut_chars(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// The transcript of `messages` for the summarizer.
+fn transcript(config: &Config, messages: impl Iterator<Item = Message>) -> String {
+    let mut out = String::new();
+    for m in messages {
+        let text = m.text();
+        match m.role {
+            Role::Tool => {
+                let _ = write!(
+                    out,
+                    "[tool result{}] {text}\n\n",
+                    if m.is_error { ", error" } else { "" }
+                );
+            }
+            role => {
+                if !text.is_empty() {
+                    let _ = write!(out, "[{role}] {text}\n\n");
+                }
+                for call in &m.tool_calls {
+                    let args = call.arguments.to_string();
+                    let args = if config.truncated_tools.contains(&call.name) {
+                        let cut = cut_chars(&args, config.arg_chars);
+                        if cut.len() < args.len() {
+                            format!("{cut}… (truncated)")
+                        } else {
+                            args
+                        }
+                    } else {
+                        args
+                    };
+                    let _ = write!(out, "[{role} calls {}] {args}\n\n", call.name);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn summary_prompt(words: usize) -> String {
+    format!(
+        "You compact the history of a conversation between a user and an AI agent that uses \
+         tools, so the agent can go on with less context. Write a summary of under {words} \
+         words of the transcript you are given. Keep what the agent needs to continue: the \
+         user's goals and constraints, decisions made and why, files created or changed, tool \
+         results that still matter, errors met, and the open tasks and next steps. Output only \
+         the summary."
+    )
+}
+
+impl<S, Z> Service<ModelRequest> for Summarize<S, Z>
+where
+    S: Service<ModelRequest, Response = ModelResponse> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    Z: Service<ModelRequest, Response = ModelResponse> + Clone + Send + 'static,
+    Z::Error: Into<BoxError>,
+    Z::Future: Send + 'static,
+{
+    type Response = ModelResponse;
+    type Error = BoxError;
+    type Future = future::ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
+        let config = &self.config;
+        let tokens = config.counter.count_messages(&req.messages);
+        let threshold = config.threshold();
+        if tokens <= threshold {
+            return future::ResponseFuture::passthrough(self.inner.call(req));
+        }
+        let Some((start, cut)) = plan(config, &req.messages) else {
+            return future::ResponseFuture::passthrough(self.inner.call(req));
+        };
+        let info = CompactInfo {
+            tokens,
+            threshold,
+            summarized: cut - start,
+            kept: req.messages.len() - cut,
+        };
+        if let Some(f) = &config.on_compact {
+            if f(&info, &req) == CompactDecision::Veto {
+                return future::ResponseFuture::passthrough(self.inner.call(req));
+            }
+        }
+
+        // The readied inner service goes into the future; a clone stays behind.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let summarizer = self.summarizer.clone();
+        let config = Arc::clone(&self.config);
+        future::ResponseFuture::compacting(Box::pin(async move {
+            let old = (start..cut).map(|i| req.messages[i].clone());
+            let summary_req = ModelRequest {
+                messages: Messages::from(vec![
+                    Message::system(summary_prompt(config.summary_words)),
+                    Message::user(transcript(&config, old)),
+                ]),
+                tools: Arc::default(),
+                settings: req.settings.clone(),
+                ctx: req.ctx.clone(),
+            };
+            let summary = match summarizer.oneshot(summary_req).await {
+                Ok(resp) if !resp.message.text().trim().is_empty() => {
+                    Ok(resp.message.text().into_owned())
+                }
+                Ok(_) => Err("the summarizer answered with no text".to_owned()),
+                Err(err) => Err(crate::error::error_chain(&*err.into())),
+            };
+            let req = match summary {
+                Ok(summary) => {
+                    let replacement = vec![Message::user(format!(
+                        "<summary>\nSummary of the {} earlier messages of this conversation:\n\n{summary}\n</summary>",
+                        cut - start
+                    ))];
+                    req.ctx.request_compaction(Compaction {
+                        source: req.messages.clone(),
+                        range: start..cut,
+                        replacement: replacement.clone(),
+                    });
+                    let mut req = req;
+                    req.messages.splice(start..cut, replacement);
+                    req
+                }
+                Err(why) => {
+                    tracing::warn!(error = %why, "summarization failed; the request goes on uncompacted");
+                    req.ctx.emit(AgentEvent::Warning {
+                        message: format!(
+                            "summarization failed, the request went on uncompacted: {why}"
+                        ),
+                    });
+                    req
+                }
+            };
+            inner.call(req).await.map_err(Into::into)
+        }))
+    }
+}
+
+/// The response future of [`Summarize`].
+pub mod future {
+    use std::{
+        future::Future,
+        pin::Pin,
+        task::{Context, Poll},
+    };
+
+    use futures_util::future::BoxFuture;
+    use pin_project_lite::pin_project;
+
+    use super::*;
+
+    pin_project! {
+        /// The response future of [`Summarize`](super::Summarize): the inner future as it is
+        /// when no compaction is needed; boxed when the summarizer is called.
+        pub struct ResponseFuture<F> {
+            #[pin]
+            kind: Kind<F>,
+        }
+    }
+
+    pin_project! {
+        #[project = KindProj]
+        enum Kind<F> {
+            Passthrough { #[pin] fut: F },
+            Compacting { fut: BoxFuture<'static, Result<ModelResponse, BoxError>> },
+        }
+    }
+
+    impl<F> ResponseFuture<F> {
+        pub(super) fn passthrough(fut: F) -> Self {
+            ResponseFuture {
+                kind: Kind::Passthrough { fut },
+            }
+        }
+
+        pub(super) fn compacting(fut: BoxFuture<'static, Result<ModelResponse, BoxError>>) -> Self {
+            ResponseFuture {
+                kind: Kind::Compacting { fut },
+            }
+        }
+    }
+
+    impl<F, E> Future for ResponseFuture<F>
+    where
+        F: Future<Output = Result<ModelResponse, E>>,
+        E: Into<BoxError>,
+    {
+        type Output = Result<ModelResponse, BoxError>;
+
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            match self.project().kind.project() {
+                KindProj::Passthrough { fut } => fut.poll(cx).map_err(Into::into),
+                KindProj::Compacting { fut } => fut.as_mut().poll(cx),
+            }
+        }
+    }
+
+    impl<F> fmt::Debug for ResponseFuture<F> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("ResponseFuture").finish_non_exhaustive()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{ToolCall, ToolOutput};
+    use serde_json::json;
+
+    fn config() -> Config {
+        let SummarizeLayer { config, .. } = SummarizeLayer::new(());
+        Arc::into_inner(config).unwrap()
+    }
+
+    #[test]
+    fn plan_keeps_ten_percent_min_two() {
+        let c = config();
+        let msgs: Messages = (0..30).map(|i| Message::user(i.to_string())).collect();
+        assert_eq!(plan(&c, &msgs), Some((0, 27)));
+        let mut with_sys = msgs.clone();
+        with_sys.insert(0, Message::system("s"));
+        assert_eq!(plan(&c, &with_sys), Some((1, 28)));
+        let few: Messages = (0..5).map(|i| Message::user(i.to_string())).collect();
+        assert_eq!(plan(&c, &few), Some((0, 3)));
+        let two: Messages = vec![Message::system("s"), Message::user("u")].into();
+        assert_eq!(plan(&c, &two), None);
+    }
+
+    #[test]
+    fn plan_moves_cut_before_tool_results() {
+        let c = config();
+        let mut msgs = vec![Message::system("s")];
+        for i in 0..6 {
+            msgs.push(Message::user(format!("u{i}")));
+        }
+        let calls = (0..3)
+            .map(|i| ToolCall::new(format!("c{i}"), "t", json!({})))
+            .collect();
+        msgs.push(Message::assistant("").with_tool_calls(calls)); // index 7
+        for i in 0..3 {
+            msgs.push(Message::tool_result(&ToolOutput::text(
+                format!("c{i}"),
+                "r",
+            )));
+        } // 8, 9, 10
+        let msgs = Messages::from(msgs);
+        // 11 messages: keep 2 → cut at 9 (a tool result); moved back to 7, the assistant.
+        assert_eq!(plan(&c, &msgs), Some((1, 7)));
+    }
+
+    #[test]
+    fn transcript_truncates_file_tool_args() {
+        let c = config();
+        let big = "z".repeat(5_000);
+        let msgs = vec![
+            Message::assistant("writing").with_tool_calls(vec![
+                ToolCall::new("1", "write_file", json!({ "path": "a", "content": big })),
+                ToolCall::new("2", "execute", json!({ "command": big })),
+            ]),
+            Message::tool_result(&ToolOutput::error("1", "disk full")),
+        ];
+        let t = transcript(&c, msgs.into_iter());
+        let lines: Vec<&str> = t.split("\n\n").collect();
+        assert_eq!(lines[0], "[assistant] writing");
+        assert!(lines[1].starts_with("[assistant calls write_file] "));
+        assert!(lines[1].ends_with("… (truncated)"));
+        assert_eq!(
+            lines[1].chars().count(),
+            "[assistant calls write_file] ".len() + 2_000 + "… (truncated)".chars().count()
+        );
+        assert!(lines[2].len() > 5_000, "other tools are not truncated");
+        assert_eq!(lines[3], "[tool result, error] disk full");
+    }
+
+    #[test]
+    fn bytes_per_four_counts_text_and_calls() {
+        let msgs = Messages::from(vec![
+            Message::user("a".repeat(400)),
+            Message::assistant("").with_tool_calls(vec![ToolCall::new(
+                "1",
+                "t",
+                json!({ "k": "v".repeat(396) }),
+            )]),
+        ]);
+        let n = BytesPerFour.count_messages(&msgs);
+        assert_eq!(n, 100 + 0 + (2 + 1 + 4 + 398) / 4);
+    }
+}
