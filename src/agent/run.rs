@@ -75,10 +75,8 @@ async fn run_inner(
         run_id: ctx.run_id().to_owned(),
     });
 
-    if history.is_empty() {
-        if let Some(system) = &inner.system_prompt {
-            history.push(Message::system(system.clone()));
-        }
+    if let (true, Some(system)) = (history.is_empty(), &inner.system_prompt) {
+        history.push(Message::system(system.clone()));
     }
     history.push(Message::user(prompt));
 

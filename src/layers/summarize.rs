@@ -424,10 +424,10 @@ where
             summarized: cut - start,
             kept: req.messages.len() - cut,
         };
-        if let Some(f) = &config.on_compact {
-            if f(&info, &req) == CompactDecision::Veto {
-                return future::ResponseFuture::passthrough(self.inner.call(req));
-            }
+        if let Some(f) = &config.on_compact
+            && f(&info, &req) == CompactDecision::Veto
+        {
+            return future::ResponseFuture::passthrough(self.inner.call(req));
         }
 
         // The readied inner service goes into the future; a clone stays behind.
