@@ -631,6 +631,7 @@ mod tests {
             )]),
         ]);
         let n = BytesPerFour.count_messages(&msgs);
-        assert_eq!(n, 100 + 0 + (2 + 1 + 4 + 398) / 4);
+        // "a"×400 → 100; the call: name "t" → 0, args {"k": "v"×396} → (2 + 1 + 4 + 398) / 4
+        assert_eq!(n, 100 + (2 + 1 + 4 + 398) / 4);
     }
 }
