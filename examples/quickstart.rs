@@ -117,16 +117,16 @@ async fn main() -> Result<(), BoxError> {
 
 /// A closure layer's function: `" OSLO "` → `"Oslo"`.
 fn normalize_city(mut req: ToolRequest) -> ToolRequest {
-    if let Some(city) = req.call.arguments.get_mut("city") {
-        if let Some(name) = city.as_str() {
-            let name = name.trim().to_lowercase();
-            let mut chars = name.chars();
-            let titled: String = chars
-                .next()
-                .map(|c| c.to_uppercase().chain(chars).collect())
-                .unwrap_or_default();
-            *city = json!(titled);
-        }
+    if let Some(city) = req.call.arguments.get_mut("city")
+        && let Some(name) = city.as_str()
+    {
+        let name = name.trim().to_lowercase();
+        let mut chars = name.chars();
+        let titled: String = chars
+            .next()
+            .map(|c| c.to_uppercase().chain(chars).collect())
+            .unwrap_or_default();
+        *city = json!(titled);
     }
     req
 }

@@ -1,8 +1,8 @@
 //! The agent loop.
 
-use std::{future::Future, sync::Arc, time::Instant};
+use std::{future::Future, sync::Arc};
 
-use futures_util::{StreamExt, future::join_all, stream};
+use futures_util::{StreamExt, stream::FuturesUnordered};
 use tokio::sync::mpsc;
 use tower::{Service, ServiceExt};
 
@@ -158,9 +158,11 @@ async fn run_inner(
         }
         let mut message = response.message;
         message.role = Role::Assistant;
+        // Ids are unique within the thread: the history only grows.
+        let position = run.history.len();
         for (i, call) in message.tool_calls.iter_mut().enumerate() {
             if call.id.is_empty() {
-                call.id = format!("call_{step}_{i}");
+                call.id = format!("call_{position}_{i}");
             }
         }
         ctx.emit_with(|| AgentEvent::ModelResponse {
@@ -178,28 +180,7 @@ async fn run_inner(
         // d. tool calls, concurrently, results in call order
         let calls = message.tool_calls.clone();
         run.history.push(message);
-        let done = match or_cancel(
-            &ctx,
-            call_tools(&tools, calls, &ctx, inner.max_concurrent_tools),
-        )
-        .await
-        {
-            Some(done) => done,
-            None => {
-                let calls = &run.history.last().expect("assistant message").tool_calls;
-                let cancelled: Vec<_> = calls
-                    .iter()
-                    .map(|c| {
-                        ToolOutput::error(
-                            c.id.clone(),
-                            "tool call cancelled: the run was cancelled",
-                        )
-                    })
-                    .collect();
-                run.history.extend(cancelled.into_iter().map(Message::from));
-                return run.finish(Outcome::Cancelled).await;
-            }
-        };
+        let (done, cancelled) = call_tools(&tools, calls, &ctx, inner.max_concurrent_tools).await;
         let calls = &run.history.last().expect("assistant message").tool_calls;
         let mut abort = None;
         let outputs: Vec<ToolOutput> = done
@@ -207,8 +188,17 @@ async fn run_inner(
             .zip(calls)
             .map(|(done, call)| {
                 let settled = match done {
-                    Done::Settled(settled) => settled,
-                    Done::Raw(result) => settle(call, result),
+                    Some(Done::Settled(settled)) => settled,
+                    Some(Done::Raw(result)) => settle(call, result),
+                    // Cancelled before it finished: the model must still see an answer to
+                    // every call it made.
+                    None => Settled {
+                        output: ToolOutput::error(
+                            call.id.clone(),
+                            "tool call cancelled: the run was cancelled",
+                        ),
+                        abort: None,
+                    },
                 };
                 if abort.is_none() {
                     abort = settled.abort;
@@ -217,6 +207,9 @@ async fn run_inner(
             })
             .collect();
         run.history.extend(outputs.into_iter().map(Message::from));
+        if cancelled {
+            return run.finish(Outcome::Cancelled).await;
+        }
 
         let reminders = run.ctx.take_reminders();
         if !reminders.is_empty() {
@@ -362,21 +355,25 @@ fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
     }
 }
 
+/// Runs the calls concurrently (at most `limit` at a time), until all are done or the run is
+/// cancelled. Returns each call's result in call order (`None` for a call cut off by the
+/// cancellation) and whether the run was cancelled.
 async fn call_tools(
     tools: &BoxToolService,
     calls: Vec<ToolCall>,
     ctx: &RunContext,
     limit: Option<usize>,
-) -> Vec<Done> {
-    let futures = calls.into_iter().map(|call| {
+) -> (Vec<Option<Done>>, bool) {
+    let n = calls.len();
+    let mut futures = calls.into_iter().enumerate().map(|(i, call)| {
         let svc = tools.clone();
         let ctx = ctx.clone();
         async move {
             if !ctx.is_listening() {
-                return Done::Raw(svc.oneshot(ToolRequest::new(call, ctx)).await);
+                return (i, Done::Raw(svc.oneshot(ToolRequest::new(call, ctx)).await));
             }
             let step = ctx.step();
-            let started = Instant::now();
+            let started = tokio::time::Instant::now();
             let meta = call.clone();
             ctx.emit(AgentEvent::ToolCallStart {
                 step,
@@ -390,12 +387,26 @@ async fn call_tools(
                 output: settled.output.clone(),
                 duration_ms: started.elapsed().as_secs_f64() * 1e3,
             });
-            Done::Settled(settled)
+            (i, Done::Settled(settled))
         }
     });
-    match limit {
-        Some(n) => stream::iter(futures).buffered(n).collect().await,
-        None => join_all(futures).await,
+    let mut results: Vec<Option<Done>> = (0..n).map(|_| None).collect();
+    let cancelled = ctx.cancellation().cancelled();
+    tokio::pin!(cancelled);
+    let mut running = FuturesUnordered::new();
+    running.extend(futures.by_ref().take(limit.unwrap_or(usize::MAX)));
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut cancelled => return (results, true),
+            next = running.next() => match next {
+                Some((i, done)) => {
+                    results[i] = Some(done);
+                    running.extend(futures.next());
+                }
+                None => return (results, false),
+            },
+        }
     }
 }
 

@@ -1,0 +1,192 @@
+//! Helpers shared by the integration tests: a recording layer, sleeping tools, a drop guard,
+//! and checks over histories and model requests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use tower::{Layer, Service};
+use tower_agent::{
+    BoxError,
+    message::{Message, Messages, Role},
+    model::ModelRequest,
+    tool::{Tool, tool_fn},
+};
+
+/// A shared, ordered log of what the layers and services saw.
+#[derive(Clone, Debug, Default)]
+pub struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&self, entry: impl Into<String>) {
+        self.0.lock().unwrap().push(entry.into());
+    }
+
+    pub fn entries(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A layer that logs `"<name> in"` when its service is called and `"<name> out"` when the
+/// response comes back.
+#[derive(Clone, Debug)]
+pub struct RecordLayer {
+    name: &'static str,
+    log: Log,
+}
+
+impl RecordLayer {
+    pub fn new(name: &'static str, log: &Log) -> Self {
+        RecordLayer {
+            name,
+            log: log.clone(),
+        }
+    }
+}
+
+impl<S> Layer<S> for RecordLayer {
+    type Service = Record<S>;
+
+    fn layer(&self, inner: S) -> Record<S> {
+        Record {
+            inner,
+            name: self.name,
+            log: self.log.clone(),
+        }
+    }
+}
+
+/// The service of [`RecordLayer`].
+#[derive(Clone, Debug)]
+pub struct Record<S> {
+    inner: S,
+    name: &'static str,
+    log: Log,
+}
+
+impl<S, R> Service<R> for Record<S>
+where
+    S: Service<R>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: R) -> Self::Future {
+        self.log.push(format!("{} in", self.name));
+        let fut = self.inner.call(req);
+        let log = self.log.clone();
+        let name = self.name;
+        Box::pin(async move {
+            let res = fut.await;
+            log.push(format!("{name} out"));
+            res
+        })
+    }
+}
+
+/// The JSON Schema of a tool that takes anything.
+pub fn any_object() -> Value {
+    json!({ "type": "object" })
+}
+
+/// A tool that sleeps `ms` milliseconds (tokio time) and answers `"<name> done"`.
+pub fn sleepy(name: &'static str, ms: u64) -> impl Tool {
+    tool_fn(name, "sleeps", any_object(), move |_, _| async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok::<_, BoxError>(format!("{name} done"))
+    })
+}
+
+/// A tool that answers `text` at once.
+pub fn answers(name: &'static str, text: &'static str) -> impl Tool {
+    tool_fn(name, "answers", any_object(), move |_, _| async move {
+        Ok::<_, BoxError>(text)
+    })
+}
+
+/// Sets its flag when dropped: proves a tool future was dropped.
+#[derive(Debug)]
+pub struct DropGuard(pub Arc<AtomicBool>);
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The tool messages of a history, in order.
+pub fn tool_messages(messages: &Messages) -> Vec<Message> {
+    messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .cloned()
+        .collect()
+}
+
+/// The last tool message of a model request (what the model got back from its last call).
+pub fn last_tool_message(req: &ModelRequest) -> Message {
+    req.messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Tool)
+        .cloned()
+        .expect("the request has a tool message")
+}
+
+/// Every tool call of every assistant message has exactly one tool message answering it, and
+/// it comes after the call and before the next assistant message.
+pub fn assert_history_valid(messages: &Messages) {
+    let mut open: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, m) in messages.iter().enumerate() {
+        match m.role {
+            Role::Assistant => {
+                assert!(
+                    open.is_empty(),
+                    "message {i}: assistant message while calls {open:?} have no result"
+                );
+                open = m.tool_calls.iter().map(|c| c.id.clone()).collect();
+            }
+            Role::Tool => {
+                let id = m.tool_call_id.clone().expect("tool message has a call id");
+                let pos = open
+                    .iter()
+                    .position(|o| *o == id)
+                    .unwrap_or_else(|| panic!("message {i}: result for unknown call {id}"));
+                open.remove(pos);
+                assert!(seen.insert(id.clone()), "two results for call {id}");
+            }
+            Role::System | Role::User => {}
+        }
+    }
+    assert!(open.is_empty(), "calls {open:?} have no result");
+}
+
+/// Awaits `fut`, failing the test if it takes more than a minute of tokio time. Under paused
+/// time a hang fails at once instead of blocking the test run.
+pub async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen"))
+}
