@@ -22,6 +22,7 @@
 //! // Any subscriber will do, e.g. one that logs each span when it closes.
 //! let subscriber = tracing_subscriber::fmt()
 //!     .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+//!     .with_max_level(Level::DEBUG)
 //!     .with_test_writer()
 //!     .finish();
 //! let _guard = tracing::subscriber::set_default(subscriber);
@@ -50,6 +51,13 @@
 //! assert_eq!(out.content, "hi");
 //! # Ok(())
 //! # }
+//! ```
+//!
+//! This prints (ids and times vary, some fields left out):
+//!
+//! ```text
+//!  INFO llm.call{otel.kind="client" gen_ai.operation.name="chat" session.id="thread_58f3…" run.id="run_c6c4…" step=0 message_count=1 content_length=6 gen_ai.response.finish_reasons="tool_use" tool_calls_count=1 tool_call_names="echo" content_preview=""}: tower_agent::layers::trace: close time.busy=34.3µs time.idle=31.3µs
+//! DEBUG tool.call{otel.kind="internal" gen_ai.operation.name="execute_tool" gen_ai.tool.name="echo" gen_ai.tool.call.id="call_1_0" … tool_name="echo" tool_call_id="call_1_0" tool_args="{\"text\":\"hi\"}" output_length=2 output_preview="hi" is_error=false}: tower_agent::layers::trace: close time.busy=80.7µs time.idle=21.5µs
 //! ```
 //!
 //! With an agent, the model layer goes in the model stack and the tool layer in the tool stack:
@@ -92,8 +100,8 @@
 //!
 //! Previews are cut on a character boundary; set their length with
 //! [`preview_chars`](TraceLayer::preview_chars). Spans are at [`Level::INFO`](tracing::Level)
-//! unless set with [`level`](TraceLayer::level); their target is this module's path, so
-//! `RUST_LOG=tower_agent::layers::trace=debug` selects them.
+//! unless set with [`level`](TraceLayer::level); their target is `tower_agent::layers::trace`
+//! (so `RUST_LOG=tower_agent::layers::trace=debug` selects them).
 //!
 //! # Cost
 //!
@@ -112,6 +120,9 @@ use serde_json::Value;
 use tracing::Level;
 
 pub use self::{layer::TraceLayer, service::Trace};
+
+/// The target of the spans.
+const TARGET: &str = module_path!();
 
 /// The configuration shared by [`TraceLayer`] and [`Trace`].
 #[derive(Debug, Clone, Copy)]

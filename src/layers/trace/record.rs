@@ -23,7 +23,10 @@ pub(crate) trait Record {
 impl Record for ModelResponse {
     fn record(&self, span: &Span, preview_chars: usize) {
         let calls = &self.message.tool_calls;
-        span.record("gen_ai.response.finish_reasons", finish_reason(&self.stop_reason));
+        span.record(
+            "gen_ai.response.finish_reasons",
+            finish_reason(&self.stop_reason),
+        );
         if let Some(usage) = self.usage {
             span.record("gen_ai.usage.input_tokens", usage.input_tokens);
             span.record("gen_ai.usage.output_tokens", usage.output_tokens);

@@ -6,7 +6,7 @@ use std::{
 use tower::Service;
 use tracing::{Level, Span, field::Empty};
 
-use super::{Config, TraceLayer, capped_json, future::ResponseFuture};
+use super::{Config, TARGET, capped_json, future::ResponseFuture};
 use crate::{
     message::{Messages, ToolOutput},
     model::{ModelRequest, ModelResponse},
@@ -32,11 +32,6 @@ impl<S> Trace<S> {
 
     pub(super) const fn with_config(inner: S, config: Config) -> Self {
         Trace { inner, config }
-    }
-
-    /// A [`TraceLayer`] (the same as [`TraceLayer::new`]).
-    pub const fn layer() -> TraceLayer {
-        TraceLayer::new()
     }
 
     /// The level of the spans (default [`Level::INFO`]).
@@ -70,15 +65,15 @@ impl<S> Trace<S> {
 }
 
 /// `tracing::span!` wants a constant level; this expands one `span!` per level (as
-/// tower-http's trace module does).
+/// tower-http's trace module does), all with the target [`TARGET`].
 macro_rules! span_at {
     ($level:expr, $($rest:tt)+) => {
         match $level {
-            Level::ERROR => tracing::span!(Level::ERROR, $($rest)+),
-            Level::WARN => tracing::span!(Level::WARN, $($rest)+),
-            Level::INFO => tracing::span!(Level::INFO, $($rest)+),
-            Level::DEBUG => tracing::span!(Level::DEBUG, $($rest)+),
-            Level::TRACE => tracing::span!(Level::TRACE, $($rest)+),
+            Level::ERROR => tracing::span!(target: TARGET, Level::ERROR, $($rest)+),
+            Level::WARN => tracing::span!(target: TARGET, Level::WARN, $($rest)+),
+            Level::INFO => tracing::span!(target: TARGET, Level::INFO, $($rest)+),
+            Level::DEBUG => tracing::span!(target: TARGET, Level::DEBUG, $($rest)+),
+            Level::TRACE => tracing::span!(target: TARGET, Level::TRACE, $($rest)+),
         }
     };
 }
