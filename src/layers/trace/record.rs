@@ -13,8 +13,8 @@ use crate::{
 /// A response [`Trace`](super::Trace) records on its span: [`ModelResponse`] or
 /// [`ToolOutput`]. Only called when the span is enabled.
 ///
-/// Public in a private module (so the future's `Future` impl may name it in a bound), not
-/// reachable from outside the crate: it is sealed.
+/// Crate-private, so sealed: the future's `Future` impl names it in a bound, and no other
+/// type can implement it.
 pub(crate) trait Record {
     /// Records the response fields on `span`.
     fn record(&self, span: &Span, preview_chars: usize);

@@ -36,14 +36,14 @@ impl<S> Trace<S> {
 
     /// The level of the spans (default [`Level::INFO`]).
     #[must_use]
-    pub fn level(mut self, level: Level) -> Self {
+    pub const fn level(mut self, level: Level) -> Self {
         self.config.level = level;
         self
     }
 
     /// The most characters (not bytes) a preview field holds (default 500).
     #[must_use]
-    pub fn preview_chars(mut self, max_chars: usize) -> Self {
+    pub const fn preview_chars(mut self, max_chars: usize) -> Self {
         self.config.preview_chars = max_chars;
         self
     }
