@@ -387,10 +387,10 @@ fn parse_items(items: &[Value]) -> Result<Vec<Todo>, Vec<String>> {
                 None
             }
         };
-        if let Some(id) = &id {
-            if !ids.insert(id.clone()) {
-                problems.push(format!("todos[{i}].id: {id:?} is used by an earlier todo"));
-            }
+        if let Some(id) = &id
+            && !ids.insert(id.clone())
+        {
+            problems.push(format!("todos[{i}].id: {id:?} is used by an earlier todo"));
         }
         if let (Some(id), Some(title), Some(status)) = (id, title, status) {
             todos.push(Todo { id, title, status });

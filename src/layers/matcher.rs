@@ -213,13 +213,7 @@ impl ToolMatcher {
     fn parse_exact(p: &str) -> Option<Self> {
         p.chars()
             .all(|c| is_name_char(c) || c == ' ' || c == ',' || c == '|')
-            .then(|| {
-                Self::exact(
-                    p.split(['|', ','])
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty()),
-                )
-            })
+            .then(|| Self::exact(p.split(['|', ',']).map(str::trim).filter(|s| !s.is_empty())))
     }
 
     /// Parses our syntax.
@@ -523,8 +517,16 @@ mod tests {
         let m = ToolMatcher::protocol("read_*").unwrap();
         assert!(m.matches_name("read_file"));
         assert!(m.matches_name("bread_file"));
-        assert!(ToolMatcher::protocol("Edit|Write").unwrap().matches_name("Edit"));
-        assert!(!ToolMatcher::protocol("Edit|Write").unwrap().matches_name("NotebookEdit"));
+        assert!(
+            ToolMatcher::protocol("Edit|Write")
+                .unwrap()
+                .matches_name("Edit")
+        );
+        assert!(
+            !ToolMatcher::protocol("Edit|Write")
+                .unwrap()
+                .matches_name("NotebookEdit")
+        );
     }
 
     #[test]
@@ -537,9 +539,8 @@ mod tests {
 
     #[test]
     fn combinators_and_predicates() {
-        let req = |name: &str, args| {
-            ToolRequest::new(ToolCall::new("1", name, args), RunContext::new())
-        };
+        let req =
+            |name: &str, args| ToolRequest::new(ToolCall::new("1", name, args), RunContext::new());
         let rm = ToolMatcher::predicate(|r| {
             r.call.arguments["command"]
                 .as_str()
