@@ -1,1 +1,297 @@
-//! (being written)
+//! [`Memory`]: `AGENTS.md` files in the system prompt, as memory that persists across
+//! conversations.
+//!
+//! # Example
+//!
+//! ```
+//! use tower_agent::{Agent, builtins::memory::Memory, model::{ModelResponse, ScriptedModel}};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("AGENTS.md"), "- The tests run with `cargo test`.\n")?;
+//!
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::from_fn(|req| {
+//!         Ok(ModelResponse::text(req.system().unwrap().text().into_owned()))
+//!     }))
+//!     .cwd(dir.path())
+//!     // Relative paths are taken from the run's working directory; missing files are skipped.
+//!     .stage(Memory::new(["AGENTS.md", "docs/AGENTS.md"]))
+//!     .build();
+//!
+//! let system = agent.run("How do I run the tests?").await?.text;
+//! assert!(system.starts_with(
+//!     "<agent_memory>\n- The tests run with `cargo test`.\n</agent_memory>\n\n\
+//!      Guidelines for agent memory:\n"
+//! ));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Loading (setup)
+//!
+//! At the start of every run the files are read (with `tokio::fs`, from the local file
+//! system; relative paths from the run's [`cwd`](crate::context::RunContext::cwd)). A missing
+//! file is skipped silently; a file that cannot be read or is not UTF-8 is skipped with a
+//! `tracing` warning and an [`AgentEvent::Warning`]; an empty file is skipped. The contents
+//! (blank lines around them trimmed) are joined with [`SEPARATOR`].
+//!
+//! Since they are read at every run, edits the agent makes to its memory (e.g. with
+//! `edit_file`) show in the next run.
+//!
+//! # Injection (prepare)
+//!
+//! Before every model call, unless no memory was loaded, this is appended to the system
+//! message (the [guidelines](Memory::guidelines) are configurable):
+//!
+//! ```text
+//! <agent_memory>
+//! [content]
+//! </agent_memory>
+//!
+//! Guidelines for agent memory:
+//! - This memory persists across conversations
+//! - You can update it by using edit_file on the AGENTS.md file
+//! - Use it to track important context, decisions, and patterns
+//! - Keep entries concise and organized
+//! ```
+//!
+//! The text is formatted once, in setup: the prepare stage does no IO and no formatting.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use futures_util::future::BoxFuture;
+
+use crate::{
+    agent::{AgentEvent, Prepare, Setup, SetupContext},
+    context::RunContext,
+    error::BoxError,
+    model::ModelRequest,
+};
+
+/// What separates the contents of two memory files.
+pub const SEPARATOR: &str = "\n\n---\n\n";
+
+/// The default guidelines that follow the memory.
+pub const DEFAULT_GUIDELINES: &str = "Guidelines for agent memory:
+- This memory persists across conversations
+- You can update it by using edit_file on the AGENTS.md file
+- Use it to track important context, decisions, and patterns
+- Keep entries concise and organized";
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The memory stage: a [`Setup`] that reads `AGENTS.md` files and a [`Prepare`] that puts
+/// them in the system prompt. Add it with
+/// [`AgentBuilder::stage`](crate::agent::AgentBuilder::stage).
+///
+/// See the [module docs](crate::builtins::memory).
+///
+/// # Clone
+///
+/// Clones share their per-run data (the setup of one clone feeds the prepare of another, as
+/// `stage` needs); each configuration method gives the stage a new identity, so differently
+/// configured stages on one agent don't see each other's memory.
+#[derive(Clone)]
+#[must_use]
+pub struct Memory {
+    id: u64,
+    paths: Arc<[PathBuf]>,
+    guidelines: Option<Arc<str>>,
+}
+
+impl Memory {
+    /// Memory read from the files `paths` (typically `AGENTS.md` files), in order.
+    pub fn new<I>(paths: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<PathBuf>,
+    {
+        Memory {
+            id: next_id(),
+            paths: paths.into_iter().map(Into::into).collect(),
+            guidelines: Some(DEFAULT_GUIDELINES.into()),
+        }
+    }
+
+    /// The text after `</agent_memory>` (after a blank line); default
+    /// [`DEFAULT_GUIDELINES`].
+    pub fn guidelines(mut self, guidelines: impl Into<String>) -> Self {
+        self.guidelines = Some(guidelines.into().into());
+        self.id = next_id();
+        self
+    }
+
+    /// No text after `</agent_memory>`.
+    pub fn without_guidelines(mut self) -> Self {
+        self.guidelines = None;
+        self.id = next_id();
+        self
+    }
+
+    /// The configured files.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// The memory this stage loaded in the run of `ctx` (the files joined with
+    /// [`SEPARATOR`]), or `None` if there was none or its setup has not run.
+    pub fn loaded(&self, ctx: &RunContext) -> Option<Arc<str>> {
+        ctx.state()
+            .extensions
+            .get::<MemoryRuns>()
+            .and_then(|runs| runs.0.get(&self.id))
+            .and_then(|run| run.content.clone())
+    }
+
+    /// Reads the files and joins what was found (warnings go to `ctx`).
+    async fn load(&self, ctx: &RunContext) -> Option<String> {
+        let mut parts = Vec::new();
+        for path in self.paths.iter() {
+            let path = if path.is_absolute() {
+                path.clone()
+            } else {
+                ctx.cwd().join(path)
+            };
+            if let Some(text) = read(ctx, &path).await {
+                parts.push(text);
+            }
+        }
+        (!parts.is_empty()).then(|| parts.join(SEPARATOR))
+    }
+
+    fn injection(&self, content: &str) -> String {
+        let mut text = format!("<agent_memory>\n{content}\n</agent_memory>");
+        if let Some(guidelines) = self.guidelines.as_deref().filter(|g| !g.is_empty()) {
+            text.push_str("\n\n");
+            text.push_str(guidelines);
+        }
+        text
+    }
+}
+
+impl fmt::Debug for Memory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Memory")
+            .field("paths", &self.paths)
+            .field("guidelines", &self.guidelines.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Setup for Memory {
+    fn setup(&self, cx: SetupContext) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async move {
+            let ctx = cx.ctx();
+            let content = self.load(ctx).await;
+            let run = MemoryRun {
+                injection: content.as_deref().map(|c| self.injection(c).into()),
+                content: content.map(Into::into),
+            };
+            ctx.state()
+                .extensions
+                .get_or_default::<MemoryRuns>()
+                .0
+                .insert(self.id, run);
+            Ok(())
+        })
+    }
+}
+
+impl Prepare for Memory {
+    /// Appends the memory block to the system message (nothing if no memory was loaded).
+    fn prepare(&self, req: &mut ModelRequest) -> Result<(), BoxError> {
+        let injection = req
+            .ctx
+            .state()
+            .extensions
+            .get::<MemoryRuns>()
+            .and_then(|runs| runs.0.get(&self.id))
+            .and_then(|run| run.injection.clone());
+        if let Some(text) = injection {
+            req.append_system(&text);
+        }
+        Ok(())
+    }
+}
+
+/// The per-run data of every [`Memory`] stage, by stage id.
+#[derive(Default)]
+struct MemoryRuns(HashMap<u64, MemoryRun>);
+
+struct MemoryRun {
+    content: Option<Arc<str>>,
+    injection: Option<Arc<str>>,
+}
+
+fn warn(ctx: &RunContext, message: String) {
+    tracing::warn!("{message}");
+    ctx.emit(AgentEvent::Warning { message });
+}
+
+/// The trimmed text of the memory file at `path`, if there is any.
+async fn read(ctx: &RunContext, path: &Path) -> Option<String> {
+    let bytes = match tokio::fs::read(path).await {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            tracing::debug!(path = %path.display(), "memory file does not exist");
+            return None;
+        }
+        Err(err) => {
+            warn(
+                ctx,
+                format!("memory: skipped {}: cannot read it: {err}", path.display()),
+            );
+            return None;
+        }
+    };
+    let Ok(text) = String::from_utf8(bytes) else {
+        warn(
+            ctx,
+            format!("memory: skipped {}: not valid UTF-8", path.display()),
+        );
+        return None;
+    };
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let text = text.trim_end().trim_start_matches(['\n', '\r']);
+    // A file of blanks only: leading spaces of its last line would survive.
+    let text = if text.trim().is_empty() { "" } else { text };
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn injection_without_guidelines() {
+        let m = Memory::new(["a"]).without_guidelines();
+        assert_eq!(m.injection("x"), "<agent_memory>\nx\n</agent_memory>");
+        let m = Memory::new(["a"]).guidelines("Keep it short.");
+        assert_eq!(
+            m.injection("x"),
+            "<agent_memory>\nx\n</agent_memory>\n\nKeep it short."
+        );
+    }
+
+    #[test]
+    fn configuring_changes_identity() {
+        let a = Memory::new(["a"]);
+        let b = a.clone();
+        assert_eq!(a.id, b.id);
+        assert_ne!(a.id, b.without_guidelines().id);
+    }
+}

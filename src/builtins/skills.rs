@@ -1,1 +1,676 @@
-//! (being written)
+//! [`Skills`]: `SKILL.md` discovery, a skill catalog in the system prompt, and optional
+//! just-in-time skill bodies.
+//!
+//! # Example
+//!
+//! ```
+//! use tower_agent::{Agent, builtins::skills::Skills, model::{ModelResponse, ScriptedModel}};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! std::fs::create_dir(dir.path().join("pdf"))?;
+//! std::fs::write(
+//!     dir.path().join("pdf/SKILL.md"),
+//!     "---\nname: pdf\ndescription: Fill in PDF forms\n---\n\nUse `pdftk` to fill forms.\n",
+//! )?;
+//!
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::from_fn(|req| {
+//!         Ok(ModelResponse::text(req.system().unwrap().text().into_owned()))
+//!     }))
+//!     .system_prompt("You are a helpful assistant.")
+//!     .stage(Skills::new([dir.path()]))
+//!     .build();
+//!
+//! let system = agent.run("Hello").await?.text;
+//! let path = dir.path().join("pdf").join("SKILL.md");
+//! assert!(system.starts_with("You are a helpful assistant.\n\n## Skills"));
+//! assert!(system.ends_with(&format!(
+//!     "[pdf] Fill in PDF forms → Read {} for full instructions",
+//!     path.display()
+//! )));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Discovery (setup)
+//!
+//! At the start of every run, each configured directory (relative paths are taken from the
+//! run's [`cwd`](crate::context::RunContext::cwd)) is searched one level deep for
+//! `<dir>/<skill>/SKILL.md`. A directory that does not exist is skipped silently; hidden
+//! directories (`.name`) are ignored. Each `SKILL.md` starts with YAML front matter:
+//!
+//! ```text
+//! ---
+//! name: pdf
+//! description: Fill in PDF forms
+//! keywords: [pdf, form]        # optional, for just-in-time injection
+//! ---
+//!
+//! The instructions (the body).
+//! ```
+//!
+//! A file without front matter, with invalid YAML, or without a `name` or `description` is
+//! skipped with a `tracing` warning and an [`AgentEvent::Warning`]; it never fails the run.
+//! When two skills have the same name, the one found later (in a later directory) wins.
+//!
+//! The files are read from the local file system with `tokio::fs`, not through a
+//! [filesystem backend](crate::builtins::filesystem).
+//!
+//! # Catalog (prepare)
+//!
+//! Before every model call, the catalog is appended to the system message: a
+//! [heading](Skills::heading), then one line per skill:
+//!
+//! ```text
+//! [name] description → Read /abs/path/SKILL.md for full instructions
+//! ```
+//!
+//! Only names and descriptions are in the prompt; the model reads a skill's file (e.g. with
+//! `read_file`) when it needs it. The text is formatted once, in setup: the prepare stage does
+//! no IO and no formatting.
+//!
+//! # Just in time
+//!
+//! With [`just_in_time(true)`](Skills::just_in_time), a skill whose name or one of whose
+//! keywords appears in the user's prompt of the run (case-insensitive, as a whole word) also
+//! has its body injected into the system message for that run:
+//!
+//! ```text
+//! <skill name="pdf">
+//! Use `pdftk` to fill forms.
+//! </skill>
+//! ```
+//!
+//! The prompt is the last user message of the first model call of the run.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use futures_util::future::BoxFuture;
+use yaml_rust2::{Yaml, YamlLoader};
+
+use crate::{
+    agent::{AgentEvent, Prepare, Setup, SetupContext},
+    context::RunContext,
+    error::BoxError,
+    message::Role,
+    model::ModelRequest,
+};
+
+/// The default heading of the catalog.
+pub const DEFAULT_HEADING: &str = "## Skills\n\nSkills are folders of instructions for \
+specialised tasks. Only their names and descriptions are listed here: before you start a task \
+that a skill covers, read its SKILL.md and follow it.";
+
+/// The heading of the skills injected just in time.
+const JIT_HEADING: &str = "The following skills match this request; follow their instructions:";
+
+/// The name of a skill's file.
+pub const SKILL_FILE: &str = "SKILL.md";
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+// ===== Skills =====
+
+/// The skills stage: a [`Setup`] that discovers `SKILL.md` files and a [`Prepare`] that puts
+/// their catalog in the system prompt. Add it with
+/// [`AgentBuilder::stage`](crate::agent::AgentBuilder::stage).
+///
+/// See the [module docs](crate::builtins::skills).
+///
+/// # Clone
+///
+/// Clones share their per-run data (the setup of one clone feeds the prepare of another, as
+/// `stage` needs); each configuration method gives the stage a new identity, so differently
+/// configured stages on one agent don't see each other's skills.
+#[derive(Clone)]
+#[must_use]
+pub struct Skills {
+    id: u64,
+    paths: Arc<[PathBuf]>,
+    heading: Arc<str>,
+    just_in_time: bool,
+}
+
+impl Skills {
+    /// Skills found under each of `paths` (directories holding one directory per skill).
+    pub fn new<I>(paths: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<PathBuf>,
+    {
+        Skills {
+            id: next_id(),
+            paths: paths.into_iter().map(Into::into).collect(),
+            heading: DEFAULT_HEADING.into(),
+            just_in_time: false,
+        }
+    }
+
+    /// The text above the catalog lines; default [`DEFAULT_HEADING`].
+    pub fn heading(mut self, heading: impl Into<String>) -> Self {
+        self.heading = heading.into().into();
+        self.id = next_id();
+        self
+    }
+
+    /// Also inject the whole body of every skill whose name or a keyword appears in the
+    /// user's prompt (see the [module docs](crate::builtins::skills#just-in-time)); default
+    /// off.
+    pub fn just_in_time(mut self, on: bool) -> Self {
+        self.just_in_time = on;
+        self.id = next_id();
+        self
+    }
+
+    /// The configured directories.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// The skills this stage found in the run of `ctx` (empty before its setup ran).
+    pub fn loaded(&self, ctx: &RunContext) -> Arc<[Skill]> {
+        ctx.state()
+            .extensions
+            .get::<SkillRuns>()
+            .and_then(|runs| runs.0.get(&self.id))
+            .map(|run| Arc::clone(&run.skills))
+            .unwrap_or_else(|| Arc::from(Vec::new()))
+    }
+
+    /// Finds and parses the skills (warnings go to `ctx`).
+    async fn discover(&self, ctx: &RunContext) -> Vec<Skill> {
+        let mut skills: Vec<Skill> = Vec::new();
+        for path in self.paths.iter() {
+            let dir = absolute(ctx.cwd(), path);
+            for skill in discover_dir(ctx, &dir).await {
+                match skills.iter_mut().find(|s| s.name == skill.name) {
+                    Some(earlier) => {
+                        tracing::debug!(
+                            name = %skill.name,
+                            path = %skill.path.display(),
+                            replaces = %earlier.path.display(),
+                            "skill overrides an earlier one of the same name"
+                        );
+                        *earlier = skill;
+                    }
+                    None => skills.push(skill),
+                }
+            }
+        }
+        skills
+    }
+
+    fn catalog(&self, skills: &[Skill]) -> Option<Arc<str>> {
+        if skills.is_empty() {
+            return None;
+        }
+        let mut text = self.heading.to_string();
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        for (i, skill) in skills.iter().enumerate() {
+            if i > 0 {
+                text.push('\n');
+            }
+            text.push_str(&skill.catalog_line());
+        }
+        Some(text.into())
+    }
+}
+
+impl fmt::Debug for Skills {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Skills")
+            .field("paths", &self.paths)
+            .field("just_in_time", &self.just_in_time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Setup for Skills {
+    fn setup(&self, cx: SetupContext) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async move {
+            let ctx = cx.ctx();
+            let skills = self.discover(ctx).await;
+            tracing::debug!(count = skills.len(), "skills discovered");
+            let run = SkillRun {
+                catalog: self.catalog(&skills),
+                terms: if self.just_in_time {
+                    skills.iter().map(Skill::match_terms).collect()
+                } else {
+                    Vec::new()
+                },
+                jit: None,
+                skills: skills.into(),
+            };
+            ctx.state()
+                .extensions
+                .get_or_default::<SkillRuns>()
+                .0
+                .insert(self.id, run);
+            Ok(())
+        })
+    }
+}
+
+impl Prepare for Skills {
+    /// Appends the catalog (and the skills matched just in time) to the system message.
+    fn prepare(&self, req: &mut ModelRequest) -> Result<(), BoxError> {
+        let (catalog, jit) = {
+            let mut state = req.ctx.state();
+            let Some(run) = state
+                .extensions
+                .get_mut::<SkillRuns>()
+                .and_then(|runs| runs.0.get_mut(&self.id))
+            else {
+                return Ok(());
+            };
+            let jit = if self.just_in_time {
+                let messages = &req.messages;
+                run.jit
+                    .get_or_insert_with(|| {
+                        let prompt = messages
+                            .iter()
+                            .rev()
+                            .find(|m| m.role == Role::User)
+                            .map(|m| m.text().to_lowercase())
+                            .unwrap_or_default();
+                        jit_text(&run.skills, &run.terms, &prompt)
+                    })
+                    .clone()
+            } else {
+                None
+            };
+            (run.catalog.clone(), jit)
+        };
+        if let Some(catalog) = catalog {
+            req.append_system(&catalog);
+        }
+        if let Some(jit) = jit {
+            req.append_system(&jit);
+        }
+        Ok(())
+    }
+}
+
+/// The per-run data of every [`Skills`] stage, by stage id.
+#[derive(Default)]
+struct SkillRuns(HashMap<u64, SkillRun>);
+
+struct SkillRun {
+    skills: Arc<[Skill]>,
+    /// The catalog text, `None` without skills.
+    catalog: Option<Arc<str>>,
+    /// Lower-cased names and keywords per skill (just in time only).
+    terms: Vec<Vec<String>>,
+    /// The just-in-time text, once computed from the run's prompt.
+    jit: Option<Option<Arc<str>>>,
+}
+
+fn jit_text(skills: &[Skill], terms: &[Vec<String>], prompt: &str) -> Option<Arc<str>> {
+    let mut text = String::new();
+    for (skill, terms) in skills.iter().zip(terms) {
+        if !terms.iter().any(|t| contains_word(prompt, t)) {
+            continue;
+        }
+        tracing::debug!(name = %skill.name, "skill injected just in time");
+        if text.is_empty() {
+            text.push_str(JIT_HEADING);
+        }
+        text.push_str(&format!(
+            "\n\n<skill name=\"{}\">\n{}\n</skill>",
+            skill.name.replace('"', "&quot;"),
+            skill.body
+        ));
+    }
+    (!text.is_empty()).then(|| text.into())
+}
+
+/// Whether `needle` occurs in `hay` as a whole word: not preceded or followed by a letter or
+/// digit where its own first or last character is one.
+fn contains_word(hay: &str, needle: &str) -> bool {
+    let Some(first) = needle.chars().next() else {
+        return false;
+    };
+    let last = needle.chars().next_back().unwrap_or(first);
+    hay.match_indices(needle).any(|(i, _)| {
+        let before_ok = !first.is_alphanumeric()
+            || !hay[..i]
+                .chars()
+                .next_back()
+                .is_some_and(char::is_alphanumeric);
+        let after_ok = !last.is_alphanumeric()
+            || !hay[i + needle.len()..]
+                .chars()
+                .next()
+                .is_some_and(char::is_alphanumeric);
+        before_ok && after_ok
+    })
+}
+
+fn absolute(cwd: &Path, path: &Path) -> PathBuf {
+    let path = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    };
+    std::path::absolute(&path).unwrap_or(path)
+}
+
+fn warn(ctx: &RunContext, message: String) {
+    tracing::warn!("{message}");
+    ctx.emit(AgentEvent::Warning { message });
+}
+
+/// The skills of one directory, sorted by their directory's name.
+async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
+    let mut entries = match tokio::fs::read_dir(dir).await {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            tracing::debug!(dir = %dir.display(), "skills directory does not exist");
+            return Vec::new();
+        }
+        Err(err) => {
+            warn(
+                ctx,
+                format!("skills: cannot read the directory {}: {err}", dir.display()),
+            );
+            return Vec::new();
+        }
+    };
+    let mut dirs = Vec::new();
+    loop {
+        match entries.next_entry().await {
+            Ok(Some(entry)) => {
+                if entry.file_name().to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                // Follows symbolic links.
+                if tokio::fs::metadata(entry.path())
+                    .await
+                    .is_ok_and(|m| m.is_dir())
+                {
+                    dirs.push(entry.path());
+                }
+            }
+            Ok(None) => break,
+            Err(err) => {
+                warn(
+                    ctx,
+                    format!("skills: cannot read the directory {}: {err}", dir.display()),
+                );
+                break;
+            }
+        }
+    }
+    dirs.sort();
+    let mut skills = Vec::new();
+    for skill_dir in dirs {
+        let path = skill_dir.join(SKILL_FILE);
+        let bytes = match tokio::fs::read(&path).await {
+            Ok(bytes) => bytes,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => {
+                warn(
+                    ctx,
+                    format!("skills: skipped {}: cannot read it: {err}", path.display()),
+                );
+                continue;
+            }
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            warn(
+                ctx,
+                format!("skills: skipped {}: not valid UTF-8", path.display()),
+            );
+            continue;
+        };
+        match Skill::parse(&path, &text) {
+            Ok(skill) => skills.push(skill),
+            Err(err) => warn(ctx, format!("skills: skipped {}: {err}", path.display())),
+        }
+    }
+    skills
+}
+
+// ===== Skill =====
+
+/// One skill: the front matter and body of a `SKILL.md`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Skill {
+    /// Its name (front matter `name`).
+    pub name: String,
+    /// What it is for (front matter `description`, on one line).
+    pub description: String,
+    /// Words that trigger its just-in-time injection (front matter `keywords`, a list or a
+    /// comma-separated string).
+    pub keywords: Vec<String>,
+    /// The path of its `SKILL.md`.
+    pub path: PathBuf,
+    /// The instructions: the text after the front matter, trimmed.
+    pub body: String,
+}
+
+impl Skill {
+    /// Parses the text of the `SKILL.md` at `path`.
+    ///
+    /// ```
+    /// use tower_agent::builtins::skills::Skill;
+    ///
+    /// let skill = Skill::parse(
+    ///     "/skills/csv/SKILL.md",
+    ///     "---\nname: csv\ndescription: >\n  Clean up\n  CSV files\nkeywords: spreadsheet, table\n---\nSteps…",
+    /// )
+    /// .unwrap();
+    /// assert_eq!(skill.description, "Clean up CSV files");
+    /// assert_eq!(skill.keywords, ["spreadsheet", "table"]);
+    /// assert_eq!(skill.body, "Steps…");
+    ///
+    /// let err = Skill::parse("/skills/x/SKILL.md", "# No front matter").unwrap_err();
+    /// assert!(err.to_string().contains("front matter"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// If the text does not start with a `---` line, the front matter is not closed by a
+    /// `---` line, is not valid YAML or not a mapping, or lacks a non-empty `name` or
+    /// `description`.
+    pub fn parse(path: impl Into<PathBuf>, text: &str) -> Result<Skill, SkillError> {
+        let (yaml, body) = split_front_matter(text)?;
+        let docs = YamlLoader::load_from_str(yaml)
+            .map_err(|e| SkillError::new(format!("invalid YAML front matter: {e}")))?;
+        let doc = docs.into_iter().next().unwrap_or(Yaml::Null);
+        if !doc.is_hash() {
+            return Err(SkillError::new(
+                "the front matter is not a mapping of `name`, `description` …",
+            ));
+        }
+        let field = |key: &str| -> Result<String, SkillError> {
+            let value = scalar(&doc[key]).map(|s| one_line(&s)).unwrap_or_default();
+            if value.is_empty() {
+                Err(SkillError::new(format!(
+                    "the front matter has no `{key}` (a non-empty string)"
+                )))
+            } else {
+                Ok(value)
+            }
+        };
+        let name = field("name")?;
+        let description = field("description")?;
+        let keywords = match &doc["keywords"] {
+            Yaml::Array(items) => items.iter().filter_map(scalar).collect(),
+            Yaml::BadValue | Yaml::Null => Vec::new(),
+            other => match scalar(other) {
+                Some(s) => s.split(',').map(str::to_owned).collect(),
+                None => {
+                    return Err(SkillError::new(
+                        "`keywords` must be a list of words or a comma-separated string",
+                    ));
+                }
+            },
+        };
+        let keywords = keywords
+            .iter()
+            .map(|k| one_line(k))
+            .filter(|k| !k.is_empty())
+            .collect();
+        Ok(Skill {
+            name,
+            description,
+            keywords,
+            path: path.into(),
+            body: body.trim().to_owned(),
+        })
+    }
+
+    /// The skill's catalog line: `[name] description → Read <path> for full instructions`.
+    pub fn catalog_line(&self) -> String {
+        format!(
+            "[{}] {} → Read {} for full instructions",
+            self.name,
+            self.description,
+            self.path.display()
+        )
+    }
+
+    /// Lower-cased name (also with `-`/`_` as spaces) and keywords.
+    fn match_terms(&self) -> Vec<String> {
+        let name = self.name.to_lowercase();
+        let spaced = name.replace(['-', '_'], " ");
+        let mut terms = vec![name];
+        if spaced != terms[0] {
+            terms.push(spaced);
+        }
+        terms.extend(self.keywords.iter().map(|k| k.to_lowercase()));
+        terms
+    }
+}
+
+/// A scalar as a string.
+fn scalar(y: &Yaml) -> Option<String> {
+    match y {
+        Yaml::String(s) | Yaml::Real(s) => Some(s.clone()),
+        Yaml::Integer(i) => Some(i.to_string()),
+        Yaml::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// `s` with every run of whitespace as one space, trimmed.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The YAML between the `---` lines, and the rest.
+fn split_front_matter(text: &str) -> Result<(&str, &str), SkillError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.split_inclusive('\n');
+    match lines.next() {
+        Some(first) if first.trim_end() == "---" => {}
+        _ => {
+            return Err(SkillError::new(
+                "no YAML front matter (the file must start with a `---` line)",
+            ));
+        }
+    }
+    let start = text.find('\n').map_or(text.len(), |i| i + 1);
+    let mut offset = start;
+    for line in lines {
+        let end = offset + line.len();
+        if matches!(line.trim_end(), "---" | "...") {
+            return Ok((&text[start..offset], &text[end..]));
+        }
+        offset = end;
+    }
+    Err(SkillError::new(
+        "the front matter is not closed by a `---` line",
+    ))
+}
+
+/// Why a `SKILL.md` could not be parsed. See [`Skill::parse`].
+#[derive(Debug, Clone)]
+pub struct SkillError {
+    message: String,
+}
+
+impl SkillError {
+    fn new(message: impl Into<String>) -> Self {
+        SkillError {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for SkillError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SkillError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words() {
+        assert!(contains_word("fill the pdf form", "pdf"));
+        assert!(contains_word("pdf", "pdf"));
+        assert!(contains_word("a pdf.", "pdf"));
+        assert!(!contains_word("pdfs", "pdf"));
+        assert!(!contains_word("mypdf", "pdf"));
+        assert!(contains_word("write c++ code", "c++"));
+        assert!(contains_word("an asp.net site", ".net"));
+        assert!(contains_word("use data-viz here", "data-viz"));
+        assert!(!contains_word("anything", ""));
+    }
+
+    #[test]
+    fn front_matter_errors() {
+        let err = |text| Skill::parse("/x", text).unwrap_err().to_string();
+        assert!(err("no front matter").contains("no YAML front matter"));
+        assert!(err("---\nname: a\n").contains("not closed"));
+        assert!(err("---\nname: [a\n---\n").contains("invalid YAML"));
+        assert!(err("---\n- a\n---\n").contains("not a mapping"));
+        assert!(err("---\nname: a\n---\n").contains("`description`"));
+        assert!(err("---\ndescription: a\n---\n").contains("`name`"));
+        assert!(err("---\nname: a\ndescription: b\nkeywords: {a: 1}\n---\n").contains("keywords"));
+    }
+
+    #[test]
+    fn crlf_and_bom() {
+        let s = Skill::parse(
+            "/x",
+            "\u{feff}---\r\nname: a\r\ndescription: b\r\n---\r\nbody\r\n",
+        )
+        .unwrap();
+        assert_eq!((s.name.as_str(), s.description.as_str()), ("a", "b"));
+        assert_eq!(s.body, "body");
+    }
+
+    #[test]
+    fn match_terms() {
+        let s = Skill::parse(
+            "/x",
+            "---\nname: Data-Viz\ndescription: d\nkeywords: [Chart]\n---\n",
+        )
+        .unwrap();
+        assert_eq!(s.match_terms(), ["data-viz", "data viz", "chart"]);
+    }
+}
