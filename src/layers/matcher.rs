@@ -537,6 +537,45 @@ mod tests {
         assert!(ToolMatcher::parse("/[/").is_err());
     }
 
+    #[tokio::test]
+    async fn when_applies_the_layer_only_to_matching_calls() {
+        use crate::tool::{ToolRouter, tool_fn};
+        use tower::{ServiceBuilder, ServiceExt};
+
+        let echo = |name: &'static str| {
+            tool_fn(name, "echo", json!({}), move |args, _| async move {
+                Ok::<_, BoxError>(format!("{name}: {args}"))
+            })
+        };
+        let router = ToolRouter::new().tool(echo("bash")).tool(echo("ls"));
+        // A layer that rewrites both the request and the response.
+        let shout = tower::layer::layer_fn(|inner| {
+            ServiceBuilder::new()
+                .map_request(|mut req: ToolRequest| {
+                    req.call.arguments = json!({"rewritten": true});
+                    req
+                })
+                .map_response(|mut out: ToolOutput| {
+                    out.content = out.content.to_uppercase();
+                    out.metadata.insert("touched".into(), json!(true));
+                    out
+                })
+                .service(inner)
+        });
+        let svc = ServiceBuilder::new()
+            .layer(when("bash", shout))
+            .service(router);
+        let call = |name: &str| {
+            ToolRequest::new(ToolCall::new("1", name, json!({"a": 1})), RunContext::new())
+        };
+        let out = svc.clone().oneshot(call("bash")).await.unwrap();
+        assert_eq!(out.content, "BASH: {\"REWRITTEN\":TRUE}");
+        assert_eq!(out.metadata["touched"], json!(true));
+        let out = svc.oneshot(call("ls")).await.unwrap();
+        assert_eq!(out.content, "ls: {\"a\":1}", "untouched");
+        assert!(out.metadata.is_empty());
+    }
+
     #[test]
     fn combinators_and_predicates() {
         let req =
