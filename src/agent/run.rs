@@ -93,7 +93,8 @@ async fn run_inner(
     let (router, setup_context) = if inner.setups.is_empty() {
         (inner.tools.clone(), None)
     } else {
-        let cx = SetupContext::new(run.ctx.clone(), inner.tools.clone());
+        let prompt = run.history.last().map(|m| m.text()).unwrap_or_default();
+        let cx = SetupContext::new(run.ctx.clone(), &prompt, inner.tools.clone());
         let setups = async {
             for stage in &inner.setups {
                 stage.setup(cx.clone()).await?;

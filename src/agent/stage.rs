@@ -36,6 +36,7 @@ use crate::{
 /// let agent = Agent::builder()
 ///     .model(ScriptedModel::new().tool_call("today", json!({})).text("It is Monday."))
 ///     .setup(|cx: SetupContext| async move {
+///         assert_eq!(cx.prompt(), "What day is it?");
 ///         cx.add_context("The user is in Lisbon.");
 ///         cx.add_tool(tool_fn("today", "The weekday", json!({"type": "object"}), |_, _| async {
 ///             Ok::<_, BoxError>("Monday")
@@ -130,6 +131,7 @@ where
 #[derive(Clone)]
 pub struct SetupContext {
     ctx: RunContext,
+    prompt: Arc<str>,
     shared: Arc<Mutex<SetupShared>>,
 }
 
@@ -140,9 +142,10 @@ struct SetupShared {
 }
 
 impl SetupContext {
-    pub(crate) fn new(ctx: RunContext, tools: ToolRouter) -> Self {
+    pub(crate) fn new(ctx: RunContext, prompt: &str, tools: ToolRouter) -> Self {
         SetupContext {
             ctx,
+            prompt: prompt.into(),
             shared: Arc::new(Mutex::new(SetupShared {
                 tools,
                 added_tools: false,
@@ -158,6 +161,11 @@ impl SetupContext {
     /// The run's context.
     pub fn ctx(&self) -> &RunContext {
         &self.ctx
+    }
+
+    /// The user's prompt of this run.
+    pub fn prompt(&self) -> &str {
+        &self.prompt
     }
 
     /// Registers a tool for this run (replacing one of the same name).
