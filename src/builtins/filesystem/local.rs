@@ -198,7 +198,10 @@ impl Resolver {
             };
             FsError::new(
                 kind,
-                format!("the filesystem root {} is not accessible: {e}", given.display()),
+                format!(
+                    "the filesystem root {} is not accessible: {e}",
+                    given.display()
+                ),
             )
             .with_source(e)
         })?;
@@ -409,7 +412,8 @@ impl Resolver {
     fn write_file(&self, path: &str, content: &str) -> Result<String, FsError> {
         let r = self.resolve_file(path)?;
         if let Some(parent) = r.real.parent() {
-            fs::create_dir_all(parent).map_err(|e| io_error("create the directories of", path, e))?;
+            fs::create_dir_all(parent)
+                .map_err(|e| io_error("create the directories of", path, e))?;
         }
         fs::write(&r.real, content).map_err(|e| io_error("write", path, e))?;
         Ok(r.rel)
@@ -553,14 +557,20 @@ impl Resolver {
             found: GrepMatches::default(),
         };
         if meta.is_dir() {
-            walk(&r.real, Path::new(""), usize::MAX, true, &mut |sub, kind| {
-                if kind != EntryKind::File {
-                    return true;
-                }
-                let rel = self.display_rel(&r.rel, sub);
-                // Unreadable files met while walking are skipped.
-                search.file(&r.real.join(sub), &rel).unwrap_or(true)
-            });
+            walk(
+                &r.real,
+                Path::new(""),
+                usize::MAX,
+                true,
+                &mut |sub, kind| {
+                    if kind != EntryKind::File {
+                        return true;
+                    }
+                    let rel = self.display_rel(&r.rel, sub);
+                    // Unreadable files met while walking are skipped.
+                    search.file(&r.real.join(sub), &rel).unwrap_or(true)
+                },
+            );
         } else {
             search
                 .file(&r.real, &r.rel)
@@ -704,12 +714,18 @@ async fn exec(root: &Path, command: &str, options: ExecOptions) -> Result<ExecOu
     use tokio::io::AsyncReadExt;
 
     if command.trim().is_empty() {
-        return Err(FsError::new(FsErrorKind::InvalidInput, "the command is empty"));
+        return Err(FsError::new(
+            FsErrorKind::InvalidInput,
+            "the command is empty",
+        ));
     }
     let root = tokio::fs::canonicalize(root).await.map_err(|e| {
         FsError::new(
             FsErrorKind::NotFound,
-            format!("the filesystem root {} is not accessible: {e}", root.display()),
+            format!(
+                "the filesystem root {} is not accessible: {e}",
+                root.display()
+            ),
         )
         .with_source(e)
     })?;
@@ -792,7 +808,7 @@ fn exec_io_error(e: io::Error) -> FsError {
 
 /// `2s`, `1.5s` or `300ms`.
 pub(super) fn format_duration(d: Duration) -> String {
-    if d.as_millis() % 1000 == 0 {
+    if d.as_millis().is_multiple_of(1000) {
         format!("{}s", d.as_secs())
     } else if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
@@ -892,7 +908,10 @@ impl Capture {
         let last_n = self.max_chars - first_n;
         let first: String = head.chars().take(first_n).collect();
         let tail_chars = tail.chars().count();
-        let last: String = tail.chars().skip(tail_chars.saturating_sub(last_n)).collect();
+        let last: String = tail
+            .chars()
+            .skip(tail_chars.saturating_sub(last_n))
+            .collect();
         let omitted = self
             .chars
             .saturating_sub(first.chars().count() + last.chars().count());
@@ -928,7 +947,9 @@ mod tests {
     #[test]
     fn capture_overflowing_keeps_the_true_tail() {
         let mut c = Capture::new(4);
-        let text: String = (0..1000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let text: String = (0..1000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
         c.push(text.as_bytes());
         let (out, truncated) = c.finish();
         assert!(truncated);
@@ -951,7 +972,10 @@ mod tests {
             normalize_absolute(Path::new("/a/./b/../c/../../..")),
             Path::new("/")
         );
-        assert_eq!(normalize_absolute(Path::new("/a/b/../c")), Path::new("/a/c"));
+        assert_eq!(
+            normalize_absolute(Path::new("/a/b/../c")),
+            Path::new("/a/c")
+        );
     }
 
     #[test]

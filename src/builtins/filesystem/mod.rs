@@ -83,6 +83,7 @@ use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use futures_util::future::BoxFuture;
 
+use self::tools::Config;
 pub use self::{
     backend::{
         Backend, DirEntry, Edit, EntryKind, ExecOptions, ExecOutput, FileText, FsError,
@@ -90,7 +91,6 @@ pub use self::{
     },
     local::LocalFs,
 };
-use self::tools::Config;
 use crate::{
     agent::{Setup, SetupContext},
     error::BoxError,

@@ -278,9 +278,7 @@ fn edit_file(fs: Arc<dyn Backend>) -> impl Tool {
                                 edit.occurrences
                             );
                         }
-                        ctx.state()
-                            .files
-                            .insert(edit.path, Arc::from(edit.content));
+                        ctx.state().files.insert(edit.path, Arc::from(edit.content));
                         ToolOutput::text("", out)
                     }
                     Err(e) => failure(&e),
