@@ -781,7 +781,7 @@ async fn execute_timeout_kills_the_process_group() {
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(
         err.starts_with(
-            "command timed out after 1s; it and every process it started were killed; if it \
+            "command timed out after 1s; it and the processes it started were killed; if it \
              needs longer, pass a larger `timeout` (at most 600s)"
         ),
         "{err}"

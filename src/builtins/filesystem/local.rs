@@ -190,21 +190,7 @@ struct Resolver {
 
 impl Resolver {
     fn new(given: &Path) -> Result<Self, FsError> {
-        let root = fs::canonicalize(given).map_err(|e| {
-            let kind = if e.kind() == io::ErrorKind::NotFound {
-                FsErrorKind::NotFound
-            } else {
-                FsErrorKind::Io
-            };
-            FsError::new(
-                kind,
-                format!(
-                    "the filesystem root {} is not accessible: {e}",
-                    given.display()
-                ),
-            )
-            .with_source(e)
-        })?;
+        let root = fs::canonicalize(given).map_err(|e| root_error(given, e))?;
         if !root.is_dir() {
             return Err(FsError::new(
                 FsErrorKind::NotADirectory,
@@ -323,7 +309,8 @@ impl Resolver {
         Ok(real)
     }
 
-    /// The path of `real` (inside the root) relative to the root, `/`-separated.
+    /// The path of `sub` (relative to the resolved `base_rel`) relative to the root,
+    /// `/`-separated.
     fn display_rel(&self, base_rel: &str, sub: &Path) -> String {
         let sub = sub
             .components()
@@ -691,6 +678,23 @@ fn normalize_absolute(path: &Path) -> PathBuf {
     out
 }
 
+/// The root cannot be resolved.
+fn root_error(root: &Path, e: io::Error) -> FsError {
+    let kind = if e.kind() == io::ErrorKind::NotFound {
+        FsErrorKind::NotFound
+    } else {
+        FsErrorKind::Io
+    };
+    FsError::new(
+        kind,
+        format!(
+            "the filesystem root {} is not accessible: {e}",
+            root.display()
+        ),
+    )
+    .with_source(e)
+}
+
 /// An I/O error while doing `action` to `path`, with the kind and message it deserves.
 fn io_error(action: &str, path: &str, e: io::Error) -> FsError {
     let (kind, message) = match e.kind() {
@@ -719,16 +723,9 @@ async fn exec(root: &Path, command: &str, options: ExecOptions) -> Result<ExecOu
             "the command is empty",
         ));
     }
-    let root = tokio::fs::canonicalize(root).await.map_err(|e| {
-        FsError::new(
-            FsErrorKind::NotFound,
-            format!(
-                "the filesystem root {} is not accessible: {e}",
-                root.display()
-            ),
-        )
-        .with_source(e)
-    })?;
+    let root = tokio::fs::canonicalize(root)
+        .await
+        .map_err(|e| root_error(root, e))?;
     let mut cmd = tokio::process::Command::new("sh");
     // NOTE: the redirection is on a line of its own so that sh reports syntax errors of the
     // command (parsed line by line) on the merged output too.
@@ -786,7 +783,7 @@ async fn exec(root: &Path, command: &str, options: ExecOptions) -> Result<ExecOu
             return Err(FsError::new(
                 FsErrorKind::Timeout,
                 format!(
-                    "command timed out after {}; it and every process it started were killed",
+                    "command timed out after {}; it and the processes it started were killed",
                     format_duration(options.timeout)
                 ),
             ));

@@ -423,8 +423,8 @@ fn execute(fs: Arc<dyn Backend>, config: Config) -> impl Tool {
          and its exit code. It is killed after `timeout` seconds (default {}, at most {}), and \
          processes it leaves running are killed when it exits.",
         config.max_output,
-        config.exec_timeout.as_secs(),
-        config.max_exec_timeout.as_secs()
+        format_duration(config.exec_timeout),
+        format_duration(config.max_exec_timeout)
     );
     typed_tool(
         "execute",
