@@ -1,1 +1,211 @@
-//! (being written)
+//! File tools for the model: `ls`, `read_file`, `write_file`, `edit_file`, `glob`, `grep` and
+//! `execute`, over a [`Backend`] confined to a root directory.
+//!
+//! # Example
+//!
+//! A scripted model writes a file, then reads it back:
+//!
+//! ```
+//! use serde_json::json;
+//! use tower_agent::{Agent, builtins::filesystem::Filesystem, model::ScriptedModel};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let model = ScriptedModel::new()
+//!     .tool_call("write_file", json!({ "path": "notes/todo.md", "content": "- buy milk\n" }))
+//!     .tool_call("read_file", json!({ "path": "notes/todo.md" }))
+//!     .text("Your list says: buy milk.")
+//!     .recording();
+//!
+//! let agent = Agent::builder()
+//!     .model(model.clone())
+//!     .setup(Filesystem::local(dir.path()))
+//!     .build();
+//! let resp = agent.run("What is on my list?").await?;
+//! assert_eq!(resp.text, "Your list says: buy milk.");
+//!
+//! // The file is on disk, and the model saw it with line numbers, `cat -n` style.
+//! assert_eq!(std::fs::read_to_string(dir.path().join("notes/todo.md"))?, "- buy milk\n");
+//! let seen = model.requests()[2].messages.last().unwrap().text().into_owned();
+//! assert_eq!(seen, "     1\t- buy milk\n");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The tools
+//!
+//! | Tool | Arguments | Output |
+//! |---|---|---|
+//! | `ls` | `path?` | JSON array of `{"name", "type": "file" \| "dir" \| "symlink", "size"}` |
+//! | `read_file` | `path`, `offset?` (1-based line), `limit?` (lines, default 2,000) | the lines, numbered like `cat -n`, and `(lines a-b of n; read on with offset b+1)` when partial |
+//! | `write_file` | `path`, `content` | creates parent directories; replaces the whole file |
+//! | `edit_file` | `path`, `old_text`, `new_text` | replaces the first exact occurrence of `old_text` |
+//! | `glob` | `pattern` (relative to the root) | matching paths, one a line, sorted (at most 1,000) |
+//! | `grep` | `pattern` (regex), `path?`, `include?` (file-name glob), `case_insensitive?` | `path:line: text` lines (at most 200) |
+//! | `execute` | `command`, `timeout?` (seconds) | merged stdout and stderr (at most 30,000 characters) and `[exit code: n]` |
+//!
+//! Failures the model can fix — a missing file, a path outside the root, an `old_text` that
+//! does not occur, an invalid regex, a command timing out — are error
+//! [`ToolOutput`](crate::message::ToolOutput)s saying what went wrong (the
+//! [`FsError`] message, and a hint), never a failed run. A command that runs and fails is not
+//! an error output: its exit code is in the output (and in the output's `exit_code`
+//! metadata).
+//!
+//! Files written or edited are recorded in the run state
+//! ([`RunState::files`](crate::context::RunState::files), path relative to the root →
+//! content), so they are saved with the thread.
+//!
+//! # Text, binary and large files
+//!
+//! `read_file` and `edit_file` handle UTF-8 text only: a file that is not valid UTF-8
+//! (anywhere) is refused with a clear error, `` `data.bin` is not valid UTF-8 text (line 3) ``,
+//! rather than shown as lossy text the model might then write back. `grep` skips binary
+//! files and decodes lines lossily.
+//!
+//! `read_file` streams the file and returns at most [`read_limit`](Filesystem::read_limit)
+//! lines (2,000) from `offset`, each cut at 2,000 characters, so a large file is read in parts.
+//!
+//! # Commands
+//!
+//! `execute` runs `sh -c <command>` in the root, in its own process group. It is killed —
+//! with everything it started — when it outlives its timeout (default 120 s, per call up to
+//! 600 s) or when the tool call is dropped (the run is cancelled, a timeout layer fires);
+//! when it exits, whatever it left running in its group is killed too. Use
+//! [`without_execute`](Filesystem::without_execute) to offer the file tools only. See
+//! [`LocalFs`] for the exact confinement rules.
+
+mod backend;
+mod local;
+mod tools;
+
+use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
+
+use futures_util::future::BoxFuture;
+
+use self::tools::Config;
+pub use self::{
+    backend::{
+        Backend, DirEntry, Edit, EntryKind, ExecOptions, ExecOutput, FileText, FsError,
+        FsErrorKind, GrepMatch, GrepMatches, GrepOptions, ReadRange,
+    },
+    local::LocalFs,
+};
+use crate::{
+    agent::{Setup, SetupContext},
+    error::BoxError,
+    tool::ToolRouter,
+};
+
+/// A [`Setup`] stage that registers the file tools over a [`Backend`].
+///
+/// See the [module docs](crate::builtins::filesystem).
+///
+/// # Clone
+///
+/// Clones share the backend.
+#[derive(Clone)]
+pub struct Filesystem {
+    backend: Arc<dyn Backend>,
+    config: Config,
+}
+
+impl Filesystem {
+    /// The tools over `backend` (an `Arc<dyn Backend>` is a backend too).
+    pub fn new<B: Backend>(backend: B) -> Self {
+        Filesystem {
+            backend: Arc::new(backend),
+            config: Config::default(),
+        }
+    }
+
+    /// The tools over the local directory `root` (a [`LocalFs`]).
+    pub fn local(root: impl Into<PathBuf>) -> Self {
+        Self::new(LocalFs::new(root))
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// Leaves out the `execute` tool.
+    #[must_use]
+    pub fn without_execute(mut self) -> Self {
+        self.config.execute = false;
+        self
+    }
+
+    /// How long a command may run when the call gives no `timeout` (default 120 s).
+    #[must_use]
+    pub fn exec_timeout(mut self, timeout: Duration) -> Self {
+        self.config.exec_timeout = timeout;
+        self
+    }
+
+    /// The longest `timeout` a call may ask for (default 600 s); longer ones are cut to it.
+    #[must_use]
+    pub fn max_exec_timeout(mut self, timeout: Duration) -> Self {
+        self.config.max_exec_timeout = timeout;
+        self
+    }
+
+    /// At most this many characters of a command's output are returned (default 30,000): the
+    /// first and last halves, with `... (truncated N characters) ...` between.
+    #[must_use]
+    pub fn max_output(mut self, chars: usize) -> Self {
+        self.config.max_output = chars;
+        self
+    }
+
+    /// How many lines `read_file` returns when the call gives no `limit` (default 2,000).
+    #[must_use]
+    pub fn read_limit(mut self, lines: usize) -> Self {
+        self.config.read_limit = lines;
+        self
+    }
+
+    /// How many matching lines `grep` returns at most (default 200).
+    #[must_use]
+    pub fn grep_limit(mut self, matches: usize) -> Self {
+        self.config.grep_limit = matches;
+        self
+    }
+
+    /// How many paths `glob` returns at most (default 1,000).
+    #[must_use]
+    pub fn glob_limit(mut self, paths: usize) -> Self {
+        self.config.glob_limit = paths;
+        self
+    }
+
+    /// The tools as a router, to register them without the setup stage (e.g. with
+    /// [`AgentBuilder::tools`](crate::agent::AgentBuilder::tools), or to call them directly).
+    pub fn tools(&self) -> ToolRouter {
+        let mut router = ToolRouter::new();
+        tools::register(&self.backend, &self.config, &mut router);
+        router
+    }
+}
+
+impl Setup for Filesystem {
+    fn setup(&self, cx: SetupContext) -> BoxFuture<'_, Result<(), BoxError>> {
+        tools::register(&self.backend, &self.config, &mut &cx);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+impl fmt::Debug for Filesystem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Filesystem")
+            .field("backend", &self.backend)
+            .field("execute", &self.config.execute)
+            .field("exec_timeout", &self.config.exec_timeout)
+            .field("max_exec_timeout", &self.config.max_exec_timeout)
+            .field("max_output", &self.config.max_output)
+            .field("read_limit", &self.config.read_limit)
+            .field("grep_limit", &self.config.grep_limit)
+            .field("glob_limit", &self.config.glob_limit)
+            .finish()
+    }
+}
