@@ -301,11 +301,18 @@ impl Run<'_> {
 }
 
 /// Runs `fut` unless the run is cancelled first.
+///
+/// The work is polled before the cancellation, so a finished result wins a tie (the next
+/// step's check catches the cancellation), and a run that is never cancelled does not pay for
+/// registering a cancellation waiter when the work is ready at once.
 async fn or_cancel<F: Future>(ctx: &RunContext, fut: F) -> Option<F::Output> {
+    if ctx.is_cancelled() {
+        return None;
+    }
     tokio::select! {
         biased;
-        _ = ctx.cancellation().cancelled() => None,
         out = fut => Some(out),
+        _ = ctx.cancellation().cancelled() => None,
     }
 }
 
@@ -399,7 +406,7 @@ async fn call_tools(
     loop {
         tokio::select! {
             biased;
-            _ = &mut cancelled => return (results, true),
+            // Finished calls first: a call that finished keeps its result.
             next = running.next() => match next {
                 Some((i, done)) => {
                     results[i] = Some(done);
@@ -407,6 +414,7 @@ async fn call_tools(
                 }
                 None => return (results, false),
             },
+            _ = &mut cancelled => return (results, true),
         }
     }
 }
