@@ -362,34 +362,64 @@ pub enum TodoStatus {
     Done,
 }
 
-/// A map from type to value: per-run data of layers and stages.
-#[derive(Default)]
-pub struct Extensions {
-    map: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+/// Identifies one instance of a stage or layer, so that the per-run data of several
+/// instances of one type can sit side by side in [`Extensions`] (`insert_for`/`get_for`).
+/// Clones of an instance keep its id (a stage registered with
+/// [`AgentBuilder::stage`](crate::agent::AgentBuilder::stage) is two clones that must share
+/// their data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct InstanceId(u64);
+
+impl InstanceId {
+    /// A fresh id, unique in the process.
+    pub fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        InstanceId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
 }
 
+impl Default for InstanceId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A map from type (and optionally [`InstanceId`]) to value: per-run data of layers and
+/// stages.
+#[derive(Default)]
+pub struct Extensions {
+    map: HashMap<(TypeId, u64), Box<dyn Any + Send + Sync>>,
+}
+
+/// The key of values stored without an instance.
+const NO_INSTANCE: u64 = 0;
+
 impl Extensions {
+    fn key<T: 'static>(instance: u64) -> (TypeId, u64) {
+        (TypeId::of::<T>(), instance)
+    }
+
     /// Inserts a value, returning the previous one of its type.
     pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) -> Option<T> {
-        self.map
-            .insert(TypeId::of::<T>(), Box::new(value))
-            .and_then(|old| old.downcast().ok().map(|b| *b))
+        self.insert_at(NO_INSTANCE, value)
     }
 
     /// The value of type `T`.
     pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
-        self.map.get(&TypeId::of::<T>())?.downcast_ref()
+        self.map.get(&Self::key::<T>(NO_INSTANCE))?.downcast_ref()
     }
 
     /// The value of type `T`, mutably.
     pub fn get_mut<T: Send + Sync + 'static>(&mut self) -> Option<&mut T> {
-        self.map.get_mut(&TypeId::of::<T>())?.downcast_mut()
+        self.map
+            .get_mut(&Self::key::<T>(NO_INSTANCE))?
+            .downcast_mut()
     }
 
     /// The value of type `T`, inserting `T::default()` first if there is none.
     pub fn get_or_default<T: Default + Send + Sync + 'static>(&mut self) -> &mut T {
         self.map
-            .entry(TypeId::of::<T>())
+            .entry(Self::key::<T>(NO_INSTANCE))
             .or_insert_with(|| Box::new(T::default()))
             .downcast_mut()
             .expect("the entry of TypeId::of::<T>() holds a T")
@@ -397,8 +427,38 @@ impl Extensions {
 
     /// Removes the value of type `T`.
     pub fn remove<T: Send + Sync + 'static>(&mut self) -> Option<T> {
+        self.remove_at(NO_INSTANCE)
+    }
+
+    /// Inserts the value of type `T` of one instance, returning its previous one.
+    pub fn insert_for<T: Send + Sync + 'static>(&mut self, id: InstanceId, value: T) -> Option<T> {
+        self.insert_at(id.0, value)
+    }
+
+    /// The value of type `T` of one instance.
+    pub fn get_for<T: Send + Sync + 'static>(&self, id: InstanceId) -> Option<&T> {
+        self.map.get(&Self::key::<T>(id.0))?.downcast_ref()
+    }
+
+    /// The value of type `T` of one instance, mutably.
+    pub fn get_for_mut<T: Send + Sync + 'static>(&mut self, id: InstanceId) -> Option<&mut T> {
+        self.map.get_mut(&Self::key::<T>(id.0))?.downcast_mut()
+    }
+
+    /// Removes the value of type `T` of one instance.
+    pub fn remove_for<T: Send + Sync + 'static>(&mut self, id: InstanceId) -> Option<T> {
+        self.remove_at(id.0)
+    }
+
+    fn insert_at<T: Send + Sync + 'static>(&mut self, instance: u64, value: T) -> Option<T> {
         self.map
-            .remove(&TypeId::of::<T>())
+            .insert(Self::key::<T>(instance), Box::new(value))
+            .and_then(|old| old.downcast().ok().map(|b| *b))
+    }
+
+    fn remove_at<T: Send + Sync + 'static>(&mut self, instance: u64) -> Option<T> {
+        self.map
+            .remove(&Self::key::<T>(instance))
             .and_then(|b| b.downcast().ok().map(|b| *b))
     }
 }
@@ -465,5 +525,16 @@ mod tests {
         assert_eq!(ext.get::<String>().map(String::as_str), Some("x"));
         assert_eq!(ext.remove::<u32>(), Some(6));
         assert_eq!(ext.get::<u32>(), None);
+
+        let (a, b) = (InstanceId::new(), InstanceId::new());
+        assert_ne!(a, b);
+        ext.insert_for(a, 1u8);
+        ext.insert_for(b, 2u8);
+        ext.insert(3u8);
+        assert_eq!(ext.get_for::<u8>(a), Some(&1));
+        *ext.get_for_mut::<u8>(b).unwrap() += 10;
+        assert_eq!(ext.remove_for::<u8>(b), Some(12));
+        assert_eq!(ext.get::<u8>(), Some(&3));
+        assert_eq!(ext.get_for::<u8>(b), None);
     }
 }

@@ -60,19 +60,16 @@
 //! The text is formatted once, in setup: the prepare stage does no IO and no formatting.
 
 use std::{
-    collections::HashMap,
     fmt,
     path::{Path, PathBuf},
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::Arc,
 };
 
 use futures_util::future::BoxFuture;
 
 use crate::{
     agent::{AgentEvent, Prepare, Setup, SetupContext},
+    context::InstanceId,
     context::RunContext,
     error::BoxError,
     model::ModelRequest,
@@ -88,12 +85,6 @@ pub const DEFAULT_GUIDELINES: &str = "Guidelines for agent memory:
 - Use it to track important context, decisions, and patterns
 - Keep entries concise and organized";
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-
-fn next_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
-
 /// The memory stage: a [`Setup`] that reads `AGENTS.md` files and a [`Prepare`] that puts
 /// them in the system prompt. Add it with
 /// [`AgentBuilder::stage`](crate::agent::AgentBuilder::stage).
@@ -108,7 +99,7 @@ fn next_id() -> u64 {
 #[derive(Clone)]
 #[must_use]
 pub struct Memory {
-    id: u64,
+    id: InstanceId,
     paths: Arc<[PathBuf]>,
     guidelines: Option<Arc<str>>,
 }
@@ -121,7 +112,7 @@ impl Memory {
         I::Item: Into<PathBuf>,
     {
         Memory {
-            id: next_id(),
+            id: InstanceId::new(),
             paths: paths.into_iter().map(Into::into).collect(),
             guidelines: Some(DEFAULT_GUIDELINES.into()),
         }
@@ -131,14 +122,14 @@ impl Memory {
     /// [`DEFAULT_GUIDELINES`].
     pub fn guidelines(mut self, guidelines: impl Into<String>) -> Self {
         self.guidelines = Some(guidelines.into().into());
-        self.id = next_id();
+        self.id = InstanceId::new();
         self
     }
 
     /// No text after `</agent_memory>`.
     pub fn without_guidelines(mut self) -> Self {
         self.guidelines = None;
-        self.id = next_id();
+        self.id = InstanceId::new();
         self
     }
 
@@ -152,8 +143,7 @@ impl Memory {
     pub fn loaded(&self, ctx: &RunContext) -> Option<Arc<str>> {
         ctx.state()
             .extensions
-            .get::<MemoryRuns>()
-            .and_then(|runs| runs.0.get(&self.id))
+            .get_for::<MemoryRun>(self.id)
             .and_then(|run| run.content.clone())
     }
 
@@ -201,11 +191,7 @@ impl Setup for Memory {
                 injection: content.as_deref().map(|c| self.injection(c).into()),
                 content: content.map(Into::into),
             };
-            ctx.state()
-                .extensions
-                .get_or_default::<MemoryRuns>()
-                .0
-                .insert(self.id, run);
+            ctx.state().extensions.insert_for(self.id, run);
             Ok(())
         })
     }
@@ -218,8 +204,7 @@ impl Prepare for Memory {
             .ctx
             .state()
             .extensions
-            .get::<MemoryRuns>()
-            .and_then(|runs| runs.0.get(&self.id))
+            .get_for::<MemoryRun>(self.id)
             .and_then(|run| run.injection.clone());
         if let Some(text) = injection {
             req.append_system(&text);
@@ -228,10 +213,7 @@ impl Prepare for Memory {
     }
 }
 
-/// The per-run data of every [`Memory`] stage, by stage id.
-#[derive(Default)]
-struct MemoryRuns(HashMap<u64, MemoryRun>);
-
+/// The per-run data of a [`Memory`] stage.
 struct MemoryRun {
     content: Option<Arc<str>>,
     injection: Option<Arc<str>>,

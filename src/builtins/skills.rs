@@ -83,16 +83,12 @@
 //! </skill>
 //! ```
 //!
-//! The prompt is the last user message of the first model call of the run.
+//! The prompt is the user's prompt of the run ([`SetupContext::prompt`]).
 
 use std::{
-    collections::HashMap,
     fmt,
     path::{Path, PathBuf},
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::Arc,
 };
 
 use futures_util::future::BoxFuture;
@@ -100,9 +96,9 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::{
     agent::{AgentEvent, Prepare, Setup, SetupContext},
+    context::InstanceId,
     context::RunContext,
     error::BoxError,
-    message::Role,
     model::ModelRequest,
 };
 
@@ -116,12 +112,6 @@ const JIT_HEADING: &str = "The following skills match this request; follow their
 
 /// The name of a skill's file.
 pub const SKILL_FILE: &str = "SKILL.md";
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-
-fn next_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
 
 // ===== Skills =====
 
@@ -139,7 +129,7 @@ fn next_id() -> u64 {
 #[derive(Clone)]
 #[must_use]
 pub struct Skills {
-    id: u64,
+    id: InstanceId,
     paths: Arc<[PathBuf]>,
     heading: Arc<str>,
     just_in_time: bool,
@@ -153,7 +143,7 @@ impl Skills {
         I::Item: Into<PathBuf>,
     {
         Skills {
-            id: next_id(),
+            id: InstanceId::new(),
             paths: paths.into_iter().map(Into::into).collect(),
             heading: DEFAULT_HEADING.into(),
             just_in_time: false,
@@ -163,7 +153,7 @@ impl Skills {
     /// The text above the catalog lines; default [`DEFAULT_HEADING`].
     pub fn heading(mut self, heading: impl Into<String>) -> Self {
         self.heading = heading.into().into();
-        self.id = next_id();
+        self.id = InstanceId::new();
         self
     }
 
@@ -172,7 +162,7 @@ impl Skills {
     /// off.
     pub fn just_in_time(mut self, on: bool) -> Self {
         self.just_in_time = on;
-        self.id = next_id();
+        self.id = InstanceId::new();
         self
     }
 
@@ -185,8 +175,7 @@ impl Skills {
     pub fn loaded(&self, ctx: &RunContext) -> Arc<[Skill]> {
         ctx.state()
             .extensions
-            .get::<SkillRuns>()
-            .and_then(|runs| runs.0.get(&self.id))
+            .get_for::<SkillRun>(self.id)
             .map(|run| Arc::clone(&run.skills))
             .unwrap_or_else(|| Arc::from(Vec::new()))
     }
@@ -247,21 +236,18 @@ impl Setup for Skills {
             let ctx = cx.ctx();
             let skills = self.discover(ctx).await;
             tracing::debug!(count = skills.len(), "skills discovered");
+            let jit = if self.just_in_time {
+                let terms: Vec<Vec<String>> = skills.iter().map(Skill::match_terms).collect();
+                jit_text(&skills, &terms, &cx.prompt().to_lowercase())
+            } else {
+                None
+            };
             let run = SkillRun {
                 catalog: self.catalog(&skills),
-                terms: if self.just_in_time {
-                    skills.iter().map(Skill::match_terms).collect()
-                } else {
-                    Vec::new()
-                },
-                jit: None,
+                jit,
                 skills: skills.into(),
             };
-            ctx.state()
-                .extensions
-                .get_or_default::<SkillRuns>()
-                .0
-                .insert(self.id, run);
+            ctx.state().extensions.insert_for(self.id, run);
             Ok(())
         })
     }
@@ -270,32 +256,9 @@ impl Setup for Skills {
 impl Prepare for Skills {
     /// Appends the catalog (and the skills matched just in time) to the system message.
     fn prepare(&self, req: &mut ModelRequest) -> Result<(), BoxError> {
-        let (catalog, jit) = {
-            let mut state = req.ctx.state();
-            let Some(run) = state
-                .extensions
-                .get_mut::<SkillRuns>()
-                .and_then(|runs| runs.0.get_mut(&self.id))
-            else {
-                return Ok(());
-            };
-            let jit = if self.just_in_time {
-                let messages = &req.messages;
-                run.jit
-                    .get_or_insert_with(|| {
-                        let prompt = messages
-                            .iter()
-                            .rev()
-                            .find(|m| m.role == Role::User)
-                            .map(|m| m.text().to_lowercase())
-                            .unwrap_or_default();
-                        jit_text(&run.skills, &run.terms, &prompt)
-                    })
-                    .clone()
-            } else {
-                None
-            };
-            (run.catalog.clone(), jit)
+        let (catalog, jit) = match req.ctx.state().extensions.get_for::<SkillRun>(self.id) {
+            Some(run) => (run.catalog.clone(), run.jit.clone()),
+            None => return Ok(()),
         };
         if let Some(catalog) = catalog {
             req.append_system(&catalog);
@@ -307,18 +270,13 @@ impl Prepare for Skills {
     }
 }
 
-/// The per-run data of every [`Skills`] stage, by stage id.
-#[derive(Default)]
-struct SkillRuns(HashMap<u64, SkillRun>);
-
+/// The per-run data of a [`Skills`] stage.
 struct SkillRun {
     skills: Arc<[Skill]>,
     /// The catalog text, `None` without skills.
     catalog: Option<Arc<str>>,
-    /// Lower-cased names and keywords per skill (just in time only).
-    terms: Vec<Vec<String>>,
-    /// The just-in-time text, once computed from the run's prompt.
-    jit: Option<Option<Arc<str>>>,
+    /// The text of the skills matched just in time to the run's prompt.
+    jit: Option<Arc<str>>,
 }
 
 fn jit_text(skills: &[Skill], terms: &[Vec<String>], prompt: &str) -> Option<Arc<str>> {
