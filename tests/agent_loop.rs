@@ -592,3 +592,40 @@ async fn usage_is_summed_over_the_model_calls_of_a_run() {
     assert_eq!(resp.usage, usage(30, 3));
     assert_eq!(resp.steps, 2);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn shutdown_signal_ends_runs_after_the_current_step() {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let signal = shutdown.clone();
+    let store = MemoryStore::new();
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("stop_server", json!({}))
+                .text("never reached"),
+        )
+        .tool(tool_fn(
+            "stop_server",
+            "stops",
+            json!({"type": "object"}),
+            move |_, _| {
+                let signal = signal.clone();
+                async move {
+                    signal.cancel();
+                    Ok::<_, BoxError>("stopping")
+                }
+            },
+        ))
+        .store(store.clone())
+        .shutdown_signal(shutdown)
+        .build();
+    let resp = agent
+        .run(AgentRequest::new("go").thread("t"))
+        .await
+        .unwrap();
+    assert_eq!(resp.outcome, Outcome::Cancelled);
+    // The step in flight finished: its tool result is there, and saved.
+    assert_eq!(resp.messages.last().unwrap().text(), "stopping");
+    assert_eq!(store.get("t").unwrap().messages, resp.messages);
+    assert!(agent.shutdown_signal().is_cancelled());
+}

@@ -2,6 +2,8 @@
 
 use std::{fmt, path::PathBuf, sync::Arc};
 
+use tokio_util::sync::CancellationToken;
+
 use tower::{
     Layer, Service, ServiceExt,
     layer::util::{Identity, Stack},
@@ -31,8 +33,13 @@ pub struct NoModel;
 #[must_use]
 pub struct AgentBuilder<M, L = Identity> {
     model: M,
-    tools: ToolRouter,
     tool_layer: L,
+    parts: Parts,
+}
+
+/// What the builder collects besides the model and the tool layers.
+struct Parts {
+    tools: ToolRouter,
     setups: Vec<Arc<dyn Setup>>,
     prepares: Vec<Arc<dyn Prepare>>,
     system_prompt: Option<String>,
@@ -41,22 +48,26 @@ pub struct AgentBuilder<M, L = Identity> {
     settings: ModelSettings,
     store: Option<Arc<dyn ThreadStore>>,
     cwd: Option<PathBuf>,
+    shutdown: CancellationToken,
 }
 
 impl AgentBuilder<NoModel> {
     pub(crate) fn new() -> Self {
         AgentBuilder {
             model: NoModel,
-            tools: ToolRouter::new(),
             tool_layer: Identity::new(),
-            setups: Vec::new(),
-            prepares: Vec::new(),
-            system_prompt: None,
-            max_steps: DEFAULT_MAX_STEPS,
-            max_concurrent_tools: None,
-            settings: ModelSettings::default(),
-            store: None,
-            cwd: None,
+            parts: Parts {
+                tools: ToolRouter::new(),
+                setups: Vec::new(),
+                prepares: Vec::new(),
+                system_prompt: None,
+                max_steps: DEFAULT_MAX_STEPS,
+                max_concurrent_tools: None,
+                settings: ModelSettings::default(),
+                store: None,
+                cwd: None,
+                shutdown: CancellationToken::new(),
+            },
         }
     }
 }
@@ -72,28 +83,20 @@ impl<M, L> AgentBuilder<M, L> {
     {
         AgentBuilder {
             model: BoxModelService::new(model.map_err(Into::into)),
-            tools: self.tools,
             tool_layer: self.tool_layer,
-            setups: self.setups,
-            prepares: self.prepares,
-            system_prompt: self.system_prompt,
-            max_steps: self.max_steps,
-            max_concurrent_tools: self.max_concurrent_tools,
-            settings: self.settings,
-            store: self.store,
-            cwd: self.cwd,
+            parts: self.parts,
         }
     }
 
     /// Adds a tool (replacing one of the same name).
     pub fn tool<T: Tool>(mut self, tool: T) -> Self {
-        self.tools.add_tool(tool);
+        self.parts.tools.add_tool(tool);
         self
     }
 
     /// Adds every tool of `router`.
     pub fn tools(mut self, router: &ToolRouter) -> Self {
-        self.tools.merge(router);
+        self.parts.tools.merge(router);
         self
     }
 
@@ -104,7 +107,7 @@ impl<M, L> AgentBuilder<M, L> {
         S::Error: Into<BoxError>,
         S::Future: Send + 'static,
     {
-        self.tools.add_service(spec, service);
+        self.parts.tools.add_service(spec, service);
         self
     }
 
@@ -118,28 +121,20 @@ impl<M, L> AgentBuilder<M, L> {
     pub fn tool_layer<T>(self, layer: T) -> AgentBuilder<M, Stack<T, L>> {
         AgentBuilder {
             model: self.model,
-            tools: self.tools,
             tool_layer: Stack::new(layer, self.tool_layer),
-            setups: self.setups,
-            prepares: self.prepares,
-            system_prompt: self.system_prompt,
-            max_steps: self.max_steps,
-            max_concurrent_tools: self.max_concurrent_tools,
-            settings: self.settings,
-            store: self.store,
-            cwd: self.cwd,
+            parts: self.parts,
         }
     }
 
     /// Adds a before-agent [`Setup`] stage (run once per run, in order).
     pub fn setup<S: Setup>(mut self, stage: S) -> Self {
-        self.setups.push(Arc::new(stage));
+        self.parts.setups.push(Arc::new(stage));
         self
     }
 
     /// Adds a modify-request [`Prepare`] stage (run before every model call, in order).
     pub fn prepare<P: Prepare>(mut self, stage: P) -> Self {
-        self.prepares.push(Arc::new(stage));
+        self.parts.prepares.push(Arc::new(stage));
         self
     }
 
@@ -152,14 +147,14 @@ impl<M, L> AgentBuilder<M, L> {
 
     /// The system prompt, the first message of a new thread.
     pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
-        self.system_prompt = Some(prompt.into());
+        self.parts.system_prompt = Some(prompt.into());
         self
     }
 
     /// The most steps (model calls) a run may take; default 25. A run that reaches it ends
     /// with [`Outcome::MaxSteps`](super::Outcome::MaxSteps).
     pub fn max_steps(mut self, n: u32) -> Self {
-        self.max_steps = n;
+        self.parts.max_steps = n;
         self
     }
 
@@ -171,25 +166,34 @@ impl<M, L> AgentBuilder<M, L> {
     /// Panics if `n` is 0.
     pub fn max_concurrent_tools(mut self, n: usize) -> Self {
         assert!(n > 0, "max_concurrent_tools must be at least 1");
-        self.max_concurrent_tools = Some(n);
+        self.parts.max_concurrent_tools = Some(n);
         self
     }
 
     /// The model settings of every request (model name, temperature …).
     pub fn settings(mut self, settings: ModelSettings) -> Self {
-        self.settings = settings;
+        self.parts.settings = settings;
         self
     }
 
     /// Where threads are kept; default: a new [`MemoryStore`].
     pub fn store<S: ThreadStore>(mut self, store: S) -> Self {
-        self.store = Some(Arc::new(store));
+        self.parts.store = Some(Arc::new(store));
+        self
+    }
+
+    /// A graceful shutdown signal: once `token` is cancelled, every run of the agent ends
+    /// after its current step (with [`Outcome::Cancelled`](super::Outcome::Cancelled)),
+    /// saving its thread; tool calls in flight finish first. Cancel a run's own token
+    /// ([`AgentRequest::cancellation`](super::AgentRequest::cancellation)) to stop it at once.
+    pub fn shutdown_signal(mut self, token: CancellationToken) -> Self {
+        self.parts.shutdown = token;
         self
     }
 
     /// The working directory of runs that don't name one; default: the process's.
     pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
-        self.cwd = Some(cwd.into());
+        self.parts.cwd = Some(cwd.into());
         self
     }
 }
@@ -209,16 +213,20 @@ where
         Agent {
             inner: Arc::new(Inner {
                 model: self.model,
-                tools: self.tools,
+                tools: self.parts.tools,
                 tool_stack: Arc::new(tool_stack),
-                setups: self.setups,
-                prepares: self.prepares,
-                system_prompt: self.system_prompt,
-                max_steps: self.max_steps,
-                max_concurrent_tools: self.max_concurrent_tools,
-                settings: self.settings,
-                store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
-                cwd: self.cwd,
+                setups: self.parts.setups,
+                prepares: self.parts.prepares,
+                system_prompt: self.parts.system_prompt,
+                max_steps: self.parts.max_steps,
+                max_concurrent_tools: self.parts.max_concurrent_tools,
+                settings: self.parts.settings,
+                store: self
+                    .parts
+                    .store
+                    .unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                cwd: self.parts.cwd,
+                shutdown: self.parts.shutdown,
             }),
         }
     }
@@ -227,16 +235,16 @@ where
 impl<M, L> fmt::Debug for AgentBuilder<M, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AgentBuilder")
-            .field("tools", &self.tools)
+            .field("tools", &self.parts.tools)
             .field(
                 "tool_layer",
                 &format_args!("{}", std::any::type_name::<L>()),
             )
-            .field("setups", &self.setups.len())
-            .field("prepares", &self.prepares.len())
-            .field("system_prompt", &self.system_prompt)
-            .field("max_steps", &self.max_steps)
-            .field("max_concurrent_tools", &self.max_concurrent_tools)
+            .field("setups", &self.parts.setups.len())
+            .field("prepares", &self.parts.prepares.len())
+            .field("system_prompt", &self.parts.system_prompt)
+            .field("max_steps", &self.parts.max_steps)
+            .field("max_concurrent_tools", &self.parts.max_concurrent_tools)
             .finish_non_exhaustive()
     }
 }

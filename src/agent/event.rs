@@ -44,6 +44,14 @@ pub enum AgentEvent {
         /// Token counts, if reported.
         usage: Option<Usage>,
     },
+    /// A piece of the model's answer as it streams (providers that stream send these; the
+    /// layers above the provider still get one whole response).
+    ModelDelta {
+        /// The step.
+        step: u32,
+        /// The piece.
+        delta: ModelDelta,
+    },
     /// A tool call was dispatched.
     ToolCallStart {
         /// The step.
@@ -93,6 +101,29 @@ pub enum AgentEvent {
         steps: u32,
         /// Tokens used, summed over the run's model calls.
         usage: Usage,
+    },
+}
+
+/// A piece of a streamed model answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ModelDelta {
+    /// More answer text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A piece of a tool call: its id and name come first, its argument text in pieces.
+    ToolCall {
+        /// The call's position in the answer.
+        index: usize,
+        /// The call's id, when this piece carries it.
+        id: Option<String>,
+        /// The tool's name, when this piece carries it.
+        name: Option<String>,
+        /// More argument text (JSON, possibly cut anywhere).
+        arguments: String,
     },
 }
 

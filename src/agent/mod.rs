@@ -71,7 +71,7 @@ use tower::Service;
 
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
-    event::{AgentEvent, EventStream},
+    event::{AgentEvent, EventStream, ModelDelta},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
 };
 use crate::{
@@ -109,6 +109,7 @@ struct Inner {
     settings: ModelSettings,
     store: Arc<dyn ThreadStore>,
     cwd: Option<PathBuf>,
+    shutdown: CancellationToken,
 }
 
 impl Agent {
@@ -161,6 +162,17 @@ impl Agent {
     /// The step limit.
     pub fn max_steps(&self) -> u32 {
         self.inner.max_steps
+    }
+
+    /// The thread store.
+    pub fn store(&self) -> &Arc<dyn ThreadStore> {
+        &self.inner.store
+    }
+
+    /// The graceful shutdown signal (see
+    /// [`AgentBuilder::shutdown_signal`]): cancel it to end every run after its current step.
+    pub fn shutdown_signal(&self) -> &CancellationToken {
+        &self.inner.shutdown
     }
 }
 

@@ -115,7 +115,7 @@ async fn run_inner(
 
     // 3. The steps.
     for step in 0..inner.max_steps {
-        if run.ctx.is_cancelled() {
+        if run.ctx.is_cancelled() || inner.shutdown.is_cancelled() {
             return run.finish(Outcome::Cancelled).await;
         }
         let ctx = run.ctx.with_step(step);
