@@ -89,7 +89,7 @@
 //!
 //! # Minimum supported Rust version
 //!
-//! Rust 1.88.
+//! Rust 1.89.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod agent;
