@@ -10,6 +10,7 @@ use tower::{
 };
 
 use super::{Agent, Inner, Prepare, Setup};
+use crate::layers::hooks::{HookModel, HookSet, HookTool};
 use crate::{
     error::BoxError,
     message::{ToolOutput, ToolSpec},
@@ -49,6 +50,7 @@ struct Parts {
     store: Option<Arc<dyn ThreadStore>>,
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
+    hooks: Option<HookSet>,
 }
 
 impl AgentBuilder<NoModel> {
@@ -67,6 +69,7 @@ impl AgentBuilder<NoModel> {
                 store: None,
                 cwd: None,
                 shutdown: CancellationToken::new(),
+                hooks: None,
             },
         }
     }
@@ -191,6 +194,14 @@ impl<M, L> AgentBuilder<M, L> {
         self
     }
 
+    /// Callback hooks ([`Hooks`](crate::layers::hooks::Hooks), compiled): their model hooks
+    /// wrap the model (outermost), their tool hooks wrap the tool stack (outermost), and
+    /// their agent-level hooks run in the loop. See the [hooks docs](crate::layers::hooks).
+    pub fn hooks(mut self, hooks: HookSet) -> Self {
+        self.parts.hooks = Some(hooks);
+        self
+    }
+
     /// The working directory of runs that don't name one; default: the process's.
     pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
         self.parts.cwd = Some(cwd.into());
@@ -208,11 +219,23 @@ where
     /// Builds the agent.
     pub fn build(self) -> Agent {
         let layer = self.tool_layer;
-        let tool_stack =
-            move |router: ToolRouter| BoxToolService::new(layer.layer(router).map_err(Into::into));
+        let hooks = self.parts.hooks;
+        let tool_hooks = hooks.clone();
+        let tool_stack = move |router: ToolRouter| {
+            let stack = layer.layer(router).map_err(Into::into);
+            match &tool_hooks {
+                Some(set) => BoxToolService::new(HookTool::new(stack, set)),
+                None => BoxToolService::new(stack),
+            }
+        };
+        let model = match &hooks {
+            Some(set) => BoxModelService::new(HookModel::new(self.model, set)),
+            None => self.model,
+        };
         Agent {
             inner: Arc::new(Inner {
-                model: self.model,
+                model,
+                hooks: hooks.map(|set| set.inner),
                 tools: self.parts.tools,
                 tool_stack: Arc::new(tool_stack),
                 setups: self.parts.setups,

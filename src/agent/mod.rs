@@ -55,6 +55,7 @@ mod builder;
 mod event;
 mod run;
 mod stage;
+mod subagent;
 
 use std::{
     fmt,
@@ -73,6 +74,7 @@ pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::{AgentEvent, EventStream, ModelDelta},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
+    subagent::SubagentTool,
 };
 use crate::{
     error::Error,
@@ -110,6 +112,7 @@ struct Inner {
     store: Arc<dyn ThreadStore>,
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
+    hooks: Option<Arc<crate::layers::hooks::HookSetInner>>,
 }
 
 impl Agent {

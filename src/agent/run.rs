@@ -10,6 +10,7 @@ use super::{AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, SetupContex
 use crate::{
     context::{RunContext, RunState},
     error::{Abort, BoxError, Error, error_chain},
+    layers::hooks::{HookSetInner, StopInput},
     message::{Message, Messages, Role, ToolCall, ToolOutput, Usage},
     model::{BoxModelService, ModelRequest},
     store::Thread,
@@ -75,10 +76,43 @@ async fn run_inner(
         run_id: ctx.run_id().to_owned(),
     });
 
+    let hooks = inner.hooks.as_deref();
+    let mut start_context = Vec::new();
+    let mut prompt_context = Vec::new();
+    let mut prompt = prompt;
+    if let Some(hooks) = hooks {
+        // Subagents run by this run's tools find the SubagentStop hooks here.
+        ctx.state().extensions.insert(ParentHooks(Arc::clone(
+            inner.hooks.as_ref().expect("hooks"),
+        )));
+        start_context = hooks.session_start(&ctx).await;
+        match hooks.user_prompt(prompt, &ctx).await {
+            Ok((rewritten, contexts)) => {
+                prompt = rewritten;
+                prompt_context = contexts;
+            }
+            Err(reason) => {
+                // Blocked: the prompt never enters the thread, nothing is saved.
+                let run = Run {
+                    inner: &inner,
+                    ctx,
+                    history,
+                    usage: Usage::default(),
+                    steps: 0,
+                    persist: false,
+                };
+                return run.finish(Outcome::Blocked { reason }).await;
+            }
+        }
+    }
+
     if let (true, Some(system)) = (history.is_empty(), &inner.system_prompt) {
         history.push(Message::system(system.clone()));
     }
     history.push(Message::user(prompt));
+    if !prompt_context.is_empty() {
+        history.push(Message::user(reminder_message(&prompt_context)));
+    }
 
     let mut run = Run {
         inner: &inner,
@@ -88,12 +122,19 @@ async fn run_inner(
         steps: 0,
         persist,
     };
+    let mut stop_continues = 0u32;
 
     // 2. Setup stages, once, in order.
     let (router, setup_context) = if inner.setups.is_empty() {
-        (inner.tools.clone(), None)
+        (inner.tools.clone(), start_context)
     } else {
-        let prompt = run.history.last().map(|m| m.text()).unwrap_or_default();
+        let prompt = run
+            .history
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User && !m.text().starts_with("<system-hook>"))
+            .map(|m| m.text())
+            .unwrap_or_default();
         let cx = SetupContext::new(run.ctx.clone(), &prompt, inner.tools.clone());
         let setups = async {
             for stage in &inner.setups {
@@ -106,9 +147,10 @@ async fn run_inner(
             Some(result) => result.map_err(Error::setup)?,
         }
         let (router, _added, context) = cx.finish();
-        let context = (!context.is_empty()).then(|| context.join("\n\n"));
-        (router, context)
+        start_context.extend(context);
+        (router, start_context)
     };
+    let setup_context = (!setup_context.is_empty()).then(|| setup_context.join("\n\n"));
     let specs = Arc::clone(router.specs());
     let tools = (inner.tool_stack)(router);
     let mut model = inner.model.clone();
@@ -121,6 +163,9 @@ async fn run_inner(
         let ctx = run.ctx.with_step(step);
         run.steps = step + 1;
         ctx.emit_with(|| AgentEvent::StepStart { step });
+        if let Some(hooks) = hooks {
+            hooks.before_step.iter().for_each(|f| f(step, &ctx));
+        }
 
         // a. prepare stages
         let mut request = ModelRequest {
@@ -172,10 +217,34 @@ async fn run_inner(
             usage: response.usage,
         });
 
-        // c. no tool calls: the run is finished
+        // c. no tool calls: stop hooks decide whether the run is finished
         if message.tool_calls.is_empty() {
+            let last = message.text().into_owned();
             run.history.push(message);
-            return run.finish(Outcome::Finished).await;
+            let Some(hooks) = hooks.filter(|h| !h.stop.is_empty()) else {
+                return run.finish(Outcome::Finished).await;
+            };
+            let input = StopInput {
+                last_assistant_message: last,
+                stop_hook_active: stop_continues > 0,
+                agent_name: None,
+            };
+            let Some(feedback) = hooks.stop(None, input, &ctx).await else {
+                return run.finish(Outcome::Finished).await;
+            };
+            if stop_continues >= hooks.stop_cap {
+                let message = format!(
+                    "stop hooks asked to continue {} times in a row; finishing",
+                    stop_continues + 1
+                );
+                tracing::warn!("{message}");
+                ctx.emit(AgentEvent::Warning { message });
+                return run.finish(Outcome::Finished).await;
+            }
+            stop_continues += 1;
+            run.history.push(Message::user(feedback));
+            run.save().await?;
+            continue;
         }
 
         // d. tool calls, concurrently, results in call order
@@ -222,11 +291,21 @@ async fn run_inner(
         if let Some(error) = abort {
             return run.finish(Outcome::Aborted { error }).await;
         }
+        if let Some(hooks) = hooks {
+            hooks.after_step.iter().for_each(|f| f(step, &ctx));
+            if !hooks.should_continue.iter().all(|f| f(step, &ctx)) {
+                let reason = "a should_continue hook ended the run".to_owned();
+                return run.finish(Outcome::Blocked { reason }).await;
+            }
+        }
         // e. persist the step
         run.save().await?;
     }
     run.finish(Outcome::MaxSteps).await
 }
+
+/// The hooks of the run that runs a tool, for subagents' SubagentStop hooks.
+pub(crate) struct ParentHooks(pub(crate) Arc<HookSetInner>);
 
 struct Run<'a> {
     inner: &'a Inner,
@@ -290,6 +369,12 @@ impl Run<'_> {
             steps: self.steps,
             usage: self.usage,
         };
+        if let Some(hooks) = &self.inner.hooks {
+            hooks
+                .session_end
+                .iter()
+                .for_each(|f| f(&response, &self.ctx));
+        }
         self.ctx.emit_with(|| AgentEvent::AgentStop {
             outcome: response.outcome.clone(),
             text: response.text.clone(),

@@ -206,7 +206,7 @@ where
     }
 
     fn call(&mut self, req: ToolRequest) -> Self::Future {
-        let config = (!self.config.excluded.matches(&req)).then(|| Arc::clone(&self.config));
+        let config = (!self.config.excluded.matches(&req.call)).then(|| Arc::clone(&self.config));
         future::ResponseFuture::new(self.inner.call(req), config)
     }
 }

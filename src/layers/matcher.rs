@@ -10,7 +10,7 @@
 //! | `"/^Edit$/"` | the regex between the slashes |
 //! | `"Edit.*"`, `"mcp__memory__.*"` | any other pattern with regex characters: a regex, **unanchored** (`Edit.*` matches `NotebookEdit`, as in the Claude Code hooks protocol) |
 //!
-//! plus closures ([`ToolMatcher::predicate`], which see the whole request, arguments
+//! plus closures ([`ToolMatcher::predicate`], which see the whole call, arguments
 //! included) and the combinators [`and`](ToolMatcher::and), [`or`](ToolMatcher::or) and
 //! [`not`](ToolMatcher::not). [`ToolMatcher::protocol`] parses exactly as the Claude Code hooks
 //! protocol does (no globs, no slashes): exact names, else an unanchored regex.
@@ -63,7 +63,11 @@ use std::{
 
 use tower::{Layer, Service, ServiceExt, util::Oneshot};
 
-use crate::{error::BoxError, message::ToolOutput, tool::ToolRequest};
+use crate::{
+    error::BoxError,
+    message::{ToolCall, ToolOutput},
+    tool::ToolRequest,
+};
 
 /// Picks tool calls. See the [module docs](crate::layers::matcher) for the syntax.
 ///
@@ -73,7 +77,7 @@ pub struct ToolMatcher {
     kind: Arc<Kind>,
 }
 
-type Predicate = dyn Fn(&ToolRequest) -> bool + Send + Sync;
+type Predicate = dyn Fn(&ToolCall) -> bool + Send + Sync;
 
 enum Kind {
     All,
@@ -162,10 +166,10 @@ impl ToolMatcher {
             })
     }
 
-    /// Matches the requests for which `f` returns true (it sees the arguments too).
+    /// Matches the calls for which `f` returns true (it sees the arguments too).
     pub fn predicate<F>(f: F) -> Self
     where
-        F: Fn(&ToolRequest) -> bool + Send + Sync + 'static,
+        F: Fn(&ToolCall) -> bool + Send + Sync + 'static,
     {
         Self::from_kind(Kind::Predicate(Box::new(f)))
     }
@@ -245,18 +249,18 @@ impl ToolMatcher {
         Self::from_kind(Kind::Not(self))
     }
 
-    /// Whether the request matches.
-    pub fn matches(&self, req: &ToolRequest) -> bool {
+    /// Whether the call matches.
+    pub fn matches(&self, call: &ToolCall) -> bool {
         match &*self.kind {
-            Kind::Predicate(f) => f(req),
-            Kind::And(a, b) => a.matches(req) && b.matches(req),
-            Kind::Or(a, b) => a.matches(req) || b.matches(req),
-            Kind::Not(a) => !a.matches(req),
-            _ => self.matches_name(&req.call.name),
+            Kind::Predicate(f) => f(call),
+            Kind::And(a, b) => a.matches(call) && b.matches(call),
+            Kind::Or(a, b) => a.matches(call) || b.matches(call),
+            Kind::Not(a) => !a.matches(call),
+            _ => self.matches_name(&call.name),
         }
     }
 
-    /// Whether a name matches. A [predicate](Self::predicate) needs a request and never
+    /// Whether a name matches. A [predicate](Self::predicate) needs a call and never
     /// matches a bare name.
     pub fn matches_name(&self, name: &str) -> bool {
         match &*self.kind {
@@ -389,7 +393,7 @@ where
     }
 
     fn call(&mut self, req: ToolRequest) -> Self::Future {
-        if self.matcher.matches(&req) {
+        if self.matcher.matches(&req.call) {
             future::WhenFuture::matched(self.matched.clone().oneshot(req))
         } else {
             future::WhenFuture::bypass(self.inner.clone().oneshot(req))
@@ -578,10 +582,9 @@ mod tests {
 
     #[test]
     fn combinators_and_predicates() {
-        let req =
-            |name: &str, args| ToolRequest::new(ToolCall::new("1", name, args), RunContext::new());
-        let rm = ToolMatcher::predicate(|r| {
-            r.call.arguments["command"]
+        let req = |name: &str, args| ToolCall::new("1", name, args);
+        let rm = ToolMatcher::predicate(|c| {
+            c.arguments["command"]
                 .as_str()
                 .is_some_and(|c| c.contains("rm -rf"))
         });

@@ -6,10 +6,12 @@
 //! | [`trace`] | model, tool | spans `llm.call` / `tool.call` with OpenTelemetry GenAI attributes |
 //! | [`evict`] | tool | cuts huge outputs to head + tail, optionally spilling them to a file |
 //! | [`summarize`] | model | compacts old messages into a summary near the context window |
+//! | [`hooks`] | agent, model, tool | callback hooks for every event: decisions, matchers, priorities |
 //! | [`matcher`] | tool | [`ToolMatcher`](matcher::ToolMatcher) syntax and [`when`](matcher::when): any layer, only for some tools |
 //! | [`reminders`] | tool | trigger functions whose reminders follow the step's tool results |
 
 pub mod evict;
+pub mod hooks;
 pub mod matcher;
 pub mod reminders;
 pub mod summarize;

@@ -1,0 +1,172 @@
+//! Agents as tools: [`Agent::into_tool`].
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Agent, AgentEvent, AgentRequest, run::ParentHooks};
+use crate::{
+    error::BoxError,
+    layers::hooks::StopInput,
+    message::{ToolOutput, ToolSpec},
+    tool::{Tool, ToolRequest},
+};
+
+/// The arguments of a subagent tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct SubagentArgs {
+    /// The task for the subagent, with everything it needs to know: it does not see this
+    /// conversation.
+    prompt: String,
+}
+
+/// An [`Agent`] as a [`Tool`]: see [`Agent::into_tool`].
+#[derive(Clone)]
+pub struct SubagentTool {
+    agent: Agent,
+    spec: ToolSpec,
+}
+
+impl fmt::Debug for SubagentTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SubagentTool")
+            .field("name", &self.spec.name)
+            .field("agent", &self.agent)
+            .finish()
+    }
+}
+
+impl Agent {
+    /// This agent as a tool of another agent (a subagent): the tool takes a `prompt`, runs
+    /// this agent on it in a context of its own, and its final answer is the tool output.
+    ///
+    /// When the subagent finishes, the calling agent's SubagentStop hooks
+    /// ([`Hooks::on_subagent_stop`](crate::layers::hooks::Hooks::on_subagent_stop), matched
+    /// on `name`) may send it back to work with feedback, continuing its conversation, at
+    /// most as many times as their stop cap allows. A subagent run that does not finish
+    /// (step limit, abort, block) is an error output naming its outcome. Cancelling the
+    /// calling run cancels the subagent.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tower_agent::{Agent, model::ScriptedModel};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_agent::Error> {
+    /// let researcher = Agent::builder()
+    ///     .model(ScriptedModel::new().text("Tower is a library of modular services."))
+    ///     .build();
+    /// let lead = Agent::builder()
+    ///     .model(
+    ///         ScriptedModel::new()
+    ///             .tool_call("research", json!({ "prompt": "What is tower?" }))
+    ///             .text("Done."),
+    ///     )
+    ///     .tool(researcher.into_tool("research", "Researches a question"))
+    ///     .build();
+    /// let resp = lead.run("Find out what tower is").await?;
+    /// assert_eq!(resp.messages[2].text(), "Tower is a library of modular services.");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn into_tool(
+        self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+    ) -> SubagentTool {
+        let mut schema = schemars::schema_for!(SubagentArgs).to_value();
+        if let Value::Object(map) = &mut schema {
+            map.remove("$schema");
+            map.remove("title");
+        }
+        SubagentTool {
+            agent: self,
+            spec: ToolSpec::new(name, description, schema),
+        }
+    }
+}
+
+impl Tool for SubagentTool {
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
+    }
+
+    async fn call(&self, req: ToolRequest) -> Result<ToolOutput, BoxError> {
+        let id = req.call.id.clone();
+        let name = &self.spec.name;
+        let args: SubagentArgs = match serde_json::from_value(req.call.arguments) {
+            Ok(args) => args,
+            Err(err) => {
+                return Ok(ToolOutput::error(
+                    id,
+                    format!("invalid arguments for tool `{name}`: {err}"),
+                ));
+            }
+        };
+        let ctx = req.ctx;
+        let hooks = ctx
+            .state()
+            .extensions
+            .get::<ParentHooks>()
+            .map(|p| p.0.clone())
+            .filter(|h| h.subagent_stop.iter().any(|(m, _)| m.matches_name(name)));
+        // The subagent's conversation lives in its store for the length of this call, so a
+        // SubagentStop hook can send it back to work on it.
+        let thread = format!("{}/{name}/{id}", ctx.session_id());
+        let request = |prompt: String| {
+            AgentRequest::new(prompt)
+                .thread(thread.clone())
+                .cancellation(ctx.cancellation().child_token())
+                .cwd(ctx.cwd())
+        };
+        let mut next = request(args.prompt);
+        let mut continues = 0u32;
+        let result = loop {
+            let resp = match self.agent.run(next).await {
+                Ok(resp) => resp,
+                Err(err) => break Err(err.into()),
+            };
+            if !resp.outcome.is_finished() {
+                break Ok(ToolOutput::error(
+                    id.clone(),
+                    format!(
+                        "subagent `{name}` did not finish ({:?}); its last answer: {}",
+                        resp.outcome, resp.text
+                    ),
+                ));
+            }
+            let Some(hooks) = &hooks else {
+                break Ok(ToolOutput::text(id.clone(), resp.text));
+            };
+            let input = StopInput {
+                last_assistant_message: resp.text.clone(),
+                stop_hook_active: continues > 0,
+                agent_name: Some(name.clone()),
+            };
+            match hooks.stop(Some(name), input, &ctx).await {
+                None => break Ok(ToolOutput::text(id.clone(), resp.text)),
+                Some(_) if continues >= hooks.stop_cap => {
+                    let message = format!(
+                        "SubagentStop hooks asked subagent `{name}` to continue {} times in a row; finishing",
+                        continues + 1
+                    );
+                    tracing::warn!("{message}");
+                    ctx.emit(AgentEvent::Warning { message });
+                    break Ok(ToolOutput::text(id.clone(), resp.text));
+                }
+                Some(feedback) => {
+                    continues += 1;
+                    next = request(feedback);
+                }
+            }
+        };
+        if let Err(err) = self.agent.store().delete(&thread).await {
+            tracing::warn!(%thread, error = %err, "could not delete a subagent's thread");
+        }
+        result
+    }
+}

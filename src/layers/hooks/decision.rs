@@ -1,0 +1,197 @@
+//! The decision of each hook event, and what hook callbacks may return.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+};
+
+use futures_util::future::BoxFuture;
+
+use crate::{
+    message::ToolOutput,
+    model::{ModelRequest, ModelResponse},
+};
+
+/// What a PreToolUse hook decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PreToolUse {
+    /// No opinion: go on.
+    Continue,
+    /// Allow the call (later hooks may still deny or ask).
+    Allow,
+    /// Deny the call; the model sees `denied: <reason>`.
+    Deny(String),
+    /// Ask the [`Approval`](super::Approval) service; without one, deny with the reason.
+    Ask(String),
+    /// Replace the call's arguments (the next hooks see the new ones).
+    Rewrite(serde_json::Value),
+}
+
+/// What a PostToolUse hook decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PostToolUse {
+    /// Keep the output.
+    Keep,
+    /// Replace the output's text.
+    Replace(String),
+    /// Add context next to the result (a `<system-hook>` block after the output).
+    AddContext(String),
+}
+
+/// What a PostToolUseFailure hook decides (the call failed or its output is an error).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PostToolUseFailure {
+    /// Nothing to add.
+    Keep,
+    /// Add context next to the error.
+    AddContext(String),
+}
+
+/// What a UserPromptSubmit hook decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UserPrompt {
+    /// Go on.
+    Continue,
+    /// Block the run: it ends with [`Outcome::Blocked`](crate::agent::Outcome::Blocked) and
+    /// the prompt is not added to the thread.
+    Block(String),
+    /// Add context after the prompt (a user message of `<system-hook>` blocks).
+    AddContext(String),
+    /// Replace the prompt (the next hooks see the new one).
+    Rewrite(String),
+}
+
+/// What a Stop or SubagentStop hook decides when the agent is about to finish.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stop {
+    /// Let it finish.
+    Finish,
+    /// Make it go on: the feedback is added as a user message and the agent continues, with
+    /// `stop_hook_active` set on the next pass (at most 8 times in a row, by default).
+    Continue(String),
+}
+
+/// What a SessionStart hook decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionStart {
+    /// Nothing to add.
+    Continue,
+    /// Add context to the system prompt of this run.
+    AddContext(String),
+}
+
+/// What a before-model hook decides.
+#[derive(Debug, Clone)]
+pub enum BeforeModel {
+    /// Call the model with this (possibly modified) request.
+    Continue(ModelRequest),
+    /// Don't call the model: answer with this response.
+    Respond(ModelResponse),
+}
+
+/// What a Stop / SubagentStop hook sees.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StopInput {
+    /// The agent's last answer.
+    pub last_assistant_message: String,
+    /// Whether the agent is already continuing because of a stop hook.
+    pub stop_hook_active: bool,
+    /// For SubagentStop: the subagent's (tool) name.
+    pub agent_name: Option<String>,
+}
+
+/// What a tool-failure hook sees of the failure.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolFailure {
+    /// The error text the model will see.
+    pub error: String,
+    /// The error output, if the tool returned one (`None` if the tool stack failed).
+    pub output: Option<ToolOutput>,
+}
+
+// ===== hook results =====
+
+/// A hook's answer, now or later: what a hook closure may return. Implemented for each decision
+/// type (answered at once, no allocation) and for any `Send` future of it (boxed).
+pub trait HookResult<D>: Send {
+    /// As a future.
+    fn into_hook_future(self) -> HookFuture<D>;
+}
+
+/// The future of a hook's answer: ready at once for synchronous hooks.
+pub struct HookFuture<D> {
+    inner: Inner<D>,
+}
+
+enum Inner<D> {
+    Ready(Option<D>),
+    Boxed(BoxFuture<'static, D>),
+}
+
+impl<D> HookFuture<D> {
+    /// An answer already there.
+    pub fn ready(d: D) -> Self {
+        HookFuture {
+            inner: Inner::Ready(Some(d)),
+        }
+    }
+
+    /// An answer to wait for.
+    pub fn boxed(fut: impl Future<Output = D> + Send + 'static) -> Self {
+        HookFuture {
+            inner: Inner::Boxed(Box::pin(fut)),
+        }
+    }
+}
+
+impl<D> Unpin for HookFuture<D> {}
+
+impl<D> Future for HookFuture<D> {
+    type Output = D;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<D> {
+        match &mut self.inner {
+            Inner::Ready(d) => Poll::Ready(d.take().expect("HookFuture polled after completion")),
+            Inner::Boxed(f) => f.as_mut().poll(cx),
+        }
+    }
+}
+
+impl<D> std::fmt::Debug for HookFuture<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookFuture").finish_non_exhaustive()
+    }
+}
+
+macro_rules! hook_result {
+    ($($t:ty),*) => {$(
+        impl HookResult<$t> for $t {
+            fn into_hook_future(self) -> HookFuture<$t> {
+                HookFuture::ready(self)
+            }
+        }
+    )*};
+}
+
+hook_result!(
+    PreToolUse,
+    PostToolUse,
+    PostToolUseFailure,
+    UserPrompt,
+    Stop,
+    SessionStart,
+    BeforeModel,
+    ModelResponse
+);
+
+impl<D, F> HookResult<D> for F
+where
+    F: Future<Output = D> + Send + 'static,
+{
+    fn into_hook_future(self) -> HookFuture<D> {
+        HookFuture::boxed(self)
+    }
+}

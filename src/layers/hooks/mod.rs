@@ -1,0 +1,625 @@
+//! Hook callbacks for every event: plain functions, several per point, filtered by matchers,
+//! ordered by priority or by name, able to observe, block or modify.
+//!
+//! Register callbacks on a [`Hooks`] registry, [`compile`](Hooks::compile) it (the order is
+//! resolved once, here: a cycle or an unknown name is an error naming the hooks), and hand
+//! the [`HookSet`] to [`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks). The set
+//! becomes one model layer (outermost on the model path), one tool layer (outermost on the
+//! tool path) and the agent-level hooks of the loop. [`HookSet::tool_layer`] and
+//! [`HookSet::model_layer`] give the layers alone, to place them yourself in a
+//! `ServiceBuilder` stack; write a `Layer` by hand when a hook needs more than a callback.
+//!
+//! # Events
+//!
+//! | Event | Registered with | Callback | Can |
+//! |---|---|---|---|
+//! | SessionStart | [`on_session_start`](Hooks::on_session_start) | `(ctx)` | add context to the run's system prompt |
+//! | UserPromptSubmit | [`on_user_prompt`](Hooks::on_user_prompt) | `(prompt, ctx)` | block (run ends `Blocked`), add context, rewrite the prompt |
+//! | step start / end | [`before_step`](Hooks::before_step), [`after_step`](Hooks::after_step) | `(step, &ctx)` | observe |
+//! | after a step | [`should_continue`](Hooks::should_continue) | `(step, &ctx) -> bool` | `false` ends the run (`Blocked`) even if tool calls remain |
+//! | before model | [`before_model`](Hooks::before_model) | `(request)` | modify the request, or answer without calling the model |
+//! | after model | [`after_model`](Hooks::after_model) | `(response, ctx)` | modify or replace the response |
+//! | PreToolUse | [`before_tool_use`](Hooks::before_tool_use) | `(call, ctx)` | allow, deny, ask, rewrite the arguments |
+//! | PostToolUse | [`after_tool_use`](Hooks::after_tool_use) | `(call, output, ctx)` | replace the output, add context next to it |
+//! | PostToolUseFailure | [`on_tool_failure`](Hooks::on_tool_failure) | `(call, failure, ctx)` | add context next to the error |
+//! | Stop | [`on_stop`](Hooks::on_stop) | `(input, ctx)` | finish, or continue with feedback |
+//! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | `(input, ctx)` | send a subagent back to work |
+//! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `(&response, &ctx)` | observe |
+//!
+//! Callbacks that decide return the event's decision type ([`PreToolUse`], [`PostToolUse`],
+//! …) either at once or as a future (`async move { … }`): both work, and a synchronous answer
+//! costs no allocation. Matchers ([`ToolMatcher`] syntax) filter the tool events by tool name
+//! and SubagentStop by the subagent's name; other events ignore them.
+//!
+//! # Order and merge rules
+//!
+//! - Hooks run in **priority** order, higher first (= outer: for tools and the model, the
+//!   first hook sees the request first), then in registration order. `before("x")` /
+//!   `after("x")` constraints override priorities; resolving them is a topological sort done
+//!   once in [`Hooks::compile`].
+//! - **PreToolUse**: decisions combine **deny > ask > allow**. The first `Deny` stops the
+//!   chain; an `Ask` is remembered and the chain goes on (a later `Deny` still wins); rewrites
+//!   chain in order, each hook seeing the arguments the previous one wrote. A denied call is
+//!   an error output `denied: <reason>` the model sees. An `Ask` goes to the
+//!   [`Approval`] service ([`Hooks::approval`]); without one, it denies with its reason.
+//! - **PostToolUse / PostToolUseFailure**: replacements chain in order; the contexts of all
+//!   hooks are kept, in order, each appended to the output as a `<system-hook>` block.
+//! - **UserPromptSubmit**: the first `Block` ends the run `Blocked` (the prompt is not added to
+//!   the thread); rewrites chain; contexts are kept in order and added after the prompt as one
+//!   user message of `<system-hook>` blocks.
+//! - **SessionStart**: contexts are kept in order.
+//! - **Stop / SubagentStop**: if any hook continues, the agent continues with the feedback of
+//!   every continuing hook (in order, blank-line separated) as a user message; the next pass
+//!   has `stop_hook_active = true`. At most 8 continuations per run ([`Hooks::stop_cap`]);
+//!   then the run finishes with an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning).
+//!
+//! # Example
+//!
+//! ```
+//! use serde_json::json;
+//! use tower_agent::{Agent, BoxError, model::ScriptedModel, tool::tool_fn};
+//! use tower_agent::layers::hooks::{Hooks, PostToolUse, PreToolUse};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let hooks = Hooks::new()
+//!     .before_tool_use("bash", |call, _ctx| {
+//!         let command = call.arguments["command"].as_str().unwrap_or_default().to_owned();
+//!         async move {
+//!             if command.contains("rm -rf") {
+//!                 PreToolUse::Deny("rm -rf is not allowed".into())
+//!             } else {
+//!                 PreToolUse::Continue
+//!             }
+//!         }
+//!     })
+//!     .priority(100)
+//!     .name("security")
+//!     .after_tool_use("*", |_call, _out, _ctx| PostToolUse::AddContext("checked".into()))
+//!     .compile()?;
+//!
+//! let model = ScriptedModel::new()
+//!     .tool_call("bash", json!({ "command": "rm -rf /" }))
+//!     .text("I won't do that.")
+//!     .recording();
+//! let agent = Agent::builder()
+//!     .model(model.clone())
+//!     .tool(tool_fn("bash", "Runs a command", json!({"type": "object"}), |_, _| async {
+//!         Ok::<_, BoxError>("ran")
+//!     }))
+//!     .hooks(hooks)
+//!     .build();
+//! let resp = agent.run("clean up").await?;
+//! assert_eq!(resp.messages[2].text(), "denied: rm -rf is not allowed");
+//! # Ok(())
+//! # }
+//! ```
+
+mod decision;
+mod model;
+mod order;
+mod tool;
+
+use std::{collections::HashMap, fmt, sync::Arc};
+
+use tower::util::BoxCloneSyncService;
+
+pub use self::{
+    decision::{
+        BeforeModel, HookFuture, HookResult, PostToolUse, PostToolUseFailure, PreToolUse,
+        SessionStart, Stop, StopInput, ToolFailure, UserPrompt,
+    },
+    model::{HookModel, HookModelLayer},
+    order::HookOrderError,
+    tool::{HookTool, HookToolLayer},
+};
+use crate::{
+    agent::AgentResponse,
+    context::RunContext,
+    error::BoxError,
+    layers::matcher::ToolMatcher,
+    message::{ToolCall, ToolOutput},
+    model::{ModelRequest, ModelResponse},
+};
+
+/// The default cap on stop-hook continuations per run.
+pub const DEFAULT_STOP_CAP: u32 = 8;
+
+/// What the [`Approval`] service is asked.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ApprovalRequest {
+    /// The call (arguments as rewritten by the hooks before).
+    pub call: ToolCall,
+    /// The reasons of the hooks that asked.
+    pub reason: String,
+    /// The run.
+    pub ctx: RunContext,
+}
+
+/// What the [`Approval`] service answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalDecision {
+    /// Go on with the call.
+    Allow,
+    /// Deny it, with a reason for the model.
+    Deny(String),
+}
+
+/// The service that answers [`PreToolUse::Ask`]: any tower service (a channel to a UI, a
+/// policy engine …), type-erased.
+pub type Approval = BoxCloneSyncService<ApprovalRequest, ApprovalDecision, BoxError>;
+
+pub(crate) type PreToolFn =
+    dyn Fn(Arc<ToolCall>, RunContext) -> HookFuture<PreToolUse> + Send + Sync;
+pub(crate) type PostToolFn =
+    dyn Fn(Arc<ToolCall>, Arc<ToolOutput>, RunContext) -> HookFuture<PostToolUse> + Send + Sync;
+pub(crate) type FailureFn = dyn Fn(Arc<ToolCall>, Arc<ToolFailure>, RunContext) -> HookFuture<PostToolUseFailure>
+    + Send
+    + Sync;
+pub(crate) type BeforeModelFn = dyn Fn(ModelRequest) -> HookFuture<BeforeModel> + Send + Sync;
+pub(crate) type AfterModelFn =
+    dyn Fn(ModelResponse, RunContext) -> HookFuture<ModelResponse> + Send + Sync;
+pub(crate) type PromptFn = dyn Fn(Arc<str>, RunContext) -> HookFuture<UserPrompt> + Send + Sync;
+pub(crate) type StopFn = dyn Fn(StopInput, RunContext) -> HookFuture<Stop> + Send + Sync;
+pub(crate) type SessionStartFn = dyn Fn(RunContext) -> HookFuture<SessionStart> + Send + Sync;
+pub(crate) type SessionEndFn = dyn Fn(&AgentResponse, &RunContext) + Send + Sync;
+pub(crate) type StepFn = dyn Fn(u32, &RunContext) + Send + Sync;
+pub(crate) type ContinueFn = dyn Fn(u32, &RunContext) -> bool + Send + Sync;
+
+#[derive(Clone)]
+enum Callback {
+    PreTool(Arc<PreToolFn>),
+    PostTool(Arc<PostToolFn>),
+    Failure(Arc<FailureFn>),
+    BeforeModel(Arc<BeforeModelFn>),
+    AfterModel(Arc<AfterModelFn>),
+    Prompt(Arc<PromptFn>),
+    Stop(Arc<StopFn>),
+    SubagentStop(Arc<StopFn>),
+    SessionStart(Arc<SessionStartFn>),
+    SessionEnd(Arc<SessionEndFn>),
+    BeforeStep(Arc<StepFn>),
+    AfterStep(Arc<StepFn>),
+    ShouldContinue(Arc<ContinueFn>),
+}
+
+impl Callback {
+    fn event(&self) -> &'static str {
+        match self {
+            Callback::PreTool(_) => "before_tool_use",
+            Callback::PostTool(_) => "after_tool_use",
+            Callback::Failure(_) => "on_tool_failure",
+            Callback::BeforeModel(_) => "before_model",
+            Callback::AfterModel(_) => "after_model",
+            Callback::Prompt(_) => "on_user_prompt",
+            Callback::Stop(_) => "on_stop",
+            Callback::SubagentStop(_) => "on_subagent_stop",
+            Callback::SessionStart(_) => "on_session_start",
+            Callback::SessionEnd(_) => "on_session_end",
+            Callback::BeforeStep(_) => "before_step",
+            Callback::AfterStep(_) => "after_step",
+            Callback::ShouldContinue(_) => "should_continue",
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct Registration {
+    callback: Callback,
+    matcher: ToolMatcher,
+    pub(crate) name: Option<String>,
+    pub(crate) priority: i32,
+    pub(crate) before: Vec<String>,
+    pub(crate) after: Vec<String>,
+}
+
+impl Registration {
+    /// How error messages name this hook.
+    pub(crate) fn label(&self, index: usize) -> String {
+        match &self.name {
+            Some(name) => format!("`{name}`"),
+            None => format!("#{index} ({})", self.callback.event()),
+        }
+    }
+}
+
+/// A registry of hook callbacks. See the [module docs](crate::layers::hooks).
+///
+/// Each registration method adds one hook; [`priority`](Self::priority),
+/// [`name`](Self::name), [`before`](Self::before) and [`after`](Self::after) then apply to
+/// the hook just added.
+#[derive(Clone, Default)]
+#[must_use]
+pub struct Hooks {
+    registrations: Vec<Registration>,
+    approval: Option<Approval>,
+    stop_cap: Option<u32>,
+}
+
+impl Hooks {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push(mut self, matcher: ToolMatcher, callback: Callback) -> Self {
+        self.registrations.push(Registration {
+            callback,
+            matcher,
+            name: None,
+            priority: 0,
+            before: Vec::new(),
+            after: Vec::new(),
+        });
+        self
+    }
+
+    fn last(&mut self) -> &mut Registration {
+        self.registrations
+            .last_mut()
+            .expect("register a hook before setting its priority, name or order")
+    }
+
+    /// The priority of the hook just added (default 0; higher runs earlier / outer).
+    ///
+    /// # Panics
+    ///
+    /// Panics if no hook was added yet (as do `name`, `before` and `after`).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.last().priority = priority;
+        self
+    }
+
+    /// Names the hook just added, for `before`/`after` and error messages.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.last().name = Some(name.into());
+        self
+    }
+
+    /// The hook just added runs before the hook named `name`.
+    pub fn before(mut self, name: impl Into<String>) -> Self {
+        self.last().before.push(name.into());
+        self
+    }
+
+    /// The hook just added runs after the hook named `name`.
+    pub fn after(mut self, name: impl Into<String>) -> Self {
+        self.last().after.push(name.into());
+        self
+    }
+
+    /// The service asked when a PreToolUse hook answers [`PreToolUse::Ask`].
+    pub fn approval<S>(mut self, service: S) -> Self
+    where
+        S: tower::Service<ApprovalRequest, Response = ApprovalDecision>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        use tower::ServiceExt;
+        self.approval = Some(Approval::new(service.map_err(Into::into)));
+        self
+    }
+
+    /// The most stop-hook continuations per run (default 8).
+    pub fn stop_cap(mut self, cap: u32) -> Self {
+        self.stop_cap = Some(cap);
+        self
+    }
+
+    /// PreToolUse: before each matching tool call.
+    pub fn before_tool_use<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(Arc<ToolCall>, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<PreToolUse>,
+    {
+        self.push(
+            matcher.into(),
+            Callback::PreTool(Arc::new(move |c, x| f(c, x).into_hook_future())),
+        )
+    }
+
+    /// PostToolUse: after each matching tool call that succeeded (its output is not an error).
+    pub fn after_tool_use<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(Arc<ToolCall>, Arc<ToolOutput>, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<PostToolUse>,
+    {
+        self.push(
+            matcher.into(),
+            Callback::PostTool(Arc::new(move |c, o, x| f(c, o, x).into_hook_future())),
+        )
+    }
+
+    /// PostToolUseFailure: after each matching tool call that failed or returned an error
+    /// output.
+    pub fn on_tool_failure<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(Arc<ToolCall>, Arc<ToolFailure>, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<PostToolUseFailure>,
+    {
+        self.push(
+            matcher.into(),
+            Callback::Failure(Arc::new(move |c, e, x| f(c, e, x).into_hook_future())),
+        )
+    }
+
+    /// Before each model call: modify the request or answer in the model's place.
+    pub fn before_model<F, R>(self, f: F) -> Self
+    where
+        F: Fn(ModelRequest) -> R + Send + Sync + 'static,
+        R: HookResult<BeforeModel>,
+    {
+        self.push(
+            ToolMatcher::all(),
+            Callback::BeforeModel(Arc::new(move |r| f(r).into_hook_future())),
+        )
+    }
+
+    /// After each model call: modify or replace the response.
+    pub fn after_model<F, R>(self, f: F) -> Self
+    where
+        F: Fn(ModelResponse, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<ModelResponse>,
+    {
+        self.push(
+            ToolMatcher::all(),
+            Callback::AfterModel(Arc::new(move |r, x| f(r, x).into_hook_future())),
+        )
+    }
+
+    /// UserPromptSubmit: before the prompt enters the thread.
+    pub fn on_user_prompt<F, R>(self, f: F) -> Self
+    where
+        F: Fn(Arc<str>, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<UserPrompt>,
+    {
+        self.push(
+            ToolMatcher::all(),
+            Callback::Prompt(Arc::new(move |p, x| f(p, x).into_hook_future())),
+        )
+    }
+
+    /// Stop: when the agent is about to finish (the model answered without tool calls).
+    pub fn on_stop<F, R>(self, f: F) -> Self
+    where
+        F: Fn(StopInput, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<Stop>,
+    {
+        self.push(
+            ToolMatcher::all(),
+            Callback::Stop(Arc::new(move |i, x| f(i, x).into_hook_future())),
+        )
+    }
+
+    /// SubagentStop: when a subagent ([`Agent::into_tool`](crate::Agent::into_tool)) run by
+    /// this agent finishes; the matcher picks subagents by tool name.
+    pub fn on_subagent_stop<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(StopInput, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<Stop>,
+    {
+        self.push(
+            matcher.into(),
+            Callback::SubagentStop(Arc::new(move |i, x| f(i, x).into_hook_future())),
+        )
+    }
+
+    /// SessionStart: once per run, before the setup stages.
+    pub fn on_session_start<F, R>(self, f: F) -> Self
+    where
+        F: Fn(RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<SessionStart>,
+    {
+        self.push(
+            ToolMatcher::all(),
+            Callback::SessionStart(Arc::new(move |x| f(x).into_hook_future())),
+        )
+    }
+
+    /// SessionEnd: once per run, after it ended (observe only).
+    pub fn on_session_end<F>(self, f: F) -> Self
+    where
+        F: Fn(&AgentResponse, &RunContext) + Send + Sync + 'static,
+    {
+        self.push(ToolMatcher::all(), Callback::SessionEnd(Arc::new(f)))
+    }
+
+    /// Before each step (observe only).
+    pub fn before_step<F>(self, f: F) -> Self
+    where
+        F: Fn(u32, &RunContext) + Send + Sync + 'static,
+    {
+        self.push(ToolMatcher::all(), Callback::BeforeStep(Arc::new(f)))
+    }
+
+    /// After each step's tool calls (observe only).
+    pub fn after_step<F>(self, f: F) -> Self
+    where
+        F: Fn(u32, &RunContext) + Send + Sync + 'static,
+    {
+        self.push(ToolMatcher::all(), Callback::AfterStep(Arc::new(f)))
+    }
+
+    /// After each step with tool calls: `false` ends the run
+    /// ([`Outcome::Blocked`](crate::agent::Outcome::Blocked)) before the next model call.
+    pub fn should_continue<F>(self, f: F) -> Self
+    where
+        F: Fn(u32, &RunContext) -> bool + Send + Sync + 'static,
+    {
+        self.push(ToolMatcher::all(), Callback::ShouldContinue(Arc::new(f)))
+    }
+
+    /// Resolves the order and compiles the hooks.
+    ///
+    /// # Errors
+    ///
+    /// A cycle in the `before`/`after` constraints, a constraint naming no hook, or two hooks
+    /// with one name: the error names the hooks involved.
+    pub fn compile(self) -> Result<HookSet, HookOrderError> {
+        let order = order::resolve(&self.registrations)?;
+        let mut set = HookSetInner {
+            stop_cap: self.stop_cap.unwrap_or(DEFAULT_STOP_CAP),
+            approval: self.approval,
+            order: order
+                .iter()
+                .map(|&i| self.registrations[i].label(i))
+                .collect(),
+            ..HookSetInner::default()
+        };
+        for i in order {
+            let Registration {
+                callback, matcher, ..
+            } = self.registrations[i].clone();
+            match callback {
+                Callback::PreTool(f) => set.pre_tool.push((matcher, f)),
+                Callback::PostTool(f) => set.post_tool.push((matcher, f)),
+                Callback::Failure(f) => set.failure.push((matcher, f)),
+                Callback::BeforeModel(f) => set.before_model.push(f),
+                Callback::AfterModel(f) => set.after_model.push(f),
+                Callback::Prompt(f) => set.prompt.push(f),
+                Callback::Stop(f) => set.stop.push(f),
+                Callback::SubagentStop(f) => set.subagent_stop.push((matcher, f)),
+                Callback::SessionStart(f) => set.session_start.push(f),
+                Callback::SessionEnd(f) => set.session_end.push(f),
+                Callback::BeforeStep(f) => set.before_step.push(f),
+                Callback::AfterStep(f) => set.after_step.push(f),
+                Callback::ShouldContinue(f) => set.should_continue.push(f),
+            }
+        }
+        Ok(HookSet {
+            inner: Arc::new(set),
+        })
+    }
+}
+
+impl fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let events: HashMap<&str, usize> =
+            self.registrations.iter().fold(HashMap::new(), |mut m, r| {
+                *m.entry(r.callback.event()).or_default() += 1;
+                m
+            });
+        f.debug_struct("Hooks")
+            .field("events", &events)
+            .field("approval", &self.approval.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Compiled hooks, in their resolved order. Cloning is one reference count.
+#[derive(Clone)]
+pub struct HookSet {
+    pub(crate) inner: Arc<HookSetInner>,
+}
+
+impl HookSet {
+    /// The tool-level hooks (PreToolUse, PostToolUse, PostToolUseFailure) as a tool layer.
+    pub fn tool_layer(&self) -> HookToolLayer {
+        HookToolLayer::new(self.clone())
+    }
+
+    /// The model-level hooks (before/after model) as a model layer.
+    pub fn model_layer(&self) -> HookModelLayer {
+        HookModelLayer::new(self.clone())
+    }
+
+    /// The hooks' labels in their resolved order (names, or `#index (event)`).
+    pub fn order(&self) -> &[String] {
+        &self.inner.order
+    }
+}
+
+impl fmt::Debug for HookSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HookSet")
+            .field("order", &self.inner.order)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct HookSetInner {
+    pub(crate) pre_tool: Vec<(ToolMatcher, Arc<PreToolFn>)>,
+    pub(crate) post_tool: Vec<(ToolMatcher, Arc<PostToolFn>)>,
+    pub(crate) failure: Vec<(ToolMatcher, Arc<FailureFn>)>,
+    pub(crate) before_model: Vec<Arc<BeforeModelFn>>,
+    pub(crate) after_model: Vec<Arc<AfterModelFn>>,
+    pub(crate) prompt: Vec<Arc<PromptFn>>,
+    pub(crate) stop: Vec<Arc<StopFn>>,
+    pub(crate) subagent_stop: Vec<(ToolMatcher, Arc<StopFn>)>,
+    pub(crate) session_start: Vec<Arc<SessionStartFn>>,
+    pub(crate) session_end: Vec<Arc<SessionEndFn>>,
+    pub(crate) before_step: Vec<Arc<StepFn>>,
+    pub(crate) after_step: Vec<Arc<StepFn>>,
+    pub(crate) should_continue: Vec<Arc<ContinueFn>>,
+    pub(crate) approval: Option<Approval>,
+    pub(crate) stop_cap: u32,
+    order: Vec<String>,
+}
+
+impl HookSetInner {
+    /// Runs stop hooks (`subagent`: the SubagentStop hooks matching that name); the feedback
+    /// of every hook that continues, joined, or `None` to finish.
+    pub(crate) async fn stop(
+        &self,
+        subagent: Option<&str>,
+        input: StopInput,
+        ctx: &RunContext,
+    ) -> Option<String> {
+        let hooks: Vec<&Arc<StopFn>> = match subagent {
+            None => self.stop.iter().collect(),
+            Some(name) => self
+                .subagent_stop
+                .iter()
+                .filter(|(m, _)| m.matches_name(name))
+                .map(|(_, f)| f)
+                .collect(),
+        };
+        let mut feedback: Vec<String> = Vec::new();
+        for f in hooks {
+            if let Stop::Continue(text) = f(input.clone(), ctx.clone()).await {
+                feedback.push(text);
+            }
+        }
+        (!feedback.is_empty()).then(|| feedback.join("\n\n"))
+    }
+
+    /// Runs UserPromptSubmit hooks: `Err(reason)` if blocked, else the prompt (maybe
+    /// rewritten) and the contexts.
+    pub(crate) async fn user_prompt(
+        &self,
+        prompt: String,
+        ctx: &RunContext,
+    ) -> Result<(String, Vec<String>), String> {
+        if self.prompt.is_empty() {
+            return Ok((prompt, Vec::new()));
+        }
+        let mut prompt: Arc<str> = prompt.into();
+        let mut contexts = Vec::new();
+        for f in &self.prompt {
+            match f(Arc::clone(&prompt), ctx.clone()).await {
+                UserPrompt::Continue => {}
+                UserPrompt::Block(reason) => return Err(reason),
+                UserPrompt::AddContext(text) => contexts.push(text),
+                UserPrompt::Rewrite(text) => prompt = text.into(),
+            }
+        }
+        Ok((prompt.to_string(), contexts))
+    }
+
+    /// Runs SessionStart hooks: their contexts, in order.
+    pub(crate) async fn session_start(&self, ctx: &RunContext) -> Vec<String> {
+        let mut contexts = Vec::new();
+        for f in &self.session_start {
+            if let SessionStart::AddContext(text) = f(ctx.clone()).await {
+                contexts.push(text);
+            }
+        }
+        contexts
+    }
+}

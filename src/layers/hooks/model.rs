@@ -1,0 +1,125 @@
+//! The model-level hooks as a layer: before and after each model call.
+
+use std::{
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures_util::future::{BoxFuture, Either};
+use tower::{Layer, Service, ServiceExt};
+
+use super::{BeforeModel, HookSet, HookSetInner};
+use crate::{
+    error::BoxError,
+    model::{ModelRequest, ModelResponse},
+};
+
+/// The model-level hooks of a [`HookSet`] as a layer. See the
+/// [module docs](crate::layers::hooks).
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct HookModelLayer {
+    set: HookSet,
+}
+
+impl HookModelLayer {
+    /// The model hooks of `set`.
+    pub fn new(set: HookSet) -> Self {
+        HookModelLayer { set }
+    }
+}
+
+impl<S> Layer<S> for HookModelLayer {
+    type Service = HookModel<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        HookModel {
+            inner,
+            set: Arc::clone(&self.set.inner),
+        }
+    }
+}
+
+/// The service of [`HookModelLayer`].
+#[derive(Clone)]
+pub struct HookModel<S> {
+    inner: S,
+    set: Arc<HookSetInner>,
+}
+
+impl<S> HookModel<S> {
+    /// The model hooks of `set` around `inner`.
+    pub fn new(inner: S, set: &HookSet) -> Self {
+        HookModel {
+            inner,
+            set: Arc::clone(&set.inner),
+        }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for HookModel<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HookModel")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Service<ModelRequest> for HookModel<S>
+where
+    S: Service<ModelRequest, Response = ModelResponse> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = ModelResponse;
+    type Error = BoxError;
+    type Future = Either<
+        futures_util::future::MapErr<S::Future, fn(S::Error) -> BoxError>,
+        BoxFuture<'static, Result<ModelResponse, BoxError>>,
+    >;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
+        use futures_util::TryFutureExt;
+        if self.set.before_model.is_empty() && self.set.after_model.is_empty() {
+            return Either::Left(self.inner.call(req).map_err(Into::into as fn(_) -> _));
+        }
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let set = Arc::clone(&self.set);
+        Either::Right(Box::pin(async move {
+            let ctx = req.ctx.clone();
+            let mut next = Ok(req);
+            for f in &set.before_model {
+                let Ok(req) = next else { break };
+                next = match f(req).await {
+                    BeforeModel::Continue(req) => Ok(req),
+                    BeforeModel::Respond(resp) => Err(resp),
+                };
+            }
+            let mut resp = match next {
+                Ok(req) => inner.oneshot(req).await.map_err(Into::into)?,
+                // Answered by a hook: `inner` (readied by `poll_ready`) is not called.
+                Err(resp) => resp,
+            };
+            for f in &set.after_model {
+                resp = f(resp, ctx.clone()).await;
+            }
+            Ok(resp)
+        }))
+    }
+}

@@ -1,0 +1,257 @@
+//! The tool-level hooks as a layer: PreToolUse, PostToolUse, PostToolUseFailure.
+
+use std::{
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures_util::future::{BoxFuture, Either};
+use tower::{Layer, Service, ServiceExt};
+
+use super::{
+    ApprovalDecision, ApprovalRequest, HookSet, HookSetInner, PostToolUse, PostToolUseFailure,
+    PreToolUse, ToolFailure,
+};
+use crate::{
+    error::{Abort, BoxError, error_chain},
+    message::{ToolCall, ToolOutput},
+    tool::ToolRequest,
+};
+
+/// The tool-level hooks of a [`HookSet`] as a layer. See the
+/// [module docs](crate::layers::hooks).
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct HookToolLayer {
+    set: HookSet,
+}
+
+impl HookToolLayer {
+    /// The tool hooks of `set`.
+    pub fn new(set: HookSet) -> Self {
+        HookToolLayer { set }
+    }
+}
+
+impl<S> Layer<S> for HookToolLayer {
+    type Service = HookTool<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        HookTool {
+            inner,
+            set: Arc::clone(&self.set.inner),
+        }
+    }
+}
+
+/// The service of [`HookToolLayer`].
+#[derive(Clone)]
+pub struct HookTool<S> {
+    inner: S,
+    set: Arc<HookSetInner>,
+}
+
+impl<S> HookTool<S> {
+    /// The tool hooks of `set` around `inner`.
+    pub fn new(inner: S, set: &HookSet) -> Self {
+        HookTool {
+            inner,
+            set: Arc::clone(&set.inner),
+        }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for HookTool<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HookTool")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Appends `contexts` to an output as `<system-hook>` blocks.
+fn add_contexts(output: &mut ToolOutput, contexts: &[String]) {
+    for c in contexts {
+        output.content.push_str("\n\n<system-hook>\n");
+        output.content.push_str(c);
+        output.content.push_str("\n</system-hook>");
+    }
+}
+
+impl<S> Service<ToolRequest> for HookTool<S>
+where
+    S: Service<ToolRequest, Response = ToolOutput> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = ToolOutput;
+    type Error = BoxError;
+    type Future = Either<
+        futures_util::future::MapErr<S::Future, fn(S::Error) -> BoxError>,
+        BoxFuture<'static, Result<ToolOutput, BoxError>>,
+    >;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: ToolRequest) -> Self::Future {
+        use futures_util::TryFutureExt;
+        let set = &self.set;
+        let call = &req.call;
+        let wanted = set.pre_tool.iter().any(|(m, _)| m.matches(call))
+            || set.post_tool.iter().any(|(m, _)| m.matches(call))
+            || set.failure.iter().any(|(m, _)| m.matches(call));
+        if !wanted {
+            return Either::Left(self.inner.call(req).map_err(Into::into as fn(_) -> _));
+        }
+        // The readied service goes into the future; a clone stays behind.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let set = Arc::clone(&self.set);
+        Either::Right(Box::pin(run(set, inner, req)))
+    }
+}
+
+async fn run<S>(set: Arc<HookSetInner>, inner: S, req: ToolRequest) -> Result<ToolOutput, BoxError>
+where
+    S: Service<ToolRequest, Response = ToolOutput>,
+    S::Error: Into<BoxError>,
+{
+    let ToolRequest { call, ctx } = req;
+    let mut call = Arc::new(call);
+
+    // PreToolUse: deny > ask > allow; rewrites chain.
+    let mut asks: Vec<String> = Vec::new();
+    for (matcher, f) in &set.pre_tool {
+        if !matcher.matches(&call) {
+            continue;
+        }
+        match f(Arc::clone(&call), ctx.clone()).await {
+            PreToolUse::Continue | PreToolUse::Allow => {}
+            PreToolUse::Deny(reason) => {
+                return Ok(ToolOutput::error(
+                    call.id.clone(),
+                    format!("denied: {reason}"),
+                ));
+            }
+            PreToolUse::Ask(reason) => asks.push(reason),
+            PreToolUse::Rewrite(arguments) => {
+                call = Arc::new(ToolCall {
+                    arguments,
+                    ..(*call).clone()
+                });
+            }
+        }
+    }
+    if !asks.is_empty() {
+        let reason = asks.join("; ");
+        let decision = match &set.approval {
+            None => ApprovalDecision::Deny(reason.clone()),
+            Some(approval) => approval
+                .clone()
+                .oneshot(ApprovalRequest {
+                    call: (*call).clone(),
+                    reason: reason.clone(),
+                    ctx: ctx.clone(),
+                })
+                .await
+                .unwrap_or_else(|e| {
+                    ApprovalDecision::Deny(format!("approval failed: {}", error_chain(&*e)))
+                }),
+        };
+        if let ApprovalDecision::Deny(why) = decision {
+            return Ok(ToolOutput::error(call.id.clone(), format!("denied: {why}")));
+        }
+    }
+
+    let wants_after = set.post_tool.iter().any(|(m, _)| m.matches(&call))
+        || set.failure.iter().any(|(m, _)| m.matches(&call));
+    let request_call = if wants_after {
+        (*call).clone()
+    } else {
+        Arc::try_unwrap(call.clone()).unwrap_or_else(|c| (*c).clone())
+    };
+    let result = inner
+        .oneshot(ToolRequest::new(request_call, ctx.clone()))
+        .await
+        .map_err(Into::into);
+    if !wants_after {
+        return result;
+    }
+
+    let mut contexts: Vec<String> = Vec::new();
+    match result {
+        Ok(mut output) if !output.is_error => {
+            for (matcher, f) in &set.post_tool {
+                if !matcher.matches(&call) {
+                    continue;
+                }
+                let seen = Arc::new(output.clone());
+                match f(Arc::clone(&call), seen, ctx.clone()).await {
+                    PostToolUse::Keep => {}
+                    PostToolUse::Replace(text) => output.content = text,
+                    PostToolUse::AddContext(text) => contexts.push(text),
+                }
+            }
+            add_contexts(&mut output, &contexts);
+            Ok(output)
+        }
+        Ok(mut output) => {
+            let failure = Arc::new(ToolFailure {
+                error: output.content.clone(),
+                output: Some(output.clone()),
+            });
+            failure_hooks(&set, &call, failure, &ctx, &mut contexts).await;
+            add_contexts(&mut output, &contexts);
+            Ok(output)
+        }
+        Err(err) if Abort::find(&*err).is_some() => Err(err),
+        Err(err) => {
+            let text = format!("tool `{}` failed: {}", call.name, error_chain(&*err));
+            let failure = Arc::new(ToolFailure {
+                error: text.clone(),
+                output: None,
+            });
+            failure_hooks(&set, &call, failure, &ctx, &mut contexts).await;
+            if contexts.is_empty() {
+                return Err(err);
+            }
+            // Context must travel with the error: turn it into the error output the loop
+            // would have made.
+            let mut output = ToolOutput::error(call.id.clone(), text);
+            add_contexts(&mut output, &contexts);
+            Ok(output)
+        }
+    }
+}
+
+async fn failure_hooks(
+    set: &HookSetInner,
+    call: &Arc<ToolCall>,
+    failure: Arc<ToolFailure>,
+    ctx: &crate::context::RunContext,
+    contexts: &mut Vec<String>,
+) {
+    for (matcher, f) in &set.failure {
+        if !matcher.matches(call) {
+            continue;
+        }
+        if let PostToolUseFailure::AddContext(text) =
+            f(Arc::clone(call), Arc::clone(&failure), ctx.clone()).await
+        {
+            contexts.push(text);
+        }
+    }
+}
