@@ -33,8 +33,8 @@ pub enum PreToolUse {
 pub enum PostToolUse {
     /// Keep the output.
     Keep,
-    /// Replace the output's text.
-    Replace(String),
+    /// Replace the output (text, error flag, metadata; the call id is kept).
+    Replace(ToolOutput),
     /// Add context next to the result (a `<system-hook>` block after the output).
     AddContext(String),
 }

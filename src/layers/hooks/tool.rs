@@ -201,7 +201,12 @@ where
                 let seen = Arc::new(output.clone());
                 match f(Arc::clone(&call), seen, ctx.clone()).await {
                     PostToolUse::Keep => {}
-                    PostToolUse::Replace(text) => output.content = text,
+                    PostToolUse::Replace(new) => {
+                        output = ToolOutput {
+                            call_id: output.call_id,
+                            ..new
+                        };
+                    }
                     PostToolUse::AddContext(text) => contexts.push(text),
                 }
             }
