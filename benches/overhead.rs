@@ -17,6 +17,8 @@
 //! - `agent_step/full_stack/10`: the step of `history/10` through every seed built-in: trace
 //!   (no subscriber) and summarize (under its threshold) on the model path; trace, reminders
 //!   and evict on the tool path; todo, filesystem, skills and memory stages. Target ≤ 5 µs.
+//! - `agent_step/hooks10/10`: the step of `history/10` with ten registered closure hooks
+//!   (see [`ten_hooks`]). Target ≤ 1 µs over the bare step.
 //! - `agent_run/history/{10,1000}`: a whole run (1 tool step + the final answer), for the
 //!   per-run cost.
 //!
@@ -42,7 +44,11 @@ use tower_agent::{
     builtins::{filesystem::Filesystem, memory::Memory, skills::Skills, todo::TodoList},
     context::RunContext,
     layers::{
-        evict::EvictLayer, reminders::RemindersLayer, summarize::SummarizeLayer, trace::TraceLayer,
+        evict::EvictLayer,
+        hooks::{BeforeModel, HookSet, Hooks, PostToolUse, PreToolUse},
+        reminders::RemindersLayer,
+        summarize::SummarizeLayer,
+        trace::TraceLayer,
     },
     message::{Message, ToolCall, ToolOutput},
     model::ScriptedModel,
@@ -271,7 +277,39 @@ fn history(n: usize) -> Thread {
 
 /// An agent whose scripted model calls the echo tool at steps `0..tool_steps`, then answers;
 /// with `full_stack`, through every seed built-in (see the module docs).
-fn agent(store: &MemoryStore, tool_steps: u32, full_stack: bool) -> Agent {
+/// What an agent of the step benchmark is made of.
+#[derive(Clone, Copy)]
+enum Stack {
+    /// Scripted model, echo tool, nothing else.
+    Bare,
+    /// Every seed built-in (see the module docs).
+    Full,
+    /// Ten closure hooks (synchronous, deciding nothing): three PreToolUse, two PostToolUse,
+    /// before and after model, before and after step, should_continue.
+    Hooks,
+}
+
+fn ten_hooks() -> HookSet {
+    Hooks::new()
+        .before_tool_use("*", |_, _| PreToolUse::Continue)
+        .before_tool_use("echo", |_, _| PreToolUse::Allow)
+        .before_tool_use("bash|write_file", |_, _| PreToolUse::Continue)
+        .after_tool_use("*", |_, _, _| PostToolUse::Keep)
+        .after_tool_use("echo", |_, _, _| PostToolUse::Keep)
+        .before_model(BeforeModel::Continue)
+        .after_model(|resp, _| resp)
+        .before_step(|step, _| {
+            black_box(step);
+        })
+        .after_step(|step, _| {
+            black_box(step);
+        })
+        .should_continue(|_, _| true)
+        .compile()
+        .expect("no order constraints")
+}
+
+fn agent(store: &MemoryStore, tool_steps: u32, stack: Stack) -> Agent {
     let mut model = ScriptedModel::new().per_run();
     for _ in 0..tool_steps {
         model = model.tool_call("echo", echo_args());
@@ -281,10 +319,11 @@ fn agent(store: &MemoryStore, tool_steps: u32, full_stack: bool) -> Agent {
         .tool(echo_tool())
         .store(store.clone())
         .max_steps(tool_steps + 1);
-    if !full_stack {
-        return builder.model(model).build();
-    }
-    let root = workspace();
+    let root = match stack {
+        Stack::Bare => return builder.model(model).build(),
+        Stack::Hooks => return builder.model(model).hooks(ten_hooks()).build(),
+        Stack::Full => workspace(),
+    };
     builder
         .model(
             ServiceBuilder::new()
@@ -327,11 +366,11 @@ struct StepBench {
 }
 
 impl StepBench {
-    fn new(history_len: Option<usize>, full_stack: bool) -> Self {
+    fn new(history_len: Option<usize>, stack: Stack) -> Self {
         let store = MemoryStore::new();
         StepBench {
-            short: agent(&store, 1, full_stack),
-            long: agent(&store, LONG_RUN_STEPS, full_stack),
+            short: agent(&store, 1, stack),
+            long: agent(&store, LONG_RUN_STEPS, stack),
             thread: history_len.map(history),
             store,
         }
@@ -397,14 +436,19 @@ fn agent_steps(c: &mut Criterion) {
     let mut group = c.benchmark_group("agent_step");
     group.measurement_time(Duration::from_secs(4));
     let cases = [
-        (BenchmarkId::new("history", 10), Some(10), false),
-        (BenchmarkId::new("history", 1000), Some(1000), false),
-        (BenchmarkId::new("history", 10_000), Some(10_000), false),
-        (BenchmarkId::from_parameter("ephemeral"), None, false),
-        (BenchmarkId::new("full_stack", 10), Some(10), true),
+        (BenchmarkId::new("history", 10), Some(10), Stack::Bare),
+        (BenchmarkId::new("history", 1000), Some(1000), Stack::Bare),
+        (
+            BenchmarkId::new("history", 10_000),
+            Some(10_000),
+            Stack::Bare,
+        ),
+        (BenchmarkId::from_parameter("ephemeral"), None, Stack::Bare),
+        (BenchmarkId::new("full_stack", 10), Some(10), Stack::Full),
+        (BenchmarkId::new("hooks10", 10), Some(10), Stack::Hooks),
     ];
-    for (id, history_len, full_stack) in cases {
-        let bench = StepBench::new(history_len, full_stack);
+    for (id, history_len, stack) in cases {
+        let bench = StepBench::new(history_len, stack);
         rt.block_on(bench.check());
         group.bench_function(id, |b| {
             // One iteration = one step: per iteration, a short and a long run from the same
@@ -427,7 +471,7 @@ fn agent_steps(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("agent_run");
     for n in [10, 1000] {
-        let bench = StepBench::new(Some(n), false);
+        let bench = StepBench::new(Some(n), Stack::Bare);
         group.bench_function(BenchmarkId::new("history", n), |b| {
             b.to_async(&rt).iter_custom(|iters| {
                 let bench = &bench;
@@ -512,6 +556,14 @@ fn summary(dir: &Path, since: SystemTime) {
     }
     if let Some(e) = step("ephemeral") {
         println!("agent_step        ephemeral (no thread store): {e:.0} ns");
+    }
+    if let (Some(s10), Some(hooks)) = (step("history/10"), step("hooks10/10")) {
+        println!(
+            "agent_step        ten closure hooks, history 10: {hooks:.0} ns, {:.0} ns over the \
+             bare step (target <= 1000 ns: {})",
+            hooks - s10,
+            verdict(hooks - s10 <= 1000.0)
+        );
     }
     if let (Some(s10), Some(full)) = (step("history/10"), step("full_stack/10")) {
         println!(
