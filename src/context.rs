@@ -66,7 +66,12 @@ struct Shared {
     compaction: Mutex<Option<Compaction>>,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: CancellationToken,
+    transcript: Option<PathBuf>,
+    notify: std::sync::OnceLock<Arc<NotifyFn>>,
 }
+
+/// Notification observers of a run (the agent's Notification hooks).
+pub(crate) type NotifyFn = dyn Fn(&str, &RunContext) + Send + Sync;
 
 impl RunContext {
     /// A context with fresh ids, the process's current directory, no event listener and a new
@@ -182,6 +187,23 @@ impl RunContext {
         }
     }
 
+    /// Reports something worth knowing that does not stop the run: logs it (`tracing`
+    /// warning), sends [`AgentEvent::Warning`] to the event stream, and calls the agent's
+    /// Notification hooks.
+    pub fn warn(&self, message: impl Into<String>) {
+        let message = message.into();
+        tracing::warn!("{message}");
+        if let Some(notify) = self.shared.notify.get() {
+            notify(&message, self);
+        }
+        self.emit(AgentEvent::Warning { message });
+    }
+
+    /// Sets the run's Notification observers (once, at the start of the run).
+    pub(crate) fn set_notify(&self, notify: Arc<NotifyFn>) {
+        let _ = self.shared.notify.set(notify);
+    }
+
     /// The run's cancellation token: cancel it to end the run with
     /// [`Outcome::Cancelled`](crate::agent::Outcome::Cancelled); long-running tools can watch
     /// it.
@@ -192,6 +214,37 @@ impl RunContext {
     /// Whether the run was cancelled.
     pub fn is_cancelled(&self) -> bool {
         self.shared.cancel.is_cancelled()
+    }
+
+    /// The session's JSONL transcript, if the agent keeps transcripts
+    /// ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts)): one line per
+    /// message, `{"type": role, "session_id", "run_id", "timestamp", "message"}`, appended
+    /// after every step.
+    pub fn transcript_path(&self) -> Option<&Path> {
+        self.shared.transcript.as_deref()
+    }
+
+    /// This context with its transcript under `dir` (`{dir}/{session id}.jsonl`; characters
+    /// unsafe in a file name are replaced). Only before the context is shared.
+    pub(crate) fn with_transcript(self, dir: &Path) -> Self {
+        let name: String = self
+            .session_id()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let mut shared = Arc::try_unwrap(self.shared)
+            .unwrap_or_else(|_| unreachable!("with_transcript is called on a fresh context"));
+        shared.transcript = Some(dir.join(format!("{name}.jsonl")));
+        RunContext {
+            shared: Arc::new(shared),
+            step: self.step,
+        }
     }
 }
 
@@ -223,9 +276,17 @@ pub struct RunContextBuilder {
     state: Option<RunState>,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: Option<CancellationToken>,
+    transcript: Option<PathBuf>,
 }
 
 impl RunContextBuilder {
+    /// The session's JSONL transcript file.
+    #[must_use]
+    pub fn transcript_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.transcript = Some(path.into());
+        self
+    }
+
     /// The session (thread) id; a fresh one if unset.
     #[must_use]
     pub fn session_id(mut self, id: impl Into<String>) -> Self {
@@ -283,6 +344,8 @@ impl RunContextBuilder {
                 compaction: Mutex::new(None),
                 events: self.events,
                 cancel: self.cancel.unwrap_or_default(),
+                transcript: self.transcript,
+                notify: std::sync::OnceLock::new(),
             }),
             step: 0,
         }
@@ -471,6 +534,32 @@ impl fmt::Debug for Extensions {
     }
 }
 
+/// Now, as RFC 3339 UTC with milliseconds (for transcripts and hook inputs).
+pub(crate) fn timestamp() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60,
+        now.subsec_millis()
+    )
+}
+
 // ===== ids =====
 
 /// A fresh id, `{prefix}_{16 hex digits}`: a per-process random base plus a counter, so ids
@@ -498,6 +587,16 @@ pub(crate) fn new_id(prefix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = timestamp();
+        assert_eq!(t.len(), "2026-11-22T02:08:48.123Z".len(), "{t}");
+        assert!(
+            t.starts_with("20") && t.ends_with('Z') && &t[10..11] == "T",
+            "{t}"
+        );
+    }
 
     #[test]
     fn ids_are_unique() {

@@ -629,3 +629,63 @@ async fn shutdown_signal_ends_runs_after_the_current_step() {
     assert_eq!(store.get("t").unwrap().messages, resp.messages);
     assert!(agent.shutdown_signal().is_cancelled());
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn transcripts_are_jsonl_with_every_message_of_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen_path = Arc::new(std::sync::Mutex::new(None));
+    let seen = Arc::clone(&seen_path);
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("echo", json!({"x": 1}))
+                .text("one")
+                .text("two"),
+        )
+        .tool(tool_fn(
+            "echo",
+            "echo",
+            json!({"type": "object"}),
+            move |args, ctx| {
+                *seen.lock().unwrap() = ctx.transcript_path().map(|p| p.to_path_buf());
+                async move { Ok::<_, BoxError>(args) }
+            },
+        ))
+        .system_prompt("sys")
+        .transcripts(dir.path())
+        .build();
+    agent
+        .run(AgentRequest::new("first").thread("t/1"))
+        .await
+        .unwrap();
+    agent
+        .run(AgentRequest::new("second").thread("t/1"))
+        .await
+        .unwrap();
+
+    let path = dir.path().join("t_1.jsonl");
+    assert_eq!(seen_path.lock().unwrap().as_deref(), Some(path.as_path()));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    // run 1: system, user, assistant (call), tool, assistant; run 2: user, assistant
+    assert_eq!(
+        kinds,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant"
+        ]
+    );
+    assert_eq!(lines[4]["message"]["content"][0]["text"], "one");
+    assert_eq!(lines[6]["message"]["content"][0]["text"], "two");
+    assert!(lines.iter().all(|l| l["session_id"] == "t/1"));
+    assert_ne!(lines[0]["run_id"], lines[6]["run_id"]);
+}

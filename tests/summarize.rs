@@ -146,12 +146,14 @@ async fn pre_compact_can_veto_and_observe() {
                 .layer(
                     SummarizeLayer::new(summarizer.clone())
                         .context_window(2_000)
-                        .on_compact(move |info, _req| {
-                            assert!(info.tokens > info.threshold);
-                            assert_eq!(info.kept + info.summarized, 41);
-                            seen2.fetch_add(1, Ordering::SeqCst);
-                            CompactDecision::Veto
-                        }),
+                        .on_compact(
+                            move |info: tower_agent::layers::summarize::CompactInfo, _req| {
+                                assert!(info.tokens > info.threshold);
+                                assert_eq!(info.kept + info.summarized, 41);
+                                seen2.fetch_add(1, Ordering::SeqCst);
+                                CompactDecision::Veto
+                            },
+                        ),
                 )
                 .service(model.clone()),
         )
@@ -184,4 +186,35 @@ async fn under_the_threshold_nothing_happens() {
     agent.run("hi").await.unwrap();
     assert_eq!(summarizer.calls(), 0);
     assert_eq!(model.requests()[0].messages.len(), 1);
+}
+
+#[tokio::test]
+async fn a_failed_summarization_notifies_the_notification_hooks() {
+    let store = MemoryStore::new();
+    long_thread(&store, "t", 40).await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = Arc::clone(&seen);
+    let hooks = tower_agent::layers::hooks::Hooks::new()
+        .on_notification(move |message, _ctx| sink.lock().unwrap().push(message.to_owned()))
+        .compile()
+        .unwrap();
+    let agent = Agent::builder()
+        .model(
+            ServiceBuilder::new()
+                .layer(
+                    SummarizeLayer::new(ScriptedModel::new().fail("summarizer down"))
+                        .context_window(2_000),
+                )
+                .service(ScriptedModel::new().text("answer")),
+        )
+        .hooks(hooks)
+        .store(store)
+        .build();
+    agent
+        .run(AgentRequest::new("hi").thread("t"))
+        .await
+        .unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].contains("summarizer down"), "{seen:?}");
 }

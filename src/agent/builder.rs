@@ -51,6 +51,7 @@ struct Parts {
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
     hooks: Option<HookSet>,
+    transcripts: Option<PathBuf>,
 }
 
 impl AgentBuilder<NoModel> {
@@ -70,6 +71,7 @@ impl AgentBuilder<NoModel> {
                 cwd: None,
                 shutdown: CancellationToken::new(),
                 hooks: None,
+                transcripts: None,
             },
         }
     }
@@ -202,6 +204,15 @@ impl<M, L> AgentBuilder<M, L> {
         self
     }
 
+    /// Keep a JSONL transcript of every session under `dir` (`{dir}/{session id}.jsonl`):
+    /// one line per message, appended after every step. Its path is
+    /// [`RunContext::transcript_path`](crate::context::RunContext::transcript_path) (the
+    /// `transcript_path` of command hooks).
+    pub fn transcripts(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.parts.transcripts = Some(dir.into());
+        self
+    }
+
     /// The working directory of runs that don't name one; default: the process's.
     pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
         self.parts.cwd = Some(cwd.into());
@@ -236,6 +247,7 @@ where
             inner: Arc::new(Inner {
                 model,
                 hooks: hooks.map(|set| set.inner),
+                transcripts: self.parts.transcripts,
                 tools: self.parts.tools,
                 tool_stack: Arc::new(tool_stack),
                 setups: self.parts.setups,

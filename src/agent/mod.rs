@@ -113,6 +113,7 @@ struct Inner {
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
     hooks: Option<Arc<crate::layers::hooks::HookSetInner>>,
+    transcripts: Option<PathBuf>,
 }
 
 impl Agent {

@@ -71,6 +71,10 @@ async fn run_inner(
         builder = builder.events(tx);
     }
     let ctx = builder.build();
+    let ctx = match &inner.transcripts {
+        Some(dir) => ctx.with_transcript(dir),
+        None => ctx,
+    };
     ctx.emit_with(|| AgentEvent::AgentStart {
         thread_id: ctx.session_id().to_owned(),
         run_id: ctx.run_id().to_owned(),
@@ -82,9 +86,14 @@ async fn run_inner(
     let mut prompt = prompt;
     if let Some(hooks) = hooks {
         // Subagents run by this run's tools find the SubagentStop hooks here.
-        ctx.state().extensions.insert(ParentHooks(Arc::clone(
-            inner.hooks.as_ref().expect("hooks"),
-        )));
+        let set = Arc::clone(inner.hooks.as_ref().expect("hooks"));
+        if !set.notification.is_empty() {
+            let observers = Arc::clone(&set);
+            ctx.set_notify(Arc::new(move |message, ctx| {
+                observers.notification.iter().for_each(|f| f(message, ctx));
+            }));
+        }
+        ctx.state().extensions.insert(ParentHooks(set));
         start_context = hooks.session_start(&ctx).await;
         match hooks.user_prompt(prompt, &ctx).await {
             Ok((rewritten, contexts)) => {
@@ -100,12 +109,15 @@ async fn run_inner(
                     usage: Usage::default(),
                     steps: 0,
                     persist: false,
+                    transcribed: usize::MAX,
                 };
                 return run.finish(Outcome::Blocked { reason }).await;
             }
         }
     }
 
+    // What the thread held already is in the transcript from its earlier runs.
+    let transcribed = history.len();
     if let (true, Some(system)) = (history.is_empty(), &inner.system_prompt) {
         history.push(Message::system(system.clone()));
     }
@@ -121,6 +133,7 @@ async fn run_inner(
         usage: Usage::default(),
         steps: 0,
         persist,
+        transcribed,
     };
     let mut stop_continues = 0u32;
 
@@ -237,8 +250,7 @@ async fn run_inner(
                     "stop hooks asked to continue {} times in a row; finishing",
                     stop_continues + 1
                 );
-                tracing::warn!("{message}");
-                ctx.emit(AgentEvent::Warning { message });
+                ctx.warn(message);
                 return run.finish(Outcome::Finished).await;
             }
             stop_continues += 1;
@@ -314,6 +326,8 @@ struct Run<'a> {
     usage: Usage,
     steps: u32,
     persist: bool,
+    /// Messages of the history already in the transcript.
+    transcribed: usize,
 }
 
 impl Run<'_> {
@@ -327,6 +341,9 @@ impl Run<'_> {
             return;
         }
         let (replaced, replacement) = (range.len(), c.replacement.len());
+        if self.transcribed >= range.end {
+            self.transcribed = self.transcribed - range.len() + replacement;
+        }
         self.history.splice(range, c.replacement);
         self.ctx.emit_with(|| AgentEvent::Compacted {
             step,
@@ -335,7 +352,8 @@ impl Run<'_> {
         });
     }
 
-    async fn save(&self) -> Result<(), Error> {
+    async fn save(&mut self) -> Result<(), Error> {
+        self.transcribe().await;
         if !self.persist {
             return Ok(());
         }
@@ -351,7 +369,33 @@ impl Run<'_> {
         self.inner.store.save(&thread).await.map_err(Error::store)
     }
 
-    async fn finish(self, outcome: Outcome) -> Result<AgentResponse, Error> {
+    /// Appends the messages added since the last call to the session's JSONL transcript.
+    async fn transcribe(&mut self) {
+        let Some(path) = self.ctx.transcript_path() else {
+            return;
+        };
+        if self.transcribed >= self.history.len() {
+            return;
+        }
+        let mut lines = String::new();
+        for message in self.history.iter().skip(self.transcribed) {
+            let line = serde_json::json!({
+                "type": message.role,
+                "session_id": self.ctx.session_id(),
+                "run_id": self.ctx.run_id(),
+                "timestamp": crate::context::timestamp(),
+                "message": message,
+            });
+            lines.push_str(&line.to_string());
+            lines.push('\n');
+        }
+        self.transcribed = self.history.len();
+        if let Err(err) = append(path, lines.as_bytes()).await {
+            tracing::warn!(path = %path.display(), error = %err, "could not write the transcript");
+        }
+    }
+
+    async fn finish(mut self, outcome: Outcome) -> Result<AgentResponse, Error> {
         self.save().await?;
         let text = self
             .history
@@ -383,6 +427,20 @@ impl Run<'_> {
         });
         Ok(response)
     }
+}
+
+async fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    if let Some(dir) = path.parent() {
+        tokio::fs::create_dir_all(dir).await?;
+    }
+    let mut file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .await?;
+    file.write_all(bytes).await?;
+    file.flush().await
 }
 
 /// Runs `fut` unless the run is cancelled first.

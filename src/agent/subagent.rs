@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Agent, AgentEvent, AgentRequest, run::ParentHooks};
+use super::{Agent, AgentRequest, run::ParentHooks};
 use crate::{
     error::BoxError,
     layers::hooks::StopInput,
@@ -154,8 +154,7 @@ impl Tool for SubagentTool {
                         "SubagentStop hooks asked subagent `{name}` to continue {} times in a row; finishing",
                         continues + 1
                     );
-                    tracing::warn!("{message}");
-                    ctx.emit(AgentEvent::Warning { message });
+                    ctx.warn(message);
                     break Ok(ToolOutput::text(id.clone(), resp.text));
                 }
                 Some(feedback) => {

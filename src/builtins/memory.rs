@@ -68,7 +68,7 @@ use std::{
 use futures_util::future::BoxFuture;
 
 use crate::{
-    agent::{AgentEvent, Prepare, Setup, SetupContext},
+    agent::{Prepare, Setup, SetupContext},
     context::InstanceId,
     context::RunContext,
     error::BoxError,
@@ -219,11 +219,6 @@ struct MemoryRun {
     injection: Option<Arc<str>>,
 }
 
-fn warn(ctx: &RunContext, message: String) {
-    tracing::warn!("{message}");
-    ctx.emit(AgentEvent::Warning { message });
-}
-
 /// The trimmed text of the memory file at `path`, if there is any.
 async fn read(ctx: &RunContext, path: &Path) -> Option<String> {
     let bytes = match tokio::fs::read(path).await {
@@ -233,18 +228,18 @@ async fn read(ctx: &RunContext, path: &Path) -> Option<String> {
             return None;
         }
         Err(err) => {
-            warn(
-                ctx,
-                format!("memory: skipped {}: cannot read it: {err}", path.display()),
-            );
+            ctx.warn(format!(
+                "memory: skipped {}: cannot read it: {err}",
+                path.display()
+            ));
             return None;
         }
     };
     let Ok(text) = String::from_utf8(bytes) else {
-        warn(
-            ctx,
-            format!("memory: skipped {}: not valid UTF-8", path.display()),
-        );
+        ctx.warn(format!(
+            "memory: skipped {}: not valid UTF-8",
+            path.display()
+        ));
         return None;
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);

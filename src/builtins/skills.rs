@@ -95,7 +95,7 @@ use futures_util::future::BoxFuture;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::{
-    agent::{AgentEvent, Prepare, Setup, SetupContext},
+    agent::{Prepare, Setup, SetupContext},
     context::InstanceId,
     context::RunContext,
     error::BoxError,
@@ -329,11 +329,6 @@ fn absolute(cwd: &Path, path: &Path) -> PathBuf {
     std::path::absolute(&path).unwrap_or(path)
 }
 
-fn warn(ctx: &RunContext, message: String) {
-    tracing::warn!("{message}");
-    ctx.emit(AgentEvent::Warning { message });
-}
-
 /// The skills of one directory, sorted by their directory's name.
 async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
     let mut entries = match tokio::fs::read_dir(dir).await {
@@ -343,10 +338,10 @@ async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
             return Vec::new();
         }
         Err(err) => {
-            warn(
-                ctx,
-                format!("skills: cannot read the directory {}: {err}", dir.display()),
-            );
+            ctx.warn(format!(
+                "skills: cannot read the directory {}: {err}",
+                dir.display()
+            ));
             return Vec::new();
         }
     };
@@ -367,10 +362,10 @@ async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
             }
             Ok(None) => break,
             Err(err) => {
-                warn(
-                    ctx,
-                    format!("skills: cannot read the directory {}: {err}", dir.display()),
-                );
+                ctx.warn(format!(
+                    "skills: cannot read the directory {}: {err}",
+                    dir.display()
+                ));
                 break;
             }
         }
@@ -383,23 +378,23 @@ async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
             Err(err) => {
-                warn(
-                    ctx,
-                    format!("skills: skipped {}: cannot read it: {err}", path.display()),
-                );
+                ctx.warn(format!(
+                    "skills: skipped {}: cannot read it: {err}",
+                    path.display()
+                ));
                 continue;
             }
         };
         let Ok(text) = String::from_utf8(bytes) else {
-            warn(
-                ctx,
-                format!("skills: skipped {}: not valid UTF-8", path.display()),
-            );
+            ctx.warn(format!(
+                "skills: skipped {}: not valid UTF-8",
+                path.display()
+            ));
             continue;
         };
         match Skill::parse(&path, &text) {
             Ok(skill) => skills.push(skill),
-            Err(err) => warn(ctx, format!("skills: skipped {}: {err}", path.display())),
+            Err(err) => ctx.warn(format!("skills: skipped {}: {err}", path.display())),
         }
     }
     skills

@@ -58,9 +58,9 @@ use serde_json::Value;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::{
-    agent::AgentEvent,
     context::Compaction,
     error::BoxError,
+    layers::hooks::{HookFuture, HookResult},
     message::{Message, Messages, Role},
     model::{ModelRequest, ModelResponse},
 };
@@ -149,6 +149,12 @@ pub struct CompactInfo {
     pub kept: usize,
 }
 
+impl HookResult<CompactDecision> for CompactDecision {
+    fn into_hook_future(self) -> HookFuture<CompactDecision> {
+        HookFuture::ready(self)
+    }
+}
+
 /// The answer of an [`on_compact`](SummarizeLayer::on_compact) callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompactDecision {
@@ -158,7 +164,7 @@ pub enum CompactDecision {
     Veto,
 }
 
-type OnCompact = dyn Fn(&CompactInfo, &ModelRequest) -> CompactDecision + Send + Sync;
+type OnCompact = dyn Fn(CompactInfo, ModelRequest) -> HookFuture<CompactDecision> + Send + Sync;
 
 struct Config {
     window: usize,
@@ -275,12 +281,14 @@ impl<Z> SummarizeLayer<Z> {
         self
     }
 
-    /// A PreCompact callback: observe each compaction before it happens, or veto it.
-    pub fn on_compact<F>(mut self, f: F) -> Self
+    /// A PreCompact callback: observe each compaction before it happens, or veto it. It
+    /// may answer at once or return a future of its answer (`async move { … }`).
+    pub fn on_compact<F, R>(mut self, f: F) -> Self
     where
-        F: Fn(&CompactInfo, &ModelRequest) -> CompactDecision + Send + Sync + 'static,
+        F: Fn(CompactInfo, ModelRequest) -> R + Send + Sync + 'static,
+        R: HookResult<CompactDecision>,
     {
-        self.config_mut().on_compact = Some(Arc::new(f));
+        self.config_mut().on_compact = Some(Arc::new(move |i, r| f(i, r).into_hook_future()));
         self
     }
 }
@@ -424,18 +432,17 @@ where
             summarized: cut - start,
             kept: req.messages.len() - cut,
         };
-        if let Some(f) = &config.on_compact
-            && f(&info, &req) == CompactDecision::Veto
-        {
-            return future::ResponseFuture::passthrough(self.inner.call(req));
-        }
-
         // The readied inner service goes into the future; a clone stays behind.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let summarizer = self.summarizer.clone();
         let config = Arc::clone(&self.config);
         future::ResponseFuture::compacting(Box::pin(async move {
+            if let Some(f) = &config.on_compact
+                && f(info, req.clone()).await == CompactDecision::Veto
+            {
+                return inner.call(req).await.map_err(Into::into);
+            }
             let old = (start..cut).map(|i| req.messages[i].clone());
             let summary_req = ModelRequest {
                 messages: Messages::from(vec![
@@ -469,12 +476,9 @@ where
                     req
                 }
                 Err(why) => {
-                    tracing::warn!(error = %why, "summarization failed; the request goes on uncompacted");
-                    req.ctx.emit(AgentEvent::Warning {
-                        message: format!(
-                            "summarization failed, the request went on uncompacted: {why}"
-                        ),
-                    });
+                    req.ctx.warn(format!(
+                        "summarization failed, the request went on uncompacted: {why}"
+                    ));
                     req
                 }
             };

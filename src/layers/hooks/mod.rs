@@ -25,6 +25,7 @@
 //! | Stop | [`on_stop`](Hooks::on_stop) | `(input, ctx)` | finish, or continue with feedback |
 //! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | `(input, ctx)` | send a subagent back to work |
 //! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `(&response, &ctx)` | observe |
+//! | Notification | [`on_notification`](Hooks::on_notification) | `(message, &ctx)` | observe each warning of the run |
 //!
 //! Callbacks that decide return the event's decision type ([`PreToolUse`], [`PostToolUse`],
 //! …) either at once or as a future (`async move { … }`): both work, and a synchronous answer
@@ -165,6 +166,7 @@ pub(crate) type StopFn = dyn Fn(StopInput, RunContext) -> HookFuture<Stop> + Sen
 pub(crate) type SessionStartFn = dyn Fn(RunContext) -> HookFuture<SessionStart> + Send + Sync;
 pub(crate) type SessionEndFn = dyn Fn(&AgentResponse, &RunContext) + Send + Sync;
 pub(crate) type StepFn = dyn Fn(u32, &RunContext) + Send + Sync;
+pub(crate) type NotificationFn = dyn Fn(&str, &RunContext) + Send + Sync;
 pub(crate) type ContinueFn = dyn Fn(u32, &RunContext) -> bool + Send + Sync;
 
 #[derive(Clone)]
@@ -182,6 +184,7 @@ enum Callback {
     BeforeStep(Arc<StepFn>),
     AfterStep(Arc<StepFn>),
     ShouldContinue(Arc<ContinueFn>),
+    Notification(Arc<NotificationFn>),
 }
 
 impl Callback {
@@ -200,6 +203,7 @@ impl Callback {
             Callback::BeforeStep(_) => "before_step",
             Callback::AfterStep(_) => "after_step",
             Callback::ShouldContinue(_) => "should_continue",
+            Callback::Notification(_) => "on_notification",
         }
     }
 }
@@ -454,6 +458,15 @@ impl Hooks {
         self.push(ToolMatcher::all(), Callback::ShouldContinue(Arc::new(f)))
     }
 
+    /// Notification: each warning of a run ([`RunContext::warn`]: a skipped skill, a failed
+    /// summarization, a stop cap reached …), observe only.
+    pub fn on_notification<F>(self, f: F) -> Self
+    where
+        F: Fn(&str, &RunContext) + Send + Sync + 'static,
+    {
+        self.push(ToolMatcher::all(), Callback::Notification(Arc::new(f)))
+    }
+
     /// Resolves the order and compiles the hooks.
     ///
     /// # Errors
@@ -489,6 +502,7 @@ impl Hooks {
                 Callback::BeforeStep(f) => set.before_step.push(f),
                 Callback::AfterStep(f) => set.after_step.push(f),
                 Callback::ShouldContinue(f) => set.should_continue.push(f),
+                Callback::Notification(f) => set.notification.push(f),
             }
         }
         Ok(HookSet {
@@ -557,6 +571,7 @@ pub(crate) struct HookSetInner {
     pub(crate) before_step: Vec<Arc<StepFn>>,
     pub(crate) after_step: Vec<Arc<StepFn>>,
     pub(crate) should_continue: Vec<Arc<ContinueFn>>,
+    pub(crate) notification: Vec<Arc<NotificationFn>>,
     pub(crate) approval: Option<Approval>,
     pub(crate) stop_cap: u32,
     order: Vec<String>,
