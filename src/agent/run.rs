@@ -234,6 +234,9 @@ async fn run_inner(
         if message.tool_calls.is_empty() {
             let last = message.text().into_owned();
             run.history.push(message);
+            if let Some(hooks) = hooks {
+                hooks.after_step.iter().for_each(|f| f(step, &ctx));
+            }
             let Some(hooks) = hooks.filter(|h| !h.stop.is_empty()) else {
                 return run.finish(Outcome::Finished).await;
             };

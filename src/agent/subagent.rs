@@ -123,6 +123,10 @@ impl Tool for SubagentTool {
                 .cancellation(ctx.cancellation().child_token())
                 .cwd(ctx.cwd())
         };
+        let mut cleanup = DeleteOnDrop {
+            agent: self.agent.clone(),
+            thread: Some(thread.clone()),
+        };
         let mut next = request(args.prompt);
         let mut continues = 0u32;
         let result = loop {
@@ -163,9 +167,35 @@ impl Tool for SubagentTool {
                 }
             }
         };
+        cleanup.thread = None;
         if let Err(err) = self.agent.store().delete(&thread).await {
             tracing::warn!(%thread, error = %err, "could not delete a subagent's thread");
         }
         result
+    }
+}
+
+/// Deletes a subagent's thread if its call is dropped before it could (a timeout on the tool
+/// stack, a cancelled parent run), so no thread is left behind in a persistent store.
+struct DeleteOnDrop {
+    agent: Agent,
+    thread: Option<String>,
+}
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(%thread, "no runtime to delete a dropped subagent's thread");
+            return;
+        };
+        let agent = self.agent.clone();
+        runtime.spawn(async move {
+            if let Err(err) = agent.store().delete(&thread).await {
+                tracing::warn!(%thread, error = %err, "could not delete a subagent's thread");
+            }
+        });
     }
 }

@@ -223,8 +223,13 @@ impl Registration {
     pub(crate) fn label(&self, index: usize) -> String {
         match &self.name {
             Some(name) => format!("`{name}`"),
-            None => format!("#{index} ({})", self.callback.event()),
+            None => self.unnamed_label(index),
         }
+    }
+
+    /// `#index (event)`, whatever the name.
+    pub(crate) fn unnamed_label(&self, index: usize) -> String {
+        format!("#{index} ({})", self.callback.event())
     }
 }
 

@@ -34,13 +34,11 @@ pub(super) fn resolve(regs: &[Registration]) -> Result<Vec<usize>, HookOrderErro
         if let Some(name) = &r.name
             && let Some(&first) = by_name.get(name.as_str())
         {
+            // Both carry the name: tell them apart by position and event.
+            let (a, b) = (regs[first].unnamed_label(first), r.unnamed_label(i));
             return Err(HookOrderError {
-                message: format!(
-                    "two hooks are named `{name}`: {} and {}",
-                    regs[first].label(first),
-                    r.label(i)
-                ),
-                hooks: vec![regs[first].label(first), r.label(i)],
+                message: format!("two hooks are named `{name}`: {a} and {b}"),
+                hooks: vec![a, b],
             });
         }
         if let Some(name) = &r.name {

@@ -178,18 +178,17 @@ where
 
     let wants_after = set.post_tool.iter().any(|(m, _)| m.matches(&call))
         || set.failure.iter().any(|(m, _)| m.matches(&call));
-    let request_call = if wants_after {
-        (*call).clone()
-    } else {
-        Arc::try_unwrap(call.clone()).unwrap_or_else(|c| (*c).clone())
-    };
+    if !wants_after {
+        let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
+        return inner
+            .oneshot(ToolRequest::new(call, ctx))
+            .await
+            .map_err(Into::into);
+    }
     let result = inner
-        .oneshot(ToolRequest::new(request_call, ctx.clone()))
+        .oneshot(ToolRequest::new((*call).clone(), ctx.clone()))
         .await
         .map_err(Into::into);
-    if !wants_after {
-        return result;
-    }
 
     let mut contexts: Vec<String> = Vec::new();
     match result {
