@@ -362,7 +362,7 @@ fn hash_value<H: Hasher>(value: &Value, h: &mut H) {
 ///
 /// | type | example |
 /// |---|---|
-/// | object | every `required` property, by its own schema (optional ones are left out) |
+/// | object | every `required` property, by its own schema (optional ones are left out); every property if none is required |
 /// | array | `minItems` items (at least 1, at most 10) by `items` / `prefixItems` |
 /// | string | by `format` (`date-time`, `date`, `time`, `email`, `uri`, `uuid`, `ipv4`, …), else `"example"`, padded to `minLength` and cut to `maxLength` |
 /// | integer, number | `minimum` (or just over `exclusiveMinimum`), else 0 or `maximum` if that is below 0; a multiple of `multipleOf` |
@@ -470,7 +470,18 @@ fn example(schema: &Value, root: &Value, depth: usize) -> Value {
             let props = obj.get("properties").and_then(Value::as_object);
             let required = obj.get("required").and_then(Value::as_array);
             let mut out = serde_json::Map::new();
-            for name in required.into_iter().flatten().filter_map(Value::as_str) {
+            let required: Vec<&str> = required
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            if required.is_empty() {
+                // Nothing required: show the shape rather than `{}`.
+                for (name, s) in props.into_iter().flatten() {
+                    out.insert(name.clone(), example(s, root, depth + 1));
+                }
+            }
+            for name in required {
                 let value = props
                     .and_then(|p| p.get(name))
                     .map_or(Value::Null, |s| example(s, root, depth + 1));
