@@ -426,32 +426,33 @@ impl JsonlLedger {
         &self.inner.path
     }
 
-    fn send(&self, cmd: Command) -> Result<(), Command> {
+    /// Sends `cmd` to the writer, starting one if there is none (or its runtime is gone).
+    /// False if there is no runtime to start one on.
+    fn send(&self, cmd: Command) -> bool {
         let mut tx = self.inner.tx.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(sender) = tx.as_ref() {
-            match sender.send(cmd) {
-                Ok(()) => return Ok(()),
-                // The writer's runtime went away: start another one below.
-                Err(mpsc::error::SendError(cmd)) => return self.respawn(&mut tx, cmd),
-            }
-        }
-        self.respawn(&mut tx, cmd)
+        let cmd = match tx.as_ref() {
+            Some(sender) => match sender.send(cmd) {
+                Ok(()) => return true,
+                // The writer's runtime went away: start another one.
+                Err(mpsc::error::SendError(cmd)) => cmd,
+            },
+            None => cmd,
+        };
+        self.spawn_writer(&mut tx)
+            .is_some_and(|sender| sender.send(cmd).is_ok())
     }
 
-    fn respawn(
+    fn spawn_writer<'a>(
         &self,
-        tx: &mut Option<mpsc::UnboundedSender<Command>>,
-        cmd: Command,
-    ) -> Result<(), Command> {
+        tx: &'a mut Option<mpsc::UnboundedSender<Command>>,
+    ) -> Option<&'a mpsc::UnboundedSender<Command>> {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             *tx = None;
-            return Err(cmd);
+            return None;
         };
         let (sender, rx) = mpsc::unbounded_channel();
         handle.spawn(jsonl_writer(self.inner.path.clone(), rx));
-        let sent = sender.send(cmd).map_err(|e| e.0);
-        *tx = Some(sender);
-        sent
+        Some(tx.insert(sender))
     }
 }
 
@@ -465,7 +466,7 @@ impl fmt::Debug for JsonlLedger {
 
 impl LedgerSink for JsonlLedger {
     fn record(&self, entry: LedgerEntry) {
-        if self.send(Command::Record(entry)).is_err() {
+        if !self.send(Command::Record(entry)) {
             tracing::warn!(
                 path = %self.inner.path.display(),
                 "tool ledger entry dropped: no tokio runtime to write it"
@@ -475,7 +476,7 @@ impl LedgerSink for JsonlLedger {
 
     fn flush(&self) -> BoxFuture<'static, ()> {
         let (tx, rx) = oneshot::channel();
-        let sent = self.send(Command::Flush(tx)).is_ok();
+        let sent = self.send(Command::Flush(tx));
         Box::pin(async move {
             if sent {
                 let _ = rx.await;

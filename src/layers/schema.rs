@@ -236,6 +236,9 @@ pub fn reports_validation_error(text: &str) -> bool {
 /// The compiled schemas of one set of tools, by name.
 type Table = HashMap<String, Arc<Compiled>>;
 
+/// A list of specs and its table.
+type LastTable = (Arc<Vec<ToolSpec>>, Arc<Table>);
+
 /// A schema compiled before (or found not to need a validator), by tool name and schema hash.
 struct CacheEntry {
     schema: Value,
@@ -246,7 +249,7 @@ struct CacheEntry {
 #[derive(Default)]
 struct Shared {
     cache: Mutex<HashMap<(String, u64), CacheEntry>>,
-    last: Mutex<Option<(Arc<Vec<ToolSpec>>, Arc<Table>)>>,
+    last: Mutex<Option<LastTable>>,
 }
 
 impl Shared {
@@ -556,10 +559,10 @@ fn example_string(obj: &serde_json::Map<String, Value>) -> String {
     while s.chars().count() < min.min(10_000) {
         s.push('x');
     }
-    if let Some(max) = max {
-        if s.chars().count() > max {
-            s = s.chars().take(max).collect();
-        }
+    if let Some(max) = max
+        && s.chars().count() > max
+    {
+        s = s.chars().take(max).collect();
     }
     s
 }
