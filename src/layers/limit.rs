@@ -99,7 +99,7 @@ pub enum OnLimit {
 struct Config {
     model_calls: Option<u32>,
     tool_calls: Option<u32>,
-    per_tool: HashMap<String, u32>,
+    per_tool: Vec<(String, u32)>,
     on_limit: OnLimit,
 }
 
@@ -118,12 +118,21 @@ pub struct CallCounts {
     pub model_calls: u32,
     /// Tool calls that ran (counted only when a tool limit is set).
     pub tool_calls: u32,
-    /// Tool calls that ran, by tool.
+    /// Calls that ran of each tool with a per-tool limit.
     pub per_tool: HashMap<String, u32>,
 }
 
+/// What the run state holds for one layer: [`CallCounts`] without the map.
+#[derive(Debug, Default)]
+struct Counts {
+    model_calls: u32,
+    tool_calls: u32,
+    /// Calls of the tools with a per-tool limit, by name (few: a linear scan beats hashing).
+    per_tool: Vec<(String, u32)>,
+}
+
 impl CallCounts {
-    /// Calls of `tool` that ran.
+    /// Calls of `tool` that ran, if it has a per-tool limit (else 0).
     pub fn tool(&self, tool: &str) -> u32 {
         self.per_tool.get(tool).copied().unwrap_or(0)
     }
@@ -166,9 +175,12 @@ impl CallLimitsLayer {
 
     /// At most `n` calls of `tool` per run.
     pub fn max_calls_of(mut self, tool: impl Into<String>, n: u32) -> Self {
-        Arc::make_mut(&mut self.config)
-            .per_tool
-            .insert(tool.into(), n);
+        let tool = tool.into();
+        let per_tool = &mut Arc::make_mut(&mut self.config).per_tool;
+        match per_tool.iter_mut().find(|(name, _)| *name == tool) {
+            Some((_, max)) => *max = n,
+            None => per_tool.push((tool, n)),
+        }
         self
     }
 
@@ -185,11 +197,15 @@ impl CallLimitsLayer {
 
     /// What this layer (and its clones) counted in the run of `ctx` so far.
     pub fn counts(&self, ctx: &RunContext) -> CallCounts {
-        ctx.state()
-            .extensions
-            .get_for::<CallCounts>(self.id)
-            .cloned()
-            .unwrap_or_default()
+        let state = ctx.state();
+        let Some(counts) = state.extensions.get_for::<Counts>(self.id) else {
+            return CallCounts::default();
+        };
+        CallCounts {
+            model_calls: counts.model_calls,
+            tool_calls: counts.tool_calls,
+            per_tool: counts.per_tool.iter().cloned().collect(),
+        }
     }
 }
 
@@ -236,11 +252,13 @@ impl<S> CallLimits<S> {
     }
 }
 
-fn counts(ext: &mut Extensions, id: InstanceId) -> &mut CallCounts {
-    if ext.get_for::<CallCounts>(id).is_none() {
-        ext.insert_for(id, CallCounts::default());
+/// Runs `f` on the counts of layer `id`, created empty on the first call of the run.
+fn with_counts<R>(ext: &mut Extensions, id: InstanceId, f: impl FnOnce(&mut Counts) -> R) -> R {
+    if let Some(counts) = ext.get_for_mut::<Counts>(id) {
+        return f(counts);
     }
-    ext.get_for_mut(id).expect("inserted above")
+    ext.insert_for(id, Counts::default());
+    f(ext.get_for_mut(id).expect("inserted above"))
 }
 
 /// Counts a model call, or says why it is over the limit.
@@ -248,15 +266,15 @@ fn admit_model(config: &Config, id: InstanceId, ctx: &RunContext) -> Result<(), 
     let Some(max) = config.model_calls else {
         return Ok(());
     };
-    let mut state = ctx.state();
-    let counts = counts(&mut state.extensions, id);
-    if counts.model_calls >= max {
-        return Err(format!(
-            "model call limit reached: at most {max} model calls per run"
-        ));
-    }
-    counts.model_calls += 1;
-    Ok(())
+    with_counts(&mut ctx.state().extensions, id, |counts| {
+        if counts.model_calls >= max {
+            return Err(format!(
+                "model call limit reached: at most {max} model calls per run"
+            ));
+        }
+        counts.model_calls += 1;
+        Ok(())
+    })
 }
 
 /// Counts a tool call, or says why it is over a limit.
@@ -265,27 +283,35 @@ fn admit_tool(config: &Config, id: InstanceId, req: &ToolRequest) -> Result<(), 
         return Ok(());
     }
     let name = req.call.name.as_str();
-    let mut state = req.ctx.state();
-    let counts = counts(&mut state.extensions, id);
-    if let Some(max) = config.tool_calls.filter(|max| counts.tool_calls >= *max) {
-        return Err(format!(
-            "tool call limit reached: at most {max} tool calls per run; do not call any more tools, answer with what you have"
-        ));
-    }
-    let of_tool = counts.per_tool.get(name).copied().unwrap_or(0);
-    if let Some(max) = config.per_tool.get(name).filter(|max| of_tool >= **max) {
-        return Err(format!(
-            "tool call limit reached: `{name}` may be called at most {max} times per run; do not call it again"
-        ));
-    }
-    counts.tool_calls += 1;
-    match counts.per_tool.get_mut(name) {
-        Some(n) => *n += 1,
-        None => {
-            counts.per_tool.insert(name.to_owned(), 1);
+    let limit = config
+        .per_tool
+        .iter()
+        .find(|(tool, _)| tool == name)
+        .map(|(_, max)| *max);
+    with_counts(&mut req.ctx.state().extensions, id, |counts| {
+        if let Some(max) = config.tool_calls.filter(|max| counts.tool_calls >= *max) {
+            return Err(format!(
+                "tool call limit reached: at most {max} tool calls per run; do not call any more tools, answer with what you have"
+            ));
         }
-    }
-    Ok(())
+        if let Some(max) = limit {
+            let of_tool = match counts.per_tool.iter_mut().find(|(tool, _)| tool == name) {
+                Some((_, n)) => n,
+                None => {
+                    counts.per_tool.push((name.to_owned(), 0));
+                    &mut counts.per_tool.last_mut().expect("pushed above").1
+                }
+            };
+            if *of_tool >= max {
+                return Err(format!(
+                    "tool call limit reached: `{name}` may be called at most {max} times per run; do not call it again"
+                ));
+            }
+            *of_tool += 1;
+        }
+        counts.tool_calls += 1;
+        Ok(())
+    })
 }
 
 impl<S> Service<ModelRequest> for CallLimits<S>
@@ -440,7 +466,8 @@ mod tests {
         let counts = layer.counts(&ctx);
         assert_eq!(
             (counts.tool_calls, counts.tool("a"), counts.tool("b")),
-            (3, 1, 2)
+            (3, 1, 0),
+            "per tool: only the tools with a per-tool limit"
         );
     }
 
