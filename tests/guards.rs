@@ -784,3 +784,46 @@ fn layers_and_services_are_send_sync_clone() {
     fn spec_is_used(_: ToolSpec) {}
     let _ = spec_is_used;
 }
+
+// ===== readiness, with tower-test mocks =====
+
+#[tokio::test]
+async fn readiness_passes_through_and_denied_calls_never_reach_the_inner_service() {
+    use tokio_test::{assert_pending, assert_ready_ok};
+
+    let guard = SchemaGuardLayer::new([ToolSpec::new("search", "", search_schema())]);
+    let (mut svc, mut handle) = tower_test::mock::spawn_layer::<ToolRequest, ToolOutput, _>(guard);
+    handle.allow(0);
+    assert_pending!(svc.poll_ready());
+    handle.allow(2);
+    assert_ready_ok!(svc.poll_ready());
+    let denied = svc.call(req("search", json!({"query": 1}))).await.unwrap();
+    assert!(denied.is_error);
+    assert_ready_ok!(svc.poll_ready());
+    let fut = svc.call(req("search", json!({"query": "q", "limit": 1})));
+    let (request, send) = handle.next_request().await.unwrap();
+    assert_eq!(request.call.arguments, json!({"query": "q", "limit": 1}));
+    send.send_response(ToolOutput::text("c1", "found"));
+    assert_eq!(fut.await.unwrap().content, "found");
+
+    let limits = CallLimitsLayer::new().max_tool_calls(1);
+    let (mut svc, mut handle) = tower_test::mock::spawn_layer::<ToolRequest, ToolOutput, _>(limits);
+    handle.allow(0);
+    assert_pending!(svc.poll_ready());
+    handle.allow(2);
+    let ctx = RunContext::new();
+    let call = || ToolRequest::new(ToolCall::new("c", "a", json!({})), ctx.clone());
+    assert_ready_ok!(svc.poll_ready());
+    let fut = svc.call(call());
+    let (_, send) = handle.next_request().await.unwrap();
+    send.send_response(ToolOutput::text("c", "ran"));
+    assert_eq!(fut.await.unwrap().content, "ran");
+    assert_ready_ok!(svc.poll_ready());
+    let denied = svc.call(call()).await.unwrap();
+    assert!(denied.content.starts_with("tool call limit reached"));
+    assert!(
+        tokio_test::task::spawn(handle.next_request())
+            .poll()
+            .is_pending()
+    );
+}
