@@ -236,6 +236,9 @@ pub fn reports_validation_error(text: &str) -> bool {
 /// The compiled schemas of one set of tools, by name.
 type Table = HashMap<String, Arc<Compiled>>;
 
+/// The most compiled schemas a layer keeps; past that the cache starts over.
+const MAX_CACHED: usize = 1024;
+
 /// A list of specs and its table.
 type LastTable = (Arc<Vec<ToolSpec>>, Arc<Table>);
 
@@ -263,6 +266,10 @@ impl Shared {
             return hit.compiled.clone();
         }
         let compiled = compile(spec).map(Arc::new);
+        if cache.len() >= MAX_CACHED {
+            // Schemas that change from run to run would grow the cache without end.
+            cache.clear();
+        }
         cache.insert(
             key,
             CacheEntry {
