@@ -9,10 +9,16 @@
 //! | [`hooks`] | agent, model, tool | callback hooks for every event: decisions, matchers, priorities |
 //! | [`matcher`] | tool | [`ToolMatcher`](matcher::ToolMatcher) syntax and [`when`](matcher::when): any layer, only for some tools |
 //! | [`reminders`] | tool | trigger functions whose reminders follow the step's tool results |
+//! | [`schema`] | tool | validates arguments against the tool's JSON Schema before the call (deny with errors + example); schema hint after validation errors |
+//! | [`limit`] | model, tool | at most N model calls and N tool calls (in all, per tool) per run: deny or end the run |
+//! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
 
 pub mod evict;
 pub mod hooks;
+pub mod ledger;
+pub mod limit;
 pub mod matcher;
 pub mod reminders;
+pub mod schema;
 pub mod summarize;
 pub mod trace;
