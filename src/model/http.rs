@@ -166,8 +166,8 @@ impl fmt::Debug for ResponseFuture {
 
 // ===== responses =====
 
-/// The transport's error as a [`ProviderError`]: a timeout, a body that could not be decoded,
-/// or a broken connection.
+/// The transport's error as a [`ProviderError`]: a timeout, a bad request, or a connection
+/// that failed or broke.
 pub(crate) fn transport_error(provider: &'static str, err: BoxError) -> ProviderError {
     let err = match err.downcast::<ProviderError>() {
         Ok(found) => return *found,
@@ -177,10 +177,10 @@ pub(crate) fn transport_error(provider: &'static str, err: BoxError) -> Provider
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&*err);
     while let Some(e) = cur {
         if let Some(r) = e.downcast_ref::<reqwest::Error>() {
+            // NOTE: reqwest reports a body cut while being read as a "decode" error; we
+            // decode JSON ourselves, so that is a broken connection here.
             if r.is_timeout() {
                 kind = Kind::Timeout;
-            } else if r.is_decode() {
-                kind = Kind::Malformed;
             } else if r.is_builder() {
                 kind = Kind::Config;
             }
