@@ -44,7 +44,7 @@
 //! With [`ModelSettings::stream`](crate::model::ModelSettings::stream) on, the answer is read
 //! as server-sent events (`message_start`, `content_block_start`/`_delta`/`_stop`,
 //! `message_delta`, `message_stop`): text deltas and tool-input JSON deltas are sent to the
-//! run's events as [`AgentEvent::ModelDelta`](crate::agent::AgentEvent::ModelDelta) as they
+//! run's events as [`AgentEvent::ModelDelta`] as they
 //! arrive, and the service returns one whole [`ModelResponse`]. An `error` event fails the
 //! call with its type (`overloaded_error` is a server error, so it is retried by
 //! [`RetryPolicy`](crate::model::RetryPolicy)); a stream that ends before `message_stop` is
@@ -52,7 +52,7 @@
 //!
 //! # Errors
 //!
-//! Every failure is a [`ProviderError`](crate::model::ProviderError) in the [`BoxError`].
+//! Every failure is a [`ProviderError`] in the [`BoxError`].
 
 use std::{
     borrow::Cow,

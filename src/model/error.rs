@@ -24,6 +24,9 @@
 //! # assert_eq!(describe(&err), "something else failed");
 //! ```
 
+// NOTE: the constructors are used by the providers; without any, only the tests use them.
+#![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+
 use std::{error::Error as StdError, fmt, time::Duration};
 
 use crate::error::BoxError;

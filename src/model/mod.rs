@@ -8,10 +8,10 @@
 //! [`ScriptedModel`] is a deterministic model for tests, docs and offline demos. The real
 //! providers speak HTTP with reqwest:
 //!
-//! - [`OpenAiChat`](openai::OpenAiChat) (feature `openai`, on by default): the OpenAI Chat
+//! - [`OpenAiChat`] (feature `openai`, on by default): the OpenAI Chat
 //!   Completions API, for OpenAI and every compatible server (vLLM, Ollama, llama.cpp,
 //!   LiteLLM);
-//! - [`Anthropic`](anthropic::Anthropic) (feature `anthropic`): the Anthropic Messages API.
+//! - [`Anthropic`] (feature `anthropic`): the Anthropic Messages API.
 //!
 //! Both stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
 //! retry transient failures under tower's `retry` with [`RetryPolicy`].

@@ -55,14 +55,14 @@
 //! With [`ModelSettings::stream`](crate::model::ModelSettings::stream) on, the answer is read
 //! as server-sent events: each text piece and each piece of a tool call (its id and name
 //! first, then its argument text) is sent to the run's events as an
-//! [`AgentEvent::ModelDelta`](crate::agent::AgentEvent::ModelDelta) as it arrives (built only
+//! [`AgentEvent::ModelDelta`] as it arrives (built only
 //! if someone listens), and the service still returns one whole [`ModelResponse`]. A stream
 //! that ends before `data: [DONE]` is an error
 //! ([`is_incomplete`](crate::model::ProviderError::is_incomplete)), never a short answer.
 //!
 //! # Errors
 //!
-//! Every failure is a [`ProviderError`](crate::model::ProviderError) in the [`BoxError`]:
+//! Every failure is a [`ProviderError`] in the [`BoxError`]:
 //! rate limits, server errors, a bad key, a context too long, a malformed answer. Stack
 //! [`RetryPolicy`](crate::model::RetryPolicy) with tower's `retry` to retry what is
 //! transient.

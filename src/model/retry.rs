@@ -17,7 +17,7 @@
 //!   [`max_retry_after`](RetryPolicy::max_retry_after) (default 60 s), or when the run was
 //!   cancelled;
 //! - each retry is sent to the run's events as an
-//!   [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning).
+//!   [`AgentEvent::Warning`].
 //!
 //! Replaying a request is cheap: a [`ModelRequest`] shares its history.
 //!
