@@ -532,10 +532,10 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
 
 // ===== response =====
 
+// NOTE: `Option`s where a compatible server may send `null` rather than leave a field out.
 #[derive(Deserialize)]
 struct ChatResponse {
-    #[serde(default)]
-    choices: Vec<Choice>,
+    choices: Option<Vec<Choice>>,
     usage: Option<ChatUsage>,
     error: Option<Value>,
 }
@@ -555,16 +555,14 @@ struct ResponseMessage {
 
 #[derive(Deserialize)]
 struct ResponseToolCall {
-    #[serde(default)]
-    id: String,
+    id: Option<String>,
     function: ResponseFunction,
 }
 
 #[derive(Deserialize)]
 struct ResponseFunction {
     name: String,
-    #[serde(default)]
-    arguments: String,
+    arguments: Option<String>,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -578,7 +576,7 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
     if let Some(error) = &resp.error {
         return Err(http::error_object(PROVIDER, error).with_status(status));
     }
-    let Some(choice) = resp.choices.into_iter().next() else {
+    let Some(choice) = resp.choices.unwrap_or_default().into_iter().next() else {
         return Err(
             http::malformed(PROVIDER, "the response has no choices", body).with_status(status),
         );
@@ -593,11 +591,8 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
         .unwrap_or_default()
         .into_iter()
         .map(|c| {
-            ToolCall::new(
-                c.id,
-                c.function.name,
-                http::parse_arguments(c.function.arguments),
-            )
+            let arguments = http::parse_arguments(c.function.arguments.unwrap_or_default());
+            ToolCall::new(c.id.unwrap_or_default(), c.function.name, arguments)
         })
         .collect();
     Ok(response(
@@ -633,18 +628,15 @@ fn response(
 
 #[derive(Deserialize)]
 struct Chunk {
-    #[serde(default)]
-    choices: Vec<ChunkChoice>,
+    choices: Option<Vec<ChunkChoice>>,
     usage: Option<ChatUsage>,
     error: Option<Value>,
 }
 
 #[derive(Deserialize)]
 struct ChunkChoice {
-    #[serde(default)]
-    index: u32,
-    #[serde(default)]
-    delta: Delta,
+    index: Option<u32>,
+    delta: Option<Delta>,
     finish_reason: Option<String>,
 }
 
@@ -697,11 +689,12 @@ impl Assembly {
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage);
         }
-        for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
+        let choices = chunk.choices.unwrap_or_default();
+        for choice in choices.into_iter().filter(|c| c.index.unwrap_or(0) == 0) {
             if let Some(reason) = choice.finish_reason {
                 self.finish_reason = Some(reason);
             }
-            let delta = choice.delta;
+            let delta = choice.delta.unwrap_or_default();
             for text in [delta.content, delta.refusal].into_iter().flatten() {
                 if !text.is_empty() {
                     self.text.push_str(&text);
@@ -845,10 +838,12 @@ mod tests {
     }
 
     #[test]
-    fn stream_assembles_calls_without_index() {
+    fn stream_assembles_calls_without_index_and_tolerates_nulls() {
         let ctx = RunContext::new();
         let mut a = Assembly::default();
         for data in [
+            r#"{"choices":null,"usage":null}"#,
+            r#"{"choices":[{"index":0,"delta":null,"finish_reason":null}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"x","arguments":"{}"}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"y","arguments":"{\"k\":"}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"1}"}}]},"finish_reason":"stop"}]}"#,
