@@ -486,8 +486,7 @@ fn image_source(url: &str) -> ImageSource<'_> {
 
 #[derive(Deserialize)]
 struct MessagesResponse {
-    #[serde(default)]
-    content: Vec<ResponseBlock>,
+    content: Option<Vec<ResponseBlock>>,
     stop_reason: Option<String>,
     usage: Option<ApiUsage>,
     #[serde(rename = "type")]
@@ -535,14 +534,18 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
         let error = resp.error.unwrap_or_default();
         return Err(http::error_object(PROVIDER, &error).with_status(status));
     }
-    if resp.kind.as_deref() != Some("message") {
-        return Err(
-            http::malformed(PROVIDER, "the response is not a message", body).with_status(status),
-        );
-    }
+    let content = match (resp.kind.as_deref(), resp.content) {
+        (Some("message") | None, Some(content)) => content,
+        _ => {
+            return Err(
+                http::malformed(PROVIDER, "the response is not a message", body)
+                    .with_status(status),
+            );
+        }
+    };
     let mut text = String::new();
     let mut calls = Vec::new();
-    for block in resp.content {
+    for block in content {
         match block {
             ResponseBlock::Text { text: t } => text.push_str(&t),
             ResponseBlock::ToolUse { id, name, input } => {
