@@ -8,6 +8,15 @@
 //! cities at once (the calls run concurrently), then calls a slow search tool that the tower
 //! `TimeoutLayer` on the tool path cuts off; the model sees the timeout as an error output and
 //! answers anyway. The event stream of the run is printed as it happens.
+//!
+//! With a provider configured in the environment, a real model drives the same tools
+//! instead (with tower's `retry` and our `RetryPolicy` under it):
+//!
+//! ```text
+//! OPENAI_API_KEY=sk-… cargo run --example quickstart
+//! OPENAI_BASE_URL=http://localhost:11434/v1 TOWER_AGENT_MODEL=qwen3:8b cargo run --example quickstart
+//! ANTHROPIC_API_KEY=sk-ant-… cargo run --features anthropic --example quickstart
+//! ```
 
 use std::time::Duration;
 
@@ -20,7 +29,7 @@ use tower_agent::{
     Agent, AgentRequest, BoxError,
     agent::AgentEvent,
     message::Role,
-    model::{ModelResponse, ScriptedModel},
+    model::{BoxModelService, ModelResponse, ScriptedModel},
     tool::{ToolRequest, typed_tool},
 };
 
@@ -85,6 +94,17 @@ async fn main() -> Result<(), BoxError> {
         },
     );
 
+    // A real provider if the environment names one, else the script.
+    let (model, banner) = match real_model() {
+        Some((model, name)) => (model, format!("model: {name}")),
+        None => (
+            BoxModelService::new(model),
+            "offline: scripted model, no network; set OPENAI_API_KEY, OPENAI_BASE_URL or \
+             ANTHROPIC_API_KEY to use a real model"
+                .to_owned(),
+        ),
+    };
+
     let agent = Agent::builder()
         .model(model)
         .system_prompt("You are a helpful travel assistant.")
@@ -100,8 +120,10 @@ async fn main() -> Result<(), BoxError> {
         )
         .build();
 
-    println!("tower-agent quickstart (offline: scripted model, no network)\n");
-    let mut events = agent.stream(AgentRequest::new("Should I pack an umbrella for my trip?"));
+    println!("tower-agent quickstart ({banner})\n");
+    let mut events = agent.stream(AgentRequest::new(
+        "I'm off to Lisbon and then Oslo. Should I pack an umbrella?",
+    ));
     let mut outcome_ok = false;
     while let Some(event) = events.next().await {
         print_event(&event);
@@ -113,6 +135,48 @@ async fn main() -> Result<(), BoxError> {
         return Err("the run did not finish".into());
     }
     Ok(())
+}
+
+/// The provider the environment configures, with retries, and its name: Anthropic when
+/// `ANTHROPIC_API_KEY` is set and OpenAI is not (or `TOWER_AGENT_MODEL` names a Claude model),
+/// else an OpenAI-compatible endpoint when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set.
+fn real_model() -> Option<(BoxModelService, String)> {
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
+    fn with_retry<S>(provider: S) -> BoxModelService
+    where
+        S: tower::Service<
+                tower_agent::model::ModelRequest,
+                Response = ModelResponse,
+                Error = BoxError,
+            > + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        BoxModelService::new(
+            ServiceBuilder::new()
+                .retry(tower_agent::model::RetryPolicy::new())
+                .service(provider),
+        )
+    }
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    let openai_set = cfg!(feature = "openai") && (set("OPENAI_API_KEY") || set("OPENAI_BASE_URL"));
+    let wants_claude = std::env::var("TOWER_AGENT_MODEL").is_ok_and(|m| m.starts_with("claude"));
+    #[cfg(feature = "anthropic")]
+    if (!openai_set || wants_claude)
+        && let Some(claude) = tower_agent::model::Anthropic::from_env()
+    {
+        let name = format!("{} at {}", claude.model(), claude.url());
+        return Some((with_retry(claude), name));
+    }
+    #[cfg(feature = "openai")]
+    if let Some(openai) = tower_agent::model::OpenAiChat::from_env() {
+        let name = format!("{} at {}", openai.model(), openai.url());
+        return Some((with_retry(openai), name));
+    }
+    let _ = (openai_set, wants_claude);
+    None
 }
 
 /// A closure layer's function: `" OSLO "` → `"Oslo"`.

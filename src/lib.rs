@@ -84,8 +84,18 @@
 //!
 //! # Feature flags
 //!
-//! The core (all three levels, the loop, the scripted model, the in-memory store) needs no
+//! The core (all three levels, the loop, the scripted model, the in-memory store, the
+//! [`RetryPolicy`](model::RetryPolicy) and [`ProviderError`](model::ProviderError)) needs no
 //! feature. `full` turns on every optional feature.
+//!
+//! | Feature | Default | What it adds |
+//! |---|---|---|
+//! | `openai` | yes | [`model::openai::OpenAiChat`]: the Chat Completions API over reqwest (OpenAI, vLLM, Ollama, llama.cpp, LiteLLM) |
+//! | `anthropic` | no | [`model::anthropic::Anthropic`]: the Messages API over reqwest |
+//! | `full` | no | every feature above |
+//!
+//! The providers use reqwest with rustls (the aws-lc-rs crypto provider, the platform's
+//! certificate verifier) and HTTP/2; pass your own `reqwest::Client` to change that.
 //!
 //! # Minimum supported Rust version
 //!

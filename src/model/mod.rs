@@ -5,7 +5,16 @@
 //! `.layer()` is the outermost and sees the request first — and hand the stack to
 //! [`AgentBuilder::model`](crate::agent::AgentBuilder::model).
 //!
-//! [`ScriptedModel`] is a deterministic model for tests, docs and offline demos.
+//! [`ScriptedModel`] is a deterministic model for tests, docs and offline demos. The real
+//! providers speak HTTP with reqwest:
+//!
+//! - [`OpenAiChat`] (feature `openai`, on by default): the OpenAI Chat
+//!   Completions API, for OpenAI and every compatible server (vLLM, Ollama, llama.cpp,
+//!   LiteLLM);
+//! - [`Anthropic`] (feature `anthropic`): the Anthropic Messages API.
+//!
+//! Both stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
+//! retry transient failures under tower's `retry` with [`RetryPolicy`].
 //!
 //! # Example
 //!
@@ -32,13 +41,31 @@
 //! # }
 //! ```
 
+#[cfg(feature = "anthropic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
+pub mod anthropic;
+pub mod error;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod http;
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
+pub mod openai;
+pub mod retry;
 mod scripted;
 
 use std::sync::Arc;
 
 use tower::util::BoxCloneSyncService;
 
-pub use self::scripted::{ScriptedModel, future::ScriptedFuture};
+#[cfg(feature = "anthropic")]
+pub use self::anthropic::Anthropic;
+#[cfg(feature = "openai")]
+pub use self::openai::OpenAiChat;
+pub use self::{
+    error::ProviderError,
+    retry::RetryPolicy,
+    scripted::{ScriptedModel, future::ScriptedFuture},
+};
 use crate::{
     context::RunContext,
     error::BoxError,

@@ -1,0 +1,904 @@
+//! [`Anthropic`]: the Anthropic Messages API over reqwest.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use tower::ServiceBuilder;
+//! use tower_agent::{Agent, model::{RetryPolicy, anthropic::Anthropic}};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent::Error> {
+//! let claude = Anthropic::builder()
+//!     .api_key(std::env::var("ANTHROPIC_API_KEY").unwrap_or_default())
+//!     .model("claude-sonnet-4-5")
+//!     .max_tokens(8192)
+//!     .build();
+//!
+//! let agent = Agent::builder()
+//!     .model(ServiceBuilder::new().retry(RetryPolicy::new()).service(claude))
+//!     .build();
+//! let resp = agent.run("Say hello").await?;
+//! println!("{}", resp.text);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Mapping
+//!
+//! | tower-agent | Messages API |
+//! |---|---|
+//! | system messages | the top-level `system` string (several are joined by blank lines) |
+//! | user / assistant messages | `messages[]`; `content` is a string for one text part, else blocks (`text`, `image` with a `url` or `base64` source from a `data:` URL) |
+//! | assistant tool calls | `tool_use` blocks `{id, name, input}` after the text (`input` is `{}` for arguments that were not a JSON object) |
+//! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message; consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
+//! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{name, description, input_schema}]` |
+//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `stream` |
+//! | answer | `text` blocks joined as text, `tool_use` blocks as tool calls; other blocks (thinking) are skipped |
+//! | `usage` | `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens` → `input_tokens`; `output_tokens` → `output_tokens` |
+//! | `stop_reason` | `end_turn`, `tool_use`, `max_tokens`, `stop_sequence` → the same [`StopReason`]; others → `Other` |
+//!
+//! Headers: `x-api-key`, `anthropic-version: 2023-06-01`, `content-type: application/json`.
+//!
+//! # Streaming
+//!
+//! With [`ModelSettings::stream`](crate::model::ModelSettings::stream) on, the answer is read
+//! as server-sent events (`message_start`, `content_block_start`/`_delta`/`_stop`,
+//! `message_delta`, `message_stop`): text deltas and tool-input JSON deltas are sent to the
+//! run's events as [`AgentEvent::ModelDelta`] as they
+//! arrive, and the service returns one whole [`ModelResponse`]. An `error` event fails the
+//! call with its type (`overloaded_error` is a server error, so it is retried by
+//! [`RetryPolicy`](crate::model::RetryPolicy)); a stream that ends before `message_stop` is
+//! an error ([`is_incomplete`](crate::model::ProviderError::is_incomplete)).
+//!
+//! # Errors
+//!
+//! Every failure is a [`ProviderError`] in the [`BoxError`].
+
+use std::{
+    borrow::Cow,
+    collections::BTreeMap,
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tower::Service;
+
+pub use super::http::ResponseFuture;
+use super::{
+    ModelRequest, ModelResponse,
+    error::{Kind, ProviderError},
+    http::{self, Endpoint, Transport},
+};
+use crate::{
+    agent::{AgentEvent, ModelDelta},
+    context::RunContext,
+    error::BoxError,
+    message::{Content, Message, Role, StopReason, ToolCall, Usage},
+};
+
+const PROVIDER: &str = "anthropic";
+
+/// The base URL used when none is set (requests go to `{base_url}/v1/messages`).
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The model used when neither the provider nor the request names one.
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+/// The `max_tokens` sent when the request sets none (the API requires one).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+/// The `anthropic-version` header sent.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// A model service speaking the Anthropic Messages API. See the
+/// [module docs](crate::model::anthropic).
+///
+/// # Clone
+///
+/// Cloning is two reference counts; clones share the HTTP client and its connections.
+#[derive(Clone)]
+pub struct Anthropic {
+    shared: Arc<Shared>,
+    transport: Transport,
+}
+
+struct Shared {
+    endpoint: Endpoint,
+    model: Arc<str>,
+    max_tokens: u32,
+    has_key: bool,
+}
+
+impl Anthropic {
+    /// A builder: base URL [`DEFAULT_BASE_URL`], model [`DEFAULT_MODEL`], `max_tokens`
+    /// [`DEFAULT_MAX_TOKENS`], no API key.
+    pub fn builder() -> AnthropicBuilder {
+        AnthropicBuilder {
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            api_key: None,
+            model: DEFAULT_MODEL.to_owned(),
+            max_tokens: DEFAULT_MAX_TOKENS,
+            version: API_VERSION.to_owned(),
+            headers: Vec::new(),
+            transport: None,
+        }
+    }
+
+    /// The provider configured from the environment, if `ANTHROPIC_API_KEY` is set: the key,
+    /// the base URL from `ANTHROPIC_BASE_URL` (else [`DEFAULT_BASE_URL`]) and the model from
+    /// `TOWER_AGENT_MODEL` (else [`DEFAULT_MODEL`]). Empty variables count as unset.
+    pub fn from_env() -> Option<Self> {
+        let mut builder = Self::builder().api_key(http::env("ANTHROPIC_API_KEY")?);
+        if let Some(url) = http::env("ANTHROPIC_BASE_URL") {
+            builder = builder.base_url(url);
+        }
+        if let Some(model) = http::env("TOWER_AGENT_MODEL") {
+            builder = builder.model(model);
+        }
+        Some(builder.build())
+    }
+
+    /// The model asked for when a request names none.
+    pub fn model(&self) -> &str {
+        &self.shared.model
+    }
+
+    /// The URL requests are posted to (`{base_url}/v1/messages`).
+    pub fn url(&self) -> &str {
+        self.shared.endpoint.url()
+    }
+}
+
+impl fmt::Debug for Anthropic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Anthropic")
+            .field("url", &self.shared.endpoint.url())
+            .field("model", &self.shared.model)
+            .field("max_tokens", &self.shared.max_tokens)
+            .field("api_key", &self.shared.has_key.then_some("<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Anthropic`]. From [`Anthropic::builder`].
+#[must_use]
+pub struct AnthropicBuilder {
+    base_url: String,
+    api_key: Option<String>,
+    model: String,
+    max_tokens: u32,
+    version: String,
+    headers: Vec<(String, String)>,
+    transport: Option<Transport>,
+}
+
+impl AnthropicBuilder {
+    /// The API's base URL (default [`DEFAULT_BASE_URL`]); requests go to
+    /// `{base_url}/v1/messages`.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// The API key, sent as `x-api-key`.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// The model asked for when a request's settings name none (default [`DEFAULT_MODEL`]).
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// The `max_tokens` sent when a request's settings set none (default
+    /// [`DEFAULT_MAX_TOKENS`]).
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = n;
+        self
+    }
+
+    /// The `anthropic-version` header (default [`API_VERSION`]).
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// One more header on every request, such as `anthropic-beta` (it replaces a header of
+    /// the same name).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// The `reqwest::Client` to send with; by default a new one with reqwest's defaults.
+    pub fn client(self, client: reqwest::Client) -> Self {
+        self.transport(client)
+    }
+
+    /// Any service of reqwest requests to send with — a `reqwest::Client` wrapped in tower
+    /// layers.
+    pub fn transport<S>(mut self, service: S) -> Self
+    where
+        S: Service<reqwest::Request, Response = reqwest::Response> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        self.transport = Some(http::transport(service));
+        self
+    }
+
+    /// The provider. An invalid base URL or header does not fail here: every call then fails
+    /// with [`ProviderError::is_config`].
+    pub fn build(self) -> Anthropic {
+        let (transport, config_error) = match self.transport {
+            Some(t) => (t, None),
+            None => http::default_transport(),
+        };
+        let mut headers = Vec::new();
+        if let Some(key) = &self.api_key {
+            headers.push(("x-api-key".to_owned(), key.clone()));
+        }
+        headers.push(("anthropic-version".to_owned(), self.version));
+        headers.extend(self.headers);
+        let url = format!("{}/v1/messages", self.base_url.trim_end_matches('/'));
+        Anthropic {
+            shared: Arc::new(Shared {
+                endpoint: Endpoint::new(PROVIDER, url, &headers, config_error),
+                model: self.model.into(),
+                max_tokens: self.max_tokens,
+                has_key: self.api_key.is_some(),
+            }),
+            transport,
+        }
+    }
+}
+
+impl fmt::Debug for AnthropicBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicBuilder")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("max_tokens", &self.max_tokens)
+            .field("version", &self.version)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("headers", &self.headers.len())
+            .field("transport", &self.transport.is_some())
+            .finish()
+    }
+}
+
+impl Service<ModelRequest> for Anthropic {
+    type Response = ModelResponse;
+    type Error = BoxError;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.transport
+            .poll_ready(cx)
+            .map_err(|e| http::transport_error(PROVIDER, e).into())
+    }
+
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
+        let body = request_body(&req, &self.shared.model, self.shared.max_tokens);
+        let http_req = match serde_json::to_vec(&body)
+            .map_err(|e| {
+                ProviderError::new(PROVIDER, Kind::InvalidRequest)
+                    .with_message(format!("the request could not be encoded: {e}"))
+            })
+            .and_then(|body| self.shared.endpoint.post(body))
+        {
+            Ok(r) => r,
+            Err(err) => return ResponseFuture::failed(err),
+        };
+        // NOTE: the transport was made ready by `poll_ready`; only its future moves on.
+        let sent = self.transport.call(http_req);
+        let stream = req.settings.stream;
+        let ctx = req.ctx;
+        ResponseFuture::new(async move {
+            let resp = http::check(PROVIDER, sent).await?;
+            let status = resp.status().as_u16();
+            if stream && !http::is_json(&resp) {
+                read_stream(resp, &ctx).await
+            } else {
+                let body = http::body(PROVIDER, resp).await?;
+                parse_response(status, &body)
+            }
+        })
+    }
+}
+
+// ===== request =====
+
+#[derive(Serialize)]
+struct MessagesRequest<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<ApiMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ApiTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct ApiMessage<'a> {
+    role: &'static str,
+    content: ApiContent<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ApiContent<'a> {
+    Text(&'a str),
+    Blocks(Vec<Block<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    Image {
+        source: ImageSource<'a>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Cow<'a, Value>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        content: Cow<'a, str>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ImageSource<'a> {
+    Url { url: &'a str },
+    Base64 { media_type: &'a str, data: &'a str },
+}
+
+#[derive(Serialize)]
+struct ApiTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+fn request_body<'a>(
+    req: &'a ModelRequest,
+    default_model: &'a str,
+    default_max: u32,
+) -> MessagesRequest<'a> {
+    let settings = &req.settings;
+    let system: Vec<Cow<'_, str>> = req
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(Message::text)
+        .filter(|t| !t.is_empty())
+        .collect();
+    MessagesRequest {
+        model: settings.model.as_deref().unwrap_or(default_model),
+        max_tokens: settings.max_tokens.unwrap_or(default_max),
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        messages: messages(req.messages.iter()),
+        tools: req
+            .tools
+            .iter()
+            .map(|spec| ApiTool {
+                name: &spec.name,
+                description: &spec.description,
+                input_schema: &spec.parameters,
+            })
+            .collect(),
+        temperature: settings.temperature,
+        stream: settings.stream,
+    }
+}
+
+/// The conversation without its system messages, one API message per run of messages of
+/// the same API role.
+fn messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<ApiMessage<'a>> {
+    let mut out: Vec<(&'static str, Vec<Block<'a>>)> = Vec::new();
+    for m in history {
+        let (role, blocks) = match m.role {
+            Role::System => continue,
+            Role::User => ("user", content_blocks(m)),
+            Role::Assistant => {
+                let mut blocks = content_blocks(m);
+                blocks.extend(m.tool_calls.iter().map(|call| Block::ToolUse {
+                    id: &call.id,
+                    name: &call.name,
+                    input: if call.arguments.is_object() {
+                        Cow::Borrowed(&call.arguments)
+                    } else {
+                        Cow::Owned(Value::Object(Default::default()))
+                    },
+                }));
+                ("assistant", blocks)
+            }
+            Role::Tool => (
+                "user",
+                vec![Block::ToolResult {
+                    tool_use_id: m.tool_call_id.as_deref().unwrap_or_default(),
+                    content: m.text(),
+                    is_error: m.is_error,
+                }],
+            ),
+        };
+        if blocks.is_empty() {
+            // The API rejects empty messages.
+            continue;
+        }
+        match out.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(blocks),
+            _ => out.push((role, blocks)),
+        }
+    }
+    out.into_iter()
+        .map(|(role, mut blocks)| {
+            let content = match blocks.as_slice() {
+                [Block::Text { text }] => ApiContent::Text(text),
+                _ => ApiContent::Blocks(std::mem::take(&mut blocks)),
+            };
+            ApiMessage { role, content }
+        })
+        .collect()
+}
+
+fn content_blocks(m: &Message) -> Vec<Block<'_>> {
+    m.content
+        .iter()
+        .filter_map(|c| match c {
+            Content::Text { text } if text.is_empty() => None,
+            Content::Text { text } => Some(Block::Text { text }),
+            Content::Image { url } => Some(Block::Image {
+                source: image_source(url),
+            }),
+        })
+        .collect()
+}
+
+/// A `data:<media type>;base64,<data>` URL as a base64 source, any other URL as a URL source.
+fn image_source(url: &str) -> ImageSource<'_> {
+    if let Some(rest) = url.strip_prefix("data:")
+        && let Some((meta, data)) = rest.split_once(',')
+        && let Some(media_type) = meta.strip_suffix(";base64")
+    {
+        return ImageSource::Base64 { media_type, data };
+    }
+    ImageSource::Url { url }
+}
+
+// ===== response =====
+
+#[derive(Deserialize)]
+struct MessagesResponse {
+    content: Option<Vec<ResponseBlock>>,
+    stop_reason: Option<String>,
+    usage: Option<ApiUsage>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResponseBlock {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct ApiUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl ApiUsage {
+    /// All the prompt's tokens, cached or not.
+    fn input(&self) -> Option<u64> {
+        self.input_tokens.map(|n| {
+            n + self.cache_creation_input_tokens.unwrap_or_default()
+                + self.cache_read_input_tokens.unwrap_or_default()
+        })
+    }
+}
+
+fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderError> {
+    let resp: MessagesResponse = http::parse_json(PROVIDER, status, body)?;
+    if resp.kind.as_deref() == Some("error") || resp.error.is_some() {
+        let error = resp.error.unwrap_or_default();
+        return Err(http::error_object(PROVIDER, &error).with_status(status));
+    }
+    let content = match (resp.kind.as_deref(), resp.content) {
+        (Some("message") | None, Some(content)) => content,
+        _ => {
+            return Err(
+                http::malformed(PROVIDER, "the response is not a message", body)
+                    .with_status(status),
+            );
+        }
+    };
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for block in content {
+        match block {
+            ResponseBlock::Text { text: t } => text.push_str(&t),
+            ResponseBlock::ToolUse { id, name, input } => {
+                calls.push(ToolCall::new(id, name, input))
+            }
+            ResponseBlock::Other => {}
+        }
+    }
+    let usage = resp.usage.unwrap_or_default();
+    Ok(response(
+        text,
+        calls,
+        resp.stop_reason.as_deref(),
+        http::usage(usage.input(), usage.output_tokens),
+    ))
+}
+
+fn response(
+    text: String,
+    calls: Vec<ToolCall>,
+    stop_reason: Option<&str>,
+    usage: Option<Usage>,
+) -> ModelResponse {
+    let stop_reason = match stop_reason {
+        Some("end_turn") => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some("stop_sequence") => StopReason::StopSequence,
+        Some(other) => StopReason::Other(other.to_owned()),
+        None if calls.is_empty() => StopReason::EndTurn,
+        None => StopReason::ToolUse,
+    };
+    ModelResponse {
+        message: Message::assistant(text).with_tool_calls(calls),
+        usage,
+        stop_reason,
+    }
+}
+
+// ===== streaming =====
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StreamEvent {
+    MessageStart {
+        message: StartMessage,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: StartBlock,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: BlockDelta,
+    },
+    MessageDelta {
+        #[serde(default)]
+        delta: MessageDeltaBody,
+        usage: Option<ApiUsage>,
+    },
+    MessageStop,
+    Error {
+        #[serde(default)]
+        error: Value,
+    },
+    /// `ping`, `content_block_stop` and any event added later.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct StartMessage {
+    usage: Option<ApiUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StartBlock {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockDelta {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default)]
+struct MessageDeltaBody {
+    stop_reason: Option<String>,
+}
+
+enum Part {
+    Text(String),
+    Tool {
+        call: usize,
+        id: String,
+        name: String,
+        input: Value,
+        json: String,
+    },
+    Other,
+}
+
+/// A streamed answer being put together.
+#[derive(Default)]
+struct Assembly {
+    parts: BTreeMap<usize, Part>,
+    calls: usize,
+    stop_reason: Option<String>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+impl Assembly {
+    /// Takes one event; `Ok(true)` at `message_stop`.
+    fn push(&mut self, data: &str, ctx: &RunContext) -> Result<bool, ProviderError> {
+        let event: StreamEvent = serde_json::from_str(data).map_err(|e| {
+            http::malformed(
+                PROVIDER,
+                format!("a streamed event is not valid: {e}"),
+                data.as_bytes(),
+            )
+        })?;
+        let step = ctx.step();
+        match event {
+            StreamEvent::MessageStart { message } => {
+                if let Some(usage) = message.usage {
+                    self.input_tokens = usage.input();
+                    self.output_tokens = usage.output_tokens;
+                }
+            }
+            StreamEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => {
+                let part = match content_block {
+                    StartBlock::Text { text } => {
+                        if !text.is_empty() {
+                            let text = text.clone();
+                            ctx.emit_with(|| AgentEvent::ModelDelta {
+                                step,
+                                delta: ModelDelta::Text { text },
+                            });
+                        }
+                        Part::Text(text)
+                    }
+                    StartBlock::ToolUse { id, name, input } => {
+                        let call = self.calls;
+                        self.calls += 1;
+                        ctx.emit_with(|| AgentEvent::ModelDelta {
+                            step,
+                            delta: ModelDelta::ToolCall {
+                                index: call,
+                                id: Some(id.clone()),
+                                name: Some(name.clone()),
+                                arguments: String::new(),
+                            },
+                        });
+                        Part::Tool {
+                            call,
+                            id,
+                            name,
+                            input,
+                            json: String::new(),
+                        }
+                    }
+                    StartBlock::Other => Part::Other,
+                };
+                self.parts.insert(index, part);
+            }
+            StreamEvent::ContentBlockDelta { index, delta } => {
+                match (self.parts.get_mut(&index), delta) {
+                    (Some(Part::Text(text)), BlockDelta::TextDelta { text: piece }) => {
+                        text.push_str(&piece);
+                        ctx.emit_with(|| AgentEvent::ModelDelta {
+                            step,
+                            delta: ModelDelta::Text { text: piece },
+                        });
+                    }
+                    (
+                        Some(Part::Tool { call, json, .. }),
+                        BlockDelta::InputJsonDelta { partial_json },
+                    ) => {
+                        json.push_str(&partial_json);
+                        let index = *call;
+                        ctx.emit_with(|| AgentEvent::ModelDelta {
+                            step,
+                            delta: ModelDelta::ToolCall {
+                                index,
+                                id: None,
+                                name: None,
+                                arguments: partial_json,
+                            },
+                        });
+                    }
+                    (None, _) => {
+                        return Err(http::malformed(
+                            PROVIDER,
+                            format!("a delta for content block {index}, which never started"),
+                            data.as_bytes(),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            StreamEvent::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.stop_reason {
+                    self.stop_reason = Some(reason);
+                }
+                if let Some(usage) = usage {
+                    if let Some(input) = usage.input() {
+                        self.input_tokens = Some(input);
+                    }
+                    if let Some(output) = usage.output_tokens {
+                        self.output_tokens = Some(output);
+                    }
+                }
+            }
+            StreamEvent::MessageStop => return Ok(true),
+            StreamEvent::Error { error } => return Err(http::error_object(PROVIDER, &error)),
+            StreamEvent::Other => {}
+        }
+        Ok(false)
+    }
+
+    fn finish(self) -> ModelResponse {
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        for part in self.parts.into_values() {
+            match part {
+                Part::Text(t) => text.push_str(&t),
+                Part::Tool {
+                    id,
+                    name,
+                    input,
+                    json,
+                    ..
+                } => {
+                    let arguments = if json.is_empty() {
+                        if input.is_null() {
+                            Value::Object(Default::default())
+                        } else {
+                            input
+                        }
+                    } else {
+                        http::parse_arguments(json)
+                    };
+                    calls.push(ToolCall::new(id, name, arguments));
+                }
+                Part::Other => {}
+            }
+        }
+        response(
+            text,
+            calls,
+            self.stop_reason.as_deref(),
+            http::usage(self.input_tokens, self.output_tokens),
+        )
+    }
+}
+
+async fn read_stream(
+    resp: reqwest::Response,
+    ctx: &RunContext,
+) -> Result<ModelResponse, ProviderError> {
+    let mut assembly = Assembly::default();
+    let done = http::read_events(PROVIDER, resp, |event| assembly.push(&event.data, ctx)).await?;
+    if !done {
+        return Err(http::incomplete(PROVIDER, "`message_stop`"));
+    }
+    Ok(assembly.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::message::{ToolOutput, ToolSpec};
+
+    #[test]
+    fn body_splits_system_and_groups_tool_results() {
+        let mut req = ModelRequest::new(vec![
+            Message::system("Be brief."),
+            Message::user("Weather?"),
+            Message::assistant("Checking.").with_tool_calls(vec![
+                ToolCall::new("toolu_1", "weather", json!({"city": "Oslo"})),
+                ToolCall::new("toolu_2", "weather", Value::String("{bad".into())),
+            ]),
+            Message::tool_result(&ToolOutput::text("toolu_1", "rain")),
+            Message::tool_result(&ToolOutput::error("toolu_2", "not JSON")),
+            Message::user("<system-hook>remember</system-hook>"),
+        ]);
+        req.tools = Arc::new(vec![ToolSpec::new(
+            "weather",
+            "Weather",
+            json!({"type": "object"}),
+        )]);
+        req.settings = crate::model::ModelSettings::default().temperature(0.0);
+        let body = serde_json::to_value(request_body(&req, "claude", 1024)).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude",
+                "max_tokens": 1024,
+                "system": "Be brief.",
+                "messages": [
+                    {"role": "user", "content": "Weather?"},
+                    {"role": "assistant", "content": [
+                        {"type": "text", "text": "Checking."},
+                        {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo"}},
+                        {"type": "tool_use", "id": "toolu_2", "name": "weather", "input": {}},
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "rain"},
+                        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "not JSON", "is_error": true},
+                        {"type": "text", "text": "<system-hook>remember</system-hook>"},
+                    ]},
+                ],
+                "tools": [{"name": "weather", "description": "Weather", "input_schema": {"type": "object"}}],
+                "temperature": 0.0,
+            })
+        );
+    }
+
+    #[test]
+    fn images_by_url_or_data() {
+        assert_eq!(
+            serde_json::to_value(image_source("data:image/png;base64,AAAA")).unwrap(),
+            json!({"type": "base64", "media_type": "image/png", "data": "AAAA"})
+        );
+        assert_eq!(
+            serde_json::to_value(image_source("https://example.com/a.png")).unwrap(),
+            json!({"type": "url", "url": "https://example.com/a.png"})
+        );
+    }
+}

@@ -1,0 +1,864 @@
+//! [`OpenAiChat`]: the OpenAI Chat Completions API over reqwest — for OpenAI and every
+//! compatible server (vLLM, Ollama, llama.cpp's server, LiteLLM, LM Studio …).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use tower::ServiceBuilder;
+//! use tower_agent::{Agent, model::{ModelSettings, RetryPolicy, openai::OpenAiChat}};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent::Error> {
+//! // OpenAI itself…
+//! let openai = OpenAiChat::builder()
+//!     .api_key(std::env::var("OPENAI_API_KEY").unwrap_or_default())
+//!     .model("gpt-4.1-mini")
+//!     .build();
+//! // …or a local server (no key needed).
+//! let _ollama = OpenAiChat::builder()
+//!     .base_url("http://localhost:11434/v1")
+//!     .model("qwen3:8b")
+//!     .max_tokens_param(tower_agent::model::openai::MaxTokensParam::MaxTokens)
+//!     .build();
+//!
+//! let agent = Agent::builder()
+//!     .model(
+//!         ServiceBuilder::new()
+//!             .retry(RetryPolicy::new())
+//!             .timeout(Duration::from_secs(120))
+//!             .service(openai),
+//!     )
+//!     .settings(ModelSettings::default().stream(true))
+//!     .build();
+//! let resp = agent.run("Say hello").await?;
+//! println!("{}", resp.text);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Mapping
+//!
+//! | tower-agent | Chat Completions |
+//! |---|---|
+//! | system / user / assistant messages | `messages[]` with `role` `system` / `user` / `assistant` (text as a string; a user message with images as `text` / `image_url` parts) |
+//! | assistant tool calls | `tool_calls: [{id, type: "function", function: {name, arguments}}]`, `arguments` a JSON string |
+//! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag) |
+//! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", function: {name, description, parameters}}]` and `tool_choice: "auto"` |
+//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `stream` with `stream_options: {include_usage: true}` |
+//! | answer | `choices[0].message`: `content` (or `refusal`) as text, `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model |
+//! | `usage` | `prompt_tokens` → `input_tokens`, `completion_tokens` → `output_tokens` |
+//! | `finish_reason` | `stop` → `EndTurn` (`ToolUse` if there are tool calls), `tool_calls` → `ToolUse`, `length` → `MaxTokens`, others → `Other` |
+//!
+//! # Streaming
+//!
+//! With [`ModelSettings::stream`](crate::model::ModelSettings::stream) on, the answer is read
+//! as server-sent events: each text piece and each piece of a tool call (its id and name
+//! first, then its argument text) is sent to the run's events as an
+//! [`AgentEvent::ModelDelta`] as it arrives (built only
+//! if someone listens), and the service still returns one whole [`ModelResponse`]. A stream
+//! that ends before `data: [DONE]` is an error
+//! ([`is_incomplete`](crate::model::ProviderError::is_incomplete)), never a short answer.
+//!
+//! # Errors
+//!
+//! Every failure is a [`ProviderError`] in the [`BoxError`]:
+//! rate limits, server errors, a bad key, a context too long, a malformed answer. Stack
+//! [`RetryPolicy`](crate::model::RetryPolicy) with tower's `retry` to retry what is
+//! transient.
+
+use std::{
+    borrow::Cow,
+    collections::BTreeMap,
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tower::Service;
+
+pub use super::http::ResponseFuture;
+use super::{
+    ModelRequest, ModelResponse,
+    error::ProviderError,
+    http::{self, Endpoint, Transport},
+};
+use crate::{
+    agent::{AgentEvent, ModelDelta},
+    context::RunContext,
+    error::BoxError,
+    message::{Content, Message, Role, StopReason, ToolCall},
+};
+
+const PROVIDER: &str = "openai";
+
+/// The base URL used when none is set.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// The model used when neither the provider nor the request names one.
+pub const DEFAULT_MODEL: &str = "gpt-4.1-mini";
+
+/// Which request field carries [`ModelSettings::max_tokens`](crate::model::ModelSettings).
+///
+/// OpenAI deprecated `max_tokens` for `max_completion_tokens`, and its reasoning models reject
+/// `max_tokens`; vLLM, llama.cpp and LiteLLM accept both. Ollama and LM Studio read only
+/// `max_tokens` (they ignore the other field), so choose [`MaxTokens`](Self::MaxTokens) for
+/// them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MaxTokensParam {
+    /// `max_completion_tokens` (the default: the current API).
+    #[default]
+    MaxCompletionTokens,
+    /// `max_tokens` (the older field, for servers that know only it).
+    MaxTokens,
+}
+
+/// A model service speaking the OpenAI Chat Completions API. See the
+/// [module docs](crate::model::openai).
+///
+/// # Clone
+///
+/// Cloning is two reference counts; clones share the HTTP client and its connections.
+#[derive(Clone)]
+pub struct OpenAiChat {
+    shared: Arc<Shared>,
+    transport: Transport,
+}
+
+struct Shared {
+    endpoint: Endpoint,
+    model: Arc<str>,
+    max_tokens_param: MaxTokensParam,
+    has_key: bool,
+}
+
+impl OpenAiChat {
+    /// A builder: base URL [`DEFAULT_BASE_URL`], model [`DEFAULT_MODEL`], no API key.
+    pub fn builder() -> OpenAiChatBuilder {
+        OpenAiChatBuilder {
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            api_key: None,
+            model: DEFAULT_MODEL.to_owned(),
+            organization: None,
+            headers: Vec::new(),
+            transport: None,
+            max_tokens_param: MaxTokensParam::default(),
+        }
+    }
+
+    /// The provider configured from the environment, if `OPENAI_API_KEY` or
+    /// `OPENAI_BASE_URL` is set: the key, the base URL (for a compatible server), the model
+    /// from `TOWER_AGENT_MODEL` (else [`DEFAULT_MODEL`]) and the organization from
+    /// `OPENAI_ORG_ID`. Empty variables count as unset.
+    pub fn from_env() -> Option<Self> {
+        let key = http::env("OPENAI_API_KEY");
+        let base_url = http::env("OPENAI_BASE_URL");
+        if key.is_none() && base_url.is_none() {
+            return None;
+        }
+        let mut builder = Self::builder();
+        if let Some(key) = key {
+            builder = builder.api_key(key);
+        }
+        if let Some(url) = base_url {
+            builder = builder.base_url(url);
+        }
+        if let Some(model) = http::env("TOWER_AGENT_MODEL") {
+            builder = builder.model(model);
+        }
+        if let Some(org) = http::env("OPENAI_ORG_ID") {
+            builder = builder.organization(org);
+        }
+        Some(builder.build())
+    }
+
+    /// The model asked for when a request names none.
+    pub fn model(&self) -> &str {
+        &self.shared.model
+    }
+
+    /// The URL requests are posted to (`{base_url}/chat/completions`).
+    pub fn url(&self) -> &str {
+        self.shared.endpoint.url()
+    }
+}
+
+impl fmt::Debug for OpenAiChat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiChat")
+            .field("url", &self.shared.endpoint.url())
+            .field("model", &self.shared.model)
+            .field("api_key", &self.shared.has_key.then_some("<redacted>"))
+            .field("max_tokens_param", &self.shared.max_tokens_param)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`OpenAiChat`]. From [`OpenAiChat::builder`].
+#[must_use]
+pub struct OpenAiChatBuilder {
+    base_url: String,
+    api_key: Option<String>,
+    model: String,
+    organization: Option<String>,
+    headers: Vec<(String, String)>,
+    transport: Option<Transport>,
+    max_tokens_param: MaxTokensParam,
+}
+
+impl OpenAiChatBuilder {
+    /// The API's base URL (default [`DEFAULT_BASE_URL`]); requests go to
+    /// `{base_url}/chat/completions`. For a compatible server, e.g.
+    /// `http://localhost:8000/v1` (vLLM) or `http://localhost:11434/v1` (Ollama).
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// The API key, sent as `Authorization: Bearer …` (local servers often need none).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// The model asked for when a request's settings name none (default [`DEFAULT_MODEL`]).
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// The organization, sent as `OpenAI-Organization`.
+    pub fn organization(mut self, org: impl Into<String>) -> Self {
+        self.organization = Some(org.into());
+        self
+    }
+
+    /// One more header on every request (it replaces a header of the same name, the
+    /// `Authorization` one included).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// The `reqwest::Client` to send with (its timeouts, proxy, TLS settings and pool); by
+    /// default a new one with reqwest's defaults.
+    pub fn client(self, client: reqwest::Client) -> Self {
+        self.transport(client)
+    }
+
+    /// Any service of reqwest requests to send with — a `reqwest::Client` wrapped in tower
+    /// layers (rate limits, recording, test doubles).
+    pub fn transport<S>(mut self, service: S) -> Self
+    where
+        S: Service<reqwest::Request, Response = reqwest::Response> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        self.transport = Some(http::transport(service));
+        self
+    }
+
+    /// Which field carries the token limit (default `max_completion_tokens`).
+    pub fn max_tokens_param(mut self, param: MaxTokensParam) -> Self {
+        self.max_tokens_param = param;
+        self
+    }
+
+    /// The provider. An invalid base URL or header does not fail here: every call then fails
+    /// with [`ProviderError::is_config`].
+    pub fn build(self) -> OpenAiChat {
+        let (transport, config_error) = match self.transport {
+            Some(t) => (t, None),
+            None => http::default_transport(),
+        };
+        let mut headers = Vec::new();
+        if let Some(key) = &self.api_key {
+            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+        }
+        if let Some(org) = self.organization {
+            headers.push(("openai-organization".to_owned(), org));
+        }
+        headers.extend(self.headers);
+        let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
+        OpenAiChat {
+            shared: Arc::new(Shared {
+                endpoint: Endpoint::new(PROVIDER, url, &headers, config_error),
+                model: self.model.into(),
+                max_tokens_param: self.max_tokens_param,
+                has_key: self.api_key.is_some(),
+            }),
+            transport,
+        }
+    }
+}
+
+impl fmt::Debug for OpenAiChatBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiChatBuilder")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("organization", &self.organization)
+            .field("headers", &self.headers.len())
+            .field("transport", &self.transport.is_some())
+            .field("max_tokens_param", &self.max_tokens_param)
+            .finish()
+    }
+}
+
+impl Service<ModelRequest> for OpenAiChat {
+    type Response = ModelResponse;
+    type Error = BoxError;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.transport
+            .poll_ready(cx)
+            .map_err(|e| http::transport_error(PROVIDER, e).into())
+    }
+
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
+        let body = request_body(&req, &self.shared.model, self.shared.max_tokens_param);
+        let http_req = match serde_json::to_vec(&body)
+            .map_err(|e| {
+                ProviderError::new(PROVIDER, super::error::Kind::InvalidRequest)
+                    .with_message(format!("the request could not be encoded: {e}"))
+            })
+            .and_then(|body| self.shared.endpoint.post(body))
+        {
+            Ok(r) => r,
+            Err(err) => return ResponseFuture::failed(err),
+        };
+        // NOTE: the transport was made ready by `poll_ready`; only its future moves on.
+        let sent = self.transport.call(http_req);
+        let stream = req.settings.stream;
+        let ctx = req.ctx;
+        ResponseFuture::new(async move {
+            let resp = http::check(PROVIDER, sent).await?;
+            let status = resp.status().as_u16();
+            if stream && !http::is_json(&resp) {
+                read_stream(resp, &ctx).await
+            } else {
+                let body = http::body(PROVIDER, resp).await?;
+                parse_response(status, &body)
+            }
+        })
+    }
+}
+
+// ===== request =====
+
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: Vec<ChatMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ChatTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum ChatMessage<'a> {
+    System {
+        content: Cow<'a, str>,
+    },
+    User {
+        content: UserContent<'a>,
+    },
+    Assistant {
+        content: Option<Cow<'a, str>>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ChatToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: Cow<'a, str>,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl<'a> },
+}
+
+#[derive(Serialize)]
+struct ImageUrl<'a> {
+    url: &'a str,
+}
+
+#[derive(Serialize)]
+struct ChatToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionCall<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionCall<'a> {
+    name: &'a str,
+    arguments: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct ChatTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionSpec<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionSpec<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+fn request_body<'a>(
+    req: &'a ModelRequest,
+    default_model: &'a str,
+    param: MaxTokensParam,
+) -> ChatRequest<'a> {
+    let settings = &req.settings;
+    let tools: Vec<ChatTool<'a>> = req
+        .tools
+        .iter()
+        .map(|spec| ChatTool {
+            kind: "function",
+            function: FunctionSpec {
+                name: &spec.name,
+                description: &spec.description,
+                parameters: &spec.parameters,
+            },
+        })
+        .collect();
+    let (max_completion_tokens, max_tokens) = match param {
+        MaxTokensParam::MaxCompletionTokens => (settings.max_tokens, None),
+        MaxTokensParam::MaxTokens => (None, settings.max_tokens),
+    };
+    ChatRequest {
+        model: settings.model.as_deref().unwrap_or(default_model),
+        messages: req.messages.iter().map(chat_message).collect(),
+        tool_choice: (!tools.is_empty()).then_some("auto"),
+        tools,
+        temperature: settings.temperature,
+        max_completion_tokens,
+        max_tokens,
+        stream: settings.stream,
+        stream_options: settings.stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
+    }
+}
+
+fn chat_message(m: &Message) -> ChatMessage<'_> {
+    match m.role {
+        Role::System => ChatMessage::System { content: m.text() },
+        Role::User => {
+            let content = if m.content.iter().all(|c| c.as_text().is_some()) {
+                UserContent::Text(m.text())
+            } else {
+                UserContent::Parts(
+                    m.content
+                        .iter()
+                        .map(|c| match c {
+                            Content::Text { text } => Part::Text { text },
+                            Content::Image { url } => Part::ImageUrl {
+                                image_url: ImageUrl { url },
+                            },
+                        })
+                        .collect(),
+                )
+            };
+            ChatMessage::User { content }
+        }
+        Role::Assistant => {
+            let text = m.text();
+            ChatMessage::Assistant {
+                content: (!text.is_empty() || m.tool_calls.is_empty()).then_some(text),
+                tool_calls: m
+                    .tool_calls
+                    .iter()
+                    .map(|call| ChatToolCall {
+                        id: &call.id,
+                        kind: "function",
+                        function: FunctionCall {
+                            name: &call.name,
+                            arguments: match &call.arguments {
+                                // Arguments the model wrote that were not JSON go back as
+                                // they were.
+                                Value::String(raw) => Cow::Borrowed(raw),
+                                other => Cow::Owned(other.to_string()),
+                            },
+                        },
+                    })
+                    .collect(),
+            }
+        }
+        Role::Tool => ChatMessage::Tool {
+            tool_call_id: m.tool_call_id.as_deref().unwrap_or_default(),
+            content: m.text(),
+        },
+    }
+}
+
+// ===== response =====
+
+// NOTE: `Option`s where a compatible server may send `null` rather than leave a field out.
+#[derive(Deserialize)]
+struct ChatResponse {
+    choices: Option<Vec<Choice>>,
+    usage: Option<ChatUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: ResponseMessage,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ResponseMessage {
+    content: Option<String>,
+    refusal: Option<String>,
+    tool_calls: Option<Vec<ResponseToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct ResponseToolCall {
+    id: Option<String>,
+    function: ResponseFunction,
+}
+
+#[derive(Deserialize)]
+struct ResponseFunction {
+    name: String,
+    arguments: Option<String>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+struct ChatUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderError> {
+    let resp: ChatResponse = http::parse_json(PROVIDER, status, body)?;
+    if let Some(error) = &resp.error {
+        return Err(http::error_object(PROVIDER, error).with_status(status));
+    }
+    let Some(choice) = resp.choices.unwrap_or_default().into_iter().next() else {
+        return Err(
+            http::malformed(PROVIDER, "the response has no choices", body).with_status(status),
+        );
+    };
+    let message = choice.message;
+    let text = match message.content {
+        Some(text) if !text.is_empty() => text,
+        _ => message.refusal.unwrap_or_default(),
+    };
+    let calls = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| {
+            let arguments = http::parse_arguments(c.function.arguments.unwrap_or_default());
+            ToolCall::new(c.id.unwrap_or_default(), c.function.name, arguments)
+        })
+        .collect();
+    Ok(response(
+        text,
+        calls,
+        choice.finish_reason.as_deref(),
+        resp.usage,
+    ))
+}
+
+fn response(
+    text: String,
+    calls: Vec<ToolCall>,
+    finish_reason: Option<&str>,
+    usage: Option<ChatUsage>,
+) -> ModelResponse {
+    let stop_reason = match finish_reason {
+        Some("tool_calls" | "function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        // Some compatible servers say `stop` after tool calls.
+        Some("stop") | None if !calls.is_empty() => StopReason::ToolUse,
+        Some("stop") | None => StopReason::EndTurn,
+        Some(other) => StopReason::Other(other.to_owned()),
+    };
+    ModelResponse {
+        message: Message::assistant(text).with_tool_calls(calls),
+        usage: usage.and_then(|u| http::usage(u.prompt_tokens, u.completion_tokens)),
+        stop_reason,
+    }
+}
+
+// ===== streaming =====
+
+#[derive(Deserialize)]
+struct Chunk {
+    choices: Option<Vec<ChunkChoice>>,
+    usage: Option<ChatUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice {
+    index: Option<u32>,
+    delta: Option<Delta>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct Delta {
+    content: Option<String>,
+    refusal: Option<String>,
+    tool_calls: Option<Vec<DeltaToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaToolCall {
+    index: Option<usize>,
+    id: Option<String>,
+    function: Option<DeltaFunction>,
+}
+
+#[derive(Deserialize)]
+struct DeltaFunction {
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+/// A streamed answer being put together.
+#[derive(Default)]
+struct Assembly {
+    text: String,
+    calls: BTreeMap<usize, (String, String, String)>,
+    last_index: Option<usize>,
+    finish_reason: Option<String>,
+    usage: Option<ChatUsage>,
+}
+
+impl Assembly {
+    /// Takes one chunk; `Ok(true)` at `[DONE]`.
+    fn push(&mut self, data: &str, ctx: &RunContext) -> Result<bool, ProviderError> {
+        if data.trim() == "[DONE]" {
+            return Ok(true);
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            http::malformed(
+                PROVIDER,
+                format!("a streamed chunk is not valid: {e}"),
+                data.as_bytes(),
+            )
+        })?;
+        if let Some(error) = &chunk.error {
+            return Err(http::error_object(PROVIDER, error));
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage);
+        }
+        let choices = chunk.choices.unwrap_or_default();
+        for choice in choices.into_iter().filter(|c| c.index.unwrap_or(0) == 0) {
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(reason);
+            }
+            let delta = choice.delta.unwrap_or_default();
+            for text in [delta.content, delta.refusal].into_iter().flatten() {
+                if !text.is_empty() {
+                    self.text.push_str(&text);
+                    ctx.emit_with(|| AgentEvent::ModelDelta {
+                        step: ctx.step(),
+                        delta: ModelDelta::Text { text },
+                    });
+                }
+            }
+            for call in delta.tool_calls.into_iter().flatten() {
+                self.push_call(call, ctx);
+            }
+        }
+        Ok(false)
+    }
+
+    fn push_call(&mut self, call: DeltaToolCall, ctx: &RunContext) {
+        // Servers that leave out `index` send a new id for each new call.
+        let index = call
+            .index
+            .unwrap_or_else(|| match (self.last_index, &call.id) {
+                (Some(last), Some(id)) if self.calls.get(&last).is_some_and(|c| &c.0 == id) => last,
+                (Some(last), None) => last,
+                _ => self.calls.len(),
+            });
+        self.last_index = Some(index);
+        let (name, arguments) = match call.function {
+            Some(f) => (f.name, f.arguments.unwrap_or_default()),
+            None => (None, String::new()),
+        };
+        let entry = self.calls.entry(index).or_default();
+        if let Some(id) = &call.id {
+            entry.0.push_str(id);
+        }
+        if let Some(name) = &name {
+            entry.1.push_str(name);
+        }
+        entry.2.push_str(&arguments);
+        ctx.emit_with(|| AgentEvent::ModelDelta {
+            step: ctx.step(),
+            delta: ModelDelta::ToolCall {
+                index,
+                id: call.id,
+                name,
+                arguments,
+            },
+        });
+    }
+
+    fn finish(self) -> ModelResponse {
+        let calls = self
+            .calls
+            .into_values()
+            .map(|(id, name, args)| ToolCall::new(id, name, http::parse_arguments(args)))
+            .collect();
+        response(self.text, calls, self.finish_reason.as_deref(), self.usage)
+    }
+}
+
+async fn read_stream(
+    resp: reqwest::Response,
+    ctx: &RunContext,
+) -> Result<ModelResponse, ProviderError> {
+    let mut assembly = Assembly::default();
+    let done = http::read_events(PROVIDER, resp, |event| assembly.push(&event.data, ctx)).await?;
+    if !done {
+        return Err(http::incomplete(PROVIDER, "`data: [DONE]`"));
+    }
+    Ok(assembly.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::message::{ToolOutput, ToolSpec};
+
+    #[test]
+    fn body_maps_messages_tools_and_settings() {
+        let mut req = ModelRequest::new(vec![
+            Message::system("Be brief."),
+            Message::user("Weather?"),
+            Message::assistant("").with_tool_calls(vec![
+                ToolCall::new("call_1", "weather", json!({"city": "Oslo"})),
+                ToolCall::new("call_2", "weather", Value::String("{bad".into())),
+            ]),
+            Message::tool_result(&ToolOutput::text("call_1", "rain")),
+            Message::tool_result(&ToolOutput::error("call_2", "not JSON")),
+        ]);
+        req.tools = Arc::new(vec![ToolSpec::new(
+            "weather",
+            "Weather",
+            json!({"type": "object"}),
+        )]);
+        req.settings = crate::model::ModelSettings::default()
+            .temperature(0.5)
+            .max_tokens(100);
+        let body =
+            serde_json::to_value(request_body(&req, "m", MaxTokensParam::default())).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "Weather?"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}},
+                        {"id": "call_2", "type": "function", "function": {"name": "weather", "arguments": "{bad"}},
+                    ]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "rain"},
+                    {"role": "tool", "tool_call_id": "call_2", "content": "not JSON"},
+                ],
+                "tools": [{"type": "function", "function": {"name": "weather", "description": "Weather", "parameters": {"type": "object"}}}],
+                "tool_choice": "auto",
+                "temperature": 0.5,
+                "max_completion_tokens": 100,
+            })
+        );
+        let legacy =
+            serde_json::to_value(request_body(&req, "m", MaxTokensParam::MaxTokens)).unwrap();
+        assert_eq!(legacy["max_tokens"], 100);
+        assert!(legacy.get("max_completion_tokens").is_none());
+    }
+
+    #[test]
+    fn user_images_become_parts() {
+        let mut m = Message::user("What is this?");
+        m.content.push(Content::Image {
+            url: "https://example.com/a.png".into(),
+        });
+        let v = serde_json::to_value(chat_message(&m)).unwrap();
+        assert_eq!(
+            v,
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+            ]})
+        );
+    }
+
+    #[test]
+    fn stream_assembles_calls_without_index_and_tolerates_nulls() {
+        let ctx = RunContext::new();
+        let mut a = Assembly::default();
+        for data in [
+            r#"{"choices":null,"usage":null}"#,
+            r#"{"choices":[{"index":0,"delta":null,"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"x","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"y","arguments":"{\"k\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"1}"}}]},"finish_reason":"stop"}]}"#,
+        ] {
+            assert!(!a.push(data, &ctx).unwrap());
+        }
+        assert!(a.push("[DONE]", &ctx).unwrap());
+        let resp = a.finish();
+        assert_eq!(resp.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            resp.message.tool_calls,
+            vec![
+                ToolCall::new("a", "x", json!({})),
+                ToolCall::new("b", "y", json!({"k": 1}))
+            ]
+        );
+    }
+}
