@@ -92,6 +92,7 @@
 //! |---|---|---|
 //! | `openai` | yes | [`model::openai::OpenAiChat`]: the Chat Completions API over reqwest (OpenAI, vLLM, Ollama, llama.cpp, LiteLLM) |
 //! | `anthropic` | no | [`model::anthropic::Anthropic`]: the Messages API over reqwest |
+//! | `sqlite` | no | SQLite (bundled) for the tool-call ledger ([`layers::ledger`]) |
 //! | `full` | no | every feature above |
 //!
 //! The providers use reqwest with rustls (the aws-lc-rs crypto provider, the platform's
