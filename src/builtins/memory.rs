@@ -34,7 +34,7 @@
 //! At the start of every run the files are read (with `tokio::fs`, from the local file
 //! system; relative paths from the run's [`cwd`](crate::context::RunContext::cwd)). A missing
 //! file is skipped silently; a file that cannot be read or is not UTF-8 is skipped with a
-//! `tracing` warning and an [`AgentEvent::Warning`]; an empty file is skipped. The contents
+//! `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); an empty file is skipped. The contents
 //! (blank lines around them trimmed) are joined with [`SEPARATOR`].
 //!
 //! Since they are read at every run, edits the agent makes to its memory (e.g. with

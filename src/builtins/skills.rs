@@ -52,7 +52,7 @@
 //! ```
 //!
 //! A file without front matter, with invalid YAML, or without a `name` or `description` is
-//! skipped with a `tracing` warning and an [`AgentEvent::Warning`]; it never fails the run.
+//! skipped with a `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); it never fails the run.
 //! When two skills have the same name, the one found later (in a later directory) wins.
 //!
 //! The files are read from the local file system with `tokio::fs`, not through a
