@@ -385,17 +385,34 @@ async fn continue_false_ends_the_run_with_the_stop_reason() {
     assert!(seen.lock().unwrap().is_empty());
     assert_eq!(model.requests().len(), 1, "no model call after the abort");
 
-    // An agent-level event: the run is blocked.
-    let hooks = s.hooks(on("UserPromptSubmit", "", &stop, json!({})));
+    // After the call: it ran, then the run is aborted.
+    let hooks = s.hooks(on("PostToolUse", "bash", &stop, json!({})));
     let model = calls_bash("ls");
-    let (builder, _) = agent(&model, hooks.into_hooks());
+    let (builder, seen) = agent(&model, hooks.into_hooks());
     let resp = builder.build().run("go").await.unwrap();
     assert_eq!(
         resp.outcome,
-        Outcome::Blocked {
-            reason: "budget exhausted".into()
+        Outcome::Aborted {
+            error: "budget exhausted".into()
         }
     );
+    assert_eq!(seen.lock().unwrap().len(), 1);
+
+    // Agent-level events: the run is blocked before the prompt enters the thread.
+    for event in ["UserPromptSubmit", "SessionStart"] {
+        let hooks = s.hooks(on(event, "", &stop, json!({})));
+        let model = calls_bash("ls");
+        let (builder, _) = agent(&model, hooks.into_hooks());
+        let resp = builder.build().run("go").await.unwrap();
+        assert_eq!(
+            resp.outcome,
+            Outcome::Blocked {
+                reason: "budget exhausted".into()
+            },
+            "{event}"
+        );
+        assert_eq!(model.requests().len(), 0, "{event}");
+    }
 }
 
 // ===== timeouts, failures, garbage =====
@@ -1066,7 +1083,7 @@ if data["hook_event_name"] == "PostToolUse":
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_form_and_tool_failures() {
     let s = Scripts::new();
-    let echo = s.python(
+    s.python(
         "echo.py",
         r#"import json, sys
 data = json.load(sys.stdin)
@@ -1076,7 +1093,6 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "PostToolUseFailure",
     let hooks = s.hooks(json!({ "PostToolUseFailure": [{ "matcher": "broken", "hooks": [
         { "type": "command", "command": "${CLAUDE_PROJECT_DIR}/echo.py", "args": ["hint with spaces"] }
     ]}]}));
-    let _ = echo;
     let model = ScriptedModel::new()
         .tool_call("broken", json!({}))
         .text("done");

@@ -149,17 +149,17 @@ fn base(event: HookEvent, ctx: &RunContext) -> Map<String, Value> {
     input
 }
 
-/// The matcher of the one callback of a tool event: the union of its handlers' matchers.
+/// The matcher of the one callback of an event: the union of its handlers' matchers.
 fn union(entries: &[Entry]) -> ToolMatcher {
-    let mut matchers = entries.iter().flat_map(|e| e.matchers.iter());
     let mut union: Option<ToolMatcher> = None;
-    for m in matchers.by_ref() {
+    for m in entries.iter().flat_map(|e| &e.matchers) {
         let Some(m) = m else {
             return ToolMatcher::all();
         };
+        let m = m.matcher.clone();
         union = Some(match union {
-            None => m.matcher.clone(),
-            Some(u) => u.or(m.matcher.clone()),
+            None => m,
+            Some(u) => u.or(m),
         });
     }
     union.unwrap_or_else(ToolMatcher::all)

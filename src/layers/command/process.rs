@@ -347,7 +347,7 @@ pub(crate) fn interpret(
         Err(failure) => {
             let why = failure.describe();
             if let Failure::Missing(_) = failure {
-                tracing::error!(hook = %name, event = %event, "{event} hook `{name}` {why}");
+                tracing::error!(hook = %name, event = %event, defined = %handler.origin, "{event} hook `{name}` {why}");
             }
             report.warn(format!("{event} hook `{name}` {why}"));
             fail(&mut verdict, why);
@@ -360,7 +360,7 @@ pub(crate) fn interpret(
         Some(code @ (126 | 127)) if matches!(handler.exec, Exec::Shell { .. }) => {
             let first = stderr.lines().next().unwrap_or("");
             let why = format!("cannot be run (exit {code}): {first}");
-            tracing::error!(hook = %name, event = %event, "{event} hook `{name}` {why}");
+            tracing::error!(hook = %name, event = %event, defined = %handler.origin, "{event} hook `{name}` {why}");
             report.warn(format!("{event} hook `{name}` {why}"));
             fail(&mut verdict, why);
             return verdict;
