@@ -200,8 +200,9 @@
 //! that exits before answering is restarted once for that event (and reported); one that
 //! overruns an event's timeout is killed (presumed hung) and the next event starts a new
 //! one. When the last clone of the `CommandHooks` and of every hook set and agent made from it
-//! is dropped, its stdin is closed; it then has one second to exit before its process group
-//! is killed. Its stderr is logged at debug level. A handler in Python:
+//! is dropped (a run's [`RunContext`](crate::context::RunContext) holds its agent's hooks too,
+//! so a kept model request keeps them), its stdin is closed; it then has one second to exit
+//! before its process group is killed. Its stderr is logged at debug level. A handler in Python:
 //!
 //! ```python
 //! #!/usr/bin/env python3
