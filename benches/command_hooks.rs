@@ -9,15 +9,18 @@
 //! echo tool: what a tool call costs with the hook, end to end. Targets: spawned hook
 //! ≤ 1.1 × the raw spawn; persistent round trip ≤ 100 µs; four parallel hooks ≈ the slowest.
 
+mod support;
+
 use std::{
     os::unix::fs::PermissionsExt,
-    path::{Path, PathBuf},
+    path::Path,
     process::Stdio,
     time::{Duration, Instant, SystemTime},
 };
 
 use criterion::Criterion;
 use serde_json::{Value, json};
+use support::{estimate, output_dir, verdict};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 use tower_agent::{
@@ -254,31 +257,6 @@ fn benches(c: &mut Criterion, dir: &Path) {
 }
 
 // ===== summary =====
-
-/// Criterion's output directory (as in `benches/overhead.rs`).
-fn output_dir() -> PathBuf {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        return home.into();
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    target.join("criterion")
-}
-
-/// The median time per iteration (ns) of a benchmark measured in this process.
-fn estimate(dir: &Path, id: &str, since: SystemTime) -> Option<f64> {
-    let path = dir.join(id).join("new/estimates.json");
-    if std::fs::metadata(&path).ok()?.modified().ok()? < since {
-        return None;
-    }
-    let json: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    json["median"]["point_estimate"].as_f64()
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok { "met" } else { "NOT met" }
-}
 
 fn summary(dir: &Path, since: SystemTime) {
     println!("\n===== command hooks summary (medians) =====");

@@ -1,6 +1,8 @@
 //! Command hooks with real processes: bash and python3 scripts written into temp dirs.
 #![cfg(unix)]
 
+mod support;
+
 use std::{
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
@@ -9,6 +11,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
+use support::{alive, wait_dead};
 use tower::service_fn;
 use tower_agent::{
     Agent, BoxError,
@@ -124,30 +127,6 @@ fn warnings(hooks: Hooks) -> (Hooks, Arc<Mutex<Vec<String>>>) {
     let l = Arc::clone(&log);
     let hooks = hooks.on_notification(move |m, _| l.lock().unwrap().push(m.to_owned()));
     (hooks, log)
-}
-
-/// Whether process `pid` runs (a zombie does not).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|s| s.split_whitespace().next());
-            !matches!(state, Some("Z" | "X"))
-        }
-    }
-}
-
-async fn wait_dead(pid: i32) -> bool {
-    for _ in 0..100 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
 }
 
 async fn wait_for_file(path: &Path) -> String {
