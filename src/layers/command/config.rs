@@ -412,10 +412,8 @@ pub(crate) fn load_settings(
     let Value::Object(root) = value else {
         return Err(err("", "settings must be a JSON object".into()));
     };
-    match root.get("disableAllHooks") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
-        Some(Value::Bool(true)) => out.disabled = true,
-        Some(_) => return Err(err("disableAllHooks", "must be true or false".into())),
+    if flag(root, "disableAllHooks").map_err(|m| err("disableAllHooks", m.into()))? {
+        out.disabled = true;
     }
     let hooks = match root.get("hooks") {
         None | Some(Value::Null) => return Ok(()),
@@ -569,11 +567,7 @@ fn parse_handler(
         Some(_) => return Err(err("shell", "must be a string")),
     };
     let timeout = timeout(h, "timeout").map_err(|m| err("timeout", m))?;
-    let flag = |name: &str| match h.get(name) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(err(name, "must be true or false")),
-    };
+    let flag = |name: &str| flag(h, name).map_err(|m| err(name, m));
     let fail_closed = flag("failClosed")?;
     let persistent = flag("persistent")?;
     let background = flag("async")? || flag("asyncRewake")?;
@@ -595,6 +589,15 @@ fn parse_handler(
         background,
         origin: format!("{file}: {path}"),
     }))
+}
+
+/// A `true`/`false` field (absent: `false`).
+fn flag(h: &Map<String, Value>, name: &str) -> Result<bool, &'static str> {
+    match h.get(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err("must be true or false"),
+    }
 }
 
 /// A `timeout` in seconds: a positive, finite number.
@@ -712,14 +715,7 @@ fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), Con
         Some(_) => return Err(err("describe.matcher", "must be a string".into())),
     };
     let timeout = timeout(&d, "timeout").map_err(|m| err("describe.timeout", m.into()))?;
-    let flag = |key: &str| match d.get(key) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(err(
-            &format!("describe.{key}"),
-            "must be true or false".into(),
-        )),
-    };
+    let flag = |key: &str| flag(&d, key).map_err(|m| err(&format!("describe.{key}"), m.into()));
     let fail_closed = flag("failClosed")?;
     let persistent = flag("persistent")?;
     for (i, e) in events.iter().enumerate() {
