@@ -26,6 +26,8 @@
 //! are polled with `now_or_never` (every future here is ready at once), agent runs on a
 //! current-thread tokio runtime.
 
+mod support;
+
 use std::{
     fmt::Debug,
     future::{Ready, ready},
@@ -38,6 +40,7 @@ use std::{
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, measurement::WallTime};
 use futures_util::{FutureExt, future::BoxFuture};
 use serde_json::{Value, json};
+use support::{estimate, output_dir, verdict};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_agent::{
     Agent, AgentRequest, BoxError,
@@ -489,35 +492,6 @@ fn agent_steps(c: &mut Criterion) {
 }
 
 // ===== summary =====
-
-/// Criterion's output directory, set explicitly so the summary knows where the estimates are
-/// (same default as criterion: `$CRITERION_HOME`, else `$CARGO_TARGET_DIR/criterion`, else
-/// `target/criterion` of this package).
-fn output_dir() -> PathBuf {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        return home.into();
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    target.join("criterion")
-}
-
-/// The median time per iteration in ns of a benchmark measured in this process (the median
-/// rather than criterion's slope or mean: on a shared 2-core machine it shrugs off the bursts
-/// of other processes).
-fn estimate(dir: &Path, id: &str, since: SystemTime) -> Option<f64> {
-    let path = dir.join(id).join("new/estimates.json");
-    if std::fs::metadata(&path).ok()?.modified().ok()? < since {
-        return None; // stale: from an earlier run, or filtered out of this one
-    }
-    let json: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    json["median"]["point_estimate"].as_f64()
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok { "met" } else { "NOT met" }
-}
 
 fn summary(dir: &Path, since: SystemTime) {
     println!("\n===== overhead summary (medians) =====");

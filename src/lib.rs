@@ -110,6 +110,7 @@ pub mod error;
 pub mod layers;
 pub mod message;
 pub mod model;
+mod process;
 pub mod store;
 pub mod tool;
 

@@ -1,5 +1,7 @@
 //! The filesystem tools over real temporary directories and real processes.
 
+mod support;
+
 use std::{
     path::{Path, PathBuf},
     sync::Arc,
@@ -7,6 +9,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
+use support::{alive, wait_dead};
 use tempfile::TempDir;
 use tower::ServiceExt;
 use tower_agent::{
@@ -90,30 +93,6 @@ fn outside() -> TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("secret.txt"), "top secret\n").unwrap();
     dir
-}
-
-/// Whether the process `pid` is running (a zombie is not).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|s| s.split_whitespace().next());
-            !matches!(state, Some("Z" | "X"))
-        }
-    }
-}
-
-async fn wait_dead(pid: i32) -> bool {
-    for _ in 0..100 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
 }
 
 /// Waits for a command to write its pid to `file`.

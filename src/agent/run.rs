@@ -94,14 +94,21 @@ async fn run_inner(
             }));
         }
         ctx.state().extensions.insert(ParentHooks(set));
-        start_context = hooks.session_start(&ctx).await;
-        match hooks.user_prompt(prompt, &ctx).await {
+        let started = match hooks.session_start(&ctx).await {
+            Ok(contexts) => {
+                start_context = contexts;
+                hooks.user_prompt(prompt, &ctx).await
+            }
+            Err(reason) => Err(reason),
+        };
+        match started {
             Ok((rewritten, contexts)) => {
                 prompt = rewritten;
                 prompt_context = contexts;
             }
             Err(reason) => {
-                // Blocked: the prompt never enters the thread, nothing is saved.
+                // Blocked (SessionStart or UserPromptSubmit): the prompt never enters the
+                // thread, nothing is saved.
                 let run = Run {
                     inner: &inner,
                     ctx,

@@ -7,12 +7,14 @@
 //! | [`evict`] | tool | cuts huge outputs to head + tail, optionally spilling them to a file |
 //! | [`summarize`] | model | compacts old messages into a summary near the context window |
 //! | [`hooks`] | agent, model, tool | callback hooks for every event: decisions, matchers, priorities |
+//! | [`command`] | agent, model, tool | external hook scripts (Claude Code hooks protocol) and persistent hook processes, as [`hooks`] callbacks |
 //! | [`matcher`] | tool | [`ToolMatcher`](matcher::ToolMatcher) syntax and [`when`](matcher::when): any layer, only for some tools |
 //! | [`reminders`] | tool | trigger functions whose reminders follow the step's tool results |
 //! | [`schema`] | tool | validates arguments against the tool's JSON Schema before the call (deny with errors + example); schema hint after validation errors |
 //! | [`limit`] | model, tool | at most N model calls and N tool calls (in all, per tool) per run: deny or end the run |
 //! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
 
+pub mod command;
 pub mod evict;
 pub mod hooks;
 pub mod ledger;

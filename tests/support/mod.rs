@@ -190,3 +190,28 @@ pub async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
         .await
         .unwrap_or_else(|_| panic!("{what} did not happen"))
 }
+
+/// Whether the process `pid` is running (a zombie is not).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next());
+            !matches!(state, Some("Z" | "X"))
+        }
+    }
+}
+
+/// Waits up to 5 s for the process `pid` to end.
+pub async fn wait_dead(pid: i32) -> bool {
+    for _ in 0..100 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}

@@ -18,6 +18,7 @@ use super::backend::{
     Backend, DirEntry, Edit, EntryKind, ExecOptions, ExecOutput, FileText, FsError, FsErrorKind,
     GrepMatch, GrepMatches, GrepOptions, ReadRange,
 };
+use crate::process::ProcessGroup;
 
 /// How many symlinks [`LocalFs`] follows by hand (dangling ones) before giving up.
 const MAX_SYMLINK_HOPS: u32 = 40;
@@ -811,36 +812,6 @@ pub(super) fn format_duration(d: Duration) -> String {
         format!("{}ms", d.as_millis())
     } else {
         format!("{:.1}s", d.as_secs_f64())
-    }
-}
-
-/// Kills a process group (`SIGKILL`) when asked or dropped, once.
-struct ProcessGroup {
-    pgid: Option<u32>,
-}
-
-impl ProcessGroup {
-    fn new(pgid: Option<u32>) -> Self {
-        ProcessGroup { pgid }
-    }
-
-    fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            #[cfg(unix)]
-            if let Ok(pgid) = i32::try_from(pgid) {
-                use nix::{sys::signal, unistd::Pid};
-                // ESRCH (the group is gone already) is fine.
-                let _ = signal::killpg(Pid::from_raw(pgid), signal::Signal::SIGKILL);
-            }
-            #[cfg(not(unix))]
-            let _ = pgid;
-        }
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 

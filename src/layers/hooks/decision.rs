@@ -26,6 +26,18 @@ pub enum PreToolUse {
     Ask(String),
     /// Replace the call's arguments (the next hooks see the new ones).
     Rewrite(serde_json::Value),
+    /// Add context next to the call's result (a `<system-hook>` block after the output, or
+    /// after the denial if the call is denied).
+    AddContext(String),
+    /// Deny the call and end the run: the tool path fails with an
+    /// [`Abort`](crate::error::Abort), and the run ends
+    /// [`Outcome::Aborted`](crate::agent::Outcome::Aborted) with this reason once the step's
+    /// other calls are done.
+    Abort(String),
+    /// Several decisions, applied in order as if returned by consecutive hooks (a `Deny` or
+    /// `Abort` stops the rest). For hooks that decide several things at once, such as
+    /// [command hooks](crate::layers::command).
+    Many(Vec<PreToolUse>),
 }
 
 /// What a PostToolUse hook decides.
@@ -37,6 +49,13 @@ pub enum PostToolUse {
     Replace(ToolOutput),
     /// Add context next to the result (a `<system-hook>` block after the output).
     AddContext(String),
+    /// End the run: the tool path fails with an [`Abort`](crate::error::Abort), and the run
+    /// ends [`Outcome::Aborted`](crate::agent::Outcome::Aborted) with this reason once the
+    /// step's other calls are done.
+    Abort(String),
+    /// Several decisions, applied in order as if returned by consecutive hooks (an `Abort`
+    /// stops the rest).
+    Many(Vec<PostToolUse>),
 }
 
 /// What a PostToolUseFailure hook decides (the call failed or its output is an error).
@@ -46,6 +65,9 @@ pub enum PostToolUseFailure {
     Keep,
     /// Add context next to the error.
     AddContext(String),
+    /// End the run: the tool path fails with an [`Abort`](crate::error::Abort), and the run
+    /// ends [`Outcome::Aborted`](crate::agent::Outcome::Aborted) with this reason.
+    Abort(String),
 }
 
 /// What a UserPromptSubmit hook decides.
@@ -79,6 +101,9 @@ pub enum SessionStart {
     Continue,
     /// Add context to the system prompt of this run.
     AddContext(String),
+    /// End the run before the prompt enters the thread: it ends with
+    /// [`Outcome::Blocked`](crate::agent::Outcome::Blocked) and this reason.
+    Block(String),
 }
 
 /// What a before-model hook decides.

@@ -13,15 +13,15 @@
 //!
 //! | Event | Registered with | Callback | Can |
 //! |---|---|---|---|
-//! | SessionStart | [`on_session_start`](Hooks::on_session_start) | `(ctx)` | add context to the run's system prompt |
+//! | SessionStart | [`on_session_start`](Hooks::on_session_start) | `(ctx)` | add context to the run's system prompt, block (run ends `Blocked`) |
 //! | UserPromptSubmit | [`on_user_prompt`](Hooks::on_user_prompt) | `(prompt, ctx)` | block (run ends `Blocked`), add context, rewrite the prompt |
 //! | step start / end | [`before_step`](Hooks::before_step), [`after_step`](Hooks::after_step) | `(step, &ctx)` | observe |
 //! | after a step | [`should_continue`](Hooks::should_continue) | `(step, &ctx) -> bool` | `false` ends the run (`Blocked`) even if tool calls remain |
 //! | before model | [`before_model`](Hooks::before_model) | `(request)` | modify the request, or answer without calling the model |
 //! | after model | [`after_model`](Hooks::after_model) | `(response, ctx)` | modify or replace the response |
-//! | PreToolUse | [`before_tool_use`](Hooks::before_tool_use) | `(call, ctx)` | allow, deny, ask, rewrite the arguments |
-//! | PostToolUse | [`after_tool_use`](Hooks::after_tool_use) | `(call, output, ctx)` | replace the output, add context next to it |
-//! | PostToolUseFailure | [`on_tool_failure`](Hooks::on_tool_failure) | `(call, failure, ctx)` | add context next to the error |
+//! | PreToolUse | [`before_tool_use`](Hooks::before_tool_use) | `(call, ctx)` | allow, deny, ask, rewrite the arguments, add context, abort the run |
+//! | PostToolUse | [`after_tool_use`](Hooks::after_tool_use) | `(call, output, ctx)` | replace the output, add context next to it, abort the run |
+//! | PostToolUseFailure | [`on_tool_failure`](Hooks::on_tool_failure) | `(call, failure, ctx)` | add context next to the error, abort the run |
 //! | Stop | [`on_stop`](Hooks::on_stop) | `(input, ctx)` | finish, or continue with feedback |
 //! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | `(input, ctx)` | send a subagent back to work |
 //! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `(&response, &ctx)` | observe |
@@ -41,14 +41,18 @@
 //! - **PreToolUse**: decisions combine **deny > ask > allow**. The first `Deny` stops the
 //!   chain; an `Ask` is remembered and the chain goes on (a later `Deny` still wins); rewrites
 //!   chain in order, each hook seeing the arguments the previous one wrote. A denied call is
-//!   an error output `denied: <reason>` the model sees. An `Ask` goes to the
+//!   an error output `denied: <reason>` the model sees. Contexts are kept in order and
+//!   follow the result (or the denial). `Abort` denies the call and ends the run `Aborted`;
+//!   `Many` applies several decisions of one hook in order. An `Ask` goes to the
 //!   [`Approval`] service ([`Hooks::approval`]); without one, it denies with its reason.
 //! - **PostToolUse / PostToolUseFailure**: replacements chain in order; the contexts of all
-//!   hooks are kept, in order, each appended to the output as a `<system-hook>` block.
+//!   hooks are kept, in order, each appended to the output as a `<system-hook>` block. `Abort`
+//!   ends the run `Aborted` (the output is dropped).
 //! - **UserPromptSubmit**: the first `Block` ends the run `Blocked` (the prompt is not added to
 //!   the thread); rewrites chain; contexts are kept in order and added after the prompt as one
 //!   user message of `<system-hook>` blocks.
-//! - **SessionStart**: contexts are kept in order.
+//! - **SessionStart**: contexts are kept in order; the first `Block` ends the run `Blocked`
+//!   before the prompt enters the thread.
 //! - **Stop / SubagentStop**: if any hook continues, the agent continues with the feedback of
 //!   every continuing hook (in order, blank-line separated) as a user message; the next pass
 //!   has `stop_hook_active = true`. At most 8 continuations per run ([`Hooks::stop_cap`]);
@@ -632,14 +636,16 @@ impl HookSetInner {
         Ok((prompt.to_string(), contexts))
     }
 
-    /// Runs SessionStart hooks: their contexts, in order.
-    pub(crate) async fn session_start(&self, ctx: &RunContext) -> Vec<String> {
+    /// Runs SessionStart hooks: `Err(reason)` if one blocks, else their contexts, in order.
+    pub(crate) async fn session_start(&self, ctx: &RunContext) -> Result<Vec<String>, String> {
         let mut contexts = Vec::new();
         for f in &self.session_start {
-            if let SessionStart::AddContext(text) = f(ctx.clone()).await {
-                contexts.push(text);
+            match f(ctx.clone()).await {
+                SessionStart::Continue => {}
+                SessionStart::AddContext(text) => contexts.push(text),
+                SessionStart::Block(reason) => return Err(reason),
             }
         }
-        contexts
+        Ok(contexts)
     }
 }

@@ -133,28 +133,23 @@ where
     let mut call = Arc::new(call);
 
     // PreToolUse: deny > ask > allow; rewrites chain.
-    let mut asks: Vec<String> = Vec::new();
+    let mut pre = PreState::default();
     for (matcher, f) in &set.pre_tool {
         if !matcher.matches(&call) {
             continue;
         }
-        match f(Arc::clone(&call), ctx.clone()).await {
-            PreToolUse::Continue | PreToolUse::Allow => {}
-            PreToolUse::Deny(reason) => {
-                return Ok(ToolOutput::error(
-                    call.id.clone(),
-                    format!("denied: {reason}"),
-                ));
+        let decision = f(Arc::clone(&call), ctx.clone()).await;
+        match pre.apply(decision, &mut call) {
+            None => {}
+            Some(PreExit::Deny(reason)) => {
+                let mut output = ToolOutput::error(call.id.clone(), format!("denied: {reason}"));
+                add_contexts(&mut output, &pre.contexts);
+                return Ok(output);
             }
-            PreToolUse::Ask(reason) => asks.push(reason),
-            PreToolUse::Rewrite(arguments) => {
-                call = Arc::new(ToolCall {
-                    arguments,
-                    ..(*call).clone()
-                });
-            }
+            Some(PreExit::Abort(reason)) => return Err(Abort::new(reason).into()),
         }
     }
+    let PreState { asks, mut contexts } = pre;
     if !asks.is_empty() {
         let reason = asks.join("; ");
         let decision = match &set.approval {
@@ -172,13 +167,15 @@ where
                 }),
         };
         if let ApprovalDecision::Deny(why) = decision {
-            return Ok(ToolOutput::error(call.id.clone(), format!("denied: {why}")));
+            let mut output = ToolOutput::error(call.id.clone(), format!("denied: {why}"));
+            add_contexts(&mut output, &contexts);
+            return Ok(output);
         }
     }
 
     let wants_after = set.post_tool.iter().any(|(m, _)| m.matches(&call))
         || set.failure.iter().any(|(m, _)| m.matches(&call));
-    if !wants_after {
+    if !wants_after && contexts.is_empty() {
         let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
         return inner
             .oneshot(ToolRequest::new(call, ctx))
@@ -190,7 +187,6 @@ where
         .await
         .map_err(Into::into);
 
-    let mut contexts: Vec<String> = Vec::new();
     match result {
         Ok(mut output) if !output.is_error => {
             for (matcher, f) in &set.post_tool {
@@ -198,15 +194,9 @@ where
                     continue;
                 }
                 let seen = Arc::new(output.clone());
-                match f(Arc::clone(&call), seen, ctx.clone()).await {
-                    PostToolUse::Keep => {}
-                    PostToolUse::Replace(new) => {
-                        output = ToolOutput {
-                            call_id: output.call_id,
-                            ..new
-                        };
-                    }
-                    PostToolUse::AddContext(text) => contexts.push(text),
+                let decision = f(Arc::clone(&call), seen, ctx.clone()).await;
+                if let Some(reason) = apply_post(decision, &mut output, &mut contexts) {
+                    return Err(Abort::new(reason).into());
                 }
             }
             add_contexts(&mut output, &contexts);
@@ -217,7 +207,7 @@ where
                 error: output.content.clone(),
                 output: Some(output.clone()),
             });
-            failure_hooks(&set, &call, failure, &ctx, &mut contexts).await;
+            failure_hooks(&set, &call, failure, &ctx, &mut contexts).await?;
             add_contexts(&mut output, &contexts);
             Ok(output)
         }
@@ -228,7 +218,7 @@ where
                 error: text.clone(),
                 output: None,
             });
-            failure_hooks(&set, &call, failure, &ctx, &mut contexts).await;
+            failure_hooks(&set, &call, failure, &ctx, &mut contexts).await?;
             if contexts.is_empty() {
                 return Err(err);
             }
@@ -247,15 +237,82 @@ async fn failure_hooks(
     failure: Arc<ToolFailure>,
     ctx: &crate::context::RunContext,
     contexts: &mut Vec<String>,
-) {
+) -> Result<(), BoxError> {
     for (matcher, f) in &set.failure {
         if !matcher.matches(call) {
             continue;
         }
-        if let PostToolUseFailure::AddContext(text) =
-            f(Arc::clone(call), Arc::clone(&failure), ctx.clone()).await
-        {
-            contexts.push(text);
+        match f(Arc::clone(call), Arc::clone(&failure), ctx.clone()).await {
+            PostToolUseFailure::Keep => {}
+            PostToolUseFailure::AddContext(text) => contexts.push(text),
+            PostToolUseFailure::Abort(reason) => return Err(Abort::new(reason).into()),
         }
+    }
+    Ok(())
+}
+
+/// What the PreToolUse hooks decided so far.
+#[derive(Default)]
+struct PreState {
+    asks: Vec<String>,
+    contexts: Vec<String>,
+}
+
+/// How the PreToolUse chain ends early.
+enum PreExit {
+    Deny(String),
+    Abort(String),
+}
+
+impl PreState {
+    /// Applies one decision (rewrites go to `call`); `Some` ends the chain.
+    fn apply(&mut self, decision: PreToolUse, call: &mut Arc<ToolCall>) -> Option<PreExit> {
+        match decision {
+            PreToolUse::Continue | PreToolUse::Allow => None,
+            PreToolUse::Deny(reason) => Some(PreExit::Deny(reason)),
+            PreToolUse::Abort(reason) => Some(PreExit::Abort(reason)),
+            PreToolUse::Ask(reason) => {
+                self.asks.push(reason);
+                None
+            }
+            PreToolUse::AddContext(text) => {
+                self.contexts.push(text);
+                None
+            }
+            PreToolUse::Rewrite(arguments) => {
+                *call = Arc::new(ToolCall {
+                    arguments,
+                    ..(**call).clone()
+                });
+                None
+            }
+            PreToolUse::Many(decisions) => decisions
+                .into_iter()
+                .find_map(|decision| self.apply(decision, call)),
+        }
+    }
+}
+
+/// Applies one PostToolUse decision; `Some(reason)` aborts the run.
+fn apply_post(
+    decision: PostToolUse,
+    output: &mut ToolOutput,
+    contexts: &mut Vec<String>,
+) -> Option<String> {
+    match decision {
+        PostToolUse::Keep => None,
+        PostToolUse::Replace(new) => {
+            let call_id = std::mem::take(&mut output.call_id);
+            *output = ToolOutput { call_id, ..new };
+            None
+        }
+        PostToolUse::AddContext(text) => {
+            contexts.push(text);
+            None
+        }
+        PostToolUse::Abort(reason) => Some(reason),
+        PostToolUse::Many(decisions) => decisions
+            .into_iter()
+            .find_map(|decision| apply_post(decision, output, contexts)),
     }
 }

@@ -1,0 +1,314 @@
+//! Command hooks (DESIGN §8): a spawned hook against a raw spawn of the same script, the
+//! round trip of a persistent hook, and four parallel hooks on one event against one.
+//!
+//! ```text
+//! cargo bench --bench command_hooks        # about 30 s
+//! ```
+//!
+//! Every hook runs as a PreToolUse hook, through the compiled hook set's tool layer around an
+//! echo tool: what a tool call costs with the hook, end to end. Targets: spawned hook
+//! ≤ 1.1 × the raw spawn; persistent round trip ≤ 100 µs; four parallel hooks ≈ the slowest.
+
+mod support;
+
+use std::{
+    os::unix::fs::PermissionsExt,
+    path::Path,
+    process::Stdio,
+    time::{Duration, Instant, SystemTime},
+};
+
+use criterion::Criterion;
+use serde_json::{Value, json};
+use support::{estimate, output_dir, verdict};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tower::{ServiceBuilder, ServiceExt, service_fn};
+use tower_agent::{
+    BoxError,
+    context::RunContext,
+    layers::command::CommandHooks,
+    message::{ToolCall, ToolOutput},
+    tool::{BoxToolService, ToolRequest},
+};
+
+/// A one-shot hook: reads its input, allows the call.
+const ALLOW: &str = "#!/bin/sh\ncat > /dev/null\necho '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"allow\"}}'\n";
+
+/// A persistent hook: allows every call.
+const PERSISTENT: &str = r#"#!/usr/bin/env python3
+import json, sys
+allow = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
+for line in sys.stdin:
+    event = json.loads(line)
+    sys.stdout.write(json.dumps({"id": event["id"], "exit": 0, "output": allow}) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// A line echo, for the raw pipe round trip of the same interpreter.
+const ECHO: &str = r#"#!/usr/bin/env python3
+import json, sys
+for line in sys.stdin:
+    event = json.loads(line)
+    sys.stdout.write(json.dumps({"id": event["id"], "exit": 0}) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// Sleeps 50 ms, then allows.
+const SLEEP: &str = "#!/bin/sh\ncat > /dev/null\nsleep 0.05\n";
+
+fn script(dir: &Path, name: &str, body: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// The tool stack: the hooks' tool layer around an echo tool.
+fn stack(dir: &Path, hooks: Value) -> BoxToolService {
+    let hooks = CommandHooks::builder()
+        .settings_json(json!({ "hooks": { "PreToolUse": hooks } }), "bench")
+        .project_dir(dir)
+        .build()
+        .unwrap();
+    let set = hooks.into_hooks().compile().unwrap();
+    BoxToolService::new(
+        ServiceBuilder::new()
+            .layer(set.tool_layer())
+            .service(service_fn(|req: ToolRequest| async move {
+                Ok::<_, BoxError>(ToolOutput::text(req.call.id, "ok"))
+            })),
+    )
+}
+
+fn handlers(commands: &[&str], extra: Value) -> Value {
+    let hooks: Vec<Value> = commands
+        .iter()
+        .map(|c| {
+            let mut h = json!({ "type": "command", "command": c });
+            h.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            h
+        })
+        .collect();
+    json!([{ "matcher": "bash", "hooks": hooks }])
+}
+
+fn request(ctx: &RunContext) -> ToolRequest {
+    ToolRequest::new(
+        ToolCall::new("call_1", "bash", json!({ "command": "cargo test" })),
+        ctx.clone(),
+    )
+}
+
+/// What the raw spawn feeds the script: an input of the same size as the hook's.
+fn raw_input(ctx: &RunContext) -> String {
+    json!({
+        "session_id": ctx.session_id(), "transcript_path": "", "cwd": ctx.cwd(),
+        "hook_event_name": "PreToolUse", "permission_mode": "default", "tool_name": "bash",
+        "tool_input": { "command": "cargo test" }, "tool_use_id": "call_1",
+    })
+    .to_string()
+}
+
+/// `sh -c script` with the input on stdin, stdout and stderr read to the end.
+async fn raw_spawn(script: &str, input: &[u8]) -> String {
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (mut out, mut err) = (String::new(), String::new());
+    let write = async {
+        let _ = stdin.write_all(input).await;
+        drop(stdin);
+    };
+    let (_, _, _, status) = tokio::join!(
+        write,
+        stdout.read_to_string(&mut out),
+        stderr.read_to_string(&mut err),
+        child.wait()
+    );
+    assert!(status.unwrap().success());
+    out
+}
+
+/// Interleaved pairs of a spawned hook and a raw spawn.
+const PAIRS: usize = 200;
+
+/// Medians of the interleaved pairs: hook (s), raw spawn (s), ratio.
+static PAIRED: std::sync::Mutex<Option<(f64, f64, f64)>> = std::sync::Mutex::new(None);
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn benches(c: &mut Criterion, dir: &Path) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let ctx = RunContext::builder().cwd(dir).build();
+
+    let mut group = c.benchmark_group("command_hook");
+    group
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30);
+
+    // Spawned hook against a raw spawn of the same script.
+    let allow = script(dir, "allow.sh", ALLOW);
+    let spawned = stack(dir, handlers(&[&allow], json!({})));
+    group.bench_function("spawned", |b| {
+        b.to_async(&rt).iter(|| async {
+            let out = spawned.clone().oneshot(request(&ctx)).await.unwrap();
+            assert!(!out.is_error);
+        })
+    });
+    let input = raw_input(&ctx);
+    group.bench_function("raw_spawn", |b| {
+        b.to_async(&rt)
+            .iter(|| async { raw_spawn(&allow, input.as_bytes()).await })
+    });
+
+    // The same comparison, interleaved: on a busy machine the load drifts between two
+    // criterion runs, so the ratio is also taken over pairs run back to back (the order
+    // alternating), as the median of the pairs' ratios.
+    let pairs = rt.block_on(async {
+        let mut hook = Vec::new();
+        let mut raw = Vec::new();
+        for i in 0..PAIRS {
+            for first in [i % 2 == 0, i % 2 != 0] {
+                let started = Instant::now();
+                if first {
+                    spawned.clone().oneshot(request(&ctx)).await.unwrap();
+                    hook.push(started.elapsed().as_secs_f64());
+                } else {
+                    raw_spawn(&allow, input.as_bytes()).await;
+                    raw.push(started.elapsed().as_secs_f64());
+                }
+            }
+        }
+        let mut ratios: Vec<f64> = hook.iter().zip(&raw).map(|(h, r)| h / r).collect();
+        (median(&mut hook), median(&mut raw), median(&mut ratios))
+    });
+    *PAIRED.lock().unwrap() = Some(pairs);
+
+    // Persistent hook round trip, and the raw pipe round trip of the same interpreter.
+    let persistent = script(dir, "persistent.py", PERSISTENT);
+    let kept = stack(dir, handlers(&[&persistent], json!({ "persistent": true })));
+    group.bench_function("persistent", |b| {
+        b.to_async(&rt).iter(|| async {
+            let out = kept.clone().oneshot(request(&ctx)).await.unwrap();
+            assert!(!out.is_error);
+        })
+    });
+    let echo = script(dir, "echo.py", ECHO);
+    let (pipe, _child) = rt.block_on(async {
+        let mut child = tokio::process::Command::new(&echo)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        (tokio::sync::Mutex::new((stdin, lines)), child)
+    });
+    let line = format!("{{\"id\":1,\"input\":{input}}}\n");
+    group.bench_function("persistent_raw_pipe", |b| {
+        b.to_async(&rt).iter(|| async {
+            let mut pipe = pipe.lock().await;
+            let (stdin, lines) = &mut *pipe;
+            stdin.write_all(line.as_bytes()).await.unwrap();
+            stdin.flush().await.unwrap();
+            lines.next_line().await.unwrap().unwrap()
+        })
+    });
+    group.finish();
+
+    // Four parallel 50 ms hooks against one.
+    let mut group = c.benchmark_group("command_hook_parallel");
+    group
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_millis(600))
+        .sample_size(10);
+    let sleeps: Vec<String> = (0..4)
+        .map(|i| script(dir, &format!("sleep{i}.sh"), SLEEP))
+        .collect();
+    for n in [1, 4] {
+        let commands: Vec<&str> = sleeps[..n].iter().map(String::as_str).collect();
+        let svc = stack(dir, handlers(&commands, json!({})));
+        group.bench_function(format!("sleep50ms/{n}"), |b| {
+            b.to_async(&rt).iter(|| async {
+                svc.clone().oneshot(request(&ctx)).await.unwrap();
+            })
+        });
+    }
+    group.finish();
+}
+
+// ===== summary =====
+
+fn summary(dir: &Path, since: SystemTime) {
+    println!("\n===== command hooks summary (medians) =====");
+    let e = |id: &str| estimate(dir, id, since);
+    if let (Some(hook), Some(raw)) = (e("command_hook/spawned"), e("command_hook/raw_spawn")) {
+        println!(
+            "criterion runs: spawned hook {:8.1} µs, raw spawn {:8.1} µs, ratio {:.3}x (one after the other: drift-prone, see the next line)",
+            hook / 1e3,
+            raw / 1e3,
+            hook / raw
+        );
+    }
+    if let Some((hook, raw, ratio)) = *PAIRED.lock().unwrap() {
+        println!(
+            "interleaved ({PAIRS} pairs): spawned hook {:8.1} µs, raw spawn {:8.1} µs, median ratio {ratio:.3}x (target <= 1.1x: {})",
+            hook * 1e6,
+            raw * 1e6,
+            verdict(ratio <= 1.1)
+        );
+    }
+    if let Some(p) = e("command_hook/persistent") {
+        let raw = e("command_hook/persistent_raw_pipe")
+            .map(|r| format!(", raw pipe round trip {:.1} µs", r / 1e3))
+            .unwrap_or_default();
+        println!(
+            "persistent round trip {:.1} µs (target <= 100 µs: {}){raw}",
+            p / 1e3,
+            verdict(p <= 100_000.0)
+        );
+    }
+    if let (Some(one), Some(four)) = (
+        e("command_hook_parallel/sleep50ms_1"),
+        e("command_hook_parallel/sleep50ms_4"),
+    ) {
+        println!(
+            "parallel: 1 hook {:.1} ms, 4 hooks {:.1} ms, ratio {:.2}x (target ≈ 1x, the sum would be 4x: {})",
+            one / 1e6,
+            four / 1e6,
+            four / one,
+            verdict(four / one <= 1.5)
+        );
+    }
+}
+
+fn main() {
+    let started = SystemTime::now();
+    let out = output_dir();
+    let scripts = tempfile::tempdir().unwrap();
+    let mut c = Criterion::default()
+        .output_directory(&out)
+        .configure_from_args();
+    benches(&mut c, scripts.path());
+    c.final_summary();
+    summary(&out, started);
+}

@@ -1,0 +1,746 @@
+//! Configuration: settings files and hooks directories, read into handlers per event.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use serde_json::{Map, Value};
+
+use super::persistent::Persistent;
+use crate::layers::matcher::ToolMatcher;
+
+/// The events command hooks can handle, by their protocol names.
+///
+/// [`HookEvent::parse`] also accepts the Gemini CLI names `BeforeModel` / `AfterModel` (which
+/// are the names here) and the aliases of seed 001: `agent-start` (SessionStart),
+/// `step-start` (BeforeModel), `tool-call-start` (PreToolUse), `tool-call-end` (PostToolUse)
+/// and `agent-stop` (Stop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum HookEvent {
+    /// Before a tool call: allow, deny, ask, rewrite the input.
+    PreToolUse,
+    /// After a tool call that succeeded: add context, replace the output.
+    PostToolUse,
+    /// After a tool call that failed: add context.
+    PostToolUseFailure,
+    /// Before the prompt enters the thread: block, add context.
+    UserPromptSubmit,
+    /// When the agent is about to finish: make it go on.
+    Stop,
+    /// When a subagent is about to finish: send it back to work.
+    SubagentStop,
+    /// Once per run, before anything else: add context, stop the run.
+    SessionStart,
+    /// Once per run, after it ended: observe.
+    SessionEnd,
+    /// Before the summarize layer compacts the history: veto.
+    PreCompact,
+    /// Each warning of a run: observe.
+    Notification,
+    /// Before each model call: replace the request, or answer in the model's place.
+    BeforeModel,
+    /// After each model call: replace the response.
+    AfterModel,
+}
+
+/// Protocol events this crate does not fire: configuring them is not an error (settings
+/// files written for Claude Code load unchanged); their handlers are skipped with a warning.
+const NOT_FIRED: &[&str] = &[
+    "Setup",
+    "InstructionsLoaded",
+    "UserPromptExpansion",
+    "MessageDisplay",
+    "PermissionRequest",
+    "PermissionDenied",
+    "PostToolBatch",
+    "SubagentStart",
+    "TaskCreated",
+    "TaskCompleted",
+    "StopFailure",
+    "TeammateIdle",
+    "ConfigChange",
+    "CwdChanged",
+    "DirectoryAdded",
+    "FileChanged",
+    "WorktreeCreate",
+    "WorktreeRemove",
+    "PostCompact",
+    "Elicitation",
+    "ElicitationResult",
+];
+
+impl HookEvent {
+    /// Every event, in the order of this enum.
+    pub const ALL: [HookEvent; 12] = [
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::PostToolUseFailure,
+        HookEvent::UserPromptSubmit,
+        HookEvent::Stop,
+        HookEvent::SubagentStop,
+        HookEvent::SessionStart,
+        HookEvent::SessionEnd,
+        HookEvent::PreCompact,
+        HookEvent::Notification,
+        HookEvent::BeforeModel,
+        HookEvent::AfterModel,
+    ];
+
+    /// The protocol name (`hook_event_name` in a hook's input).
+    pub const fn name(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::PostToolUseFailure => "PostToolUseFailure",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::Stop => "Stop",
+            HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::SessionEnd => "SessionEnd",
+            HookEvent::PreCompact => "PreCompact",
+            HookEvent::Notification => "Notification",
+            HookEvent::BeforeModel => "BeforeModel",
+            HookEvent::AfterModel => "AfterModel",
+        }
+    }
+
+    /// The event of a protocol name or an alias (see the type docs).
+    pub fn parse(name: &str) -> Option<HookEvent> {
+        let alias = match name {
+            "agent-start" => Some(HookEvent::SessionStart),
+            "step-start" => Some(HookEvent::BeforeModel),
+            "tool-call-start" => Some(HookEvent::PreToolUse),
+            "tool-call-end" => Some(HookEvent::PostToolUse),
+            "agent-stop" => Some(HookEvent::Stop),
+            _ => None,
+        };
+        alias.or_else(|| Self::ALL.into_iter().find(|e| e.name() == name))
+    }
+
+    /// The timeout of a handler that sets none: 30 s for UserPromptSubmit, else 600 s.
+    pub const fn default_timeout(self) -> Duration {
+        match self {
+            HookEvent::UserPromptSubmit => Duration::from_secs(30),
+            _ => Duration::from_secs(600),
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether matchers apply (tool events, SubagentStop, SessionStart, SessionEnd,
+    /// PreCompact, Notification); others ignore them, as in the protocol.
+    pub(crate) fn has_matcher(self) -> bool {
+        !matches!(
+            self,
+            HookEvent::UserPromptSubmit
+                | HookEvent::Stop
+                | HookEvent::BeforeModel
+                | HookEvent::AfterModel
+        )
+    }
+}
+
+impl fmt::Display for HookEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+// ===== errors =====
+
+/// A configuration that cannot be loaded: names the file (or origin) and the JSON path in it.
+///
+/// Its `Display` is `file: path: message`, for example
+/// `settings.json: hooks.PreToolUse[0].hooks[1].timeout: must be a positive number of seconds`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    file: String,
+    path: String,
+    message: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(
+        file: impl Into<String>,
+        path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        ConfigError {
+            file: file.into(),
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The file (or the origin name given to
+    /// [`settings_json`](super::CommandHooksBuilder::settings_json)).
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The JSON path of the bad value (`hooks.PreToolUse[0].matcher`); empty when the whole
+    /// file is at fault.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// What is wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+// ===== handlers =====
+
+/// How a handler is started.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Exec {
+    /// `{shell} -c command`.
+    Shell {
+        shell: &'static str,
+        command: String,
+    },
+    /// The program with these arguments, no shell.
+    Argv { program: String, args: Vec<String> },
+}
+
+impl Exec {
+    /// How logs and warnings name the handler.
+    pub(crate) fn label(&self) -> String {
+        match self {
+            Exec::Shell { command, .. } => command.clone(),
+            Exec::Argv { program, args } if args.is_empty() => program.clone(),
+            Exec::Argv { program, args } => format!("{program} {}", args.join(" ")),
+        }
+    }
+}
+
+/// One command handler.
+#[derive(Debug)]
+pub(crate) struct Handler {
+    pub(crate) exec: Exec,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) fail_closed: bool,
+    /// Runs in the background: never blocks, its answer is only logged.
+    pub(crate) background: bool,
+    /// The long-lived process of a persistent handler.
+    pub(crate) persistent: Option<Arc<Persistent>>,
+    /// Where it was defined (`settings.json: hooks.PreToolUse[0].hooks[1]`).
+    pub(crate) origin: String,
+    pub(crate) label: String,
+}
+
+/// A handler of one event and the matchers under which it was configured (`None`: all).
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) handler: Arc<Handler>,
+    pub(crate) matchers: Vec<Option<Matcher>>,
+}
+
+/// A compiled matcher and its pattern (for `Debug`).
+#[derive(Clone)]
+pub(crate) struct Matcher {
+    pub(crate) pattern: String,
+    pub(crate) matcher: ToolMatcher,
+}
+
+impl fmt::Debug for Matcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.pattern, f)
+    }
+}
+
+impl Entry {
+    /// Whether the handler runs for `subject` (the tool name, source, trigger …).
+    pub(crate) fn matches(&self, subject: &str) -> bool {
+        self.matchers.iter().any(|m| match m {
+            None => true,
+            Some(m) => m.matcher.matches_name(subject),
+        })
+    }
+}
+
+/// The dedup key of a handler: what makes two definitions the same handler.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    exec: Exec,
+    timeout_ms: Option<u128>,
+    persistent: bool,
+    background: bool,
+}
+
+/// What a handler definition says, before dedup.
+struct Definition {
+    exec: Exec,
+    timeout: Option<Duration>,
+    fail_closed: bool,
+    persistent: bool,
+    background: bool,
+    origin: String,
+}
+
+/// The handlers of every event, in configuration order, deduplicated.
+#[derive(Debug, Default)]
+pub(crate) struct Config {
+    pub(crate) events: [Vec<Entry>; HookEvent::ALL.len()],
+    pub(crate) warnings: Vec<String>,
+    pub(crate) disabled: bool,
+    /// Dedup: (event, key) → index in `events[event]`.
+    seen: HashMap<(HookEvent, Key), usize>,
+    /// Persistent processes, shared by every event a command handles.
+    processes: HashMap<Exec, Arc<Persistent>>,
+}
+
+impl Config {
+    fn warn(&mut self, message: String) {
+        tracing::warn!("{message}");
+        self.warnings.push(message);
+    }
+
+    fn add(
+        &mut self,
+        event: HookEvent,
+        matcher: Option<Matcher>,
+        def: Definition,
+        project_dir: &Path,
+    ) {
+        let key = Key {
+            exec: def.exec.clone(),
+            timeout_ms: def.timeout.map(|t| t.as_millis()),
+            persistent: def.persistent,
+            background: def.background,
+        };
+        let matcher = matcher.filter(|_| event.has_matcher());
+        if let Some(&i) = self.seen.get(&(event, key.clone())) {
+            // The same handler again: it runs once, under either matcher; fail-closed if
+            // either definition is.
+            let entry = &mut self.events[event.index()][i];
+            if def.fail_closed && !entry.handler.fail_closed {
+                let mut handler = clone_handler(&entry.handler);
+                handler.fail_closed = true;
+                entry.handler = Arc::new(handler);
+            }
+            if !entry.matchers.iter().any(Option::is_none) {
+                match matcher {
+                    None => entry.matchers = vec![None],
+                    Some(m) => entry.matchers.push(Some(m)),
+                }
+            }
+            return;
+        }
+        let persistent = def.persistent.then(|| {
+            Arc::clone(
+                self.processes
+                    .entry(def.exec.clone())
+                    .or_insert_with(|| Arc::new(Persistent::new(def.exec.clone(), project_dir))),
+            )
+        });
+        let label = def.exec.label();
+        let handler = Handler {
+            exec: def.exec,
+            timeout: def.timeout,
+            fail_closed: def.fail_closed,
+            background: def.background,
+            persistent,
+            origin: def.origin,
+            label,
+        };
+        let list = &mut self.events[event.index()];
+        self.seen.insert((event, key), list.len());
+        list.push(Entry {
+            handler: Arc::new(handler),
+            matchers: vec![matcher],
+        });
+    }
+}
+
+fn clone_handler(h: &Handler) -> Handler {
+    Handler {
+        exec: h.exec.clone(),
+        timeout: h.timeout,
+        fail_closed: h.fail_closed,
+        background: h.background,
+        persistent: h.persistent.clone(),
+        origin: h.origin.clone(),
+        label: h.label.clone(),
+    }
+}
+
+// ===== settings =====
+
+/// Reads a settings file.
+pub(crate) fn load_file(
+    path: &Path,
+    project_dir: &Path,
+    out: &mut Config,
+) -> Result<(), ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::new(&file, "", format!("cannot read the file: {e}")))?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| ConfigError::new(&file, "", format!("invalid JSON: {e}")))?;
+    load_settings(&value, &file, project_dir, out)
+}
+
+/// Reads the `hooks` and `disableAllHooks` keys of a settings value.
+pub(crate) fn load_settings(
+    value: &Value,
+    file: &str,
+    project_dir: &Path,
+    out: &mut Config,
+) -> Result<(), ConfigError> {
+    let err = |path: &str, message: String| ConfigError::new(file, path, message);
+    let Value::Object(root) = value else {
+        return Err(err("", "settings must be a JSON object".into()));
+    };
+    if flag(root, "disableAllHooks").map_err(|m| err("disableAllHooks", m.into()))? {
+        out.disabled = true;
+    }
+    let hooks = match root.get("hooks") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(hooks)) => hooks,
+        Some(_) => {
+            return Err(err(
+                "hooks",
+                "must be an object of events (\"PreToolUse\": [...])".into(),
+            ));
+        }
+    };
+    for (name, groups) in hooks {
+        let path = format!("hooks.{name}");
+        let Some(event) = HookEvent::parse(name) else {
+            if NOT_FIRED.contains(&name.as_str()) {
+                out.warn(format!(
+                    "{file}: {path}: the {name} event is not fired by tower-agent; its hooks are skipped"
+                ));
+                continue;
+            }
+            let known: Vec<&str> = HookEvent::ALL.iter().map(|e| e.name()).collect();
+            return Err(err(
+                &path,
+                format!("unknown hook event `{name}` (known: {})", known.join(", ")),
+            ));
+        };
+        let Value::Array(groups) = groups else {
+            return Err(err(&path, "must be an array of matcher groups".into()));
+        };
+        for (g, group) in groups.iter().enumerate() {
+            let path = format!("{path}[{g}]");
+            let Value::Object(group) = group else {
+                return Err(err(
+                    &path,
+                    "must be an object with `matcher` and `hooks`".into(),
+                ));
+            };
+            let matcher = match group.get("matcher") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(p)) => {
+                    compile_matcher(p).map_err(|m| err(&format!("{path}.matcher"), m))?
+                }
+                Some(_) => return Err(err(&format!("{path}.matcher"), "must be a string".into())),
+            };
+            let handlers = match group.get("hooks") {
+                Some(Value::Array(handlers)) => handlers,
+                None => return Err(err(&path, "missing `hooks` (an array of handlers)".into())),
+                Some(_) => {
+                    return Err(err(
+                        &format!("{path}.hooks"),
+                        "must be an array of handlers".into(),
+                    ));
+                }
+            };
+            for (h, handler) in handlers.iter().enumerate() {
+                let path = format!("{path}.hooks[{h}]");
+                if let Some(def) = parse_handler(handler, file, &path, out)? {
+                    out.add(event, matcher.clone(), def, project_dir);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `None` for "*", "" (all).
+fn compile_matcher(pattern: &str) -> Result<Option<Matcher>, String> {
+    if pattern.trim().is_empty() || pattern.trim() == "*" {
+        return Ok(None);
+    }
+    let matcher = ToolMatcher::protocol(pattern).map_err(|e| e.to_string())?;
+    Ok(Some(Matcher {
+        pattern: pattern.to_owned(),
+        matcher,
+    }))
+}
+
+/// One handler object; `None` when it is skipped (with a warning).
+fn parse_handler(
+    value: &Value,
+    file: &str,
+    path: &str,
+    out: &mut Config,
+) -> Result<Option<Definition>, ConfigError> {
+    let err = |field: &str, message: &str| {
+        let path = if field.is_empty() {
+            path.to_owned()
+        } else {
+            format!("{path}.{field}")
+        };
+        ConfigError::new(file, path, message)
+    };
+    let Value::Object(h) = value else {
+        return Err(err("", "must be an object with `type` and `command`"));
+    };
+    match h.get("type") {
+        Some(Value::String(t)) if t == "command" => {}
+        Some(Value::String(t))
+            if matches!(t.as_str(), "http" | "prompt" | "agent" | "mcp_tool") =>
+        {
+            out.warn(format!(
+                "{file}: {path}: `{t}` hooks are not supported by tower-agent; this handler is skipped"
+            ));
+            return Ok(None);
+        }
+        Some(Value::String(t)) => {
+            return Err(err(
+                "type",
+                &format!("unknown handler type `{t}` (supported: \"command\")"),
+            ));
+        }
+        None => return Err(err("", "missing `type` (\"command\")")),
+        Some(_) => return Err(err("type", "must be a string (\"command\")")),
+    }
+    if let Some(rule) = h.get("if").filter(|v| !v.is_null()) {
+        out.warn(format!(
+            "{file}: {path}: `if` rules ({rule}) are not supported by tower-agent; this handler is skipped"
+        ));
+        return Ok(None);
+    }
+    let command = match h.get("command") {
+        Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
+        Some(Value::String(_)) => return Err(err("command", "must not be empty")),
+        None => return Err(err("", "missing `command`")),
+        Some(_) => return Err(err("command", "must be a string")),
+    };
+    let args = match h.get("args") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) => {
+            let mut args = Vec::with_capacity(items.len());
+            for (i, a) in items.iter().enumerate() {
+                match a {
+                    Value::String(a) => args.push(a.clone()),
+                    _ => return Err(err(&format!("args[{i}]"), "must be a string")),
+                }
+            }
+            Some(args)
+        }
+        Some(_) => return Err(err("args", "must be an array of strings")),
+    };
+    let shell = match h.get("shell") {
+        None | Some(Value::Null) => "sh",
+        Some(Value::String(s)) if s == "bash" => "bash",
+        Some(Value::String(s)) if s == "sh" => "sh",
+        Some(Value::String(s)) => {
+            out.warn(format!(
+                "{file}: {path}: shell `{s}` is not supported by tower-agent; this handler is skipped"
+            ));
+            return Ok(None);
+        }
+        Some(_) => return Err(err("shell", "must be a string")),
+    };
+    let timeout = timeout(h, "timeout").map_err(|m| err("timeout", m))?;
+    let flag = |name: &str| flag(h, name).map_err(|m| err(name, m));
+    let fail_closed = flag("failClosed")?;
+    let persistent = flag("persistent")?;
+    let background = flag("async")? || flag("asyncRewake")?;
+    if persistent && background {
+        return Err(err("persistent", "a persistent handler cannot be `async`"));
+    }
+    let exec = match args {
+        Some(args) => Exec::Argv {
+            program: command,
+            args,
+        },
+        None => Exec::Shell { shell, command },
+    };
+    Ok(Some(Definition {
+        exec,
+        timeout,
+        fail_closed,
+        persistent,
+        background,
+        origin: format!("{file}: {path}"),
+    }))
+}
+
+/// A `true`/`false` field (absent: `false`).
+fn flag(h: &Map<String, Value>, name: &str) -> Result<bool, &'static str> {
+    match h.get(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err("must be true or false"),
+    }
+}
+
+/// A `timeout` in seconds: a positive, finite number.
+fn timeout(h: &Map<String, Value>, name: &str) -> Result<Option<Duration>, &'static str> {
+    const MESSAGE: &str = "must be a positive number of seconds";
+    match h.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(s) if s > 0.0 && s.is_finite() && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+            _ => Err(MESSAGE),
+        },
+        Some(_) => Err(MESSAGE),
+    }
+}
+
+// ===== hooks directory =====
+
+/// How long a hooks-directory executable may take to describe itself.
+pub(crate) const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Asks each executable of `dir` (sorted by name; hidden and non-executable files skipped)
+/// what it handles.
+pub(crate) fn load_dir(
+    dir: &Path,
+    project_dir: &Path,
+    out: &mut Config,
+) -> Result<(), ConfigError> {
+    let dir_name = dir.display().to_string();
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        ConfigError::new(
+            &dir_name,
+            "",
+            format!("cannot read the hooks directory: {e}"),
+        )
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let hidden = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_none_or(|n| n.starts_with('.'));
+            !hidden && is_executable(p)
+        })
+        .collect();
+    files.sort();
+    for file in files {
+        describe(&file, project_dir, out)?;
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(path: &Path) -> bool {
+    path.is_file()
+}
+
+/// Runs `file` with `TOWER_AGENT_HOOK_ACTION=describe` and adds what it handles.
+fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), ConfigError> {
+    let name = file.display().to_string();
+    let err = |path: &str, message: String| ConfigError::new(&name, path, message);
+    let program = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    let program = program.to_string_lossy().into_owned();
+    let exec = Exec::Argv {
+        program,
+        args: Vec::new(),
+    };
+    let output = super::process::run_sync(&exec, project_dir, "describe", DESCRIBE_TIMEOUT)
+        .map_err(|e| err("describe", e))?;
+    if output.code != Some(0) {
+        let status = match output.code {
+            Some(code) => format!("exited with status {code}"),
+            None => "was killed by a signal".to_owned(),
+        };
+        let detail = output.stderr.lines().next().unwrap_or("").trim().to_owned();
+        return Err(err(
+            "describe",
+            if detail.is_empty() {
+                status
+            } else {
+                format!("{status}: {detail}")
+            },
+        ));
+    }
+    let value: Value = serde_json::from_str(output.stdout.trim()).map_err(|e| {
+        err(
+            "describe",
+            format!("expected `{{\"events\": [...], \"matcher\": \"...\"}}` on stdout: {e}"),
+        )
+    })?;
+    let Value::Object(d) = value else {
+        return Err(err("describe", "must print a JSON object".into()));
+    };
+    let events = match d.get("events") {
+        Some(Value::Array(events)) if !events.is_empty() => events,
+        Some(Value::String(one)) => &vec![Value::String(one.clone())],
+        None => return Err(err("describe", "missing `events`".into())),
+        Some(_) => {
+            return Err(err(
+                "describe.events",
+                "must be a non-empty array of event names".into(),
+            ));
+        }
+    };
+    let matcher = match d.get("matcher") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(p)) => compile_matcher(p).map_err(|m| err("describe.matcher", m))?,
+        Some(_) => return Err(err("describe.matcher", "must be a string".into())),
+    };
+    let timeout = timeout(&d, "timeout").map_err(|m| err("describe.timeout", m.into()))?;
+    let flag = |key: &str| flag(&d, key).map_err(|m| err(&format!("describe.{key}"), m.into()));
+    let fail_closed = flag("failClosed")?;
+    let persistent = flag("persistent")?;
+    for (i, e) in events.iter().enumerate() {
+        let path = format!("describe.events[{i}]");
+        let Value::String(e) = e else {
+            return Err(err(&path, "must be an event name".into()));
+        };
+        let Some(event) = HookEvent::parse(e) else {
+            if NOT_FIRED.contains(&e.as_str()) {
+                out.warn(format!(
+                    "{name}: {path}: the {e} event is not fired by tower-agent; skipped"
+                ));
+                continue;
+            }
+            return Err(err(&path, format!("unknown hook event `{e}`")));
+        };
+        let def = Definition {
+            exec: exec.clone(),
+            timeout,
+            fail_closed,
+            persistent,
+            background: false,
+            origin: name.clone(),
+        };
+        out.add(event, matcher.clone(), def, project_dir);
+    }
+    Ok(())
+}

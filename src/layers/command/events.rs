@@ -1,0 +1,772 @@
+//! Each event: the input its handlers get, and how their verdicts (in configuration order)
+//! become the decision of one callback of the [`Hooks`] registry.
+
+use std::{path::PathBuf, sync::Arc};
+
+use futures_util::future::join_all;
+use serde_json::{Map, Value, json};
+
+use super::{
+    config::{Config, Entry, Handler, HookEvent},
+    process::{self, Failure, Permission, Reply, Report, Verdict},
+};
+use crate::{
+    agent::AgentResponse,
+    context::RunContext,
+    layers::{
+        hooks::{
+            BeforeModel, HookFuture, Hooks, PostToolUse, PostToolUseFailure, PreToolUse,
+            SessionStart, Stop, StopInput, ToolFailure, UserPrompt,
+        },
+        matcher::ToolMatcher,
+        summarize::{CompactDecision, CompactInfo},
+    },
+    message::{Message, Messages, StopReason, ToolCall, ToolOutput, ToolSpec, Usage},
+    model::{ModelRequest, ModelResponse, ModelSettings},
+};
+
+/// What SessionStart hooks match on (`source`): runs always start.
+const SOURCE: &str = "startup";
+/// What SessionEnd hooks match on (`reason`).
+const END_REASON: &str = "other";
+/// What PreCompact hooks match on (`trigger`): the summarize layer compacts on its own.
+const TRIGGER: &str = "auto";
+/// What Notification hooks match on (`notification_type`).
+const NOTIFICATION: &str = "warning";
+
+/// The loaded configuration and where handlers run.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) config: Config,
+    pub(crate) project_dir: PathBuf,
+}
+
+impl Inner {
+    pub(crate) fn entries(&self, event: HookEvent) -> &[Entry] {
+        if self.config.disabled {
+            return &[];
+        }
+        &self.config.events[event.index()]
+    }
+
+    fn wants(&self, event: HookEvent, subject: &str) -> bool {
+        self.entries(event).iter().any(|e| e.matches(subject))
+    }
+
+    /// Runs the handlers of `event` matching `subject` (`None`: all) in parallel; their
+    /// verdicts in configuration order. Background (`async`) handlers are started and not
+    /// waited for.
+    async fn run(
+        self: &Arc<Self>,
+        event: HookEvent,
+        subject: Option<&str>,
+        input: Map<String, Value>,
+        report: Report<'_>,
+    ) -> Vec<Verdict> {
+        let entries: Vec<&Entry> = self
+            .entries(event)
+            .iter()
+            .filter(|e| subject.is_none_or(|s| e.matches(s)))
+            .collect();
+        if entries.is_empty() {
+            return Vec::new();
+        }
+        let input: Arc<str> = Value::Object(input).to_string().into();
+        let mut waited = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if entry.handler.background {
+                self.spawn_background(event, Arc::clone(&entry.handler), Arc::clone(&input));
+            } else {
+                waited.push(&entry.handler);
+            }
+        }
+        join_all(waited.into_iter().map(|handler| {
+            let input = &input;
+            async move {
+                let result = self.call(event, handler, input, report).await;
+                process::interpret(event, handler, result, report)
+            }
+        }))
+        .await
+    }
+
+    async fn call(
+        &self,
+        event: HookEvent,
+        handler: &Handler,
+        input: &str,
+        report: Report<'_>,
+    ) -> Result<Reply, Failure> {
+        let timeout = handler.timeout.unwrap_or(event.default_timeout());
+        match &handler.persistent {
+            Some(process) => process.call(input, timeout, report).await,
+            None => process::run(&handler.exec, &self.project_dir, input.as_bytes(), timeout).await,
+        }
+    }
+
+    fn spawn_background(
+        self: &Arc<Self>,
+        event: HookEvent,
+        handler: Arc<Handler>,
+        input: Arc<str>,
+    ) {
+        let inner = Arc::clone(self);
+        spawn("an async hook", async move {
+            let result = inner.call(event, &handler, &input, Report::Log).await;
+            let verdict = process::interpret(event, &handler, result, Report::Log);
+            tracing::debug!(hook = %handler.label, event = %event, ?verdict, "async hook done");
+        });
+    }
+}
+
+/// Spawns `fut` on the current tokio runtime, or says why it cannot.
+fn spawn(what: &str, fut: impl Future<Output = ()> + Send + 'static) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn(fut);
+        }
+        Err(_) => tracing::warn!("{what} cannot run outside a tokio runtime; skipped"),
+    }
+}
+
+/// The fields every input has.
+fn base(event: HookEvent, ctx: &RunContext) -> Map<String, Value> {
+    let mut input = Map::new();
+    input.insert("session_id".into(), ctx.session_id().into());
+    input.insert(
+        "transcript_path".into(),
+        ctx.transcript_path()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
+            .into(),
+    );
+    input.insert(
+        "cwd".into(),
+        ctx.cwd().to_string_lossy().into_owned().into(),
+    );
+    input.insert("hook_event_name".into(), event.name().into());
+    input.insert("permission_mode".into(), "default".into());
+    input
+}
+
+/// The matcher of the one callback of an event: the union of its handlers' matchers.
+fn union(entries: &[Entry]) -> ToolMatcher {
+    let mut union: Option<ToolMatcher> = None;
+    for m in entries.iter().flat_map(|e| &e.matchers) {
+        let Some(m) = m else {
+            return ToolMatcher::all();
+        };
+        let m = m.matcher.clone();
+        union = Some(match union {
+            None => m,
+            Some(u) => u.or(m),
+        });
+    }
+    union.unwrap_or_else(ToolMatcher::all)
+}
+
+/// A tool's output as `tool_response`: the JSON it holds if it is a JSON object or array,
+/// else the text.
+fn tool_response(content: &str) -> Value {
+    let t = content.trim_start();
+    if (t.starts_with('{') || t.starts_with('['))
+        && let Ok(value) = serde_json::from_str::<Value>(content)
+    {
+        return value;
+    }
+    Value::String(content.to_owned())
+}
+
+fn joined(parts: Vec<String>, separator: &str) -> Option<String> {
+    (!parts.is_empty()).then(|| parts.join(separator))
+}
+
+// ===== registration =====
+
+pub(crate) fn register(inner: &Arc<Inner>, mut hooks: Hooks) -> Hooks {
+    let entries = |event| -> &[Entry] { inner.entries(event) };
+    if !entries(HookEvent::PreToolUse).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.before_tool_use(union(entries(HookEvent::PreToolUse)), move |call, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.pre_tool_use(&call, &ctx).await }
+        });
+    }
+    if !entries(HookEvent::PostToolUse).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.after_tool_use(
+            union(entries(HookEvent::PostToolUse)),
+            move |call, output, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.post_tool_use(&call, &output, &ctx).await }
+            },
+        );
+    }
+    if !entries(HookEvent::PostToolUseFailure).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_tool_failure(
+            union(entries(HookEvent::PostToolUseFailure)),
+            move |call, failure, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.post_tool_use_failure(&call, &failure, &ctx).await }
+            },
+        );
+    }
+    if !entries(HookEvent::UserPromptSubmit).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_user_prompt(move |prompt, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.user_prompt(&prompt, &ctx).await }
+        });
+    }
+    if !entries(HookEvent::Stop).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_stop(move |input, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.stop(HookEvent::Stop, input, &ctx).await }
+        });
+    }
+    if !entries(HookEvent::SubagentStop).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_subagent_stop(
+            union(entries(HookEvent::SubagentStop)),
+            move |input, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.stop(HookEvent::SubagentStop, input, &ctx).await }
+            },
+        );
+    }
+    if inner.wants(HookEvent::SessionStart, SOURCE) {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_session_start(move |ctx| {
+            let i = Arc::clone(&i);
+            async move { i.session_start(&ctx).await }
+        });
+    }
+    if inner.wants(HookEvent::SessionEnd, END_REASON) {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_session_end(move |response, ctx| i.session_end(response, ctx));
+    }
+    if inner.wants(HookEvent::Notification, NOTIFICATION) {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_notification(move |message, ctx| i.notification(message, ctx));
+    }
+    if !entries(HookEvent::BeforeModel).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.before_model(move |req| {
+            let i = Arc::clone(&i);
+            async move { i.before_model(req).await }
+        });
+    }
+    if !entries(HookEvent::AfterModel).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.after_model(move |resp, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.after_model(resp, &ctx).await }
+        });
+    }
+    hooks
+}
+
+/// The PreCompact callback for [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact).
+pub(crate) fn pre_compact(
+    inner: &Arc<Inner>,
+) -> impl Fn(CompactInfo, ModelRequest) -> HookFuture<CompactDecision> + Clone + Send + Sync + 'static
+{
+    let inner = inner
+        .wants(HookEvent::PreCompact, TRIGGER)
+        .then(|| Arc::clone(inner));
+    move |info, req| match &inner {
+        None => HookFuture::ready(CompactDecision::Proceed),
+        Some(i) => {
+            let i = Arc::clone(i);
+            HookFuture::boxed(async move { i.pre_compact(info, &req.ctx).await })
+        }
+    }
+}
+
+// ===== events =====
+
+impl Inner {
+    async fn pre_tool_use(self: &Arc<Self>, call: &ToolCall, ctx: &RunContext) -> PreToolUse {
+        let event = HookEvent::PreToolUse;
+        let mut input = base(event, ctx);
+        input.insert("tool_name".into(), call.name.clone().into());
+        input.insert("tool_input".into(), call.arguments.clone());
+        input.insert("tool_use_id".into(), call.id.clone().into());
+        let verdicts = self
+            .run(event, Some(&call.name), input, Report::Run(ctx))
+            .await;
+        merge_pre_tool_use(verdicts)
+    }
+
+    async fn post_tool_use(
+        self: &Arc<Self>,
+        call: &ToolCall,
+        output: &ToolOutput,
+        ctx: &RunContext,
+    ) -> PostToolUse {
+        let event = HookEvent::PostToolUse;
+        let mut input = base(event, ctx);
+        input.insert("tool_name".into(), call.name.clone().into());
+        input.insert("tool_input".into(), call.arguments.clone());
+        input.insert("tool_response".into(), tool_response(&output.content));
+        input.insert("tool_use_id".into(), call.id.clone().into());
+        let verdicts = self
+            .run(event, Some(&call.name), input, Report::Run(ctx))
+            .await;
+        let mut decisions = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop {
+                return PostToolUse::Abort(reason);
+            }
+            if let Some(new) = v.updated_output {
+                let content = match new {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                };
+                decisions.push(PostToolUse::Replace(ToolOutput {
+                    content,
+                    ..output.clone()
+                }));
+            }
+            // A block after the fact: its reason goes next to the result.
+            if let Some(reason) = v.block.or(v.failed) {
+                decisions.push(PostToolUse::AddContext(reason));
+            }
+            decisions.extend(v.contexts.into_iter().map(PostToolUse::AddContext));
+        }
+        match decisions.len() {
+            0 => PostToolUse::Keep,
+            1 => decisions.pop().expect("one decision"),
+            _ => PostToolUse::Many(decisions),
+        }
+    }
+
+    async fn post_tool_use_failure(
+        self: &Arc<Self>,
+        call: &ToolCall,
+        failure: &ToolFailure,
+        ctx: &RunContext,
+    ) -> PostToolUseFailure {
+        let event = HookEvent::PostToolUseFailure;
+        let mut input = base(event, ctx);
+        input.insert("tool_name".into(), call.name.clone().into());
+        input.insert("tool_input".into(), call.arguments.clone());
+        input.insert("tool_use_id".into(), call.id.clone().into());
+        input.insert("error".into(), failure.error.clone().into());
+        input.insert("is_interrupt".into(), false.into());
+        input.insert("tool_response".into(), json!({ "error": failure.error }));
+        let verdicts = self
+            .run(event, Some(&call.name), input, Report::Run(ctx))
+            .await;
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop {
+                return PostToolUseFailure::Abort(reason);
+            }
+            contexts.extend(v.block.or(v.failed));
+            contexts.extend(v.contexts);
+        }
+        joined(contexts, "\n\n").map_or(PostToolUseFailure::Keep, PostToolUseFailure::AddContext)
+    }
+
+    async fn user_prompt(self: &Arc<Self>, prompt: &str, ctx: &RunContext) -> UserPrompt {
+        let event = HookEvent::UserPromptSubmit;
+        let mut input = base(event, ctx);
+        input.insert("prompt".into(), prompt.into());
+        let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
+        let mut blocks = Vec::new();
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop {
+                return UserPrompt::Block(reason);
+            }
+            blocks.extend(v.block.or(v.failed));
+            contexts.extend(v.contexts);
+        }
+        if let Some(reason) = joined(blocks, "; ") {
+            return UserPrompt::Block(reason);
+        }
+        joined(contexts, "\n\n").map_or(UserPrompt::Continue, UserPrompt::AddContext)
+    }
+
+    async fn stop(self: &Arc<Self>, event: HookEvent, stop: StopInput, ctx: &RunContext) -> Stop {
+        let mut input = base(event, ctx);
+        input.insert("stop_hook_active".into(), stop.stop_hook_active.into());
+        input.insert(
+            "last_assistant_message".into(),
+            stop.last_assistant_message.into(),
+        );
+        let subject = match (event, &stop.agent_name) {
+            (HookEvent::SubagentStop, Some(name)) => {
+                input.insert("agent_type".into(), name.clone().into());
+                input.insert("agent_id".into(), name.clone().into());
+                input.insert("agent_transcript_path".into(), "".into());
+                Some(name.as_str())
+            }
+            _ => None,
+        };
+        let verdicts = self.run(event, subject, input, Report::Run(ctx)).await;
+        let mut feedback = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop {
+                // The agent is stopping anyway: it finishes, and the reason is reported.
+                ctx.warn(format!("a {event} hook ended the run: {reason}"));
+                return Stop::Finish;
+            }
+            feedback.extend(v.block.or(v.failed));
+            feedback.extend(v.contexts);
+        }
+        joined(feedback, "\n\n").map_or(Stop::Finish, Stop::Continue)
+    }
+
+    async fn session_start(self: &Arc<Self>, ctx: &RunContext) -> SessionStart {
+        let event = HookEvent::SessionStart;
+        let mut input = base(event, ctx);
+        input.insert("source".into(), SOURCE.into());
+        let verdicts = self.run(event, Some(SOURCE), input, Report::Run(ctx)).await;
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop.or(v.failed) {
+                return SessionStart::Block(reason);
+            }
+            if let Some(reason) = v.block {
+                // SessionStart cannot block (as in the protocol): the reason is reported.
+                ctx.warn(format!("a SessionStart hook: {reason}"));
+            }
+            contexts.extend(v.contexts);
+        }
+        joined(contexts, "\n\n").map_or(SessionStart::Continue, SessionStart::AddContext)
+    }
+
+    fn session_end(self: &Arc<Self>, response: &AgentResponse, ctx: &RunContext) {
+        let event = HookEvent::SessionEnd;
+        let mut input = base(event, ctx);
+        input.insert("reason".into(), END_REASON.into());
+        input.insert(
+            "outcome".into(),
+            serde_json::to_value(&response.outcome).unwrap_or_default(),
+        );
+        let inner = Arc::clone(self);
+        spawn("a SessionEnd hook", async move {
+            inner.run(event, Some(END_REASON), input, Report::Log).await;
+        });
+    }
+
+    fn notification(self: &Arc<Self>, message: &str, ctx: &RunContext) {
+        let event = HookEvent::Notification;
+        let mut input = base(event, ctx);
+        input.insert("message".into(), message.into());
+        input.insert("notification_type".into(), NOTIFICATION.into());
+        let inner = Arc::clone(self);
+        spawn("a Notification hook", async move {
+            inner
+                .run(event, Some(NOTIFICATION), input, Report::Log)
+                .await;
+        });
+    }
+
+    async fn pre_compact(self: &Arc<Self>, info: CompactInfo, ctx: &RunContext) -> CompactDecision {
+        let event = HookEvent::PreCompact;
+        let mut input = base(event, ctx);
+        input.insert("trigger".into(), TRIGGER.into());
+        input.insert("custom_instructions".into(), "".into());
+        input.insert("tokens".into(), info.tokens.into());
+        input.insert("threshold".into(), info.threshold.into());
+        input.insert("summarized_messages".into(), info.summarized.into());
+        input.insert("kept_messages".into(), info.kept.into());
+        let verdicts = self
+            .run(event, Some(TRIGGER), input, Report::Run(ctx))
+            .await;
+        for v in verdicts {
+            if let Some(reason) = v.stop.or(v.block).or(v.failed) {
+                tracing::info!("compaction vetoed by a PreCompact hook: {reason}");
+                return CompactDecision::Veto;
+            }
+        }
+        CompactDecision::Proceed
+    }
+
+    async fn before_model(self: &Arc<Self>, mut req: ModelRequest) -> BeforeModel {
+        let event = HookEvent::BeforeModel;
+        let ctx = req.ctx.clone();
+        let mut input = base(event, &ctx);
+        input.insert(
+            "llm_request".into(),
+            json!({
+                "messages": req.messages,
+                "tools": *req.tools,
+                "settings": settings_json(&req.settings),
+            }),
+        );
+        let verdicts = self.run(event, None, input, Report::Run(&ctx)).await;
+        for v in verdicts {
+            if let Some(reason) = v.stop.or(v.block).or(v.failed) {
+                return BeforeModel::Respond(ModelResponse::text(reason));
+            }
+            if let Some(new) = v.llm_request
+                && let Err(why) = replace_request(&mut req, new)
+            {
+                ctx.warn(format!(
+                    "a BeforeModel hook's llm_request is ignored: {why}"
+                ));
+            }
+        }
+        BeforeModel::Continue(req)
+    }
+
+    async fn after_model(
+        self: &Arc<Self>,
+        mut resp: ModelResponse,
+        ctx: &RunContext,
+    ) -> ModelResponse {
+        let event = HookEvent::AfterModel;
+        let mut input = base(event, ctx);
+        input.insert(
+            "llm_response".into(),
+            json!({
+                "message": resp.message,
+                "usage": resp.usage,
+                "stop_reason": resp.stop_reason,
+            }),
+        );
+        let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
+        for v in verdicts {
+            if let Some(reason) = v.stop.or(v.block).or(v.failed) {
+                let usage = resp.usage;
+                let mut blocked = ModelResponse::text(reason);
+                blocked.usage = usage;
+                return blocked;
+            }
+            if let Some(new) = v.llm_response
+                && let Err(why) = replace_response(&mut resp, new)
+            {
+                ctx.warn(format!(
+                    "an AfterModel hook's llm_response is ignored: {why}"
+                ));
+            }
+        }
+        resp
+    }
+}
+
+/// PreToolUse verdicts, in configuration order, as one decision: `continue: false` aborts;
+/// deny > ask > allow (reasons of the winning kind joined); every `updatedInput` applied in
+/// order; every context kept in order.
+fn merge_pre_tool_use(verdicts: Vec<Verdict>) -> PreToolUse {
+    let mut contexts = Vec::new();
+    let mut denies = Vec::new();
+    let mut asks = Vec::new();
+    let mut rewrites = Vec::new();
+    let mut allowed = false;
+    for v in verdicts {
+        if let Some(reason) = v.stop {
+            return PreToolUse::Abort(reason);
+        }
+        contexts.extend(v.contexts.into_iter().map(PreToolUse::AddContext));
+        if let Some(reason) = v.block.or(v.failed) {
+            denies.push(reason);
+            continue;
+        }
+        match v.permission {
+            Some((Permission::Deny, reason)) => denies.push(reason),
+            Some((Permission::Ask, reason)) => asks.push(reason),
+            Some((Permission::Allow, _)) => allowed = true,
+            None => {}
+        }
+        rewrites.extend(v.updated_input.map(PreToolUse::Rewrite));
+    }
+    let mut decisions = contexts;
+    if let Some(reason) = joined(denies, "; ") {
+        decisions.push(PreToolUse::Deny(reason));
+    } else {
+        decisions.extend(rewrites);
+        if let Some(reason) = joined(asks, "; ") {
+            decisions.push(PreToolUse::Ask(reason));
+        } else if allowed {
+            decisions.push(PreToolUse::Allow);
+        }
+    }
+    match decisions.len() {
+        0 => PreToolUse::Continue,
+        1 => decisions.pop().expect("one decision"),
+        _ => PreToolUse::Many(decisions),
+    }
+}
+
+fn settings_json(s: &ModelSettings) -> Value {
+    json!({
+        "model": s.model.as_deref(),
+        "temperature": s.temperature,
+        "max_tokens": s.max_tokens,
+        "stream": s.stream,
+    })
+}
+
+/// Replaces the parts of `req` present in `new` (`messages`, `tools`, `settings`).
+fn replace_request(req: &mut ModelRequest, new: Value) -> Result<(), String> {
+    let Value::Object(mut new) = new else {
+        return Err("it is not an object".into());
+    };
+    let messages = match new.remove("messages") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(serde_json::from_value::<Messages>(v).map_err(|e| format!("messages: {e}"))?)
+        }
+    };
+    let tools = match new.remove("tools") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(serde_json::from_value::<Vec<ToolSpec>>(v).map_err(|e| format!("tools: {e}"))?)
+        }
+    };
+    let settings = match new.remove("settings") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(s)) => {
+            let mut settings = req.settings.clone();
+            if let Some(v) = s.get("model") {
+                settings.model = v.as_str().map(Into::into);
+            }
+            if let Some(v) = s.get("temperature") {
+                settings.temperature = v.as_f64().map(|t| t as f32);
+            }
+            if let Some(v) = s.get("max_tokens") {
+                settings.max_tokens = v.as_u64().and_then(|n| u32::try_from(n).ok());
+            }
+            if let Some(v) = s.get("stream").and_then(Value::as_bool) {
+                settings.stream = v;
+            }
+            Some(settings)
+        }
+        Some(_) => return Err("settings: not an object".into()),
+    };
+    if let Some(messages) = messages {
+        req.messages = messages;
+    }
+    if let Some(tools) = tools {
+        req.tools = Arc::new(tools);
+    }
+    if let Some(settings) = settings {
+        req.settings = settings;
+    }
+    Ok(())
+}
+
+/// Replaces the parts of `resp` present in `new` (`message`, `usage`, `stop_reason`).
+fn replace_response(resp: &mut ModelResponse, new: Value) -> Result<(), String> {
+    let Value::Object(mut new) = new else {
+        return Err("it is not an object".into());
+    };
+    let message = match new.remove("message") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(serde_json::from_value::<Message>(v).map_err(|e| format!("message: {e}"))?),
+    };
+    let usage = match new.remove("usage") {
+        None => None,
+        Some(v) => {
+            Some(serde_json::from_value::<Option<Usage>>(v).map_err(|e| format!("usage: {e}"))?)
+        }
+    };
+    let stop_reason = match new.remove("stop_reason") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(serde_json::from_value::<StopReason>(v).map_err(|e| format!("stop_reason: {e}"))?)
+        }
+    };
+    if let Some(message) = message {
+        resp.message = message;
+    }
+    if let Some(usage) = usage {
+        resp.usage = usage;
+    }
+    if let Some(stop_reason) = stop_reason {
+        resp.stop_reason = stop_reason;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(f: impl FnOnce(&mut Verdict)) -> Verdict {
+        let mut v = Verdict::default();
+        f(&mut v);
+        v
+    }
+
+    #[test]
+    fn deny_beats_ask_beats_allow() {
+        let allow = || verdict(|v| v.permission = Some((Permission::Allow, String::new())));
+        let ask = |r: &str| verdict(|v| v.permission = Some((Permission::Ask, r.into())));
+        let deny = |r: &str| verdict(|v| v.permission = Some((Permission::Deny, r.into())));
+        assert_eq!(merge_pre_tool_use(vec![allow()]), PreToolUse::Allow);
+        assert_eq!(
+            merge_pre_tool_use(vec![allow(), ask("a"), allow()]),
+            PreToolUse::Ask("a".into())
+        );
+        assert_eq!(
+            merge_pre_tool_use(vec![ask("a"), deny("d1"), allow(), deny("d2")]),
+            PreToolUse::Deny("d1; d2".into())
+        );
+        assert_eq!(merge_pre_tool_use(vec![]), PreToolUse::Continue);
+    }
+
+    #[test]
+    fn rewrites_and_contexts_in_order() {
+        let a = verdict(|v| {
+            v.updated_input = Some(json!({"n": 1}));
+            v.contexts.push("one".into());
+        });
+        let b = verdict(|v| {
+            v.updated_input = Some(json!({"n": 2}));
+            v.contexts.push("two".into());
+            v.permission = Some((Permission::Ask, "sure?".into()));
+        });
+        assert_eq!(
+            merge_pre_tool_use(vec![a, b]),
+            PreToolUse::Many(vec![
+                PreToolUse::AddContext("one".into()),
+                PreToolUse::AddContext("two".into()),
+                PreToolUse::Rewrite(json!({"n": 1})),
+                PreToolUse::Rewrite(json!({"n": 2})),
+                PreToolUse::Ask("sure?".into()),
+            ])
+        );
+        let stop = verdict(|v| v.stop = Some("halt".into()));
+        let deny = verdict(|v| v.block = Some("no".into()));
+        assert_eq!(
+            merge_pre_tool_use(vec![deny, stop]),
+            PreToolUse::Abort("halt".into())
+        );
+    }
+
+    #[test]
+    fn tool_responses() {
+        assert_eq!(tool_response("plain"), json!("plain"));
+        assert_eq!(tool_response("{\"a\":1}"), json!({"a": 1}));
+        assert_eq!(tool_response("{not json"), json!("{not json"));
+    }
+
+    #[test]
+    fn request_replacement() {
+        let mut req = ModelRequest::new(vec![Message::user("hi")]);
+        replace_request(
+            &mut req,
+            json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "bye"}]}],
+                   "settings": {"model": "m", "temperature": 0.5}}),
+        )
+        .unwrap();
+        assert_eq!(req.messages[0].text(), "bye");
+        assert_eq!(req.settings.model.as_deref(), Some("m"));
+        assert!(replace_request(&mut req, json!({"tools": 3})).is_err());
+        let mut resp = ModelResponse::text("a");
+        replace_response(
+            &mut resp,
+            json!({"message": {"role": "assistant", "content": [{"type": "text", "text": "b"}]}}),
+        )
+        .unwrap();
+        assert_eq!(resp.message.text(), "b");
+    }
+}

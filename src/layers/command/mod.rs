@@ -1,0 +1,405 @@
+//! Command hooks: external hook scripts, compatible with the Claude Code hooks protocol, plus
+//! persistent hook processes.
+//!
+//! [`CommandHooks`] reads settings files (the `hooks` section of a Claude Code
+//! `settings.json`, unchanged) and hooks directories, and turns them into callbacks of the
+//! [`Hooks`] registry: **one callback per event**, which runs every matching handler of that
+//! event **in parallel** and merges their answers **in configuration order** (not in the order
+//! they finish, so the outcome is deterministic).
+//!
+//! ```text
+//! settings.json ─┐
+//! hooks dir ─────┼─► CommandHooks ──into_hooks()──► Hooks ──compile()──► AgentBuilder::hooks
+//! settings JSON ─┘        └──pre_compact()──► SummarizeLayer::on_compact
+//! ```
+//!
+//! # Example
+//!
+//! A PreToolUse hook that blocks `rm -rf` with exit code 2; the model sees its stderr.
+//!
+//! ```
+//! # #[cfg(unix)] {
+//! use serde_json::json;
+//! use tower_agent::{Agent, BoxError, model::ScriptedModel, tool::tool_fn};
+//! use tower_agent::layers::command::CommandHooks;
+//!
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let script = dir.path().join("block-rm.sh");
+//! std::fs::write(&script, r#"#!/bin/sh
+//! if grep -q 'rm -rf'; then echo "rm -rf is not allowed here" >&2; exit 2; fi
+//! "#)?;
+//! # use std::os::unix::fs::PermissionsExt;
+//! std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+//!
+//! let hooks = CommandHooks::builder()
+//!     .settings_json(
+//!         json!({ "hooks": { "PreToolUse": [{
+//!             "matcher": "bash",
+//!             "hooks": [{ "type": "command", "command": script, "timeout": 10 }]
+//!         }]}}),
+//!         "inline settings",
+//!     )
+//!     .project_dir(dir.path())
+//!     .build()?;
+//!
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new().tool_call("bash", json!({ "command": "rm -rf /" })).text("OK."))
+//!     .tool(tool_fn("bash", "Runs a command", json!({"type": "object"}), |_, _| async {
+//!         Ok::<_, BoxError>("ran")
+//!     }))
+//!     .hooks(hooks.into_hooks().compile()?)
+//!     .build();
+//! let resp = agent.run("clean up").await?;
+//! assert_eq!(resp.messages[2].text(), "denied: rm -rf is not allowed here");
+//! # Ok(())
+//! # }
+//! # main().unwrap();
+//! # }
+//! ```
+//!
+//! # Configuration
+//!
+//! [`CommandHooks::builder`] takes, in order (later sources add to earlier ones; nothing is
+//! replaced): settings files ([`settings_file`](CommandHooksBuilder::settings_file)), settings
+//! values ([`settings_json`](CommandHooksBuilder::settings_json)) and hooks directories
+//! ([`hooks_dir`](CommandHooksBuilder::hooks_dir)). A settings value is an object whose
+//! `hooks` maps each event to matcher groups:
+//!
+//! ```json
+//! { "hooks": { "PreToolUse": [ { "matcher": "Bash|Write",
+//!       "hooks": [ { "type": "command", "command": "$CLAUDE_PROJECT_DIR/hooks/check.sh",
+//!                    "timeout": 30, "failClosed": true } ] } ] },
+//!   "disableAllHooks": false }
+//! ```
+//!
+//! | Handler field | Meaning |
+//! |---|---|
+//! | `type` | `"command"`. `http`, `prompt`, `agent` and `mcp_tool` handlers are **skipped with a warning** (see [`CommandHooks::warnings`]), so settings written for Claude Code load unchanged; any other type is an error |
+//! | `command` | run with `sh -c` in the project directory; with `args`, the executable itself (no shell; `${CLAUDE_PROJECT_DIR}` is replaced in it and in each argument) |
+//! | `args` | argument list (exec form) |
+//! | `shell` | `"sh"` (default) or `"bash"`; others are skipped with a warning |
+//! | `timeout` | seconds, a positive number; default 600 (30 for UserPromptSubmit) |
+//! | `failClosed` | `true`: a timeout, crash, non-zero exit other than 2, invalid JSON or missing executable **denies** (PreToolUse) or **blocks** (other events) instead of being ignored |
+//! | `persistent` | `true`: one long-lived process answers every event ([below](#persistent-hooks)) |
+//! | `async` / `asyncRewake` | run in the background: never waited for, cannot block; the answer is only logged |
+//! | `if` | permission-rule filters are not supported: the handler is skipped with a warning |
+//! | others (`statusMessage`, `once` …) | ignored |
+//!
+//! A bad configuration is a [`ConfigError`] naming the file and the JSON path in it, e.g.
+//! `settings.json: hooks.PreToolUse[0].hooks[1].timeout: must be a positive number of seconds`.
+//! An unknown event name is an error; a protocol event this crate does not fire (such as
+//! `PermissionRequest` or `SubagentStart`) is skipped with a warning. `disableAllHooks: true` in
+//! any source disables every hook. A handler defined twice for one event (same command, args,
+//! timeout and mode) runs once: at the place of its first definition, under the matchers of
+//! every definition, fail-closed if any definition is.
+//!
+//! **Hooks directories.** Each executable file of the directory (sorted by name; hidden and
+//! non-executable files skipped) is run once at build time with the environment variable
+//! `TOWER_AGENT_HOOK_ACTION=describe` and must print what it handles, e.g.
+//! `{"events": ["PreToolUse", "Stop"], "matcher": "bash"}` (optional `timeout`, `failClosed`,
+//! `persistent`). It is then run like an exec-form handler (with
+//! `TOWER_AGENT_HOOK_ACTION=run`). A describe that fails, times out (10 s) or prints anything
+//! else is a [`ConfigError`] naming the file.
+//!
+//! # Events
+//!
+//! | Event (aliases) | Callback | Matcher on | Input fields (besides the common ones) | What the hooks can do |
+//! |---|---|---|---|---|
+//! | PreToolUse (`tool-call-start`) | [`before_tool_use`](Hooks::before_tool_use) | `tool_name` | `tool_name`, `tool_input`, `tool_use_id` | deny (exit 2 / `deny`), ask, allow, `updatedInput`, `additionalContext` |
+//! | PostToolUse (`tool-call-end`) | [`after_tool_use`](Hooks::after_tool_use) | `tool_name` | + `tool_response` (the output: its JSON if it holds a JSON object or array, else its text) | `updatedToolOutput`, `additionalContext`; a block adds its reason as context |
+//! | PostToolUseFailure | [`on_tool_failure`](Hooks::on_tool_failure) | `tool_name` | `tool_name`, `tool_input`, `tool_use_id`, `error`, `is_interrupt`, `tool_response: {"error": …}` | `additionalContext`; a block adds its reason as context |
+//! | UserPromptSubmit | [`on_user_prompt`](Hooks::on_user_prompt) | — | `prompt` | block (run ends `Blocked`), context (`additionalContext` or plain stdout) |
+//! | Stop (`agent-stop`) | [`on_stop`](Hooks::on_stop) | — | `stop_hook_active`, `last_assistant_message` | block = the agent continues with the reason as feedback; `additionalContext` too |
+//! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | the subagent's name | + `agent_type`, `agent_id` (its name) | as Stop, for the subagent |
+//! | SessionStart (`agent-start`) | [`on_session_start`](Hooks::on_session_start) | `source` (always `startup`) | `source` | context (`additionalContext` or plain stdout) for the system prompt |
+//! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `reason` (always `other`) | `reason`, `outcome` (the run's [`Outcome`](crate::agent::Outcome) as JSON) | observe (started in the background; the run does not wait) |
+//! | Notification | [`on_notification`](Hooks::on_notification) | `notification_type` (always `warning`) | `message`, `notification_type` | observe (background), for each [`RunContext::warn`](crate::context::RunContext::warn) |
+//! | PreCompact | [`CommandHooks::pre_compact`] for [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact) | `trigger` (always `auto`) | `trigger`, `custom_instructions` (empty), `tokens`, `threshold`, `summarized_messages`, `kept_messages` | veto the compaction (block) |
+//! | BeforeModel (`step-start`) | [`before_model`](Hooks::before_model) | — | `llm_request`: `{messages, tools, settings}` | `hookSpecificOutput.llm_request` replaces the parts it has; a block answers the call with the reason as the assistant's text (the model is not called) |
+//! | AfterModel | [`after_model`](Hooks::after_model) | — | `llm_response`: `{message, usage, stop_reason}` | `hookSpecificOutput.llm_response` replaces the parts it has; a block replaces the answer with the reason as text |
+//!
+//! Messages, tools and responses in `llm_request` / `llm_response` use this crate's serde
+//! forms ([`Message`](crate::message::Message), [`ToolSpec`](crate::message::ToolSpec),
+//! [`Usage`](crate::message::Usage), [`StopReason`](crate::message::StopReason)); `settings` is
+//! `{model, temperature, max_tokens, stream}`.
+//!
+//! Every input has `session_id`, `transcript_path`, `cwd`, `hook_event_name` (the protocol
+//! name, also for aliases) and `permission_mode` (`"default"`). `transcript_path` is the
+//! session's JSONL transcript, written when the agent is built with
+//! [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) — set it for hooks
+//! that read the transcript; without it, `transcript_path` is `""`. (The transcript is
+//! appended after each step, so it lags within a step: use `last_assistant_message` on Stop.)
+//! Handlers run in the project directory ([`project_dir`](CommandHooksBuilder::project_dir),
+//! default the current directory) with `CLAUDE_PROJECT_DIR` and `TOWER_AGENT_PROJECT_DIR` set
+//! to it.
+//!
+//! # Answers
+//!
+//! - **Exit 0**: stdout is parsed as JSON if it starts with `{` (after trimming). Plain stdout
+//!   is context for UserPromptSubmit and SessionStart and ignored elsewhere (logged at debug).
+//!   Stdout that starts with `{` but is not valid JSON is reported and ignored (fail-open).
+//! - **Exit 2**: block, with the JSON `reason` if stdout has one, else stderr. The JSON is still
+//!   read, but nothing overrides the block (not even `permissionDecision: "allow"`).
+//! - **Any other exit**, a crash, a timeout or a missing executable: a non-blocking error,
+//!   reported with [`RunContext::warn`](crate::context::RunContext::warn) (a missing
+//!   executable also as a `tracing` error naming the command); the action goes on — unless the
+//!   handler is `failClosed`.
+//! - **JSON**: `continue: false` + `stopReason` ends the run ([below](#ending-the-run));
+//!   `systemMessage` is reported with `RunContext::warn`; `decision: "block"` + `reason`
+//!   blocks (legacy `decision: "approve"` on PreToolUse allows); `hookSpecificOutput` holds
+//!   `permissionDecision` (`allow` | `deny` | `ask`; `defer` counts as `ask`),
+//!   `permissionDecisionReason`, `updatedInput` (**replaces** the whole input),
+//!   `additionalContext`, `updatedToolOutput` (a string is the new output text, anything else
+//!   its JSON text), and `llm_request` / `llm_response`. A `hookSpecificOutput` whose
+//!   `hookEventName` names another event is ignored. Strings are cut to 10,000 characters.
+//!
+//! **Merging**, in configuration order: deny > ask > allow (the reasons of the winning kind
+//! joined with `; `); each `updatedInput` applied in order (so the last one wins, and an
+//! `ask` is asked about the rewritten input); every context kept, in order; the first
+//! `continue: false` wins over everything. A PreToolUse `ask` goes to the registry's
+//! [`Approval`](crate::layers::hooks::Approval) service (none: denied).
+//!
+//! ## Ending the run
+//!
+//! `continue: false` ends the run with its `stopReason`:
+//! - tool events: the call is denied and the tool path fails with an
+//!   [`Abort`](crate::error::Abort): the run ends
+//!   [`Outcome::Aborted`](crate::agent::Outcome::Aborted) with the stop reason, once the
+//!   step's other calls are done;
+//! - UserPromptSubmit and SessionStart: the run ends
+//!   [`Outcome::Blocked`](crate::agent::Outcome::Blocked) with the stop reason;
+//! - Stop / SubagentStop: the agent finishes (it was about to), and the reason is reported
+//!   with `RunContext::warn`;
+//! - BeforeModel / AfterModel: as a block (the answer is the reason, with no tool calls, so the
+//!   agent stops unless a Stop hook continues it); PreCompact: the compaction is vetoed.
+//!
+//! # Execution
+//!
+//! All matching handlers of an event run in parallel, each with its own timeout. A handler
+//! runs in its own process group: when it times out, or when the run is dropped or cancelled
+//! while it runs, the whole group is killed (`SIGKILL`) and the handler reaped; when it exits,
+//! whatever it left running in its group is killed too.
+//!
+//! # Persistent hooks
+//!
+//! A handler with `"persistent": true` is started once, on the first event it handles, with
+//! `TOWER_AGENT_HOOK_ACTION=serve`, and kept: it is shared by every event it handles and every
+//! run of this `CommandHooks` (and of the hooks and agents made from it). Each event is one
+//! line on its stdin; it answers one line per event on stdout, in any order:
+//!
+//! ```text
+//! → {"id": 7, "input": {"session_id": "…", "hook_event_name": "PreToolUse", "tool_name": "bash", …}}
+//! ← {"id": 7, "exit": 0, "output": {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "…"}}, "stderr": ""}
+//! ```
+//!
+//! `exit` (default 0), `output` (the JSON object a one-shot hook would print, or a string for
+//! plain stdout; default nothing) and `stderr` (default empty) mean what they mean for a
+//! one-shot hook. Events are multiplexed by `id`: several may be in flight at once. A process
+//! that exits before answering is restarted once for that event (and reported); one that
+//! overruns an event's timeout is killed (presumed hung) and the next event starts a new
+//! one. When the last clone of the `CommandHooks` and of every hook set and agent made from it
+//! is dropped (a run's [`RunContext`](crate::context::RunContext) holds its agent's hooks too,
+//! so a kept model request keeps them), its stdin is closed; it then has one second to exit
+//! before its process group is killed. Its stderr is logged at debug level. A handler in Python:
+//!
+//! ```python
+//! #!/usr/bin/env python3
+//! import json, sys
+//!
+//! for line in sys.stdin:                      # one event per line, until stdin closes
+//!     event = json.loads(line)
+//!     hook_input = event["input"]
+//!     answer = {"id": event["id"], "exit": 0}
+//!     command = hook_input.get("tool_input", {}).get("command", "")
+//!     if "rm -rf" in command:
+//!         answer["exit"] = 2
+//!         answer["stderr"] = "rm -rf is blocked"
+//!     print(json.dumps(answer), flush=True)   # one answer per line, flushed
+//! ```
+//!
+//! (`examples/hooks/persistent_hook.py` is a complete one.)
+
+mod config;
+mod events;
+mod persistent;
+mod process;
+
+use std::{
+    fmt,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use serde_json::Value;
+
+pub use self::config::{ConfigError, HookEvent};
+use self::{config::Config, events::Inner};
+use crate::{
+    layers::{
+        hooks::{HookFuture, Hooks},
+        summarize::{CompactDecision, CompactInfo},
+    },
+    model::ModelRequest,
+};
+
+/// External command hooks, loaded from configuration. See the
+/// [module docs](crate::layers::command).
+///
+/// # Clone
+///
+/// Clones share the configuration and the persistent processes.
+#[derive(Clone)]
+pub struct CommandHooks {
+    inner: Arc<Inner>,
+}
+
+impl CommandHooks {
+    /// A builder to load settings files, settings values and hooks directories.
+    pub fn builder() -> CommandHooksBuilder {
+        CommandHooksBuilder::default()
+    }
+
+    /// The hooks as a new registry: one callback per configured event.
+    ///
+    /// ```no_run
+    /// # fn f(agent: tower_agent::agent::AgentBuilder<tower_agent::model::BoxModelService>) -> Result<(), Box<dyn std::error::Error>> {
+    /// use tower_agent::layers::command::CommandHooks;
+    /// let hooks = CommandHooks::builder().settings_file(".claude/settings.json").build()?;
+    /// let agent = agent.hooks(hooks.into_hooks().compile()?).build();
+    /// # Ok(()) }
+    /// ```
+    pub fn into_hooks(self) -> Hooks {
+        self.register(Hooks::new())
+    }
+
+    /// Adds the hooks to `hooks` (one callback per configured event, at the default priority),
+    /// next to callbacks registered there.
+    pub fn register(self, hooks: Hooks) -> Hooks {
+        events::register(&self.inner, hooks)
+    }
+
+    /// The PreCompact hooks as a callback for
+    /// [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact):
+    /// a block vetoes the compaction.
+    pub fn pre_compact(
+        &self,
+    ) -> impl Fn(CompactInfo, ModelRequest) -> HookFuture<CompactDecision> + Clone + Send + Sync + 'static
+    {
+        events::pre_compact(&self.inner)
+    }
+
+    /// What was skipped while loading (unsupported handler types, events this crate does not
+    /// fire, `if` rules …), one message each.
+    pub fn warnings(&self) -> &[String] {
+        &self.inner.config.warnings
+    }
+
+    /// Whether a source set `disableAllHooks`.
+    pub fn is_disabled(&self) -> bool {
+        self.inner.config.disabled
+    }
+
+    /// The commands of `event`, in configuration order, after deduplication.
+    pub fn commands(&self, event: HookEvent) -> Vec<&str> {
+        self.inner
+            .entries(event)
+            .iter()
+            .map(|e| e.handler.label.as_str())
+            .collect()
+    }
+
+    /// The directory handlers run in.
+    pub fn project_dir(&self) -> &Path {
+        &self.inner.project_dir
+    }
+}
+
+impl fmt::Debug for CommandHooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut events = f.debug_map();
+        for event in HookEvent::ALL {
+            let entries = self.inner.entries(event);
+            if !entries.is_empty() {
+                events.entry(&event.name(), &self.commands(event));
+            }
+        }
+        events.finish()
+    }
+}
+
+/// Builds [`CommandHooks`]. See [`CommandHooks::builder`].
+#[derive(Debug, Default)]
+#[must_use]
+pub struct CommandHooksBuilder {
+    sources: Vec<Source>,
+    project_dir: Option<PathBuf>,
+}
+
+#[derive(Debug)]
+enum Source {
+    File(PathBuf),
+    Json(Value, String),
+    Dir(PathBuf),
+}
+
+impl CommandHooksBuilder {
+    /// Loads the `hooks` (and `disableAllHooks`) of a settings file. Repeatable: files merge
+    /// in the order given.
+    pub fn settings_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.sources.push(Source::File(path.into()));
+        self
+    }
+
+    /// Loads a settings value; `origin` names it in errors and warnings.
+    pub fn settings_json(mut self, settings: Value, origin: impl Into<String>) -> Self {
+        self.sources.push(Source::Json(settings, origin.into()));
+        self
+    }
+
+    /// Adds the executables of a hooks directory, each asked once what it handles (see the
+    /// [module docs](crate::layers::command#configuration)).
+    pub fn hooks_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sources.push(Source::Dir(dir.into()));
+        self
+    }
+
+    /// The directory handlers run in, and the value of `CLAUDE_PROJECT_DIR` /
+    /// `TOWER_AGENT_PROJECT_DIR` (default: the current directory).
+    pub fn project_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.project_dir = Some(dir.into());
+        self
+    }
+
+    /// Loads every source, in order. Describing a hooks directory runs its executables: this
+    /// blocks for as long as they take (at most 10 s each).
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read or is not JSON, a bad value in it, an unknown event or
+    /// handler type, a matcher that is not a valid pattern, or a hooks-directory executable
+    /// that does not describe itself: a [`ConfigError`] naming the file and the JSON path.
+    pub fn build(self) -> Result<CommandHooks, ConfigError> {
+        let project_dir = match self.project_dir {
+            Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        };
+        let mut config = Config::default();
+        for source in &self.sources {
+            match source {
+                Source::File(path) => config::load_file(path, &project_dir, &mut config)?,
+                Source::Json(value, origin) => {
+                    config::load_settings(value, origin, &project_dir, &mut config)?;
+                }
+                Source::Dir(dir) => config::load_dir(dir, &project_dir, &mut config)?,
+            }
+        }
+        Ok(CommandHooks {
+            inner: Arc::new(Inner {
+                config,
+                project_dir,
+            }),
+        })
+    }
+}

@@ -1,0 +1,575 @@
+//! One handler run: spawn, feed stdin, read stdout and stderr, time out, kill the process
+//! group; and what its answer means ([`Verdict`]).
+
+use std::{
+    io,
+    path::Path,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Map, Value};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use super::config::{Exec, Handler, HookEvent};
+use crate::{context::RunContext, process::ProcessGroup};
+
+/// The most bytes kept of a hook's stdout or stderr (the rest is read and dropped).
+const MAX_CAPTURE: usize = 1 << 20;
+/// The longest string taken from a hook's answer (as in the protocol).
+pub(crate) const MAX_CHARS: usize = 10_000;
+
+/// What a handler answered.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    /// The exit code (`None`: killed by a signal).
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: Stdout,
+    pub(crate) stderr: String,
+}
+
+/// A handler's stdout: text from a process, or JSON from a persistent process.
+#[derive(Debug)]
+pub(crate) enum Stdout {
+    Text(String),
+    Json(Value),
+}
+
+/// Why a handler gave no answer.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// It ran past its timeout and was killed.
+    Timeout(Duration),
+    /// Its executable does not exist (or cannot be executed).
+    Missing(String),
+    /// It could not be started or talked to.
+    Io(String),
+    /// A persistent process exited (after its one restart) or answered garbage.
+    Persistent(String),
+}
+
+impl Failure {
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Failure::Timeout(t) => format!(
+                "timed out after {}; its process group was killed",
+                humantime(*t)
+            ),
+            Failure::Missing(why) => format!("cannot be run: {why}"),
+            Failure::Io(why) | Failure::Persistent(why) => why.clone(),
+        }
+    }
+}
+
+/// `2s`, `1.5s`, `300ms`.
+fn humantime(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// `${CLAUDE_PROJECT_DIR}` and `${TOWER_AGENT_PROJECT_DIR}` replaced (exec form only: the
+/// shell expands them itself in shell form).
+fn substitute(s: &str, dir: &str) -> String {
+    if !s.contains("${") {
+        return s.to_owned();
+    }
+    s.replace("${CLAUDE_PROJECT_DIR}", dir)
+        .replace("${TOWER_AGENT_PROJECT_DIR}", dir)
+}
+
+/// The command of a handler, in `dir`, with the project-dir variables and
+/// `TOWER_AGENT_HOOK_ACTION=action`.
+pub(crate) fn command(exec: &Exec, dir: &Path, action: &str) -> std::process::Command {
+    let dir_text = dir.to_string_lossy();
+    let mut cmd = match exec {
+        Exec::Shell { shell, command } => {
+            let mut cmd = std::process::Command::new(shell);
+            cmd.arg("-c").arg(command);
+            cmd
+        }
+        Exec::Argv { program, args } => {
+            let mut cmd = std::process::Command::new(substitute(program, &dir_text));
+            cmd.args(args.iter().map(|a| substitute(a, &dir_text)));
+            cmd
+        }
+    };
+    cmd.current_dir(dir)
+        .env("CLAUDE_PROJECT_DIR", dir)
+        .env("TOWER_AGENT_PROJECT_DIR", dir)
+        .env("TOWER_AGENT_HOOK_ACTION", action);
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd
+}
+
+fn spawn_error(exec: &Exec, e: &io::Error) -> Failure {
+    match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => {
+            Failure::Missing(format!("cannot start `{}`: {e}", exec.label()))
+        }
+        _ => Failure::Io(format!("cannot start `{}`: {e}", exec.label())),
+    }
+}
+
+/// Runs a handler once: `input` on stdin, killed (with its whole process group) after
+/// `timeout` or when the returned future is dropped. When the handler exits, whatever it left
+/// running in its process group is killed too.
+pub(crate) async fn run(
+    exec: &Exec,
+    dir: &Path,
+    input: &[u8],
+    timeout: Duration,
+) -> Result<Reply, Failure> {
+    let mut cmd = tokio::process::Command::from(command(exec, dir, "run"));
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| spawn_error(exec, &e))?;
+    // Kills the group when this future is dropped, however it ends.
+    let mut group = ProcessGroup::new(child.id());
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+
+    let work = async {
+        let write = async {
+            if let Some(mut stdin) = stdin {
+                // A hook that does not read its input closes the pipe: fine.
+                let _ = stdin.write_all(input).await;
+            }
+        };
+        let wait = async {
+            let status = child.wait().await;
+            // Whatever the hook left running in its group would keep the pipes open.
+            group.kill();
+            status
+        };
+        let ((), out, err, status) =
+            tokio::join!(write, read_capped(stdout), read_capped(stderr), wait);
+        (out, err, status)
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok((out, err, status)) => {
+            let status =
+                status.map_err(|e| Failure::Io(format!("cannot wait for the hook: {e}")))?;
+            Ok(Reply {
+                code: status.code(),
+                stdout: Stdout::Text(out),
+                stderr: err,
+            })
+        }
+        Err(_) => {
+            group.kill();
+            // Kills the leader (again) and reaps it.
+            let _ = child.kill().await;
+            Err(Failure::Timeout(timeout))
+        }
+    }
+}
+
+/// Reads a pipe to its end, keeping at most [`MAX_CAPTURE`] bytes.
+async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>) -> String {
+    let Some(mut pipe) = pipe else {
+        return String::new();
+    };
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = MAX_CAPTURE.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}
+
+/// The output of a synchronous run (describe).
+pub(crate) struct SyncOutput {
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+/// Runs `exec` with no input and waits (blocking) at most `timeout`.
+pub(crate) fn run_sync(
+    exec: &Exec,
+    dir: &Path,
+    action: &str,
+    timeout: Duration,
+) -> Result<SyncOutput, String> {
+    use std::io::Read;
+    let mut child = command(exec, dir, action)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run `{}`: {e}", exec.label()))?;
+    let mut group = ProcessGroup::new(Some(child.id()));
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(pipe) = pipe {
+                let _ = pipe.take(MAX_CAPTURE as u64).read_to_end(&mut text);
+            }
+            String::from_utf8_lossy(&text).into_owned()
+        })
+    };
+    let out = reader(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = reader(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() < timeout => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(None) => {
+                group.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "did not answer within {}; killed",
+                    humantime(timeout)
+                ));
+            }
+            Err(e) => return Err(format!("cannot wait for `{}`: {e}", exec.label())),
+        }
+    };
+    group.kill();
+    Ok(SyncOutput {
+        code: status.code(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
+// ===== what an answer means =====
+
+/// A `permissionDecision`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Permission {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// What one handler's answer means, whatever the event; the event decides what it uses.
+#[derive(Debug, Default)]
+pub(crate) struct Verdict {
+    /// `continue: false`: the stop reason.
+    pub(crate) stop: Option<String>,
+    /// Exit 2 or `decision: "block"`: the reason.
+    pub(crate) block: Option<String>,
+    /// A fail-closed handler that failed (timeout, crash, garbage, missing executable): why.
+    pub(crate) failed: Option<String>,
+    /// `permissionDecision` (or the legacy `decision: "approve"`) and its reason.
+    pub(crate) permission: Option<(Permission, String)>,
+    pub(crate) updated_input: Option<Value>,
+    pub(crate) updated_output: Option<Value>,
+    pub(crate) llm_request: Option<Value>,
+    pub(crate) llm_response: Option<Value>,
+    /// `additionalContext`, and plain stdout where it counts as context.
+    pub(crate) contexts: Vec<String>,
+}
+
+/// Where a handler's problems are reported: the run (`ctx.warn`, which also logs), or only
+/// the log (observe-only events, whose warnings would fire Notification hooks again).
+#[derive(Clone, Copy)]
+pub(crate) enum Report<'a> {
+    Run(&'a RunContext),
+    Log,
+}
+
+impl Report<'_> {
+    pub(crate) fn warn(self, message: String) {
+        match self {
+            Report::Run(ctx) => ctx.warn(message),
+            Report::Log => tracing::warn!("{message}"),
+        }
+    }
+}
+
+/// Cuts `s` to [`MAX_CHARS`] characters, saying how many were cut.
+pub(crate) fn cap(mut s: String) -> String {
+    if s.len() <= MAX_CHARS {
+        return s;
+    }
+    let Some((end, _)) = s.char_indices().nth(MAX_CHARS) else {
+        return s;
+    };
+    let cut = s[end..].chars().count();
+    s.truncate(end);
+    s.push_str(&format!("\n... (truncated {cut} characters)"));
+    s
+}
+
+fn text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) if !s.trim().is_empty() => Some(cap(s.clone())),
+        _ => None,
+    }
+}
+
+/// What `result` of `handler` means for `event`.
+pub(crate) fn interpret(
+    event: HookEvent,
+    handler: &Handler,
+    result: Result<Reply, Failure>,
+    report: Report<'_>,
+) -> Verdict {
+    let name = &handler.label;
+    let mut verdict = Verdict::default();
+    let fail = |verdict: &mut Verdict, why: String| {
+        if handler.fail_closed {
+            verdict.failed = Some(format!("hook `{name}` {why} (the hook is fail-closed)"));
+        }
+    };
+    let reply = match result {
+        Ok(reply) => reply,
+        Err(failure) => {
+            let why = failure.describe();
+            if let Failure::Missing(_) = failure {
+                tracing::error!(hook = %name, event = %event, defined = %handler.origin, "{event} hook `{name}` {why}");
+            }
+            report.warn(format!("{event} hook `{name}` {why}"));
+            fail(&mut verdict, why);
+            return verdict;
+        }
+    };
+    let stderr = reply.stderr.trim();
+    let code = match reply.code {
+        Some(code @ (0 | 2)) => code,
+        Some(code @ (126 | 127)) if matches!(handler.exec, Exec::Shell { .. }) => {
+            let first = stderr.lines().next().unwrap_or("");
+            let why = format!("cannot be run (exit {code}): {first}");
+            tracing::error!(hook = %name, event = %event, defined = %handler.origin, "{event} hook `{name}` {why}");
+            report.warn(format!("{event} hook `{name}` {why}"));
+            fail(&mut verdict, why);
+            return verdict;
+        }
+        other => {
+            let status = match other {
+                Some(code) => format!("failed with exit status {code}"),
+                None => "was killed by a signal".to_owned(),
+            };
+            let why = match stderr.lines().next() {
+                Some(first) => format!("{status}: {first}"),
+                None => status,
+            };
+            report.warn(format!("{event} hook `{name}` {why}"));
+            fail(&mut verdict, why);
+            return verdict;
+        }
+    };
+    if !stderr.is_empty() && code == 0 {
+        tracing::debug!(hook = %name, event = %event, stderr = %stderr, "hook stderr");
+    }
+    // The JSON answer, if any.
+    let json = match reply.stdout {
+        Stdout::Json(Value::Object(map)) => Some(map),
+        Stdout::Json(Value::Null) => None,
+        Stdout::Json(Value::String(text)) => plain(event, handler, text, &mut verdict, report),
+        Stdout::Json(other) => {
+            report.warn(format!(
+                "{event} hook `{name}` answered {other} instead of a JSON object; ignored"
+            ));
+            fail(&mut verdict, "answered garbage".into());
+            None
+        }
+        Stdout::Text(text) => plain(event, handler, text, &mut verdict, report),
+    };
+    if let Some(json) = &json {
+        read_json(event, handler, json, &mut verdict, report);
+    }
+    if code == 2 {
+        // Exit 2 blocks; its reason is the JSON's, else stderr. Nothing overrides it.
+        let reason = json
+            .as_ref()
+            .and_then(|j| text(j.get("reason")))
+            .or_else(|| (!stderr.is_empty()).then(|| cap(stderr.to_owned())))
+            .or_else(|| verdict.failed.take())
+            .unwrap_or_else(|| format!("blocked by hook `{name}`"));
+        verdict.block = Some(reason);
+        if let Some((Permission::Allow, _)) = verdict.permission {
+            verdict.permission = None;
+        }
+    }
+    verdict
+}
+
+/// Plain stdout: JSON if it starts with `{`, else context for UserPromptSubmit and
+/// SessionStart (ignored elsewhere).
+fn plain(
+    event: HookEvent,
+    handler: &Handler,
+    text: String,
+    verdict: &mut Verdict,
+    report: Report<'_>,
+) -> Option<Map<String, Value>> {
+    let name = &handler.label;
+    let trimmed = text.trim();
+    if trimmed.starts_with('{') {
+        return match serde_json::from_str::<Map<String, Value>>(trimmed) {
+            Ok(map) => Some(map),
+            Err(e) => {
+                report.warn(format!(
+                    "{event} hook `{name}` printed invalid JSON ({e}); its output is ignored"
+                ));
+                if handler.fail_closed {
+                    verdict.failed = Some(format!(
+                        "hook `{name}` printed invalid JSON (the hook is fail-closed)"
+                    ));
+                }
+                None
+            }
+        };
+    }
+    if trimmed.is_empty() {
+        return None;
+    }
+    match event {
+        HookEvent::UserPromptSubmit | HookEvent::SessionStart => {
+            verdict.contexts.push(cap(trimmed.to_owned()));
+        }
+        _ => {
+            tracing::debug!(hook = %name, event = %event, stdout = %trimmed, "hook stdout ignored")
+        }
+    }
+    None
+}
+
+/// The JSON fields of an answer.
+fn read_json(
+    event: HookEvent,
+    handler: &Handler,
+    json: &Map<String, Value>,
+    verdict: &mut Verdict,
+    report: Report<'_>,
+) {
+    let name = &handler.label;
+    if json.get("continue") == Some(&Value::Bool(false)) {
+        verdict.stop = Some(
+            text(json.get("stopReason"))
+                .unwrap_or_else(|| format!("hook `{name}` stopped the run")),
+        );
+    }
+    if let Some(message) = text(json.get("systemMessage")) {
+        report.warn(format!("{event} hook `{name}`: {message}"));
+    }
+    let reason = text(json.get("reason"));
+    match json.get("decision").and_then(Value::as_str) {
+        Some("block") => {
+            verdict.block = Some(
+                reason
+                    .clone()
+                    .unwrap_or_else(|| format!("blocked by hook `{name}`")),
+            );
+        }
+        // Legacy PreToolUse answer.
+        Some("approve") if event == HookEvent::PreToolUse => {
+            verdict.permission = Some((Permission::Allow, reason.clone().unwrap_or_default()));
+        }
+        Some(other) => tracing::debug!(hook = %name, decision = other, "unknown decision ignored"),
+        None => {}
+    }
+    let Some(specific) = json.get("hookSpecificOutput") else {
+        return;
+    };
+    let Value::Object(specific) = specific else {
+        report.warn(format!(
+            "{event} hook `{name}`: hookSpecificOutput is not an object; ignored"
+        ));
+        return;
+    };
+    if let Some(said) = specific.get("hookEventName").and_then(Value::as_str)
+        && HookEvent::parse(said) != Some(event)
+    {
+        report.warn(format!(
+            "{event} hook `{name}` answered for event `{said}`; its hookSpecificOutput is ignored"
+        ));
+        return;
+    }
+    if let Some(decision) = specific.get("permissionDecision").and_then(Value::as_str) {
+        let permission = match decision {
+            "allow" => Some(Permission::Allow),
+            "ask" | "defer" => Some(Permission::Ask),
+            "deny" => Some(Permission::Deny),
+            other => {
+                report.warn(format!(
+                    "{event} hook `{name}`: unknown permissionDecision `{other}`; ignored"
+                ));
+                None
+            }
+        };
+        if let Some(p) = permission {
+            let why = text(specific.get("permissionDecisionReason"))
+                .unwrap_or_else(|| format!("decided by hook `{name}`"));
+            verdict.permission = Some((p, why));
+        }
+    }
+    if let Some(input) = specific.get("updatedInput").filter(|v| !v.is_null()) {
+        verdict.updated_input = Some(input.clone());
+    }
+    if let Some(output) = specific
+        .get("updatedToolOutput")
+        .or_else(|| specific.get("updatedMCPToolOutput"))
+        .filter(|v| !v.is_null())
+    {
+        verdict.updated_output = Some(output.clone());
+    }
+    if let Some(context) = text(specific.get("additionalContext")) {
+        verdict.contexts.push(context);
+    }
+    if let Some(request) = specific.get("llm_request").filter(|v| !v.is_null()) {
+        verdict.llm_request = Some(request.clone());
+    }
+    if let Some(response) = specific.get("llm_response").filter(|v| !v.is_null()) {
+        verdict.llm_response = Some(response.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_counts_characters() {
+        assert_eq!(cap("short".into()), "short");
+        let long = "é".repeat(MAX_CHARS + 5);
+        let capped = cap(long);
+        assert!(
+            capped.ends_with("\n... (truncated 5 characters)"),
+            "{capped}"
+        );
+        assert_eq!(capped.chars().filter(|&c| c == 'é').count(), MAX_CHARS);
+    }
+
+    #[test]
+    fn substitution_in_exec_form() {
+        assert_eq!(
+            substitute("${CLAUDE_PROJECT_DIR}/x ${TOWER_AGENT_PROJECT_DIR}", "/p"),
+            "/p/x /p"
+        );
+        assert_eq!(humantime(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(humantime(Duration::from_secs(2)), "2s");
+        assert_eq!(humantime(Duration::from_millis(300)), "300ms");
+    }
+}
