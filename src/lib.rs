@@ -87,6 +87,11 @@
 //! The core (all three levels, the loop, the scripted model, the in-memory store) needs no
 //! feature. `full` turns on every optional feature.
 //!
+//! | feature | what it adds |
+//! |---|---|
+//! | `sqlite` | `store::Sqlite`: threads in a SQLite file (SQLite is compiled in, `rusqlite/bundled`) |
+//! | `axum` | `server`: an axum `Router` for an agent (runs, SSE streams, threads) and graceful `serve` |
+//!
 //! # Minimum supported Rust version
 //!
 //! Rust 1.89.
@@ -99,6 +104,9 @@ pub mod error;
 pub mod layers;
 pub mod message;
 pub mod model;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod server;
 pub mod store;
 pub mod tool;
 
