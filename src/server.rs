@@ -273,7 +273,13 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(ErrorResponse { error: self.message })).into_response()
+        (
+            self.status,
+            Json(ErrorResponse {
+                error: self.message,
+            }),
+        )
+            .into_response()
     }
 }
 
@@ -362,9 +368,9 @@ fn sse_event(event: &AgentEvent) -> Event {
             // `Value`'s `Display` is compact JSON: one line, no raw newlines.
             Event::default().event(name).data(value.to_string())
         }
-        Err(err) => Event::default().event("error").data(
-            serde_json::json!({ "type": "error", "error": err.to_string() }).to_string(),
-        ),
+        Err(err) => Event::default()
+            .event("error")
+            .data(serde_json::json!({ "type": "error", "error": err.to_string() }).to_string()),
     }
 }
 

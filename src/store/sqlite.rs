@@ -380,7 +380,9 @@ fn prepare(
         for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             tx.execute_batch(migration).map_err(|e| {
                 (
-                    OpenErrorKind::Migration { to: from as i64 + 1 },
+                    OpenErrorKind::Migration {
+                        to: from as i64 + 1,
+                    },
                     Some(e.into()),
                 )
             })?;
@@ -488,7 +490,9 @@ fn load(state: &mut State, id: String) -> Result<Option<Thread>, BoxError> {
     let tx = state.conn.transaction()?;
     let head = tx
         .prepare_cached("SELECT revision, todos FROM threads WHERE id = ?1")?
-        .query_row([&id], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
+        .query_row([&id], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+        })
         .optional()?;
     let Some((revision, todos_json)) = head else {
         return Ok(None);
@@ -585,8 +589,8 @@ fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
         (Some(_), None) => unreachable!("a cached entry implies a stored thread"),
     };
     {
-        let mut insert = tx
-            .prepare_cached("INSERT INTO messages (thread_id, seq, body) VALUES (?1, ?2, ?3)")?;
+        let mut insert =
+            tx.prepare_cached("INSERT INTO messages (thread_id, seq, body) VALUES (?1, ?2, ?3)")?;
         for (seq, message) in new.iter().enumerate().skip(keep) {
             insert.execute(params![id, seq as i64, serde_json::to_string(message)?])?;
         }
