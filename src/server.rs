@@ -109,10 +109,9 @@
 //! connections and cancels the agent's [`shutdown_signal`](Agent::shutdown_signal): every run
 //! in flight ends after its current step (tool calls in flight finish, the thread is saved,
 //! the run answers with outcome `cancelled`, a stream ends with its `agent_stop`), and `serve`
-//! returns once they all have. With a [`grace_period`](Serve::grace_period), it returns after
-//! that long even if some are still running; the runs left are dropped when the runtime shuts
-//! down, and with them their tool calls (a tool's child process is killed when its future is
-//! dropped).
+//! returns once they all have. With a [`grace_period`](Serve::grace_period), the runs still
+//! going after that long are dropped, and with them their tool calls (a tool's child process is
+//! killed when its future is dropped).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -475,8 +474,10 @@ impl<F> Serve<F> {
         self
     }
 
-    /// Returns at most `period` after shutdown began, even if runs are still going (they are
-    /// dropped when the runtime shuts down). By default `serve` waits for every run.
+    /// Returns at most `period` (plus up to a second to flush) after shutdown began: the runs
+    /// still going then are dropped, with their tool calls (a tool's child process is killed
+    /// when its future is dropped); a non-streamed run answers `503`, a stream just ends. By
+    /// default `serve` waits for every run.
     pub fn grace_period(mut self, period: Duration) -> Self {
         self.grace_period = Some(period);
         self
@@ -519,8 +520,16 @@ where
             grace_period,
         } = self;
         let token = agent.shutdown_signal().clone();
-        let app = app.unwrap_or_else(|| router(agent));
+        let mut app = app.unwrap_or_else(|| router(agent));
         let began = CancellationToken::new();
+        // Cancelled when the grace period is over: requests still running are dropped.
+        let hard_stop = CancellationToken::new();
+        if grace_period.is_some() {
+            app = app.layer(axum::middleware::from_fn_with_state(
+                hard_stop.clone(),
+                stop_at_deadline,
+            ));
+        }
         let signal = {
             let began = began.clone();
             async move {
@@ -540,15 +549,55 @@ where
             let Some(period) = grace_period else {
                 return serve.await;
             };
+            tokio::pin!(serve);
             tokio::select! {
-                result = serve => result,
-                () = async { began.cancelled().await; tokio::time::sleep(period).await } => {
-                    tracing::warn!(?period, "grace period over: leaving the runs still going");
-                    Ok(())
-                }
+                result = &mut serve => return result,
+                () = async { began.cancelled().await; tokio::time::sleep(period).await } => {}
+            }
+            tracing::warn!(?period, "grace period over: dropping the runs still going");
+            hard_stop.cancel();
+            // The handlers and streams end now; their connections close once the last bytes
+            // are written. Don't wait on a client that stopped reading.
+            match tokio::time::timeout(FLUSH_AFTER_GRACE, serve).await {
+                Ok(result) => result,
+                Err(_) => Ok(()),
             }
         }))
     }
+}
+
+/// How long [`Serve`] waits, after the grace period, for connections to write their last
+/// bytes.
+const FLUSH_AFTER_GRACE: Duration = Duration::from_secs(1);
+
+/// Ends a request when the grace period is over: a handler still running is dropped (with its
+/// run and the run's tool calls) and answers `503`; a streamed body ends where it is.
+async fn stop_at_deadline(
+    State(hard_stop): State<CancellationToken>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = tokio::select! {
+        response = next.run(request) => response,
+        () = hard_stop.cancelled() => {
+            return ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server shut down before the run finished",
+            )
+            .into_response();
+        }
+    };
+    if axum::body::HttpBody::size_hint(response.body())
+        .exact()
+        .is_some()
+    {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let body = body
+        .into_data_stream()
+        .take_until(hard_stop.cancelled_owned());
+    Response::from_parts(parts, axum::body::Body::from_stream(body))
 }
 
 /// The future of a [`Serve`]: resolves once the server has shut down.
