@@ -357,16 +357,19 @@ async fn run_stream(
 
 /// One SSE event: `event:` the event's `type`, `data:` its JSON.
 fn sse_event(event: &AgentEvent) -> Event {
-    match serde_json::to_value(event) {
-        Ok(value) => {
-            let name = value
-                .get("type")
-                .and_then(|t| t.as_str())
-                .unwrap_or("event")
-                .to_owned();
-            // `Value`'s `Display` is compact JSON: one line, no raw newlines.
-            Event::default().event(name).data(value.to_string())
-        }
+    /// The tag of an event's JSON.
+    #[derive(Deserialize)]
+    struct Tag<'a> {
+        #[serde(rename = "type", borrow)]
+        name: std::borrow::Cow<'a, str>,
+    }
+    // Compact JSON is one line: no raw newline can break the SSE framing.
+    let data = serde_json::to_string(event).and_then(|data| {
+        let name = serde_json::from_str::<Tag<'_>>(&data)?.name.into_owned();
+        Ok((name, data))
+    });
+    match data {
+        Ok((name, data)) => Event::default().event(name).data(data),
         Err(err) => Event::default()
             .event("error")
             .data(serde_json::json!({ "type": "error", "error": err.to_string() }).to_string()),
@@ -631,7 +634,11 @@ mod tests {
             usage: None,
         };
         let text = format!("{:?}", sse_event(&event));
-        assert!(text.contains("model_response"), "{text}");
+        assert!(text.contains("event: model_response"), "{text}");
+        assert!(
+            text.contains(r#"data: {\"type\":\"model_response\""#),
+            "{text}"
+        );
     }
 
     #[test]
