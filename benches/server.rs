@@ -1,21 +1,23 @@
 //! The HTTP server and the SQLite store, against calling the agent directly.
 //!
-//! - `server/sequential/{direct,http,http_stream}`: one run at a time (1 tool step + the
-//!   answer, scripted model, echo tool, a store that keeps nothing): `Agent` called as a tower
-//!   service, against `POST /threads/{id}/runs` and `POST /threads/{id}/runs/stream` over
-//!   loopback with a keep-alive reqwest client. Runs per second = 1 / time.
-//! - `server/sequential/{direct,http}_sqlite`: the same with the SQLite store (a fresh thread
-//!   per run: one load, two saves).
-//! - `server/concurrent16/{direct,http}`: 16 runs in flight (spawned tasks); one iteration is
-//!   the 16 runs, so runs per second = 16 / time.
+//! - `server_{current_thread,multi_thread}/sequential/{direct,http,http_stream}`: one run at a
+//!   time (1 tool step + the answer, scripted model, echo tool, a store that keeps nothing):
+//!   `Agent` called as a tower service, against `POST /threads/{id}/runs` and
+//!   `POST /threads/{id}/runs/stream` over loopback with a keep-alive reqwest client, with
+//!   client and server on one current-thread runtime (the CPU cost of the HTTP stack) and on a
+//!   2-worker runtime (adds the wake-ups between threads). Runs per second = 1 / time.
+//! - `server_*/sequential/{direct,http}_sqlite`: the same with the SQLite store (a fresh
+//!   thread per run: one load, two saves).
+//! - `server_multi_thread/concurrent16/{direct,http}`: 16 runs in flight (spawned tasks); one
+//!   iteration is the 16 runs, so runs per second = 16 / time.
 //! - `sqlite/save_step/{10,1000}`: one save of the loop's per-step kind (2 messages appended to
 //!   a thread of about 10 / 1,000 messages), file-backed, WAL.
 //! - `sqlite/save_rewrite/1000`: a save after the history of 1,000 messages was compacted at
 //!   its start (the rewrite path).
 //!
 //! Run with `cargo bench --features axum,sqlite --bench server`; the derived figures (runs per
-//! second, ratios) are printed at the end. Client and server share one 2-worker tokio runtime
-//! and the machine's cores.
+//! second, ratios) are printed at the end. Client and server share the runtime and the
+//! machine's cores.
 
 use std::{
     hint::black_box,
@@ -24,7 +26,7 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use criterion::{Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput};
 use futures_util::future::{BoxFuture, join_all};
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -117,9 +119,10 @@ async fn http_stream(client: &reqwest::Client, url: &str) {
     assert!(body.windows(16).any(|w| w == b"event: agent_sto"));
 }
 
-fn server_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, dir: &Path) {
+/// Sequential runs: on `rt`, labelled `label` (`current_thread` or `multi_thread`).
+fn sequential(c: &mut Criterion, rt: &tokio::runtime::Runtime, label: &str, dir: &Path) {
     let null_agent = agent(NullStore);
-    let sqlite_agent = agent(Sqlite::open(dir.join("runs.db")).unwrap());
+    let sqlite_agent = agent(Sqlite::open(dir.join(format!("runs_{label}.db"))).unwrap());
     let (url, sqlite_url) = rt.block_on(async {
         (
             start(null_agent.clone()).await,
@@ -135,24 +138,36 @@ fn server_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, dir: &Path) {
         http(&client, &sqlite_url).await;
     });
 
-    let mut group = c.benchmark_group("server/sequential");
+    let mut group = c.benchmark_group(format!("server_{label}"));
     group.throughput(Throughput::Elements(1));
-    group.bench_function("direct", |b| b.to_async(rt).iter(|| direct(&null_agent)));
-    group.bench_function("http", |b| b.to_async(rt).iter(|| http(&client, &url)));
-    group.bench_function("http_stream", |b| {
+    let id = |name: &str| BenchmarkId::new("sequential", name);
+    group.bench_function(id("direct"), |b| {
+        b.to_async(rt).iter(|| direct(&null_agent))
+    });
+    group.bench_function(id("http"), |b| b.to_async(rt).iter(|| http(&client, &url)));
+    group.bench_function(id("http_stream"), |b| {
         b.to_async(rt).iter(|| http_stream(&client, &url))
     });
-    group.bench_function("direct_sqlite", |b| {
+    group.bench_function(id("direct_sqlite"), |b| {
         b.to_async(rt).iter(|| direct(&sqlite_agent))
     });
-    group.bench_function("http_sqlite", |b| {
+    group.bench_function(id("http_sqlite"), |b| {
         b.to_async(rt).iter(|| http(&client, &sqlite_url))
     });
     group.finish();
+}
 
-    let mut group = c.benchmark_group("server/concurrent16");
+/// 16 runs in flight at a time, as spawned tasks, on the multi-thread runtime.
+fn concurrent(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+    let null_agent = agent(NullStore);
+    let url = rt.block_on(start(null_agent.clone()));
+    let client = reqwest::Client::new();
+    rt.block_on(http(&client, &url));
+
+    let mut group = c.benchmark_group("server_multi_thread");
     group.throughput(Throughput::Elements(16));
-    group.bench_function("direct", |b| {
+    let id = |name: &str| BenchmarkId::new("concurrent16", name);
+    group.bench_function(id("direct"), |b| {
         b.to_async(rt).iter(|| {
             join_all((0..16).map(|_| {
                 let agent = null_agent.clone();
@@ -160,7 +175,7 @@ fn server_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, dir: &Path) {
             }))
         })
     });
-    group.bench_function("http", |b| {
+    group.bench_function(id("http"), |b| {
         b.to_async(rt).iter(|| {
             join_all((0..16).map(|_| {
                 let (client, url) = (client.clone(), url.clone());
@@ -195,7 +210,7 @@ fn sqlite_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, dir: &Path) {
     let mut group = c.benchmark_group("sqlite");
     group.throughput(Throughput::Elements(1));
     for history in [10, 1000] {
-        group.bench_function(format!("save_step/{history}"), |b| {
+        group.bench_function(BenchmarkId::new("save_step", history), |b| {
             b.to_async(rt).iter_custom(|iters| {
                 let store = store.clone();
                 async move {
@@ -219,7 +234,7 @@ fn sqlite_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, dir: &Path) {
             })
         });
     }
-    group.bench_function("save_rewrite/1000", |b| {
+    group.bench_function(BenchmarkId::new("save_rewrite", 1000), |b| {
         b.to_async(rt).iter_custom(|iters| {
             let store = store.clone();
             async move {
@@ -269,18 +284,19 @@ fn summary(dir: &Path, since: SystemTime) {
     println!("\n===== server summary (medians) =====");
     let t = |id: &str| estimate(dir, id, since);
     let per_sec = |ns: f64, runs: f64| runs * 1e9 / ns;
-    let seq = |n: &str| t(&format!("server/sequential/{n}"));
-    if let Some(d) = seq("direct") {
+    for label in ["current_thread", "multi_thread"] {
+        let seq = |n: &str| t(&format!("server_{label}/sequential/{n}"));
+        let Some(d) = seq("direct") else { continue };
         println!(
-            "sequential  direct       {:8.1} µs/run  {:8.0} runs/s",
+            "{label:<15} direct         {:7.1} µs/run {:8.0} runs/s",
             d / 1e3,
             per_sec(d, 1.0)
         );
-        for (name, what) in [("http", "POST /runs"), ("http_stream", "POST /runs/stream")] {
+        for name in ["http", "http_stream"] {
             if let Some(h) = seq(name) {
                 println!(
-                    "sequential  {name:<12} {:8.1} µs/run  {:8.0} runs/s  ratio http/direct = \
-                     {:.1}x  HTTP layer = {:.1} µs ({what})",
+                    "{label:<15} {name:<14} {:7.1} µs/run {:8.0} runs/s  ratio to direct \
+                     {:5.1}x  HTTP cost {:6.1} µs",
                     h / 1e3,
                     per_sec(h, 1.0),
                     h / d,
@@ -288,22 +304,26 @@ fn summary(dir: &Path, since: SystemTime) {
                 );
             }
         }
+        if let (Some(ds), Some(hs)) = (seq("direct_sqlite"), seq("http_sqlite")) {
+            println!(
+                "{label:<15} direct_sqlite  {:7.1} µs/run {:8.0} runs/s",
+                ds / 1e3,
+                per_sec(ds, 1.0)
+            );
+            println!(
+                "{label:<15} http_sqlite    {:7.1} µs/run {:8.0} runs/s  ratio to direct_sqlite \
+                 {:5.1}x  HTTP cost {:6.1} µs",
+                hs / 1e3,
+                per_sec(hs, 1.0),
+                hs / ds,
+                (hs - ds) / 1e3
+            );
+        }
     }
-    if let (Some(d), Some(h)) = (seq("direct_sqlite"), seq("http_sqlite")) {
-        println!(
-            "sqlite      direct       {:8.1} µs/run  {:8.0} runs/s;  http {:8.1} µs/run  {:8.0} \
-             runs/s  ratio {:.1}x",
-            d / 1e3,
-            per_sec(d, 1.0),
-            h / 1e3,
-            per_sec(h, 1.0),
-            h / d
-        );
-    }
-    let con = |n: &str| t(&format!("server/concurrent16/{n}"));
+    let con = |n: &str| t(&format!("server_multi_thread/concurrent16/{n}"));
     if let (Some(d), Some(h)) = (con("direct"), con("http")) {
         println!(
-            "concurrent  16 in flight: direct {:8.0} runs/s, http {:8.0} runs/s, ratio {:.1}x",
+            "multi_thread    16 in flight   direct {:8.0} runs/s, http {:8.0} runs/s, ratio {:.1}x",
             per_sec(d, 16.0),
             per_sec(h, 16.0),
             h / d
@@ -311,7 +331,7 @@ fn summary(dir: &Path, since: SystemTime) {
     }
     for id in ["save_step/10", "save_step/1000", "save_rewrite/1000"] {
         if let Some(s) = t(&format!("sqlite/{id}")) {
-            println!("sqlite      {id:<18} {:8.1} µs per save", s / 1e3);
+            println!("sqlite          {id:<18} {:7.1} µs per save", s / 1e3);
         }
     }
 }
@@ -319,7 +339,11 @@ fn summary(dir: &Path, since: SystemTime) {
 fn main() {
     let started = SystemTime::now();
     let out = output_dir();
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
@@ -331,8 +355,10 @@ fn main() {
         .measurement_time(Duration::from_secs(2))
         .sample_size(30)
         .configure_from_args();
-    server_benches(&mut c, &rt, data.path());
-    sqlite_benches(&mut c, &rt, data.path());
+    sequential(&mut c, &current, "current_thread", data.path());
+    sequential(&mut c, &multi, "multi_thread", data.path());
+    concurrent(&mut c, &multi);
+    sqlite_benches(&mut c, &multi, data.path());
     c.final_summary();
     summary(&out, started);
 }
