@@ -6,6 +6,8 @@
 //!   `POST /threads/{id}/runs/stream` over loopback with a keep-alive reqwest client, with
 //!   client and server on one current-thread runtime (the CPU cost of the HTTP stack) and on a
 //!   2-worker runtime (adds the wake-ups between threads). Runs per second = 1 / time.
+//! - `server_current_thread/sequential/router`: the same request through the axum router
+//!   driven with `oneshot` (routing, JSON in and out, no socket, no client).
 //! - `server_*/sequential/{direct,http}_sqlite`: the same with the SQLite store (a fresh
 //!   thread per run: one load, two saves).
 //! - `server_multi_thread/concurrent16/{direct,http}`: 16 runs in flight (spawned tasks); one
@@ -107,6 +109,19 @@ async fn http(client: &reqwest::Client, url: &str) {
     assert!(body.ends_with(b"}"));
 }
 
+async fn oneshot_router(app: &axum::Router) {
+    let request = axum::http::Request::post(format!("/threads/{}/runs", next_thread()))
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(r#"{"prompt":"hi"}"#))
+        .unwrap();
+    let resp = app.clone().oneshot(request).await.unwrap();
+    assert!(resp.status().is_success());
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert!(body.ends_with(b"}"));
+}
+
 async fn http_stream(client: &reqwest::Client, url: &str) {
     let resp = client
         .post(format!("{url}/threads/{}/runs/stream", next_thread()))
@@ -148,6 +163,13 @@ fn sequential(c: &mut Criterion, rt: &tokio::runtime::Runtime, label: &str, dir:
     group.bench_function(id("http_stream"), |b| {
         b.to_async(rt).iter(|| http_stream(&client, &url))
     });
+    if label == "current_thread" {
+        // The axum router alone, driven as a tower service: no socket, no client.
+        let app = server::router(null_agent.clone());
+        group.bench_function(id("router"), |b| {
+            b.to_async(rt).iter(|| oneshot_router(&app))
+        });
+    }
     group.bench_function(id("direct_sqlite"), |b| {
         b.to_async(rt).iter(|| direct(&sqlite_agent))
     });
@@ -292,7 +314,7 @@ fn summary(dir: &Path, since: SystemTime) {
             d / 1e3,
             per_sec(d, 1.0)
         );
-        for name in ["http", "http_stream"] {
+        for name in ["router", "http", "http_stream"] {
             if let Some(h) = seq(name) {
                 println!(
                     "{label:<15} {name:<14} {:7.1} µs/run {:8.0} runs/s  ratio to direct \

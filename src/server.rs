@@ -151,6 +151,7 @@ use axum::{
         sse::{Event, KeepAlive, Sse},
     },
     routing::{get, post},
+    serve::ListenerExt,
 };
 use futures_core::Stream;
 use futures_util::{StreamExt, future::BoxFuture};
@@ -170,7 +171,10 @@ use crate::{
 ///
 /// The router has no state left to provide (`Router<()>`): add layers with
 /// [`Router::layer`], merge it into your app with [`Router::merge`] or
-/// [`Router::nest`].
+/// [`Router::nest`]. To serve it yourself rather than with [`serve`], set `TCP_NODELAY` on
+/// the connections (`axum::serve::ListenerExt::tap_io`), so streamed events are not held
+/// back, and cancel the agent's [`shutdown_signal`](Agent::shutdown_signal) in your graceful
+/// shutdown.
 pub fn router(agent: Agent) -> Router {
     Router::new()
         .route("/threads/{id}/runs", post(run))
@@ -545,6 +549,12 @@ where
                 began.cancel();
             }
         };
+        // Events of a stream go out as they happen, not when Nagle's algorithm lets them.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(err) = tcp.set_nodelay(true) {
+                tracing::trace!(%err, "cannot set TCP_NODELAY");
+            }
+        });
         let serve = axum::serve(listener, app)
             .with_graceful_shutdown(signal)
             .into_future();
