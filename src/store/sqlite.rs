@@ -34,7 +34,7 @@
 //! | table | one row per | columns |
 //! |---|---|---|
 //! | `threads` | thread | id, revision (bumped by every save), message count, todos (JSON), created/updated (Unix ms) |
-//! | `messages` | message | thread id, position, the [`Message`](crate::message::Message) as JSON |
+//! | `messages` | message | thread id, position, the [`Message`] as JSON |
 //! | `files` | file written in the thread | thread id, path, content |
 //!
 //! The schema is created on [`open`](Sqlite::open) and migrated with the `user_version`
