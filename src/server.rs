@@ -41,15 +41,17 @@
 //!
 //! A run continues the thread `{id}` (it is created by its first run), and is saved after every
 //! step in the agent's [store](crate::store) — use [`Sqlite`](crate::store) for threads that
-//! outlive the process.
+//! outlive the process. One run at a time per thread: a run asked for on a thread that has one
+//! going is refused with `409` (within this router; replicas sharing a store don't see each
+//! other's runs).
 //!
-//! Every error is JSON, [`ErrorResponse`] `{"error": "..."}`: `400` for a body that is not JSON,
-//! lacks `prompt` or has an empty one (`415` without a JSON content type, `413` for a body
-//! over axum's 2 MB default limit); `404` for an unknown thread or route; `500` when the run
-//! could not run (a setup stage or the thread store failed); `503` for a run asked for after
-//! shutdown began. How a run *ended* is not an HTTP error: a run the model could not finish
-//! is a `200` whose `outcome` says why (`{"kind": "aborted", "error": "..."}`, `max_steps`,
-//! `cancelled` …).
+//! Every error is JSON, [`ErrorResponse`] `{"error": "..."}`: `400` for a body that is not
+//! JSON, lacks `prompt` or has an empty one (`415` without a JSON content type, `413` for a
+//! body over axum's 2 MB default limit); `404` for an unknown thread or route; `409` for a run
+//! on a busy thread; `500` when the run could not run (a setup stage or the thread store
+//! failed); `503` for a run asked for after shutdown began. How a run *ended* is not an HTTP
+//! error: a run the model could not finish is a `200` whose `outcome` says why
+//! (`{"kind": "aborted", "error": "..."}`, `max_steps`, `cancelled` …).
 //!
 //! # Server-Sent Events
 //!
@@ -129,12 +131,14 @@
 //! ```
 
 use std::{
+    collections::HashSet,
     convert::Infallible,
     fmt,
     future::{Future, IntoFuture},
     io,
     net::SocketAddr,
     pin::Pin,
+    sync::{Arc, Mutex},
     task::{Context, Poll},
     time::Duration,
 };
@@ -176,6 +180,10 @@ use crate::{
 /// back, and cancel the agent's [`shutdown_signal`](Agent::shutdown_signal) in your graceful
 /// shutdown.
 pub fn router(agent: Agent) -> Router {
+    let state = AppState {
+        agent,
+        busy: Arc::default(),
+    };
     Router::new()
         .route("/threads/{id}/runs", post(run))
         .route("/threads/{id}/runs/stream", post(run_stream))
@@ -183,7 +191,47 @@ pub fn router(agent: Agent) -> Router {
         .route("/healthz", get(healthz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(agent)
+        .with_state(state)
+}
+
+/// The router's state: the agent, and the threads that have a run going.
+#[derive(Clone)]
+struct AppState {
+    agent: Agent,
+    busy: Arc<Mutex<HashSet<String>>>,
+}
+
+impl AppState {
+    /// Marks the thread `id` busy until the returned guard drops, or answers `409` if a run
+    /// is already going on it.
+    fn claim(&self, id: &str) -> Result<Busy, ApiError> {
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        if !busy.insert(id.to_owned()) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("a run is already going on thread `{id}`"),
+            ));
+        }
+        Ok(Busy {
+            set: Arc::clone(&self.busy),
+            id: id.to_owned(),
+        })
+    }
+}
+
+/// A thread marked busy; unmarks it when dropped (when the run ends or is dropped).
+struct Busy {
+    set: Arc<Mutex<HashSet<String>>>,
+    id: String,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
 }
 
 // ===== bodies =====
@@ -314,12 +362,12 @@ impl From<crate::Error> for ApiError {
 
 // ===== handlers =====
 
-/// Checks the pieces of a run request and makes the [`AgentRequest`].
+/// Checks the pieces of a run request, claims its thread and makes the [`AgentRequest`].
 fn agent_request(
-    agent: &Agent,
+    state: &AppState,
     id: Result<Path<String>, PathRejection>,
     body: Result<Json<RunRequest>, JsonRejection>,
-) -> Result<AgentRequest, ApiError> {
+) -> Result<(AgentRequest, Busy), ApiError> {
     let Path(id) = id?;
     let Json(body) = body?;
     if body.prompt.trim().is_empty() {
@@ -328,34 +376,39 @@ fn agent_request(
             "`prompt` must not be empty",
         ));
     }
-    if agent.shutdown_signal().is_cancelled() {
+    if state.agent.shutdown_signal().is_cancelled() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "the server is shutting down",
         ));
     }
-    Ok(AgentRequest::new(body.prompt).thread(id))
+    let busy = state.claim(&id)?;
+    Ok((AgentRequest::new(body.prompt).thread(id), busy))
 }
 
 async fn run(
-    State(agent): State<Agent>,
+    State(state): State<AppState>,
     id: Result<Path<String>, PathRejection>,
     body: Result<Json<RunRequest>, JsonRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
-    let request = agent_request(&agent, id, body)?;
+    let (request, _busy) = agent_request(&state, id, body)?;
     // The agent as a tower service (always ready).
-    let response = agent.oneshot(request).await?;
+    let response = state.agent.oneshot(request).await?;
     Ok(Json(response.into()))
 }
 
 async fn run_stream(
-    State(agent): State<Agent>,
+    State(state): State<AppState>,
     id: Result<Path<String>, PathRejection>,
     body: Result<Json<RunRequest>, JsonRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let request = agent_request(&agent, id, body)?;
-    // NOTE: the stream owns the run: a client that goes away drops it (see the module docs).
-    let events = agent.stream(request).map(|event| Ok(sse_event(&event)));
+    let (request, busy) = agent_request(&state, id, body)?;
+    // NOTE: the stream owns the run (and the thread's claim): a client that goes away drops
+    // both (see the module docs).
+    let events = state.agent.stream(request).map(move |event| {
+        let _claim = &busy;
+        Ok(sse_event(&event))
+    });
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }
 
@@ -381,7 +434,7 @@ fn sse_event(event: &AgentEvent) -> Event {
 }
 
 async fn thread(
-    State(agent): State<Agent>,
+    State(AppState { agent, .. }): State<AppState>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ThreadResponse>, ApiError> {
     let Path(id) = id?;
@@ -405,7 +458,7 @@ async fn thread(
     }))
 }
 
-async fn healthz(State(agent): State<Agent>) -> Response {
+async fn healthz(State(AppState { agent, .. }): State<AppState>) -> Response {
     if agent.shutdown_signal().is_cancelled() {
         let body = serde_json::json!({ "status": "shutting_down" });
         (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()

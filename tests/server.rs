@@ -691,3 +691,52 @@ async fn grace_period_bounds_the_wait() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn one_run_at_a_time_per_thread() {
+    let gate = Gate::default();
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("wait", json!({}))
+                .text("first")
+                .text("second"),
+        )
+        .tool(gate.tool("wait"))
+        .build();
+    let server = TestServer::start(agent).await;
+    let client = Client::new();
+
+    let first = tokio::spawn({
+        let (client, url) = (client.clone(), server.url("/threads/busy/runs"));
+        async move { post(&client, url, json!({"prompt": "one"})).await }
+    });
+    within("the tool starts", gate.entered.notified()).await;
+    for path in ["/threads/busy/runs", "/threads/busy/runs/stream"] {
+        let (status, body) = post(&client, server.url(path), json!({"prompt": "two"})).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{path}");
+        assert_eq!(
+            body,
+            json!({"error": "a run is already going on thread `busy`"})
+        );
+    }
+    gate.open.notify_one();
+    let (status, body) = within("the first run", first).await.unwrap();
+    assert_eq!(
+        (status, body["text"].as_str()),
+        (StatusCode::OK, Some("first"))
+    );
+
+    // Free again once the run is over.
+    let (status, body) = post(
+        &client,
+        server.url("/threads/busy/runs"),
+        json!({"prompt": "two"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["text"].as_str()),
+        (StatusCode::OK, Some("second"))
+    );
+    server.stop().await;
+}
