@@ -201,6 +201,29 @@ async fn garbage_file_is_refused_and_untouched() {
 }
 
 #[tokio::test]
+async fn another_applications_database_is_refused_and_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('mine');")
+            .unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    let before = siblings(&path);
+    let err = Sqlite::open(&path).unwrap_err();
+    assert!(err.is_foreign(), "{err:?}");
+    assert!(err.to_string().contains("app.db"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    assert_eq!(siblings(&path), before);
+
+    // An empty file is a new database.
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    Sqlite::open(&empty).unwrap();
+}
+
+#[tokio::test]
 async fn newer_schema_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("threads.db");
@@ -236,6 +259,10 @@ async fn schema_and_pragmas() {
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
     assert_eq!(version, 1);
+    let application: i64 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .unwrap();
+    assert_eq!(application.to_be_bytes()[4..], *b"tagt");
     let body: String = conn
         .query_row(
             "SELECT body FROM messages WHERE thread_id = 't' AND seq = 0",

@@ -37,8 +37,10 @@
 //! | `messages` | message | thread id, position, the [`Message`] as JSON |
 //! | `files` | file written in the thread | thread id, path, content |
 //!
-//! The schema is created on [`open`](Sqlite::open) and migrated with the `user_version`
-//! pragma; a database written by a newer version of this crate is refused, not downgraded.
+//! The schema is created on [`open`](Sqlite::open) (in a new or empty database, marked with
+//! the `application_id` pragma) and migrated with the `user_version` pragma. A file that is not
+//! a SQLite database, the database of another application, and a database written by a newer
+//! version of this crate are refused and left untouched.
 //!
 //! # Saving a step is cheap
 //!
@@ -121,6 +123,9 @@ const MIGRATIONS: &[&str] = &[
     );",
 ];
 
+/// The `application_id` of a tower-agent thread database: `"tagt"`.
+const APPLICATION_ID: i32 = i32::from_be_bytes(*b"tagt");
+
 /// The schema version this crate writes.
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -153,9 +158,9 @@ impl Sqlite {
     ///
     /// # Errors
     ///
-    /// An [`OpenError`] naming the file if it cannot be opened, is not a SQLite database (the
-    /// file is then left exactly as it was), was written by a newer version of this crate, or
-    /// the schema cannot be created.
+    /// An [`OpenError`] naming the file if it cannot be opened, is not a SQLite database or
+    /// is another application's (the file is then left exactly as it was), was written by a
+    /// newer version of this crate, or the schema cannot be created.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         let path = path.as_ref();
         let fail = |kind, source: Option<BoxError>| OpenError {
@@ -359,26 +364,15 @@ fn prepare(
     mut conn: Connection,
     wal: bool,
 ) -> Result<Connection, (OpenErrorKind, Option<BoxError>)> {
-    let sql = |e: rusqlite::Error| (classify(&e), Some(BoxError::from(e)));
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql_error)?;
     // The first read of the file: SQLite reports a damaged header here, before any write.
-    let found: i64 = conn
-        .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(sql)?;
-    if found > SCHEMA_VERSION {
-        return Err((OpenErrorKind::TooNew { found }, None));
-    }
+    let found = schema_version(&conn)?;
     if found < SCHEMA_VERSION {
         // Another process may be migrating the same file: decide under the write lock.
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
-        let version: i64 = tx
-            .pragma_query_value(None, "user_version", |row| row.get(0))
-            .map_err(sql)?;
-        if version > SCHEMA_VERSION {
-            return Err((OpenErrorKind::TooNew { found: version }, None));
-        }
+            .map_err(sql_error)?;
+        let version = schema_version(&tx)?;
         for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             tx.execute_batch(migration).map_err(|e| {
                 (
@@ -389,21 +383,50 @@ fn prepare(
                 )
             })?;
         }
+        tx.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(sql_error)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-            .map_err(sql)?;
-        tx.commit().map_err(sql)?;
+            .map_err(sql_error)?;
+        tx.commit().map_err(sql_error)?;
     }
     if wal {
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-            .map_err(sql)?;
+            .map_err(sql_error)?;
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::warn!(%mode, "sqlite thread store: WAL mode not available");
         }
         conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sql)?;
+            .map_err(sql_error)?;
     }
     Ok(conn)
+}
+
+/// The schema version of a database this store may use: one it created (its application id),
+/// or an empty one (version 0). Refuses the database of another application and one of a
+/// newer version of this crate.
+fn schema_version(conn: &Connection) -> Result<i64, (OpenErrorKind, Option<BoxError>)> {
+    let pragma = |name| {
+        conn.pragma_query_value(None, name, |row| row.get::<_, i64>(0))
+            .map_err(sql_error)
+    };
+    let (application, version) = (pragma("application_id")?, pragma("user_version")?);
+    if application != i64::from(APPLICATION_ID) {
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
+            .map_err(sql_error)?;
+        if application != 0 || version != 0 || tables != 0 {
+            return Err((OpenErrorKind::Foreign, None));
+        }
+    }
+    if version > SCHEMA_VERSION {
+        return Err((OpenErrorKind::TooNew { found: version }, None));
+    }
+    Ok(version)
+}
+
+fn sql_error(e: rusqlite::Error) -> (OpenErrorKind, Option<BoxError>) {
+    (classify(&e), Some(e.into()))
 }
 
 fn classify(e: &rusqlite::Error) -> OpenErrorKind {
@@ -425,6 +448,7 @@ enum OpenErrorKind {
     Io,
     NotADatabase,
     TooNew { found: i64 },
+    Foreign,
     Migration { to: i64 },
     Sqlite,
 }
@@ -438,6 +462,12 @@ impl OpenError {
     /// The file is not a SQLite database (it was left untouched).
     pub fn is_not_a_database(&self) -> bool {
         self.kind == OpenErrorKind::NotADatabase
+    }
+
+    /// The file is a SQLite database, but not one of this crate (it has tables, or another
+    /// application's id); it was left untouched.
+    pub fn is_foreign(&self) -> bool {
+        self.kind == OpenErrorKind::Foreign
     }
 
     /// The database was written by a newer version of this crate (its schema version is
@@ -469,6 +499,9 @@ impl fmt::Display for OpenError {
                 f,
                 "its schema version is {found}, newer than the {SCHEMA_VERSION} this version of \
                  tower-agent knows; upgrade tower-agent"
+            ),
+            OpenErrorKind::Foreign => f.write_str(
+                "it is a SQLite database of another application (it was left untouched)",
             ),
             OpenErrorKind::Migration { to } => {
                 write!(f, "cannot migrate its schema to version {to}")
