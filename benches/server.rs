@@ -6,6 +6,9 @@
 //!   `POST /threads/{id}/runs/stream` over loopback with a keep-alive reqwest client, with
 //!   client and server on one current-thread runtime (the CPU cost of the HTTP stack) and on a
 //!   2-worker runtime (adds the wake-ups between threads). Runs per second = 1 / time.
+//! - `server_*/sequential/http_raw_client`: `POST /threads/{id}/runs` from a minimal
+//!   HTTP/1.1 client written here (one keep-alive connection, a prebuilt request, the response
+//!   read by its length): the server and the kernel without reqwest.
 //! - `server_current_thread/sequential/router`: the same request through the axum router
 //!   driven with `oneshot` (routing, JSON in and out, no socket, no client).
 //! - `server_*/sequential/{direct,http}_sqlite`: the same with the SQLite store (a fresh
@@ -109,6 +112,60 @@ async fn http(client: &reqwest::Client, url: &str) {
     assert!(body.ends_with(b"}"));
 }
 
+/// A minimal HTTP/1.1 client on one keep-alive connection: writes a prebuilt request, reads
+/// the response by its `content-length`. Shows what the server and the kernel cost without
+/// reqwest's client machinery.
+struct RawClient {
+    stream: tokio::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RawClient {
+    async fn connect(url: &str) -> Self {
+        let addr = url.trim_start_matches("http://");
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        RawClient {
+            stream,
+            buf: Vec::with_capacity(4096),
+        }
+    }
+
+    async fn run(&mut self) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let body = r#"{"prompt":"hi"}"#;
+        let request = format!(
+            "POST /threads/{}/runs HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n{body}",
+            next_thread(),
+            body.len()
+        );
+        self.stream.write_all(request.as_bytes()).await.unwrap();
+        self.buf.clear();
+        loop {
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+            let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = std::str::from_utf8(&self.buf[..end]).unwrap();
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .expect("content-length")
+                .parse()
+                .unwrap();
+            if self.buf.len() >= end + 4 + length {
+                assert!(self.buf.ends_with(b"}"));
+                return;
+            }
+        }
+    }
+}
+
 async fn oneshot_router(app: &axum::Router) {
     let request = axum::http::Request::post(format!("/threads/{}/runs", next_thread()))
         .header("content-type", "application/json")
@@ -160,6 +217,11 @@ fn sequential(c: &mut Criterion, rt: &tokio::runtime::Runtime, label: &str, dir:
         b.to_async(rt).iter(|| direct(&null_agent))
     });
     group.bench_function(id("http"), |b| b.to_async(rt).iter(|| http(&client, &url)));
+    let raw = tokio::sync::Mutex::new(rt.block_on(RawClient::connect(&url)));
+    group.bench_function(id("http_raw_client"), |b| {
+        b.to_async(rt)
+            .iter(|| async { raw.lock().await.run().await })
+    });
     group.bench_function(id("http_stream"), |b| {
         b.to_async(rt).iter(|| http_stream(&client, &url))
     });
@@ -310,14 +372,14 @@ fn summary(dir: &Path, since: SystemTime) {
         let seq = |n: &str| t(&format!("server_{label}/sequential/{n}"));
         let Some(d) = seq("direct") else { continue };
         println!(
-            "{label:<15} direct         {:7.1} µs/run {:8.0} runs/s",
+            "{label:<15} direct          {:7.1} µs/run {:8.0} runs/s",
             d / 1e3,
             per_sec(d, 1.0)
         );
-        for name in ["router", "http", "http_stream"] {
+        for name in ["router", "http_raw_client", "http", "http_stream"] {
             if let Some(h) = seq(name) {
                 println!(
-                    "{label:<15} {name:<14} {:7.1} µs/run {:8.0} runs/s  ratio to direct \
+                    "{label:<15} {name:<15} {:7.1} µs/run {:8.0} runs/s  ratio to direct \
                      {:5.1}x  HTTP cost {:6.1} µs",
                     h / 1e3,
                     per_sec(h, 1.0),
@@ -328,12 +390,12 @@ fn summary(dir: &Path, since: SystemTime) {
         }
         if let (Some(ds), Some(hs)) = (seq("direct_sqlite"), seq("http_sqlite")) {
             println!(
-                "{label:<15} direct_sqlite  {:7.1} µs/run {:8.0} runs/s",
+                "{label:<15} direct_sqlite   {:7.1} µs/run {:8.0} runs/s",
                 ds / 1e3,
                 per_sec(ds, 1.0)
             );
             println!(
-                "{label:<15} http_sqlite    {:7.1} µs/run {:8.0} runs/s  ratio to direct_sqlite \
+                "{label:<15} http_sqlite     {:7.1} µs/run {:8.0} runs/s  ratio to direct_sqlite \
                  {:5.1}x  HTTP cost {:6.1} µs",
                 hs / 1e3,
                 per_sec(hs, 1.0),
