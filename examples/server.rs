@@ -48,6 +48,7 @@ async fn main() -> Result<(), BoxError> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,tower_http=debug".into()),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
 
     let once = env::args().any(|a| a == "--once" || a == "--smoke") || env::var_os("CI").is_some();
