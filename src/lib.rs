@@ -92,7 +92,8 @@
 //! |---|---|---|
 //! | `openai` | yes | [`model::openai::OpenAiChat`]: the Chat Completions API over reqwest (OpenAI, vLLM, Ollama, llama.cpp, LiteLLM) |
 //! | `anthropic` | no | [`model::anthropic::Anthropic`]: the Messages API over reqwest |
-//! | `sqlite` | no | SQLite (bundled) for the tool-call ledger ([`layers::ledger`]) |
+//! | `sqlite` | no | `store::Sqlite`: threads in a SQLite file, and the SQLite tool-call ledger ([`layers::ledger`]); SQLite is compiled in |
+//! | `axum` | no | `server`: an axum `Router` for an agent (runs, SSE streams, threads) and a graceful `serve` |
 //! | `full` | no | every feature above |
 //!
 //! The providers use reqwest with rustls (the aws-lc-rs crypto provider, the platform's
@@ -111,6 +112,9 @@ pub mod layers;
 pub mod message;
 pub mod model;
 mod process;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod server;
 pub mod store;
 pub mod tool;
 

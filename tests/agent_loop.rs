@@ -689,3 +689,23 @@ async fn transcripts_are_jsonl_with_every_message_of_the_session() {
     assert!(lines.iter().all(|l| l["session_id"] == "t/1"));
     assert_ne!(lines[0]["run_id"], lines[6]["run_id"]);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_run_started_after_shutdown_leaves_the_thread_untouched() {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    shutdown.cancel();
+    let store = MemoryStore::new();
+    let model = ScriptedModel::new().text("never").recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .store(store.clone())
+        .shutdown_signal(shutdown)
+        .build();
+    let resp = agent
+        .run(AgentRequest::new("hi").thread("t"))
+        .await
+        .unwrap();
+    assert_eq!(resp.outcome, Outcome::Cancelled);
+    assert!(model.requests().is_empty());
+    assert!(store.get("t").is_none(), "nothing saved");
+}

@@ -80,6 +80,19 @@ async fn run_inner(
         run_id: ctx.run_id().to_owned(),
     });
 
+    if inner.shutdown.is_cancelled() {
+        // Shutting down: the run never starts, the thread is left as it was.
+        let run = Run {
+            inner: &inner,
+            ctx,
+            history,
+            usage: Usage::default(),
+            steps: 0,
+            persist: false,
+            transcribed: usize::MAX,
+        };
+        return run.finish(Outcome::Cancelled).await;
+    }
     let hooks = inner.hooks.as_deref();
     let mut start_context = Vec::new();
     let mut prompt_context = Vec::new();

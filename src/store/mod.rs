@@ -1,4 +1,5 @@
-//! Thread state: [`ThreadStore`] and the in-memory [`MemoryStore`].
+//! Thread state: [`ThreadStore`], the in-memory [`MemoryStore`] and, with the `sqlite`
+//! feature, the persistent `Sqlite` store.
 //!
 //! A run with a thread id loads the thread (messages, todos, files) before it starts, saves it
 //! after every step and at the end, and so continues the conversation of an earlier run with
@@ -39,6 +40,14 @@ use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::{context::Todo, error::BoxError, message::Messages};
+
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub mod sqlite;
+
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use self::sqlite::Sqlite;
 
 /// A conversation thread as it is persisted.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

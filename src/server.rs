@@ -1,0 +1,714 @@
+//! An HTTP server for an [`Agent`] (feature `axum`): runs, streamed runs (Server-Sent Events)
+//! and threads, as an [`axum::Router`].
+//!
+//! # Example
+//!
+//! The router is a tower service: drive it with `oneshot` (no network needed), or serve it.
+//!
+//! ```
+//! use axum::{body::Body, http::{Request, StatusCode}};
+//! use tower::ServiceExt;
+//! use tower_agent::{Agent, model::ScriptedModel, server::{self, RunResponse}};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! let agent = Agent::builder().model(ScriptedModel::new().text("Hello, Ada.")).build();
+//! let app = server::router(agent);
+//!
+//! let request = Request::post("/threads/t1/runs")
+//!     .header("content-type", "application/json")
+//!     .body(Body::from(r#"{"prompt": "I am Ada."}"#))?;
+//! let response = app.oneshot(request).await?;
+//! assert_eq!(response.status(), StatusCode::OK);
+//!
+//! let body = axum::body::to_bytes(response.into_body(), 1 << 20).await?;
+//! let run: RunResponse = serde_json::from_slice(&body)?;
+//! assert_eq!(run.thread_id, "t1");
+//! assert_eq!(run.text, "Hello, Ada.");
+//! assert!(run.outcome.is_finished());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Routes
+//!
+//! | route | body | answer |
+//! |---|---|---|
+//! | `POST /threads/{id}/runs` | [`RunRequest`] `{"prompt": "..."}` | `200` [`RunResponse`] `{thread_id, run_id, outcome, text, steps, usage}` |
+//! | `POST /threads/{id}/runs/stream` | [`RunRequest`] | `200` `text/event-stream`, one event per [`AgentEvent`] (below) |
+//! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files}`, `404` if there is none |
+//! | `GET /healthz` | | `200` `{"status": "ok"}`, `503` `{"status": "shutting_down"}` once shutdown began |
+//!
+//! A run continues the thread `{id}` (it is created by its first run), and is saved after every
+//! step in the agent's [store](crate::store) — use [`Sqlite`](crate::store) for threads that
+//! outlive the process. One run at a time per thread: a run asked for on a thread that has one
+//! going is refused with `409` (within this router; replicas sharing a store don't see each
+//! other's runs).
+//!
+//! Every error is JSON, [`ErrorResponse`] `{"error": "..."}`: `400` for a body that is not
+//! JSON, lacks `prompt` or has an empty one (`415` without a JSON content type, `413` for a
+//! body over axum's 2 MB default limit); `404` for an unknown thread or route; `409` for a run
+//! on a busy thread; `500` when the run could not run (a setup stage or the thread store
+//! failed); `503` for a run asked for after shutdown began. How a run *ended* is not an HTTP
+//! error: a run the model could not finish is a `200` whose `outcome` says why
+//! (`{"kind": "aborted", "error": "..."}`, `max_steps`, `cancelled` …).
+//!
+//! # Server-Sent Events
+//!
+//! `POST /threads/{id}/runs/stream` answers with one SSE event per [`AgentEvent`], in order:
+//! `event:` is the event's `type` (`agent_start`, `step_start`, `model_response`,
+//! `tool_call_start`, `tool_call_end`, …) and `data:` the event as JSON (the same JSON, `type`
+//! included). The last event is always `agent_stop`, with the outcome; a run that could not
+//! run (store or setup failure) sends only an `agent_stop` with an `aborted` outcome. Comment
+//! lines (`:`) keep an idle connection alive every 15 s.
+//!
+//! ```text
+//! event: agent_start
+//! data: {"type":"agent_start","thread_id":"t1","run_id":"run_…"}
+//!
+//! event: agent_stop
+//! data: {"type":"agent_stop","outcome":{"kind":"finished"},"text":"Hello, Ada.","steps":1,"usage":{…}}
+//! ```
+//!
+//! # Layers
+//!
+//! The non-streamed route calls the agent as a tower [`Service`](tower::Service)
+//! (`oneshot(AgentRequest)`), and the router is an ordinary axum `Router`: stack tower and
+//! tower-http layers on it for tracing, timeouts, concurrency limits and body limits, and
+//! merge it with your own routes.
+//!
+//! ```
+//! use std::time::Duration;
+//! use axum::http::StatusCode;
+//! use tower::{ServiceBuilder, limit::ConcurrencyLimitLayer};
+//! use tower_http::{limit::RequestBodyLimitLayer, timeout::TimeoutLayer, trace::TraceLayer};
+//! use tower_agent::{Agent, model::ScriptedModel, server};
+//!
+//! let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
+//! let app = server::router(agent).layer(
+//!     ServiceBuilder::new()
+//!         .layer(TraceLayer::new_for_http())
+//!         .layer(ConcurrencyLimitLayer::new(64))
+//!         .layer(TimeoutLayer::with_status_code(
+//!             StatusCode::REQUEST_TIMEOUT,
+//!             Duration::from_secs(120),
+//!         ))
+//!         .layer(RequestBodyLimitLayer::new(64 * 1024)),
+//! );
+//! # let _: axum::Router = app;
+//! ```
+//!
+//! Mind what these layers see: an HTTP layer's response future ends when the response *head*
+//! is ready. For `POST /threads/{id}/runs` that is when the run is over, so a timeout bounds
+//! the run (a run cut off keeps what was saved after its last whole step) and a concurrency
+//! limit bounds concurrent runs. For the streamed route the head is sent at once and the run
+//! goes on in the body: a timeout or a concurrency limit there bounds only the start of the
+//! stream. A client that disconnects drops its run the same way.
+//!
+//! # Graceful shutdown
+//!
+//! [`serve`] serves the router until a shutdown future completes, then stops accepting
+//! connections and cancels the agent's [`shutdown_signal`](Agent::shutdown_signal): every run
+//! in flight ends after its current step (tool calls in flight finish, the thread is saved,
+//! the run answers with outcome `cancelled`, a stream ends with its `agent_stop`), and `serve`
+//! returns once they all have. With a [`grace_period`](Serve::grace_period), the runs still
+//! going after that long are dropped, and with them their tool calls (a tool's child process is
+//! killed when its future is dropped).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use tower_agent::{Agent, model::ScriptedModel, server};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> std::io::Result<()> {
+//! let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! let ctrl_c = async { tokio::signal::ctrl_c().await.expect("listen for ctrl-c") };
+//! server::serve(listener, agent, ctrl_c)
+//!     .grace_period(Duration::from_secs(30))
+//!     .await
+//! # }
+//! ```
+
+use std::{
+    collections::HashSet,
+    convert::Infallible,
+    fmt,
+    future::{Future, IntoFuture},
+    io,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{Arc, Mutex},
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use axum::{
+    Json, Router,
+    extract::{
+        Path, State,
+        rejection::{JsonRejection, PathRejection},
+    },
+    http::StatusCode,
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
+    routing::{get, post},
+    serve::ListenerExt,
+};
+use futures_core::Stream;
+use futures_util::{StreamExt, future::BoxFuture};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use crate::{
+    Agent, AgentRequest, AgentResponse, Outcome,
+    agent::AgentEvent,
+    context::Todo,
+    message::{Messages, Usage},
+};
+
+/// The routes of the [module docs](crate::server) over `agent`, ready to serve or to layer.
+///
+/// The router has no state left to provide (`Router<()>`): add layers with
+/// [`Router::layer`], merge it into your app with [`Router::merge`] or
+/// [`Router::nest`]. To serve it yourself rather than with [`serve`], set `TCP_NODELAY` on
+/// the connections (`axum::serve::ListenerExt::tap_io`), so streamed events are not held
+/// back, and cancel the agent's [`shutdown_signal`](Agent::shutdown_signal) in your graceful
+/// shutdown.
+pub fn router(agent: Agent) -> Router {
+    let state = AppState {
+        agent,
+        busy: Arc::default(),
+    };
+    Router::new()
+        .route("/threads/{id}/runs", post(run))
+        .route("/threads/{id}/runs/stream", post(run_stream))
+        .route("/threads/{id}", get(thread))
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+/// The router's state: the agent, and the threads that have a run going.
+#[derive(Clone)]
+struct AppState {
+    agent: Agent,
+    busy: Arc<Mutex<HashSet<String>>>,
+}
+
+impl AppState {
+    /// Marks the thread `id` busy until the returned guard drops, or answers `409` if a run
+    /// is already going on it.
+    fn claim(&self, id: &str) -> Result<Busy, ApiError> {
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        if !busy.insert(id.to_owned()) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("a run is already going on thread `{id}`"),
+            ));
+        }
+        Ok(Busy {
+            set: Arc::clone(&self.busy),
+            id: id.to_owned(),
+        })
+    }
+}
+
+/// A thread marked busy; unmarks it when dropped (when the run ends or is dropped).
+struct Busy {
+    set: Arc<Mutex<HashSet<String>>>,
+    id: String,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
+// ===== bodies =====
+
+/// The body of `POST /threads/{id}/runs` and `POST /threads/{id}/runs/stream`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunRequest {
+    /// The user's prompt; must not be empty.
+    pub prompt: String,
+}
+
+impl RunRequest {
+    /// A run request with a prompt.
+    pub fn new(prompt: impl Into<String>) -> Self {
+        RunRequest {
+            prompt: prompt.into(),
+        }
+    }
+}
+
+/// The answer of `POST /threads/{id}/runs`: what [`AgentResponse`] says, less the messages
+/// (read them with `GET /threads/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunResponse {
+    /// The thread.
+    pub thread_id: String,
+    /// The run.
+    pub run_id: String,
+    /// How the run ended.
+    pub outcome: Outcome,
+    /// The text of the last assistant message.
+    pub text: String,
+    /// Steps taken (model calls).
+    pub steps: u32,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+impl From<AgentResponse> for RunResponse {
+    fn from(r: AgentResponse) -> Self {
+        RunResponse {
+            thread_id: r.thread_id,
+            run_id: r.run_id,
+            outcome: r.outcome,
+            text: r.text,
+            steps: r.steps,
+            usage: r.usage,
+        }
+    }
+}
+
+/// The answer of `GET /threads/{id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ThreadResponse {
+    /// The thread id.
+    pub id: String,
+    /// Its messages.
+    pub messages: Messages,
+    /// Its todo list.
+    pub todos: Vec<Todo>,
+    /// The paths of the files written in it (their contents are not sent).
+    pub files: Vec<String>,
+}
+
+/// The body of every error answer: `{"error": "..."}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ErrorResponse {
+    /// What went wrong.
+    pub error: String,
+}
+
+/// An error answer: a status and an [`ErrorResponse`].
+struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(ErrorResponse {
+                error: self.message,
+            }),
+        )
+            .into_response()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        let status = match &rejection {
+            // axum answers 422 for well-formed JSON of the wrong shape; one status for "your
+            // body is wrong" is simpler for clients.
+            JsonRejection::JsonDataError(_) | JsonRejection::JsonSyntaxError(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            other => other.status(),
+        };
+        ApiError::new(status, rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        ApiError::new(rejection.status(), rejection.body_text())
+    }
+}
+
+impl From<crate::Error> for ApiError {
+    fn from(err: crate::Error) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+    }
+}
+
+// ===== handlers =====
+
+/// Checks the pieces of a run request, claims its thread and makes the [`AgentRequest`].
+fn agent_request(
+    state: &AppState,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<RunRequest>, JsonRejection>,
+) -> Result<(AgentRequest, Busy), ApiError> {
+    let Path(id) = id?;
+    let Json(body) = body?;
+    if body.prompt.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "`prompt` must not be empty",
+        ));
+    }
+    if state.agent.shutdown_signal().is_cancelled() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down",
+        ));
+    }
+    let busy = state.claim(&id)?;
+    Ok((AgentRequest::new(body.prompt).thread(id), busy))
+}
+
+async fn run(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<RunRequest>, JsonRejection>,
+) -> Result<Json<RunResponse>, ApiError> {
+    let (request, _busy) = agent_request(&state, id, body)?;
+    // The agent as a tower service (always ready).
+    let response = state.agent.oneshot(request).await?;
+    Ok(Json(response.into()))
+}
+
+async fn run_stream(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<RunRequest>, JsonRejection>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let (request, busy) = agent_request(&state, id, body)?;
+    // NOTE: the stream owns the run (and the thread's claim): a client that goes away drops
+    // both (see the module docs).
+    let events = state.agent.stream(request).map(move |event| {
+        let _claim = &busy;
+        Ok(sse_event(&event))
+    });
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
+
+/// One SSE event: `event:` the event's `type`, `data:` its JSON.
+fn sse_event(event: &AgentEvent) -> Event {
+    /// The tag of an event's JSON.
+    #[derive(Deserialize)]
+    struct Tag<'a> {
+        #[serde(rename = "type", borrow)]
+        name: std::borrow::Cow<'a, str>,
+    }
+    // Compact JSON is one line: no raw newline can break the SSE framing.
+    let data = serde_json::to_string(event).and_then(|data| {
+        let name = serde_json::from_str::<Tag<'_>>(&data)?.name.into_owned();
+        Ok((name, data))
+    });
+    match data {
+        Ok((name, data)) => Event::default().event(name).data(data),
+        Err(err) => Event::default()
+            .event("error")
+            .data(serde_json::json!({ "type": "error", "error": err.to_string() }).to_string()),
+    }
+}
+
+async fn thread(
+    State(AppState { agent, .. }): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<ThreadResponse>, ApiError> {
+    let Path(id) = id?;
+    let thread = agent.store().load(&id).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("thread store failed: {e}"),
+        )
+    })?;
+    let Some(thread) = thread else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no thread `{id}`"),
+        ));
+    };
+    Ok(Json(ThreadResponse {
+        id: thread.id,
+        messages: thread.messages,
+        todos: thread.todos,
+        files: thread.files.into_keys().collect(),
+    }))
+}
+
+async fn healthz(State(AppState { agent, .. }): State<AppState>) -> Response {
+    if agent.shutdown_signal().is_cancelled() {
+        let body = serde_json::json!({ "status": "shutting_down" });
+        (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+    } else {
+        Json(serde_json::json!({ "status": "ok" })).into_response()
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this route",
+    )
+}
+
+// ===== serve =====
+
+/// Serves `agent` on `listener` until `shutdown` completes, then shuts down gracefully (see
+/// the [module docs](crate::server#graceful-shutdown)). Await the returned [`Serve`].
+///
+/// The server also shuts down when the agent's
+/// [`shutdown_signal`](Agent::shutdown_signal) is cancelled by someone else.
+///
+/// ```no_run
+/// # use tower_agent::{Agent, model::ScriptedModel, server};
+/// # #[tokio::main]
+/// # async fn main() -> std::io::Result<()> {
+/// # let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// let server = tokio::spawn(
+///     server::serve(listener, agent, async { stopped.await.ok(); }).into_future(),
+/// );
+/// // … later:
+/// stop.send(()).ok();
+/// server.await??;
+/// # Ok(())
+/// # }
+/// ```
+pub fn serve<F>(listener: TcpListener, agent: Agent, shutdown: F) -> Serve<F>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    Serve {
+        listener,
+        agent,
+        router: None,
+        shutdown,
+        grace_period: None,
+    }
+}
+
+/// A server being set up; `.await` it to serve. See [`serve`].
+#[must_use = "a server does nothing unless awaited"]
+pub struct Serve<F> {
+    listener: TcpListener,
+    agent: Agent,
+    router: Option<Router>,
+    shutdown: F,
+    grace_period: Option<Duration>,
+}
+
+impl<F> Serve<F> {
+    /// Serves `router` instead of [`router(agent)`](router): typically that router with
+    /// layers, or merged into a larger app. On shutdown, the `agent` given to [`serve`] is
+    /// the one whose runs are asked to stop, so the router should serve that agent.
+    pub fn router(mut self, router: Router) -> Self {
+        self.router = Some(router);
+        self
+    }
+
+    /// Returns at most `period` (plus up to a second to flush) after shutdown began: the runs
+    /// still going then are dropped, with their tool calls (a tool's child process is killed
+    /// when its future is dropped); a non-streamed run answers `503`, a stream just ends. By
+    /// default `serve` waits for every run.
+    pub fn grace_period(mut self, period: Duration) -> Self {
+        self.grace_period = Some(period);
+        self
+    }
+
+    /// The address the server listens on (useful after binding port 0).
+    ///
+    /// # Errors
+    ///
+    /// As [`TcpListener::local_addr`].
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+impl<F> fmt::Debug for Serve<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Serve")
+            .field("listener", &self.listener)
+            .field("agent", &self.agent)
+            .field("custom_router", &self.router.is_some())
+            .field("grace_period", &self.grace_period)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> IntoFuture for Serve<F>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = ServeFuture;
+
+    fn into_future(self) -> ServeFuture {
+        let Serve {
+            listener,
+            agent,
+            router: app,
+            shutdown,
+            grace_period,
+        } = self;
+        let token = agent.shutdown_signal().clone();
+        let mut app = app.unwrap_or_else(|| router(agent));
+        let began = CancellationToken::new();
+        // Cancelled when the grace period is over: requests still running are dropped.
+        let hard_stop = CancellationToken::new();
+        if grace_period.is_some() {
+            app = app.layer(axum::middleware::from_fn_with_state(
+                hard_stop.clone(),
+                stop_at_deadline,
+            ));
+        }
+        let signal = {
+            let began = began.clone();
+            async move {
+                tokio::select! {
+                    () = shutdown => {}
+                    () = token.cancelled() => {}
+                }
+                tracing::info!("shutting down: runs end after their current step");
+                token.cancel();
+                began.cancel();
+            }
+        };
+        // Events of a stream go out as they happen, not when Nagle's algorithm lets them.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(err) = tcp.set_nodelay(true) {
+                tracing::trace!(%err, "cannot set TCP_NODELAY");
+            }
+        });
+        let serve = axum::serve(listener, app)
+            .with_graceful_shutdown(signal)
+            .into_future();
+        ServeFuture(Box::pin(async move {
+            let Some(period) = grace_period else {
+                return serve.await;
+            };
+            tokio::pin!(serve);
+            tokio::select! {
+                result = &mut serve => return result,
+                () = async { began.cancelled().await; tokio::time::sleep(period).await } => {}
+            }
+            tracing::warn!(?period, "grace period over: dropping the runs still going");
+            hard_stop.cancel();
+            // The handlers and streams end now; their connections close once the last bytes
+            // are written. Don't wait on a client that stopped reading.
+            match tokio::time::timeout(FLUSH_AFTER_GRACE, serve).await {
+                Ok(result) => result,
+                Err(_) => Ok(()),
+            }
+        }))
+    }
+}
+
+/// How long [`Serve`] waits, after the grace period, for connections to write their last
+/// bytes.
+const FLUSH_AFTER_GRACE: Duration = Duration::from_secs(1);
+
+/// Ends a request when the grace period is over: a handler still running is dropped (with its
+/// run and the run's tool calls) and answers `503`; a streamed body ends where it is.
+async fn stop_at_deadline(
+    State(hard_stop): State<CancellationToken>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = tokio::select! {
+        response = next.run(request) => response,
+        () = hard_stop.cancelled() => {
+            return ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server shut down before the run finished",
+            )
+            .into_response();
+        }
+    };
+    if axum::body::HttpBody::size_hint(response.body())
+        .exact()
+        .is_some()
+    {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let body = body
+        .into_data_stream()
+        .take_until(hard_stop.cancelled_owned());
+    Response::from_parts(parts, axum::body::Body::from_stream(body))
+}
+
+/// The future of a [`Serve`]: resolves once the server has shut down.
+#[must_use = "futures do nothing unless polled"]
+pub struct ServeFuture(BoxFuture<'static, io::Result<()>>);
+
+impl Future for ServeFuture {
+    type Output = io::Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for ServeFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServeFuture").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+
+    #[test]
+    fn sse_event_names_are_the_json_types() {
+        let event = AgentEvent::ModelResponse {
+            step: 0,
+            message: Message::assistant("a\nb"),
+            usage: None,
+        };
+        let text = format!("{:?}", sse_event(&event));
+        assert!(text.contains("event: model_response"), "{text}");
+        assert!(
+            text.contains(r#"data: {\"type\":\"model_response\""#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn router_is_send_sync_clone() {
+        fn check<T: Send + Sync + Clone + 'static>() {}
+        check::<Router>();
+        fn send<T: Send>() {}
+        send::<ServeFuture>();
+    }
+}
