@@ -78,6 +78,20 @@
 //! - [`agent`]: [`Agent`] is a `Service<AgentRequest, Response = AgentResponse>`, so it can sit
 //!   behind an axum route or inside generic tower middleware.
 //!
+//! # Hooks
+//!
+//! - [`layers`]: one module per hook layer — [`trace`](layers::trace),
+//!   [`evict`](layers::evict), [`summarize`](layers::summarize),
+//!   [`reminders`](layers::reminders), [`matcher`](layers::matcher) (`when(matcher, layer)`),
+//!   [`schema`](layers::schema), [`limit`](layers::limit), [`ledger`](layers::ledger).
+//! - [`layers::hooks`]: plain callbacks for every event (PreToolUse, PostToolUse, Stop,
+//!   UserPromptSubmit, SessionStart …) with decisions, matchers, priorities and named order.
+//! - [`layers::command`]: external hook scripts and `settings.json` files of the Claude Code
+//!   hooks protocol, run unchanged, and persistent hook processes.
+//! - [`builtins`]: ready-made stages and tools (filesystem, todos, skills, memory).
+//! - [`store`]: where threads live between runs (in memory, or SQLite with `sqlite`); the
+//!   `server` module (feature `axum`) serves an agent over HTTP.
+//!
 //! Failures the model can act on are data: an unknown tool, bad arguments, a tool error or a
 //! timeout become an error [`ToolOutput`](message::ToolOutput) and the run goes on. Only an
 //! [`Abort`], a failed model call or a failed prepare stage end a run early.
