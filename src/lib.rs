@@ -118,6 +118,9 @@
 //! Rust 1.89.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[macro_use]
+mod macros;
+
 pub mod agent;
 pub mod builtins;
 pub mod context;

@@ -82,16 +82,9 @@ async fn run_inner(
 
     if inner.shutdown.is_cancelled() {
         // Shutting down: the run never starts, the thread is left as it was.
-        let run = Run {
-            inner: &inner,
-            ctx,
-            history,
-            usage: Usage::default(),
-            steps: 0,
-            persist: false,
-            transcribed: usize::MAX,
-        };
-        return run.finish(Outcome::Cancelled).await;
+        return Run::unsaved(&inner, ctx, history)
+            .finish(Outcome::Cancelled)
+            .await;
     }
     let hooks = inner.hooks.as_deref();
     let mut start_context = Vec::new();
@@ -122,16 +115,9 @@ async fn run_inner(
             Err(reason) => {
                 // Blocked (SessionStart or UserPromptSubmit): the prompt never enters the
                 // thread, nothing is saved.
-                let run = Run {
-                    inner: &inner,
-                    ctx,
-                    history,
-                    usage: Usage::default(),
-                    steps: 0,
-                    persist: false,
-                    transcribed: usize::MAX,
-                };
-                return run.finish(Outcome::Blocked { reason }).await;
+                return Run::unsaved(&inner, ctx, history)
+                    .finish(Outcome::Blocked { reason })
+                    .await;
             }
         }
     }
@@ -353,7 +339,20 @@ struct Run<'a> {
     transcribed: usize,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    /// A run that ends before it starts: it saves and transcribes nothing.
+    fn unsaved(inner: &'a Inner, ctx: RunContext, history: Messages) -> Self {
+        Run {
+            inner,
+            ctx,
+            history,
+            usage: Usage::default(),
+            steps: 0,
+            persist: false,
+            transcribed: usize::MAX,
+        }
+    }
+
     fn apply_compaction(&mut self, c: crate::context::Compaction, step: u32) {
         let range = c.range.clone();
         if range.start > range.end || !self.history.shares_range(&c.source, range.clone()) {

@@ -229,20 +229,7 @@ impl<S> Ledger<S> {
         LedgerLayer::new(sink).layer(inner)
     }
 
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    inner_service_accessors!();
 }
 
 impl<S: fmt::Debug> fmt::Debug for Ledger<S> {

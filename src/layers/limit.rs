@@ -236,20 +236,7 @@ pub struct CallLimits<S> {
 }
 
 impl<S> CallLimits<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    inner_service_accessors!();
 }
 
 /// Runs `f` on the counts of layer `id`, created empty on the first call of the run.

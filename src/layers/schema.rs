@@ -743,20 +743,7 @@ impl<S> SchemaGuard<S> {
         SchemaGuardLayer::new(specs).layer(inner)
     }
 
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    inner_service_accessors!();
 
     /// Whether the calls of `tool` are checked (it has a schema that compiled).
     pub fn checks(&self, tool: &str) -> bool {

@@ -314,20 +314,7 @@ pub struct Summarize<S, Z> {
 }
 
 impl<S, Z> Summarize<S, Z> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    inner_service_accessors!();
 }
 
 /// Where to cut: `(start, cut)` — messages `start..cut` are summarized.

@@ -57,15 +57,7 @@ impl<S> HookModel<S> {
         }
     }
 
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    inner_service_accessors!();
 }
 
 impl<S: fmt::Debug> fmt::Debug for HookModel<S> {

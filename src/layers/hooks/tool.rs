@@ -61,15 +61,7 @@ impl<S> HookTool<S> {
         }
     }
 
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    inner_service_accessors!();
 }
 
 impl<S: fmt::Debug> fmt::Debug for HookTool<S> {
