@@ -222,6 +222,9 @@ pub struct AgentRequest {
     pub cancellation: Option<CancellationToken>,
     /// The working directory of the run (defaults to the agent's, then the process's).
     pub cwd: Option<PathBuf>,
+    /// Where the run's [`AgentEvent`]s go, when the agent is called as a tower service
+    /// ([`Agent::stream`] sets its own).
+    pub events: Option<mpsc::UnboundedSender<AgentEvent>>,
 }
 
 impl AgentRequest {
@@ -244,6 +247,30 @@ impl AgentRequest {
     #[must_use]
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
         self.cancellation = Some(token);
+        self
+    }
+
+    /// This request with an event channel: the run sends its [`AgentEvent`]s there, so a
+    /// caller that goes through tower middleware (`ServiceBuilder::new().timeout(..)
+    /// .service(agent)`) still sees them as they happen.
+    ///
+    /// ```
+    /// use tower::{ServiceBuilder, ServiceExt};
+    /// use tower_agent::{Agent, AgentRequest, agent::AgentEvent, model::ScriptedModel};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_agent::BoxError> {
+    /// let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
+    /// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    /// let svc = ServiceBuilder::new().timeout(std::time::Duration::from_secs(30)).service(agent);
+    /// svc.oneshot(AgentRequest::new("hello").events(tx)).await?;
+    /// assert!(matches!(rx.recv().await, Some(AgentEvent::AgentStart { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn events(mut self, tx: mpsc::UnboundedSender<AgentEvent>) -> Self {
+        self.events = Some(tx);
         self
     }
 

@@ -19,11 +19,15 @@ use crate::{
 
 pub(super) async fn run(
     inner: Arc<Inner>,
-    req: AgentRequest,
+    mut req: AgentRequest,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
 ) -> Result<AgentResponse, Error> {
-    let on_error = events.clone();
-    let result = run_inner(inner, req, events).await;
+    // The stream's channel wins over the request's.
+    if events.is_some() {
+        req.events = events;
+    }
+    let on_error = req.events.clone();
+    let result = run_inner(inner, req).await;
     if let (Err(err), Some(tx)) = (&result, on_error) {
         let _ = tx.send(AgentEvent::AgentStop {
             outcome: Outcome::Aborted {
@@ -37,16 +41,13 @@ pub(super) async fn run(
     result
 }
 
-async fn run_inner(
-    inner: Arc<Inner>,
-    req: AgentRequest,
-    events: Option<mpsc::UnboundedSender<AgentEvent>>,
-) -> Result<AgentResponse, Error> {
+async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse, Error> {
     let AgentRequest {
         prompt,
         thread_id,
         cancellation,
         cwd,
+        events,
     } = req;
 
     // 1. Load or create the thread.
