@@ -122,6 +122,7 @@
 mod macros;
 
 pub mod agent;
+pub mod builder;
 pub mod builtins;
 pub mod context;
 pub mod error;
@@ -137,6 +138,7 @@ pub mod tool;
 
 pub use crate::{
     agent::{Agent, AgentRequest, AgentResponse, Outcome},
+    builder::ServiceBuilderExt,
     error::{Abort, BoxError, Error},
 };
 
