@@ -18,17 +18,20 @@
 //! with it back to back (in alternating order), overhead = the median over rounds of the
 //! per-call difference. Futures are polled with `now_or_never` (all are ready at once).
 
+mod support;
+
 use std::{
     fmt::Debug,
     future::{Ready, ready},
     hint::black_box,
-    path::{Path, PathBuf},
+    path::Path,
     time::{Duration, Instant, SystemTime},
 };
 
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, measurement::WallTime};
 use futures_util::FutureExt;
 use serde_json::{Value, json};
+use support::{estimate, output_dir};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_agent::{
     BoxError,
@@ -305,27 +308,6 @@ fn paired_summary() {
 }
 
 // ===== summary =====
-
-/// Criterion's output directory (as in `benches/overhead.rs`).
-fn output_dir() -> PathBuf {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        return home.into();
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    target.join("criterion")
-}
-
-/// The median time per iteration in ns of a benchmark measured in this process.
-fn estimate(dir: &Path, id: &str, since: SystemTime) -> Option<f64> {
-    let path = dir.join(id).join("new/estimates.json");
-    if std::fs::metadata(&path).ok()?.modified().ok()? < since {
-        return None;
-    }
-    let json: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    json["median"]["point_estimate"].as_f64()
-}
 
 fn summary(dir: &Path, since: SystemTime) {
     println!("\n===== guards summary (medians; overhead = layer - none) =====");

@@ -24,16 +24,19 @@
 //! second, ratios) are printed at the end. Client and server share the runtime and the
 //! machine's cores.
 
+mod support;
+
 use std::{
     hint::black_box,
-    path::{Path, PathBuf},
+    path::Path,
     sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant, SystemTime},
 };
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use futures_util::future::{BoxFuture, join_all};
-use serde_json::{Value, json};
+use serde_json::json;
+use support::{estimate, output_dir};
 use tower::ServiceExt;
 use tower_agent::{
     Agent, AgentRequest, BoxError,
@@ -342,27 +345,6 @@ fn sqlite_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, dir: &Path) {
 }
 
 // ===== summary =====
-
-/// Criterion's output directory (as in `benches/overhead.rs`).
-fn output_dir() -> PathBuf {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        return home.into();
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    target.join("criterion")
-}
-
-/// The median time per iteration in ns of a benchmark measured in this process.
-fn estimate(dir: &Path, id: &str, since: SystemTime) -> Option<f64> {
-    let path = dir.join(id).join("new/estimates.json");
-    if std::fs::metadata(&path).ok()?.modified().ok()? < since {
-        return None;
-    }
-    let json: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    json["median"]["point_estimate"].as_f64()
-}
 
 fn summary(dir: &Path, since: SystemTime) {
     println!("\n===== server summary (medians) =====");

@@ -32,6 +32,8 @@ pub(crate) fn estimate(dir: &Path, id: &str, since: SystemTime) -> Option<f64> {
     json["median"]["point_estimate"].as_f64()
 }
 
+/// `met` / `NOT met`, for the summaries of benches that have targets.
+#[allow(dead_code)] // each bench compiles this module; not every one has targets
 pub(crate) fn verdict(ok: bool) -> &'static str {
     if ok { "met" } else { "NOT met" }
 }

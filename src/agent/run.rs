@@ -239,7 +239,6 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
 
         // c. no tool calls: stop hooks decide whether the run is finished
         if message.tool_calls.is_empty() {
-            let last = message.text().into_owned();
             run.history.push(message);
             if let Some(hooks) = hooks {
                 hooks.after_step.iter().for_each(|f| f(step, &ctx));
@@ -247,8 +246,9 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
             let Some(hooks) = hooks.filter(|h| !h.stop.is_empty()) else {
                 return run.finish(Outcome::Finished).await;
             };
+            let last = run.history.last().map(|m| m.text().into_owned());
             let input = StopInput {
-                last_assistant_message: last,
+                last_assistant_message: last.unwrap_or_default(),
                 stop_hook_active: stop_continues > 0,
                 agent_name: None,
             };
