@@ -68,7 +68,7 @@ use tower::Service;
 
 pub use super::http::ResponseFuture;
 use super::{
-    ModelRequest, ModelResponse,
+    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse,
     error::{Kind, ProviderError},
     http::{self, Endpoint, Transport},
 };
@@ -107,6 +107,7 @@ struct Shared {
     model: Arc<str>,
     max_tokens: u32,
     has_key: bool,
+    max_response_bytes: usize,
 }
 
 impl Anthropic {
@@ -121,6 +122,7 @@ impl Anthropic {
             version: API_VERSION.to_owned(),
             headers: Vec::new(),
             transport: None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -170,6 +172,7 @@ pub struct AnthropicBuilder {
     version: String,
     headers: Vec<(String, String)>,
     transport: Option<Transport>,
+    max_response_bytes: usize,
 }
 
 impl AnthropicBuilder {
@@ -229,6 +232,19 @@ impl AnthropicBuilder {
         self
     }
 
+    /// The most bytes of an answer kept in memory (default
+    /// [`DEFAULT_MAX_RESPONSE_BYTES`], 16 MiB): a whole response body longer than this (or
+    /// announcing it in `Content-Length`) fails as soon as the limit is passed, without
+    /// reading the rest, and so does a streamed answer whose text and tool-call arguments
+    /// grow past it. One server-sent event may hold at most
+    /// [`MAX_SSE_EVENT_BYTES`](crate::model::MAX_SSE_EVENT_BYTES) (4 MiB) or this limit if
+    /// smaller. The error [`is_malformed_response`](ProviderError::is_malformed_response)
+    /// and says which limit was passed. See [the limits](crate::model#limits).
+    pub fn max_response_bytes(mut self, limit: usize) -> Self {
+        self.max_response_bytes = limit;
+        self
+    }
+
     /// The provider. An invalid base URL or header does not fail here: every call then fails
     /// with [`ProviderError::is_config`].
     pub fn build(self) -> Anthropic {
@@ -249,6 +265,7 @@ impl AnthropicBuilder {
                 model: self.model.into(),
                 max_tokens: self.max_tokens,
                 has_key: self.api_key.is_some(),
+                max_response_bytes: self.max_response_bytes,
             }),
             transport,
         }
@@ -265,6 +282,7 @@ impl fmt::Debug for AnthropicBuilder {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("headers", &self.headers.len())
             .field("transport", &self.transport.is_some())
+            .field("max_response_bytes", &self.max_response_bytes)
             .finish()
     }
 }
@@ -296,13 +314,14 @@ impl Service<ModelRequest> for Anthropic {
         let sent = self.transport.call(http_req);
         let stream = req.settings.stream;
         let ctx = req.ctx;
+        let max_bytes = self.shared.max_response_bytes;
         ResponseFuture::new(async move {
             let resp = http::check(PROVIDER, sent).await?;
             let status = resp.status().as_u16();
             if stream && !http::is_json(&resp) {
-                read_stream(resp, &ctx).await
+                read_stream(resp, &ctx, max_bytes).await
             } else {
-                let body = http::body(PROVIDER, resp).await?;
+                let body = http::body(PROVIDER, resp, max_bytes).await?;
                 parse_response(status, &body)
             }
         })
@@ -671,6 +690,9 @@ enum Part {
 /// A streamed answer being put together.
 #[derive(Default)]
 struct Assembly {
+    /// Bytes put together so far (each started block counts its whole event), checked
+    /// against `max_response_bytes`.
+    kept: usize,
     parts: BTreeMap<usize, Part>,
     calls: usize,
     stop_reason: Option<String>,
@@ -700,6 +722,7 @@ impl Assembly {
                 index,
                 content_block,
             } => {
+                self.kept = self.kept.saturating_add(data.len());
                 let part = match content_block {
                     StartBlock::Text { text } => {
                         if !text.is_empty() {
@@ -738,6 +761,7 @@ impl Assembly {
             StreamEvent::ContentBlockDelta { index, delta } => {
                 match (self.parts.get_mut(&index), delta) {
                     (Some(Part::Text(text)), BlockDelta::TextDelta { text: piece }) => {
+                        self.kept = self.kept.saturating_add(piece.len());
                         text.push_str(&piece);
                         ctx.emit_with(|| AgentEvent::ModelDelta {
                             step,
@@ -748,6 +772,7 @@ impl Assembly {
                         Some(Part::Tool { call, json, .. }),
                         BlockDelta::InputJsonDelta { partial_json },
                     ) => {
+                        self.kept = self.kept.saturating_add(partial_json.len());
                         json.push_str(&partial_json);
                         let index = *call;
                         ctx.emit_with(|| AgentEvent::ModelDelta {
@@ -829,9 +854,15 @@ impl Assembly {
 async fn read_stream(
     resp: reqwest::Response,
     ctx: &RunContext,
+    max_bytes: usize,
 ) -> Result<ModelResponse, ProviderError> {
     let mut assembly = Assembly::default();
-    let done = http::read_events(PROVIDER, resp, |event| assembly.push(&event.data, ctx)).await?;
+    let done = http::read_events(PROVIDER, resp, max_bytes, |event| {
+        let done = assembly.push(&event.data, ctx)?;
+        http::check_kept(PROVIDER, assembly.kept, max_bytes)?;
+        Ok(done)
+    })
+    .await?;
     if !done {
         return Err(http::incomplete(PROVIDER, "`message_stop`"));
     }

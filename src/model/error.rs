@@ -162,7 +162,9 @@ impl ProviderError {
     }
 
     /// How long the provider asked to wait before trying again (`retry-after-ms` or
-    /// `retry-after`, in seconds or as an HTTP date), if it said.
+    /// `retry-after`, in seconds or as an HTTP date), if it said, clamped to
+    /// [`MAX_RETRY_AFTER`](crate::model::MAX_RETRY_AFTER) (one day). A negative, `NaN` or
+    /// unparsable value counts as not said.
     pub fn retry_after(&self) -> Option<Duration> {
         self.inner.retry_after
     }
@@ -227,7 +229,10 @@ impl ProviderError {
     }
 
     /// The response (or a streamed event) is not what the API documents: not JSON, or JSON
-    /// of another shape. [`body_excerpt`](Self::body_excerpt) shows its start.
+    /// of another shape, or larger than the provider's `max_response_bytes` or
+    /// [`MAX_SSE_EVENT_BYTES`](crate::model::MAX_SSE_EVENT_BYTES) (the
+    /// [message](Self::message) says which limit). [`body_excerpt`](Self::body_excerpt) shows
+    /// its start.
     pub fn is_malformed_response(&self) -> bool {
         self.inner.kind == Kind::Malformed
     }

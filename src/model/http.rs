@@ -1,12 +1,24 @@
 //! What the HTTP providers share: the transport, the request's URL and headers, reading and
 //! classifying responses, the SSE parser, and the response future.
+//!
+//! Everything read from the server is bounded here (the sizes are documented, as the public
+//! constants, in the [model module docs](crate::model#limits)):
+//!
+//! - [`body`] reads at most the provider's `max_response_bytes`, chunk by chunk, and fails
+//!   as soon as the body (or its `Content-Length`) is over;
+//! - [`check`] reads at most [`MAX_ERROR_BODY_BYTES`] of an error response and drops the rest;
+//! - [`SseParser`] holds at most its `max_event` bytes of one event (line included) and fails
+//!   past it; [`read_events`] gives it [`MAX_SSE_EVENT_BYTES`] or `max_response_bytes` if
+//!   smaller, and the providers check what they put together against `max_response_bytes`
+//!   ([`check_kept`]);
+//! - [`retry_after`] never overflows and clamps to [`MAX_RETRY_AFTER`].
 
 use std::{
     fmt,
     future::Future,
     pin::Pin,
     task::{Context, Poll},
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, SystemTime},
 };
 
 use futures_util::future::BoxFuture;
@@ -15,7 +27,7 @@ use serde_json::Value;
 use tower::{Service, ServiceExt, util::BoxCloneSyncService};
 
 use super::{
-    ModelResponse,
+    MAX_ERROR_BODY_BYTES, MAX_RETRY_AFTER, MAX_SSE_EVENT_BYTES, ModelResponse,
     error::{Kind, ProviderError},
 };
 use crate::{error::BoxError, message::Usage};
@@ -207,19 +219,90 @@ pub(crate) async fn check(
         return Ok(resp);
     }
     let retry_after = retry_after(resp.headers());
-    let body = body(provider, resp).await.unwrap_or_default();
+    let body = error_body(resp).await;
     Err(status_error(provider, status.as_u16(), &body).with_retry_after(retry_after))
 }
 
-/// The whole body of `resp`.
+/// The first [`MAX_ERROR_BODY_BYTES`] of an error response's body (less if it broke off);
+/// the rest is not read: dropping the response closes its connection.
+async fn error_body(mut resp: reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY_BYTES {
+        let Ok(Some(chunk)) = resp.chunk().await else {
+            break;
+        };
+        let room = MAX_ERROR_BODY_BYTES - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+    body
+}
+
+/// The whole body of `resp`, if it is at most `limit` bytes; past that a malformed-response
+/// error, found from the `Content-Length` before reading or else as soon as a chunk passes
+/// the limit (so at most `limit` bytes are ever held).
 pub(crate) async fn body(
     provider: &'static str,
-    resp: reqwest::Response,
+    mut resp: reqwest::Response,
+    limit: usize,
 ) -> Result<Vec<u8>, ProviderError> {
-    resp.bytes()
+    let status = resp.status().as_u16();
+    let announced = resp.content_length().unwrap_or(0);
+    if announced > limit as u64 {
+        return Err(too_large(provider, "response body", limit, &[]).with_status(status));
+    }
+    // NOTE: `announced` is at most `limit` here.
+    let mut body = Vec::with_capacity(announced as usize);
+    while let Some(chunk) = resp
+        .chunk()
         .await
-        .map(Vec::from)
-        .map_err(|e| transport_error(provider, e.into()))
+        .map_err(|e| transport_error(provider, e.into()))?
+    {
+        if chunk.len() > limit - body.len() {
+            return Err(too_large(provider, "response body", limit, &body).with_status(status));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The error for a response (or a part of it, `what`) over its `limit`, with the start of
+/// what was read.
+pub(crate) fn too_large(
+    provider: &'static str,
+    what: &str,
+    limit: usize,
+    start: &[u8],
+) -> ProviderError {
+    let message = format!(
+        "the {what} is larger than the limit of {}",
+        size(limit)
+    );
+    ProviderError::new(provider, Kind::Malformed)
+        .with_message(message)
+        .with_body(start)
+}
+
+/// Fails once what a streamed answer has put together (`kept` bytes of text and tool-call
+/// arguments) is over `limit` (the provider's `max_response_bytes`).
+pub(crate) fn check_kept(
+    provider: &'static str,
+    kept: usize,
+    limit: usize,
+) -> Result<(), ProviderError> {
+    if kept > limit {
+        return Err(too_large(provider, "streamed answer", limit, &[]));
+    }
+    Ok(())
+}
+
+/// `n` bytes for people: `16 MiB`, `8 KiB` or `1000 bytes`.
+fn size(n: usize) -> String {
+    match n {
+        0 => "0 bytes".to_owned(),
+        n if n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
 }
 
 /// Whether `resp` is JSON (a server may answer a streaming request with one whole response).
@@ -342,66 +425,46 @@ fn is_context_length(code: Option<&str>, message: Option<&str>) -> bool {
 }
 
 /// How long the response asks to wait: `retry-after-ms`, or `retry-after` in seconds or as
-/// an HTTP date.
+/// an HTTP date (any of the three forms of RFC 9110, through `httpdate`).
+///
+/// A number may have a fraction or an exponent (`1.5`, `1e3`); a negative number, `NaN`, or
+/// anything unparsable is ignored (`retry-after-ms` then falls back to `retry-after`). A
+/// delay past [`MAX_RETRY_AFTER`] — `1e300`, `inf`, an integer past `u64`, a date in the year
+/// 9999 — is clamped to it; a date in the past is no wait. Never panics.
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    retry_after_at(headers, SystemTime::now())
+}
+
+/// [`retry_after`] as seen at `now`.
+fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let header = |name: &str| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
-    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
-    {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+    if let Some(wait) = header("retry-after-ms").and_then(|v| delay(v, 1000.0)) {
+        return Some(wait);
     }
     let value = header("retry-after")?;
-    if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    if let Some(wait) = delay(value, 1.0) {
+        return Some(wait);
     }
-    let at = http_date(value)?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
-    Some(Duration::from_secs(at.saturating_sub(now)))
+    let at = httpdate::parse_http_date(value).ok()?;
+    let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
-/// Seconds since the epoch of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
-fn http_date(s: &str) -> Option<u64> {
-    let mut parts = s.split_whitespace();
-    let _weekday = parts.next()?;
-    let day: u64 = parts.next()?.parse().ok()?;
-    let month = match parts.next()? {
-        "Jan" => 1,
-        "Feb" => 2,
-        "Mar" => 3,
-        "Apr" => 4,
-        "May" => 5,
-        "Jun" => 6,
-        "Jul" => 7,
-        "Aug" => 8,
-        "Sep" => 9,
-        "Oct" => 10,
-        "Nov" => 11,
-        "Dec" => 12,
-        _ => return None,
-    };
-    let year: i64 = parts.next()?.parse().ok()?;
-    let mut hms = parts.next()?.split(':').map(|p| p.parse::<u64>().ok());
-    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
-    if parts.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
+/// A delay written as a number of units, `per_second` of them to a second, clamped to
+/// [`MAX_RETRY_AFTER`]; `None` if it is not a number, negative or `NaN`.
+fn delay(value: &str, per_second: f64) -> Option<Duration> {
+    let n = value.parse::<f64>().ok()?;
+    if n.is_nan() || n < 0.0 {
         return None;
     }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days)
-        .ok()
-        .map(|d| d * 86_400 + h * 3_600 + m * 60 + sec)
+    // NOTE: the only failure left is overflow (a huge number, or +inf): the longest wait.
+    let wait = Duration::try_from_secs_f64(n / per_second).unwrap_or(MAX_RETRY_AFTER);
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
 /// Token counts, `None` when both are absent.
@@ -435,18 +498,57 @@ pub(crate) struct SseEvent {
 /// An incremental parser of `text/event-stream` bodies (the WHATWG rules: lines end with
 /// `\n`, `\r\n` or `\r`; a blank line ends an event; `:` starts a comment; one space after
 /// the field's colon is dropped). Chunks may be cut anywhere, even inside a character.
-#[derive(Debug, Default)]
+///
+/// It holds at most `max_event` bytes of the event being read (its `event:` name, its `data:`
+/// so far and the line not yet ended, comments included); one byte more and
+/// [`push`](Self::push) fails with [`EventTooLarge`] — whichever way the body is cut into
+/// chunks. After that error the parser must not be used again.
+#[derive(Debug)]
 pub(crate) struct SseParser {
     line: Vec<u8>,
     skip_lf: bool,
     event: Option<String>,
     data: String,
     has_data: bool,
+    max_event: usize,
 }
 
+/// A server-sent event (or one of its lines) longer than the parser's `max_event`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EventTooLarge;
+
 impl SseParser {
+    /// A parser holding at most `max_event` bytes of one event.
+    pub(crate) fn new(max_event: usize) -> Self {
+        SseParser {
+            line: Vec::new(),
+            skip_lf: false,
+            event: None,
+            data: String::new(),
+            has_data: false,
+            max_event,
+        }
+    }
+
+    /// The bytes of the current event held so far, `extra` more bytes of line included.
+    fn held(&self, extra: usize) -> usize {
+        let event = self.event.as_ref().map_or(0, String::len);
+        self.data.len() + event + self.line.len() + extra
+    }
+
+    fn check(&self, extra: usize) -> Result<(), EventTooLarge> {
+        if self.held(extra) > self.max_event {
+            return Err(EventTooLarge);
+        }
+        Ok(())
+    }
+
     /// Parses `chunk`, pushing the events it completes onto `out`.
-    pub(crate) fn push(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) {
+    pub(crate) fn push(
+        &mut self,
+        mut chunk: &[u8],
+        out: &mut Vec<SseEvent>,
+    ) -> Result<(), EventTooLarge> {
         if self.skip_lf && !chunk.is_empty() {
             if chunk[0] == b'\n' {
                 chunk = &chunk[1..];
@@ -454,11 +556,13 @@ impl SseParser {
             self.skip_lf = false;
         }
         while let Some(pos) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.check(pos)?;
             let mut line = std::mem::take(&mut self.line);
             line.extend_from_slice(&chunk[..pos]);
-            self.process_line(&line, out);
+            let processed = self.process_line(&line, out);
             line.clear();
             self.line = line;
+            processed?;
             let cr = chunk[pos] == b'\r';
             chunk = &chunk[pos + 1..];
             if cr {
@@ -469,7 +573,9 @@ impl SseParser {
                 }
             }
         }
+        self.check(chunk.len())?;
         self.line.extend_from_slice(chunk);
+        Ok(())
     }
 
     /// The body ended: an event whose lines all ended is pushed even without its blank line;
@@ -477,10 +583,11 @@ impl SseParser {
     /// as incomplete).
     pub(crate) fn finish(&mut self, out: &mut Vec<SseEvent>) {
         self.line.clear();
-        self.process_line(&[], out);
+        // NOTE: an empty line adds nothing, so it cannot pass the limit.
+        let _ = self.process_line(&[], out);
     }
 
-    fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
+    fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), EventTooLarge> {
         if line.is_empty() {
             if self.has_data {
                 let mut data = std::mem::take(&mut self.data);
@@ -493,10 +600,10 @@ impl SseParser {
                 self.event = None;
             }
             self.has_data = false;
-            return;
+            return Ok(());
         }
         if line[0] == b':' {
-            return;
+            return Ok(());
         }
         let (field, value) = match line.iter().position(|&b| b == b':') {
             Some(i) => {
@@ -514,31 +621,46 @@ impl SseParser {
             }
             _ => {}
         }
+        // NOTE: the line was checked before; counted again here because replacing bytes that
+        // are not UTF-8 may have made the text longer than the line.
+        self.check(0)
     }
 }
 
 /// Reads the SSE body of `resp`, handing each event to `on_event` until it says the stream
-/// is done (`Ok(true)`). Returns whether it did; `false` means the body ended first.
+/// is done (`Ok(true)`). Returns whether it did; `false` means the body ended first. An event
+/// longer than [`MAX_SSE_EVENT_BYTES`] (or `max_response_bytes` if smaller) fails it as a
+/// malformed response.
 pub(crate) async fn read_events(
     provider: &'static str,
     mut resp: reqwest::Response,
+    max_response_bytes: usize,
     mut on_event: impl FnMut(SseEvent) -> Result<bool, ProviderError>,
 ) -> Result<bool, ProviderError> {
-    let mut parser = SseParser::default();
+    let status = resp.status().as_u16();
+    let max_event = MAX_SSE_EVENT_BYTES.min(max_response_bytes);
+    let mut parser = SseParser::new(max_event);
     let mut events = Vec::new();
     loop {
         let chunk = resp
             .chunk()
             .await
             .map_err(|e| transport_error(provider, e.into()))?;
-        match &chunk {
+        let parsed = match &chunk {
             Some(bytes) => parser.push(bytes, &mut events),
-            None => parser.finish(&mut events),
-        }
+            None => {
+                parser.finish(&mut events);
+                Ok(())
+            }
+        };
+        // The events completed before a line too long still count (one may be an error).
         for event in events.drain(..) {
             if on_event(event)? {
                 return Ok(true);
             }
+        }
+        if parsed.is_err() {
+            return Err(too_large(provider, "server-sent event", max_event, &[]).with_status(status));
         }
         if chunk.is_none() {
             return Ok(false);
@@ -555,13 +677,17 @@ pub(crate) fn incomplete(provider: &'static str, marker: &str) -> ProviderError 
 
 #[cfg(test)]
 mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use proptest::prelude::*;
+
     use super::*;
 
     fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
-        let mut p = SseParser::default();
+        let mut p = SseParser::new(usize::MAX);
         let mut out = Vec::new();
         for c in chunks {
-            p.push(c, &mut out);
+            p.push(c, &mut out).unwrap();
         }
         p.finish(&mut out);
         out
@@ -618,6 +744,65 @@ mod tests {
         );
     }
 
+    /// What parsing `chunks` with a limit of `max_event` gives: the events, and whether it
+    /// failed (after them).
+    fn parse_limited(max_event: usize, chunks: &[&[u8]]) -> (Vec<SseEvent>, bool) {
+        let mut p = SseParser::new(max_event);
+        let mut out = Vec::new();
+        for c in chunks {
+            if p.push(c, &mut out).is_err() {
+                return (out, true);
+            }
+        }
+        p.finish(&mut out);
+        (out, false)
+    }
+
+    #[test]
+    fn sse_event_limit_counts_lines_data_and_name() {
+        // `data: 12345` is 11 bytes; the event holds `12345\n` (6).
+        assert_eq!(
+            parse_limited(11, &[b"data: 12345\n\n"]),
+            (vec![ev(None, "12345")], false)
+        );
+        assert_eq!(parse_limited(10, &[b"data: 12345\n\n"]), (vec![], true));
+        // A line with no end is refused once it passes the limit, chunk by chunk.
+        let mut p = SseParser::new(1024);
+        let mut out = Vec::new();
+        for _ in 0..16 {
+            p.push(&[b'x'; 64], &mut out).unwrap();
+        }
+        assert_eq!(p.push(b"x", &mut out), Err(EventTooLarge));
+        assert!(p.line.capacity() <= 2048, "{}", p.line.capacity());
+        // Many data lines add up, and the event name counts.
+        let many = "data: 0123456789\n".repeat(20);
+        assert!(parse_limited(200, &[many.as_bytes()]).1);
+        assert!(!parse_limited(240, &[many.as_bytes()]).1);
+        assert!(parse_limited(10, &[b"event: eleven-long\ndata: x\n\n"]).1);
+        // Comments count while they are read.
+        assert!(parse_limited(100, &[&[b':'; 200][..], b"\n"]).1);
+        // Events before the long one are kept; the limit is per event.
+        let body = b"data: a\n\ndata: b\n\ndata: 0123456789012345678901234567890\n\n";
+        assert_eq!(
+            parse_limited(16, &[body]),
+            (vec![ev(None, "a"), ev(None, "b")], true)
+        );
+        let small = "data: 0123456789\n\n".repeat(100);
+        assert_eq!(parse_limited(16, &[small.as_bytes()]).0.len(), 100);
+        // Replacement characters count for what they cost.
+        let bad = [&b"data: "[..], &[0xff; 8][..], b"\n\n"].concat();
+        assert!(parse_limited(20, &[&bad]).1);
+        assert!(!parse_limited(30, &[&bad]).1);
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            h.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        h
+    }
+
     #[test]
     fn retry_after_forms() {
         let mut h = HeaderMap::new();
@@ -633,16 +818,65 @@ mod tests {
         assert_eq!(retry_after(&h), Some(Duration::ZERO));
         h.insert("retry-after-ms", HeaderValue::from_static("250"));
         assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
-        assert_eq!(
-            http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(784_111_777)
-        );
-        assert_eq!(http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
-        assert_eq!(
-            http_date("Sat, 29 Feb 2020 12:00:00 GMT"),
-            Some(1_582_977_600)
-        );
-        assert_eq!(http_date("yesterday"), None);
+    }
+
+    #[test]
+    fn retry_after_dates_through_httpdate() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_777); // Sun, 06 Nov 1994 08:49:37
+        let at = |value: &str| retry_after_at(&headers(&[("retry-after", value)]), now);
+        // The three forms of RFC 9110, all the same instant 30 s later.
+        for date in [
+            "Sun, 06 Nov 1994 08:50:07 GMT",
+            "Sunday, 06-Nov-94 08:50:07 GMT",
+            "Sun Nov  6 08:50:07 1994",
+        ] {
+            assert_eq!(at(date), Some(Duration::from_secs(30)), "{date}");
+        }
+        assert_eq!(at("Sat, 05 Nov 1994 08:49:37 GMT"), Some(Duration::ZERO));
+        assert_eq!(at("Fri, 31 Dec 9999 23:59:59 GMT"), Some(MAX_RETRY_AFTER));
+        assert_eq!(at("Fri, 31 Dec 99999999999 23:59:59 GMT"), None);
+        assert_eq!(at("Sun, 06 Nov 1994 99:50:07 GMT"), None);
+        assert_eq!(at("yesterday"), None);
+    }
+
+    #[test]
+    fn retry_after_huge_or_invalid_numbers_never_panic() {
+        let now = SystemTime::now();
+        let secs = |value: &str| retry_after_at(&headers(&[("retry-after", value)]), now);
+        let ms = |value: &str| retry_after_at(&headers(&[("retry-after-ms", value)]), now);
+        for huge in [
+            "1e20",
+            "1e300",
+            "1e400",
+            "inf",
+            "+Infinity",
+            "18446744073709551616",
+            "99999999999999999999999999999999999999",
+            "86401",
+        ] {
+            assert_eq!(secs(huge), Some(MAX_RETRY_AFTER), "retry-after: {huge}");
+        }
+        for huge in ["1e300", "inf", "18446744073709551616000", "86400001"] {
+            assert_eq!(ms(huge), Some(MAX_RETRY_AFTER), "retry-after-ms: {huge}");
+        }
+        for ignored in ["-1", "-1e300", "-inf", "NaN", "nan", "", "soon", "0x10", "1,5"] {
+            assert_eq!(secs(ignored), None, "retry-after: {ignored:?}");
+            assert_eq!(ms(ignored), None, "retry-after-ms: {ignored:?}");
+        }
+        assert_eq!(secs("-0"), Some(Duration::ZERO));
+        assert_eq!(ms("1500"), Some(Duration::from_millis(1500)));
+        assert_eq!(ms("0.5"), Some(Duration::from_micros(500)));
+        // An invalid `retry-after-ms` falls back to `retry-after`.
+        let both = headers(&[("retry-after-ms", "NaN"), ("retry-after", "3")]);
+        assert_eq!(retry_after_at(&both, now), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn sizes_for_people() {
+        assert_eq!(size(16 << 20), "16 MiB");
+        assert_eq!(size(8 << 10), "8 KiB");
+        assert_eq!(size(1000), "1000 bytes");
+        assert_eq!(size(0), "0 bytes");
     }
 
     #[test]
@@ -704,5 +938,97 @@ mod tests {
             parse_arguments("{\"a\":".into()),
             Value::String("{\"a\":".into())
         );
+    }
+
+    // ===== property tests: no panic, the same result however the body is cut =====
+
+    /// SSE-shaped bytes: field names, separators, line endings and noise, so the parser's
+    /// paths are all taken (plain random bytes rarely form a field).
+    fn sse_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(b"data: ".to_vec()),
+            Just(b"data:".to_vec()),
+            Just(b"event: ".to_vec()),
+            Just(b":".to_vec()),
+            Just(b"\n".to_vec()),
+            Just(b"\r".to_vec()),
+            Just(b"\r\n".to_vec()),
+            Just(b"\n\n".to_vec()),
+            Just("é".as_bytes().to_vec()),
+            Just(vec![0xff]),
+            Just(vec![0xc3]),
+            proptest::collection::vec(any::<u8>(), 0..8),
+            "[a-z{}\":\\[\\] ]{0,12}".prop_map(String::into_bytes),
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|p| p.concat())
+    }
+
+    /// Cut points into `len` bytes, from arbitrary numbers.
+    fn cuts(len: usize, raw: &[usize]) -> Vec<usize> {
+        let mut cuts: Vec<usize> = raw.iter().map(|c| c % (len + 1)).collect();
+        cuts.sort_unstable();
+        cuts
+    }
+
+    fn split<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+        let mut chunks = Vec::new();
+        let mut from = 0;
+        for &cut in cuts {
+            chunks.push(&bytes[from..cut]);
+            from = cut;
+        }
+        chunks.push(&bytes[from..]);
+        chunks
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 4000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn sse_any_bytes_any_cuts_same_events(
+            bytes in prop_oneof![sse_bytes(), proptest::collection::vec(any::<u8>(), 0..300)],
+            raw_cuts in proptest::collection::vec(any::<usize>(), 0..8),
+            max_event in prop_oneof![Just(usize::MAX), 0usize..64],
+        ) {
+            let whole = parse_limited(max_event, &[&bytes]);
+            let chunks = split(&bytes, &cuts(bytes.len(), &raw_cuts));
+            prop_assert_eq!(&parse_limited(max_event, &chunks), &whole);
+            let singles: Vec<&[u8]> = bytes.chunks(1).collect();
+            prop_assert_eq!(&parse_limited(max_event, &singles), &whole);
+            for event in &whole.0 {
+                let held = event.data.len() + event.event.as_ref().map_or(0, String::len);
+                prop_assert!(held <= max_event, "{} > {}", held, max_event);
+            }
+        }
+
+        #[test]
+        fn retry_after_any_header_text(
+            secs in prop_oneof![
+                any::<String>(),
+                "[-+]?[0-9]{0,40}(\\.[0-9]{0,10})?([eE][-+]?[0-9]{1,4})?",
+                "(?i)[-+]?(inf|infinity|nan)",
+                "(Mon|Sun), [0-9]{2} (Jan|Nov|Dec) [0-9]{1,12} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT",
+            ],
+            ms in prop_oneof![
+                any::<String>(),
+                "[-+]?[0-9]{0,40}(\\.[0-9]{0,10})?([eE][-+]?[0-9]{1,4})?",
+            ],
+            which in 0u8..3,
+        ) {
+            let mut h = HeaderMap::new();
+            if which != 1 && let Ok(v) = HeaderValue::from_str(&secs) {
+                h.insert("retry-after", v);
+            }
+            if which != 0 && let Ok(v) = HeaderValue::from_str(&ms) {
+                h.insert("retry-after-ms", v);
+            }
+            if let Some(wait) = retry_after(&h) {
+                prop_assert!(wait <= MAX_RETRY_AFTER, "{:?}", wait);
+            }
+        }
     }
 }

@@ -16,6 +16,31 @@
 //! Both stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
 //! retry transient failures under tower's `retry` with [`RetryPolicy`].
 //!
+//! # Limits
+//!
+//! A provider's answer comes from outside the process, so what it may cost is capped; nothing
+//! a server sends can panic the provider or make it hold more than these bounds:
+//!
+//! - **Response size**: a whole (non-streamed) body is read chunk by chunk and the call fails
+//!   with a [malformed-response](ProviderError::is_malformed_response) error as soon as it
+//!   passes the provider's `max_response_bytes` (default [`DEFAULT_MAX_RESPONSE_BYTES`],
+//!   16 MiB; a `Content-Length` over it fails before the body is read). A streamed answer fails
+//!   the same way when the text and tool-call arguments put together from it pass that limit.
+//! - **Server-sent events**: one event (its lines, buffered until the blank line that ends it)
+//!   may hold at most [`MAX_SSE_EVENT_BYTES`] (4 MiB, or `max_response_bytes` if smaller); a
+//!   longer line or event fails the call while it is being read. So a stream holds at most
+//!   about `MAX_SSE_EVENT_BYTES + max_response_bytes`, however long it runs (bound its time
+//!   with a timeout layer).
+//! - **Error pages**: of an HTTP error response, only the first [`MAX_ERROR_BODY_BYTES`]
+//!   (8 KiB) are read, for the error's code, message and
+//!   [excerpt](ProviderError::body_excerpt); the rest is never read (the connection is closed).
+//! - **`Retry-After`**: `retry-after-ms`, and `retry-after` in seconds or as an HTTP date, are
+//!   parsed without overflow; a negative or unparsable value is ignored, and any delay is
+//!   clamped to [`MAX_RETRY_AFTER`] (one day) before it reaches
+//!   [`ProviderError::retry_after`]. [`RetryPolicy`] waits at most its
+//!   [`max_retry_after`](RetryPolicy::max_retry_after) (default 60 s): asked to wait longer,
+//!   it does not retry and returns the error, `retry_after` set.
+//!
 //! # Example
 //!
 //! ```
@@ -53,7 +78,7 @@ pub mod openai;
 pub mod retry;
 mod scripted;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use tower::util::BoxCloneSyncService;
 
@@ -71,6 +96,30 @@ use crate::{
     error::BoxError,
     message::{Message, Messages, StopReason, ToolCall, ToolSpec, Usage},
 };
+
+/// The default of the providers' `max_response_bytes`
+/// ([`OpenAiChatBuilder::max_response_bytes`](crate::model::openai::OpenAiChatBuilder::max_response_bytes),
+/// [`AnthropicBuilder::max_response_bytes`](crate::model::anthropic::AnthropicBuilder::max_response_bytes)):
+/// 16 MiB.
+///
+/// A model's answer is text and tool-call arguments: even 128k output tokens are well under
+/// 1 MiB of JSON, so 16 MiB leaves room for any real answer while a hostile or broken server
+/// costs at most about twice this much memory per call (the body, then what is parsed from it).
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 << 20;
+
+/// The largest server-sent event a provider reads: 4 MiB (or the provider's
+/// `max_response_bytes`, if smaller). Providers stream small deltas (a few hundred bytes
+/// each); a line or event longer than this fails the call as a malformed response.
+pub const MAX_SSE_EVENT_BYTES: usize = 4 << 20;
+
+/// How much of an HTTP error response a provider reads: 8 KiB, enough for the providers'
+/// JSON error objects. The rest of an error page is not read.
+pub const MAX_ERROR_BODY_BYTES: usize = 8 << 10;
+
+/// The longest delay a provider's `Retry-After` may name: one day. Longer delays (up to
+/// `1e300` seconds, or an HTTP date in the year 9999) are clamped to it in
+/// [`ProviderError::retry_after`].
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// A type-erased model service (`Clone + Send + Sync`, as axum requires).
 pub type BoxModelService = BoxCloneSyncService<ModelRequest, ModelResponse, BoxError>;

@@ -81,7 +81,7 @@ use tower::Service;
 
 pub use super::http::ResponseFuture;
 use super::{
-    ModelRequest, ModelResponse,
+    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse,
     error::ProviderError,
     http::{self, Endpoint, Transport},
 };
@@ -132,6 +132,7 @@ struct Shared {
     model: Arc<str>,
     max_tokens_param: MaxTokensParam,
     has_key: bool,
+    max_response_bytes: usize,
 }
 
 impl OpenAiChat {
@@ -144,6 +145,7 @@ impl OpenAiChat {
             organization: None,
             headers: Vec::new(),
             transport: None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_tokens_param: MaxTokensParam::default(),
         }
     }
@@ -205,6 +207,7 @@ pub struct OpenAiChatBuilder {
     organization: Option<String>,
     headers: Vec<(String, String)>,
     transport: Option<Transport>,
+    max_response_bytes: usize,
     max_tokens_param: MaxTokensParam,
 }
 
@@ -266,6 +269,19 @@ impl OpenAiChatBuilder {
         self
     }
 
+    /// The most bytes of an answer kept in memory (default
+    /// [`DEFAULT_MAX_RESPONSE_BYTES`], 16 MiB): a whole response body longer than this (or
+    /// announcing it in `Content-Length`) fails as soon as the limit is passed, without
+    /// reading the rest, and so does a streamed answer whose text and tool-call arguments
+    /// grow past it. One server-sent event may hold at most
+    /// [`MAX_SSE_EVENT_BYTES`](crate::model::MAX_SSE_EVENT_BYTES) (4 MiB) or this limit if
+    /// smaller. The error [`is_malformed_response`](ProviderError::is_malformed_response)
+    /// and says which limit was passed. See [the limits](crate::model#limits).
+    pub fn max_response_bytes(mut self, limit: usize) -> Self {
+        self.max_response_bytes = limit;
+        self
+    }
+
     /// The provider. An invalid base URL or header does not fail here: every call then fails
     /// with [`ProviderError::is_config`].
     pub fn build(self) -> OpenAiChat {
@@ -288,6 +304,7 @@ impl OpenAiChatBuilder {
                 model: self.model.into(),
                 max_tokens_param: self.max_tokens_param,
                 has_key: self.api_key.is_some(),
+                max_response_bytes: self.max_response_bytes,
             }),
             transport,
         }
@@ -303,6 +320,7 @@ impl fmt::Debug for OpenAiChatBuilder {
             .field("organization", &self.organization)
             .field("headers", &self.headers.len())
             .field("transport", &self.transport.is_some())
+            .field("max_response_bytes", &self.max_response_bytes)
             .field("max_tokens_param", &self.max_tokens_param)
             .finish()
     }
@@ -335,13 +353,14 @@ impl Service<ModelRequest> for OpenAiChat {
         let sent = self.transport.call(http_req);
         let stream = req.settings.stream;
         let ctx = req.ctx;
+        let max_bytes = self.shared.max_response_bytes;
         ResponseFuture::new(async move {
             let resp = http::check(PROVIDER, sent).await?;
             let status = resp.status().as_u16();
             if stream && !http::is_json(&resp) {
-                read_stream(resp, &ctx).await
+                read_stream(resp, &ctx, max_bytes).await
             } else {
-                let body = http::body(PROVIDER, resp).await?;
+                let body = http::body(PROVIDER, resp, max_bytes).await?;
                 parse_response(status, &body)
             }
         })
@@ -660,9 +679,16 @@ struct DeltaFunction {
     arguments: Option<String>,
 }
 
+/// What a tool call being put together costs besides its text, counted in
+/// `Assembly::kept` (so a stream of empty calls is bounded too).
+const CALL_OVERHEAD: usize = 128;
+
 /// A streamed answer being put together.
 #[derive(Default)]
 struct Assembly {
+    /// Bytes put together so far (text, and the calls with an overhead each), checked
+    /// against `max_response_bytes`.
+    kept: usize,
     text: String,
     calls: BTreeMap<usize, (String, String, String)>,
     last_index: Option<usize>,
@@ -697,6 +723,7 @@ impl Assembly {
             let delta = choice.delta.unwrap_or_default();
             for text in [delta.content, delta.refusal].into_iter().flatten() {
                 if !text.is_empty() {
+                    self.kept = self.kept.saturating_add(text.len());
                     self.text.push_str(&text);
                     ctx.emit_with(|| AgentEvent::ModelDelta {
                         step: ctx.step(),
@@ -725,6 +752,15 @@ impl Assembly {
             Some(f) => (f.name, f.arguments.unwrap_or_default()),
             None => (None, String::new()),
         };
+        let added = call.id.as_ref().map_or(0, String::len)
+            + name.as_ref().map_or(0, String::len)
+            + arguments.len();
+        let overhead = if self.calls.contains_key(&index) {
+            0
+        } else {
+            CALL_OVERHEAD
+        };
+        self.kept = self.kept.saturating_add(added + overhead);
         let entry = self.calls.entry(index).or_default();
         if let Some(id) = &call.id {
             entry.0.push_str(id);
@@ -757,9 +793,15 @@ impl Assembly {
 async fn read_stream(
     resp: reqwest::Response,
     ctx: &RunContext,
+    max_bytes: usize,
 ) -> Result<ModelResponse, ProviderError> {
     let mut assembly = Assembly::default();
-    let done = http::read_events(PROVIDER, resp, |event| assembly.push(&event.data, ctx)).await?;
+    let done = http::read_events(PROVIDER, resp, max_bytes, |event| {
+        let done = assembly.push(&event.data, ctx)?;
+        http::check_kept(PROVIDER, assembly.kept, max_bytes)?;
+        Ok(done)
+    })
+    .await?;
     if !done {
         return Err(http::incomplete(PROVIDER, "`data: [DONE]`"));
     }

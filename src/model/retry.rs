@@ -14,8 +14,11 @@
 //!   500 ms, doubling, at most 8 s) less up to 25% of random jitter, with
 //!   [`tokio::time::sleep`] (so paused-time tests run instantly);
 //! - it gives up at once when `Retry-After` asks for more than
-//!   [`max_retry_after`](RetryPolicy::max_retry_after) (default 60 s), or when the run was
-//!   cancelled;
+//!   [`max_retry_after`](RetryPolicy::max_retry_after) (default 60 s) — the caller gets the
+//!   provider's error, its [`retry_after`](ProviderError::retry_after) set (clamped to
+//!   [`MAX_RETRY_AFTER`](crate::model::MAX_RETRY_AFTER), one day, so a `Retry-After: 1e20`
+//!   neither panics nor sleeps for ages) — or when the run was cancelled. So no wait is ever
+//!   longer than `max_retry_after` or [`max_delay`](RetryPolicy::max_delay);
 //! - each retry is sent to the run's events as an
 //!   [`AgentEvent::Warning`].
 //!
@@ -109,9 +112,10 @@ impl RetryPolicy {
         self
     }
 
-    /// The longest `Retry-After` waited for (default 60 s); asked to wait longer, the policy
-    /// gives up and the caller gets the error (with its
-    /// [`retry_after`](ProviderError::retry_after)).
+    /// The longest `Retry-After` waited for (default 60 s): the policy's maximum wait. Asked
+    /// to wait longer, the policy does not retry: the caller gets the error at once, with its
+    /// [`retry_after`](ProviderError::retry_after) (at most
+    /// [`MAX_RETRY_AFTER`](crate::model::MAX_RETRY_AFTER)) to decide for itself.
     pub const fn max_retry_after(mut self, limit: Duration) -> Self {
         self.max_retry_after = limit;
         self

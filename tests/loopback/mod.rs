@@ -10,16 +10,23 @@ use std::{
     collections::VecDeque,
     io,
     path::Path,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use axum::{
     Router,
     body::{Body, Bytes},
     extract::{Request, State},
-    http::{HeaderMap, HeaderValue, StatusCode, header::CONTENT_TYPE},
+    http::{
+        HeaderMap, HeaderValue, StatusCode,
+        header::{CONTENT_LENGTH, CONTENT_TYPE},
+    },
     response::Response,
 };
+use futures_util::StreamExt;
 use serde_json::Value;
 
 /// One request the server received.
@@ -61,6 +68,17 @@ pub enum Reply {
         chunk_bytes: usize,
         end: End,
     },
+    /// A large body made while it is sent (never held whole): `prefix`, then `len` bytes of
+    /// `fill` in 64 KiB chunks, then `suffix`. Chunked, unless `content_length` is set.
+    Generated {
+        status: u16,
+        content_type: &'static str,
+        content_length: bool,
+        prefix: Vec<u8>,
+        fill: u8,
+        len: u64,
+        suffix: Vec<u8>,
+    },
 }
 
 impl Reply {
@@ -81,6 +99,35 @@ impl Reply {
             headers: vec![("content-type".into(), "application/json".into())],
             body: body.into().into_bytes(),
         }
+    }
+
+    /// `status` with a body of `len` bytes made while it is sent: `prefix`, `fill` bytes,
+    /// `suffix` (see [`Reply::Generated`]).
+    pub fn generated(
+        status: u16,
+        content_type: &'static str,
+        prefix: &str,
+        fill: u8,
+        len: u64,
+        suffix: &str,
+    ) -> Self {
+        Reply::Generated {
+            status,
+            content_type,
+            content_length: false,
+            prefix: prefix.as_bytes().to_vec(),
+            fill,
+            len,
+            suffix: suffix.as_bytes().to_vec(),
+        }
+    }
+
+    /// This generated reply announcing its length in `Content-Length`.
+    pub fn with_content_length(mut self) -> Self {
+        if let Reply::Generated { content_length, .. } = &mut self {
+            *content_length = true;
+        }
+        self
     }
 
     /// This reply with one more header.
@@ -181,6 +228,8 @@ pub fn fixture(name: &str) -> Value {
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Recorded>>,
+    /// Bytes of generated bodies handed to the connection so far.
+    generated: AtomicU64,
 }
 
 /// The server. Dropping it stops it.
@@ -230,6 +279,12 @@ impl Server {
     pub fn reply(&self, reply: Reply) -> &Self {
         self.shared.replies.lock().unwrap().push_back(reply);
         self
+    }
+
+    /// How many bytes of generated bodies the server has handed to its connections: what a
+    /// client read, plus what fits in the socket buffers.
+    pub fn generated_bytes(&self) -> u64 {
+        self.shared.generated.load(Ordering::SeqCst)
     }
 
     /// The requests received so far.
@@ -282,6 +337,45 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 resp = resp.header(name, value);
             }
             resp.body(Body::from(body)).unwrap()
+        }
+        Some(Reply::Generated {
+            status,
+            content_type,
+            content_length,
+            prefix,
+            fill,
+            len,
+            suffix,
+        }) => {
+            const CHUNK: u64 = 64 << 10;
+            let total = prefix.len() as u64 + len + suffix.len() as u64;
+            let block = Bytes::from(vec![fill; CHUNK as usize]);
+            let counted = Arc::clone(&shared);
+            let middle = futures_util::stream::unfold(len, move |left| {
+                let block = block.clone();
+                async move {
+                    (left > 0).then(|| {
+                        let n = left.min(CHUNK);
+                        (block.slice(..n as usize), left - n)
+                    })
+                }
+            });
+            let parts = futures_util::stream::iter([Bytes::from(prefix)])
+                .chain(middle)
+                .chain(futures_util::stream::iter([Bytes::from(suffix)]))
+                .map(move |b| {
+                    counted
+                        .generated
+                        .fetch_add(b.len() as u64, Ordering::SeqCst);
+                    Ok::<_, io::Error>(b)
+                });
+            let mut resp = Response::builder()
+                .status(status)
+                .header(CONTENT_TYPE, content_type);
+            if content_length {
+                resp = resp.header(CONTENT_LENGTH, total);
+            }
+            resp.body(Body::from_stream(parts)).unwrap()
         }
         Some(Reply::Sse {
             text,
