@@ -206,7 +206,7 @@ impl Reply {
     pub fn text(&self) -> &str {
         match self {
             Reply::Sse { text, .. } => text,
-            Reply::Whole { .. } => "",
+            Reply::Whole { .. } | Reply::Generated { .. } => "",
         }
     }
 }
