@@ -273,10 +273,7 @@ pub(crate) fn too_large(
     limit: usize,
     start: &[u8],
 ) -> ProviderError {
-    let message = format!(
-        "the {what} is larger than the limit of {}",
-        size(limit)
-    );
+    let message = format!("the {what} is larger than the limit of {}", size(limit));
     ProviderError::new(provider, Kind::Malformed)
         .with_message(message)
         .with_body(start)
@@ -660,7 +657,9 @@ pub(crate) async fn read_events(
             }
         }
         if parsed.is_err() {
-            return Err(too_large(provider, "server-sent event", max_event, &[]).with_status(status));
+            return Err(
+                too_large(provider, "server-sent event", max_event, &[]).with_status(status)
+            );
         }
         if chunk.is_none() {
             return Ok(false);
@@ -859,7 +858,9 @@ mod tests {
         for huge in ["1e300", "inf", "18446744073709551616000", "86400001"] {
             assert_eq!(ms(huge), Some(MAX_RETRY_AFTER), "retry-after-ms: {huge}");
         }
-        for ignored in ["-1", "-1e300", "-inf", "NaN", "nan", "", "soon", "0x10", "1,5"] {
+        for ignored in [
+            "-1", "-1e300", "-inf", "NaN", "nan", "", "soon", "0x10", "1,5",
+        ] {
             assert_eq!(secs(ignored), None, "retry-after: {ignored:?}");
             assert_eq!(ms(ignored), None, "retry-after-ms: {ignored:?}");
         }
