@@ -133,7 +133,9 @@ impl RetryPolicy {
         let factor = 2u32.saturating_pow(retry.saturating_sub(1));
         let delay = self.base_delay.saturating_mul(factor).min(self.max_delay);
         if self.jitter {
-            delay.mul_f64(1.0 - 0.25 * random_unit())
+            // NOTE: checked, as `mul_f64` panics when the product rounds past `Duration::MAX`.
+            Duration::try_from_secs_f64(delay.as_secs_f64() * (1.0 - 0.25 * random_unit()))
+                .map_or(delay, |jittered| jittered.min(delay))
         } else {
             delay
         }
@@ -294,6 +296,12 @@ mod tests {
         assert_eq!(p.backoff(2), Duration::from_secs(1));
         assert_eq!(p.backoff(5), Duration::from_secs(8));
         assert_eq!(p.backoff(60), Duration::from_secs(8));
+        let p = RetryPolicy::new()
+            .base_delay(Duration::MAX)
+            .max_delay(Duration::MAX);
+        for retry in 1..100 {
+            assert!(p.backoff(retry) >= Duration::MAX.mul_f64(0.74));
+        }
         let p = RetryPolicy::new();
         for _ in 0..100 {
             let d = p.backoff(2);
