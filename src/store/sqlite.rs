@@ -71,7 +71,7 @@ use std::{
     collections::{BTreeMap, HashMap},
     error::Error as StdError,
     fmt,
-    fs::File,
+    fs::OpenOptions,
     io::{self, Read},
     path::{Path, PathBuf},
     sync::{Arc, Mutex, MutexGuard},
@@ -121,6 +121,15 @@ const MIGRATIONS: &[&str] = &[
         content TEXT NOT NULL,
         PRIMARY KEY (thread_id, path)
     );",
+    // 2: one revision counter for the whole database. A thread's revision used to count its
+    // own saves, so a thread deleted and saved again started over at 1 and a stale store could
+    // take it for the thread it had cached. Every save now takes the next value of this
+    // counter: a revision is never given twice, not even across a delete.
+    "CREATE TABLE revisions (
+        id INTEGER PRIMARY KEY NOT NULL CHECK (id = 0),
+        last INTEGER NOT NULL
+    );
+    INSERT INTO revisions (id, last) SELECT 0, coalesce(max(revision), 0) FROM threads;",
 ];
 
 /// The `application_id` of a tower-agent thread database: `"tagt"`.
@@ -170,7 +179,7 @@ impl Sqlite {
         };
         // Check the header before SQLite touches the file: whatever it is, a file that is not
         // a database is never written (no journal, no WAL switch, no schema).
-        check_header(path).map_err(|(kind, source)| fail(kind, source))?;
+        check_file(path).map_err(|(kind, source)| fail(kind, source))?;
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -339,12 +348,26 @@ pub struct ThreadInfo {
 
 // ===== opening =====
 
-/// Refuses a file that exists, is not empty and does not start with the SQLite header.
-fn check_header(path: &Path) -> Result<(), (OpenErrorKind, Option<BoxError>)> {
-    let mut file = match File::open(path) {
+/// Checks the file before SQLite touches it, so that the errors name their cause:
+///
+/// - a missing file is created here (empty: SQLite makes it a new database), so that a
+///   directory that does not exist or cannot be written is reported with the OS error
+///   (SQLite would only say "unable to open database file");
+/// - a file that cannot be opened for writing (a read-only file or file system) is refused
+///   with the OS error (SQLite would open it read-only and fail on the first save);
+/// - a file that is not empty and does not start with the SQLite header is refused.
+fn check_file(path: &Path) -> Result<(), (OpenErrorKind, Option<BoxError>)> {
+    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(file) => file,
-        // SQLite creates it (or reports why it cannot).
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return match OpenOptions::new().write(true).create_new(true).open(path) {
+                // Created empty, or by another process in the meantime: SQLite takes over.
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err((OpenErrorKind::Create, Some(e.into()))),
+            };
+        }
+        Err(e) if is_read_only(&e) => return Err((OpenErrorKind::ReadOnly, Some(e.into()))),
         Err(e) => return Err((OpenErrorKind::Io, Some(e.into()))),
     };
     let mut head = Vec::with_capacity(SQLITE_HEADER.len());
@@ -357,6 +380,14 @@ fn check_header(path: &Path) -> Result<(), (OpenErrorKind, Option<BoxError>)> {
     } else {
         Err((OpenErrorKind::NotADatabase, None))
     }
+}
+
+/// Whether opening a file for writing failed because it (or its file system) is read-only.
+fn is_read_only(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+    )
 }
 
 /// Configures a fresh connection and brings its schema up to date.
@@ -432,6 +463,9 @@ fn sql_error(e: rusqlite::Error) -> (OpenErrorKind, Option<BoxError>) {
 fn classify(e: &rusqlite::Error) -> OpenErrorKind {
     match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) => OpenErrorKind::NotADatabase,
+        Some(ErrorCode::DatabaseCorrupt) => OpenErrorKind::Damaged,
+        Some(ErrorCode::ReadOnly) => OpenErrorKind::ReadOnly,
+        Some(ErrorCode::CannotOpen) => OpenErrorKind::CannotOpen,
         _ => OpenErrorKind::Sqlite,
     }
 }
@@ -446,6 +480,10 @@ pub struct OpenError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpenErrorKind {
     Io,
+    Create,
+    ReadOnly,
+    CannotOpen,
+    Damaged,
     NotADatabase,
     TooNew { found: i64 },
     Foreign,
@@ -470,6 +508,17 @@ impl OpenError {
         self.kind == OpenErrorKind::Foreign
     }
 
+    /// The file (or its file system) is read-only, or this process may not write it.
+    pub fn is_read_only(&self) -> bool {
+        self.kind == OpenErrorKind::ReadOnly
+    }
+
+    /// The file is a damaged SQLite database: truncated, or its pages are corrupt. It was
+    /// left untouched.
+    pub fn is_damaged(&self) -> bool {
+        self.kind == OpenErrorKind::Damaged
+    }
+
     /// The database was written by a newer version of this crate (its schema version is
     /// higher than the one this version knows).
     pub fn is_too_new(&self) -> bool {
@@ -488,10 +537,20 @@ impl fmt::Debug for OpenError {
 }
 
 impl fmt::Display for OpenError {
+    /// `cannot open thread store `<path>`: <what is wrong>: <the OS or SQLite error>`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "cannot open thread store `{}`: ", self.path.display())?;
         match self.kind {
             OpenErrorKind::Io => f.write_str("cannot read the file"),
+            OpenErrorKind::Create => f.write_str("cannot create the file"),
+            OpenErrorKind::ReadOnly => f.write_str("the file cannot be written (read-only)"),
+            OpenErrorKind::CannotOpen => f.write_str(
+                "SQLite cannot open the file or create its `-wal` and `-shm` files next to it \
+                 (the directory must be writable)",
+            ),
+            OpenErrorKind::Damaged => f.write_str(
+                "the file is a damaged SQLite database, e.g. truncated (it was left untouched)",
+            ),
             OpenErrorKind::NotADatabase => {
                 f.write_str("the file is not a SQLite database (it was left untouched)")
             }
@@ -506,7 +565,12 @@ impl fmt::Display for OpenError {
             OpenErrorKind::Migration { to } => {
                 write!(f, "cannot migrate its schema to version {to}")
             }
-            OpenErrorKind::Sqlite => f.write_str("sqlite error"),
+            OpenErrorKind::Sqlite => f.write_str("SQLite error"),
+        }?;
+        // The cause, so that the message alone says what is wrong.
+        match &self.source {
+            Some(source) => write!(f, ": {source}"),
+            None => Ok(()),
         }
     }
 }
@@ -598,7 +662,13 @@ fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
 
     // 1. Messages: append, or rewrite from the first difference.
     let keep = match (&cached, stored) {
-        (None, None) => 0,
+        (None, None) => {
+            // No thread row: nothing of this id may survive (rows of a half-deleted thread
+            // would make the inserts below fail).
+            tx.prepare_cached("DELETE FROM messages WHERE thread_id = ?1")?
+                .execute([id])?;
+            0
+        }
         (Some(c), _) if shares_prefix(new, &c.messages) => c.messages.len(),
         (_, Some(_)) => {
             // Compacted, edited, or written elsewhere: compare row by row.
@@ -657,28 +727,27 @@ fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
         }
     }
 
-    // 3. The thread row: count, todos, a new revision.
+    // 3. The thread row: count, todos, a new revision (never given before in this database).
     let now = to_millis(SystemTime::now());
     let revision: i64 = tx
-        .prepare_cached(
-            "INSERT INTO threads (id, revision, message_count, todos, created_at, updated_at)
-             VALUES (?1, 1, ?2, ?3, ?4, ?4)
-             ON CONFLICT (id) DO UPDATE SET
-                revision = revision + 1,
-                message_count = excluded.message_count,
-                todos = excluded.todos,
-                updated_at = excluded.updated_at
-             RETURNING revision",
-        )?
-        .query_row(
-            params![
-                id,
-                new.len() as i64,
-                serde_json::to_string(&thread.todos)?,
-                now
-            ],
-            |row| row.get(0),
-        )?;
+        .prepare_cached("UPDATE revisions SET last = last + 1 WHERE id = 0 RETURNING last")?
+        .query_row([], |row| row.get(0))?;
+    tx.prepare_cached(
+        "INSERT INTO threads (id, revision, message_count, todos, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+         ON CONFLICT (id) DO UPDATE SET
+            revision = excluded.revision,
+            message_count = excluded.message_count,
+            todos = excluded.todos,
+            updated_at = excluded.updated_at",
+    )?
+    .execute(params![
+        id,
+        revision,
+        new.len() as i64,
+        serde_json::to_string(&thread.todos)?,
+        now
+    ])?;
     tx.commit()?;
 
     cache.put(
@@ -884,16 +953,16 @@ mod tests {
     }
 
     #[test]
-    fn header_check() {
+    fn file_check() {
         let dir = tempfile::tempdir().unwrap();
         let empty = dir.path().join("empty.db");
         std::fs::write(&empty, b"").unwrap();
-        assert!(check_header(&empty).is_ok());
-        assert!(check_header(&dir.path().join("missing.db")).is_ok());
+        assert!(check_file(&empty).is_ok());
+        assert!(check_file(&dir.path().join("missing.db")).is_ok());
         let short = dir.path().join("short.db");
         std::fs::write(&short, b"SQLite").unwrap();
         assert!(matches!(
-            check_header(&short),
+            check_file(&short),
             Err((OpenErrorKind::NotADatabase, _))
         ));
     }
