@@ -496,7 +496,7 @@ async fn stale_writer_in_another_process_never_appends() {
 const HAMMER_SAVES: usize = 150;
 
 /// Child role: grows its own thread `t` ("w-0", "w-1", …) one message per save, deleting it
-/// and starting over every tenth save.
+/// and starting over every third save (so that the old per-thread revisions collide).
 #[tokio::test]
 async fn child_hammers() {
     let (Ok(path), Ok(writer)) = (std::env::var(CHILD_DB), std::env::var(CHILD_WRITER)) else {
@@ -505,7 +505,7 @@ async fn child_hammers() {
     let store = Sqlite::open(&path).unwrap();
     let mut thread = Thread::new("t");
     for i in 0..HAMMER_SAVES {
-        if i % 10 == 9 {
+        if i % 3 == 2 {
             store.delete("t").await.unwrap();
             thread = Thread::new("t");
         }

@@ -33,14 +33,26 @@
 //!
 //! | table | one row per | columns |
 //! |---|---|---|
-//! | `threads` | thread | id, revision (bumped by every save), message count, todos (JSON), created/updated (Unix ms) |
+//! | `threads` | thread | id, revision (new at every save), message count, todos (JSON), created/updated (Unix ms) |
 //! | `messages` | message | thread id, position, the [`Message`] as JSON |
 //! | `files` | file written in the thread | thread id, path, content |
+//! | `revisions` | (one row) | the last revision given |
 //!
 //! The schema is created on [`open`](Sqlite::open) (in a new or empty database, marked with
-//! the `application_id` pragma) and migrated with the `user_version` pragma. A file that is not
-//! a SQLite database, the database of another application, and a database written by a newer
-//! version of this crate are refused and left untouched.
+//! the `application_id` pragma) and migrated with the `user_version` pragma (version 2; a
+//! version 1 database is upgraded in place on open). A file that is not a SQLite database, a
+//! damaged (e.g. truncated) database, the database of another application, and a database
+//! written by a newer version of this crate are refused and left untouched.
+//!
+//! # Open errors
+//!
+//! An [`OpenError`] names the file and the cause, e.g.
+//! ``cannot open thread store `/data/threads.db`: the file cannot be written (read-only):
+//! Read-only file system (os error 30)``. Before SQLite sees the file, `open` opens it for
+//! writing itself (creating it empty if it does not exist), so a read-only file or file
+//! system, a missing directory or a parent that is not a directory is reported with the
+//! operating system's error, not as a bare "unable to open database file";
+//! [`OpenError::is_read_only`] and [`OpenError::is_damaged`] tell the common cases apart.
 //!
 //! # Saving a step is cheap
 //!
@@ -58,7 +70,25 @@
 //!
 //! The database is in WAL mode with `synchronous = NORMAL`: a committed save survives a crash
 //! of the process (the last few commits may be lost on a power cut). Writers wait up to 5
-//! seconds for a lock held by another process (`busy_timeout`).
+//! seconds for a lock held by another process (`busy_timeout`); a save is one `IMMEDIATE`
+//! transaction, so it takes the write lock before it reads anything.
+//!
+//! # Several stores on one file
+//!
+//! Several `Sqlite` stores may use one file (other processes, replicas of a server). A save
+//! means "this is the thread now", and it is never applied onto another writer's rows:
+//!
+//! - Every save gives the thread a new revision from a counter of the whole database (the
+//!   `revisions` table), so no two saves, not even of a thread deleted and created again,
+//!   ever share a revision.
+//! - Inside its write transaction, a save compares the revision (and message count) it
+//!   remembers with the database's. Only when they match does it append; otherwise another
+//!   store wrote or deleted the thread since, and the save compares the stored rows with its
+//!   history and rewrites them from the first difference (and rewrites all files).
+//!
+//! So when two stores save the same thread, the database holds exactly one writer's thread,
+//! the last one saved, never a mix of both. There is no merge and no conflict error: as with
+//! every [`ThreadStore`], the last save wins.
 //!
 //! A `Sqlite` holds one connection behind a mutex; every operation runs on tokio's blocking
 //! pool ([`spawn_blocking`](tokio::task::spawn_blocking)), never on the async runtime's
