@@ -44,7 +44,9 @@ fn reported<'a>(out: &'a str, marker: &'a str) -> impl Iterator<Item = &'a str> 
 async fn run_skills(dir: &Path) -> (Vec<String>, String) {
     let agent = Agent::builder()
         .model(ScriptedModel::from_fn(|req| {
-            Ok(ModelResponse::text(req.system().unwrap().text().into_owned()))
+            Ok(ModelResponse::text(
+                req.system().unwrap().text().into_owned(),
+            ))
         }))
         .system_prompt("Base.")
         .stage(Skills::new([dir]))
@@ -169,7 +171,10 @@ fn hostile_skill_files_are_skipped_within_a_measured_memory_bound() {
         system.contains("[pdf] Fill in *PDF* forms & &more → Read"),
         "{system}"
     );
-    assert!(!system.contains("[lol]") && !system.contains("[wide]"), "{system}");
+    assert!(
+        !system.contains("[lol]") && !system.contains("[wide]"),
+        "{system}"
+    );
 }
 
 #[test]
@@ -198,12 +203,17 @@ fn aliases_within_the_limits_expand() {
         );
         Skill::parse("/s/SKILL.md", &text).unwrap_err().to_string()
     };
-    assert!(Skill::parse("/s/SKILL.md", &format!(
-        "---\nname: n\ndescription: d\nx: {}{}\n---\n",
-        "[".repeat(63),
-        "]".repeat(63)
-    ))
-    .is_ok());
+    assert!(
+        Skill::parse(
+            "/s/SKILL.md",
+            &format!(
+                "---\nname: n\ndescription: d\nx: {}{}\n---\n",
+                "[".repeat(63),
+                "]".repeat(63)
+            )
+        )
+        .is_ok()
+    );
     let err = deep(100);
     assert!(err.contains("nested more than 64 levels"), "{err}");
     let err = deep(30_000);
@@ -261,7 +271,11 @@ fn alias_heavy() -> impl Strategy<Value = String> {
                 format!("[{}]", items.join(", "))
             };
             let body = if *nest { format!("[{body}, *d]") } else { body };
-            let body = if *nest && !named { format!("[{body}]") } else { body };
+            let body = if *nest && !named {
+                format!("[{body}]")
+            } else {
+                body
+            };
             yaml.push_str(&format!("a{i}: &a{i} {body}\n"));
         }
         yaml.push_str("---\nbody\n");
@@ -271,9 +285,46 @@ fn alias_heavy() -> impl Strategy<Value = String> {
 
 /// Pieces of YAML syntax that random text is made of.
 const YAML_TOKENS: &[&str] = &[
-    "-", ":", "&", "*", "!", ",", "#", "'", "\"", "|", ">", "?", "%", "@", " ", "\t", "\n",
-    "[", "]", "{", "}", "a", "b", "0", "1", "name: ", "description: ", "&a ", "*a ", "&b ",
-    "*b ", "!!str ", "!!int ", "---\n", "...\n", "  ", "- ", "key: ", "\u{feff}", "é",
+    "-",
+    ":",
+    "&",
+    "*",
+    "!",
+    ",",
+    "#",
+    "'",
+    "\"",
+    "|",
+    ">",
+    "?",
+    "%",
+    "@",
+    " ",
+    "\t",
+    "\n",
+    "[",
+    "]",
+    "{",
+    "}",
+    "a",
+    "b",
+    "0",
+    "1",
+    "name: ",
+    "description: ",
+    "&a ",
+    "*a ",
+    "&b ",
+    "*b ",
+    "!!str ",
+    "!!int ",
+    "---\n",
+    "...\n",
+    "  ",
+    "- ",
+    "key: ",
+    "\u{feff}",
+    "é",
 ];
 
 proptest! {

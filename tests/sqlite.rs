@@ -377,7 +377,13 @@ async fn stale_store_rewrites_instead_of_appending() {
 /// The texts of the thread `id` as a fresh store on `path` reads it (`None`: no thread).
 async fn stored_texts(path: &Path, id: &str) -> Option<Vec<String>> {
     let thread = Sqlite::open(path).unwrap().load(id).await.unwrap()?;
-    Some(thread.messages.iter().map(|m| m.text().into_owned()).collect())
+    Some(
+        thread
+            .messages
+            .iter()
+            .map(|m| m.text().into_owned())
+            .collect(),
+    )
 }
 
 fn user_thread(id: &str, texts: &[&str]) -> Thread {
@@ -415,7 +421,12 @@ async fn stale_writer_never_appends_onto_a_recreated_thread() {
     a.save(&mine).await.unwrap();
 
     // Save means "this is the thread now": A's thread, exactly.
-    let stored = Sqlite::open(&path).unwrap().load("t").await.unwrap().unwrap();
+    let stored = Sqlite::open(&path)
+        .unwrap()
+        .load("t")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         stored_texts(&path, "t").await.unwrap(),
         ["a1", "a2", "a3", "a4"]
@@ -426,7 +437,15 @@ async fn stale_writer_never_appends_onto_a_recreated_thread() {
         .messages
         .push(tower_agent::message::Message::user("b3"));
     b.save(&theirs).await.unwrap();
-    assert_eq!(Sqlite::open(&path).unwrap().load("t").await.unwrap().unwrap(), theirs);
+    assert_eq!(
+        Sqlite::open(&path)
+            .unwrap()
+            .load("t")
+            .await
+            .unwrap()
+            .unwrap(),
+        theirs
+    );
 }
 
 /// Environment of the child-process roles below (they do nothing without it).
@@ -449,7 +468,10 @@ fn check_child(out: std::process::Output) -> String {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("1 passed"), "the child test did not run:\n{stdout}");
+    assert!(
+        stdout.contains("1 passed"),
+        "the child test did not run:\n{stdout}"
+    );
     stdout
 }
 
@@ -513,14 +535,20 @@ async fn child_hammers() {
         thread
             .messages
             .push(tower_agent::message::Message::user(format!("{writer}-{n}")));
-        thread.files.insert("/writer".into(), Arc::from(writer.as_str()));
+        thread
+            .files
+            .insert("/writer".into(), Arc::from(writer.as_str()));
         store.save(&thread).await.unwrap();
     }
 }
 
 /// A thread as one writer saved it: `w-0 … w-(n-1)` of a single writer, and its file.
 fn assert_one_writer(thread: &Thread) {
-    let texts: Vec<String> = thread.messages.iter().map(|m| m.text().into_owned()).collect();
+    let texts: Vec<String> = thread
+        .messages
+        .iter()
+        .map(|m| m.text().into_owned())
+        .collect();
     let Some(first) = texts.first() else {
         return;
     };
@@ -627,7 +655,8 @@ async fn version_1_database_is_upgraded() {
     a.save(&mine).await.unwrap();
     b.delete("old").await.unwrap();
     b.save(&user_thread("old", &["b1", "b2"])).await.unwrap();
-    mine.messages.push(tower_agent::message::Message::user("a2"));
+    mine.messages
+        .push(tower_agent::message::Message::user("a2"));
     a.save(&mine).await.unwrap();
     assert_eq!(stored_texts(&path, "old").await.unwrap(), ["hi", "a", "a2"]);
     let revision: i64 = conn

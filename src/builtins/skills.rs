@@ -52,7 +52,12 @@
 //! ```
 //!
 //! A file without front matter, with invalid YAML, or without a `name` or `description` is
-//! skipped with a `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); it never fails the run.
+//! skipped with a `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); it never fails the run
+//! (nor do the [limits](#limits) below).
+//! When two skills have the same name, the one found later (in a later directory) wins.
+//!
+//! The files are read from the local file system with `tokio::fs`, not through a
+//! [filesystem backend](crate::builtins::filesystem).
 //!
 //! # Limits
 //!
@@ -69,10 +74,6 @@
 //!   parsed event by event and the limits are checked before each node is built, so a "billion
 //!   laughs" file (a few hundred bytes of nested aliases that expand to gigabytes) is refused
 //!   after at most the limits' worth of work and memory (a few megabytes).
-//! When two skills have the same name, the one found later (in a later directory) wins.
-//!
-//! The files are read from the local file system with `tokio::fs`, not through a
-//! [filesystem backend](crate::builtins::filesystem).
 //!
 //! # Catalog (prepare)
 //!
@@ -632,7 +633,9 @@ fn load_front_matter(yaml: &str) -> Result<Yaml, SkillError> {
             }
             Event::Alias(id) => {
                 let Some(&(_, cost)) = builder.anchors.get(&id) else {
-                    return Err(invalid(&"an alias to an anchor that is not defined before it"));
+                    return Err(invalid(
+                        &"an alias to an anchor that is not defined before it",
+                    ));
                 };
                 // Counted before the copy is made.
                 builder.spend(cost)?;
@@ -677,9 +680,7 @@ impl Builder {
     fn spend(&mut self, cost: Cost) -> Result<(), SkillError> {
         self.spent.nodes = self.spent.nodes.saturating_add(cost.nodes);
         self.spent.text = self.spent.text.saturating_add(cost.text);
-        if self.spent.nodes > MAX_FRONT_MATTER_NODES
-            || self.spent.text > MAX_FRONT_MATTER_TEXT
-        {
+        if self.spent.nodes > MAX_FRONT_MATTER_NODES || self.spent.text > MAX_FRONT_MATTER_TEXT {
             return Err(SkillError::new(format!(
                 "the front matter is too large once its aliases are expanded (over \
                  {MAX_FRONT_MATTER_NODES} nodes or {} KiB of text)",
@@ -773,10 +774,7 @@ fn scalar_value(value: String, style: TScalarStyle, tag: Option<&Tag>) -> Yaml {
             "int" => value.parse().map_or(Yaml::BadValue, Yaml::Integer),
             "float" => {
                 let bare = value.trim_start_matches(['+', '-']);
-                let special = matches!(
-                    bare,
-                    ".inf" | ".Inf" | ".INF" | ".nan" | ".NaN" | ".NAN"
-                );
+                let special = matches!(bare, ".inf" | ".Inf" | ".INF" | ".nan" | ".NaN" | ".NAN");
                 if special || value.parse::<f64>().is_ok() {
                     Yaml::Real(value)
                 } else {
@@ -888,10 +886,9 @@ mod tests {
 
     /// Pieces of YAML syntax that random front matter is made of.
     const YAML_TOKENS: &[&str] = &[
-        "-", ":", "&", "*", "!", ",", "#", "'", "\"", "|", ">", "?", " ", "\n", "[", "]", "{",
-        "}", "a", "b", "1", "0.5", "true", "~", "name: ", "&a ", "*a ", "&b ", "*b ",
-        "!!str ", "!!int ", "!!float ", "!!bool ", "!!null ", "---\n", "...\n", "  ", "- ",
-        "? ", "x: ",
+        "-", ":", "&", "*", "!", ",", "#", "'", "\"", "|", ">", "?", " ", "\n", "[", "]", "{", "}",
+        "a", "b", "1", "0.5", "true", "~", "name: ", "&a ", "*a ", "&b ", "*b ", "!!str ",
+        "!!int ", "!!float ", "!!bool ", "!!null ", "---\n", "...\n", "  ", "- ", "? ", "x: ",
     ];
 
     #[test]

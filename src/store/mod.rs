@@ -7,7 +7,7 @@
 //!
 //! Two runs on the same thread at the same time are not merged: the last save wins (a save
 //! means "this is the thread now"; the stored thread is always one save's thread, never a mix
-//! of two, also with several [`Sqlite`](crate::store::sqlite) stores on one file). Serialize
+//! of two, also with several `Sqlite` stores on one file). Serialize
 //! runs per thread (e.g. one at a time per conversation in your server) if that matters.
 //!
 //! # Example

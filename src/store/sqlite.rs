@@ -567,7 +567,7 @@ impl fmt::Debug for OpenError {
 }
 
 impl fmt::Display for OpenError {
-    /// `cannot open thread store `<path>`: <what is wrong>: <the OS or SQLite error>`.
+    /// ``cannot open thread store `PATH`: WHAT IS WRONG: THE OS OR SQLITE ERROR``.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "cannot open thread store `{}`: ", self.path.display())?;
         match self.kind {
