@@ -258,7 +258,7 @@ async fn schema_and_pragmas() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 1);
+    assert_eq!(version, 2);
     let application: i64 = conn
         .pragma_query_value(None, "application_id", |r| r.get(0))
         .unwrap();
@@ -370,4 +370,435 @@ async fn stale_store_rewrites_instead_of_appending() {
     mine.messages.push(Message::user("a3"));
     a.save(&mine).await.unwrap();
     assert_eq!(b.load("t").await.unwrap().unwrap(), mine);
+}
+
+// ===== two writers on one file (issue 10, item 3) =====
+
+/// The texts of the thread `id` as a fresh store on `path` reads it (`None`: no thread).
+async fn stored_texts(path: &Path, id: &str) -> Option<Vec<String>> {
+    let thread = Sqlite::open(path).unwrap().load(id).await.unwrap()?;
+    Some(
+        thread
+            .messages
+            .iter()
+            .map(|m| m.text().into_owned())
+            .collect(),
+    )
+}
+
+fn user_thread(id: &str, texts: &[&str]) -> Thread {
+    let mut t = Thread::new(id);
+    t.messages = texts
+        .iter()
+        .map(|t| tower_agent::message::Message::user(*t))
+        .collect();
+    t
+}
+
+#[tokio::test]
+async fn stale_writer_never_appends_onto_a_recreated_thread() {
+    // A saves [a1, a2]; B deletes the thread and saves [b1, b2]; A saves [a1..a4]. The old
+    // store took B's thread (same per-thread revision 1, same length) for the one it had
+    // saved and appended: [b1, b2, a3, a4], and B's file next to A's.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    let (a, b) = (Sqlite::open(&path).unwrap(), Sqlite::open(&path).unwrap());
+
+    let mut mine = user_thread("t", &["a1", "a2"]);
+    mine.files.insert("/a.md".into(), "a".into());
+    mine.todos.push(Todo::new("1", "a's todo"));
+    a.save(&mine).await.unwrap();
+
+    b.delete("t").await.unwrap();
+    let mut theirs = user_thread("t", &["b1", "b2"]);
+    theirs.files.insert("/b.md".into(), "b".into());
+    b.save(&theirs).await.unwrap();
+
+    mine.messages.extend([
+        tower_agent::message::Message::user("a3"),
+        tower_agent::message::Message::user("a4"),
+    ]);
+    a.save(&mine).await.unwrap();
+
+    // Save means "this is the thread now": A's thread, exactly.
+    let stored = Sqlite::open(&path)
+        .unwrap()
+        .load("t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored_texts(&path, "t").await.unwrap(),
+        ["a1", "a2", "a3", "a4"]
+    );
+    assert_eq!(stored, mine);
+    // B, whose cache is now stale too, sees A's thread and does not append onto it either.
+    theirs
+        .messages
+        .push(tower_agent::message::Message::user("b3"));
+    b.save(&theirs).await.unwrap();
+    assert_eq!(
+        Sqlite::open(&path)
+            .unwrap()
+            .load("t")
+            .await
+            .unwrap()
+            .unwrap(),
+        theirs
+    );
+}
+
+/// Environment of the child-process roles below (they do nothing without it).
+const CHILD_DB: &str = "TOWER_AGENT_TEST_CHILD_DB";
+const CHILD_WRITER: &str = "TOWER_AGENT_TEST_CHILD_WRITER";
+
+/// Runs the test `name` of this very binary in a child process with `envs`.
+fn child(name: &str, envs: &[(&str, &str)]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .envs(envs.iter().copied());
+    cmd
+}
+
+fn check_child(out: std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "the child test did not run:\n{stdout}"
+    );
+    stdout
+}
+
+/// Child role: B of the sequence above, in its own process.
+#[tokio::test]
+async fn child_deletes_and_recreates() {
+    let Ok(path) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    let b = Sqlite::open(&path).unwrap();
+    b.delete("t").await.unwrap();
+    b.save(&user_thread("t", &["b1", "b2"])).await.unwrap();
+}
+
+#[tokio::test]
+async fn stale_writer_in_another_process_never_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    let a = Sqlite::open(&path).unwrap();
+    let mut mine = user_thread("t", &["a1", "a2"]);
+    a.save(&mine).await.unwrap();
+
+    let out = child(
+        "child_deletes_and_recreates",
+        &[(CHILD_DB, path.to_str().unwrap())],
+    )
+    .output()
+    .unwrap();
+    check_child(out);
+    assert_eq!(stored_texts(&path, "t").await.unwrap(), ["b1", "b2"]);
+
+    mine.messages.extend([
+        tower_agent::message::Message::user("a3"),
+        tower_agent::message::Message::user("a4"),
+    ]);
+    a.save(&mine).await.unwrap();
+    assert_eq!(
+        stored_texts(&path, "t").await.unwrap(),
+        ["a1", "a2", "a3", "a4"]
+    );
+}
+
+/// How many saves each process makes in the concurrent test.
+const HAMMER_SAVES: usize = 150;
+
+/// Child role: grows its own thread `t` ("w-0", "w-1", …) one message per save, deleting it
+/// and starting over every third save (so that the old per-thread revisions collide).
+#[tokio::test]
+async fn child_hammers() {
+    let (Ok(path), Ok(writer)) = (std::env::var(CHILD_DB), std::env::var(CHILD_WRITER)) else {
+        return;
+    };
+    let store = Sqlite::open(&path).unwrap();
+    let mut thread = Thread::new("t");
+    for i in 0..HAMMER_SAVES {
+        if i % 3 == 2 {
+            store.delete("t").await.unwrap();
+            thread = Thread::new("t");
+        }
+        let n = thread.messages.len();
+        thread
+            .messages
+            .push(tower_agent::message::Message::user(format!("{writer}-{n}")));
+        thread
+            .files
+            .insert("/writer".into(), Arc::from(writer.as_str()));
+        store.save(&thread).await.unwrap();
+    }
+}
+
+/// A thread as one writer saved it: `w-0 … w-(n-1)` of a single writer, and its file.
+fn assert_one_writer(thread: &Thread) {
+    let texts: Vec<String> = thread
+        .messages
+        .iter()
+        .map(|m| m.text().into_owned())
+        .collect();
+    let Some(first) = texts.first() else {
+        return;
+    };
+    let writer = first.split('-').next().unwrap();
+    let expected: Vec<String> = (0..texts.len()).map(|i| format!("{writer}-{i}")).collect();
+    assert_eq!(texts, expected, "a mix of two writers' threads");
+    assert_eq!(thread.files.len(), 1, "{:?}", thread.files);
+    assert_eq!(thread.files["/writer"].as_ref(), writer);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_saving_one_thread_never_mix() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    let reader = Sqlite::open(&path).unwrap();
+    let db = path.to_str().unwrap().to_owned();
+    let writers: Vec<_> = ["x", "y"]
+        .into_iter()
+        .map(|w| {
+            child("child_hammers", &[(CHILD_DB, &db), (CHILD_WRITER, w)])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let done = tokio::task::spawn_blocking(move || {
+        writers
+            .into_iter()
+            .map(|w| w.wait_with_output().unwrap())
+            .collect::<Vec<_>>()
+    });
+    // Every committed state a third connection sees is one writer's thread.
+    let mut seen = 0;
+    while !done.is_finished() {
+        if let Some(thread) = reader.load("t").await.unwrap() {
+            assert_one_writer(&thread);
+            seen += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for out in done.await.unwrap() {
+        check_child(out);
+    }
+    let last = reader.load("t").await.unwrap().unwrap();
+    assert_one_writer(&last);
+    assert!(seen > 0);
+}
+
+#[tokio::test]
+async fn version_1_database_is_upgraded() {
+    // A database as version 1 of the schema wrote it: per-thread revisions.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE threads (
+                id TEXT PRIMARY KEY NOT NULL,
+                revision INTEGER NOT NULL,
+                message_count INTEGER NOT NULL,
+                todos TEXT NOT NULL,
+                created_at INTEGER NOT NULL,
+                updated_at INTEGER NOT NULL
+            );
+            CREATE INDEX threads_updated_at ON threads (updated_at);
+            CREATE TABLE messages (
+                thread_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                body TEXT NOT NULL,
+                PRIMARY KEY (thread_id, seq)
+            );
+            CREATE TABLE files (
+                thread_id TEXT NOT NULL,
+                path TEXT NOT NULL,
+                content TEXT NOT NULL,
+                PRIMARY KEY (thread_id, path)
+            );
+            INSERT INTO threads VALUES ('old', 7, 1, '[]', 1, 1);
+            INSERT INTO messages VALUES
+                ('old', 0, '{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}');
+            PRAGMA application_id = 1952540532;
+            PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    }
+    let a = Sqlite::open(&path).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    // The counter starts past every revision the old schema gave.
+    let last: i64 = conn
+        .query_row("SELECT last FROM revisions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(last, 7);
+    assert_eq!(stored_texts(&path, "old").await.unwrap(), ["hi"]);
+
+    // The sequence of the first test, on the upgraded file.
+    let b = Sqlite::open(&path).unwrap();
+    let mut mine = a.load("old").await.unwrap().unwrap();
+    mine.messages.push(tower_agent::message::Message::user("a"));
+    a.save(&mine).await.unwrap();
+    b.delete("old").await.unwrap();
+    b.save(&user_thread("old", &["b1", "b2"])).await.unwrap();
+    mine.messages
+        .push(tower_agent::message::Message::user("a2"));
+    a.save(&mine).await.unwrap();
+    assert_eq!(stored_texts(&path, "old").await.unwrap(), ["hi", "a", "a2"]);
+    let revision: i64 = conn
+        .query_row("SELECT revision FROM threads WHERE id = 'old'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(revision, 10);
+}
+
+// ===== open errors name the file and the cause (issue 10, item 7) =====
+
+#[tokio::test]
+async fn truncated_database_is_named_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    {
+        let store = Sqlite::open(&path).unwrap();
+        for i in 0..20 {
+            let text = format!("{i}").repeat(2000);
+            store
+                .save(&user_thread(&format!("t{i}"), &[&text]))
+                .await
+                .unwrap();
+        }
+    } // the last connection checkpoints the WAL into the file
+    let full = std::fs::read(&path).unwrap();
+    assert!(full.len() > 16 * 4096, "{}", full.len());
+    for keep in [50, 4096, full.len() / 2] {
+        let name = format!("truncated-{keep}.db");
+        let truncated = dir.path().join(&name);
+        std::fs::write(&truncated, &full[..keep]).unwrap();
+        let before = siblings(&truncated);
+
+        let err = Sqlite::open(&truncated).expect_err(&name);
+        let text = err.to_string();
+        assert!(err.is_damaged(), "{name}: {err:?}");
+        assert!(text.contains(&*truncated.to_string_lossy()), "{text}");
+        assert!(text.contains("damaged SQLite database"), "{text}");
+        assert!(text.contains("malformed"), "the cause: {text}");
+        assert_eq!(std::fs::read(&truncated).unwrap(), full[..keep], "{name}");
+        assert_eq!(siblings(&truncated), before, "{name}: nothing left behind");
+    }
+}
+
+#[test]
+fn missing_directory_or_file_as_parent_names_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir").join("threads.db");
+    let text = Sqlite::open(&missing).unwrap_err().to_string();
+    assert!(text.contains(&*missing.to_string_lossy()), "{text}");
+    assert!(text.contains("cannot create the file"), "{text}");
+    assert!(text.contains("No such file or directory"), "{text}");
+
+    // Fails for root too: the parent is a regular file.
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "notes").unwrap();
+    let under_file = file.join("threads.db");
+    let text = Sqlite::open(&under_file).unwrap_err().to_string();
+    assert!(text.contains(&*under_file.to_string_lossy()), "{text}");
+    assert!(text.contains("Not a directory"), "{text}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "notes");
+}
+
+/// A database file with one thread, made read-only (0444) in a read-only (0555) directory
+/// that anybody may enter.
+async fn read_only_database(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let ro = dir.join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let path = ro.join("threads.db");
+    Sqlite::open(&path)
+        .unwrap()
+        .save(&user_thread("t", &["hi"]))
+        .await
+        .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Child role: prints the error of opening the database, or fails.
+#[test]
+fn child_opens() {
+    let Ok(path) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    let err = Sqlite::open(&path).expect_err("the file is read-only");
+    println!("read_only={} error={err}", err.is_read_only());
+}
+
+#[tokio::test]
+async fn read_only_file_names_the_file_and_the_cause() {
+    // Root writes through permission bits, so as root the case runs in a child process of
+    // an unprivileged user (nobody), for whom they hold.
+    let dir = tempfile::tempdir().unwrap();
+    let path = read_only_database(dir.path()).await;
+    let bytes = std::fs::read(&path).unwrap();
+    let root = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&path).unwrap().uid() == 0
+    };
+    let text = if root {
+        use std::os::unix::process::CommandExt;
+        let out = child("child_opens", &[(CHILD_DB, path.to_str().unwrap())])
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        check_child(out)
+    } else {
+        let err = Sqlite::open(&path).unwrap_err();
+        format!("read_only={} error={err}", err.is_read_only())
+    };
+    assert!(text.contains("read_only=true"), "{text}");
+    assert!(text.contains(&*path.to_string_lossy()), "{text}");
+    assert!(text.contains("cannot be written (read-only)"), "{text}");
+    assert!(text.contains("Permission denied"), "the cause: {text}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+#[tokio::test]
+async fn read_only_file_system_names_the_file_and_the_cause() {
+    // A read-only bind mount of the directory, in a private mount namespace of a child
+    // process (`unshare`: a user namespace, so it needs no privilege): EROFS binds root too.
+    let dir = tempfile::tempdir().unwrap();
+    let path = read_only_database(dir.path()).await;
+    let ro = path.parent().unwrap();
+    let out = std::process::Command::new("unshare")
+        .args(["--map-root-user", "--mount", "sh", "-c"])
+        .arg(
+            r#"mount --bind -o ro "$1" "$1" && exec "$2" child_opens --exact --nocapture --test-threads=1"#,
+        )
+        .arg("sh")
+        .arg(ro)
+        .arg(std::env::current_exe().unwrap())
+        .env(CHILD_DB, &path)
+        .output()
+        .expect("unshare (util-linux) must be installed");
+    let text = check_child(out);
+    assert!(text.contains("read_only=true"), "{text}");
+    assert!(text.contains(&*path.to_string_lossy()), "{text}");
+    assert!(text.contains("Read-only file system"), "the cause: {text}");
 }

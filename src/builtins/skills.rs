@@ -52,11 +52,28 @@
 //! ```
 //!
 //! A file without front matter, with invalid YAML, or without a `name` or `description` is
-//! skipped with a `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); it never fails the run.
+//! skipped with a `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); it never fails the run
+//! (nor do the [limits](#limits) below).
 //! When two skills have the same name, the one found later (in a later directory) wins.
 //!
 //! The files are read from the local file system with `tokio::fs`, not through a
 //! [filesystem backend](crate::builtins::filesystem).
+//!
+//! # Limits
+//!
+//! A `SKILL.md` may be written by anyone who can write to a skills directory, the model
+//! included (through `write_file`, when the skills live under the filesystem root). What it
+//! costs to read one is bounded, and a file over a limit is skipped with a warning:
+//!
+//! - a `SKILL.md` over [`MAX_SKILL_FILE`] (1 MiB) is not read past that size; a `SKILL.md`
+//!   that is not a regular file (a FIFO, a socket, a device) is not opened;
+//! - the front matter may be at most [`MAX_FRONT_MATTER`] (64 KiB);
+//! - YAML anchors and aliases (`&a`, `*a`) work, but the front matter they expand to may hold
+//!   at most [`MAX_FRONT_MATTER_NODES`] (10,000) nodes, [`MAX_FRONT_MATTER_TEXT`] (256 KiB) of
+//!   scalar text and [`MAX_FRONT_MATTER_DEPTH`] (64) levels of nesting. The front matter is
+//!   parsed event by event and the limits are checked before each node is built, so a "billion
+//!   laughs" file (a few hundred bytes of nested aliases that expand to gigabytes) is refused
+//!   after at most the limits' worth of work and memory (a few megabytes).
 //!
 //! # Catalog (prepare)
 //!
@@ -92,7 +109,13 @@ use std::{
 };
 
 use futures_util::future::BoxFuture;
-use yaml_rust2::{Yaml, YamlLoader};
+use tokio::io::AsyncReadExt;
+use yaml_rust2::{
+    Event, Yaml,
+    parser::{Parser, Tag},
+    scanner::TScalarStyle,
+    yaml::Hash,
+};
 
 use crate::{
     agent::{Prepare, Setup, SetupContext},
@@ -112,6 +135,24 @@ const JIT_HEADING: &str = "The following skills match this request; follow their
 
 /// The name of a skill's file.
 pub const SKILL_FILE: &str = "SKILL.md";
+
+/// The largest `SKILL.md` read, in bytes (1 MiB): a larger file is skipped with a warning, and
+/// no more than this (plus one byte) of it is ever read.
+pub const MAX_SKILL_FILE: u64 = 1024 * 1024;
+
+/// The largest front matter (the YAML between the `---` lines), in bytes (64 KiB).
+pub const MAX_FRONT_MATTER: usize = 64 * 1024;
+
+/// The most nodes (scalars, lists, mappings) the front matter may hold once its aliases are
+/// expanded, counting every copy an alias makes and every anchored node once more (10,000).
+pub const MAX_FRONT_MATTER_NODES: usize = 10_000;
+
+/// The most scalar text, in bytes, the front matter may hold once its aliases are expanded,
+/// counted as [`MAX_FRONT_MATTER_NODES`] counts nodes (256 KiB).
+pub const MAX_FRONT_MATTER_TEXT: usize = 256 * 1024;
+
+/// The deepest nesting of lists and mappings in the front matter, aliases expanded (64).
+pub const MAX_FRONT_MATTER_DEPTH: usize = 64;
 
 // ===== Skills =====
 
@@ -374,14 +415,11 @@ async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
     let mut skills = Vec::new();
     for skill_dir in dirs {
         let path = skill_dir.join(SKILL_FILE);
-        let bytes = match tokio::fs::read(&path).await {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+        let bytes = match read_skill_file(&path).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => continue,
             Err(err) => {
-                ctx.warn(format!(
-                    "skills: skipped {}: cannot read it: {err}",
-                    path.display()
-                ));
+                ctx.warn(format!("skills: skipped {}: {err}", path.display()));
                 continue;
             }
         };
@@ -398,6 +436,35 @@ async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
         }
     }
     skills
+}
+
+/// The bytes of the `SKILL.md` at `path`, `None` if there is none; at most
+/// [`MAX_SKILL_FILE`] bytes are read.
+async fn read_skill_file(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    // The type first (without opening it): opening a FIFO would block.
+    match tokio::fs::metadata(path).await {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => return Err("not a regular file".into()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(format!("cannot read it: {err}")),
+    }
+    let file = match tokio::fs::File::open(path).await {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(format!("cannot read it: {err}")),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_SKILL_FILE + 1)
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(|err| format!("cannot read it: {err}"))?;
+    if bytes.len() as u64 > MAX_SKILL_FILE {
+        return Err(format!(
+            "larger than {} KiB (the limit of a SKILL.md)",
+            MAX_SKILL_FILE / 1024
+        ));
+    }
+    Ok(Some(bytes))
 }
 
 // ===== Skill =====
@@ -441,13 +508,11 @@ impl Skill {
     /// # Errors
     ///
     /// If the text does not start with a `---` line, the front matter is not closed by a
-    /// `---` line, is not valid YAML or not a mapping, or lacks a non-empty `name` or
-    /// `description`.
+    /// `---` line, is not valid YAML or not a mapping, is over one of the
+    /// [limits](crate::builtins::skills#limits), or lacks a non-empty `name` or `description`.
     pub fn parse(path: impl Into<PathBuf>, text: &str) -> Result<Skill, SkillError> {
         let (yaml, body) = split_front_matter(text)?;
-        let docs = YamlLoader::load_from_str(yaml)
-            .map_err(|e| SkillError::new(format!("invalid YAML front matter: {e}")))?;
-        let doc = docs.into_iter().next().unwrap_or(Yaml::Null);
+        let doc = load_front_matter(yaml)?;
         if !doc.is_hash() {
             return Err(SkillError::new(
                 "the front matter is not a mapping of `name`, `description` …",
@@ -521,6 +586,208 @@ fn scalar(y: &Yaml) -> Option<String> {
         Yaml::Integer(i) => Some(i.to_string()),
         Yaml::Boolean(b) => Some(b.to_string()),
         _ => None,
+    }
+}
+
+// ===== front matter =====
+
+/// The first YAML document of `yaml` (`Null` if there is none), built from the parser's events
+/// within the [limits](crate::builtins::skills#limits).
+///
+/// The same values as `yaml_rust2::YamlLoader` (which copies the anchored node for every
+/// alias without limit: a few hundred bytes of nested aliases cost gigabytes).
+fn load_front_matter(yaml: &str) -> Result<Yaml, SkillError> {
+    if yaml.len() > MAX_FRONT_MATTER {
+        return Err(SkillError::new(format!(
+            "the front matter is larger than {} KiB",
+            MAX_FRONT_MATTER / 1024
+        )));
+    }
+    let invalid = |e: &dyn fmt::Display| SkillError::new(format!("invalid YAML front matter: {e}"));
+    let mut parser = Parser::new_from_str(yaml);
+    let mut builder = Builder::default();
+    loop {
+        let (event, mark) = parser.next_token().map_err(|e| invalid(&e))?;
+        let (node, anchor) = match event {
+            Event::StreamEnd => break,
+            Event::Nothing | Event::StreamStart | Event::DocumentStart | Event::DocumentEnd => {
+                continue;
+            }
+            Event::SequenceStart(anchor, _) => {
+                builder.open(Open::Sequence(Vec::new()), anchor)?;
+                continue;
+            }
+            Event::MappingStart(anchor, _) => {
+                builder.open(Open::Mapping(Hash::new(), None), anchor)?;
+                continue;
+            }
+            Event::SequenceEnd | Event::MappingEnd => builder.close(),
+            Event::Scalar(value, style, anchor, tag) => {
+                let cost = Cost {
+                    nodes: 1,
+                    text: value.len(),
+                    depth: 0,
+                };
+                builder.spend(cost)?;
+                ((scalar_value(value, style, tag.as_ref()), cost), anchor)
+            }
+            Event::Alias(id) => {
+                let Some(&(_, cost)) = builder.anchors.get(&id) else {
+                    return Err(invalid(
+                        &"an alias to an anchor that is not defined before it",
+                    ));
+                };
+                // Counted before the copy is made.
+                builder.spend(cost)?;
+                ((builder.anchors[&id].0.clone(), cost), 0)
+            }
+        };
+        builder.insert(node, anchor, mark.line())?;
+    }
+    Ok(builder.doc.unwrap_or(Yaml::Null))
+}
+
+/// What a node costs against the limits: its nodes, its scalar bytes, its depth.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cost {
+    nodes: usize,
+    text: usize,
+    depth: usize,
+}
+
+/// A list or mapping being built (a mapping with the key waiting for its value).
+#[derive(Debug)]
+enum Open {
+    Sequence(Vec<Yaml>),
+    Mapping(Hash, Option<Yaml>),
+}
+
+/// Builds the first document from the parser's events, counting what it builds.
+#[derive(Debug, Default)]
+struct Builder {
+    /// The open lists and mappings: each with its anchor and the cost of what it holds.
+    stack: Vec<(Open, usize, Cost)>,
+    /// Anchored nodes (anchor id → node), for aliases.
+    anchors: std::collections::HashMap<usize, (Yaml, Cost)>,
+    /// What was built so far, aliases expanded.
+    spent: Cost,
+    /// The first document.
+    doc: Option<Yaml>,
+}
+
+impl Builder {
+    /// Counts `cost` (a node about to be built at the current depth) against the limits.
+    fn spend(&mut self, cost: Cost) -> Result<(), SkillError> {
+        self.spent.nodes = self.spent.nodes.saturating_add(cost.nodes);
+        self.spent.text = self.spent.text.saturating_add(cost.text);
+        if self.spent.nodes > MAX_FRONT_MATTER_NODES || self.spent.text > MAX_FRONT_MATTER_TEXT {
+            return Err(SkillError::new(format!(
+                "the front matter is too large once its aliases are expanded (over \
+                 {MAX_FRONT_MATTER_NODES} nodes or {} KiB of text)",
+                MAX_FRONT_MATTER_TEXT / 1024
+            )));
+        }
+        if self.stack.len() + cost.depth > MAX_FRONT_MATTER_DEPTH {
+            return Err(SkillError::new(format!(
+                "the front matter is nested more than {MAX_FRONT_MATTER_DEPTH} levels deep"
+            )));
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, open: Open, anchor: usize) -> Result<(), SkillError> {
+        let cost = Cost {
+            nodes: 1,
+            text: 0,
+            depth: 1,
+        };
+        self.spend(cost)?;
+        self.stack.push((open, anchor, cost));
+        Ok(())
+    }
+
+    /// Closes the innermost list or mapping: the node to insert into its parent.
+    fn close(&mut self) -> ((Yaml, Cost), usize) {
+        match self.stack.pop() {
+            Some((Open::Sequence(items), anchor, cost)) => ((Yaml::Array(items), cost), anchor),
+            Some((Open::Mapping(map, _), anchor, cost)) => ((Yaml::Hash(map), cost), anchor),
+            // The parser never ends what it did not start.
+            None => ((Yaml::BadValue, Cost::default()), 0),
+        }
+    }
+
+    /// Inserts a finished node (already counted) into the open list or mapping, or makes it
+    /// the document.
+    fn insert(
+        &mut self,
+        (node, cost): (Yaml, Cost),
+        anchor: usize,
+        line: usize,
+    ) -> Result<(), SkillError> {
+        if anchor > 0 {
+            // The copy kept for aliases counts too.
+            self.spend(cost)?;
+            self.anchors.insert(anchor, (node.clone(), cost));
+        }
+        let Some((open, _, parent)) = self.stack.last_mut() else {
+            if self.doc.is_none() {
+                self.doc = Some(node);
+            }
+            return Ok(());
+        };
+        parent.nodes = parent.nodes.saturating_add(cost.nodes);
+        parent.text = parent.text.saturating_add(cost.text);
+        parent.depth = parent.depth.max(cost.depth + 1);
+        match open {
+            Open::Sequence(items) => items.push(node),
+            // As in `YamlLoader`, a bad value (e.g. `!!int x`) as a key does not count as one.
+            Open::Mapping(map, key) => match key.take().filter(|k| !k.is_badvalue()) {
+                None => *key = Some(node),
+                Some(k) => {
+                    if map.contains_key(&k) {
+                        return Err(SkillError::new(format!(
+                            "invalid YAML front matter: duplicated key {k:?} in a mapping at \
+                             line {line}"
+                        )));
+                    }
+                    map.insert(k, node);
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+/// A scalar's value as `yaml_rust2::YamlLoader` resolves it.
+fn scalar_value(value: String, style: TScalarStyle, tag: Option<&Tag>) -> Yaml {
+    if style != TScalarStyle::Plain {
+        return Yaml::String(value);
+    }
+    match tag {
+        None => Yaml::from_str(&value),
+        Some(tag) if tag.handle == "tag:yaml.org,2002:" => match tag.suffix.as_str() {
+            "bool" => match value.as_str() {
+                "true" | "True" | "TRUE" => Yaml::Boolean(true),
+                "false" | "False" | "FALSE" => Yaml::Boolean(false),
+                _ => Yaml::BadValue,
+            },
+            "int" => value.parse().map_or(Yaml::BadValue, Yaml::Integer),
+            "float" => {
+                let bare = value.trim_start_matches(['+', '-']);
+                let special = matches!(bare, ".inf" | ".Inf" | ".INF" | ".nan" | ".NaN" | ".NAN");
+                if special || value.parse::<f64>().is_ok() {
+                    Yaml::Real(value)
+                } else {
+                    Yaml::BadValue
+                }
+            }
+            "null" => match value.as_str() {
+                "~" | "null" => Yaml::Null,
+                _ => Yaml::BadValue,
+            },
+            _ => Yaml::String(value),
+        },
+        Some(_) => Yaml::String(value),
     }
 }
 
@@ -615,6 +882,61 @@ mod tests {
         .unwrap();
         assert_eq!((s.name.as_str(), s.description.as_str()), ("a", "b"));
         assert_eq!(s.body, "body");
+    }
+
+    /// Pieces of YAML syntax that random front matter is made of.
+    const YAML_TOKENS: &[&str] = &[
+        "-", ":", "&", "*", "!", ",", "#", "'", "\"", "|", ">", "?", " ", "\n", "[", "]", "{", "}",
+        "a", "b", "1", "0.5", "true", "~", "name: ", "&a ", "*a ", "&b ", "*b ", "!!str ",
+        "!!int ", "!!float ", "!!bool ", "!!null ", "---\n", "...\n", "  ", "- ", "? ", "x: ",
+    ];
+
+    #[test]
+    fn loader_cases() {
+        let load = |yaml: &str| load_front_matter(yaml).map_err(|e| e.to_string());
+        // A bad value as a key is no key (as in `YamlLoader`).
+        assert_eq!(load("? !!int \n"), Ok(Yaml::Hash(Hash::new())));
+        assert!(load("a: 1\na: 2\n").unwrap_err().contains("duplicated key"));
+        assert!(load("a: *b\n").unwrap_err().contains("invalid YAML"));
+        assert_eq!(load(""), Ok(Yaml::Null));
+        assert_eq!(
+            load("a: &x [1, 'two']\nb: *x\n").unwrap()["b"],
+            Yaml::Array(vec![Yaml::Integer(1), Yaml::String("two".into())])
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// The bounded loader reads what `YamlLoader` reads (it only refuses more).
+        #[test]
+        fn loader_agrees_with_yaml_rust2(
+            tokens in proptest::collection::vec(proptest::sample::select(YAML_TOKENS), 0..60)
+        ) {
+            let yaml = tokens.concat();
+            let theirs = std::panic::catch_unwind(|| yaml_rust2::YamlLoader::load_from_str(&yaml));
+            let ours = load_front_matter(&yaml);
+            let top = |y: Yaml| if y.is_badvalue() { Yaml::Null } else { y };
+            match (theirs, ours) {
+                // yaml-rust2 itself panicked: nothing to compare.
+                (Err(_), _) => {}
+                (Ok(Ok(docs)), Ok(ours)) => {
+                    let theirs = top(docs.into_iter().next().unwrap_or(Yaml::Null));
+                    proptest::prop_assert_eq!(theirs, top(ours), "{:?}", yaml);
+                }
+                (Ok(Ok(_)), Err(e)) => {
+                    // An alias to an unfinished node (yaml-rust2: a bad value), or a limit.
+                    let e = e.to_string();
+                    proptest::prop_assert!(
+                        e.contains("alias") || e.contains("nested"),
+                        "{:?}: {}", yaml, e
+                    );
+                }
+                (Ok(Err(e)), ours) => {
+                    proptest::prop_assert!(ours.is_err(), "{:?}: yaml-rust2: {}", yaml, e);
+                }
+            }
+        }
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! after every step and at the end, and so continues the conversation of an earlier run with
 //! the same id. A run without a thread id is ephemeral: it gets a fresh id and is not saved.
 //!
-//! Two runs on the same thread at the same time are not merged: the last save wins. Serialize
+//! Two runs on the same thread at the same time are not merged: the last save wins (a save
+//! means "this is the thread now"; the stored thread is always one save's thread, never a mix
+//! of two, also with several `Sqlite` stores on one file). Serialize
 //! runs per thread (e.g. one at a time per conversation in your server) if that matters.
 //!
 //! # Example

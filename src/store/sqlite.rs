@@ -33,14 +33,26 @@
 //!
 //! | table | one row per | columns |
 //! |---|---|---|
-//! | `threads` | thread | id, revision (bumped by every save), message count, todos (JSON), created/updated (Unix ms) |
+//! | `threads` | thread | id, revision (new at every save), message count, todos (JSON), created/updated (Unix ms) |
 //! | `messages` | message | thread id, position, the [`Message`] as JSON |
 //! | `files` | file written in the thread | thread id, path, content |
+//! | `revisions` | (one row) | the last revision given |
 //!
 //! The schema is created on [`open`](Sqlite::open) (in a new or empty database, marked with
-//! the `application_id` pragma) and migrated with the `user_version` pragma. A file that is not
-//! a SQLite database, the database of another application, and a database written by a newer
-//! version of this crate are refused and left untouched.
+//! the `application_id` pragma) and migrated with the `user_version` pragma (version 2; a
+//! version 1 database is upgraded in place on open). A file that is not a SQLite database, a
+//! damaged (e.g. truncated) database, the database of another application, and a database
+//! written by a newer version of this crate are refused and left untouched.
+//!
+//! # Open errors
+//!
+//! An [`OpenError`] names the file and the cause, e.g.
+//! ``cannot open thread store `/data/threads.db`: the file cannot be written (read-only):
+//! Read-only file system (os error 30)``. Before SQLite sees the file, `open` opens it for
+//! writing itself (creating it empty if it does not exist), so a read-only file or file
+//! system, a missing directory or a parent that is not a directory is reported with the
+//! operating system's error, not as a bare "unable to open database file";
+//! [`OpenError::is_read_only`] and [`OpenError::is_damaged`] tell the common cases apart.
 //!
 //! # Saving a step is cheap
 //!
@@ -58,7 +70,25 @@
 //!
 //! The database is in WAL mode with `synchronous = NORMAL`: a committed save survives a crash
 //! of the process (the last few commits may be lost on a power cut). Writers wait up to 5
-//! seconds for a lock held by another process (`busy_timeout`).
+//! seconds for a lock held by another process (`busy_timeout`); a save is one `IMMEDIATE`
+//! transaction, so it takes the write lock before it reads anything.
+//!
+//! # Several stores on one file
+//!
+//! Several `Sqlite` stores may use one file (other processes, replicas of a server). A save
+//! means "this is the thread now", and it is never applied onto another writer's rows:
+//!
+//! - Every save gives the thread a new revision from a counter of the whole database (the
+//!   `revisions` table), so no two saves, not even of a thread deleted and created again,
+//!   ever share a revision.
+//! - Inside its write transaction, a save compares the revision (and message count) it
+//!   remembers with the database's. Only when they match does it append; otherwise another
+//!   store wrote or deleted the thread since, and the save compares the stored rows with its
+//!   history and rewrites them from the first difference (and rewrites all files).
+//!
+//! So when two stores save the same thread, the database holds exactly one writer's thread,
+//! the last one saved, never a mix of both. There is no merge and no conflict error: as with
+//! every [`ThreadStore`], the last save wins.
 //!
 //! A `Sqlite` holds one connection behind a mutex; every operation runs on tokio's blocking
 //! pool ([`spawn_blocking`](tokio::task::spawn_blocking)), never on the async runtime's
@@ -71,7 +101,7 @@ use std::{
     collections::{BTreeMap, HashMap},
     error::Error as StdError,
     fmt,
-    fs::File,
+    fs::OpenOptions,
     io::{self, Read},
     path::{Path, PathBuf},
     sync::{Arc, Mutex, MutexGuard},
@@ -121,6 +151,15 @@ const MIGRATIONS: &[&str] = &[
         content TEXT NOT NULL,
         PRIMARY KEY (thread_id, path)
     );",
+    // 2: one revision counter for the whole database. A thread's revision used to count its
+    // own saves, so a thread deleted and saved again started over at 1 and a stale store could
+    // take it for the thread it had cached. Every save now takes the next value of this
+    // counter: a revision is never given twice, not even across a delete.
+    "CREATE TABLE revisions (
+        id INTEGER PRIMARY KEY NOT NULL CHECK (id = 0),
+        last INTEGER NOT NULL
+    );
+    INSERT INTO revisions (id, last) SELECT 0, coalesce(max(revision), 0) FROM threads;",
 ];
 
 /// The `application_id` of a tower-agent thread database: `"tagt"`.
@@ -170,7 +209,7 @@ impl Sqlite {
         };
         // Check the header before SQLite touches the file: whatever it is, a file that is not
         // a database is never written (no journal, no WAL switch, no schema).
-        check_header(path).map_err(|(kind, source)| fail(kind, source))?;
+        check_file(path).map_err(|(kind, source)| fail(kind, source))?;
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -339,12 +378,26 @@ pub struct ThreadInfo {
 
 // ===== opening =====
 
-/// Refuses a file that exists, is not empty and does not start with the SQLite header.
-fn check_header(path: &Path) -> Result<(), (OpenErrorKind, Option<BoxError>)> {
-    let mut file = match File::open(path) {
+/// Checks the file before SQLite touches it, so that the errors name their cause:
+///
+/// - a missing file is created here (empty: SQLite makes it a new database), so that a
+///   directory that does not exist or cannot be written is reported with the OS error
+///   (SQLite would only say "unable to open database file");
+/// - a file that cannot be opened for writing (a read-only file or file system) is refused
+///   with the OS error (SQLite would open it read-only and fail on the first save);
+/// - a file that is not empty and does not start with the SQLite header is refused.
+fn check_file(path: &Path) -> Result<(), (OpenErrorKind, Option<BoxError>)> {
+    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(file) => file,
-        // SQLite creates it (or reports why it cannot).
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return match OpenOptions::new().write(true).create_new(true).open(path) {
+                // Created empty, or by another process in the meantime: SQLite takes over.
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err((OpenErrorKind::Create, Some(e.into()))),
+            };
+        }
+        Err(e) if is_read_only(&e) => return Err((OpenErrorKind::ReadOnly, Some(e.into()))),
         Err(e) => return Err((OpenErrorKind::Io, Some(e.into()))),
     };
     let mut head = Vec::with_capacity(SQLITE_HEADER.len());
@@ -357,6 +410,14 @@ fn check_header(path: &Path) -> Result<(), (OpenErrorKind, Option<BoxError>)> {
     } else {
         Err((OpenErrorKind::NotADatabase, None))
     }
+}
+
+/// Whether opening a file for writing failed because it (or its file system) is read-only.
+fn is_read_only(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+    )
 }
 
 /// Configures a fresh connection and brings its schema up to date.
@@ -432,6 +493,9 @@ fn sql_error(e: rusqlite::Error) -> (OpenErrorKind, Option<BoxError>) {
 fn classify(e: &rusqlite::Error) -> OpenErrorKind {
     match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) => OpenErrorKind::NotADatabase,
+        Some(ErrorCode::DatabaseCorrupt) => OpenErrorKind::Damaged,
+        Some(ErrorCode::ReadOnly) => OpenErrorKind::ReadOnly,
+        Some(ErrorCode::CannotOpen) => OpenErrorKind::CannotOpen,
         _ => OpenErrorKind::Sqlite,
     }
 }
@@ -446,6 +510,10 @@ pub struct OpenError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpenErrorKind {
     Io,
+    Create,
+    ReadOnly,
+    CannotOpen,
+    Damaged,
     NotADatabase,
     TooNew { found: i64 },
     Foreign,
@@ -470,6 +538,17 @@ impl OpenError {
         self.kind == OpenErrorKind::Foreign
     }
 
+    /// The file (or its file system) is read-only, or this process may not write it.
+    pub fn is_read_only(&self) -> bool {
+        self.kind == OpenErrorKind::ReadOnly
+    }
+
+    /// The file is a damaged SQLite database: truncated, or its pages are corrupt. It was
+    /// left untouched.
+    pub fn is_damaged(&self) -> bool {
+        self.kind == OpenErrorKind::Damaged
+    }
+
     /// The database was written by a newer version of this crate (its schema version is
     /// higher than the one this version knows).
     pub fn is_too_new(&self) -> bool {
@@ -488,10 +567,20 @@ impl fmt::Debug for OpenError {
 }
 
 impl fmt::Display for OpenError {
+    /// ``cannot open thread store `PATH`: WHAT IS WRONG: THE OS OR SQLITE ERROR``.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "cannot open thread store `{}`: ", self.path.display())?;
         match self.kind {
             OpenErrorKind::Io => f.write_str("cannot read the file"),
+            OpenErrorKind::Create => f.write_str("cannot create the file"),
+            OpenErrorKind::ReadOnly => f.write_str("the file cannot be written (read-only)"),
+            OpenErrorKind::CannotOpen => f.write_str(
+                "SQLite cannot open the file or create its `-wal` and `-shm` files next to it \
+                 (the directory must be writable)",
+            ),
+            OpenErrorKind::Damaged => f.write_str(
+                "the file is a damaged SQLite database, e.g. truncated (it was left untouched)",
+            ),
             OpenErrorKind::NotADatabase => {
                 f.write_str("the file is not a SQLite database (it was left untouched)")
             }
@@ -506,7 +595,12 @@ impl fmt::Display for OpenError {
             OpenErrorKind::Migration { to } => {
                 write!(f, "cannot migrate its schema to version {to}")
             }
-            OpenErrorKind::Sqlite => f.write_str("sqlite error"),
+            OpenErrorKind::Sqlite => f.write_str("SQLite error"),
+        }?;
+        // The cause, so that the message alone says what is wrong.
+        match &self.source {
+            Some(source) => write!(f, ": {source}"),
+            None => Ok(()),
         }
     }
 }
@@ -598,7 +692,13 @@ fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
 
     // 1. Messages: append, or rewrite from the first difference.
     let keep = match (&cached, stored) {
-        (None, None) => 0,
+        (None, None) => {
+            // No thread row: nothing of this id may survive (rows of a half-deleted thread
+            // would make the inserts below fail).
+            tx.prepare_cached("DELETE FROM messages WHERE thread_id = ?1")?
+                .execute([id])?;
+            0
+        }
         (Some(c), _) if shares_prefix(new, &c.messages) => c.messages.len(),
         (_, Some(_)) => {
             // Compacted, edited, or written elsewhere: compare row by row.
@@ -657,28 +757,27 @@ fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
         }
     }
 
-    // 3. The thread row: count, todos, a new revision.
+    // 3. The thread row: count, todos, a new revision (never given before in this database).
     let now = to_millis(SystemTime::now());
     let revision: i64 = tx
-        .prepare_cached(
-            "INSERT INTO threads (id, revision, message_count, todos, created_at, updated_at)
-             VALUES (?1, 1, ?2, ?3, ?4, ?4)
-             ON CONFLICT (id) DO UPDATE SET
-                revision = revision + 1,
-                message_count = excluded.message_count,
-                todos = excluded.todos,
-                updated_at = excluded.updated_at
-             RETURNING revision",
-        )?
-        .query_row(
-            params![
-                id,
-                new.len() as i64,
-                serde_json::to_string(&thread.todos)?,
-                now
-            ],
-            |row| row.get(0),
-        )?;
+        .prepare_cached("UPDATE revisions SET last = last + 1 WHERE id = 0 RETURNING last")?
+        .query_row([], |row| row.get(0))?;
+    tx.prepare_cached(
+        "INSERT INTO threads (id, revision, message_count, todos, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+         ON CONFLICT (id) DO UPDATE SET
+            revision = excluded.revision,
+            message_count = excluded.message_count,
+            todos = excluded.todos,
+            updated_at = excluded.updated_at",
+    )?
+    .execute(params![
+        id,
+        revision,
+        new.len() as i64,
+        serde_json::to_string(&thread.todos)?,
+        now
+    ])?;
     tx.commit()?;
 
     cache.put(
@@ -884,16 +983,16 @@ mod tests {
     }
 
     #[test]
-    fn header_check() {
+    fn file_check() {
         let dir = tempfile::tempdir().unwrap();
         let empty = dir.path().join("empty.db");
         std::fs::write(&empty, b"").unwrap();
-        assert!(check_header(&empty).is_ok());
-        assert!(check_header(&dir.path().join("missing.db")).is_ok());
+        assert!(check_file(&empty).is_ok());
+        assert!(check_file(&dir.path().join("missing.db")).is_ok());
         let short = dir.path().join("short.db");
         std::fs::write(&short, b"SQLite").unwrap();
         assert!(matches!(
-            check_header(&short),
+            check_file(&short),
             Err((OpenErrorKind::NotADatabase, _))
         ));
     }
