@@ -180,6 +180,68 @@ struct Shared {
     /// `None` for an in-memory database.
     path: Option<PathBuf>,
     state: Mutex<State>,
+    /// Dropped after `state` (fields drop in order), so the file leaves the registry only
+    /// once its connection is closed.
+    _open: Option<OpenFile>,
+}
+
+/// A database file held open by a [`Sqlite`] of this process, by device and inode, with how
+/// many stores hold it.
+///
+/// POSIX record locks belong to the process, not to a file descriptor: opening the file a
+/// second time (for the header check in [`Sqlite::open`]) and closing it would release the
+/// locks SQLite holds on it through another store's connection, and let another process
+/// write under it. A file in the registry was checked by the store that holds it, so `open`
+/// skips the check for it. (SQLite's "How To Corrupt An SQLite Database File", section 2.2:
+/// in WAL mode the locks that matter live in the `-shm` file, so this guards the rollback-journal
+/// mode a file falls back to where WAL is unavailable.)
+static OPEN_FILES: Mutex<Option<HashMap<FileKey, usize>>> = Mutex::new(None);
+
+/// Device and inode of a file (`None` where the platform has no such notion).
+type FileKey = (u64, u64);
+
+fn file_key(path: &Path) -> Option<FileKey> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+fn open_files() -> MutexGuard<'static, Option<HashMap<FileKey, usize>>> {
+    OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One store's entry in [`OPEN_FILES`].
+struct OpenFile(FileKey);
+
+impl OpenFile {
+    fn register(key: FileKey) -> Self {
+        *open_files()
+            .get_or_insert_with(HashMap::new)
+            .entry(key)
+            .or_insert(0) += 1;
+        OpenFile(key)
+    }
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        let mut files = open_files();
+        if let Some(map) = files.as_mut()
+            && let Some(count) = map.get_mut(&self.0)
+        {
+            *count -= 1;
+            if *count == 0 {
+                map.remove(&self.0);
+            }
+        }
+    }
 }
 
 struct State {
@@ -208,8 +270,19 @@ impl Sqlite {
             source,
         };
         // Check the header before SQLite touches the file: whatever it is, a file that is not
-        // a database is never written (no journal, no WAL switch, no schema).
-        check_file(path).map_err(|(kind, source)| fail(kind, source))?;
+        // a database is never written (no journal, no WAL switch, no schema). Not for a file
+        // another store of this process holds open (see `OPEN_FILES`); the registry stays
+        // locked until this store is in it, so two opens of one file do not both check.
+        let open = {
+            let registry = open_files();
+            let held = file_key(path)
+                .filter(|key| registry.as_ref().is_some_and(|map| map.contains_key(key)));
+            if held.is_none() {
+                check_file(path).map_err(|(kind, source)| fail(kind, source))?;
+            }
+            drop(registry);
+            file_key(path).map(OpenFile::register)
+        };
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -218,7 +291,7 @@ impl Sqlite {
         )
         .map_err(|e| fail(classify(&e), Some(e.into())))?;
         let conn = prepare(conn, true).map_err(|(kind, source)| fail(kind, source))?;
-        Ok(Self::from_conn(conn, Some(path.to_owned())))
+        Ok(Self::from_conn(conn, Some(path.to_owned()), open))
     }
 
     /// A new, empty database in memory (gone when the last clone is dropped). For tests.
@@ -234,10 +307,10 @@ impl Sqlite {
         };
         let conn = Connection::open_in_memory().map_err(|e| fail(classify(&e), Some(e.into())))?;
         let conn = prepare(conn, false).map_err(|(kind, source)| fail(kind, source))?;
-        Ok(Self::from_conn(conn, None))
+        Ok(Self::from_conn(conn, None, None))
     }
 
-    fn from_conn(conn: Connection, path: Option<PathBuf>) -> Self {
+    fn from_conn(conn: Connection, path: Option<PathBuf>, open: Option<OpenFile>) -> Self {
         conn.set_prepared_statement_cache_capacity(32);
         Sqlite {
             shared: Arc::new(Shared {
@@ -246,6 +319,7 @@ impl Sqlite {
                     conn,
                     cache: Cache::new(DEFAULT_CACHE_THREADS),
                 }),
+                _open: open,
             }),
         }
     }
