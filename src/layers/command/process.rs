@@ -456,6 +456,18 @@ fn plain(
     None
 }
 
+/// `string`, `array` …: what a JSON value is.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// The JSON fields of an answer.
 fn read_json(
     event: HookEvent,
@@ -525,8 +537,19 @@ fn read_json(
             verdict.permission = Some((p, why));
         }
     }
-    if let Some(input) = specific.get("updatedInput").filter(|v| !v.is_null()) {
-        verdict.updated_input = Some(input.clone());
+    match specific.get("updatedInput") {
+        None | Some(Value::Null) => {}
+        Some(input @ Value::Object(_)) => verdict.updated_input = Some(input.clone()),
+        // The hook's fault, not the model's: the call it meant to rewrite is denied.
+        Some(other) if event == HookEvent::PreToolUse => {
+            let why = format!(
+                "answered an updatedInput that is not a JSON object (a {})",
+                json_kind(other)
+            );
+            report.warn(format!("{event} hook `{name}` {why}; the call is denied"));
+            verdict.failed = Some(format!("hook `{name}` {why}"));
+        }
+        Some(_) => {}
     }
     if let Some(output) = specific
         .get("updatedToolOutput")
