@@ -452,3 +452,200 @@ async fn thread_ids_that_differ_only_in_unsafe_characters_get_their_own_transcri
     assert_eq!(paths[1], dir.path().join("a_b.jsonl"));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), ids.len());
 }
+
+// ===== settings files =====
+
+#[test]
+fn a_settings_file_that_is_a_fifo_or_too_big_is_refused_at_once() {
+    let s = Scripts::new();
+    let fifo = s.path("settings.json");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let big = s.path("big.json");
+    let mut text = String::from("{\"hooks\": {}}");
+    text.push_str(&" ".repeat(5 << 20));
+    std::fs::write(&big, text).unwrap();
+    let not_utf8 = s.path("latin1.json");
+    std::fs::write(&not_utf8, b"{\"hooks\": {}, \"x\": \"\xe9\"}").unwrap();
+    for (path, why) in [
+        (fifo, "not a regular file"),
+        (big, "larger than 4 MiB"),
+        (not_utf8, "not UTF-8"),
+    ] {
+        // A FIFO with no writer would block an open() forever: bound the wait.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(CommandHooks::builder().settings_file(p).build().map(|_| ()));
+        });
+        let err = rx
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("loading {} hung", path.display()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("{}: ", path.display())) && err.contains(why),
+            "{err}"
+        );
+    }
+}
+
+// ===== property tests: settings and matchers =====
+
+mod fuzz {
+    use std::time::{Duration, Instant};
+
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+    use tower_agent::layers::{command::CommandHooks, matcher::ToolMatcher};
+
+    /// JSON shaped like settings: the keys settings have, with values of any type.
+    fn settings() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(|f| json!(f)),
+            prop::sample::select(vec![
+                "command",
+                "http",
+                "prompt",
+                "bash",
+                "sh",
+                "zsh",
+                "*",
+                "",
+                "PreToolUse",
+                "Bash|Write",
+                "/x/",
+                "Edit.*",
+                "(",
+                "a{99999}",
+                "echo hi",
+                "Stop",
+            ])
+            .prop_map(Value::from),
+            ".{0,20}".prop_map(Value::from),
+        ];
+        let keys = prop::sample::select(vec![
+            "hooks",
+            "disableAllHooks",
+            "PreToolUse",
+            "PostToolUse",
+            "Stop",
+            "SessionStart",
+            "PermissionRequest",
+            "tool-call-start",
+            "Nope",
+            "matcher",
+            "type",
+            "command",
+            "args",
+            "shell",
+            "timeout",
+            "failClosed",
+            "persistent",
+            "async",
+            "asyncRewake",
+            "if",
+        ]);
+        leaf.prop_recursive(5, 96, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((keys.clone(), inner), 0..6).prop_map(|kv| {
+                    Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    fn load(value: Value) -> Result<CommandHooks, String> {
+        CommandHooks::builder()
+            .settings_json(value, "settings.json")
+            .project_dir("/nonexistent")
+            .build()
+            .map_err(|e| e.to_string())
+    }
+
+    /// Patterns that stress the regex compiler: huge repetitions, deep nesting.
+    fn hostile_pattern() -> impl Strategy<Value = String> {
+        prop_oneof![
+            (1u32..200_000).prop_map(|n| format!("a{{{n}}}")),
+            (1u32..5_000, 1u32..5_000).prop_map(|(a, b)| format!("(x{{{a}}}){{{b}}}")),
+            (1u32..100_000).prop_map(|n| format!("\\w{{{n}}}")),
+            (1u32..100_000).prop_map(|n| format!("/[\\p{{L}}\\d]{{1,{n}}}/")),
+            (1usize..3_000).prop_map(|n| format!("{}x{}", "(".repeat(n), ")".repeat(n))),
+            (1usize..3_000).prop_map(|n| "(".repeat(n)),
+            (1usize..2_000).prop_map(|n| "*?".repeat(n)),
+            (1usize..2_000).prop_map(|n| format!("/{}/", "a|".repeat(n))),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Any settings value: loaded or a clear error naming the origin; never a panic.
+        #[test]
+        fn settings_values_load_or_fail_clearly(value in settings()) {
+            if let Err(e) = load(value) {
+                prop_assert!(e.starts_with("settings.json: "), "{}", e);
+            }
+        }
+
+        /// Any pattern, in both syntaxes: a matcher or a clear error naming it; never a panic.
+        #[test]
+        fn matchers_parse_or_fail_clearly(pattern in "\\PC{0,40}", name in "[a-zA-Z_*?]{0,12}") {
+            for parsed in [ToolMatcher::parse(&pattern), ToolMatcher::protocol(&pattern)] {
+                match parsed {
+                    Ok(m) => { let _ = m.matches_name(&name); }
+                    Err(e) => prop_assert!(e.to_string().starts_with("invalid tool matcher `")),
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Any bytes as a settings file: a clear error naming the file (or settings), never a
+        /// panic.
+        #[test]
+        fn settings_files_of_any_bytes_load_or_fail_clearly(
+            bytes in prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..400),
+                settings().prop_map(|v| v.to_string().into_bytes()),
+            ],
+        ) {
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(file.path(), &bytes).unwrap();
+            let loaded = CommandHooks::builder()
+                .settings_file(file.path())
+                .project_dir("/nonexistent")
+                .build();
+            if let Err(e) = loaded {
+                let name = file.path().display().to_string();
+                prop_assert!(e.to_string().starts_with(&format!("{name}: ")), "{}", e);
+            }
+        }
+
+        /// Huge repetitions and deep nesting: compiled or refused quickly, with a clear
+        /// error, in the matcher syntax and in a settings file.
+        #[test]
+        fn hostile_regexes_are_bounded(pattern in hostile_pattern()) {
+            let started = Instant::now();
+            let results = [ToolMatcher::parse(&pattern), ToolMatcher::protocol(&pattern)];
+            for r in &results {
+                if let Err(e) = r {
+                    prop_assert!(e.to_string().starts_with("invalid tool matcher `"));
+                }
+            }
+            let settings = json!({ "hooks": { "PreToolUse": [{ "matcher": pattern, "hooks": [{ "type": "command", "command": "x" }] }] } });
+            if let Err(e) = load(settings) {
+                prop_assert!(e.starts_with("settings.json: hooks.PreToolUse[0].matcher: invalid tool matcher"), "{}", e);
+            }
+            let took = started.elapsed();
+            if took > Duration::from_millis(300) { eprintln!("{took:?} for {pattern}"); }
+            prop_assert!(took < Duration::from_secs(2), "{:?} for {}", took, pattern);
+        }
+    }
+}

@@ -468,4 +468,105 @@ mod tests {
         assert_eq!(answer_id(b"{\"id\":99999999999999999999999"), None);
         assert_eq!(answer_id(b""), None);
     }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        #[derive(Debug, Clone)]
+        enum Segment {
+            /// Any bytes, newlines included.
+            Bytes(Vec<u8>),
+            /// A line that is not an answer to a pending event.
+            Junk(&'static str),
+            /// A well-formed answer, on its own line.
+            Answer(u64, i32),
+        }
+
+        fn segment() -> impl Strategy<Value = Segment> {
+            prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..300).prop_map(Segment::Bytes),
+                prop::sample::select(vec![
+                    "{\"id\":",
+                    "{\"id\":100,\"exit\":2}",
+                    "{\"id\":-1,\"exit\":2}",
+                    "{\"id\":1.5,\"exit\":2}",
+                    "{\"id\":\"1\",\"exit\":2}",
+                    "{\"exit\":2}",
+                    "[1,2,3]",
+                    "null",
+                    "\u{feff}{",
+                    "{\"id\":18446744073709551616}",
+                    "\u{0}\u{7f}",
+                ])
+                .prop_map(Segment::Junk),
+                (1..=4u64, prop_oneof![Just(0), Just(2), any::<i32>()])
+                    .prop_map(|(id, exit)| Segment::Answer(id, exit)),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Whatever a persistent hook prints around its answers, read in any chunks: no
+            /// panic, and each pending event gets the first answer for its id.
+            #[test]
+            fn line_protocol_routes_answers_among_garbage(
+                segments in prop::collection::vec(segment(), 0..24),
+                chunk in 1usize..64,
+            ) {
+                let mut bytes = Vec::new();
+                let mut expected = HashMap::new();
+                for segment in segments {
+                    match segment {
+                        Segment::Bytes(b) => bytes.extend(b),
+                        Segment::Junk(j) => {
+                            bytes.push(b'\n');
+                            bytes.extend(j.as_bytes());
+                            bytes.push(b'\n');
+                        }
+                        Segment::Answer(id, exit) => {
+                            bytes.push(b'\n');
+                            bytes.extend(format!("{{\"id\":{id},\"exit\":{exit},\"stderr\":\"\\u00ff\"}}\n").as_bytes());
+                            expected.entry(id).or_insert(exit);
+                        }
+                    }
+                }
+                let shared = Shared {
+                    pending: Mutex::default(),
+                    dead: AtomicBool::new(false),
+                    group: Mutex::new(ProcessGroup::new(None)),
+                };
+                let mut waiting = HashMap::new();
+                for id in 1..=4 {
+                    let (tx, rx) = oneshot::channel();
+                    shared.pending().insert(id, tx);
+                    waiting.insert(id, rx);
+                }
+                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                rt.block_on(async {
+                    let mut reader = BufReader::with_capacity(chunk, &bytes[..]);
+                    let mut line = Vec::new();
+                    while let Some(dropped) = read_line(&mut reader, &mut line).await.unwrap() {
+                        assert!(line.len() <= MAX_LINE);
+                        match dropped {
+                            0 => route(&shared, &String::from_utf8_lossy(&line), "fuzz"),
+                            n => too_long(&shared, &line, line.len() + n, "fuzz"),
+                        }
+                    }
+                });
+                for (id, mut rx) in waiting {
+                    match (expected.get(&id), rx.try_recv()) {
+                        (Some(&exit), Ok(Ok(reply))) => {
+                            prop_assert_eq!(reply.code, Some(exit));
+                            prop_assert_eq!(reply.stderr, "\u{ff}");
+                        }
+                        (None, Err(oneshot::error::TryRecvError::Empty)) => {}
+                        (want, got) => prop_assert!(false, "event {}: wanted {:?}, got {:?}", id, want, got),
+                    }
+                }
+            }
+        }
+    }
 }
