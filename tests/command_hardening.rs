@@ -198,6 +198,74 @@ done"#
     assert!(!warned.contains("exited before answering"), "{warned}");
 }
 
+/// A persistent hook that surrounds each answer with seeded garbage: random bytes (not UTF-8,
+/// partial JSON, answers to ids nobody waits for) on stdout and stderr.
+const NOISY: &str = r#"import json, os, random, sys
+out, err = sys.stdout.buffer, sys.stderr.buffer
+for line in sys.stdin:
+    event = json.loads(line)
+    rng = random.Random(event["id"])
+    for _ in range(rng.randrange(6)):
+        kind = rng.randrange(5)
+        if kind == 0:
+            junk = bytes(rng.randrange(256) for _ in range(rng.randrange(200)))
+        elif kind == 1:
+            junk = b'{"id": %d, "exit": 2' % event["id"]
+        elif kind == 2:
+            junk = b'{"id": %d, "exit": 2, "stderr": "not for you"}' % (event["id"] + 1000000)
+        elif kind == 3:
+            junk = b'{"id": "%d", "exit": 2}' % event["id"]
+        else:
+            junk = b"\xff\xfe\x00{}[]"
+        (err if rng.randrange(2) else out).write(junk.replace(b"\n", b"") + b"\n")
+    command = event["input"]["tool_input"]["command"]
+    if command.startswith("deny"):
+        answer = {"id": event["id"], "exit": 2, "stderr": "no " + command}
+    else:
+        answer = {"id": event["id"], "exit": 0}
+    out.write(json.dumps(answer).encode() + b"\n")
+    out.flush(); err.flush()
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_hook_surrounded_by_seeded_garbage_answers_every_event_right() {
+    let s = Scripts::new();
+    let path = s.path("noisy.py");
+    std::fs::write(&path, format!("#!/usr/bin/env python3\n{NOISY}")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hooks = s
+        .pre_tool_use(
+            &path.to_string_lossy(),
+            json!({ "persistent": true, "timeout": 30, "failClosed": true }),
+        )
+        .into_hooks();
+    // 300 calls in one step (concurrent events), every third one to be denied.
+    let commands: Vec<String> = (0..300)
+        .map(|i| {
+            if i % 3 == 0 {
+                format!("deny {i}")
+            } else {
+                format!("ok {i}")
+            }
+        })
+        .collect();
+    let model = ScriptedModel::new()
+        .tool_calls(commands.iter().map(|c| ("bash", json!({ "command": c }))))
+        .text("done");
+    let (builder, seen) = agent(&model, hooks);
+    let resp = builder.build().run("go").await.unwrap();
+    let outputs = tool_texts(&resp);
+    assert_eq!(outputs.len(), commands.len());
+    for (command, out) in commands.iter().zip(&outputs) {
+        if command.starts_with("deny") {
+            assert_eq!(out, &format!("denied: no {command}"));
+        } else {
+            assert_eq!(out, &format!("ran: {command}"));
+        }
+    }
+    assert_eq!(seen.lock().unwrap().len(), 200);
+}
+
 // ===== 5: a line without end costs at most MAX_LINE =====
 
 /// Selects the memory case a re-executed test binary runs.
