@@ -220,24 +220,19 @@ impl RunContext {
     /// ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts)): one line per
     /// message, `{"type": role, "session_id", "run_id", "timestamp", "message"}`, appended
     /// after every step.
+    ///
+    /// The file is `{dir}/{name}.jsonl`, `name` being the session id with every byte other
+    /// than ASCII letters, digits, `-`, `_` and `.` percent-escaped (`a/b` is `a%2Fb`, `%` is
+    /// `%25`), so distinct ids never share a file; an escaped id longer than 200 bytes is cut
+    /// to 160 and followed by `%~` and 32 hex digits of its SHA-256.
     pub fn transcript_path(&self) -> Option<&Path> {
         self.shared.transcript.as_deref()
     }
 
-    /// This context with its transcript under `dir` (`{dir}/{session id}.jsonl`; characters
-    /// unsafe in a file name are replaced). Only before the context is shared.
+    /// This context with its transcript under `dir`: `{dir}/{name}.jsonl`, where `name` is
+    /// [`transcript_file_name`] of the session id. Only before the context is shared.
     pub(crate) fn with_transcript(self, dir: &Path) -> Self {
-        let name: String = self
-            .session_id()
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let name = transcript_file_name(self.session_id());
         let mut shared = Arc::try_unwrap(self.shared)
             .unwrap_or_else(|_| unreachable!("with_transcript is called on a fresh context"));
         shared.transcript = Some(dir.join(format!("{name}.jsonl")));
@@ -534,6 +529,38 @@ impl fmt::Debug for Extensions {
     }
 }
 
+/// The bytes of a session id kept as they are in its transcript's file name: ASCII letters,
+/// digits, `-`, `_` and `.`. Every other byte (of the UTF-8 text) is written `%XX`.
+const FILE_NAME_BYTES: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.');
+
+/// The longest transcript file name kept whole (without `.jsonl`); longer ones are cut.
+const MAX_FILE_NAME: usize = 200;
+
+/// The file name (without `.jsonl`) of a session's transcript: the session id, readable and
+/// distinct for distinct ids. Bytes other than ASCII letters, digits, `-`, `_` and `.` are
+/// percent-escaped (`a/b` is `a%2Fb`, `a_b` stays `a_b`, `%` is `%25`), so two ids never
+/// share a file on a case-sensitive file system. A name longer than 200 bytes is cut to its
+/// first 160 and followed by `%~` and 32 hex digits of the SHA-256 of the id (`%~` is never
+/// part of an escaped id), so it fits every file system's 255-byte name limit.
+pub(crate) fn transcript_file_name(session_id: &str) -> String {
+    let name = percent_encoding::utf8_percent_encode(session_id, FILE_NAME_BYTES).to_string();
+    if name.len() <= MAX_FILE_NAME {
+        return name;
+    }
+    use sha2::Digest;
+    // Cut outside a `%XX` escape: the name is ASCII.
+    let mut cut = 160;
+    while name.as_bytes()[cut - 2..cut].contains(&b'%') {
+        cut -= 1;
+    }
+    let digest = sha2::Sha256::digest(session_id.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}%~{hex}", &name[..cut])
+}
+
 /// Now, as RFC 3339 UTC with milliseconds (for transcripts and hook inputs).
 pub(crate) fn timestamp() -> String {
     let now = std::time::SystemTime::now()
@@ -635,5 +662,27 @@ mod tests {
         assert_eq!(ext.remove_for::<u8>(b), Some(12));
         assert_eq!(ext.get::<u8>(), Some(&3));
         assert_eq!(ext.get_for::<u8>(b), None);
+    }
+
+    #[test]
+    fn transcript_file_names_are_distinct_and_short() {
+        assert_eq!(transcript_file_name("t-1_x.y"), "t-1_x.y");
+        assert_eq!(transcript_file_name("a/b"), "a%2Fb");
+        assert_eq!(transcript_file_name("a%2Fb"), "a%252Fb");
+        assert_eq!(transcript_file_name("é"), "%C3%A9");
+        let mut seen = HashMap::new();
+        let ids = ["a/b", "a_b", "a%2Fb", "a b", "..", ".", "", "A/B", "a\\b"]
+            .into_iter()
+            .map(String::from)
+            .chain((1..300).map(|n| "/".repeat(n)))
+            .chain((1..300).map(|n| "x".repeat(n)));
+        for id in ids {
+            let name = transcript_file_name(&id);
+            assert!(name.len() <= MAX_FILE_NAME, "{name}");
+            assert!(!name.contains('/'), "{name}");
+            if let Some(other) = seen.insert(name.clone(), id.clone()) {
+                panic!("{id:?} and {other:?} share {name}");
+            }
+        }
     }
 }

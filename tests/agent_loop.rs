@@ -663,7 +663,7 @@ async fn transcripts_are_jsonl_with_every_message_of_the_session() {
         .await
         .unwrap();
 
-    let path = dir.path().join("t_1.jsonl");
+    let path = dir.path().join("t%2F1.jsonl");
     assert_eq!(seen_path.lock().unwrap().as_deref(), Some(path.as_path()));
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<serde_json::Value> = text

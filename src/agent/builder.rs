@@ -204,7 +204,9 @@ impl<M, L> AgentBuilder<M, L> {
         self
     }
 
-    /// Keep a JSONL transcript of every session under `dir` (`{dir}/{session id}.jsonl`):
+    /// Keep a JSONL transcript of every session under `dir` (`{dir}/{session id}.jsonl`,
+    /// the id percent-escaped: `a/b` is `a%2Fb.jsonl`, distinct from `a_b.jsonl`; see
+    /// [`RunContext::transcript_path`](crate::context::RunContext::transcript_path)):
     /// one line per message, appended after every step. Its path is
     /// [`RunContext::transcript_path`](crate::context::RunContext::transcript_path) (the
     /// `transcript_path` of command hooks).

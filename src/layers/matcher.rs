@@ -15,6 +15,11 @@
 //! [`not`](ToolMatcher::not). [`ToolMatcher::protocol`] parses exactly as the Claude Code hooks
 //! protocol does (no globs, no slashes): exact names, else an unanchored regex.
 //!
+//! A regex may compile to at most 256 KiB (plenty for tool names): a larger one, such as
+//! `[\p{L}\d]{1,50000}`, is a [`MatcherError`] at once instead of seconds of compiling; so is
+//! nesting deeper than 250 levels. Matching is linear in the name's length (the `regex`
+//! crate), so no pattern can make a match slow.
+//!
 //! [`when(matcher, layer)`](when) applies **any** layer — ours or tower's — only to matching
 //! tool calls; the others bypass it untouched.
 //!
@@ -116,6 +121,9 @@ impl fmt::Display for MatcherError {
 
 impl std::error::Error for MatcherError {}
 
+/// The most memory a compiled matcher regex may take (see the module docs).
+const MAX_REGEX_SIZE: usize = 256 * 1024;
+
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
@@ -158,7 +166,9 @@ impl ToolMatcher {
     ///
     /// Fails if the regex is invalid.
     pub fn regex(pattern: &str) -> Result<Self, MatcherError> {
-        regex::Regex::new(pattern)
+        regex::RegexBuilder::new(pattern)
+            .size_limit(MAX_REGEX_SIZE)
+            .build()
             .map(|r| Self::from_kind(Kind::Regex(r)))
             .map_err(|e| MatcherError {
                 pattern: pattern.to_owned(),
@@ -539,6 +549,18 @@ mod tests {
         assert_eq!(err.pattern(), "Edit(");
         assert!(err.to_string().starts_with("invalid tool matcher `Edit(`"));
         assert!(ToolMatcher::parse("/[/").is_err());
+        // Too big to compile: refused, with the regex crate's reason.
+        let err = ToolMatcher::parse(r"/[\p{L}\d]{1,50000}/").unwrap_err();
+        assert!(err.to_string().contains("size limit"), "{err}");
+        // Real matchers stay well under the limit, Unicode classes included.
+        for ok in [
+            r"\w+",
+            r"(?i)^mcp__[\p{L}\d_]+__.*$",
+            "Edit|Write|MultiEdit",
+            "a{1000}",
+        ] {
+            ToolMatcher::parse(ok).unwrap();
+        }
     }
 
     #[tokio::test]

@@ -387,15 +387,35 @@ fn clone_handler(h: &Handler) -> Handler {
 
 // ===== settings =====
 
-/// Reads a settings file.
+/// The largest settings file read: 4 MiB.
+pub(crate) const MAX_SETTINGS: usize = 4 << 20;
+
+/// Reads a settings file: a regular file of at most [`MAX_SETTINGS`] bytes of UTF-8 JSON.
 pub(crate) fn load_file(
     path: &Path,
     project_dir: &Path,
     out: &mut Config,
 ) -> Result<(), ConfigError> {
+    use std::io::Read;
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::new(&file, "", format!("cannot read the file: {e}")))?;
+    let fail = |why: String| ConfigError::new(&file, "", why);
+    // Not a regular file (a FIFO would block the open forever): refused before opening.
+    let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read the file: {e}")))?;
+    if !meta.is_file() {
+        return Err(fail("cannot read the file: not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_SETTINGS as u64 + 1).read_to_end(&mut bytes))
+        .map_err(|e| fail(format!("cannot read the file: {e}")))?;
+    if bytes.len() > MAX_SETTINGS {
+        return Err(fail(format!(
+            "the file is larger than {} MiB; not a settings file",
+            MAX_SETTINGS >> 20
+        )));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| fail(format!("cannot read the file: not UTF-8 ({e})")))?;
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| ConfigError::new(&file, "", format!("invalid JSON: {e}")))?;
     load_settings(&value, &file, project_dir, out)

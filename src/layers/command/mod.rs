@@ -150,10 +150,11 @@
 //!   `systemMessage` is reported with `RunContext::warn`; `decision: "block"` + `reason`
 //!   blocks (legacy `decision: "approve"` on PreToolUse allows); `hookSpecificOutput` holds
 //!   `permissionDecision` (`allow` | `deny` | `ask`; `defer` counts as `ask`),
-//!   `permissionDecisionReason`, `updatedInput` (**replaces** the whole input),
-//!   `additionalContext`, `updatedToolOutput` (a string is the new output text, anything else
-//!   its JSON text), and `llm_request` / `llm_response`. A `hookSpecificOutput` whose
-//!   `hookEventName` names another event is ignored. Strings are cut to 10,000 characters.
+//!   `permissionDecisionReason`, `updatedInput` (**replaces** the whole input; an object,
+//!   [else](#limits) the call is denied), `additionalContext`, `updatedToolOutput` (a string
+//!   is the new output text, anything else its JSON text), and `llm_request` /
+//!   `llm_response`. A `hookSpecificOutput` whose `hookEventName` names another event is
+//!   ignored. Strings are cut to 10,000 characters.
 //!
 //! **Merging**, in configuration order: deny > ask > allow (the reasons of the winning kind
 //! joined with `; `); each `updatedInput` applied in order (so the last one wins, and an
@@ -202,7 +203,8 @@
 //! one. When the last clone of the `CommandHooks` and of every hook set and agent made from it
 //! is dropped (a run's [`RunContext`](crate::context::RunContext) holds its agent's hooks too,
 //! so a kept model request keeps them), its stdin is closed; it then has one second to exit
-//! before its process group is killed. Its stderr is logged at debug level. A handler in Python:
+//! before its process group is killed. Its stderr is read to its end, whatever it holds, and
+//! logged at debug level. A handler in Python:
 //!
 //! ```python
 //! #!/usr/bin/env python3
@@ -220,6 +222,35 @@
 //! ```
 //!
 //! (`examples/hooks/persistent_hook.py` is a complete one.)
+//!
+//! What a persistent process prints is data, never a reason to kill it or to drop an answer:
+//! - stdout and stderr are read one line at a time as **bytes**; bytes that are not UTF-8 are
+//!   decoded lossily (as U+FFFD). A line that is not JSON, has no numeric `id` or answers no
+//!   pending event is logged and ignored; the answers after it count.
+//! - **A line is at most 1 MiB** (1,048,576 bytes, as much as a one-shot hook's whole
+//!   output), on stdout and on stderr: the first 1 MiB is kept and the rest is read and
+//!   dropped while streaming, so a line without end costs 1 MiB of memory, not its size. An
+//!   over-long stdout line that starts like an answer (`{"id": N`) fails event `N` at once
+//!   (reported; a `failClosed` handler then denies or blocks, as for any failure); any other
+//!   over-long line is ignored with a warning.
+//!
+//! # Limits
+//!
+//! Every input from outside is bounded; nothing a hook prints, nor any settings content, can
+//! panic, grow memory without bound or turn a deny into an allow:
+//!
+//! | What | Limit | Beyond it |
+//! |---|---|---|
+//! | a line of a persistent hook (stdout, stderr) | 1 MiB | the rest of the line is dropped while read ([above](#persistent-hooks)) |
+//! | a string of an answer (`reason`, `additionalContext` …) | 10,000 characters | cut, with a `... (truncated N characters)` note |
+//! | a settings file | a regular file of at most 4 MiB of UTF-8 JSON | a [`ConfigError`] (a FIFO is refused before it is opened, so `build()` cannot block on it) |
+//! | a matcher regex | 256 KiB compiled, 250 levels of nesting (see [`ToolMatcher`](crate::layers::matcher::ToolMatcher)) | a [`ConfigError`], at once |
+//!
+//! A PreToolUse `updatedInput` that is not a JSON object (a string, an array, a number …) is
+//! the **hook's** fault: the call is denied with a reason naming the hook (*hook `check.sh`
+//! answered an updatedInput that is not a JSON object (a string)*), also reported with
+//! [`RunContext::warn`](crate::context::RunContext::warn) — the model is not told its
+//! arguments were bad, and the tool never sees the bad input.
 
 mod config;
 mod events;

@@ -1,5 +1,10 @@
 //! Persistent hook processes: started once, fed one JSON line per event, answers routed back
 //! by id. The line protocol is in the [module docs](super#persistent-hooks).
+//!
+//! What the process prints is data, never a reason to drop an answer: stdout and stderr are
+//! read as bytes, one line at a time, decoded lossily (bytes that are not UTF-8 become U+FFFD),
+//! and at most [`MAX_LINE`] bytes of a line are kept (the rest is read and dropped while
+//! streaming, so a line without end costs no more memory than that).
 
 use std::{
     collections::HashMap,
@@ -15,7 +20,7 @@ use std::{
 
 use serde_json::Value;
 use tokio::{
-    io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
+    io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
     process::{Child, ChildStdin, ChildStdout},
     sync::oneshot,
 };
@@ -29,6 +34,13 @@ use crate::process::ProcessGroup;
 /// How long a persistent process may take to exit once its stdin is closed, before its
 /// process group is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
+
+/// The most bytes kept of one line a persistent process prints, on stdout or stderr: 1 MiB,
+/// as much as a one-shot hook's whole output. The rest of a longer line is read and dropped.
+pub(crate) const MAX_LINE: usize = 1 << 20;
+
+/// The buffer of the stdout and stderr readers.
+const READ_BUFFER: usize = 64 * 1024;
 
 /// A persistent handler's process, started on first use and restarted when it dies.
 pub(crate) struct Persistent {
@@ -210,9 +222,17 @@ impl Persistent {
         if let Some(stderr) = child.stderr.take() {
             let label = self.exec.label();
             tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    tracing::debug!(hook = %label, "persistent hook stderr: {line}");
+                // Read to the end, whatever it holds: a reader that stopped would close the
+                // pipe, and the process would die of SIGPIPE on its next write.
+                let mut stderr = BufReader::with_capacity(READ_BUFFER, stderr);
+                let mut line = Vec::new();
+                while let Ok(Some(dropped)) = read_line(&mut stderr, &mut line).await {
+                    let text = String::from_utf8_lossy(&line);
+                    if dropped > 0 {
+                        tracing::debug!(hook = %label, "persistent hook stderr (a line of {} bytes, cut): {text}", line.len() + dropped);
+                    } else {
+                        tracing::debug!(hook = %label, "persistent hook stderr: {text}");
+                    }
                 }
             });
         }
@@ -242,11 +262,13 @@ async fn read_answers(
     mut shutdown: oneshot::Receiver<()>,
     label: String,
 ) {
-    let mut lines = BufReader::new(stdout).lines();
+    let mut stdout = BufReader::with_capacity(READ_BUFFER, stdout);
+    let mut line = Vec::new();
     loop {
         tokio::select! {
-            line = lines.next_line() => match line {
-                Ok(Some(line)) => route(&shared, &line, &label),
+            read = read_line(&mut stdout, &mut line) => match read {
+                Ok(Some(0)) => route(&shared, &String::from_utf8_lossy(&line), &label),
+                Ok(Some(dropped)) => too_long(&shared, &line, line.len() + dropped, &label),
                 Ok(None) | Err(_) => break,
             },
             _ = &mut shutdown => {
@@ -263,6 +285,74 @@ async fn read_answers(
     let _ = child.start_kill();
     let _ = child.wait().await;
     tracing::debug!(hook = %label, "persistent hook ended");
+}
+
+/// Reads one line into `line` (without its `\n`), keeping at most [`MAX_LINE`] bytes; the
+/// rest of a longer line is read and dropped. `Some(n)`: a line, `n` bytes of it dropped;
+/// `None`: the end of the stream.
+///
+/// Not cancel-safe: a line being read is lost if the future is dropped.
+async fn read_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+) -> std::io::Result<Option<usize>> {
+    line.clear();
+    let read = (&mut *reader)
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', line)
+        .await?;
+    if read == 0 {
+        return Ok(None);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+        return Ok(Some(0));
+    }
+    if line.len() <= MAX_LINE {
+        // The last line, without a newline.
+        return Ok(Some(0));
+    }
+    // Too long: keep the first MAX_LINE bytes, drop the rest up to the newline in slices.
+    let mut dropped = line.len() - MAX_LINE;
+    line.truncate(MAX_LINE);
+    let mut rest = Vec::with_capacity(READ_BUFFER);
+    loop {
+        rest.clear();
+        let read = (&mut *reader)
+            .take(READ_BUFFER as u64)
+            .read_until(b'\n', &mut rest)
+            .await?;
+        if read == 0 {
+            return Ok(Some(dropped));
+        }
+        if rest.last() == Some(&b'\n') {
+            return Ok(Some(dropped + read - 1));
+        }
+        dropped += read;
+    }
+}
+
+/// A stdout line longer than [`MAX_LINE`]: dropped. If it starts like an answer
+/// (`{"id": N`), event `N` fails (a fail-closed hook then denies); else it is ignored.
+fn too_long(shared: &Shared, kept: &[u8], len: usize, label: &str) {
+    let why = format!("a line of {len} bytes, longer than the {MAX_LINE} bytes an answer may have");
+    match answer_id(kept).and_then(|id| shared.pending().remove(&id).map(|tx| (id, tx))) {
+        Some((id, tx)) => {
+            tracing::warn!(hook = %label, id, "persistent hook answered with {why}");
+            let _ = tx.send(Err(why));
+        }
+        None => tracing::warn!(hook = %label, "persistent hook printed {why}; ignored"),
+    }
+}
+
+/// `N` if `line` starts with `{"id": N` (whitespace allowed), as an answer does.
+fn answer_id(line: &[u8]) -> Option<u64> {
+    let rest = line.trim_ascii_start().strip_prefix(b"{")?;
+    let rest = rest.trim_ascii_start().strip_prefix(b"\"id\"")?;
+    let rest = rest.trim_ascii_start().strip_prefix(b":")?;
+    let rest = rest.trim_ascii_start();
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
 /// Sends one answer line to its waiter.
@@ -326,5 +416,157 @@ mod tests {
         assert_eq!(reply.code, Some(0));
         assert!(matches!(reply.stdout, Stdout::Json(Value::Object(_))));
         assert!(parse_answer(serde_json::json!({"id": 1, "exit": "x"})).is_err());
+    }
+
+    async fn lines_of(bytes: &[u8]) -> Vec<(Vec<u8>, usize)> {
+        let mut reader = BufReader::with_capacity(7, bytes);
+        let mut line = Vec::new();
+        let mut lines = Vec::new();
+        while let Some(dropped) = read_line(&mut reader, &mut line).await.unwrap() {
+            lines.push((line.clone(), dropped));
+        }
+        lines
+    }
+
+    #[tokio::test]
+    async fn lines_are_bytes_and_capped() {
+        let lines = lines_of(b"a\n\xff\xfe\n\nlast").await;
+        assert_eq!(
+            lines,
+            [
+                (b"a".to_vec(), 0),
+                (b"\xff\xfe".to_vec(), 0),
+                (Vec::new(), 0),
+                (b"last".to_vec(), 0)
+            ]
+        );
+        // Exactly MAX_LINE bytes: kept whole; one more: cut, the rest counted.
+        let mut input = vec![b'x'; MAX_LINE];
+        input.push(b'\n');
+        input.extend(vec![b'y'; MAX_LINE + 3 * READ_BUFFER + 5]);
+        input.extend(b"\nafter\n");
+        let lines = lines_of(&input).await;
+        assert_eq!(lines.len(), 3);
+        assert_eq!((lines[0].0.len(), lines[0].1), (MAX_LINE, 0));
+        assert_eq!(
+            (lines[1].0.len(), lines[1].1),
+            (MAX_LINE, 3 * READ_BUFFER + 5)
+        );
+        assert_eq!(lines[2], (b"after".to_vec(), 0));
+        // Too long and never ended.
+        let lines = lines_of(&vec![b'z'; MAX_LINE + 10]).await;
+        assert_eq!(lines.len(), 1);
+        assert_eq!((lines[0].0.len(), lines[0].1), (MAX_LINE, 10));
+    }
+
+    #[test]
+    fn answer_ids() {
+        assert_eq!(answer_id(br#"{"id":7,"exit":2"#), Some(7));
+        assert_eq!(answer_id(b" { \"id\" :  12 , "), Some(12));
+        assert_eq!(answer_id(br#"{"exit":2,"id":7}"#), None);
+        assert_eq!(answer_id(br#"{"id":"7"}"#), None);
+        assert_eq!(answer_id(b"{\"id\":99999999999999999999999"), None);
+        assert_eq!(answer_id(b""), None);
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        #[derive(Debug, Clone)]
+        enum Segment {
+            /// Any bytes, newlines included.
+            Bytes(Vec<u8>),
+            /// A line that is not an answer to a pending event.
+            Junk(&'static str),
+            /// A well-formed answer, on its own line.
+            Answer(u64, i32),
+        }
+
+        fn segment() -> impl Strategy<Value = Segment> {
+            prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..300).prop_map(Segment::Bytes),
+                prop::sample::select(vec![
+                    "{\"id\":",
+                    "{\"id\":100,\"exit\":2}",
+                    "{\"id\":-1,\"exit\":2}",
+                    "{\"id\":1.5,\"exit\":2}",
+                    "{\"id\":\"1\",\"exit\":2}",
+                    "{\"exit\":2}",
+                    "[1,2,3]",
+                    "null",
+                    "\u{feff}{",
+                    "{\"id\":18446744073709551616}",
+                    "\u{0}\u{7f}",
+                ])
+                .prop_map(Segment::Junk),
+                (1..=4u64, prop_oneof![Just(0), Just(2), any::<i32>()])
+                    .prop_map(|(id, exit)| Segment::Answer(id, exit)),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Whatever a persistent hook prints around its answers, read in any chunks: no
+            /// panic, and each pending event gets the first answer for its id.
+            #[test]
+            fn line_protocol_routes_answers_among_garbage(
+                segments in prop::collection::vec(segment(), 0..24),
+                chunk in 1usize..64,
+            ) {
+                let mut bytes = Vec::new();
+                let mut expected = HashMap::new();
+                for segment in segments {
+                    match segment {
+                        Segment::Bytes(b) => bytes.extend(b),
+                        Segment::Junk(j) => {
+                            bytes.push(b'\n');
+                            bytes.extend(j.as_bytes());
+                            bytes.push(b'\n');
+                        }
+                        Segment::Answer(id, exit) => {
+                            bytes.push(b'\n');
+                            bytes.extend(format!("{{\"id\":{id},\"exit\":{exit},\"stderr\":\"\\u00ff\"}}\n").as_bytes());
+                            expected.entry(id).or_insert(exit);
+                        }
+                    }
+                }
+                let shared = Shared {
+                    pending: Mutex::default(),
+                    dead: AtomicBool::new(false),
+                    group: Mutex::new(ProcessGroup::new(None)),
+                };
+                let mut waiting = HashMap::new();
+                for id in 1..=4 {
+                    let (tx, rx) = oneshot::channel();
+                    shared.pending().insert(id, tx);
+                    waiting.insert(id, rx);
+                }
+                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                rt.block_on(async {
+                    let mut reader = BufReader::with_capacity(chunk, &bytes[..]);
+                    let mut line = Vec::new();
+                    while let Some(dropped) = read_line(&mut reader, &mut line).await.unwrap() {
+                        assert!(line.len() <= MAX_LINE);
+                        match dropped {
+                            0 => route(&shared, &String::from_utf8_lossy(&line), "fuzz"),
+                            n => too_long(&shared, &line, line.len() + n, "fuzz"),
+                        }
+                    }
+                });
+                for (id, mut rx) in waiting {
+                    match (expected.get(&id), rx.try_recv()) {
+                        (Some(&exit), Ok(Ok(reply))) => {
+                            prop_assert_eq!(reply.code, Some(exit));
+                            prop_assert_eq!(reply.stderr, "\u{ff}");
+                        }
+                        (None, Err(oneshot::error::TryRecvError::Empty)) => {}
+                        (want, got) => prop_assert!(false, "event {}: wanted {:?}, got {:?}", id, want, got),
+                    }
+                }
+            }
+        }
     }
 }

@@ -456,6 +456,18 @@ fn plain(
     None
 }
 
+/// `string`, `array` …: what a JSON value is.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// The JSON fields of an answer.
 fn read_json(
     event: HookEvent,
@@ -525,8 +537,19 @@ fn read_json(
             verdict.permission = Some((p, why));
         }
     }
-    if let Some(input) = specific.get("updatedInput").filter(|v| !v.is_null()) {
-        verdict.updated_input = Some(input.clone());
+    match specific.get("updatedInput") {
+        None | Some(Value::Null) => {}
+        Some(input @ Value::Object(_)) => verdict.updated_input = Some(input.clone()),
+        // The hook's fault, not the model's: the call it meant to rewrite is denied.
+        Some(other) if event == HookEvent::PreToolUse => {
+            let why = format!(
+                "answered an updatedInput that is not a JSON object (a {})",
+                json_kind(other)
+            );
+            report.warn(format!("{event} hook `{name}` {why}; the call is denied"));
+            verdict.failed = Some(format!("hook `{name}` {why}"));
+        }
+        Some(_) => {}
     }
     if let Some(output) = specific
         .get("updatedToolOutput")
@@ -571,5 +594,139 @@ mod tests {
         assert_eq!(humantime(Duration::from_millis(1500)), "1.5s");
         assert_eq!(humantime(Duration::from_secs(2)), "2s");
         assert_eq!(humantime(Duration::from_millis(300)), "300ms");
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+        use serde_json::json;
+
+        use super::super::*;
+
+        fn handler(fail_closed: bool) -> Handler {
+            Handler {
+                exec: Exec::Shell {
+                    shell: "sh",
+                    command: "hook".into(),
+                },
+                timeout: None,
+                fail_closed,
+                background: false,
+                persistent: None,
+                origin: "fuzz".into(),
+                label: "hook".into(),
+            }
+        }
+
+        /// JSON made of what answers hold: the protocol's keys with values of any type.
+        fn answer() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>().prop_map(|f| json!(f)),
+                prop_oneof![
+                    Just("allow"),
+                    Just("deny"),
+                    Just("ask"),
+                    Just("defer"),
+                    Just("block"),
+                    Just("approve"),
+                    Just("PreToolUse"),
+                    Just("Stop"),
+                    Just(""),
+                ]
+                .prop_map(Value::from),
+                ".{0,40}".prop_map(Value::from),
+            ];
+            let keys = prop_oneof![
+                Just("continue"),
+                Just("stopReason"),
+                Just("systemMessage"),
+                Just("decision"),
+                Just("reason"),
+                Just("hookSpecificOutput"),
+                Just("hookEventName"),
+                Just("permissionDecision"),
+                Just("permissionDecisionReason"),
+                Just("updatedInput"),
+                Just("updatedToolOutput"),
+                Just("updatedMCPToolOutput"),
+                Just("additionalContext"),
+                Just("llm_request"),
+                Just("llm_response"),
+                Just("messages"),
+                Just("settings"),
+                Just("message"),
+                Just("x"),
+            ];
+            leaf.prop_recursive(4, 64, 8, move |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::vec((keys.clone(), inner), 0..8).prop_map(|kv| {
+                        Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                    }),
+                ]
+            })
+        }
+
+        /// What a one-shot hook prints: JSON, JSON cut short, text, or any bytes (lossy).
+        fn stdout() -> impl Strategy<Value = String> {
+            prop_oneof![
+                answer().prop_map(|v| v.to_string()),
+                (answer(), any::<prop::sample::Index>()).prop_map(|(v, at)| {
+                    let text = v.to_string();
+                    let cut = at.index(text.len() + 1);
+                    String::from_utf8_lossy(&text.as_bytes()[..cut]).into_owned()
+                }),
+                ".{0,200}",
+                prop::collection::vec(any::<u8>(), 0..200)
+                    .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+            ]
+        }
+
+        fn event() -> impl Strategy<Value = HookEvent> {
+            prop::sample::select(HookEvent::ALL.to_vec())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Whatever a one-shot hook prints and however it exits: a verdict, no panic; a
+            /// fail-closed hook that exits neither 0 nor 2 always fails.
+            #[test]
+            fn one_shot_answers_never_panic(
+                event in event(),
+                fail_closed in any::<bool>(),
+                code in prop_oneof![Just(Some(0)), Just(Some(2)), Just(None), any::<i32>().prop_map(Some)],
+                out in stdout(),
+                err in ".{0,100}",
+            ) {
+                let h = handler(fail_closed);
+                let reply = Reply { code, stdout: Stdout::Text(out), stderr: err };
+                let verdict = interpret(event, &h, Ok(reply), Report::Log);
+                if fail_closed && !matches!(code, Some(0 | 2)) {
+                    prop_assert!(verdict.failed.is_some());
+                }
+                if code == Some(2) {
+                    prop_assert!(verdict.block.is_some());
+                }
+                for text in verdict.contexts.iter().chain(&verdict.block).chain(&verdict.stop) {
+                    prop_assert!(text.chars().count() <= MAX_CHARS + 40);
+                }
+            }
+
+            /// A persistent hook's `output` (any JSON): a verdict, no panic.
+            #[test]
+            fn persistent_outputs_never_panic(
+                event in event(),
+                fail_closed in any::<bool>(),
+                code in prop_oneof![Just(Some(0)), Just(Some(2)), any::<i32>().prop_map(Some)],
+                output in answer(),
+            ) {
+                let h = handler(fail_closed);
+                let reply = Reply { code, stdout: Stdout::Json(output), stderr: String::new() };
+                let _ = interpret(event, &h, Ok(reply), Report::Log);
+            }
+        }
     }
 }
