@@ -429,7 +429,12 @@ impl Resolver {
     }
 
     /// The metadata of `r` (symlinks inside the root followed), if it exists.
-    fn metadata(&self, r: &Resolved, action: &str, path: &str) -> Result<Option<Metadata>, FsError> {
+    fn metadata(
+        &self,
+        r: &Resolved,
+        action: &str,
+        path: &str,
+    ) -> Result<Option<Metadata>, FsError> {
         match self.dir.metadata(&r.inner) {
             Ok(meta) => Ok(Some(meta)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -560,7 +565,8 @@ impl Resolver {
         if self.metadata(&r, "edit", path)?.is_none() {
             return Err(io_error("edit", path, io::ErrorKind::NotFound.into()));
         }
-        let mut file = self.open_file(&r, "edit", path, OpenOptions::new().read(true).write(true))?;
+        let mut file =
+            self.open_file(&r, "edit", path, OpenOptions::new().read(true).write(true))?;
         let too_large = |size: u64| {
             FsError::new(
                 FsErrorKind::InvalidInput,
@@ -571,7 +577,10 @@ impl Resolver {
                 ),
             )
         };
-        let size = file.metadata().map_err(|e| io_error("read", path, e))?.len();
+        let size = file
+            .metadata()
+            .map_err(|e| io_error("read", path, e))?
+            .len();
         if size > MAX_EDIT_BYTES {
             return Err(too_large(size));
         }
@@ -667,13 +676,19 @@ impl Resolver {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        walk(&dir, Path::new(""), max_depth, false, &mut |_, _, sub, _| {
-            let rel = self.display_rel(&r.rel, sub);
-            if matcher.is_match(&rel) {
-                out.push(rel);
-            }
-            true
-        });
+        walk(
+            &dir,
+            Path::new(""),
+            max_depth,
+            false,
+            &mut |_, _, sub, _| {
+                let rel = self.display_rel(&r.rel, sub);
+                if matcher.is_match(&rel) {
+                    out.push(rel);
+                }
+                true
+            },
+        );
         out.sort();
         Ok(out)
     }
@@ -722,29 +737,35 @@ impl Resolver {
                 .dir
                 .open_dir(&r.inner)
                 .map_err(|e| self.op_error("search", path, e))?;
-            walk(&dir, Path::new(""), usize::MAX, true, &mut |parent, name, sub, kind| {
-                if kind != EntryKind::File {
-                    return true;
-                }
-                let rel = self.display_rel(&r.rel, sub);
-                // Files that cannot be opened, or are not regular files (any more), are
-                // skipped.
-                let open = || -> io::Result<fs::File> {
-                    let file = parent.open_with(
-                        name,
-                        OpenOptions::new()
-                            .read(true)
-                            .nonblock(true)
-                            .follow(FollowSymlinks::No),
-                    )?;
-                    if file.metadata()?.is_file() {
-                        Ok(file.into_std())
-                    } else {
-                        Err(io::ErrorKind::InvalidInput.into())
+            walk(
+                &dir,
+                Path::new(""),
+                usize::MAX,
+                true,
+                &mut |parent, name, sub, kind| {
+                    if kind != EntryKind::File {
+                        return true;
                     }
-                };
-                search.file(open, &rel).unwrap_or(true)
-            });
+                    let rel = self.display_rel(&r.rel, sub);
+                    // Files that cannot be opened, or are not regular files (any more), are
+                    // skipped.
+                    let open = || -> io::Result<fs::File> {
+                        let file = parent.open_with(
+                            name,
+                            OpenOptions::new()
+                                .read(true)
+                                .nonblock(true)
+                                .follow(FollowSymlinks::No),
+                        )?;
+                        if file.metadata()?.is_file() {
+                            Ok(file.into_std())
+                        } else {
+                            Err(io::ErrorKind::InvalidInput.into())
+                        }
+                    };
+                    search.file(open, &rel).unwrap_or(true)
+                },
+            );
         } else {
             let open = || {
                 self.open_file(&r, "search", path, OpenOptions::new().read(true))
@@ -825,10 +846,22 @@ fn starts_char(b: u8) -> bool {
     (b & 0xC0) != 0x80
 }
 
+/// How many characters `bytes` holds, counted as the bytes that do not continue a UTF-8
+/// sequence (valid runs are counted by `str::chars`, which is fast).
+fn count_chars(bytes: &[u8]) -> usize {
+    bytes
+        .utf8_chunks()
+        .map(|c| {
+            c.valid().chars().count() + c.invalid().iter().filter(|&&b| starts_char(b)).count()
+        })
+        .sum()
+}
+
 /// Reads the next line of `reader` into `keep`: at most its first `max_chars` characters (and
 /// at most 4 bytes a character), then its `\n` if it has one. The rest of a longer line is
-/// read and dropped as it comes, so memory stays bounded whatever the line's length.
-/// Characters are counted as the bytes that do not continue a UTF-8 sequence.
+/// read in pieces of at most [`READ_BUFFER`] bytes and dropped, so memory stays bounded
+/// whatever the line's length. Characters are counted as the bytes that do not continue a
+/// UTF-8 sequence.
 ///
 /// Returns `None` at the end of the input, else how many characters were dropped (a `\r`
 /// before the `\n` not counted). With `utf8`, the line is checked to be UTF-8 as it is read.
@@ -840,54 +873,68 @@ fn next_line(
 ) -> Result<Option<usize>, LineError> {
     keep.clear();
     let max_bytes = max_chars.saturating_mul(4);
-    let (mut chars, mut omitted) = (0usize, 0usize);
-    let (mut any, mut cut, mut newline, mut last) = (false, false, false, None);
-    while !newline {
-        let buf = match reader.fill_buf() {
-            Ok([]) => break,
-            Ok(buf) => buf,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(LineError::Io(e)),
-        };
-        any = true;
-        let (body, used) = match memchr::memchr(b'\n', buf) {
-            Some(i) => {
-                newline = true;
-                (&buf[..i], i + 1)
-            }
-            None => (buf, buf.len()),
-        };
-        if let Some(check) = utf8.as_deref_mut() {
-            check.feed(body).map_err(LineError::Utf8)?;
-        }
-        if cut {
-            omitted += body.iter().filter(|&&b| starts_char(b)).count();
+    let (mut any, mut newline, mut eof, mut omitted) = (false, false, false, 0usize);
+    let mut last = None;
+    // What fits, read at once (`read_until` finds the newline fast).
+    if max_bytes > 0 {
+        let n = (&mut *reader)
+            .take(max_bytes as u64)
+            .read_until(b'\n', keep)
+            .map_err(LineError::Io)?;
+        any = n > 0;
+        newline = keep.last() == Some(&b'\n');
+        if newline {
+            keep.pop();
         } else {
-            let room = max_bytes - keep.len();
-            let mut end = body.len();
-            for (i, &b) in body.iter().enumerate() {
-                if i == room {
-                    end = i;
-                    break;
-                }
-                if starts_char(b) {
-                    if chars == max_chars {
-                        end = i;
-                        break;
+            eof = n < max_bytes;
+        }
+        if let Some(check) = utf8.as_deref_mut() {
+            check.feed(keep).map_err(LineError::Utf8)?;
+        }
+        last = keep.last().copied();
+        // Cut at `max_chars` characters.
+        if keep.len() > max_chars {
+            let mut chars = 0;
+            let cut = keep
+                .iter()
+                .position(|&b| {
+                    let start = starts_char(b);
+                    if start {
+                        chars += 1;
                     }
-                    chars += 1;
-                }
+                    start && chars > max_chars
+                })
+                .unwrap_or(keep.len());
+            omitted += count_chars(&keep[cut..]);
+            keep.truncate(cut);
+        }
+    }
+    // The rest of a longer line, dropped.
+    if !newline && !eof {
+        let mut rest = Vec::new();
+        loop {
+            rest.clear();
+            let n = (&mut *reader)
+                .take(READ_BUFFER as u64)
+                .read_until(b'\n', &mut rest)
+                .map_err(LineError::Io)?;
+            if n == 0 {
+                break;
             }
-            keep.extend_from_slice(&body[..end]);
-            if end < body.len() {
-                cut = true;
-                omitted += body[end..].iter().filter(|&&b| starts_char(b)).count();
+            any = true;
+            newline = rest.last() == Some(&b'\n');
+            let body = if newline { &rest[..n - 1] } else { &rest[..] };
+            if let Some(check) = utf8.as_deref_mut() {
+                check.feed(body).map_err(LineError::Utf8)?;
+            }
+            omitted += count_chars(body);
+            if let Some(&b) = body.last() {
+                last = Some(b);
+            }
+            if newline {
+                break;
             }
         }
-        if let Some(&b) = body.last() {
-            last = Some(b);
-        }
-        reader.consume(used);
     }
     if !any {
         return Ok(None);
@@ -896,7 +943,7 @@ fn next_line(
         check.finish().map_err(LineError::Utf8)?;
     }
     if newline {
-        if cut && last == Some(b'\r') {
+        if omitted > 0 && last == Some(b'\r') {
             omitted -= 1;
         }
         keep.push(b'\n');
@@ -1035,7 +1082,8 @@ fn is_escape(e: &io::Error) -> bool {
     // NOTE: cap-std reports escapes as `PermissionDenied` with this message (and `openat2`'s
     // `EXDEV` the same way).
     e.kind() == io::ErrorKind::PermissionDenied
-        && e.to_string().contains("a path led outside of the filesystem")
+        && e.to_string()
+            .contains("a path led outside of the filesystem")
 }
 
 fn has_glob_meta(s: &str) -> bool {
@@ -1187,9 +1235,27 @@ mod confined_tests {
     /// A random file name, rich in the bytes the escape is about.
     fn name(rng: &mut Rng) -> Vec<u8> {
         const PIECES: &[&[u8]] = &[
-            b"\\", b"\\\\", b"x", b"\\x", b"\\xE9", b"\\xe9", b"\\x41", b"E9", b"a", b".",
-            b"\xe9", b"\xff", b"\xc3", b"\xa9", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98",
-            b"\x80", b"\\x8", b"F", b" ",
+            b"\\",
+            b"\\\\",
+            b"x",
+            b"\\x",
+            b"\\xE9",
+            b"\\xe9",
+            b"\\x41",
+            b"E9",
+            b"a",
+            b".",
+            b"\xe9",
+            b"\xff",
+            b"\xc3",
+            b"\xa9",
+            b"\xc3\xa9",
+            b"\xe2\x82\xac",
+            b"\xf0\x9f\x98",
+            b"\x80",
+            b"\\x8",
+            b"F",
+            b" ",
         ];
         let len = 1 + rng.below(8);
         let mut out: Vec<u8> = (0..len)
@@ -1218,7 +1284,10 @@ mod confined_tests {
                 assert_eq!(shown, s, "a plain UTF-8 name is shown as it is");
             }
         }
-        assert_eq!(encode_name(OsStr::from_bytes(b"caf\xe9.txt")), "caf\\xE9.txt");
+        assert_eq!(
+            encode_name(OsStr::from_bytes(b"caf\xe9.txt")),
+            "caf\\xE9.txt"
+        );
         assert_eq!(encode_name(OsStr::from_bytes(b"a\\b")), "a\\b");
         assert_eq!(encode_name(OsStr::from_bytes(b"caf\\xE9")), "caf\\\\xE9");
         assert_eq!(decode_name("caf\\xe9.txt"), Some(b"caf\xe9.txt".to_vec()));
@@ -1259,7 +1328,10 @@ mod confined_tests {
                 ],
                 "pieces of {piece}"
             );
-            assert_eq!(lines(input, piece, usize::MAX)[0].0, "héllo wörld\r\n".as_bytes());
+            assert_eq!(
+                lines(input, piece, usize::MAX)[0].0,
+                "héllo wörld\r\n".as_bytes()
+            );
         }
         // Bytes that are not UTF-8 are bounded too (at most 4 bytes a character).
         let junk = vec![0x80u8; 10_000];

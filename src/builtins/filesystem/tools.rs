@@ -187,7 +187,9 @@ fn format_read(path: &str, text: &FileText, max_line_chars: usize) -> ToolOutput
     for (i, line) in text.text.lines().enumerate() {
         let n = text.first_line + i;
         while cut_lines.next_if(|(line, _)| *line < n).is_some() {}
-        let omitted = cut_lines.next_if(|(line, _)| *line == n).map_or(0, |(_, o)| *o);
+        let omitted = cut_lines
+            .next_if(|(line, _)| *line == n)
+            .map_or(0, |(_, o)| *o);
         let (kept, rest) = match line.char_indices().nth(max_line_chars) {
             Some((cut, _)) => (&line[..cut], line[cut..].chars().count() + omitted),
             None => (line, omitted),
