@@ -971,3 +971,445 @@ async fn any_backend_behind_an_arc() {
     );
     assert!(format!("{fs:?}").contains("LocalFs"));
 }
+
+// ===== hardening: special files, bounded reads, races, names =====
+
+/// Runs `call` with a deadline; if it hangs (a thread stuck opening the FIFO `fifo`), opens
+/// the FIFO both ways so that the stuck thread can finish, then fails.
+async fn within_or_release(
+    fifo: &Path,
+    what: &str,
+    call: impl Future<Output = ToolOutput>,
+) -> ToolOutput {
+    match tokio::time::timeout(Duration::from_secs(3), call).await {
+        Ok(out) => out,
+        Err(_) => {
+            // O_RDWR on a FIFO never blocks, and unblocks a reader or a writer waiting.
+            let release = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(fifo);
+            drop(release);
+            panic!("{what} on a FIFO hung");
+        }
+    }
+}
+
+/// An `Env` with `notes.txt` and a FIFO `pipe`.
+fn env_with_a_fifo() -> (Env, PathBuf) {
+    let env = Env::new();
+    env.write("notes.txt", "needle in a file\n");
+    let fifo = env.path("pipe");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    (env, fifo)
+}
+
+#[tokio::test]
+async fn fifos_are_refused_without_blocking() {
+    let (env, fifo) = env_with_a_fifo();
+    let started = Instant::now();
+    let out = within_or_release(
+        &fifo,
+        "read_file",
+        env.call("read_file", json!({ "path": "pipe" })),
+    )
+    .await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        out.content
+            .starts_with("`pipe` is a FIFO (named pipe), not a regular file"),
+        "{}",
+        out.content
+    );
+    let out = within_or_release(
+        &fifo,
+        "write_file",
+        env.call("write_file", json!({ "path": "pipe", "content": "x" })),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("not a regular file"),
+        "{}",
+        out.content
+    );
+    let out = within_or_release(
+        &fifo,
+        "edit_file",
+        env.call(
+            "edit_file",
+            json!({ "path": "pipe", "old_text": "a", "new_text": "b" }),
+        ),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("not a regular file"),
+        "{}",
+        out.content
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // `ls` says what it is.
+    let entries: Value = serde_json::from_str(&env.ok("ls", json!({})).await).unwrap();
+    assert_eq!(
+        entries[1],
+        json!({ "name": "pipe", "type": "other", "size": 0 })
+    );
+    // Still a FIFO.
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}
+
+#[tokio::test]
+async fn grep_skips_fifos_without_blocking() {
+    let (env, fifo) = env_with_a_fifo();
+    let out = within_or_release(
+        &fifo,
+        "grep",
+        env.call("grep", json!({ "pattern": "needle" })),
+    )
+    .await;
+    assert_eq!(out.content, "notes.txt:1: needle in a file");
+    let out = within_or_release(
+        &fifo,
+        "grep on the FIFO",
+        env.call("grep", json!({ "pattern": "needle", "path": "pipe" })),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("not a regular file"),
+        "{}",
+        out.content
+    );
+}
+
+#[tokio::test]
+async fn the_backend_cuts_long_lines_while_reading_and_says_where() {
+    let env = Env::new();
+    env.write(
+        "long.txt",
+        format!("short\n{}\r\n€€€€€€\n{}", "y".repeat(50), "z".repeat(30)),
+    );
+    let text = LocalFs::new(env.root())
+        .read_file("long.txt", ReadRange::lines(0, 10).max_line_chars(4))
+        .await
+        .unwrap();
+    assert_eq!(text.text, "shor\nyyyy\n€€€€\nzzzz");
+    assert_eq!(text.cut_lines, vec![(1, 1), (2, 46), (3, 2), (4, 26)]);
+    assert_eq!((text.line_count, text.total_lines), (4, 4));
+    // Lines outside the range are counted, not kept.
+    let text = LocalFs::new(env.root())
+        .read_file("long.txt", ReadRange::lines(3, 1).max_line_chars(100))
+        .await
+        .unwrap();
+    assert_eq!(
+        (text.text.as_str(), text.first_line, text.total_lines),
+        ("zzzzzzzzzzzzzzzzzzzzzzzzzzzzzz", 4, 4)
+    );
+    assert!(text.cut_lines.is_empty());
+}
+
+/// The peak resident memory of this process, in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Runs the test `name` again in a child process with `FS_MEMORY_CASE` set, checks the peak
+/// resident memory the case reported (in KiB) is under [`PEAK_BOUND_KIB`], then that the case
+/// passed.
+fn peak_rss_of_case(name: &str) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("FS_MEMORY_CASE", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let peak: u64 = stdout
+        .lines()
+        .find_map(|l| l.split("PEAK_RSS_KIB=").nth(1))
+        .unwrap_or_else(|| panic!("no peak reported: {stdout}\n{stderr}"))
+        .parse()
+        .unwrap();
+    assert!(peak < PEAK_BOUND_KIB, "peak RSS {peak} KiB");
+    assert!(out.status.success(), "the case failed: {stdout}\n{stderr}");
+}
+
+/// A 256 MiB file that is one line: `head`, then (sparse) zero bytes, no newline.
+fn huge_single_line(path: &Path, head: &str) {
+    let file = std::fs::File::create(path).unwrap();
+    std::io::Write::write_all(&mut &file, head.as_bytes()).unwrap();
+    file.set_len(256 * 1024 * 1024).unwrap();
+}
+
+/// Peak memory bound of the cases below: the test process itself takes ~10-20 MiB; reading
+/// the 256 MiB line whole (as before) takes more than 256 MiB.
+const PEAK_BOUND_KIB: u64 = 96 * 1024;
+
+#[tokio::test]
+async fn read_file_with_a_limit_on_a_huge_single_line_stays_small() {
+    if std::env::var_os("FS_MEMORY_CASE").is_none() {
+        peak_rss_of_case("read_file_with_a_limit_on_a_huge_single_line_stays_small");
+        return;
+    }
+    let env = Env::new();
+    huge_single_line(&env.path("huge.txt"), &"start ".repeat(1000));
+    let out = env
+        .ok("read_file", json!({ "path": "huge.txt", "limit": 5 }))
+        .await;
+    println!("PEAK_RSS_KIB={}", peak_rss_kib());
+    let expected_rest = 256 * 1024 * 1024 - 2000;
+    assert_eq!(
+        out,
+        format!(
+            "     1\t{} ... ({expected_rest} more characters on this line)\n",
+            "start ".repeat(1000)[..2000].to_owned()
+        )
+    );
+}
+
+#[tokio::test]
+async fn grep_over_a_huge_single_line_stays_small() {
+    if std::env::var_os("FS_MEMORY_CASE").is_none() {
+        peak_rss_of_case("grep_over_a_huge_single_line_stays_small");
+        return;
+    }
+    let env = Env::new();
+    // No NUL in the first 8 KiB: grep takes it for text.
+    huge_single_line(
+        &env.path("huge.txt"),
+        &format!("needle {}", "a".repeat(9000)),
+    );
+    // Past the first 65,536 characters of the line: not searched.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(env.path("huge.txt"))
+        .unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, b"late-marker", 100_000).unwrap();
+    let out = env.ok("grep", json!({ "pattern": "needle" })).await;
+    println!("PEAK_RSS_KIB={}", peak_rss_kib());
+    assert_eq!(out, format!("huge.txt:1: needle {} ...", "a".repeat(493)));
+    let out = env.ok("grep", json!({ "pattern": "late-marker" })).await;
+    assert_eq!(out, "no matches for `late-marker`");
+}
+
+#[tokio::test]
+async fn edit_file_refuses_files_over_its_cap() {
+    let env = Env::new();
+    let file = std::fs::File::create(env.path("big.txt")).unwrap();
+    file.set_len(33 * 1024 * 1024).unwrap();
+    let err = env
+        .err(
+            "edit_file",
+            json!({ "path": "big.txt", "old_text": "a", "new_text": "b" }),
+        )
+        .await;
+    assert_eq!(
+        err,
+        "`big.txt` is too large to edit (34603008 bytes; edit_file edits files of at most 32 MiB)"
+    );
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[tokio::test]
+async fn a_directory_swapped_for_a_symlink_never_lets_an_operation_out() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let env = Env::new();
+    let outside = outside();
+    std::fs::write(outside.path().join("only-outside.txt"), "top secret\n").unwrap();
+    env.write("d/only-inside.txt", "inside\n");
+    std::os::unix::fs::symlink(outside.path(), env.path("s")).unwrap();
+
+    // A local process swaps `d` (a directory) and `s` (a symlink out of the root),
+    // atomically, as fast as it can.
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicUsize::new(0));
+    let racer = {
+        let (stop, swaps) = (Arc::clone(&stop), Arc::clone(&swaps));
+        let root = std::fs::File::open(env.root()).unwrap();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                nix::fcntl::renameat2(
+                    &root,
+                    "d",
+                    &root,
+                    "s",
+                    nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                )
+                .unwrap();
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+
+    let fs = Arc::new(LocalFs::new(env.root()));
+    let (mut written, mut read, mut listed) = (0, 0, 0);
+    // What got out: files read, names listed and lines found outside the root.
+    let mut leaks = Vec::new();
+    for batch in 0..375 {
+        let mut calls = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let fs = Arc::clone(&fs);
+            let n = batch * 8 + i;
+            calls.spawn(async move {
+                let wrote = fs.write_file(&format!("d/f{n}.txt"), "pwned?\n").await;
+                let text = fs.read_file("d/only-inside.txt", ReadRange::all()).await;
+                let text_out = fs.read_file("d/only-outside.txt", ReadRange::all()).await;
+                let names = fs.ls("d").await;
+                let found = fs.grep("secret", GrepOptions::default().path("d")).await;
+                (wrote, text, text_out, names, found)
+            });
+        }
+        while let Some(result) = calls.join_next().await {
+            let (wrote, text, text_out, names, found) = result.unwrap();
+            if wrote.is_ok() {
+                written += 1;
+            }
+            if let Ok(text) = text {
+                assert_eq!(text.text, "inside\n");
+                read += 1;
+            }
+            if let Ok(text) = text_out {
+                leaks.push(format!("read {:?}", text.text));
+            }
+            if let Ok(names) = names {
+                if names.iter().any(|e| e.name == "only-outside.txt") {
+                    leaks.push(format!("listed {names:?}"));
+                }
+                listed += 1;
+            }
+            if let Ok(found) = found
+                && !found.matches.is_empty()
+            {
+                leaks.push(format!("found {:?}", found.matches));
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    racer.join().unwrap();
+
+    let escaped: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|name| name != "only-outside.txt" && name != "secret.txt")
+        .collect();
+    assert!(
+        escaped.is_empty() && leaks.is_empty(),
+        "{} of 3000 writes landed outside the root; {} reads, listings or greps saw outside, \
+         first: {:?}",
+        escaped.len(),
+        leaks.len(),
+        leaks
+            .first()
+            .map(|l| l.chars().take(300).collect::<String>())
+    );
+    // The race was real, and operations did get through between the swaps.
+    assert!(swaps.load(Ordering::Relaxed) > 1000);
+    assert!(
+        written > 0 && read > 0 && listed > 0,
+        "{written} {read} {listed}"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn non_utf8_names_are_shown_escaped_and_read_back() {
+    use std::os::unix::ffi::OsStrExt;
+
+    let env = Env::new();
+    let raw = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::write(env.root().join(raw), "croissant\n").unwrap();
+
+    let entries: Value = serde_json::from_str(&env.ok("ls", json!({})).await).unwrap();
+    assert_eq!(entries[0]["name"], "caf\\xE9.txt");
+    assert_eq!(
+        env.ok("glob", json!({ "pattern": "*.txt" })).await,
+        "caf\\xE9.txt"
+    );
+    assert_eq!(
+        env.ok("grep", json!({ "pattern": "croissant" })).await,
+        "caf\\xE9.txt:1: croissant"
+    );
+
+    // The name shown is the name to use.
+    let out = env.ok("read_file", json!({ "path": "caf\\xE9.txt" })).await;
+    assert_eq!(out, "     1\tcroissant\n");
+    let out = env
+        .ok(
+            "edit_file",
+            json!({ "path": "caf\\xE9.txt", "old_text": "croissant", "new_text": "pain" }),
+        )
+        .await;
+    assert_eq!(out, "edited `caf\\xE9.txt`");
+    assert_eq!(
+        std::fs::read_to_string(env.root().join(raw)).unwrap(),
+        "pain\n"
+    );
+    let out = env
+        .ok(
+            "write_file",
+            json!({ "path": "dir\\xFF/na\\xefve.txt", "content": "new" }),
+        )
+        .await;
+    assert_eq!(out, "wrote 3 bytes (1 lines) to `dir\\xFF/na\\xEFve.txt`");
+    let created = env
+        .root()
+        .join(std::ffi::OsStr::from_bytes(b"dir\xff"))
+        .join(std::ffi::OsStr::from_bytes(b"na\xefve.txt"));
+    assert_eq!(std::fs::read_to_string(created).unwrap(), "new");
+
+    // A UTF-8 name that looks escaped is shown escaped, and reads back as itself.
+    env.write("caf\\xE9.txt", "literal\n");
+    let out = env.ok("glob", json!({ "pattern": "caf*" })).await;
+    assert_eq!(out, "caf\\\\xE9.txt\ncaf\\xE9.txt");
+    let out = env
+        .ok("read_file", json!({ "path": "caf\\\\xE9.txt" }))
+        .await;
+    assert_eq!(out, "     1\tliteral\n");
+}
+
+#[tokio::test]
+async fn escape_errors_do_not_say_where_a_symlink_leads() {
+    let env = Env::new();
+    let outside = outside();
+    std::os::unix::fs::symlink("/etc/passwd", env.path("passwd")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), env.path("out")).unwrap();
+    let root = std::fs::canonicalize(env.root()).unwrap();
+
+    for path in ["passwd", "out/secret.txt", "out/new.txt"] {
+        for (tool, args) in [
+            ("read_file", json!({ "path": path })),
+            ("write_file", json!({ "path": path, "content": "x" })),
+            (
+                "edit_file",
+                json!({ "path": path, "old_text": "a", "new_text": "b" }),
+            ),
+            ("grep", json!({ "pattern": "x", "path": path })),
+        ] {
+            let err = env.err(tool, args).await;
+            assert!(
+                err.starts_with(&format!(
+                    "path `{path}` escapes the root {} through a symlink",
+                    root.display()
+                )),
+                "{tool}: {err}"
+            );
+            assert!(!err.contains("/etc"), "{tool}: {err}");
+            assert!(
+                !err.contains(outside.path().to_str().unwrap()),
+                "{tool}: {err}"
+            );
+        }
+    }
+}

@@ -74,7 +74,8 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// The entries of the directory `path`, sorted by name.
     fn ls<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<DirEntry>, FsError>>;
 
-    /// The lines `range` of the text file `path`.
+    /// The lines `range` of the text file `path`, each cut at
+    /// [`range.max_line_chars`](ReadRange::max_line_chars) characters if given.
     ///
     /// # Errors
     ///
@@ -197,17 +198,20 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
 
 // ===== data types =====
 
-/// What kind of entry a [`DirEntry`] is. Serialized as `"file"`, `"dir"` or `"symlink"`.
+/// What kind of entry a [`DirEntry`] is. Serialized as `"file"`, `"dir"`, `"symlink"` or
+/// `"other"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum EntryKind {
-    /// A regular file (or anything that is neither a directory nor a symlink).
+    /// A regular file.
     File,
     /// A directory.
     Dir,
     /// A symbolic link (not followed).
     Symlink,
+    /// Anything else: a FIFO, a socket, a device. Serialized as `"other"`.
+    Other,
 }
 
 /// One entry of a directory listing. Serialized as `{"name", "type", "size"}`.
@@ -234,7 +238,8 @@ impl DirEntry {
     }
 }
 
-/// Which lines of a file to read: skip `offset` lines, then read at most `limit`.
+/// Which lines of a file to read: skip `offset` lines, then read at most `limit`, each cut
+/// at `max_line_chars` characters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReadRange {
@@ -242,6 +247,10 @@ pub struct ReadRange {
     pub offset: usize,
     /// Lines to read at most; `None` reads to the end.
     pub limit: Option<usize>,
+    /// Characters of a line kept at most; `None` keeps whole lines. A backend cuts longer
+    /// lines while reading (so a huge line costs no memory) and records them in
+    /// [`FileText::cut_lines`].
+    pub max_line_chars: Option<usize>,
 }
 
 impl ReadRange {
@@ -250,6 +259,7 @@ impl ReadRange {
         ReadRange {
             offset: 0,
             limit: None,
+            max_line_chars: None,
         }
     }
 
@@ -258,7 +268,15 @@ impl ReadRange {
         ReadRange {
             offset,
             limit: Some(limit),
+            max_line_chars: None,
         }
+    }
+
+    /// With lines cut at `chars` characters.
+    #[must_use]
+    pub const fn max_line_chars(mut self, chars: usize) -> Self {
+        self.max_line_chars = Some(chars);
+        self
     }
 }
 
@@ -274,6 +292,10 @@ pub struct FileText {
     pub line_count: usize,
     /// How many lines the whole file has.
     pub total_lines: usize,
+    /// The lines cut at [`ReadRange::max_line_chars`], in order: `(line number, characters
+    /// left out)`. A cut line is in [`text`](Self::text) as its first characters and its
+    /// `\n` (if it had one).
+    pub cut_lines: Vec<(usize, usize)>,
 }
 
 impl FileText {
@@ -284,7 +306,15 @@ impl FileText {
             first_line,
             line_count,
             total_lines,
+            cut_lines: Vec::new(),
         }
+    }
+
+    /// With the lines that were cut (see [`cut_lines`](Self::cut_lines)).
+    #[must_use]
+    pub fn with_cut_lines(mut self, cut_lines: Vec<(usize, usize)>) -> Self {
+        self.cut_lines = cut_lines;
+        self
     }
 
     /// Whether lines of the file were left out (before or after the range read).
@@ -517,6 +547,9 @@ pub enum FsErrorKind {
     IsADirectory,
     /// A directory was expected, the path is not one.
     NotADirectory,
+    /// A file was expected, the path is a FIFO, a socket or a device (which are not opened:
+    /// opening them may block, or have effects).
+    NotARegularFile,
     /// `old_text` does not occur in the file to edit.
     OldTextNotFound,
     /// A regular expression or glob pattern does not parse.

@@ -2,14 +2,21 @@
 
 use std::{
     collections::VecDeque,
-    ffi::OsString,
+    ffi::{OsStr, OsString},
+    fmt::Write as _,
     fs,
-    io::{self, BufRead, BufReader, Read},
+    io::{self, BufRead, BufReader, Read, Seek, Write},
     path::{Component, Path, PathBuf},
     process::Stdio,
+    str::Utf8Error,
     time::Duration,
 };
 
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt, OpenOptionsSyncExt};
+use cap_std::{
+    ambient_authority,
+    fs::{Dir, FileType, Metadata, OpenOptions},
+};
 use futures_util::future::BoxFuture;
 use globset::{GlobBuilder, GlobMatcher};
 use regex::{Regex, RegexBuilder};
@@ -26,8 +33,16 @@ const MAX_SYMLINK_HOPS: u32 = 40;
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// Files whose first bytes hold a NUL are binary and skipped by grep.
 const BINARY_SNIFF: usize = 8 * 1024;
+/// The characters of a line that grep matches on; the rest of a longer line is dropped.
+pub(super) const GREP_LINE_CHARS: usize = 64 * 1024;
+/// The largest file `edit_file` edits, in bytes (32 MiB).
+pub(super) const MAX_EDIT_BYTES: u64 = 32 * 1024 * 1024;
+/// The buffer of streamed reads (64 KiB).
+const READ_BUFFER: usize = 64 * 1024;
 
 /// A [`Backend`] over the local disk, confined to a root directory.
+///
+/// # Confinement
 ///
 /// Every path is resolved against the root. A path is refused, with an error of kind
 /// [`FsErrorKind::EscapesRoot`], when it leads out of the root:
@@ -36,17 +51,64 @@ const BINARY_SNIFF: usize = 8 * 1024;
 /// - by being absolute and outside the root (an absolute path inside the root is fine),
 /// - through a symlink whose target is outside the root. For a path that does not exist yet
 ///   (a new file), the deepest existing ancestor is resolved, so a new file cannot be created
-///   through a symlinked directory either; a dangling symlink is followed by hand.
+///   through a symlinked directory either; a dangling symlink is followed by hand. The error
+///   says that the path escapes through a symlink, not where the symlink points.
 ///
-/// The file that is then read or written is the resolved one. (A process that changes the tree
-/// between the check and the use can still race it: `LocalFs` protects against a model's
-/// paths, not against a hostile local user.)
+/// Symlinks that stay inside the root are followed.
+///
+/// That check gives the clear errors; the operation itself cannot be raced out of the root.
+/// Every file operation (`ls`, `read_file`, `write_file` and the directories it creates,
+/// `edit_file`, `glob`, `grep`) opens its path *beneath* a handle on the root directory (a
+/// [`cap_std::fs::Dir`]: `openat2` with `RESOLVE_BENEATH` on Linux, or a walk component by
+/// component with `O_NOFOLLOW`), never by an absolute path, and `glob` and `grep` open each
+/// directory they walk beneath its parent without following symlinks. A process that swaps a
+/// directory of the root for a symlink to elsewhere while an operation runs makes it fail
+/// (``path `x` escapes the root ... while it was being opened``); nothing is read, written or
+/// listed outside the root.
+///
+/// # Regular files only
+///
+/// `read_file`, `write_file`, `edit_file` and `grep` open regular files only: a FIFO, socket
+/// or device is refused with [`FsErrorKind::NotARegularFile`] (`grep` skips it while walking
+/// a directory), and `ls` lists it with type `other`. The type is checked with `stat` before
+/// opening, and every open is non-blocking and checked again with `fstat`, so a FIFO swapped
+/// in meanwhile cannot block a thread either.
+///
+/// # Caps
+///
+/// - `read_file` streams the file: it keeps only the lines of its [`ReadRange`], each cut at
+///   [`ReadRange::max_line_chars`] characters *while reading* (the `read_file` tool passes
+///   2,000), so its memory is bounded by the range, not the file: `limit: 5` on a 2 GiB file
+///   without a newline keeps 5 × 2,000 characters. The rest of the file is still read, to
+///   count its lines and check it is UTF-8.
+/// - `grep` streams each file and matches a line on its first 65,536 characters (at most
+///   256 KiB): the rest of a longer line is read and dropped, and a match shows that start.
+/// - `edit_file` edits files of at most 32 MiB; a larger one is refused with
+///   [`FsErrorKind::InvalidInput`].
+///
+/// Reads go through a 64 KiB buffer.
+///
+/// # Text
 ///
 /// Text files must be UTF-8: reading or editing a file that is not fails with
 /// [`FsErrorKind::NotUtf8`] rather than returning mangled text. [`grep`](Backend::grep) skips
 /// binary files (a NUL in their first 8 KiB) and decodes other files lossily.
 /// [`glob`](Backend::glob) and [`grep`](Backend::grep) do not follow symlinks while walking,
 /// and grep does not walk into `.git` directories.
+///
+/// # File names that are not UTF-8
+///
+/// A file name that is valid UTF-8 is shown (by `ls`, `glob`, `grep`, and in the paths
+/// `write_file` and `edit_file` return) as it is. Any other name is shown escaped: each byte
+/// that is not part of valid UTF-8 as `\xHH` (two uppercase hex digits), and each `\` as `\\`
+/// — `caf\xE9.txt` for the bytes `b"caf\xe9.txt"`. Paths given to the tools are read back the
+/// same way, so every name shown can be passed back: a path component that holds `\\` or a
+/// `\xHH` escape of a byte from `80` to `FF` is decoded (`\\` → `\`, `\xHH` → the byte; any
+/// other `\` stays as it is); other components are taken literally. The rare UTF-8 name that
+/// would read back as something else (it holds `\\` or such an escape itself) is shown escaped
+/// too, so that it reads back as itself.
+///
+/// # Commands
 ///
 /// [`exec`](Backend::exec) runs `sh -c` in the root, stdin closed, stdout and stderr merged,
 /// in a new process group. When the shell exits, whatever it left running in its group is
@@ -175,32 +237,47 @@ impl Backend for LocalFs {
 
 /// A path resolved inside the root.
 struct Resolved {
-    /// The path to operate on (symlinks of its existing part resolved).
-    real: PathBuf,
-    /// The path relative to the root as the model named it, `/`-separated (`.` for the root).
+    /// The path relative to the root, symlinks of its existing part resolved (`.` for the
+    /// root): what is opened beneath the root handle.
+    inner: PathBuf,
+    /// The path relative to the root as the model named it, `/`-separated, names escaped
+    /// (`.` for the root).
     rel: String,
 }
 
-/// Resolves paths against the canonical root.
+/// Resolves paths against the canonical root, and opens them beneath it.
 struct Resolver {
     /// The canonical root.
     root: PathBuf,
     /// The root as given (absolute), to accept absolute paths spelled with it.
     given: PathBuf,
+    /// A handle on the root: every file operation goes through it.
+    dir: Dir,
 }
 
 impl Resolver {
     fn new(given: &Path) -> Result<Self, FsError> {
         let root = fs::canonicalize(given).map_err(|e| root_error(given, e))?;
-        if !root.is_dir() {
-            return Err(FsError::new(
+        let not_a_dir = || {
+            FsError::new(
                 FsErrorKind::NotADirectory,
                 format!("the filesystem root {} is not a directory", root.display()),
-            ));
+            )
+        };
+        if !root.is_dir() {
+            return Err(not_a_dir());
         }
+        let dir = Dir::open_ambient_dir(&root, ambient_authority()).map_err(|e| {
+            if e.kind() == io::ErrorKind::NotADirectory {
+                not_a_dir()
+            } else {
+                root_error(given, e)
+            }
+        })?;
         Ok(Resolver {
             root,
             given: given.to_path_buf(),
+            dir,
         })
     }
 
@@ -211,7 +288,8 @@ impl Resolver {
         )
     }
 
-    /// The normalized components of `path` relative to the root, or an escape error.
+    /// The normalized components of `path` relative to the root (escaped names decoded), or
+    /// an escape error.
     fn relative(&self, path: &str) -> Result<Vec<OsString>, FsError> {
         let p = Path::new(path);
         let rel = if p.is_absolute() {
@@ -226,7 +304,11 @@ impl Resolver {
         let mut out: Vec<OsString> = Vec::new();
         for c in rel.components() {
             match c {
-                Component::Normal(s) => out.push(s.to_os_string()),
+                Component::Normal(s) => out.push(
+                    s.to_str()
+                        .and_then(decode_name)
+                        .map_or_else(|| s.to_os_string(), name_from_bytes),
+                ),
                 Component::CurDir => {}
                 Component::ParentDir => {
                     if out.pop().is_none() {
@@ -244,16 +326,21 @@ impl Resolver {
         let mut candidate = self.root.clone();
         candidate.extend(&parts);
         let real = self.confine(path, candidate, 0)?;
+        let inner = match real.strip_prefix(&self.root) {
+            Ok(inner) if inner.as_os_str().is_empty() => PathBuf::from("."),
+            Ok(inner) => inner.to_path_buf(),
+            Err(_) => return Err(self.escapes(path)),
+        };
         let rel = if parts.is_empty() {
             ".".to_owned()
         } else {
             parts
                 .iter()
-                .map(|s| s.to_string_lossy())
+                .map(|s| encode_name(s))
                 .collect::<Vec<_>>()
                 .join("/")
         };
-        Ok(Resolved { real, rel })
+        Ok(Resolved { inner, rel })
     }
 
     /// Resolves the symlinks of the existing part of `candidate` (an absolute, normalized
@@ -296,12 +383,12 @@ impl Resolver {
             Err(e) => return Err(io_error("resolve", path, e)),
         };
         if !real.starts_with(&self.root) {
+            // NOTE: where the symlink leads is not said: it is outside the root.
             return Err(FsError::new(
                 FsErrorKind::EscapesRoot,
                 format!(
-                    "path `{path}` escapes the root {} through a symlink (to {})",
-                    self.root.display(),
-                    real.display()
+                    "path `{path}` escapes the root {} through a symlink",
+                    self.root.display()
                 ),
             ));
         }
@@ -311,11 +398,11 @@ impl Resolver {
     }
 
     /// The path of `sub` (relative to the resolved `base_rel`) relative to the root,
-    /// `/`-separated.
+    /// `/`-separated, names escaped.
     fn display_rel(&self, base_rel: &str, sub: &Path) -> String {
         let sub = sub
             .components()
-            .map(|c| c.as_os_str().to_string_lossy())
+            .map(|c| encode_name(c.as_os_str()))
             .collect::<Vec<_>>()
             .join("/");
         match (base_rel, sub.is_empty()) {
@@ -325,25 +412,82 @@ impl Resolver {
         }
     }
 
+    /// An I/O error of `action` on `path`; an escape found while opening is an escape error.
+    fn op_error(&self, action: &str, path: &str, e: io::Error) -> FsError {
+        if is_escape(&e) {
+            return FsError::new(
+                FsErrorKind::EscapesRoot,
+                format!(
+                    "path `{path}` escapes the root {} (a part of it became a symlink leading \
+                     out of the root while it was being opened)",
+                    self.root.display()
+                ),
+            )
+            .with_source(e);
+        }
+        io_error(action, path, e)
+    }
+
+    /// The metadata of `r` (symlinks inside the root followed), if it exists.
+    fn metadata(
+        &self,
+        r: &Resolved,
+        action: &str,
+        path: &str,
+    ) -> Result<Option<Metadata>, FsError> {
+        match self.dir.metadata(&r.inner) {
+            Ok(meta) => Ok(Some(meta)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.op_error(action, path, e)),
+        }
+    }
+
+    /// Opens the existing regular file `r` beneath the root, without blocking.
+    fn open_file(
+        &self,
+        r: &Resolved,
+        action: &str,
+        path: &str,
+        options: &mut OpenOptions,
+    ) -> Result<fs::File, FsError> {
+        if let Some(meta) = self.metadata(r, action, path)? {
+            regular_file(&meta.file_type(), path)?;
+        }
+        options.nonblock(true);
+        let file = self
+            .dir
+            .open_with(&r.inner, options)
+            .map_err(|e| self.op_error(action, path, e))?;
+        let meta = file.metadata().map_err(|e| io_error(action, path, e))?;
+        regular_file(&meta.file_type(), path)?;
+        Ok(file.into_std())
+    }
+
     // ===== operations =====
 
     fn ls(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
         let r = self.resolve(path)?;
-        let meta = fs::metadata(&r.real).map_err(|e| io_error("list", path, e))?;
+        let Some(meta) = self.metadata(&r, "list", path)? else {
+            return Err(io_error("list", path, io::ErrorKind::NotFound.into()));
+        };
         if !meta.is_dir() {
             return Err(FsError::new(
                 FsErrorKind::NotADirectory,
                 format!("`{path}` is a file, not a directory"),
             ));
         }
+        let dir = self
+            .dir
+            .open_dir(&r.inner)
+            .map_err(|e| self.op_error("list", path, e))?;
         let mut entries = Vec::new();
-        for entry in fs::read_dir(&r.real).map_err(|e| io_error("list", path, e))? {
+        for entry in dir.entries().map_err(|e| io_error("list", path, e))? {
             let entry = entry.map_err(|e| io_error("list", path, e))?;
             // `DirEntry::metadata` does not follow symlinks.
             let meta = entry.metadata().map_err(|e| io_error("list", path, e))?;
             let kind = entry_kind(&meta.file_type());
             entries.push(DirEntry::new(
-                entry.file_name().to_string_lossy(),
+                encode_name(&entry.file_name()),
                 kind,
                 meta.len(),
             ));
@@ -352,58 +496,61 @@ impl Resolver {
         Ok(entries)
     }
 
-    /// Resolves `path` and checks it is not a directory.
-    fn resolve_file(&self, path: &str) -> Result<Resolved, FsError> {
-        let r = self.resolve(path)?;
-        if r.real.is_dir() {
-            return Err(FsError::new(
-                FsErrorKind::IsADirectory,
-                format!("`{path}` is a directory, not a file"),
-            ));
-        }
-        Ok(r)
-    }
-
     fn read_file(&self, path: &str, range: ReadRange) -> Result<FileText, FsError> {
-        let r = self.resolve_file(path)?;
-        let file = fs::File::open(&r.real).map_err(|e| io_error("read", path, e))?;
-        let mut reader = BufReader::new(file);
+        let r = self.resolve(path)?;
+        let file = self.open_file(&r, "read", path, OpenOptions::new().read(true))?;
+        let mut reader = BufReader::with_capacity(READ_BUFFER, file);
         let limit = range.limit.unwrap_or(usize::MAX);
+        let max_chars = range.max_line_chars.unwrap_or(usize::MAX);
         let (mut text, mut total, mut count) = (String::new(), 0usize, 0usize);
+        let mut cut_lines = Vec::new();
         let mut line = Vec::new();
+        let mut utf8 = Utf8Check::default();
         loop {
-            line.clear();
-            let n = reader
-                .read_until(b'\n', &mut line)
-                .map_err(|e| io_error("read", path, e))?;
-            if n == 0 {
-                break;
-            }
+            let in_range = total >= range.offset && count < limit;
+            // Lines out of the range are read (to count them and check them) but not kept.
+            let keep = if in_range { max_chars } else { 0 };
+            let omitted = match next_line(&mut reader, &mut line, keep, Some(&mut utf8)) {
+                Ok(Some(omitted)) => omitted,
+                Ok(None) => break,
+                Err(LineError::Io(e)) => return Err(io_error("read", path, e)),
+                Err(LineError::Utf8(e)) => {
+                    return Err(FsError::new(
+                        FsErrorKind::NotUtf8,
+                        format!("`{path}` is not valid UTF-8 text (line {})", total + 1),
+                    )
+                    .with_source(e));
+                }
+            };
             total += 1;
-            // NOTE: `\n` never occurs inside a multi-byte UTF-8 sequence, so checking line by
-            // line checks the whole file.
-            let s = std::str::from_utf8(&line).map_err(|e| {
-                FsError::new(
-                    FsErrorKind::NotUtf8,
-                    format!("`{path}` is not valid UTF-8 text (line {total})"),
-                )
-                .with_source(e)
-            })?;
-            if total > range.offset && count < limit {
-                text.push_str(s);
+            if in_range {
+                text.push_str(&String::from_utf8_lossy(&line));
                 count += 1;
+                if omitted > 0 {
+                    cut_lines.push((total, omitted));
+                }
             }
         }
-        Ok(FileText::new(text, range.offset + 1, count, total))
+        Ok(FileText::new(text, range.offset + 1, count, total).with_cut_lines(cut_lines))
     }
 
     fn write_file(&self, path: &str, content: &str) -> Result<String, FsError> {
-        let r = self.resolve_file(path)?;
-        if let Some(parent) = r.real.parent() {
-            fs::create_dir_all(parent)
-                .map_err(|e| io_error("create the directories of", path, e))?;
+        let r = self.resolve(path)?;
+        if let Some(parent) = r.inner.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            self.dir
+                .create_dir_all(parent)
+                .map_err(|e| self.op_error("create the directories of", path, e))?;
         }
-        fs::write(&r.real, content).map_err(|e| io_error("write", path, e))?;
+        let mut file = self.open_file(
+            &r,
+            "write",
+            path,
+            OpenOptions::new().write(true).create(true).truncate(true),
+        )?;
+        file.write_all(content.as_bytes())
+            .map_err(|e| io_error("write", path, e))?;
         Ok(r.rel)
     }
 
@@ -414,8 +561,37 @@ impl Resolver {
                 "old_text is empty; give the exact text to replace",
             ));
         }
-        let r = self.resolve_file(path)?;
-        let bytes = fs::read(&r.real).map_err(|e| io_error("read", path, e))?;
+        let r = self.resolve(path)?;
+        if self.metadata(&r, "edit", path)?.is_none() {
+            return Err(io_error("edit", path, io::ErrorKind::NotFound.into()));
+        }
+        let mut file =
+            self.open_file(&r, "edit", path, OpenOptions::new().read(true).write(true))?;
+        let too_large = |size: u64| {
+            FsError::new(
+                FsErrorKind::InvalidInput,
+                format!(
+                    "`{path}` is too large to edit ({size} bytes; edit_file edits files of at \
+                     most {} MiB)",
+                    MAX_EDIT_BYTES / (1024 * 1024)
+                ),
+            )
+        };
+        let size = file
+            .metadata()
+            .map_err(|e| io_error("read", path, e))?
+            .len();
+        if size > MAX_EDIT_BYTES {
+            return Err(too_large(size));
+        }
+        let mut bytes = Vec::new();
+        (&mut file)
+            .take(MAX_EDIT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error("read", path, e))?;
+        if bytes.len() as u64 > MAX_EDIT_BYTES {
+            return Err(too_large(bytes.len() as u64));
+        }
         let content = String::from_utf8(bytes).map_err(|e| {
             FsError::new(
                 FsErrorKind::NotUtf8,
@@ -431,7 +607,11 @@ impl Resolver {
             ));
         }
         let content = content.replacen(old, new, 1);
-        fs::write(&r.real, &content).map_err(|e| io_error("write", path, e))?;
+        // The same open file is rewritten: what was read is what is replaced.
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(content.as_bytes()))
+            .map_err(|e| io_error("write", path, e))?;
         Ok(Edit::new(r.rel, content, occurrences))
     }
 
@@ -492,17 +672,23 @@ impl Resolver {
             Err(e) if e.kind() == FsErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
-        if !r.real.is_dir() {
+        let Ok(dir) = self.dir.open_dir(&r.inner) else {
             return Ok(Vec::new());
-        }
+        };
         let mut out = Vec::new();
-        walk(&r.real, Path::new(""), max_depth, false, &mut |sub, _| {
-            let rel = self.display_rel(&r.rel, sub);
-            if matcher.is_match(&rel) {
-                out.push(rel);
-            }
-            true
-        });
+        walk(
+            &dir,
+            Path::new(""),
+            max_depth,
+            false,
+            &mut |_, _, sub, _| {
+                let rel = self.display_rel(&r.rel, sub);
+                if matcher.is_match(&rel) {
+                    out.push(rel);
+                }
+                true
+            },
+        );
         out.sort();
         Ok(out)
     }
@@ -537,7 +723,9 @@ impl Resolver {
             .transpose()?;
         let path = options.path.as_deref().unwrap_or(".");
         let r = self.resolve(path)?;
-        let meta = fs::metadata(&r.real).map_err(|e| io_error("search", path, e))?;
+        let Some(meta) = self.metadata(&r, "search", path)? else {
+            return Err(io_error("search", path, io::ErrorKind::NotFound.into()));
+        };
         let mut search = Search {
             regex: &regex,
             include: include.as_ref(),
@@ -545,24 +733,50 @@ impl Resolver {
             found: GrepMatches::default(),
         };
         if meta.is_dir() {
+            let dir = self
+                .dir
+                .open_dir(&r.inner)
+                .map_err(|e| self.op_error("search", path, e))?;
             walk(
-                &r.real,
+                &dir,
                 Path::new(""),
                 usize::MAX,
                 true,
-                &mut |sub, kind| {
+                &mut |parent, name, sub, kind| {
                     if kind != EntryKind::File {
                         return true;
                     }
                     let rel = self.display_rel(&r.rel, sub);
-                    // Unreadable files met while walking are skipped.
-                    search.file(&r.real.join(sub), &rel).unwrap_or(true)
+                    // Files that cannot be opened, or are not regular files (any more), are
+                    // skipped.
+                    let open = || -> io::Result<fs::File> {
+                        let file = parent.open_with(
+                            name,
+                            OpenOptions::new()
+                                .read(true)
+                                .nonblock(true)
+                                .follow(FollowSymlinks::No),
+                        )?;
+                        if file.metadata()?.is_file() {
+                            Ok(file.into_std())
+                        } else {
+                            Err(io::ErrorKind::InvalidInput.into())
+                        }
+                    };
+                    search.file(open, &rel).unwrap_or(true)
                 },
             );
         } else {
-            search
-                .file(&r.real, &r.rel)
-                .map_err(|e| io_error("search", path, e))?;
+            let open = || {
+                self.open_file(&r, "search", path, OpenOptions::new().read(true))
+                    .map_err(io::Error::other)
+            };
+            if let Err(e) = search.file(open, &r.rel) {
+                return Err(match e.downcast::<FsError>() {
+                    Ok(e) => e,
+                    Err(e) => io_error("search", path, e),
+                });
+            }
         }
         Ok(search.found)
     }
@@ -576,15 +790,16 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
-    /// Searches one file; returns whether to go on.
-    fn file(&mut self, real: &Path, rel: &str) -> io::Result<bool> {
+    /// Searches one file (opened by `open` if its name is included); returns whether to go
+    /// on.
+    fn file(&mut self, open: impl FnOnce() -> io::Result<fs::File>, rel: &str) -> io::Result<bool> {
         if let Some(include) = self.include {
             let name = rel.rsplit('/').next().unwrap_or(rel);
             if !include.is_match(name) {
                 return Ok(true);
             }
         }
-        let mut reader = BufReader::new(fs::File::open(real)?);
+        let mut reader = BufReader::with_capacity(READ_BUFFER, open()?);
         let mut head = Vec::with_capacity(BINARY_SNIFF);
         (&mut reader)
             .take(BINARY_SNIFF as u64)
@@ -595,9 +810,11 @@ impl Search<'_> {
         let mut reader = io::Cursor::new(head).chain(reader);
         let (mut line, mut number) = (Vec::new(), 0usize);
         loop {
-            line.clear();
-            if reader.read_until(b'\n', &mut line)? == 0 {
-                return Ok(true);
+            match next_line(&mut reader, &mut line, GREP_LINE_CHARS, None) {
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(true),
+                Err(LineError::Io(e)) => return Err(e),
+                Err(LineError::Utf8(_)) => unreachable!("grep does not check UTF-8"),
             }
             number += 1;
             let text = String::from_utf8_lossy(&line);
@@ -615,19 +832,184 @@ impl Search<'_> {
     }
 }
 
+// ===== streamed lines =====
+
+/// Why [`next_line`] failed.
+enum LineError {
+    Io(io::Error),
+    /// The bytes are not UTF-8 (only when asked to check).
+    Utf8(Utf8Error),
+}
+
+/// Whether `b` starts a character (does not continue a UTF-8 sequence).
+fn starts_char(b: u8) -> bool {
+    (b & 0xC0) != 0x80
+}
+
+/// How many characters `bytes` holds, counted as the bytes that do not continue a UTF-8
+/// sequence (valid runs are counted by `str::chars`, which is fast).
+fn count_chars(bytes: &[u8]) -> usize {
+    bytes
+        .utf8_chunks()
+        .map(|c| {
+            c.valid().chars().count() + c.invalid().iter().filter(|&&b| starts_char(b)).count()
+        })
+        .sum()
+}
+
+/// Reads the next line of `reader` into `keep`: at most its first `max_chars` characters (and
+/// at most 4 bytes a character), then its `\n` if it has one. The rest of a longer line is
+/// read in pieces of at most [`READ_BUFFER`] bytes and dropped, so memory stays bounded
+/// whatever the line's length. Characters are counted as the bytes that do not continue a
+/// UTF-8 sequence.
+///
+/// Returns `None` at the end of the input, else how many characters were dropped (a `\r`
+/// before the `\n` not counted). With `utf8`, the line is checked to be UTF-8 as it is read.
+fn next_line(
+    reader: &mut impl BufRead,
+    keep: &mut Vec<u8>,
+    max_chars: usize,
+    mut utf8: Option<&mut Utf8Check>,
+) -> Result<Option<usize>, LineError> {
+    keep.clear();
+    let max_bytes = max_chars.saturating_mul(4);
+    let (mut any, mut newline, mut eof, mut omitted) = (false, false, false, 0usize);
+    let mut last = None;
+    // What fits, read at once (`read_until` finds the newline fast).
+    if max_bytes > 0 {
+        let n = (&mut *reader)
+            .take(max_bytes as u64)
+            .read_until(b'\n', keep)
+            .map_err(LineError::Io)?;
+        any = n > 0;
+        newline = keep.last() == Some(&b'\n');
+        if newline {
+            keep.pop();
+        } else {
+            eof = n < max_bytes;
+        }
+        if let Some(check) = utf8.as_deref_mut() {
+            check.feed(keep).map_err(LineError::Utf8)?;
+        }
+        last = keep.last().copied();
+        // Cut at `max_chars` characters.
+        if keep.len() > max_chars {
+            let mut chars = 0;
+            let cut = keep
+                .iter()
+                .position(|&b| {
+                    let start = starts_char(b);
+                    if start {
+                        chars += 1;
+                    }
+                    start && chars > max_chars
+                })
+                .unwrap_or(keep.len());
+            omitted += count_chars(&keep[cut..]);
+            keep.truncate(cut);
+        }
+    }
+    // The rest of a longer line, dropped.
+    if !newline && !eof {
+        let mut rest = Vec::new();
+        loop {
+            rest.clear();
+            let n = (&mut *reader)
+                .take(READ_BUFFER as u64)
+                .read_until(b'\n', &mut rest)
+                .map_err(LineError::Io)?;
+            if n == 0 {
+                break;
+            }
+            any = true;
+            newline = rest.last() == Some(&b'\n');
+            let body = if newline { &rest[..n - 1] } else { &rest[..] };
+            if let Some(check) = utf8.as_deref_mut() {
+                check.feed(body).map_err(LineError::Utf8)?;
+            }
+            omitted += count_chars(body);
+            if let Some(&b) = body.last() {
+                last = Some(b);
+            }
+            if newline {
+                break;
+            }
+        }
+    }
+    if !any {
+        return Ok(None);
+    }
+    if let Some(check) = utf8 {
+        check.finish().map_err(LineError::Utf8)?;
+    }
+    if newline {
+        if omitted > 0 && last == Some(b'\r') {
+            omitted -= 1;
+        }
+        keep.push(b'\n');
+    }
+    Ok(Some(omitted))
+}
+
+/// Checks that bytes fed piece by piece are UTF-8 (a character may be split between pieces).
+#[derive(Debug, Default)]
+struct Utf8Check {
+    pending: [u8; 4],
+    len: usize,
+}
+
+impl Utf8Check {
+    fn feed(&mut self, mut bytes: &[u8]) -> Result<(), Utf8Error> {
+        while self.len > 0 {
+            let Some((&b, rest)) = bytes.split_first() else {
+                return Ok(());
+            };
+            self.pending[self.len] = b;
+            self.len += 1;
+            bytes = rest;
+            match std::str::from_utf8(&self.pending[..self.len]) {
+                Ok(_) => self.len = 0,
+                // Still incomplete (at most 3 bytes: a 4-byte sequence is complete or wrong).
+                Err(e) if e.error_len().is_none() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match std::str::from_utf8(bytes) {
+            Ok(_) => Ok(()),
+            Err(e) if e.error_len().is_none() => {
+                let tail = &bytes[e.valid_up_to()..];
+                self.pending[..tail.len()].copy_from_slice(tail);
+                self.len = tail.len();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Checks that no character was left incomplete (at the end of a line or of the input).
+    fn finish(&mut self) -> Result<(), Utf8Error> {
+        let pending = &self.pending[..std::mem::take(&mut self.len)];
+        std::str::from_utf8(pending).map(|_| ())
+    }
+}
+
+// ===== walking =====
+
 /// Visits the entries under `dir` (depth first, sorted by name, symlinks not followed) as
-/// paths relative to `dir`, down to `max_depth` levels. `visit` returns whether to go on.
+/// paths relative to `dir`, down to `max_depth` levels: `visit(parent, name, path, kind)`,
+/// where `parent` is the open directory that holds `name`. Each directory is opened beneath
+/// its parent, refusing symlinks. `visit` returns whether to go on.
 fn walk(
-    dir: &Path,
+    dir: &Dir,
     sub: &Path,
     max_depth: usize,
     skip_git: bool,
-    visit: &mut dyn FnMut(&Path, EntryKind) -> bool,
+    visit: &mut dyn FnMut(&Dir, &OsStr, &Path, EntryKind) -> bool,
 ) -> bool {
     if max_depth == 0 {
         return true;
     }
-    let Ok(read) = fs::read_dir(dir.join(sub)) else {
+    let Ok(read) = dir.entries() else {
         return true;
     };
     let mut entries: Vec<_> = read
@@ -637,12 +1019,13 @@ fn walk(
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, kind) in entries {
         let path = sub.join(&name);
-        if !visit(&path, kind) {
+        if !visit(dir, &name, &path, kind) {
             return false;
         }
         if kind == EntryKind::Dir
             && !(skip_git && name == ".git")
-            && !walk(dir, &path, max_depth - 1, skip_git, visit)
+            && let Ok(child) = dir.open_dir_nofollow(&name)
+            && !walk(&child, &path, max_depth - 1, skip_git, visit)
         {
             return false;
         }
@@ -650,18 +1033,134 @@ fn walk(
     true
 }
 
-fn entry_kind(t: &fs::FileType) -> EntryKind {
+fn entry_kind(t: &FileType) -> EntryKind {
     if t.is_symlink() {
         EntryKind::Symlink
     } else if t.is_dir() {
         EntryKind::Dir
-    } else {
+    } else if t.is_file() {
         EntryKind::File
+    } else {
+        EntryKind::Other
     }
+}
+
+/// Refuses what is not a regular file, saying what it is.
+fn regular_file(t: &FileType, path: &str) -> Result<(), FsError> {
+    if t.is_file() {
+        return Ok(());
+    }
+    if t.is_dir() {
+        return Err(FsError::new(
+            FsErrorKind::IsADirectory,
+            format!("`{path}` is a directory, not a file"),
+        ));
+    }
+    #[cfg(unix)]
+    let what = {
+        use cap_std::fs::FileTypeExt;
+        if t.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_block_device() || t.is_char_device() {
+            "a device"
+        } else {
+            "a special file"
+        }
+    };
+    #[cfg(not(unix))]
+    let what = "a special file";
+    Err(FsError::new(
+        FsErrorKind::NotARegularFile,
+        format!("`{path}` is {what}, not a regular file"),
+    ))
+}
+
+/// Whether `e` is the error of an open that would have led out of the root.
+fn is_escape(e: &io::Error) -> bool {
+    // NOTE: cap-std reports escapes as `PermissionDenied` with this message (and `openat2`'s
+    // `EXDEV` the same way).
+    e.kind() == io::ErrorKind::PermissionDenied
+        && e.to_string()
+            .contains("a path led outside of the filesystem")
 }
 
 fn has_glob_meta(s: &str) -> bool {
     s.contains(['*', '?', '[', ']', '{', '}', '\\'])
+}
+
+// ===== names =====
+
+/// The name shown for a file name `name`: itself when it is UTF-8 and reads back as itself
+/// ([`decode_name`]); otherwise each byte that is not UTF-8 as `\xHH` and each `\` as `\\`.
+fn encode_name(name: &OsStr) -> String {
+    let bytes = name.as_encoded_bytes();
+    if let Ok(s) = std::str::from_utf8(bytes)
+        && decode_name(s).is_none()
+    {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' {
+                out.push_str("\\\\");
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02X}");
+        }
+    }
+    out
+}
+
+/// The bytes a path component written escaped names: `Some` if it holds `\\` or `\xHH` with
+/// `HH` from `80` to `FF` (`\\` → `\`, `\xHH` → the byte, any other `\` kept), `None` if it is
+/// to be taken literally.
+fn decode_name(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let (mut escaped, mut i) = (false, 0);
+    while i < b.len() {
+        if b[i] == b'\\' {
+            if b.get(i + 1) == Some(&b'\\') {
+                out.push(b'\\');
+                escaped = true;
+                i += 2;
+                continue;
+            }
+            if b.get(i + 1) == Some(&b'x')
+                && let Some(&[hi, lo]) = b.get(i + 2..i + 4)
+                && let (Some(hi), Some(lo)) = (hex_digit(hi), hex_digit(lo))
+                && hi >= 8
+            {
+                out.push(hi << 4 | lo);
+                escaped = true;
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    escaped.then_some(out)
+}
+
+fn hex_digit(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+#[cfg(unix)]
+fn name_from_bytes(bytes: Vec<u8>) -> OsString {
+    std::os::unix::ffi::OsStringExt::from_vec(bytes)
+}
+
+#[cfg(not(unix))]
+fn name_from_bytes(bytes: Vec<u8>) -> OsString {
+    String::from_utf8_lossy(&bytes).into_owned().into()
 }
 
 /// `path` (absolute) with `.` and `..` removed lexically (`..` stops at `/`).
@@ -711,6 +1210,151 @@ fn io_error(action: &str, path: &str, e: io::Error) -> FsError {
         _ => (FsErrorKind::Io, format!("cannot {action} `{path}`: {e}")),
     };
     FsError::new(kind, message).with_source(e)
+}
+
+#[cfg(test)]
+mod confined_tests {
+    use super::*;
+
+    /// A small seeded generator (xorshift), so failures replay.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// A random file name, rich in the bytes the escape is about.
+    fn name(rng: &mut Rng) -> Vec<u8> {
+        const PIECES: &[&[u8]] = &[
+            b"\\",
+            b"\\\\",
+            b"x",
+            b"\\x",
+            b"\\xE9",
+            b"\\xe9",
+            b"\\x41",
+            b"E9",
+            b"a",
+            b".",
+            b"\xe9",
+            b"\xff",
+            b"\xc3",
+            b"\xa9",
+            b"\xc3\xa9",
+            b"\xe2\x82\xac",
+            b"\xf0\x9f\x98",
+            b"\x80",
+            b"\\x8",
+            b"F",
+            b" ",
+        ];
+        let len = 1 + rng.below(8);
+        let mut out: Vec<u8> = (0..len)
+            .flat_map(|_| PIECES[rng.below(PIECES.len())].iter().copied())
+            .collect();
+        if rng.below(4) == 0 {
+            out.push(1 + rng.below(254) as u8);
+        }
+        out.retain(|&b| b != b'/' && b != 0);
+        if out.is_empty() { b"n".to_vec() } else { out }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn every_name_shown_reads_back_as_itself() {
+        use std::os::unix::ffi::OsStrExt;
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..20_000 {
+            let bytes = name(&mut rng);
+            let shown = encode_name(OsStr::from_bytes(&bytes));
+            let back = decode_name(&shown).unwrap_or_else(|| shown.as_bytes().to_vec());
+            assert_eq!(back, bytes, "{bytes:?} shown as {shown:?}");
+            if let Ok(s) = std::str::from_utf8(&bytes)
+                && !s.contains('\\')
+            {
+                assert_eq!(shown, s, "a plain UTF-8 name is shown as it is");
+            }
+        }
+        assert_eq!(
+            encode_name(OsStr::from_bytes(b"caf\xe9.txt")),
+            "caf\\xE9.txt"
+        );
+        assert_eq!(encode_name(OsStr::from_bytes(b"a\\b")), "a\\b");
+        assert_eq!(encode_name(OsStr::from_bytes(b"caf\\xE9")), "caf\\\\xE9");
+        assert_eq!(decode_name("caf\\xe9.txt"), Some(b"caf\xe9.txt".to_vec()));
+        assert_eq!(decode_name("a\\x41"), None, "ASCII bytes are never escaped");
+    }
+
+    /// The lines of `input` read by [`next_line`] in pieces of `piece` bytes.
+    fn lines(input: &[u8], piece: usize, max_chars: usize) -> Vec<(Vec<u8>, usize)> {
+        struct Pieces<'a>(&'a [u8], usize);
+        impl Read for Pieces<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = self.1.min(buf.len()).min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut reader = BufReader::with_capacity(piece, Pieces(input, piece));
+        let mut out = Vec::new();
+        let mut line = Vec::new();
+        while let Ok(Some(omitted)) = next_line(&mut reader, &mut line, max_chars, None) {
+            out.push((line.clone(), omitted));
+        }
+        out
+    }
+
+    #[test]
+    fn lines_are_cut_while_reading_in_any_pieces() {
+        let input = "héllo wörld\r\nab\n\nlast €€€".as_bytes();
+        for piece in 1..8 {
+            assert_eq!(
+                lines(input, piece, 5),
+                vec![
+                    ("héllo\n".as_bytes().to_vec(), 6),
+                    (b"ab\n".to_vec(), 0),
+                    (b"\n".to_vec(), 0),
+                    (b"last ".to_vec(), 3),
+                ],
+                "pieces of {piece}"
+            );
+            assert_eq!(
+                lines(input, piece, usize::MAX)[0].0,
+                "héllo wörld\r\n".as_bytes()
+            );
+        }
+        // Bytes that are not UTF-8 are bounded too (at most 4 bytes a character).
+        let junk = vec![0x80u8; 10_000];
+        assert_eq!(lines(&junk, 100, 10)[0].0.len(), 40);
+    }
+
+    #[test]
+    fn utf8_is_checked_across_pieces() {
+        let text = "aé€😀\n".repeat(3);
+        for piece in 1..6 {
+            let mut check = Utf8Check::default();
+            for chunk in text.as_bytes().chunks(piece) {
+                check.feed(chunk).unwrap();
+            }
+            check.finish().unwrap();
+        }
+        let mut check = Utf8Check::default();
+        check.feed(b"ok \xe2\x82").unwrap();
+        assert!(check.finish().is_err(), "a cut character is an error");
+        let mut check = Utf8Check::default();
+        check.feed(b"\xe2").unwrap();
+        assert!(check.feed(b"A").is_err());
+    }
 }
 
 // ===== exec =====

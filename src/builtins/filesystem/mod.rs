@@ -37,7 +37,7 @@
 //!
 //! | Tool | Arguments | Output |
 //! |---|---|---|
-//! | `ls` | `path?` | JSON array of `{"name", "type": "file" \| "dir" \| "symlink", "size"}` |
+//! | `ls` | `path?` | JSON array of `{"name", "type": "file" \| "dir" \| "symlink" \| "other", "size"}` |
 //! | `read_file` | `path`, `offset?` (1-based line), `limit?` (lines, default 2,000) | the lines, numbered like `cat -n`, and `(lines a-b of n; read on with offset b+1)` when partial |
 //! | `write_file` | `path`, `content` | creates parent directories; replaces the whole file |
 //! | `edit_file` | `path`, `old_text`, `new_text` | replaces the first exact occurrence of `old_text` |
@@ -65,6 +65,29 @@
 //!
 //! `read_file` streams the file and returns at most [`read_limit`](Filesystem::read_limit)
 //! lines (2,000) from `offset`, each cut at 2,000 characters, so a large file is read in parts.
+//!
+//! # Guarantees and caps
+//!
+//! Files in the root are outside input; over a [`LocalFs`]:
+//!
+//! - **Confinement without races.** A path that leads out of the root (`..`, an absolute
+//!   path elsewhere, a symlink) is refused, and the error does not say where a symlink leads.
+//!   Every file operation opens its path beneath a handle on the root directory, so a process
+//!   that swaps a directory for a symlink meanwhile makes the call fail instead of reaching
+//!   outside.
+//! - **No hangs on special files.** FIFOs, sockets and devices are refused by `read_file`,
+//!   `write_file` and `edit_file` (`` `pipe` is a FIFO (named pipe), not a regular file ``)
+//!   and skipped by `grep`, without ever blocking in `open`; `ls` shows them as `other`.
+//! - **Bounded memory.** `read_file` cuts each line at 2,000 characters *while reading*: it
+//!   keeps at most `limit` × 2,000 characters whatever the file's size (a 2 GiB file without a
+//!   newline costs a few 64 KiB buffers, not 2 GiB). `grep` matches a line on its first 65,536
+//!   characters (at most 256 KiB) and drops the rest as it reads, and shows at most 500
+//!   characters of a matching line and 200 matches. `edit_file` edits files of at most
+//!   32 MiB. `glob` shows at most 1,000 paths, `execute` at most 30,000 characters of output.
+//! - **Every name can be used.** A file name that is not UTF-8 is shown with `\xHH` escapes
+//!   (and `\` as `\\`), and paths given to the tools are read back the same way, so any name
+//!   `ls`, `glob` or `grep` shows can be passed to `read_file`; see [`LocalFs`] for the exact
+//!   rule.
 //!
 //! # Commands
 //!

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::{
     backend::{Backend, ExecOptions, FileText, FsError, FsErrorKind, GrepOptions, ReadRange},
-    local::format_duration,
+    local::{GREP_LINE_CHARS, format_duration},
 };
 use crate::{
     agent::SetupContext,
@@ -81,6 +81,9 @@ fn failure(e: &FsError) -> ToolOutput {
         FsErrorKind::EscapesRoot => "; use paths inside the root, relative to it",
         FsErrorKind::NotUtf8 => "; read_file and edit_file handle UTF-8 text files only",
         FsErrorKind::IsADirectory => "; use `ls` to list a directory",
+        FsErrorKind::NotARegularFile => {
+            "; the file tools read and write regular files only, not FIFOs, sockets or devices"
+        }
         FsErrorKind::OldTextNotFound => {
             "; read the file again and copy old_text exactly, whitespace included, \
              without the line numbers read_file adds"
@@ -104,8 +107,9 @@ struct LsArgs {
 fn ls(fs: Arc<dyn Backend>) -> impl Tool {
     typed_tool(
         "ls",
-        "Lists a directory: a JSON array of {name, type (\"file\", \"dir\" or \"symlink\"), \
-         size (bytes)}, sorted by name.",
+        "Lists a directory: a JSON array of {name, type (\"file\", \"dir\", \"symlink\" or \
+         \"other\"), size (bytes)}, sorted by name. A name that is not UTF-8 is shown with \
+         `\\xHH` escapes (and `\\` as `\\\\`); pass it back as shown.",
         move |args: LsArgs, _ctx: RunContext| {
             let fs = Arc::clone(&fs);
             async move {
@@ -153,7 +157,8 @@ fn read_file(fs: Arc<dyn Backend>, config: Config) -> impl Tool {
                 if limit == 0 {
                     return Out::Ok(ToolOutput::error("", "limit must be at least 1"));
                 }
-                let range = ReadRange::lines(start - 1, limit);
+                let range =
+                    ReadRange::lines(start - 1, limit).max_line_chars(config.max_line_chars);
                 Out::Ok(match fs.read_file(&args.path, range).await {
                     Ok(text) => format_read(&args.path, &text, config.max_line_chars),
                     Err(e) => failure(&e),
@@ -177,20 +182,25 @@ fn format_read(path: &str, text: &FileText, max_line_chars: usize) -> ToolOutput
         );
     }
     let mut out = String::with_capacity(text.text.len() + 8 * text.line_count);
+    // Lines the backend cut while reading, by line number.
+    let mut cut_lines = text.cut_lines.iter().peekable();
     for (i, line) in text.text.lines().enumerate() {
         let n = text.first_line + i;
-        match line.char_indices().nth(max_line_chars) {
-            Some((cut, _)) => {
-                let rest = line[cut..].chars().count();
-                let _ = writeln!(
-                    out,
-                    "{n:>6}\t{} ... ({rest} more characters on this line)",
-                    &line[..cut]
-                );
-            }
-            None => {
-                let _ = writeln!(out, "{n:>6}\t{line}");
-            }
+        while cut_lines.next_if(|(line, _)| *line < n).is_some() {}
+        let omitted = cut_lines
+            .next_if(|(line, _)| *line == n)
+            .map_or(0, |(_, o)| *o);
+        let (kept, rest) = match line.char_indices().nth(max_line_chars) {
+            Some((cut, _)) => (&line[..cut], line[cut..].chars().count() + omitted),
+            None => (line, omitted),
+        };
+        if rest > 0 {
+            let _ = writeln!(
+                out,
+                "{n:>6}\t{kept} ... ({rest} more characters on this line)"
+            );
+        } else {
+            let _ = writeln!(out, "{n:>6}\t{line}");
         }
     }
     if text.is_partial() {
@@ -336,7 +346,7 @@ fn glob(fs: Arc<dyn Backend>, limit: usize) -> impl Tool {
 // ===== grep =====
 
 /// Characters of a matching line shown at most.
-const GREP_LINE_CHARS: usize = 500;
+const GREP_LINE_CHARS_SHOWN: usize = 500;
 
 #[derive(Deserialize, JsonSchema)]
 struct GrepArgs {
@@ -356,7 +366,9 @@ struct GrepArgs {
 fn grep(fs: Arc<dyn Backend>, config: Config) -> impl Tool {
     let description = format!(
         "Searches file contents with a regular expression; one `path:line: text` line per \
-         match, at most {}. Binary files and `.git` directories are skipped.",
+         match, at most {}, each shown up to {GREP_LINE_CHARS_SHOWN} characters. A line is \
+         matched on its first {GREP_LINE_CHARS} characters. Binary files, FIFOs and devices, \
+         and `.git` directories are skipped.",
         config.grep_limit
     );
     typed_tool(
@@ -379,7 +391,7 @@ fn grep(fs: Arc<dyn Backend>, config: Config) -> impl Tool {
                         let mut out = String::new();
                         for m in &found.matches {
                             let _ = write!(out, "{}:{}: ", m.path, m.line_number);
-                            match m.line.char_indices().nth(GREP_LINE_CHARS) {
+                            match m.line.char_indices().nth(GREP_LINE_CHARS_SHOWN) {
                                 Some((cut, _)) => {
                                     let _ = writeln!(out, "{} ...", &m.line[..cut]);
                                 }
