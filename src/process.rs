@@ -375,7 +375,9 @@ mod linux {
                 for p in procs {
                     if p.pid != host
                         && !members.contains(&p.pid)
-                        && (members.contains(&p.ppid) || owns(members, p.pgrp) || owns(members, p.sid))
+                        && (members.contains(&p.ppid)
+                            || owns(members, p.pgrp)
+                            || owns(members, p.sid))
                     {
                         members.insert(p.pid);
                     }

@@ -51,7 +51,12 @@ fn zombie_children() -> Vec<i32> {
             let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
                 return false;
             };
-            let rest: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+            let rest: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect();
             rest[0] == "Z" && rest[1] == me
         })
         .collect()
@@ -59,6 +64,14 @@ fn zombie_children() -> Vec<i32> {
 
 /// Kills what is left (so that a failing run does not leave sleepers behind) and fails.
 fn leftovers(markers: &[&str], when: &str) -> ! {
+    panic!(
+        "left running {when}: {}",
+        leftovers_killed(markers).join(", ")
+    );
+}
+
+/// Kills the processes with one of `markers`; says which.
+fn leftovers_killed(markers: &[&str]) -> Vec<String> {
     let mut found = Vec::new();
     for m in markers {
         for pid in with_arg(m) {
@@ -69,7 +82,7 @@ fn leftovers(markers: &[&str], when: &str) -> ! {
             );
         }
     }
-    panic!("left running {when}: {}", found.join(", "));
+    found
 }
 
 /// Asserts that no process with one of `markers` runs, now (`within` zero) or within `within`.
@@ -184,18 +197,25 @@ async fn a_one_shot_deny_stands_when_a_setsid_child_holds_stdout() {
         let started = Instant::now();
         let resp = builder.build().run("go").await.unwrap();
         let took = started.elapsed();
+        let mut problems = Vec::new();
+        if !seen.lock().unwrap().is_empty() {
+            problems.push("the tool ran".to_owned());
+        }
+        let text = tool_text(&resp);
+        if !text.starts_with("denied: ") || (exit == 0 && !text.contains("not today")) {
+            problems.push(format!("the tool call answered {text:?}"));
+        }
+        if took >= Duration::from_secs(2) {
+            problems.push(format!(
+                "the call took {took:?} (the hook's timeout is 5 s)"
+            ));
+        }
+        if !problems.is_empty() {
+            let _ = leftovers_killed(&[marker]);
+            panic!("hook exiting {exit}: {}", problems.join("; "));
+        }
         // The sleeper is killed (and reaped) before the call returns.
         assert_gone(&[marker], Duration::ZERO, "after the hook call").await;
-        assert!(seen.lock().unwrap().is_empty(), "the tool ran (exit {exit})");
-        let text = tool_text(&resp);
-        assert!(text.starts_with("denied: "), "exit {exit}: {text}");
-        if exit == 0 {
-            assert!(text.contains("not today"), "{text}");
-        }
-        assert!(
-            took < Duration::from_secs(2),
-            "exit {exit}: the call took {took:?} (the hook's timeout is 5 s)"
-        );
     }
     assert_no_zombies().await;
 }
@@ -227,7 +247,10 @@ exit 0"#
             .hooks_dir(&dir)
             .project_dir(&project)
             .build();
-        let _ = tx.send(built.map(|h| h.commands(tower_agent::layers::command::HookEvent::PreToolUse).len()));
+        let _ = tx.send(built.map(|h| {
+            h.commands(tower_agent::layers::command::HookEvent::PreToolUse)
+                .len()
+        }));
     });
     let built = match rx.recv_timeout(Duration::from_secs(5)) {
         Ok(built) => built,
@@ -262,7 +285,12 @@ async fn a_dropped_run_kills_what_a_one_shot_hook_started_with_setsid() {
     }
     run.abort();
     assert!(run.await.unwrap_err().is_cancelled());
-    assert_gone(&markers, Duration::from_secs(2), "after the run was dropped").await;
+    assert_gone(
+        &markers,
+        Duration::from_secs(2),
+        "after the run was dropped",
+    )
+    .await;
     assert!(seen.lock().unwrap().is_empty());
     assert_no_zombies().await;
 }
@@ -295,7 +323,12 @@ for line in sys.stdin:
         started(m).await;
     }
     drop(agent);
-    assert_gone(&markers, Duration::from_secs(4), "after the agent was dropped").await;
+    assert_gone(
+        &markers,
+        Duration::from_secs(4),
+        "after the agent was dropped",
+    )
+    .await;
     assert_no_zombies().await;
 }
 

@@ -163,7 +163,11 @@ pub(crate) async fn run(
             }
         };
         let reads = async {
-            tokio::join!(write, read_capped(stdout, &mut out), read_capped(stderr, &mut err));
+            tokio::join!(
+                write,
+                read_capped(stdout, &mut out),
+                read_capped(stderr, &mut err)
+            );
         };
         let mut reads = std::pin::pin!(reads);
         let mut read_all = false;
