@@ -19,8 +19,8 @@
 //! - in its process group, or in a process group or session led by a process that belongs to it;
 //! - a descendant of this process carrying the command's `TOWER_AGENT_SCOPE` value in its
 //!   environment (`/proc/<pid>/environ`): `setsid sh -c '…' &` and `setsid -f sleep 1000`;
-//! - a descendant of this process holding one of the command's stdio pipes open
-//!   (`/proc/<pid>/fd`): this also finds `env -i setsid -f sleep 1000`, which clears the
+//! - a descendant of this process holding the command's end of one of its stdio pipes
+//!   (`/proc/<pid>/fd` and `fdinfo`): this also finds `env -i setsid -f sleep 1000`, which clears the
 //!   environment, as long as it keeps an inherited stdin, stdout or stderr.
 //!
 //! The sweep repeats (a process may fork while it is being killed) until nothing of the tree is
@@ -164,7 +164,7 @@ mod linux {
         unistd::Pid,
     };
 
-    use super::{MAX_ROUNDS, Pipe, SCOPE_ENV};
+    use super::{MAX_ROUNDS, SCOPE_ENV};
 
     /// The most bytes of a process's environment read when looking for the scope id.
     const MAX_ENVIRON: u64 = 1 << 20;
@@ -244,16 +244,45 @@ mod linux {
         env.split(|&b| b == 0).any(|var| var == want.as_bytes())
     }
 
-    fn holds_pipe(pid: i32, pipes: &[OsString]) -> bool {
+    /// The access mode (`O_ACCMODE` bits) of a process's file descriptor.
+    fn access_mode(pid: &str, fd: &str) -> Option<u32> {
+        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+        let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?;
+        Some(u32::from_str_radix(flags.trim(), 8).ok()? & 0o3)
+    }
+
+    /// Whether `pid` holds the command's end of one of `pipes`. (Only the command's end: a
+    /// process this process is forking holds copies of this process's ends until it execs.)
+    fn holds_pipe(pid: i32, pipes: &[Pipe]) -> bool {
         if pipes.is_empty() {
             return false;
         }
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             return false;
         };
-        fds.filter_map(Result::ok)
-            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-            .any(|target| pipes.iter().any(|p| p == target.as_os_str()))
+        let pid = pid.to_string();
+        fds.filter_map(Result::ok).any(|fd| {
+            let Ok(target) = std::fs::read_link(fd.path()) else {
+                return false;
+            };
+            pipes.iter().any(|p| {
+                p.target == target.as_os_str()
+                    && fd
+                        .file_name()
+                        .to_str()
+                        .and_then(|fd| access_mode(&pid, fd))
+                        .is_some_and(|mode| mode != p.our_mode)
+            })
+        })
+    }
+
+    /// A pipe given to the command.
+    #[derive(Debug)]
+    struct Pipe {
+        /// Its `/proc/self/fd` target (`pipe:[inode]`), the same for both ends.
+        target: OsString,
+        /// The access mode of the end this process holds.
+        our_mode: u32,
     }
 
     /// Sends `SIGKILL` to `p` if the pid still names the same process.
@@ -280,12 +309,12 @@ mod linux {
         leader: Option<i32>,
         /// Every process found to belong to the tree: pid → start time.
         known: HashMap<i32, u64>,
-        /// `/proc/self/fd` targets of the pipes given to the command (`pipe:[…]`).
-        pipes: Vec<OsString>,
+        /// The pipes given to the command.
+        pipes: Vec<Pipe>,
     }
 
     impl Tree {
-        pub(super) fn started(&mut self, pid: Option<u32>, pipes: &[&dyn Pipe]) {
+        pub(super) fn started(&mut self, pid: Option<u32>, pipes: &[&dyn super::Pipe]) {
             self.leader = pid.and_then(|p| i32::try_from(p).ok());
             if let Some(pid) = self.leader {
                 lock(&LEADERS).push(pid);
@@ -297,8 +326,12 @@ mod linux {
                 let fd = pipe.as_fd().as_raw_fd();
                 if let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}"))
                     && target.to_string_lossy().starts_with("pipe:")
+                    && let Some(our_mode) = access_mode("self", &fd.to_string())
                 {
-                    self.pipes.push(target.into_os_string());
+                    self.pipes.push(Pipe {
+                        target: target.into_os_string(),
+                        our_mode,
+                    });
                 }
             }
         }
