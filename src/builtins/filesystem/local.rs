@@ -52,8 +52,8 @@ const BINARY_SNIFF: usize = 8 * 1024;
 /// in a new process group. When the shell exits, whatever it left running is killed (its output
 /// is then read for at most 0.5 s more); when the timeout expires or the future is dropped, the
 /// shell and everything it started are killed (`SIGKILL`). On Linux that includes processes
-/// that left the group (`setsid -f`, `nohup … &`); see the crate's process supervision notes
-/// in [`Filesystem`](super::Filesystem#commands) for exactly what is found.
+/// that left the group (`setsid -f`, `nohup … &`); see
+/// [what "everything it started" covers](super#commands).
 ///
 /// File operations run on tokio's blocking thread pool.
 ///
