@@ -30,6 +30,10 @@
 //! waited for here — tokio or its owner reaps it. Process identity is the pid *and* its start
 //! time, re-checked right before each signal, so a reused pid is not killed.
 //!
+//! Caps: at most [`MAX_ROUNDS`] (50) scans per sweep, 2 ms apart; at most 1 MiB of a
+//! process's environment is read when looking for the scope id. A child this process is
+//! spawning (still running this process's executable) is never taken for a pipe holder.
+//!
 //! Not covered, by design: a process that drops every mark — clears or overwrites its
 //! environment, leaves the process group and session, and closes or redirects every inherited
 //! pipe (`env -i setsid -f cmd </dev/null >/dev/null 2>&1`) — is not attributed to the command
@@ -251,12 +255,25 @@ mod linux {
         Some(u32::from_str_radix(flags.trim(), 8).ok()? & 0o3)
     }
 
-    /// Whether `pid` holds the command's end of one of `pipes`. (Only the command's end: a
-    /// process this process is forking holds copies of this process's ends until it execs.)
+    /// Whether `pid` holds the command's end of one of `pipes`, looked at twice.
+    ///
+    /// A child this process is spawning holds copies of every descriptor of this process until
+    /// it execs (they are close-on-exec), including the command's ends of the pipes of a
+    /// command spawned at the same time: a process still running this process's executable
+    /// is not counted, and the second look makes it very unlikely that an `exec` closing them
+    /// right then is mistaken for a holder.
     fn holds_pipe(pid: i32, pipes: &[Pipe]) -> bool {
         if pipes.is_empty() {
             return false;
         }
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+        if exe.is_none() || exe == std::fs::read_link("/proc/self/exe").ok() {
+            return false;
+        }
+        holds_pipe_now(pid, pipes) && holds_pipe_now(pid, pipes)
+    }
+
+    fn holds_pipe_now(pid: i32, pipes: &[Pipe]) -> bool {
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             return false;
         };
@@ -285,9 +302,12 @@ mod linux {
         our_mode: u32,
     }
 
-    /// Sends `SIGKILL` to `p` if the pid still names the same process.
-    fn kill(p: &Stat) {
-        if stat(p.pid).is_some_and(|now| now.start == p.start) {
+    /// Sends `SIGKILL` to `p` if the pid still names the same process (and is not the
+    /// command of another live tree).
+    fn kill(p: &Stat, leader: Option<i32>) {
+        if (Some(p.pid) == leader || !lock(&LEADERS).contains(&p.pid))
+            && stat(p.pid).is_some_and(|now| now.start == p.start)
+        {
             let _ = signal::kill(Pid::from_raw(p.pid), Signal::SIGKILL);
         }
     }
@@ -357,7 +377,7 @@ mod linux {
                 let mut pending = false;
                 for p in procs.iter().filter(|p| members.contains(&p.pid)) {
                     if !p.dead() {
-                        kill(p);
+                        kill(p, self.leader);
                         pending = true;
                     } else if p.ppid == host && Some(p.pid) != self.leader && !reap(p.pid) {
                         pending = true;
