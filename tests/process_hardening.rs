@@ -387,3 +387,35 @@ async fn execute_kills_what_the_command_started_with_setsid() {
     assert_gone(&["1000.115"], Duration::ZERO, "after execute timed out").await;
     assert_no_zombies().await;
 }
+
+/// Commands spawned while others are swept: a child this process is still spawning holds
+/// copies of the other commands' pipes, and must not be taken for one of theirs (killed, or
+/// its exit status stolen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_commands_do_not_sweep_each_other() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()));
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let fs = Arc::clone(&fs);
+            tokio::spawn(async move {
+                for i in 0..25 {
+                    let out = fs
+                        .exec(&format!("echo {t}.{i}"), ExecOptions::default())
+                        .await
+                        .unwrap_or_else(|e| panic!("command {t}.{i}: {e}"));
+                    assert_eq!(
+                        (out.output.as_str(), out.exit_code),
+                        (format!("{t}.{i}\n").as_str(), Some(0)),
+                        "command {t}.{i}: {out:?}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_no_zombies().await;
+}
