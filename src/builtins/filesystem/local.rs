@@ -25,11 +25,11 @@ use super::backend::{
     Backend, DirEntry, Edit, EntryKind, ExecOptions, ExecOutput, FileText, FsError, FsErrorKind,
     GrepMatch, GrepMatches, GrepOptions, ReadRange,
 };
-use crate::process::ProcessGroup;
+use crate::process::ProcessTree;
 
 /// How many symlinks [`LocalFs`] follows by hand (dangling ones) before giving up.
 const MAX_SYMLINK_HOPS: u32 = 40;
-/// How long output is still read after the shell exited and its process group was killed.
+/// How long output is still read after the shell exited and what it left running was killed.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// Files whose first bytes hold a NUL are binary and skipped by grep.
 const BINARY_SNIFF: usize = 8 * 1024;
@@ -111,9 +111,11 @@ const READ_BUFFER: usize = 64 * 1024;
 /// # Commands
 ///
 /// [`exec`](Backend::exec) runs `sh -c` in the root, stdin closed, stdout and stderr merged,
-/// in a new process group. When the shell exits, whatever it left running in its group is
-/// killed; when the timeout expires or the future is dropped, the whole group is killed
-/// (`SIGKILL`). A process that leaves the group on purpose (`setsid`) is not tracked.
+/// in a new process group. When the shell exits, whatever it left running is killed (its output
+/// is then read for at most 0.5 s more); when the timeout expires or the future is dropped, the
+/// shell and everything it started are killed (`SIGKILL`). On Linux that includes processes
+/// that left the group (`setsid -f`, `nohup … &`); see
+/// [what "everything it started" covers](super#commands).
 ///
 /// File operations run on tokio's blocking thread pool.
 ///
@@ -1381,14 +1383,13 @@ async fn exec(root: &Path, command: &str, options: ExecOptions) -> Result<ExecOu
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    #[cfg(unix)]
-    cmd.process_group(0);
+    // Kills the tree when this future is dropped, however it ends.
+    let mut tree = ProcessTree::prepare(cmd.as_std_mut());
     let mut child = cmd.spawn().map_err(|e| {
         FsError::new(FsErrorKind::Io, format!("cannot run `sh`: {e}")).with_source(e)
     })?;
-    // Kills the group when this future is dropped, however it ends.
-    let mut group = ProcessGroup::new(child.id());
     let mut stdout = child.stdout.take().expect("stdout is piped");
+    tree.started(child.id(), &[&stdout]);
     let mut capture = Capture::new(options.max_output);
 
     let run = async {
@@ -1404,8 +1405,8 @@ async fn exec(root: &Path, command: &str, options: ExecOptions) -> Result<ExecOu
                 status = child.wait() => break status.map_err(exec_io_error)?,
             }
         };
-        // Whatever the shell left running in its group would keep the output open.
-        group.kill();
+        // Whatever the shell left running would keep the output open.
+        tree.kill();
         if !eof {
             let _ = tokio::time::timeout(EXIT_GRACE, async {
                 while let Ok(n) = stdout.read(&mut buf).await {
@@ -1422,7 +1423,7 @@ async fn exec(root: &Path, command: &str, options: ExecOptions) -> Result<ExecOu
     let status = match tokio::time::timeout(options.timeout, run).await {
         Ok(status) => status?,
         Err(_) => {
-            group.kill();
+            tree.kill();
             // Kills the shell (again) and reaps it.
             let _ = child.kill().await;
             return Err(FsError::new(

@@ -94,7 +94,30 @@
 //! `execute` runs `sh -c <command>` in the root, in its own process group. It is killed —
 //! with everything it started — when it outlives its timeout (default 120 s, per call up to
 //! 600 s) or when the tool call is dropped (the run is cancelled, a timeout layer fires);
-//! when it exits, whatever it left running in its group is killed too. Use
+//! when it exits, whatever it left running is killed too, and its output is read for at most
+//! 0.5 s more.
+//!
+//! **What "everything it started" covers (no orphan processes).** On Linux, the first
+//! supervised command (an `execute` call or a [command hook](crate::layers::command)) makes
+//! this process a child subreaper (`PR_SET_CHILD_SUBREAPER`), so that what a command orphans
+//! (`setsid -f`, `nohup … &`, a double fork) is re-parented to this process rather than `init`.
+//! Each command gets a unique `TOWER_AGENT_SCOPE` environment variable. When its call ends,
+//! `/proc` is scanned and every process that belongs to the command is killed (`SIGKILL`): the
+//! command and its descendants; members of its process group, or of a group or session one of
+//! them leads; and any descendant of this process that carries the command's
+//! `TOWER_AGENT_SCOPE` or holds the command's end of one of its stdio pipes — so
+//! `setsid sh -c '…' &`, `setsid -f sleep 1000` and even `env -i setsid -f sleep 1000` are
+//! found. The scan repeats until nothing of the command is alive (at most 50 rounds, 2 ms
+//! apart); the orphans it adopted and killed are reaped (it never waits for a pid it did not
+//! adopt, such as the command itself or a process the application spawned), and a pid is only
+//! signalled if its start time still matches, so a reused pid is not hit. Not covered: a
+//! process that drops every mark (clears its environment, starts a new session *and*
+//! redirects all its inherited stdio, e.g. `env -i setsid -f cmd </dev/null >/dev/null 2>&1`)
+//! keeps running once its parent has exited, and if it exits before this process it stays a
+//! zombie child of this process. Being a subreaper also means that processes the application
+//! itself orphans are re-parented to this process (the sweep does not touch them). On other
+//! Unix systems only the process group is killed: a process that leaves it (`setsid`) is not
+//! tracked. Use
 //! [`without_execute`](Filesystem::without_execute) to offer the file tools only. See
 //! [`LocalFs`] for the exact confinement rules.
 

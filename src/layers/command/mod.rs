@@ -101,7 +101,9 @@
 //! `{"events": ["PreToolUse", "Stop"], "matcher": "bash"}` (optional `timeout`, `failClosed`,
 //! `persistent`). It is then run like an exec-form handler (with
 //! `TOWER_AGENT_HOOK_ACTION=run`). A describe that fails, times out (10 s) or prints anything
-//! else is a [`ConfigError`] naming the file.
+//! else is a [`ConfigError`] naming the file. Once the describe step has exited, what it left
+//! running is killed and its output is read for at most 100 ms more, so a process it started
+//! that keeps its stdout open (`setsid … &`) cannot hold up `build()`.
 //!
 //! # Events
 //!
@@ -179,9 +181,18 @@
 //! # Execution
 //!
 //! All matching handlers of an event run in parallel, each with its own timeout. A handler
-//! runs in its own process group: when it times out, or when the run is dropped or cancelled
-//! while it runs, the whole group is killed (`SIGKILL`) and the handler reaped; when it exits,
-//! whatever it left running in its group is killed too.
+//! runs in its own process group, with a unique `TOWER_AGENT_SCOPE` in its environment: when it
+//! times out, or when the run is dropped or cancelled while it runs, it is killed (`SIGKILL`)
+//! with everything it started and reaped; when it exits, whatever it left running is killed
+//! too. On Linux "everything it started" includes processes that left its process group
+//! (`setsid`, double forks): this process becomes a child subreaper on the first command it
+//! supervises; [the `execute` docs](crate::builtins::filesystem#commands) say exactly what is
+//! found. Elsewhere on Unix only the process group is killed.
+//!
+//! Once a one-shot handler has exited, its answer is what it wrote: its stdout and stderr are
+//! read for at most 100 ms more (after what it left running was killed), then used as they
+//! are — a process it started that still holds its stdout (`setsid sleep 1000 &`) can neither
+//! delay the answer nor turn a `deny` into a timeout.
 //!
 //! # Persistent hooks
 //!
@@ -203,8 +214,8 @@
 //! one. When the last clone of the `CommandHooks` and of every hook set and agent made from it
 //! is dropped (a run's [`RunContext`](crate::context::RunContext) holds its agent's hooks too,
 //! so a kept model request keeps them), its stdin is closed; it then has one second to exit
-//! before its process group is killed. Its stderr is read to its end, whatever it holds, and
-//! logged at debug level. A handler in Python:
+//! before it is killed with everything it started (as above). Its stderr is read to its end,
+//! whatever it holds, and logged at debug level. A handler in Python:
 //!
 //! ```python
 //! #!/usr/bin/env python3

@@ -29,10 +29,10 @@ use super::{
     config::Exec,
     process::{self, Failure, Reply, Report, Stdout},
 };
-use crate::process::ProcessGroup;
+use crate::process::ProcessTree;
 
 /// How long a persistent process may take to exit once its stdin is closed, before its
-/// process group is killed.
+/// process and everything it started are killed.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
 
 /// The most bytes kept of one line a persistent process prints, on stdout or stderr: 1 MiB,
@@ -63,7 +63,7 @@ struct Conn {
     stdin: tokio::sync::Mutex<ChildStdin>,
     shared: Arc<Shared>,
     /// Dropped with the connection: the reader then gives the process [`EXIT_GRACE`] to exit
-    /// (its stdin is closed) and kills its group.
+    /// (its stdin is closed) and kills it with everything it started.
     _shutdown: oneshot::Sender<()>,
 }
 
@@ -71,7 +71,7 @@ struct Conn {
 struct Shared {
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Reply, String>>>>,
     dead: AtomicBool,
-    group: Mutex<ProcessGroup>,
+    tree: Mutex<ProcessTree>,
 }
 
 impl Shared {
@@ -81,11 +81,11 @@ impl Shared {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Kills the process group; the reader then sees the end of stdout and fails what is
-    /// pending.
+    /// Kills the process and everything it started; the reader then sees the end of stdout and
+    /// fails what is pending.
     fn kill(&self) {
         self.dead.store(true, Ordering::Release);
-        self.group.lock().unwrap_or_else(|p| p.into_inner()).kill();
+        self.tree.lock().unwrap_or_else(|p| p.into_inner()).kill();
     }
 }
 
@@ -196,8 +196,9 @@ impl Persistent {
     }
 
     fn start(&self) -> Result<Conn, Failure> {
-        let mut cmd =
-            tokio::process::Command::from(process::command(&self.exec, &self.dir, "serve"));
+        let mut std_cmd = process::command(&self.exec, &self.dir, "serve");
+        let mut tree = ProcessTree::prepare(&mut std_cmd);
+        let mut cmd = tokio::process::Command::from(std_cmd);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -212,13 +213,17 @@ impl Persistent {
             }
         })?;
         tracing::debug!(hook = %self.exec.label(), pid = ?child.id(), "persistent hook started");
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        match &child.stderr {
+            Some(stderr) => tree.started(child.id(), &[&stdin, &stdout, stderr]),
+            None => tree.started(child.id(), &[&stdin, &stdout]),
+        }
         let shared = Arc::new(Shared {
             pending: Mutex::default(),
             dead: AtomicBool::new(false),
-            group: Mutex::new(ProcessGroup::new(child.id())),
+            tree: Mutex::new(tree),
         });
-        let stdin = child.stdin.take().expect("stdin is piped");
-        let stdout = child.stdout.take().expect("stdout is piped");
         if let Some(stderr) = child.stderr.take() {
             let label = self.exec.label();
             tokio::spawn(async move {

@@ -12,10 +12,13 @@ use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::config::{Exec, Handler, HookEvent};
-use crate::{context::RunContext, process::ProcessGroup};
+use crate::{context::RunContext, process::ProcessTree};
 
 /// The most bytes kept of a hook's stdout or stderr (the rest is read and dropped).
 const MAX_CAPTURE: usize = 1 << 20;
+/// How long a hook's stdout and stderr are still read once it has exited and what it left
+/// running was killed: its answer is what it wrote by then.
+pub(crate) const EXIT_GRACE: Duration = Duration::from_millis(100);
 /// The longest string taken from a hook's answer (as in the protocol).
 pub(crate) const MAX_CHARS: usize = 10_000;
 
@@ -102,8 +105,6 @@ pub(crate) fn command(exec: &Exec, dir: &Path, action: &str) -> std::process::Co
         .env("CLAUDE_PROJECT_DIR", dir)
         .env("TOWER_AGENT_PROJECT_DIR", dir)
         .env("TOWER_AGENT_HOOK_ACTION", action);
-    #[cfg(unix)]
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd
 }
 
@@ -116,26 +117,43 @@ fn spawn_error(exec: &Exec, e: &io::Error) -> Failure {
     }
 }
 
-/// Runs a handler once: `input` on stdin, killed (with its whole process group) after
-/// `timeout` or when the returned future is dropped. When the handler exits, whatever it left
-/// running in its process group is killed too.
+/// Runs a handler once: `input` on stdin, killed (with everything it started, see
+/// [`crate::process`]) after `timeout` or when the returned future is dropped. When the handler
+/// exits, whatever it left running is killed and its stdout and stderr are read for at most
+/// [`EXIT_GRACE`] more: its answer is what it wrote before it exited, even if a process it
+/// started (`setsid`) still held its stdout open.
 pub(crate) async fn run(
     exec: &Exec,
     dir: &Path,
     input: &[u8],
     timeout: Duration,
 ) -> Result<Reply, Failure> {
-    let mut cmd = tokio::process::Command::from(command(exec, dir, "run"));
+    let mut std_cmd = command(exec, dir, "run");
+    // Kills the tree when this future is dropped, however it ends.
+    let mut tree = ProcessTree::prepare(&mut std_cmd);
+    let mut cmd = tokio::process::Command::from(std_cmd);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     let mut child = cmd.spawn().map_err(|e| spawn_error(exec, &e))?;
-    // Kills the group when this future is dropped, however it ends.
-    let mut group = ProcessGroup::new(child.id());
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
+    {
+        let mut pipes: Vec<&dyn crate::process::Pipe> = Vec::new();
+        if let Some(p) = &stdin {
+            pipes.push(p);
+        }
+        if let Some(p) = &stdout {
+            pipes.push(p);
+        }
+        if let Some(p) = &stderr {
+            pipes.push(p);
+        }
+        tree.started(child.id(), &pipes);
+    }
+    let (mut out, mut err) = (Vec::new(), Vec::new());
 
     let work = async {
         let write = async {
@@ -144,28 +162,40 @@ pub(crate) async fn run(
                 let _ = stdin.write_all(input).await;
             }
         };
-        let wait = async {
-            let status = child.wait().await;
-            // Whatever the hook left running in its group would keep the pipes open.
-            group.kill();
-            status
+        let reads = async {
+            tokio::join!(
+                write,
+                read_capped(stdout, &mut out),
+                read_capped(stderr, &mut err)
+            );
         };
-        let ((), out, err, status) =
-            tokio::join!(write, read_capped(stdout), read_capped(stderr), wait);
-        (out, err, status)
+        let mut reads = std::pin::pin!(reads);
+        let mut read_all = false;
+        let status = loop {
+            tokio::select! {
+                () = &mut reads, if !read_all => read_all = true,
+                status = child.wait() => break status,
+            }
+        };
+        // Whatever the hook left running would keep the pipes open.
+        tree.kill();
+        if !read_all {
+            let _ = tokio::time::timeout(EXIT_GRACE, reads).await;
+        }
+        status
     };
     match tokio::time::timeout(timeout, work).await {
-        Ok((out, err, status)) => {
+        Ok(status) => {
             let status =
                 status.map_err(|e| Failure::Io(format!("cannot wait for the hook: {e}")))?;
             Ok(Reply {
                 code: status.code(),
-                stdout: Stdout::Text(out),
-                stderr: err,
+                stdout: Stdout::Text(String::from_utf8_lossy(&out).into_owned()),
+                stderr: String::from_utf8_lossy(&err).into_owned(),
             })
         }
         Err(_) => {
-            group.kill();
+            tree.kill();
             // Kills the leader (again) and reaps it.
             let _ = child.kill().await;
             Err(Failure::Timeout(timeout))
@@ -173,12 +203,11 @@ pub(crate) async fn run(
     }
 }
 
-/// Reads a pipe to its end, keeping at most [`MAX_CAPTURE`] bytes.
-async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>) -> String {
+/// Reads a pipe to its end into `kept`, keeping at most [`MAX_CAPTURE`] bytes.
+async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>, kept: &mut Vec<u8>) {
     let Some(mut pipe) = pipe else {
-        return String::new();
+        return;
     };
-    let mut kept = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
         match pipe.read(&mut buf).await {
@@ -189,7 +218,6 @@ async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&kept).into_owned()
 }
 
 /// The output of a synchronous run (describe).
@@ -199,41 +227,68 @@ pub(crate) struct SyncOutput {
     pub(crate) stderr: String,
 }
 
-/// Runs `exec` with no input and waits (blocking) at most `timeout`.
+/// Runs `exec` with no input and waits (blocking) at most `timeout`, then at most
+/// [`EXIT_GRACE`] for its output once it has exited (and what it left running was killed).
 pub(crate) fn run_sync(
     exec: &Exec,
     dir: &Path,
     action: &str,
     timeout: Duration,
 ) -> Result<SyncOutput, String> {
-    use std::io::Read;
-    let mut child = command(exec, dir, action)
+    use std::{
+        io::Read,
+        sync::{Arc, Mutex},
+    };
+    let mut cmd = command(exec, dir, action);
+    let mut tree = ProcessTree::prepare(&mut cmd);
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run `{}`: {e}", exec.label()))?;
-    let mut group = ProcessGroup::new(Some(child.id()));
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+    {
+        let mut pipes: Vec<&dyn crate::process::Pipe> = Vec::new();
+        if let Some(p) = &child.stdout {
+            pipes.push(p);
+        }
+        if let Some(p) = &child.stderr {
+            pipes.push(p);
+        }
+        tree.started(Some(child.id()), &pipes);
+    }
+    // A reader keeps what it read in a shared buffer, so that it can be given up on.
+    type Kept = Arc<Mutex<Vec<u8>>>;
+    let reader = |pipe: Option<Box<dyn Read + Send>>, done: std::sync::mpsc::Sender<()>| {
+        let kept: Kept = Arc::default();
+        let k = Arc::clone(&kept);
         std::thread::spawn(move || {
-            let mut text = Vec::new();
-            if let Some(pipe) = pipe {
-                let _ = pipe.take(MAX_CAPTURE as u64).read_to_end(&mut text);
+            if let Some(mut pipe) = pipe {
+                let mut buf = [0u8; 8192];
+                while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                    let mut kept = k.lock().unwrap_or_else(|p| p.into_inner());
+                    let room = MAX_CAPTURE.saturating_sub(kept.len());
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                }
             }
-            String::from_utf8_lossy(&text).into_owned()
-        })
+            let _ = done.send(());
+        });
+        kept
     };
+    let (done, finished) = std::sync::mpsc::channel();
     let out = reader(
         child
             .stdout
             .take()
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        done.clone(),
     );
     let err = reader(
         child
             .stderr
             .take()
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        done,
     );
     let started = Instant::now();
     let status = loop {
@@ -243,7 +298,8 @@ pub(crate) fn run_sync(
                 std::thread::sleep(Duration::from_millis(5));
             }
             Ok(None) => {
-                group.kill();
+                tree.kill();
+                let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!(
                     "did not answer within {}; killed",
@@ -253,11 +309,22 @@ pub(crate) fn run_sync(
             Err(e) => return Err(format!("cannot wait for `{}`: {e}", exec.label())),
         }
     };
-    group.kill();
+    tree.kill();
+    // Both readers end at the end of their pipe; give up on them after the grace.
+    let grace = Instant::now() + EXIT_GRACE;
+    for _ in 0..2 {
+        let left = grace.saturating_duration_since(Instant::now());
+        if finished.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+    let text = |kept: &Kept| {
+        String::from_utf8_lossy(&kept.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+    };
     Ok(SyncOutput {
         code: status.code(),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
+        stdout: text(&out),
+        stderr: text(&err),
     })
 }
 
