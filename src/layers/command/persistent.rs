@@ -541,7 +541,8 @@ mod tests {
                 let shared = Shared {
                     pending: Mutex::default(),
                     dead: AtomicBool::new(false),
-                    group: Mutex::new(ProcessGroup::new(None)),
+                    // Never started: dropping it sweeps nothing.
+                    tree: Mutex::new(crate::process::ProcessTree::prepare(&mut std::process::Command::new("true"))),
                 };
                 let mut waiting = HashMap::new();
                 for id in 1..=4 {
