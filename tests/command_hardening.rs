@@ -15,6 +15,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
+use support::{passed, peak_rss_kib, reported_number, rerun};
 use tower_agent::{
     Agent, AgentRequest, BoxError,
     agent::AgentBuilder,
@@ -271,36 +272,6 @@ async fn a_persistent_hook_surrounded_by_seeded_garbage_answers_every_event_righ
 /// Selects the memory case a re-executed test binary runs.
 const MEMORY_CASE: &str = "TOWER_AGENT_HARDENING_CASE";
 
-/// Peak resident memory of this process (`VmHWM`), in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/self/status")
-}
-
-/// Runs memory case `case` in a child process (this test binary, re-executed for `test`)
-/// and returns how much its peak RSS grew during the case, in MiB.
-fn growth_in_child(test: &str, case: &str) -> u64 {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(MEMORY_CASE, case)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
-    let kib: u64 = stdout
-        .lines()
-        .find_map(|l| l.split("PEAK_GROWTH_KIB=").nth(1))
-        .unwrap_or_else(|| panic!("no measure in:\n{stdout}\n{stderr}"))
-        .parse()
-        .unwrap();
-    kib / 1024
-}
-
 /// The persistent hook writes 300 MB without a newline on `stream` (`stdout` or `stderr`)
 /// for the second event, then ends the line and denies. Prints the peak RSS growth.
 fn memory_case(stream: &str) {
@@ -343,32 +314,33 @@ done"#
     });
 }
 
+/// The memory test `test`: in the parent, runs itself again in a child process for `stream`
+/// and bounds how much the child's peak RSS grew; in that child, [`memory_case`].
+fn costs_little_memory(test: &str, stream: &str) {
+    if let Ok(case) = std::env::var(MEMORY_CASE) {
+        memory_case(&case);
+        return;
+    }
+    let out = rerun(test).env(MEMORY_CASE, stream).output().unwrap();
+    passed(&out, test);
+    let mib = reported_number(&out, "PEAK_GROWTH_KIB") / 1024;
+    assert!(mib < 32, "peak RSS grew by {mib} MiB for a 300 MB line");
+}
+
 #[test]
 fn a_persistent_hook_printing_300_mb_without_newline_on_stdout_costs_little_memory() {
-    match std::env::var(MEMORY_CASE) {
-        Ok(case) => memory_case(&case),
-        Err(_) => {
-            let mib = growth_in_child(
-                "a_persistent_hook_printing_300_mb_without_newline_on_stdout_costs_little_memory",
-                "stdout",
-            );
-            assert!(mib < 32, "peak RSS grew by {mib} MiB for a 300 MB line");
-        }
-    }
+    costs_little_memory(
+        "a_persistent_hook_printing_300_mb_without_newline_on_stdout_costs_little_memory",
+        "stdout",
+    );
 }
 
 #[test]
 fn a_persistent_hook_printing_300_mb_without_newline_on_stderr_costs_little_memory() {
-    match std::env::var(MEMORY_CASE) {
-        Ok(case) => memory_case(&case),
-        Err(_) => {
-            let mib = growth_in_child(
-                "a_persistent_hook_printing_300_mb_without_newline_on_stderr_costs_little_memory",
-                "stderr",
-            );
-            assert!(mib < 32, "peak RSS grew by {mib} MiB for a 300 MB line");
-        }
-    }
+    costs_little_memory(
+        "a_persistent_hook_printing_300_mb_without_newline_on_stderr_costs_little_memory",
+        "stderr",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

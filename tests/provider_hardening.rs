@@ -7,6 +7,7 @@
 #![cfg(feature = "openai")]
 
 mod loopback;
+mod support;
 
 use std::time::Duration;
 
@@ -471,9 +472,8 @@ async fn anthropic_streams_and_bodies_are_bounded_too() {
 
 #[cfg(target_os = "linux")]
 mod memory {
-    use std::process::Command;
-
     use super::*;
+    use crate::support::{passed, peak_rss_kib, reported, reported_number, rerun};
 
     /// Which case the child runs, and the server it talks to.
     const CASE: &str = "TOWER_AGENT_MEMORY_CASE";
@@ -503,47 +503,23 @@ mod memory {
             Ok(resp) => println!("answer of {} bytes", resp.message.text().len()),
             Err(err) => println!("error={}", provider_error(&err)),
         }
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let peak = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .expect("VmHWM in /proc/self/status");
-        println!("peak_kib={}", peak.trim().trim_end_matches("kB").trim());
+        println!("peak_kib={}", peak_rss_kib());
     }
 
     /// Runs `case` in a child process against a server sending `reply`; its peak RSS.
     fn peak_of(case: &str, reply: Reply) -> (u64, String) {
         let server = Server::start();
         server.reply(reply);
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "memory::memory_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let out = rerun("memory::memory_child")
+            .arg("--ignored")
             .env(CASE, case)
             .env(URL, server.url())
             .output()
             .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "{case}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let peak = stdout
-            .lines()
-            .find_map(|l| l.split_once("peak_kib=").map(|(_, p)| p))
-            .unwrap_or_else(|| panic!("{case}: no peak in {stdout}"));
-        let error = stdout
-            .lines()
-            // NOTE: libtest prints the test's name on the same line, before the output.
-            .find_map(|l| l.split_once("error=").map(|(_, e)| e))
-            .unwrap_or_default()
-            .to_owned();
-        let peak = peak.parse::<u64>().unwrap() * 1024;
+        let stdout = passed(&out, case);
+        let peak = reported_number(&out, "peak_kib") * 1024;
+        // NOTE: libtest prints the test's name on the same line, before the output.
+        let error = reported(&stdout, "error").unwrap_or_default().to_owned();
         eprintln!("{case}: peak resident memory {} KiB", peak / 1024);
         (peak, error)
     }
