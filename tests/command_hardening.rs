@@ -7,7 +7,6 @@
 mod support;
 
 use std::{
-    os::unix::fs::PermissionsExt,
     path::PathBuf,
     process::Command,
     sync::{Arc, Mutex},
@@ -15,89 +14,20 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use support::{passed, peak_rss_kib, reported_number, rerun};
+use support::{
+    command::{Scripts, agent, tool_texts, warnings},
+    passed, peak_rss_kib, reported_number, rerun,
+};
 use tower_agent::{
-    Agent, AgentRequest, BoxError,
-    agent::AgentBuilder,
-    layers::{command::CommandHooks, hooks::Hooks},
-    model::{BoxModelService, ScriptedModel},
+    Agent, AgentRequest, BoxError, layers::command::CommandHooks, model::ScriptedModel,
     tool::tool_fn,
 };
 
 // ===== helpers =====
 
-/// A temp dir holding the scripts of one test; also the hooks' project dir.
-struct Scripts {
-    dir: tempfile::TempDir,
-}
-
-impl Scripts {
-    fn new() -> Self {
-        Scripts {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Writes an executable bash script; returns its path as a string.
-    fn bash(&self, name: &str, body: &str) -> String {
-        let path = self.path(name);
-        std::fs::write(&path, format!("#!/usr/bin/env bash\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path.to_string_lossy().into_owned()
-    }
-
-    /// Command hooks with one PreToolUse handler for `bash`.
-    fn pre_tool_use(&self, command: &str, extra: Value) -> CommandHooks {
-        let mut handler = json!({ "type": "command", "command": command });
-        handler
-            .as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        CommandHooks::builder()
-            .settings_json(
-                json!({ "hooks": { "PreToolUse": [{ "matcher": "bash", "hooks": [handler] }] } }),
-                "settings.json",
-            )
-            .project_dir(self.dir.path())
-            .build()
-            .unwrap()
-    }
-}
-
 /// The start of a persistent bash hook: `id` is the id of each event line read.
 const SERVE: &str = r#"while IFS= read -r line; do
   id=$(printf '%s' "$line" | sed -E 's/^\{"id":([0-9]+),.*/\1/')"#;
-
-/// A `bash` tool that records the arguments it gets and answers `ran: <command>`.
-fn agent(
-    model: &ScriptedModel,
-    hooks: Hooks,
-) -> (AgentBuilder<BoxModelService>, Arc<Mutex<Vec<Value>>>) {
-    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let s = Arc::clone(&seen);
-    let tool = tool_fn(
-        "bash",
-        "Runs a command",
-        json!({"type": "object"}),
-        move |args: Value, _| {
-            let seen = Arc::clone(&s);
-            async move {
-                let command = args["command"].as_str().unwrap_or_default().to_owned();
-                seen.lock().unwrap().push(args);
-                Ok::<_, BoxError>(format!("ran: {command}"))
-            }
-        },
-    );
-    let builder = Agent::builder()
-        .model(model.clone())
-        .tool(tool)
-        .hooks(hooks.compile().unwrap());
-    (builder, seen)
-}
 
 /// The model calls `bash` once per command (one step each), then answers "done".
 fn calls_bash(commands: &[&str]) -> ScriptedModel {
@@ -106,22 +36,6 @@ fn calls_bash(commands: &[&str]) -> ScriptedModel {
         model = model.tool_call("bash", json!({ "command": command }));
     }
     model.text("done")
-}
-
-/// Collects the run's warnings (Notification callbacks).
-fn warnings(hooks: Hooks) -> (Hooks, Arc<Mutex<Vec<String>>>) {
-    let log: Arc<Mutex<Vec<String>>> = Arc::default();
-    let l = Arc::clone(&log);
-    let hooks = hooks.on_notification(move |m, _| l.lock().unwrap().push(m.to_owned()));
-    (hooks, log)
-}
-
-fn tool_texts(resp: &tower_agent::AgentResponse) -> Vec<String> {
-    resp.messages
-        .iter()
-        .filter(|m| m.tool_call_id.is_some())
-        .map(|m| m.text().into_owned())
-        .collect()
 }
 
 // ===== 1(a), 1(b): bytes that are not UTF-8 are data =====
@@ -231,12 +145,10 @@ for line in sys.stdin:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_hook_surrounded_by_seeded_garbage_answers_every_event_right() {
     let s = Scripts::new();
-    let path = s.path("noisy.py");
-    std::fs::write(&path, format!("#!/usr/bin/env python3\n{NOISY}")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let noisy = s.python("noisy.py", NOISY);
     let hooks = s
         .pre_tool_use(
-            &path.to_string_lossy(),
+            &noisy,
             json!({ "persistent": true, "timeout": 30, "failClosed": true }),
         )
         .into_hooks();

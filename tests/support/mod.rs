@@ -6,6 +6,9 @@
 //! code there, hence the `allow`.
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(unix)]
+pub mod command;
+
 use std::{
     collections::HashSet,
     process::{Command, Output},
