@@ -40,20 +40,12 @@ fn calls_bash(commands: &[&str]) -> ScriptedModel {
 
 // ===== 1(a), 1(b): bytes that are not UTF-8 are data =====
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_persistent_hook_printing_a_non_utf8_line_on_stdout_still_denies() {
+/// Runs a persistent hook that reads events with [`SERVE`] and runs `answer` for each, on two
+/// `bash` calls. Checks that one process denied both alike, that the tool did not run and that
+/// the hook was not taken for dead; returns the denial.
+async fn one_process_denies_twice(answer: &str) -> String {
     let s = Scripts::new();
-    // Each event: a garbage line (not UTF-8, not JSON), then a deny; the deny's own reason
-    // holds a byte that is not UTF-8 too.
-    let hook = s.bash(
-        "persistent.sh",
-        &format!(
-            r#"{SERVE}
-  printf '\xff\xfe garbage {{"id":\x80\n'
-  printf '{{"id":%s,"exit":2,"stderr":"denied by pid %s \xff"}}\n' "$id" "$$"
-done"#
-        ),
-    );
+    let hook = s.bash("persistent.sh", &format!("{SERVE}\n{answer}\ndone"));
     let (hooks, warned) = warnings(
         s.pre_tool_use(&hook, json!({ "persistent": true, "timeout": 20 }))
             .into_hooks(),
@@ -62,55 +54,41 @@ done"#
     let resp = builder.build().run("go").await.unwrap();
     let outputs = tool_texts(&resp);
     assert_eq!(outputs.len(), 2, "{outputs:?}");
-    for out in &outputs {
-        assert!(out.starts_with("denied: denied by pid "), "{out}");
-        assert!(
-            out.ends_with(" \u{FFFD}"),
-            "the byte is decoded lossily: {out}"
-        );
-    }
     assert_eq!(outputs[0], outputs[1], "one process answered both events");
     assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
     let warned = warned.lock().unwrap().join("\n");
     assert!(!warned.contains("exited before answering"), "{warned}");
+    outputs[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_hook_printing_a_non_utf8_line_on_stdout_still_denies() {
+    // Each event: a garbage line (not UTF-8, not JSON), then a deny; the deny's own reason
+    // holds a byte that is not UTF-8 too.
+    let out = one_process_denies_twice(
+        r#"  printf '\xff\xfe garbage {"id":\x80\n'
+  printf '{"id":%s,"exit":2,"stderr":"denied by pid %s \xff"}\n' "$id" "$$""#,
+    )
+    .await;
+    assert!(out.starts_with("denied: denied by pid "), "{out}");
+    assert!(
+        out.ends_with(" \u{FFFD}"),
+        "the byte is decoded lossily: {out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_hook_writing_a_non_utf8_line_on_stderr_survives_and_denies() {
-    let s = Scripts::new();
     // A non-UTF-8 stderr line, a pause (a stopped reader would have closed the pipe by
     // then), more stderr (SIGPIPE if it had), then the deny.
-    let hook = s.bash(
-        "persistent.sh",
-        &format!(
-            r#"{SERVE}
-  printf 'bad \xff\xfe bytes\n' >&2
+    let out = one_process_denies_twice(
+        r#"  printf 'bad \xff\xfe bytes\n' >&2
   sleep 0.3
   for i in 1 2 3; do echo "still here $i" >&2; done
-  printf '{{"id":%s,"exit":2,"stderr":"denied by pid %s"}}\n' "$id" "$$"
-done"#
-        ),
-    );
-    let (hooks, warned) = warnings(
-        s.pre_tool_use(&hook, json!({ "persistent": true, "timeout": 20 }))
-            .into_hooks(),
-    );
-    let (builder, seen) = agent(&calls_bash(&["rm -rf /", "rm -rf ~"]), hooks);
-    let resp = builder.build().run("go").await.unwrap();
-    let outputs = tool_texts(&resp);
-    assert_eq!(outputs.len(), 2, "{outputs:?}");
-    assert!(
-        outputs[0].starts_with("denied: denied by pid "),
-        "{}",
-        outputs[0]
-    );
-    assert_eq!(
-        outputs[0], outputs[1],
-        "the same process answered both events"
-    );
-    assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
-    let warned = warned.lock().unwrap().join("\n");
-    assert!(!warned.contains("exited before answering"), "{warned}");
+  printf '{"id":%s,"exit":2,"stderr":"denied by pid %s"}\n' "$id" "$$""#,
+    )
+    .await;
+    assert!(out.starts_with("denied: denied by pid "), "{out}");
 }
 
 /// A persistent hook that surrounds each answer with seeded garbage: random bytes (not UTF-8,
