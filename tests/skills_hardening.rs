@@ -8,7 +8,9 @@ use std::{path::Path, time::Instant};
 
 use futures_util::StreamExt;
 use proptest::prelude::*;
-use support::{passed, peak_rss_kib, reported, reported_all, reported_number, rerun_after};
+use support::{
+    passed, peak_rss_kib, reported, reported_all, reported_number, rerun_after, write_skill,
+};
 use tower_agent::{
     Agent,
     agent::AgentEvent,
@@ -27,14 +29,6 @@ fn billion_laughs() -> String {
     }
     yaml.push_str("---\nLaugh.\n");
     yaml
-}
-
-fn write_skill(root: &Path, dir: &str, text: &str) -> std::path::PathBuf {
-    let dir = root.join(dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("SKILL.md");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// The warnings and the system prompt of one run of a [`Skills`] stage over `dir`.

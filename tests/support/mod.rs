@@ -11,6 +11,7 @@ pub mod command;
 
 use std::{
     collections::HashSet,
+    path::{Path, PathBuf},
     process::{Command, Output},
     sync::{
         Arc, Mutex,
@@ -222,6 +223,15 @@ pub async fn wait_dead(pid: i32) -> bool {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     false
+}
+
+/// Writes `text` as the skill file `<root>/<dir>/SKILL.md`, making `dir`; returns its path.
+pub fn write_skill(root: &Path, dir: &str, text: &str) -> PathBuf {
+    let dir = root.join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("SKILL.md");
+    std::fs::write(&path, text).unwrap();
+    path
 }
 
 // ===== child processes =====
