@@ -25,9 +25,15 @@ use tower_agent::{
 
 // ===== helpers =====
 
-/// The start of a persistent bash hook: `id` is the id of each event line read.
-const SERVE: &str = r#"while IFS= read -r line; do
+/// Writes `persistent.sh`, a persistent bash hook that runs `each` for each event line it
+/// reads, with `$id` the event's id and `$n` how many events it has read; returns its path.
+fn persistent_hook(s: &Scripts, each: &str) -> String {
+    let serve = r#"n=0
+while IFS= read -r line; do
+  n=$((n+1))
   id=$(printf '%s' "$line" | sed -E 's/^\{"id":([0-9]+),.*/\1/')"#;
+    s.bash("persistent.sh", &format!("{serve}\n{each}\ndone"))
+}
 
 /// The model calls `bash` once per command (one step each), then answers "done".
 fn calls_bash(commands: &[&str]) -> ScriptedModel {
@@ -40,12 +46,12 @@ fn calls_bash(commands: &[&str]) -> ScriptedModel {
 
 // ===== 1(a), 1(b): bytes that are not UTF-8 are data =====
 
-/// Runs a persistent hook that reads events with [`SERVE`] and runs `answer` for each, on two
-/// `bash` calls. Checks that one process denied both alike, that the tool did not run and that
-/// the hook was not taken for dead; returns the denial.
+/// Runs a [`persistent_hook`] that runs `answer` for each event, on two `bash` calls. Checks
+/// that one process denied both alike, that the tool did not run and that the hook was not
+/// taken for dead; returns the denial.
 async fn one_process_denies_twice(answer: &str) -> String {
     let s = Scripts::new();
-    let hook = s.bash("persistent.sh", &format!("{SERVE}\n{answer}\ndone"));
+    let hook = persistent_hook(&s, answer);
     let (hooks, warned) = warnings(
         s.pre_tool_use(&hook, json!({ "persistent": true, "timeout": 20 }))
             .into_hooks(),
@@ -173,15 +179,11 @@ fn memory_case(stream: &str) {
     rt.block_on(async {
         let s = Scripts::new();
         let redirect = if stream == "stderr" { ">&2" } else { "" };
-        let hook = s.bash(
-            "persistent.sh",
+        let hook = persistent_hook(
+            &s,
             &format!(
-                r#"n=0
-{SERVE}
-  n=$((n+1))
-  if [ $n -eq 3 ]; then head -c 300000000 /dev/zero {redirect}; printf '\n' {redirect}; fi
-  printf '{{"id":%s,"exit":2,"stderr":"denied %s"}}\n' "$id" "$n"
-done"#
+                r#"  if [ $n -eq 3 ]; then head -c 300000000 /dev/zero {redirect}; printf '\n' {redirect}; fi
+  printf '{{"id":%s,"exit":2,"stderr":"denied %s"}}\n' "$id" "$n""#
             ),
         );
         let hooks = s
@@ -237,19 +239,13 @@ fn a_persistent_hook_printing_300_mb_without_newline_on_stderr_costs_little_memo
 async fn an_answer_longer_than_1_mib_fails_its_event_at_once() {
     let s = Scripts::new();
     // The answer of the first event is 2 MiB long; the second event gets a short deny.
-    let hook = s.bash(
-        "persistent.sh",
-        &format!(
-            r#"n=0
-{SERVE}
-  n=$((n+1))
-  if [ $n -eq 1 ]; then
-    printf '{{"id":%s,"exit":2,"stderr":"' "$id"; head -c 2097152 /dev/zero | tr '\0' x; printf '"}}\n'
+    let hook = persistent_hook(
+        &s,
+        r#"  if [ $n -eq 1 ]; then
+    printf '{"id":%s,"exit":2,"stderr":"' "$id"; head -c 2097152 /dev/zero | tr '\0' x; printf '"}\n'
   else
-    printf '{{"id":%s,"exit":2,"stderr":"short deny"}}\n' "$id"
-  fi
-done"#
-        ),
+    printf '{"id":%s,"exit":2,"stderr":"short deny"}\n' "$id"
+  fi"#,
     );
     for (fail_closed, expected) in [(true, "hook `"), (false, "ran: rm -rf /")] {
         let (hooks, warned) = warnings(
