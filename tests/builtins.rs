@@ -1,9 +1,10 @@
 //! The todo, skills and memory built-ins, end to end with real temporary files.
 
-use std::path::Path;
+mod support;
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+use support::write_skill;
 use tower_agent::{
     Agent, AgentRequest,
     agent::AgentEvent,
@@ -28,14 +29,6 @@ fn tool_results(messages: &Messages) -> Vec<Message> {
         .filter(|m| m.role == Role::Tool)
         .cloned()
         .collect()
-}
-
-fn write_skill(root: &Path, dir: &str, text: &str) -> std::path::PathBuf {
-    let dir = root.join(dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("SKILL.md");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 fn skill_md(name: &str, description: &str, extra: &str, body: &str) -> String {

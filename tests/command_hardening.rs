@@ -7,7 +7,6 @@
 mod support;
 
 use std::{
-    os::unix::fs::PermissionsExt,
     path::PathBuf,
     process::Command,
     sync::{Arc, Mutex},
@@ -15,87 +14,25 @@ use std::{
 };
 
 use serde_json::{Value, json};
+use support::{
+    command::{Scripts, agent, tool_texts, warnings},
+    passed, peak_rss_kib, reported_number, rerun,
+};
 use tower_agent::{
-    Agent, AgentRequest, BoxError,
-    agent::AgentBuilder,
-    layers::{command::CommandHooks, hooks::Hooks},
-    model::{BoxModelService, ScriptedModel},
+    Agent, AgentRequest, BoxError, layers::command::CommandHooks, model::ScriptedModel,
     tool::tool_fn,
 };
 
 // ===== helpers =====
 
-/// A temp dir holding the scripts of one test; also the hooks' project dir.
-struct Scripts {
-    dir: tempfile::TempDir,
-}
-
-impl Scripts {
-    fn new() -> Self {
-        Scripts {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Writes an executable bash script; returns its path as a string.
-    fn bash(&self, name: &str, body: &str) -> String {
-        let path = self.path(name);
-        std::fs::write(&path, format!("#!/usr/bin/env bash\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path.to_string_lossy().into_owned()
-    }
-
-    /// Command hooks with one PreToolUse handler for `bash`.
-    fn pre_tool_use(&self, command: &str, extra: Value) -> CommandHooks {
-        let mut handler = json!({ "type": "command", "command": command });
-        handler
-            .as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        CommandHooks::builder()
-            .settings_json(
-                json!({ "hooks": { "PreToolUse": [{ "matcher": "bash", "hooks": [handler] }] } }),
-                "settings.json",
-            )
-            .project_dir(self.dir.path())
-            .build()
-            .unwrap()
-    }
-}
-
-/// The start of a persistent bash hook: `id` is the id of each event line read.
-const SERVE: &str = r#"while IFS= read -r line; do
+/// Writes `persistent.sh`, a persistent bash hook that runs `each` for each event line it
+/// reads, with `$id` the event's id and `$n` how many events it has read; returns its path.
+fn persistent_hook(s: &Scripts, each: &str) -> String {
+    let serve = r#"n=0
+while IFS= read -r line; do
+  n=$((n+1))
   id=$(printf '%s' "$line" | sed -E 's/^\{"id":([0-9]+),.*/\1/')"#;
-
-/// A `bash` tool that records the arguments it gets and answers `ran: <command>`.
-fn agent(
-    model: &ScriptedModel,
-    hooks: Hooks,
-) -> (AgentBuilder<BoxModelService>, Arc<Mutex<Vec<Value>>>) {
-    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let s = Arc::clone(&seen);
-    let tool = tool_fn(
-        "bash",
-        "Runs a command",
-        json!({"type": "object"}),
-        move |args: Value, _| {
-            let seen = Arc::clone(&s);
-            async move {
-                let command = args["command"].as_str().unwrap_or_default().to_owned();
-                seen.lock().unwrap().push(args);
-                Ok::<_, BoxError>(format!("ran: {command}"))
-            }
-        },
-    );
-    let builder = Agent::builder()
-        .model(model.clone())
-        .tool(tool)
-        .hooks(hooks.compile().unwrap());
-    (builder, seen)
+    s.bash("persistent.sh", &format!("{serve}\n{each}\ndone"))
 }
 
 /// The model calls `bash` once per command (one step each), then answers "done".
@@ -107,38 +44,14 @@ fn calls_bash(commands: &[&str]) -> ScriptedModel {
     model.text("done")
 }
 
-/// Collects the run's warnings (Notification callbacks).
-fn warnings(hooks: Hooks) -> (Hooks, Arc<Mutex<Vec<String>>>) {
-    let log: Arc<Mutex<Vec<String>>> = Arc::default();
-    let l = Arc::clone(&log);
-    let hooks = hooks.on_notification(move |m, _| l.lock().unwrap().push(m.to_owned()));
-    (hooks, log)
-}
-
-fn tool_texts(resp: &tower_agent::AgentResponse) -> Vec<String> {
-    resp.messages
-        .iter()
-        .filter(|m| m.tool_call_id.is_some())
-        .map(|m| m.text().into_owned())
-        .collect()
-}
-
 // ===== 1(a), 1(b): bytes that are not UTF-8 are data =====
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_persistent_hook_printing_a_non_utf8_line_on_stdout_still_denies() {
+/// Runs a [`persistent_hook`] that runs `answer` for each event, on two `bash` calls. Checks
+/// that one process denied both alike, that the tool did not run and that the hook was not
+/// taken for dead; returns the denial.
+async fn one_process_denies_twice(answer: &str) -> String {
     let s = Scripts::new();
-    // Each event: a garbage line (not UTF-8, not JSON), then a deny; the deny's own reason
-    // holds a byte that is not UTF-8 too.
-    let hook = s.bash(
-        "persistent.sh",
-        &format!(
-            r#"{SERVE}
-  printf '\xff\xfe garbage {{"id":\x80\n'
-  printf '{{"id":%s,"exit":2,"stderr":"denied by pid %s \xff"}}\n' "$id" "$$"
-done"#
-        ),
-    );
+    let hook = persistent_hook(&s, answer);
     let (hooks, warned) = warnings(
         s.pre_tool_use(&hook, json!({ "persistent": true, "timeout": 20 }))
             .into_hooks(),
@@ -147,55 +60,41 @@ done"#
     let resp = builder.build().run("go").await.unwrap();
     let outputs = tool_texts(&resp);
     assert_eq!(outputs.len(), 2, "{outputs:?}");
-    for out in &outputs {
-        assert!(out.starts_with("denied: denied by pid "), "{out}");
-        assert!(
-            out.ends_with(" \u{FFFD}"),
-            "the byte is decoded lossily: {out}"
-        );
-    }
     assert_eq!(outputs[0], outputs[1], "one process answered both events");
     assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
     let warned = warned.lock().unwrap().join("\n");
     assert!(!warned.contains("exited before answering"), "{warned}");
+    outputs[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_hook_printing_a_non_utf8_line_on_stdout_still_denies() {
+    // Each event: a garbage line (not UTF-8, not JSON), then a deny; the deny's own reason
+    // holds a byte that is not UTF-8 too.
+    let out = one_process_denies_twice(
+        r#"  printf '\xff\xfe garbage {"id":\x80\n'
+  printf '{"id":%s,"exit":2,"stderr":"denied by pid %s \xff"}\n' "$id" "$$""#,
+    )
+    .await;
+    assert!(out.starts_with("denied: denied by pid "), "{out}");
+    assert!(
+        out.ends_with(" \u{FFFD}"),
+        "the byte is decoded lossily: {out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_hook_writing_a_non_utf8_line_on_stderr_survives_and_denies() {
-    let s = Scripts::new();
     // A non-UTF-8 stderr line, a pause (a stopped reader would have closed the pipe by
     // then), more stderr (SIGPIPE if it had), then the deny.
-    let hook = s.bash(
-        "persistent.sh",
-        &format!(
-            r#"{SERVE}
-  printf 'bad \xff\xfe bytes\n' >&2
+    let out = one_process_denies_twice(
+        r#"  printf 'bad \xff\xfe bytes\n' >&2
   sleep 0.3
   for i in 1 2 3; do echo "still here $i" >&2; done
-  printf '{{"id":%s,"exit":2,"stderr":"denied by pid %s"}}\n' "$id" "$$"
-done"#
-        ),
-    );
-    let (hooks, warned) = warnings(
-        s.pre_tool_use(&hook, json!({ "persistent": true, "timeout": 20 }))
-            .into_hooks(),
-    );
-    let (builder, seen) = agent(&calls_bash(&["rm -rf /", "rm -rf ~"]), hooks);
-    let resp = builder.build().run("go").await.unwrap();
-    let outputs = tool_texts(&resp);
-    assert_eq!(outputs.len(), 2, "{outputs:?}");
-    assert!(
-        outputs[0].starts_with("denied: denied by pid "),
-        "{}",
-        outputs[0]
-    );
-    assert_eq!(
-        outputs[0], outputs[1],
-        "the same process answered both events"
-    );
-    assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
-    let warned = warned.lock().unwrap().join("\n");
-    assert!(!warned.contains("exited before answering"), "{warned}");
+  printf '{"id":%s,"exit":2,"stderr":"denied by pid %s"}\n' "$id" "$$""#,
+    )
+    .await;
+    assert!(out.starts_with("denied: denied by pid "), "{out}");
 }
 
 /// A persistent hook that surrounds each answer with seeded garbage: random bytes (not UTF-8,
@@ -230,12 +129,10 @@ for line in sys.stdin:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_hook_surrounded_by_seeded_garbage_answers_every_event_right() {
     let s = Scripts::new();
-    let path = s.path("noisy.py");
-    std::fs::write(&path, format!("#!/usr/bin/env python3\n{NOISY}")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let noisy = s.python("noisy.py", NOISY);
     let hooks = s
         .pre_tool_use(
-            &path.to_string_lossy(),
+            &noisy,
             json!({ "persistent": true, "timeout": 30, "failClosed": true }),
         )
         .into_hooks();
@@ -271,36 +168,6 @@ async fn a_persistent_hook_surrounded_by_seeded_garbage_answers_every_event_righ
 /// Selects the memory case a re-executed test binary runs.
 const MEMORY_CASE: &str = "TOWER_AGENT_HARDENING_CASE";
 
-/// Peak resident memory of this process (`VmHWM`), in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/self/status")
-}
-
-/// Runs memory case `case` in a child process (this test binary, re-executed for `test`)
-/// and returns how much its peak RSS grew during the case, in MiB.
-fn growth_in_child(test: &str, case: &str) -> u64 {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(MEMORY_CASE, case)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
-    let kib: u64 = stdout
-        .lines()
-        .find_map(|l| l.split("PEAK_GROWTH_KIB=").nth(1))
-        .unwrap_or_else(|| panic!("no measure in:\n{stdout}\n{stderr}"))
-        .parse()
-        .unwrap();
-    kib / 1024
-}
-
 /// The persistent hook writes 300 MB without a newline on `stream` (`stdout` or `stderr`)
 /// for the second event, then ends the line and denies. Prints the peak RSS growth.
 fn memory_case(stream: &str) {
@@ -312,15 +179,11 @@ fn memory_case(stream: &str) {
     rt.block_on(async {
         let s = Scripts::new();
         let redirect = if stream == "stderr" { ">&2" } else { "" };
-        let hook = s.bash(
-            "persistent.sh",
+        let hook = persistent_hook(
+            &s,
             &format!(
-                r#"n=0
-{SERVE}
-  n=$((n+1))
-  if [ $n -eq 3 ]; then head -c 300000000 /dev/zero {redirect}; printf '\n' {redirect}; fi
-  printf '{{"id":%s,"exit":2,"stderr":"denied %s"}}\n' "$id" "$n"
-done"#
+                r#"  if [ $n -eq 3 ]; then head -c 300000000 /dev/zero {redirect}; printf '\n' {redirect}; fi
+  printf '{{"id":%s,"exit":2,"stderr":"denied %s"}}\n' "$id" "$n""#
             ),
         );
         let hooks = s
@@ -343,51 +206,46 @@ done"#
     });
 }
 
+/// The memory test `test`: in the parent, runs itself again in a child process for `stream`
+/// and bounds how much the child's peak RSS grew; in that child, [`memory_case`].
+fn costs_little_memory(test: &str, stream: &str) {
+    if let Ok(case) = std::env::var(MEMORY_CASE) {
+        memory_case(&case);
+        return;
+    }
+    let out = rerun(test).env(MEMORY_CASE, stream).output().unwrap();
+    passed(&out, test);
+    let mib = reported_number(&out, "PEAK_GROWTH_KIB") / 1024;
+    assert!(mib < 32, "peak RSS grew by {mib} MiB for a 300 MB line");
+}
+
 #[test]
 fn a_persistent_hook_printing_300_mb_without_newline_on_stdout_costs_little_memory() {
-    match std::env::var(MEMORY_CASE) {
-        Ok(case) => memory_case(&case),
-        Err(_) => {
-            let mib = growth_in_child(
-                "a_persistent_hook_printing_300_mb_without_newline_on_stdout_costs_little_memory",
-                "stdout",
-            );
-            assert!(mib < 32, "peak RSS grew by {mib} MiB for a 300 MB line");
-        }
-    }
+    costs_little_memory(
+        "a_persistent_hook_printing_300_mb_without_newline_on_stdout_costs_little_memory",
+        "stdout",
+    );
 }
 
 #[test]
 fn a_persistent_hook_printing_300_mb_without_newline_on_stderr_costs_little_memory() {
-    match std::env::var(MEMORY_CASE) {
-        Ok(case) => memory_case(&case),
-        Err(_) => {
-            let mib = growth_in_child(
-                "a_persistent_hook_printing_300_mb_without_newline_on_stderr_costs_little_memory",
-                "stderr",
-            );
-            assert!(mib < 32, "peak RSS grew by {mib} MiB for a 300 MB line");
-        }
-    }
+    costs_little_memory(
+        "a_persistent_hook_printing_300_mb_without_newline_on_stderr_costs_little_memory",
+        "stderr",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_longer_than_1_mib_fails_its_event_at_once() {
     let s = Scripts::new();
     // The answer of the first event is 2 MiB long; the second event gets a short deny.
-    let hook = s.bash(
-        "persistent.sh",
-        &format!(
-            r#"n=0
-{SERVE}
-  n=$((n+1))
-  if [ $n -eq 1 ]; then
-    printf '{{"id":%s,"exit":2,"stderr":"' "$id"; head -c 2097152 /dev/zero | tr '\0' x; printf '"}}\n'
+    let hook = persistent_hook(
+        &s,
+        r#"  if [ $n -eq 1 ]; then
+    printf '{"id":%s,"exit":2,"stderr":"' "$id"; head -c 2097152 /dev/zero | tr '\0' x; printf '"}\n'
   else
-    printf '{{"id":%s,"exit":2,"stderr":"short deny"}}\n' "$id"
-  fi
-done"#
-        ),
+    printf '{"id":%s,"exit":2,"stderr":"short deny"}\n' "$id"
+  fi"#,
     );
     for (fail_closed, expected) in [(true, "hook `"), (false, "ran: rm -rf /")] {
         let (hooks, warned) = warnings(

@@ -4,114 +4,32 @@
 mod support;
 
 use std::{
-    os::unix::fs::PermissionsExt,
-    path::{Path, PathBuf},
+    path::Path,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use serde_json::{Value, json};
-use support::{alive, wait_dead};
+use support::{
+    alive,
+    command::{Scripts, agent, on, tool_text, warnings},
+    wait_dead,
+};
 use tower::service_fn;
 use tower_agent::{
     Agent, BoxError,
-    agent::{AgentBuilder, Outcome},
+    agent::Outcome,
     layers::{
         command::{CommandHooks, HookEvent},
-        hooks::{ApprovalDecision, ApprovalRequest, Hooks},
+        hooks::{ApprovalDecision, ApprovalRequest},
         summarize::SummarizeLayer,
     },
     message::Message,
-    model::{BoxModelService, ModelRequest, ScriptedModel},
+    model::{ModelRequest, ScriptedModel},
     tool::tool_fn,
 };
 
 // ===== helpers =====
-
-/// A temp dir holding the scripts of one test; also the hooks' project dir.
-struct Scripts {
-    dir: tempfile::TempDir,
-}
-
-impl Scripts {
-    fn new() -> Self {
-        Scripts {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Writes an executable script; returns its path as a string.
-    fn script(&self, name: &str, body: &str) -> String {
-        let path = self.path(name);
-        std::fs::write(&path, body).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path.to_string_lossy().into_owned()
-    }
-
-    fn bash(&self, name: &str, body: &str) -> String {
-        self.script(name, &format!("#!/usr/bin/env bash\n{body}\n"))
-    }
-
-    fn python(&self, name: &str, body: &str) -> String {
-        self.script(name, &format!("#!/usr/bin/env python3\n{body}\n"))
-    }
-
-    /// Command hooks from a `hooks` section.
-    fn hooks(&self, hooks: Value) -> CommandHooks {
-        CommandHooks::builder()
-            .settings_json(json!({ "hooks": hooks }), "settings.json")
-            .project_dir(self.dir.path())
-            .build()
-            .unwrap()
-    }
-
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.path(name)).unwrap_or_default()
-    }
-}
-
-/// `{event: [{matcher, hooks: [{type: command, command, ...extra}]}]}`.
-fn on(event: &str, matcher: &str, command: &str, extra: Value) -> Value {
-    let mut handler = json!({ "type": "command", "command": command });
-    if let Value::Object(extra) = extra {
-        handler.as_object_mut().unwrap().extend(extra);
-    }
-    json!({ event: [{ "matcher": matcher, "hooks": [handler] }] })
-}
-
-/// A `bash` tool that records the arguments it gets and answers `ran: <command>`.
-fn bash_tool(seen: &Arc<Mutex<Vec<Value>>>) -> impl tower_agent::tool::Tool {
-    let seen = Arc::clone(seen);
-    tool_fn(
-        "bash",
-        "Runs a command",
-        json!({"type": "object"}),
-        move |args: Value, _| {
-            let seen = Arc::clone(&seen);
-            async move {
-                let command = args["command"].as_str().unwrap_or_default().to_owned();
-                seen.lock().unwrap().push(args);
-                Ok::<_, BoxError>(format!("ran: {command}"))
-            }
-        },
-    )
-}
-
-fn agent(
-    model: &ScriptedModel,
-    hooks: Hooks,
-) -> (AgentBuilder<BoxModelService>, Arc<Mutex<Vec<Value>>>) {
-    let seen = Arc::default();
-    let builder = Agent::builder()
-        .model(model.clone())
-        .tool(bash_tool(&seen))
-        .hooks(hooks.compile().unwrap());
-    (builder, seen)
-}
 
 /// The model calls `bash` with `command`, then answers "done".
 fn calls_bash(command: &str) -> ScriptedModel {
@@ -119,14 +37,6 @@ fn calls_bash(command: &str) -> ScriptedModel {
         .tool_call("bash", json!({ "command": command }))
         .text("done")
         .recording()
-}
-
-/// Collects the run's warnings (Notification callbacks).
-fn warnings(hooks: Hooks) -> (Hooks, Arc<Mutex<Vec<String>>>) {
-    let log: Arc<Mutex<Vec<String>>> = Arc::default();
-    let l = Arc::clone(&log);
-    let hooks = hooks.on_notification(move |m, _| l.lock().unwrap().push(m.to_owned()));
-    (hooks, log)
 }
 
 async fn wait_for_file(path: &Path) -> String {
@@ -139,14 +49,6 @@ async fn wait_for_file(path: &Path) -> String {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     panic!("{} never appeared", path.display());
-}
-
-fn tool_text(resp: &tower_agent::AgentResponse) -> String {
-    resp.messages
-        .iter()
-        .find(|m| m.tool_call_id.is_some())
-        .map(|m| m.text().into_owned())
-        .unwrap_or_default()
 }
 
 // ===== exit codes =====
@@ -982,12 +884,7 @@ async fn a_hooks_dir_describes_itself() {
     let s = Scripts::new();
     let dir = s.path("hooks");
     std::fs::create_dir(&dir).unwrap();
-    let write = |name: &str, body: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, body).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path.to_string_lossy().into_owned()
-    };
+    let write = |name: &str, body: &str| s.script(&format!("hooks/{name}"), body);
     let guard = write(
         "10-guard.sh",
         r#"#!/usr/bin/env bash

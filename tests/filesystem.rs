@@ -9,7 +9,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use support::{alive, wait_dead};
+use support::{alive, passed, peak_rss_kib, reported_number, rerun, wait_dead};
 use tempfile::TempDir;
 use tower::ServiceExt;
 use tower_agent::{
@@ -1117,32 +1117,14 @@ async fn the_backend_cuts_long_lines_while_reading_and_says_where() {
     assert!(text.cut_lines.is_empty());
 }
 
-/// The peak resident memory of this process, in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// Runs the test `name` again in a child process with `FS_MEMORY_CASE` set, checks the peak
 /// resident memory the case reported (in KiB) is under [`PEAK_BOUND_KIB`], then that the case
 /// passed.
 fn peak_rss_of_case(name: &str) {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env("FS_MEMORY_CASE", "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let peak: u64 = stdout
-        .lines()
-        .find_map(|l| l.split("PEAK_RSS_KIB=").nth(1))
-        .unwrap_or_else(|| panic!("no peak reported: {stdout}\n{stderr}"))
-        .parse()
-        .unwrap();
+    let out = rerun(name).env("FS_MEMORY_CASE", "1").output().unwrap();
+    let peak = reported_number(&out, "PEAK_RSS_KIB");
     assert!(peak < PEAK_BOUND_KIB, "peak RSS {peak} KiB");
-    assert!(out.status.success(), "the case failed: {stdout}\n{stderr}");
+    passed(&out, name);
 }
 
 /// A 256 MiB file that is one line: `head`, then (sparse) zero bytes, no newline.

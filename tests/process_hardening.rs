@@ -4,21 +4,20 @@
 //! `/proc/*/cmdline`.
 #![cfg(target_os = "linux")]
 
+mod support;
+
 use std::{
-    os::unix::fs::PermissionsExt,
-    path::Path,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use serde_json::{Value, json};
+use support::command::{Scripts, agent, tool_text};
 use tower_agent::{
-    Agent, BoxError,
     agent::AgentBuilder,
     builtins::filesystem::{Backend, ExecOptions, LocalFs},
     layers::command::CommandHooks,
     model::{BoxModelService, ScriptedModel},
-    tool::tool_fn,
 };
 
 /// The tests of this file look at every process of the test binary (zombie children): one at
@@ -124,61 +123,13 @@ async fn started(marker: &str) {
 
 // ===== hooks =====
 
-fn script(dir: &Path, name: &str, body: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, body).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.to_string_lossy().into_owned()
-}
-
-fn hooks(dir: &Path, command: &str, extra: Value) -> CommandHooks {
-    let mut handler = json!({ "type": "command", "command": command });
-    if let Value::Object(extra) = extra {
-        handler.as_object_mut().unwrap().extend(extra);
-    }
-    CommandHooks::builder()
-        .settings_json(
-            json!({ "hooks": { "PreToolUse": [{ "matcher": "bash", "hooks": [handler] }] } }),
-            "settings.json",
-        )
-        .project_dir(dir)
-        .build()
-        .unwrap()
-}
-
 /// An agent whose model calls `bash` once; the tool records its calls.
-fn agent(hooks: CommandHooks) -> (AgentBuilder<BoxModelService>, Arc<Mutex<Vec<Value>>>) {
-    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let s = Arc::clone(&seen);
-    let tool = tool_fn(
-        "bash",
-        "Runs a command",
-        json!({"type": "object"}),
-        move |args: Value, _| {
-            let s = Arc::clone(&s);
-            async move {
-                s.lock().unwrap().push(args);
-                Ok::<_, BoxError>("ran")
-            }
-        },
-    );
+fn calls_bash_once(hooks: CommandHooks) -> (AgentBuilder<BoxModelService>, Arc<Mutex<Vec<Value>>>) {
     // Not recording: recorded requests would keep the run's context, and the hooks, alive.
     let model = ScriptedModel::new()
         .tool_call("bash", json!({ "command": "ls" }))
         .text("done");
-    let builder = Agent::builder()
-        .model(model)
-        .tool(tool)
-        .hooks(hooks.into_hooks().compile().unwrap());
-    (builder, seen)
-}
-
-fn tool_text(resp: &tower_agent::AgentResponse) -> String {
-    resp.messages
-        .iter()
-        .find(|m| m.tool_call_id.is_some())
-        .map(|m| m.text().into_owned())
-        .unwrap_or_default()
+    agent(&model, hooks.into_hooks())
 }
 
 const DENY: &str = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "not today"}}"#;
@@ -186,14 +137,13 @@ const DENY: &str = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "pe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_shot_deny_stands_when_a_setsid_child_holds_stdout() {
     let _serial = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
+    let s = Scripts::new();
     for (exit, marker) in [(0, "1000.101"), (2, "1000.102")] {
-        let hook = script(
-            dir.path(),
+        let hook = s.script(
             &format!("deny{exit}.sh"),
             &format!("#!/usr/bin/env bash\nsetsid sleep {marker} &\necho '{DENY}'\nexit {exit}\n"),
         );
-        let (builder, seen) = agent(hooks(dir.path(), &hook, json!({ "timeout": 5 })));
+        let (builder, seen) = calls_bash_once(s.pre_tool_use(&hook, json!({ "timeout": 5 })));
         let started = Instant::now();
         let resp = builder.build().run("go").await.unwrap();
         let took = started.elapsed();
@@ -223,13 +173,12 @@ async fn a_one_shot_deny_stands_when_a_setsid_child_holds_stdout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_describe_step_is_bounded_when_a_setsid_child_holds_stdout() {
     let _serial = SERIAL.lock().await;
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("hooks");
+    let s = Scripts::new();
+    let dir = s.path("hooks");
     std::fs::create_dir(&dir).unwrap();
     let marker = "1000.103";
-    script(
-        &dir,
-        "10-guard.sh",
+    s.script(
+        "hooks/10-guard.sh",
         &format!(
             r#"#!/usr/bin/env bash
 if [ "$TOWER_AGENT_HOOK_ACTION" = describe ]; then
@@ -240,7 +189,7 @@ exit 0"#
         ),
     );
     let (tx, rx) = std::sync::mpsc::channel();
-    let project = root.path().to_path_buf();
+    let project = s.dir.path().to_path_buf();
     let started = Instant::now();
     std::thread::spawn(move || {
         let built = CommandHooks::builder()
@@ -266,10 +215,9 @@ exit 0"#
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_run_kills_what_a_one_shot_hook_started_with_setsid() {
     let _serial = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
+    let s = Scripts::new();
     let markers = ["1000.104", "1000.105", "1000.106"];
-    let hook = script(
-        dir.path(),
+    let hook = s.script(
         "slow.sh",
         &format!(
             "#!/usr/bin/env bash\nsetsid -f sleep {}\nsetsid sh -c 'sleep {}' &\n\
@@ -277,7 +225,7 @@ async fn a_dropped_run_kills_what_a_one_shot_hook_started_with_setsid() {
             markers[0], markers[1], markers[2]
         ),
     );
-    let (builder, seen) = agent(hooks(dir.path(), &hook, json!({ "timeout": 60 })));
+    let (builder, seen) = calls_bash_once(s.pre_tool_use(&hook, json!({ "timeout": 60 })));
     let agent = builder.build();
     let run = tokio::spawn(async move { agent.run("go").await });
     for m in markers {
@@ -298,10 +246,9 @@ async fn a_dropped_run_kills_what_a_one_shot_hook_started_with_setsid() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_hook_takes_what_it_started_with_it() {
     let _serial = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
+    let s = Scripts::new();
     let markers = ["1000.107", "1000.108", "1000.109"];
-    let hook = script(
-        dir.path(),
+    let hook = s.script(
         "persistent.py",
         &format!(
             r#"#!/usr/bin/env python3
@@ -315,7 +262,7 @@ for line in sys.stdin:
             markers[0], markers[1], markers[2]
         ),
     );
-    let (builder, seen) = agent(hooks(dir.path(), &hook, json!({ "persistent": true })));
+    let (builder, seen) = calls_bash_once(s.pre_tool_use(&hook, json!({ "persistent": true })));
     let agent = builder.build();
     agent.run("go").await.unwrap();
     assert_eq!(seen.lock().unwrap().len(), 1);

@@ -2,10 +2,15 @@
 //! laughs"), oversized files and front matter. Each is skipped with a warning, and the run's
 //! memory stays bounded, measured in a child process under an address-space limit.
 
-use std::{path::Path, process::Command, time::Instant};
+mod support;
+
+use std::{path::Path, time::Instant};
 
 use futures_util::StreamExt;
 use proptest::prelude::*;
+use support::{
+    passed, peak_rss_kib, reported, reported_all, reported_number, rerun_after, write_skill,
+};
 use tower_agent::{
     Agent,
     agent::AgentEvent,
@@ -24,20 +29,6 @@ fn billion_laughs() -> String {
     }
     yaml.push_str("---\nLaugh.\n");
     yaml
-}
-
-fn write_skill(root: &Path, dir: &str, text: &str) -> std::path::PathBuf {
-    let dir = root.join(dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("SKILL.md");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// What follows `marker` on a line of `out` (libtest may print its own text before it).
-fn reported<'a>(out: &'a str, marker: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-    out.lines()
-        .filter_map(move |l| l.find(marker).map(|i| &l[i + marker.len()..]))
 }
 
 /// The warnings and the system prompt of one run of a [`Skills`] stage over `dir`.
@@ -62,13 +53,6 @@ async fn run_skills(dir: &Path) -> (Vec<String>, String) {
     (warnings, resp.text)
 }
 
-/// The peak resident set of this process, in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 const CHILD_DIR: &str = "TOWER_AGENT_TEST_SKILLS_DIR";
 
 /// Child role: runs the skills stage over the directory of the parent and reports.
@@ -79,10 +63,10 @@ async fn child_runs_skills() {
     };
     let (warnings, system) = run_skills(Path::new(&dir)).await;
     for w in warnings {
-        println!("WARNING {w}");
+        println!("WARNING={w}");
     }
-    println!("SYSTEM {}", system.replace('\n', " | "));
-    println!("PEAK_RSS_KIB {}", peak_rss_kib());
+    println!("SYSTEM={}", system.replace('\n', " | "));
+    println!("PEAK_RSS_KIB={}", peak_rss_kib());
 }
 
 /// The address-space limit of the child process: 2 GiB (the old code needed over 20 GB).
@@ -123,35 +107,27 @@ fn hostile_skill_files_are_skipped_within_a_measured_memory_bound() {
     );
 
     let started = Instant::now();
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            r#"ulimit -v {ADDRESS_SPACE_KIB} && exec "$0" child_runs_skills --exact --nocapture --test-threads=1"#
-        ))
-        .arg(std::env::current_exe().unwrap())
-        .env(CHILD_DIR, root)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the child failed ({}; the old code aborts: memory allocation failed):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let out = rerun_after(
+        &[],
+        &format!("ulimit -v {ADDRESS_SPACE_KIB}"),
+        "child_runs_skills",
+    )
+    .env(CHILD_DIR, root)
+    .output()
+    .unwrap();
+    let stdout = passed(
+        &out,
+        "child_runs_skills (the old code aborts: memory allocation failed)",
     );
     assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
 
-    let peak: u64 = reported(&stdout, "PEAK_RSS_KIB ")
-        .next()
-        .expect("the child reports its peak")
-        .parse()
-        .unwrap();
+    let peak = reported_number(&out, "PEAK_RSS_KIB");
     assert!(
         peak < PEAK_RSS_LIMIT_KIB,
         "peak RSS {peak} KiB, over {PEAK_RSS_LIMIT_KIB} KiB"
     );
 
-    let warnings: Vec<&str> = reported(&stdout, "WARNING ").collect();
+    let warnings: Vec<&str> = reported_all(&stdout, "WARNING").collect();
     assert_eq!(warnings.len(), 3, "{warnings:#?}");
     let warned = |path: &Path, why: &str| {
         let prefix = format!("skills: skipped {}: ", path.display());
@@ -166,7 +142,7 @@ fn hostile_skill_files_are_skipped_within_a_measured_memory_bound() {
     warned(&huge, &format!("larger than {} KiB", MAX_SKILL_FILE / 1024));
     warned(&wide, "the front matter is larger than 64 KiB");
 
-    let system = reported(&stdout, "SYSTEM ").next().unwrap();
+    let system = reported(&stdout, "SYSTEM").unwrap();
     assert!(
         system.contains("[pdf] Fill in *PDF* forms & &more → Read"),
         "{system}"

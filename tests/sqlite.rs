@@ -16,7 +16,7 @@ use tower_agent::{
     tool::tool_fn,
 };
 
-use support::{any_object, assert_history_valid};
+use support::{any_object, assert_history_valid, passed, rerun, rerun_after};
 
 /// A tool that adds a todo and writes a file in the run state.
 fn planner() -> impl tower_agent::tool::Tool {
@@ -452,29 +452,6 @@ async fn stale_writer_never_appends_onto_a_recreated_thread() {
 const CHILD_DB: &str = "TOWER_AGENT_TEST_CHILD_DB";
 const CHILD_WRITER: &str = "TOWER_AGENT_TEST_CHILD_WRITER";
 
-/// Runs the test `name` of this very binary in a child process with `envs`.
-fn child(name: &str, envs: &[(&str, &str)]) -> std::process::Command {
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .envs(envs.iter().copied());
-    cmd
-}
-
-fn check_child(out: std::process::Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "child failed: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains("1 passed"),
-        "the child test did not run:\n{stdout}"
-    );
-    stdout
-}
-
 /// Child role: B of the sequence above, in its own process.
 #[tokio::test]
 async fn child_deletes_and_recreates() {
@@ -494,13 +471,11 @@ async fn stale_writer_in_another_process_never_appends() {
     let mut mine = user_thread("t", &["a1", "a2"]);
     a.save(&mine).await.unwrap();
 
-    let out = child(
-        "child_deletes_and_recreates",
-        &[(CHILD_DB, path.to_str().unwrap())],
-    )
-    .output()
-    .unwrap();
-    check_child(out);
+    let out = rerun("child_deletes_and_recreates")
+        .env(CHILD_DB, &path)
+        .output()
+        .unwrap();
+    passed(&out, "child_deletes_and_recreates");
     assert_eq!(stored_texts(&path, "t").await.unwrap(), ["b1", "b2"]);
 
     mine.messages.extend([
@@ -568,7 +543,9 @@ async fn two_processes_saving_one_thread_never_mix() {
     let writers: Vec<_> = ["x", "y"]
         .into_iter()
         .map(|w| {
-            child("child_hammers", &[(CHILD_DB, &db), (CHILD_WRITER, w)])
+            rerun("child_hammers")
+                .env(CHILD_DB, &db)
+                .env(CHILD_WRITER, w)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
@@ -591,7 +568,7 @@ async fn two_processes_saving_one_thread_never_mix() {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     for out in done.await.unwrap() {
-        check_child(out);
+        passed(&out, "child_hammers");
     }
     let last = reader.load("t").await.unwrap().unwrap();
     assert_one_writer(&last);
@@ -762,12 +739,13 @@ async fn read_only_file_names_the_file_and_the_cause() {
     };
     let text = if root {
         use std::os::unix::process::CommandExt;
-        let out = child("child_opens", &[(CHILD_DB, path.to_str().unwrap())])
+        let out = rerun("child_opens")
+            .env(CHILD_DB, &path)
             .uid(65534)
             .gid(65534)
             .output()
             .unwrap();
-        check_child(out)
+        passed(&out, "child_opens")
     } else {
         let err = Sqlite::open(&path).unwrap_err();
         format!("read_only={} error={err}", err.is_read_only())
@@ -786,18 +764,16 @@ async fn read_only_file_system_names_the_file_and_the_cause() {
     let dir = tempfile::tempdir().unwrap();
     let path = read_only_database(dir.path()).await;
     let ro = path.parent().unwrap();
-    let out = std::process::Command::new("unshare")
-        .args(["--map-root-user", "--mount", "sh", "-c"])
-        .arg(
-            r#"mount --bind -o ro "$1" "$1" && exec "$2" child_opens --exact --nocapture --test-threads=1"#,
-        )
-        .arg("sh")
-        .arg(ro)
-        .arg(std::env::current_exe().unwrap())
-        .env(CHILD_DB, &path)
-        .output()
-        .expect("unshare (util-linux) must be installed");
-    let text = check_child(out);
+    let out = rerun_after(
+        &["unshare", "--map-root-user", "--mount"],
+        r#"mount --bind -o ro "$TOWER_AGENT_TEST_RO_DIR" "$TOWER_AGENT_TEST_RO_DIR""#,
+        "child_opens",
+    )
+    .env("TOWER_AGENT_TEST_RO_DIR", ro)
+    .env(CHILD_DB, &path)
+    .output()
+    .expect("unshare (util-linux) must be installed");
+    let text = passed(&out, "child_opens");
     assert!(text.contains("read_only=true"), "{text}");
     assert!(text.contains(&*path.to_string_lossy()), "{text}");
     assert!(text.contains("Read-only file system"), "the cause: {text}");

@@ -1,9 +1,18 @@
 //! Helpers shared by the integration tests: a recording layer, sleeping tools, a drop guard,
-//! and checks over histories and model requests.
+//! checks over histories and model requests, and child processes that re-run one test of the
+//! current test binary (to measure its peak memory, or to run it under limits).
+//!
+//! Each test file includes this module (`mod support;`) and uses a part of it: the rest is dead
+//! code there, hence the `allow`.
 #![allow(dead_code, unreachable_pub)]
+
+#[cfg(unix)]
+pub mod command;
 
 use std::{
     collections::HashSet,
+    path::{Path, PathBuf},
+    process::{Command, Output},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -214,4 +223,107 @@ pub async fn wait_dead(pid: i32) -> bool {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     false
+}
+
+/// Writes `text` as the skill file `<root>/<dir>/SKILL.md`, making `dir`; returns its path.
+pub fn write_skill(root: &Path, dir: &str, text: &str) -> PathBuf {
+    let dir = root.join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("SKILL.md");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+// ===== child processes =====
+
+/// The peak resident memory of this process (`VmHWM` in `/proc/self/status`), in KiB.
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM in /proc/self/status")
+}
+
+/// The arguments that make a test binary run exactly the test `test`, its output not
+/// captured, on one thread.
+fn exactly(test: &str) -> [&str; 4] {
+    [test, "--exact", "--nocapture", "--test-threads=1"]
+}
+
+/// A command that runs this test binary again for exactly the test `test` (its full name, say
+/// `memory::child`), `--exact --nocapture --test-threads=1`. The child inherits the
+/// environment: set a variable with `.env(…)` to tell it what to do. Add `.arg("--ignored")` to
+/// run an ignored test.
+pub fn rerun(test: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(exactly(test));
+    cmd
+}
+
+/// Like [`rerun`], through `sh -c`: the shell runs `setup` first (say `ulimit -v 2097152`, a
+/// limit on the address space) and, if it succeeds, `exec`s the test binary. `wrapper` is what
+/// runs the shell (say `["unshare", "--mount"]`), empty to run it directly. Arguments added to
+/// the command reach the test binary.
+pub fn rerun_after(wrapper: &[&str], setup: &str, test: &str) -> Command {
+    let mut cmd = match wrapper {
+        [] => Command::new("sh"),
+        [program, args @ ..] => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg("sh");
+            cmd
+        }
+    };
+    cmd.arg("-c")
+        .arg(format!(r#"{setup} && exec "$0" "$@""#))
+        .arg(std::env::current_exe().unwrap())
+        .args(exactly(test));
+    cmd
+}
+
+/// The stdout of a child of [`rerun`]; fails, naming it `what`, unless the child exited
+/// successfully having run exactly one test (a test name that matches nothing passes too).
+pub fn passed(out: &Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{what}: the child failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("test result: ok. 1 passed;"),
+        "{what}: the child test did not run:\n{stdout}\n{stderr}"
+    );
+    stdout
+}
+
+/// The values a child printed in lines `KEY=value` (what follows `KEY=`: libtest may print
+/// its own text before it), in order.
+pub fn reported_all<'a>(stdout: &'a str, key: &'a str) -> impl Iterator<Item = &'a str> {
+    stdout.lines().filter_map(move |l| {
+        l.match_indices(key)
+            .find_map(|(at, _)| l[at + key.len()..].strip_prefix('='))
+    })
+}
+
+/// The first value a child printed in a line `KEY=value` (see [`reported_all`]).
+pub fn reported<'a>(stdout: &'a str, key: &'a str) -> Option<&'a str> {
+    reported_all(stdout, key).next()
+}
+
+/// The number a child printed in a line `KEY=n`; fails, showing what it printed, if there is
+/// none.
+pub fn reported_number(out: &Output, key: &str) -> u64 {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    reported(&stdout, key)
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no {key}=<number> in:\n{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
 }
