@@ -250,31 +250,21 @@ mod linux {
     /// The descendants of `host`, found through the `children` list of every thread of every
     /// process from `host` down: a few reads per descendant and per thread of this process,
     /// instead of one per process of the system.
+    ///
+    /// A process whose parent dies while the lists are read moves to `host`'s list (this
+    /// process is a subreaper): it may be in neither list as each was read. So `host`'s lists
+    /// are read again after the walk, and any newcomer's subtree walked, until a reading of
+    /// them brings nothing new (a parent that exits before its zombie shows has moved its
+    /// children already, and every `stat` read here comes after its own list was read).
     fn descendants(host: i32) -> Vec<Stat> {
         let mut found: Vec<Stat> = Vec::new();
         let mut seen: HashSet<i32> = HashSet::new();
-        let mut queue = vec![host];
         let mut buf = Vec::with_capacity(4096);
-        while let Some(parent) = queue.pop() {
-            let Ok(threads) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
-                continue;
-            };
-            for thread in threads.filter_map(Result::ok) {
-                let mut path = thread.path();
-                path.push("children");
-                buf.clear();
-                // One read: the list is made in one go (it may be inconsistent across reads).
-                let Ok(mut file) = std::fs::File::open(&path) else {
-                    continue;
-                };
-                if file.read_to_end(&mut buf).is_err() {
-                    continue;
-                }
-                for pid in std::str::from_utf8(&buf)
-                    .unwrap_or("")
-                    .split_ascii_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok())
-                {
+        for _ in 0..MAX_ROUNDS {
+            let before = found.len();
+            let mut queue = vec![host];
+            while let Some(parent) = queue.pop() {
+                for pid in children(parent, &mut buf) {
                     if seen.insert(pid)
                         && let Some(s) = stat(pid)
                     {
@@ -283,8 +273,38 @@ mod linux {
                     }
                 }
             }
+            if found.len() == before {
+                break;
+            }
         }
         found
+    }
+
+    /// The children of `pid` (of each of its threads).
+    fn children(pid: i32, buf: &mut Vec<u8>) -> Vec<i32> {
+        let mut pids = Vec::new();
+        let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return pids;
+        };
+        for thread in threads.filter_map(Result::ok) {
+            let mut path = thread.path();
+            path.push("children");
+            buf.clear();
+            // One read: the list is made in one go (it may be inconsistent across reads).
+            let Ok(mut file) = std::fs::File::open(&path) else {
+                continue;
+            };
+            if file.read_to_end(buf).is_err() {
+                continue;
+            }
+            pids.extend(
+                std::str::from_utf8(buf)
+                    .unwrap_or("")
+                    .split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+        pids
     }
 
     fn has_cookie(pid: i32, cookie: &str) -> bool {
