@@ -11,17 +11,11 @@
 //!   test through a timeout instead of hanging it).
 #![cfg(unix)]
 
-use std::{
-    future::Future,
-    os::unix::fs::PermissionsExt,
-    task::Poll,
-    time::Duration,
-};
+use std::{future::Future, os::unix::fs::PermissionsExt, task::Poll, time::Duration};
 
 use serde_json::{Value, json};
 use tower::{
-    Layer, Service, ServiceBuilder, ServiceExt, limit::ConcurrencyLimitLayer,
-    timeout::TimeoutLayer,
+    Layer, Service, ServiceBuilder, ServiceExt, limit::ConcurrencyLimitLayer, timeout::TimeoutLayer,
 };
 use tower_agent::{
     Agent, AgentRequest, BoxError,
@@ -65,7 +59,10 @@ fn model_req() -> ModelRequest {
 fn long_model_req() -> ModelRequest {
     let mut messages = vec![Message::system("You are kind.")];
     for i in 0..20 {
-        messages.push(Message::user(format!("message {i}: {}", "blah ".repeat(40))));
+        messages.push(Message::user(format!(
+            "message {i}: {}",
+            "blah ".repeat(40)
+        )));
     }
     ModelRequest::new(messages)
 }
@@ -97,7 +94,10 @@ where
         "{what}: ready while the inner service is not"
     );
     handle.allow(1);
-    assert!(svc.is_woken(), "{what}: not woken when the inner service got ready");
+    assert!(
+        svc.is_woken(),
+        "{what}: not woken when the inner service got ready"
+    );
     assert!(
         matches!(svc.poll_ready(), Poll::Ready(Ok(()))),
         "{what}: not ready when the inner service is"
@@ -199,7 +199,13 @@ async fn summarize_passes_readiness() {
     let summarizer = || ScriptedModel::new().otherwise(|_| Ok(ModelResponse::text("SUMMARY")));
     let layer = || SummarizeLayer::new(summarizer()).context_window(1_000);
     passes_ready_error::<_, ModelRequest, ModelResponse>("summarize", layer());
-    passes_readiness("summarize, short", layer(), model_req(), ModelResponse::text("ok")).await;
+    passes_readiness(
+        "summarize, short",
+        layer(),
+        model_req(),
+        ModelResponse::text("ok"),
+    )
+    .await;
     let seen = passes_readiness(
         "summarize, compacting",
         layer(),
@@ -242,10 +248,27 @@ async fn model_hooks_pass_readiness() {
         .model_layer()
     };
     passes_ready_error::<_, ModelRequest, ModelResponse>("model hooks", before());
-    passes_readiness("no model hooks", none(), model_req(), ModelResponse::text("ok")).await;
-    passes_readiness("after_model", after(), model_req(), ModelResponse::text("ok")).await;
-    let seen =
-        passes_readiness("before_model", before(), model_req(), ModelResponse::text("ok")).await;
+    passes_readiness(
+        "no model hooks",
+        none(),
+        model_req(),
+        ModelResponse::text("ok"),
+    )
+    .await;
+    passes_readiness(
+        "after_model",
+        after(),
+        model_req(),
+        ModelResponse::text("ok"),
+    )
+    .await;
+    let seen = passes_readiness(
+        "before_model",
+        before(),
+        model_req(),
+        ModelResponse::text("ok"),
+    )
+    .await;
     assert_eq!(seen.messages.last().unwrap().text(), "from the hook");
 
     let answers = hook_set(
@@ -269,7 +292,13 @@ async fn model_hooks_ready_the_inner_service_after_the_hooks() {
         BeforeModel::Continue(r)
     }))
     .model_layer();
-    defers_until_ready("before_model", layer, model_req(), ModelResponse::text("ok")).await;
+    defers_until_ready(
+        "before_model",
+        layer,
+        model_req(),
+        ModelResponse::text("ok"),
+    )
+    .await;
 }
 
 fn ok_output() -> ToolOutput {
@@ -280,9 +309,10 @@ fn ok_output() -> ToolOutput {
 async fn tool_hooks_pass_readiness() {
     let none = || hook_set(Hooks::new()).tool_layer();
     let post = || {
-        hook_set(Hooks::new().after_tool_use("bash", |_, _, _| {
-            PostToolUse::AddContext("checked".into())
-        }))
+        hook_set(
+            Hooks::new()
+                .after_tool_use("bash", |_, _, _| PostToolUse::AddContext("checked".into())),
+        )
         .tool_layer()
     };
     let pre = || {
@@ -299,15 +329,23 @@ async fn tool_hooks_pass_readiness() {
     let seen = passes_readiness("before_tool_use", pre(), req(), ok_output()).await;
     assert_eq!(seen.call.arguments, json!({"command": "ls -l"}));
     // A hook that matches another tool changes nothing.
-    passes_readiness("hooks of another tool", pre(), tool_req("read", json!({})), ok_output())
-        .await;
+    passes_readiness(
+        "hooks of another tool",
+        pre(),
+        tool_req("read", json!({})),
+        ok_output(),
+    )
+    .await;
 
     let deny = hook_set(Hooks::new().before_tool_use("bash", |_, _| PreToolUse::Deny("no".into())))
         .tool_layer();
     let out = answers_without_calling::<_, ToolRequest, ToolOutput>("denied", deny, req())
         .await
         .unwrap();
-    assert!(out.is_error && out.content.contains("denied: no"), "{out:?}");
+    assert!(
+        out.is_error && out.content.contains("denied: no"),
+        "{out:?}"
+    );
 }
 
 #[tokio::test]
@@ -317,25 +355,47 @@ async fn tool_hooks_ready_the_inner_service_after_the_hooks() {
         PreToolUse::Continue
     }))
     .tool_layer();
-    defers_until_ready("before_tool_use", layer, tool_req("bash", json!({})), ok_output()).await;
+    defers_until_ready(
+        "before_tool_use",
+        layer,
+        tool_req("bash", json!({})),
+        ok_output(),
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn evict_reminders_ledger_pass_readiness() {
     passes_ready_error::<_, ToolRequest, ToolOutput>("evict", EvictLayer::new());
-    let seen =
-        passes_readiness("evict", EvictLayer::new(), tool_req("bash", json!({})), ok_output())
-            .await;
+    let seen = passes_readiness(
+        "evict",
+        EvictLayer::new(),
+        tool_req("bash", json!({})),
+        ok_output(),
+    )
+    .await;
     assert_eq!(seen.call.name, "bash");
 
     let reminders = || RemindersLayer::with_defaults().trigger(|_, _| Some("remember".into()));
     passes_ready_error::<_, ToolRequest, ToolOutput>("reminders", reminders());
-    passes_readiness("reminders", reminders(), tool_req("bash", json!({})), ok_output()).await;
+    passes_readiness(
+        "reminders",
+        reminders(),
+        tool_req("bash", json!({})),
+        ok_output(),
+    )
+    .await;
 
     let dir = tempfile::tempdir().unwrap();
     let ledger = LedgerLayer::new(JsonlLedger::new(dir.path().join("calls.jsonl")));
     passes_ready_error::<_, ToolRequest, ToolOutput>("ledger", ledger.clone());
-    passes_readiness("ledger", ledger.clone(), tool_req("bash", json!({})), ok_output()).await;
+    passes_readiness(
+        "ledger",
+        ledger.clone(),
+        tool_req("bash", json!({})),
+        ok_output(),
+    )
+    .await;
     ledger.flush().await;
     let text = std::fs::read_to_string(dir.path().join("calls.jsonl")).unwrap();
     assert_eq!(text.lines().count(), 1, "one call, one entry: {text}");
@@ -357,7 +417,13 @@ async fn call_limits_pass_readiness() {
         ..model_req()
     };
     let tool = || ToolRequest::new(ToolCall::new("c1", "bash", json!({})), ctx.clone());
-    passes_readiness("limits, model", limits.clone(), model(), ModelResponse::text("ok")).await;
+    passes_readiness(
+        "limits, model",
+        limits.clone(),
+        model(),
+        ModelResponse::text("ok"),
+    )
+    .await;
     passes_readiness("limits, tool", limits.clone(), tool(), ok_output()).await;
 
     let err = answers_without_calling::<_, ModelRequest, ModelResponse>(
@@ -392,8 +458,13 @@ async fn schema_guard_passes_readiness() {
         ok_output(),
     )
     .await;
-    passes_readiness("schema, unknown tool", guard(), tool_req("other", json!(1)), ok_output())
-        .await;
+    passes_readiness(
+        "schema, unknown tool",
+        guard(),
+        tool_req("other", json!(1)),
+        ok_output(),
+    )
+    .await;
     let out = answers_without_calling::<_, ToolRequest, ToolOutput>(
         "schema, invalid",
         guard(),
@@ -401,17 +472,30 @@ async fn schema_guard_passes_readiness() {
     )
     .await
     .unwrap();
-    assert!(out.is_error && out.content.contains("invalid arguments"), "{out:?}");
+    assert!(
+        out.is_error && out.content.contains("invalid arguments"),
+        "{out:?}"
+    );
 }
 
 #[tokio::test]
 async fn trace_passes_readiness() {
     passes_ready_error::<_, ModelRequest, ModelResponse>("trace, model", TraceLayer::new());
     passes_ready_error::<_, ToolRequest, ToolOutput>("trace, tool", TraceLayer::new());
-    passes_readiness("trace, model", TraceLayer::new(), model_req(), ModelResponse::text("ok"))
-        .await;
-    passes_readiness("trace, tool", TraceLayer::new(), tool_req("bash", json!({})), ok_output())
-        .await;
+    passes_readiness(
+        "trace, model",
+        TraceLayer::new(),
+        model_req(),
+        ModelResponse::text("ok"),
+    )
+    .await;
+    passes_readiness(
+        "trace, tool",
+        TraceLayer::new(),
+        tool_req("bash", json!({})),
+        ok_output(),
+    )
+    .await;
 }
 
 /// `When` is always ready (its docs: it drives the chosen branch with `oneshot`, like the
@@ -445,7 +529,7 @@ async fn when_drives_the_chosen_branch_only_when_ready() {
 /// summary requests with `SUMMARY` and the rest with `done`.
 fn limited_model() -> tower::limit::ConcurrencyLimit<ScriptedModel> {
     let model = ScriptedModel::from_fn(|req| {
-        Ok(ModelResponse::text(if is_summary_request(&req) {
+        Ok(ModelResponse::text(if is_summary_request(req) {
             "SUMMARY"
         } else {
             "done"
@@ -499,9 +583,12 @@ async fn agent_with_a_summarizer_sharing_a_concurrency_limit_of_one_finishes() {
         )
         .store(store.clone())
         .build();
-    let resp = deadline("the agent run", agent.run(AgentRequest::new("go on").thread("t")))
-        .await
-        .unwrap();
+    let resp = deadline(
+        "the agent run",
+        agent.run(AgentRequest::new("go on").thread("t")),
+    )
+    .await
+    .unwrap();
     assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
     let requests = shared.get_ref().requests();
     assert!(is_summary_request(&requests[0]), "summarized first");
@@ -517,7 +604,10 @@ async fn before_model_hook_sharing_a_concurrency_limit_of_one_finishes() {
         // limited service.
         let classifier = classifier.clone();
         async move {
-            match classifier.oneshot(ModelRequest::new(vec![Message::user("safe?")])).await {
+            match classifier
+                .oneshot(ModelRequest::new(vec![Message::user("safe?")]))
+                .await
+            {
                 Ok(_) => BeforeModel::Continue(req),
                 Err(e) => BeforeModel::Respond(ModelResponse::text(format!("failed: {e}"))),
             }
@@ -532,17 +622,27 @@ async fn before_model_hook_sharing_a_concurrency_limit_of_one_finishes() {
     .await
     .unwrap();
     assert_eq!(resp.message.text(), "done");
-    assert_eq!(shared.get_ref().calls(), 2, "the hook's call, then the model's");
+    assert_eq!(
+        shared.get_ref().calls(),
+        2,
+        "the hook's call, then the model's"
+    );
 }
 
 fn echo_router() -> ToolRouter {
     ToolRouter::new()
-        .tool(tool_fn("gate", "Waits for a hook", json!({"type": "object"}), |_, _| async {
-            Ok::<_, BoxError>("gate ran")
-        }))
-        .tool(tool_fn("probe", "Answers", json!({"type": "object"}), |_, _| async {
-            Ok::<_, BoxError>("probe ran")
-        }))
+        .tool(tool_fn(
+            "gate",
+            "Waits for a hook",
+            json!({"type": "object"}),
+            |_, _| async { Ok::<_, BoxError>("gate ran") },
+        ))
+        .tool(tool_fn(
+            "probe",
+            "Answers",
+            json!({"type": "object"}),
+            |_, _| async { Ok::<_, BoxError>("probe ran") },
+        ))
 }
 
 #[tokio::test(start_paused = true)]
@@ -657,7 +757,9 @@ async fn full_tool_stack_sharing_a_concurrency_limit_of_one_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let mut tools = ServiceBuilder::new()
         .layer(TraceLayer::new())
-        .layer(LedgerLayer::new(JsonlLedger::new(dir.path().join("l.jsonl"))))
+        .layer(LedgerLayer::new(JsonlLedger::new(
+            dir.path().join("l.jsonl"),
+        )))
         .layer(CallLimitsLayer::new().max_tool_calls(10))
         .layer(SchemaGuardLayer::new([ToolSpec::new(
             "gate",
@@ -675,4 +777,70 @@ async fn full_tool_stack_sharing_a_concurrency_limit_of_one_finishes() {
     .await
     .unwrap();
     assert_eq!(out.content, "gate ran");
+}
+
+/// A call a layer refuses (over a limit, invalid arguments) gives back what `poll_ready`
+/// reserved: while the refusing service is kept, another caller of the same
+/// `ConcurrencyLimit(1)` gets through.
+#[tokio::test(start_paused = true)]
+async fn a_refused_call_gives_back_its_reservation() {
+    let shared = ServiceBuilder::new()
+        .layer(ConcurrencyLimitLayer::new(1))
+        .service(echo_router());
+    let other_gets_through = |what: &'static str| {
+        let shared = shared.clone();
+        async move {
+            let out = tokio::time::timeout(
+                Duration::from_secs(5),
+                shared.oneshot(tool_req("probe", json!({}))),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the refused call kept the permit"))
+            .unwrap();
+            assert_eq!(out.content, "probe ran");
+        }
+    };
+
+    let mut guard = SchemaGuardLayer::new([ToolSpec::new(
+        "gate",
+        "g",
+        json!({"type": "object", "required": ["x"]}),
+    )])
+    .layer(shared.clone());
+    let out = guard
+        .ready()
+        .await
+        .unwrap()
+        .call(tool_req("gate", json!({})))
+        .await
+        .unwrap();
+    assert!(out.is_error, "{out:?}");
+    other_gets_through("schema").await;
+
+    for on_limit in [OnLimit::Deny, OnLimit::EndRun] {
+        let mut limits = CallLimitsLayer::new()
+            .max_tool_calls(0)
+            .on_limit(on_limit)
+            .layer(shared.clone());
+        let refused = limits
+            .ready()
+            .await
+            .unwrap()
+            .call(tool_req("gate", json!({})))
+            .await;
+        assert!(refused.is_err() || refused.unwrap().is_error);
+        other_gets_through("limits, tool").await;
+    }
+
+    let model = limited_model();
+    let mut limits = CallLimitsLayer::new()
+        .max_model_calls(0)
+        .layer(model.clone());
+    let refused = limits.ready().await.unwrap().call(model_req()).await;
+    assert!(refused.is_err());
+    let resp = tokio::time::timeout(Duration::from_secs(5), model.oneshot(model_req()))
+        .await
+        .expect("limits, model: the refused call kept the permit")
+        .unwrap();
+    assert_eq!(resp.message.text(), "done");
 }

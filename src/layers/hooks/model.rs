@@ -43,6 +43,13 @@ impl<S> Layer<S> for HookModelLayer {
 }
 
 /// The service of [`HookModelLayer`].
+///
+/// # Readiness
+///
+/// `poll_ready` is the inner service's. With no BeforeModel hook the call goes to the service
+/// `poll_ready` readied, at once. With BeforeModel hooks, that service is dropped (giving back
+/// what it reserved) and a fresh clone is readied once the hooks let the call go on, so a hook
+/// may call a model that shares the inner service's capacity.
 #[derive(Clone)]
 pub struct HookModel<S> {
     inner: S,
@@ -130,7 +137,11 @@ where
 }
 
 /// Runs the AfterModel hooks over `resp`, in order.
-async fn after_model(set: &HookSetInner, mut resp: ModelResponse, ctx: RunContext) -> ModelResponse {
+async fn after_model(
+    set: &HookSetInner,
+    mut resp: ModelResponse,
+    ctx: RunContext,
+) -> ModelResponse {
     for f in &set.after_model {
         resp = f(resp, ctx.clone()).await;
     }

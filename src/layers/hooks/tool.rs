@@ -46,6 +46,14 @@ impl<S> Layer<S> for HookToolLayer {
 }
 
 /// The service of [`HookToolLayer`].
+///
+/// # Readiness
+///
+/// `poll_ready` is the inner service's. With no matching PreToolUse hook the call goes to the
+/// service `poll_ready` readied, at once. With one, that service is dropped (giving back what
+/// it reserved) and a fresh clone is readied once the hooks (and the approval) let the call go
+/// on, so a hook may call a tool that shares the inner service's capacity, and a call waiting
+/// for an approval holds no slot.
 #[derive(Clone)]
 pub struct HookTool<S> {
     inner: S,
