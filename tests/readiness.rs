@@ -844,3 +844,48 @@ async fn a_refused_call_gives_back_its_reservation() {
         .unwrap();
     assert_eq!(resp.message.text(), "done");
 }
+
+/// Command hooks (real child processes) are tool hooks: the same readiness through a mock.
+#[tokio::test]
+async fn command_hooks_pass_readiness() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("allow.sh");
+    std::fs::write(&script, "#!/bin/sh\ncat >/dev/null\nexit 0\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let layer = || {
+        CommandHooks::builder()
+            .settings_json(
+                json!({"hooks": {
+                    "PreToolUse": [{"matcher": "bash", "hooks": [
+                        {"type": "command", "command": script.to_string_lossy()}
+                    ]}],
+                    "PostToolUse": [{"matcher": "bash", "hooks": [
+                        {"type": "command", "command": script.to_string_lossy()}
+                    ]}]
+                }}),
+                "settings.json",
+            )
+            .project_dir(dir.path())
+            .build()
+            .unwrap()
+            .into_hooks()
+            .compile()
+            .unwrap()
+            .tool_layer()
+    };
+    passes_ready_error::<_, ToolRequest, ToolOutput>("command hooks", layer());
+    passes_readiness(
+        "command hooks",
+        layer(),
+        tool_req("bash", json!({})),
+        ok_output(),
+    )
+    .await;
+    defers_until_ready(
+        "command hooks",
+        layer(),
+        tool_req("bash", json!({})),
+        ok_output(),
+    )
+    .await;
+}
