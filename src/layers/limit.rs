@@ -32,6 +32,11 @@
 //! whole thread belongs with the thread store. Where the layer sits decides what counts: over
 //! a retry layer it counts calls, under one it counts attempts.
 //!
+//! **Readiness.** `poll_ready` is the inner service's. An admitted call calls the service
+//! `poll_ready` readied, at once. A refused call does not call it: that service is dropped
+//! (giving back what it reserved, e.g. a `ConcurrencyLimit` permit) and an unready clone takes
+//! its place, so the inner service must be `Clone`.
+//!
 //! # Example
 //!
 //! ```
@@ -303,7 +308,7 @@ fn admit_tool(config: &Config, id: InstanceId, req: &ToolRequest) -> Result<(), 
 
 impl<S> Service<ModelRequest> for CallLimits<S>
 where
-    S: Service<ModelRequest, Response = ModelResponse>,
+    S: Service<ModelRequest, Response = ModelResponse> + Clone,
     S::Error: Into<BoxError>,
 {
     type Response = ModelResponse;
@@ -317,14 +322,17 @@ where
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         match admit_model(&self.config, self.id, &req.ctx) {
             Ok(()) => future::ResponseFuture::call(self.inner.call(req)),
-            Err(reason) => future::ResponseFuture::ready(Err(Abort::new(reason).into())),
+            Err(reason) => {
+                release(&mut self.inner);
+                future::ResponseFuture::ready(Err(Abort::new(reason).into()))
+            }
         }
     }
 }
 
 impl<S> Service<ToolRequest> for CallLimits<S>
 where
-    S: Service<ToolRequest, Response = ToolOutput>,
+    S: Service<ToolRequest, Response = ToolOutput> + Clone,
     S::Error: Into<BoxError>,
 {
     type Response = ToolOutput;
@@ -338,12 +346,21 @@ where
     fn call(&mut self, req: ToolRequest) -> Self::Future {
         match admit_tool(&self.config, self.id, &req) {
             Ok(()) => future::ResponseFuture::call(self.inner.call(req)),
-            Err(reason) => future::ResponseFuture::ready(match self.config.on_limit {
-                OnLimit::Deny => Ok(ToolOutput::error(req.call.id, reason)),
-                OnLimit::EndRun => Err(Abort::new(reason).into()),
-            }),
+            Err(reason) => {
+                release(&mut self.inner);
+                future::ResponseFuture::ready(match self.config.on_limit {
+                    OnLimit::Deny => Ok(ToolOutput::error(req.call.id, reason)),
+                    OnLimit::EndRun => Err(Abort::new(reason).into()),
+                })
+            }
         }
     }
+}
+
+/// Drops the service `poll_ready` readied for a call that will not be made, giving back what
+/// it reserved (e.g. a `ConcurrencyLimit` permit); an unready clone takes its place.
+fn release<S: Clone>(inner: &mut S) {
+    *inner = inner.clone();
 }
 
 /// The response future of [`CallLimits`].

@@ -13,6 +13,18 @@
 //! | [`schema`] | tool | validates arguments against the tool's JSON Schema before the call (deny with errors + example); schema hint after validation errors |
 //! | [`limit`] | model, tool | at most N model calls and N tool calls (in all, per tool) per run: deny or end the run |
 //! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
+//!
+//! # Readiness
+//!
+//! Every layer here passes its inner service's readiness through (`poll_ready` is the inner
+//! one's), except [`when`](matcher::when), which is always ready and readies the branch it
+//! picks inside its response future. No layer holds a readied inner service across an await
+//! of something else: a layer that calls at once calls the service `poll_ready` readied; a
+//! layer that first awaits hooks or a summarizer ([`hooks`], [`summarize`]) drops the readied
+//! service (giving back what it reserved, e.g. a `ConcurrencyLimit` permit) and readies a
+//! fresh clone when it calls; a layer that refuses a call ([`limit`], [`schema`], a denying
+//! hook) drops the readied service too. So a hook, a summarizer or another caller may share
+//! the inner service's capacity — even a `ConcurrencyLimit(1)` — without a deadlock.
 
 pub mod command;
 pub mod evict;

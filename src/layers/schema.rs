@@ -42,6 +42,11 @@
 //! what the model saw. A tool's `Err` is left as it is for the outer layers. Turn the nudge off
 //! with [`without_nudge`](SchemaGuardLayer::without_nudge).
 //!
+//! **Readiness.** `poll_ready` is the inner service's. A call that goes on calls the service
+//! `poll_ready` readied, at once. A denied call does not call it: that service is dropped
+//! (giving back what it reserved, e.g. a `ConcurrencyLimit` permit) and an unready clone takes
+//! its place, so the inner service must be `Clone`.
+//!
 //! # Where the schemas come from
 //!
 //! - [`SchemaGuardLayer::new(specs)`](SchemaGuardLayer::new) or
@@ -765,7 +770,7 @@ impl<S: fmt::Debug> fmt::Debug for SchemaGuard<S> {
 
 impl<S> Service<ToolRequest> for SchemaGuard<S>
 where
-    S: Service<ToolRequest, Response = ToolOutput>,
+    S: Service<ToolRequest, Response = ToolOutput> + Clone,
 {
     type Response = ToolOutput;
     type Error = S::Error;
@@ -795,7 +800,11 @@ where
             let nudge = self.nudge.then(|| Arc::clone(compiled));
             future::ResponseFuture::call(self.inner.call(req), nudge)
         } else {
-            future::ResponseFuture::denied(compiled.denial(req.call.id.clone(), args))
+            let denial = compiled.denial(req.call.id.clone(), args);
+            // NOTE: the inner service is not called: drop the one `poll_ready` readied, giving
+            // back what it reserved (e.g. a `ConcurrencyLimit` permit), instead of keeping it.
+            self.inner = self.inner.clone();
+            future::ResponseFuture::denied(denial)
         }
     }
 }

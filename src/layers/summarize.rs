@@ -16,6 +16,15 @@
 //! If the summarizer fails (or answers nothing), the request passes through unchanged and the
 //! failure is logged and sent to the run's events as a warning.
 //!
+//! # Readiness
+//!
+//! `poll_ready` is the inner service's. A request that needs no compaction calls the service
+//! `poll_ready` readied. A request that is compacted awaits PreCompact and the summarizer
+//! first, so the readied service is dropped at once (giving back whatever it reserved, e.g. a
+//! `ConcurrencyLimit` permit) and a fresh clone is readied and called after the summary. A
+//! summarizer may therefore share the inner service's capacity — even a
+//! `ConcurrencyLimit(1)` around both — without a deadlock.
+//!
 //! # Example
 //!
 //! ```
@@ -419,16 +428,19 @@ where
             summarized: cut - start,
             kept: req.messages.len() - cut,
         };
-        // The readied inner service goes into the future; a clone stays behind.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        // NOTE: the inner call comes after awaits (PreCompact, the summarizer), so the service
+        // `poll_ready` readied must not wait with them: a summarizer sharing its capacity (a
+        // `ConcurrencyLimit(1)` around both) would wait for it forever. Replacing it drops it,
+        // which gives back what it reserved; a fresh clone is readied after the summary.
+        let inner = self.inner.clone();
+        self.inner = inner.clone();
         let summarizer = self.summarizer.clone();
         let config = Arc::clone(&self.config);
         future::ResponseFuture::compacting(Box::pin(async move {
             if let Some(f) = &config.on_compact
                 && f(info, req.clone()).await == CompactDecision::Veto
             {
-                return inner.call(req).await.map_err(Into::into);
+                return inner.oneshot(req).await.map_err(Into::into);
             }
             let old = (start..cut).map(|i| req.messages[i].clone());
             let summary_req = ModelRequest {
@@ -469,7 +481,7 @@ where
                     req
                 }
             };
-            inner.call(req).await.map_err(Into::into)
+            inner.oneshot(req).await.map_err(Into::into)
         }))
     }
 }

@@ -11,6 +11,7 @@ use tower::{Layer, Service, ServiceExt};
 
 use super::{BeforeModel, HookSet, HookSetInner};
 use crate::{
+    context::RunContext,
     error::BoxError,
     model::{ModelRequest, ModelResponse},
 };
@@ -42,6 +43,13 @@ impl<S> Layer<S> for HookModelLayer {
 }
 
 /// The service of [`HookModelLayer`].
+///
+/// # Readiness
+///
+/// `poll_ready` is the inner service's. With no BeforeModel hook the call goes to the service
+/// `poll_ready` readied, at once. With BeforeModel hooks, that service is dropped (giving back
+/// what it reserved) and a fresh clone is readied once the hooks let the call go on, so a hook
+/// may call a model that shares the inner service's capacity.
 #[derive(Clone)]
 pub struct HookModel<S> {
     inner: S,
@@ -87,11 +95,26 @@ where
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         use futures_util::TryFutureExt;
-        if self.set.before_model.is_empty() && self.set.after_model.is_empty() {
-            return Either::Left(self.inner.call(req).map_err(Into::into as fn(_) -> _));
+        if self.set.before_model.is_empty() {
+            // Nothing is awaited before the call: the service `poll_ready` readied is called
+            // now, and only its response waits for the AfterModel hooks.
+            let ctx = req.ctx.clone();
+            let fut = self.inner.call(req).map_err(Into::into as fn(_) -> _);
+            if self.set.after_model.is_empty() {
+                return Either::Left(fut);
+            }
+            let set = Arc::clone(&self.set);
+            return Either::Right(Box::pin(async move {
+                let resp = fut.await?;
+                Ok(after_model(&set, resp, ctx).await)
+            }));
         }
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        // NOTE: the BeforeModel hooks are awaited before the call, so the service `poll_ready`
+        // readied must not wait with them (a hook sharing its capacity would wait for it
+        // forever). Replacing it drops it, which gives back what it reserved; a fresh clone is
+        // readied (`oneshot`) once the hooks let the call go on.
+        let inner = self.inner.clone();
+        self.inner = inner.clone();
         let set = Arc::clone(&self.set);
         Either::Right(Box::pin(async move {
             let ctx = req.ctx.clone();
@@ -103,15 +126,24 @@ where
                     BeforeModel::Respond(resp) => Err(resp),
                 };
             }
-            let mut resp = match next {
+            let resp = match next {
                 Ok(req) => inner.oneshot(req).await.map_err(Into::into)?,
-                // Answered by a hook: `inner` (readied by `poll_ready`) is not called.
+                // Answered by a hook: `inner` is never readied nor called.
                 Err(resp) => resp,
             };
-            for f in &set.after_model {
-                resp = f(resp, ctx.clone()).await;
-            }
-            Ok(resp)
+            Ok(after_model(&set, resp, ctx).await)
         }))
     }
+}
+
+/// Runs the AfterModel hooks over `resp`, in order.
+async fn after_model(
+    set: &HookSetInner,
+    mut resp: ModelResponse,
+    ctx: RunContext,
+) -> ModelResponse {
+    for f in &set.after_model {
+        resp = f(resp, ctx.clone()).await;
+    }
+    resp
 }

@@ -46,6 +46,14 @@ impl<S> Layer<S> for HookToolLayer {
 }
 
 /// The service of [`HookToolLayer`].
+///
+/// # Readiness
+///
+/// `poll_ready` is the inner service's. With no matching PreToolUse hook the call goes to the
+/// service `poll_ready` readied, at once. With one, that service is dropped (giving back what
+/// it reserved) and a fresh clone is readied once the hooks (and the approval) let the call go
+/// on, so a hook may call a tool that shares the inner service's capacity, and a call waiting
+/// for an approval holds no slot.
 #[derive(Clone)]
 pub struct HookTool<S> {
     inner: S,
@@ -108,14 +116,31 @@ where
         if !wanted {
             return Either::Left(self.inner.call(req).map_err(Into::into as fn(_) -> _));
         }
-        // The readied service goes into the future; a clone stays behind.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        if !set.pre_tool.iter().any(|(m, _)| m.matches(call)) {
+            // No PreToolUse hook is awaited before the call: the service `poll_ready` readied
+            // is called now, and only its result waits for the after-hooks.
+            let call = Arc::new(req.call.clone());
+            let ctx = req.ctx.clone();
+            let fut = self.inner.call(req).map_err(Into::into);
+            let set = Arc::clone(&self.set);
+            return Either::Right(Box::pin(async move {
+                after(&set, call, ctx, Vec::new(), fut.await).await
+            }));
+        }
+        // NOTE: the PreToolUse hooks (and the approval) are awaited before the call, so the
+        // service `poll_ready` readied must not wait with them (a hook sharing its capacity
+        // would wait for it forever, and an approval may take minutes). Replacing it drops it,
+        // which gives back what it reserved; a fresh clone is readied (`oneshot`) once the
+        // hooks let the call go on.
+        let inner = self.inner.clone();
+        self.inner = inner.clone();
         let set = Arc::clone(&self.set);
         Either::Right(Box::pin(run(set, inner, req)))
     }
 }
 
+/// PreToolUse and the approval, then the call on `inner` (readied then), then the
+/// after-hooks.
 async fn run<S>(set: Arc<HookSetInner>, inner: S, req: ToolRequest) -> Result<ToolOutput, BoxError>
 where
     S: Service<ToolRequest, Response = ToolOutput>,
@@ -141,7 +166,7 @@ where
             Some(PreExit::Abort(reason)) => return Err(Abort::new(reason).into()),
         }
     }
-    let PreState { asks, mut contexts } = pre;
+    let PreState { asks, contexts } = pre;
     if !asks.is_empty() {
         let reason = asks.join("; ");
         let decision = match &set.approval {
@@ -178,7 +203,17 @@ where
         .oneshot(ToolRequest::new((*call).clone(), ctx.clone()))
         .await
         .map_err(Into::into);
+    after(&set, call, ctx, contexts, result).await
+}
 
+/// PostToolUse or PostToolUseFailure over the call's `result`; `contexts` so far are added.
+async fn after(
+    set: &HookSetInner,
+    call: Arc<ToolCall>,
+    ctx: crate::context::RunContext,
+    mut contexts: Vec<String>,
+    result: Result<ToolOutput, BoxError>,
+) -> Result<ToolOutput, BoxError> {
     match result {
         Ok(mut output) if !output.is_error => {
             for (matcher, f) in &set.post_tool {
@@ -199,7 +234,7 @@ where
                 error: output.content.clone(),
                 output: Some(output.clone()),
             });
-            failure_hooks(&set, &call, failure, &ctx, &mut contexts).await?;
+            failure_hooks(set, &call, failure, &ctx, &mut contexts).await?;
             add_contexts(&mut output, &contexts);
             Ok(output)
         }
@@ -210,7 +245,7 @@ where
                 error: text.clone(),
                 output: None,
             });
-            failure_hooks(&set, &call, failure, &ctx, &mut contexts).await?;
+            failure_hooks(set, &call, failure, &ctx, &mut contexts).await?;
             if contexts.is_empty() {
                 return Err(err);
             }
