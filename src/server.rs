@@ -1,5 +1,7 @@
 //! An HTTP server for an [`Agent`] (feature `axum`): runs, streamed runs (Server-Sent Events)
-//! and threads, as an [`axum::Router`].
+//! and threads, as an [`axum::Router`] — a whole app ([`router`]), or routes to embed in
+//! yours over any agent service ([`AgentRoutes`]), with the pieces for handlers of your own
+//! ([`events`], [`sse`], and `IntoResponse` for [`Error`](crate::Error)).
 //!
 //! # Example
 //!
@@ -36,7 +38,7 @@
 //! |---|---|---|
 //! | `POST /threads/{id}/runs` | [`RunRequest`] `{"prompt": "..."}` | `200` [`RunResponse`] `{thread_id, run_id, outcome, text, steps, usage}` |
 //! | `POST /threads/{id}/runs/stream` | [`RunRequest`] | `200` `text/event-stream`, one event per [`AgentEvent`] (below) |
-//! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files}`, `404` if there is none |
+//! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files}`, `404` if there is none (only with a [store](AgentRoutes::store)) |
 //! | `GET /healthz` | | `200` `{"status": "ok"}`, `503` `{"status": "shutting_down"}` once shutdown began |
 //!
 //! A run continues the thread `{id}` (it is created by its first run), and is saved after every
@@ -48,10 +50,43 @@
 //! Every error is JSON, [`ErrorResponse`] `{"error": "..."}`: `400` for a body that is not
 //! JSON, lacks `prompt` or has an empty one (`415` without a JSON content type, `413` for a
 //! body over axum's 2 MB default limit); `404` for an unknown thread or route; `409` for a run
-//! on a busy thread; `500` when the run could not run (a setup stage or the thread store
-//! failed); `503` for a run asked for after shutdown began. How a run *ended* is not an HTTP
+//! on a busy thread; `403` for a thread the [`ThreadAccess`] refuses; `500` when the run could
+//! not run (a setup stage or the thread store failed); `503` for a run asked for after
+//! shutdown began (or refused by a `LoadShed` around the agent); `504` when a tower `Timeout`
+//! around the agent elapsed (the run is dropped: the thread keeps what was saved). How a run *ended* is not an HTTP
 //! error: a run the model could not finish is a `200` whose `outcome` says why
 //! (`{"kind": "aborted", "error": "..."}`, `max_steps`, `cancelled` …).
+//!
+//! # Embedding
+//!
+//! [`AgentRoutes`] serves any `Service<AgentRequest, Response = AgentResponse>` that is
+//! `Clone + Send + Sync + 'static` with an error that converts into a [`BoxError`]: an
+//! [`Agent`], or an agent under tower middleware (`Timeout<Agent>`,
+//! `ConcurrencyLimit<Agent>`, `LoadShed`, your own layers). The thread store and the shutdown
+//! signal come from the builder, not from the service. [`AgentRoutes::routes`] has no
+//! `/healthz` and no fallback, so it [`merge`](Router::merge)s and [`nest`](Router::nest)s
+//! into an app that has its own (merging [`router`], which has both, into such an app panics,
+//! as axum does for any two routers with a fallback or the same route).
+//!
+//! For a handler of your own, [`events`] calls an agent service and streams the run's events
+//! (ending with `agent_stop`, even when the call fails), [`sse`] answers with such a stream in
+//! this module's encoding, and a handler can `?` an [`Error`](crate::Error) (a `500` with the
+//! JSON error body).
+//!
+//! # Per-request data and thread access
+//!
+//! The run routes copy the HTTP request's [extensions](axum::http::Extensions) — what your
+//! authentication middleware put there (the user, the tenant) — into the [`AgentRequest`]
+//! ([`AgentRequest::extensions_mut`]); the run's tools, hooks and stages read them with
+//! [`RunContext::extensions`](crate::context::RunContext::extensions).
+//!
+//! Who may read (`GET /threads/{id}`) or continue (`POST /threads/{id}/runs…`) a thread is up
+//! to the [`ThreadAccess`] given to [`AgentRoutes::thread_access`] (by default, anyone): it
+//! sees the request's parts (headers and extensions), the thread id and the
+//! [`ThreadAction`], and runs after the body is checked and before the thread is claimed or
+//! the run starts. A refusal answers **`403`** `{"error": "not allowed on thread `{id}`"}`.
+//! `403`, not `404`: a run on an unused id creates the thread, so a `404` could not hide
+//! that an id is taken anyway, and a `403` tells a client its credentials are the problem.
 //!
 //! # Server-Sent Events
 //!
