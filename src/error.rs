@@ -216,7 +216,10 @@ mod tests {
             .await
             .unwrap();
         let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(body, serde_json::json!({"error": "thread store failed: disk full"}));
+        assert_eq!(
+            body,
+            serde_json::json!({"error": "thread store failed: disk full"})
+        );
     }
 
     #[test]

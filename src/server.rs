@@ -107,7 +107,7 @@
 //!
 //! # Layers
 //!
-//! The non-streamed route calls the agent as a tower [`Service`](tower::Service)
+//! The non-streamed route calls the agent as a tower [`Service`]
 //! (`oneshot(AgentRequest)`), and the router is an ordinary axum `Router`: stack tower and
 //! tower-http layers on it for tracing, timeouts, concurrency limits and body limits, and
 //! merge it with your own routes.
@@ -180,12 +180,12 @@ use std::{
 
 use axum::{
     Json, Router,
-    http::request::Parts,
     extract::{
         Path, State,
         rejection::{JsonRejection, PathRejection},
     },
     http::StatusCode,
+    http::request::Parts,
     response::{
         IntoResponse, Response,
         sse::{Event, KeepAlive, Sse},
@@ -203,9 +203,9 @@ use tower::{Service, ServiceExt, util::BoxCloneSyncService};
 use crate::{
     Agent, AgentRequest, AgentResponse, BoxError, Outcome,
     agent::AgentEvent,
-    store::ThreadStore,
     context::Todo,
     message::{Messages, Usage},
+    store::ThreadStore,
 };
 
 /// The routes of the [module docs](crate::server) over `agent`, ready to serve or to layer:

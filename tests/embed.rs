@@ -335,7 +335,10 @@ async fn a_timeout_around_the_agent_answers_504_and_ends_the_stream() {
     assert_eq!(resp.status(), StatusCode::GATEWAY_TIMEOUT);
     assert!(started.elapsed() < Duration::from_secs(10));
     let error: Value = resp.json().await.unwrap();
-    assert!(error["error"].as_str().unwrap().contains("timed out"), "{error}");
+    assert!(
+        error["error"].as_str().unwrap().contains("timed out"),
+        "{error}"
+    );
 
     // Streamed: the stream ends (after its events so far) with an `agent_stop`.
     let resp = client

@@ -67,13 +67,21 @@ async fn a_spent_budget_stops_retries() {
     // The fifth call has earned, with the others, one retry: not the four `max_attempts` allows.
     let err = model.clone().oneshot(hi()).await.unwrap_err();
     assert!(provider_error(&err).is_server_error(), "{err}");
-    assert_eq!(server.requests().len(), 6, "one retry, then the budget is spent");
+    assert_eq!(
+        server.requests().len(),
+        6,
+        "one retry, then the budget is spent"
+    );
     // The next calls fail at once: the provider is not hammered.
     for _ in 0..2 {
         let err = model.clone().oneshot(hi()).await.unwrap_err();
         assert!(provider_error(&err).is_server_error(), "{err}");
     }
-    assert_eq!(server.requests().len(), 8, "no retry once the budget is spent");
+    assert_eq!(
+        server.requests().len(),
+        8,
+        "no retry once the budget is spent"
+    );
 
     // An empty budget: never a retry, whatever `max_attempts` says.
     let empty = Arc::new(TpsBudget::new(Duration::from_secs(60), 0, 0.0));

@@ -426,9 +426,21 @@ mod tests {
         let budget = Arc::new(TpsBudget::new(Duration::from_secs(1), 1, 0.0));
         let policy = RetryPolicy::new().max_attempts(10).budget(budget);
         let mut first = policy.clone();
-        assert!(first.retry(&mut req, &mut failed(Kind::Server, None)).is_some());
-        assert!(first.retry(&mut req, &mut failed(Kind::Server, None)).is_none());
+        assert!(
+            first
+                .retry(&mut req, &mut failed(Kind::Server, None))
+                .is_some()
+        );
+        assert!(
+            first
+                .retry(&mut req, &mut failed(Kind::Server, None))
+                .is_none()
+        );
         let mut second = policy.clone();
-        assert!(second.retry(&mut req, &mut failed(Kind::Server, None)).is_none());
+        assert!(
+            second
+                .retry(&mut req, &mut failed(Kind::Server, None))
+                .is_none()
+        );
     }
 }
