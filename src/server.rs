@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use axum::{body::Body, http::{Request, StatusCode}};
-//! use tower::{Service, ServiceExt, util::BoxCloneSyncService};
+//! use tower::ServiceExt;
 //! use tower_agent::{Agent, model::ScriptedModel, server::{self, RunResponse}};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -53,8 +53,9 @@
 //! on a busy thread; `403` for a thread the [`ThreadAccess`] refuses; `500` when the run could
 //! not run (a setup stage or the thread store failed); `503` for a run asked for after
 //! shutdown began (or refused by a `LoadShed` around the agent); `504` when a tower `Timeout`
-//! around the agent elapsed (the run is dropped: the thread keeps what was saved). How a run *ended* is not an HTTP
-//! error: a run the model could not finish is a `200` whose `outcome` says why
+//! around the agent elapsed (the run is dropped: the thread keeps what was saved). How a run
+//! *ended* is not an HTTP error: a run the model could not finish is a `200` whose `outcome`
+//! says why
 //! (`{"kind": "aborted", "error": "..."}`, `max_steps`, `cancelled` …).
 //!
 //! # Embedding
@@ -138,7 +139,10 @@
 //! the run (a run cut off keeps what was saved after its last whole step) and a concurrency
 //! limit bounds concurrent runs. For the streamed route the head is sent at once and the run
 //! goes on in the body: a timeout or a concurrency limit there bounds only the start of the
-//! stream. A client that disconnects drops its run the same way.
+//! stream. A client that disconnects drops its run the same way. To bound every run, streamed
+//! or not, put the middleware around the agent service instead ([`AgentRoutes::new`] with a
+//! `Timeout<Agent>` or a `ConcurrencyLimit<Agent>`): a streamed run cut off by a timeout ends
+//! its stream with an `agent_stop`, a non-streamed one answers `504`.
 //!
 //! # Graceful shutdown
 //!
@@ -184,8 +188,7 @@ use axum::{
         Path, State,
         rejection::{JsonRejection, PathRejection},
     },
-    http::StatusCode,
-    http::request::Parts,
+    http::{StatusCode, request::Parts},
     response::{
         IntoResponse, Response,
         sse::{Event, KeepAlive, Sse},
@@ -891,7 +894,8 @@ pub struct Serve<F> {
 
 impl<F> Serve<F> {
     /// Serves `router` instead of [`router(agent)`](router): typically that router with
-    /// layers, or merged into a larger app. On shutdown, the `agent` given to [`serve`] is
+    /// layers, an [`AgentRoutes`] router over the agent under tower middleware, or an app the
+    /// [`AgentRoutes::routes`] are merged into. On shutdown, the `agent` given to [`serve`] is
     /// the one whose runs are asked to stop, so the router should serve that agent.
     pub fn router(mut self, router: Router) -> Self {
         self.router = Some(router);
