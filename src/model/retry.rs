@@ -443,4 +443,37 @@ mod tests {
                 .is_none()
         );
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Any settings: every computed wait is within `[min(base, cap), cap]` (jitter
+        /// included), grows or holds from one retry to the next, and nothing panics.
+        #[test]
+        fn backoff_stays_within_its_bounds(
+            base_ms in 0u64..10_000_000,
+            cap_ms in 0u64..10_000_000,
+            jitter: bool,
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            let (base, cap) = (Duration::from_millis(base_ms), Duration::from_millis(cap_ms));
+            let p = RetryPolicy::new().base_delay(base).max_delay(cap).jitter(jitter);
+            let d = rt.block_on(async { delays(&p, 40) });
+            let cap = cap.max(Duration::from_nanos(1));
+            let mut last_base = Duration::ZERO;
+            for (n, d) in d.iter().enumerate() {
+                proptest::prop_assert!(*d <= cap, "{n}: {d:?} > {cap:?}");
+                proptest::prop_assert!(*d >= base.min(cap), "{n}: {d:?} < {base:?}");
+                // Without jitter the waits never shrink.
+                if !jitter {
+                    proptest::prop_assert!(*d >= last_base, "{n}: {d:?} < {last_base:?}");
+                    last_base = *d;
+                }
+            }
+        }
+    }
 }
