@@ -10,8 +10,10 @@
 //! (no network, no API key): it counts the words of your prompt with a tool, and tells how many
 //! prompts the thread has seen, so a second run on the same thread shows it continues.
 //!
-//! The router is wrapped in tower-http and tower layers: a `TraceLayer` (logs every request),
-//! a concurrency limit, a request timeout (`408`) and a request body limit. Ctrl-C (or
+//! The agent is served under a tower `Timeout` (a run longer than 120 s is dropped and answers
+//! `504`, its thread keeping what was saved), with `server::AgentRoutes`; the router is
+//! wrapped in tower-http and tower layers: a `TraceLayer` (logs every request), a concurrency
+//! limit and a request body limit. Ctrl-C (or
 //! SIGTERM) shuts down gracefully: no new connections, runs in flight end after their current
 //! step and save their thread, then the process exits (after 10 s at most).
 //!
@@ -27,7 +29,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::http::StatusCode;
 use futures_util::StreamExt;
 use serde_json::json;
 use tower::{ServiceBuilder, limit::ConcurrencyLimitLayer};
@@ -35,11 +36,11 @@ use tower_agent::{
     Agent, BoxError,
     message::Role,
     model::{ModelResponse, ScriptedModel},
-    server::{self, RunResponse},
+    server::{self, AgentRoutes, RunResponse},
     store::Sqlite,
     tool::tool_fn,
 };
-use tower_http::{limit::RequestBodyLimitLayer, timeout::TimeoutLayer, trace::TraceLayer};
+use tower_http::{limit::RequestBodyLimitLayer, trace::TraceLayer};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
@@ -65,17 +66,21 @@ async fn main() -> Result<(), BoxError> {
 
     let agent = agent(store);
 
+    // The agent under tower middleware: a run is bounded, streamed or not.
+    let service = ServiceBuilder::new()
+        .timeout(Duration::from_secs(120))
+        .service(agent.clone());
     // The HTTP stack: the first layer is the outermost.
-    let app = server::router(agent.clone()).layer(
-        ServiceBuilder::new()
-            .layer(TraceLayer::new_for_http())
-            .layer(ConcurrencyLimitLayer::new(64))
-            .layer(TimeoutLayer::with_status_code(
-                StatusCode::REQUEST_TIMEOUT,
-                Duration::from_secs(120),
-            ))
-            .layer(RequestBodyLimitLayer::new(64 * 1024)),
-    );
+    let app = AgentRoutes::new(service)
+        .store(agent.store().clone())
+        .shutdown_signal(agent.shutdown_signal().clone())
+        .router()
+        .layer(
+            ServiceBuilder::new()
+                .layer(TraceLayer::new_for_http())
+                .layer(ConcurrencyLimitLayer::new(64))
+                .layer(RequestBodyLimitLayer::new(64 * 1024)),
+        );
 
     let addr: SocketAddr = if once {
         "127.0.0.1:0".parse()?

@@ -67,6 +67,7 @@ struct Shared {
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: CancellationToken,
     transcript: Option<PathBuf>,
+    extensions: http::Extensions,
     notify: std::sync::OnceLock<Arc<NotifyFn>>,
 }
 
@@ -107,6 +108,13 @@ impl RunContext {
             shared: Arc::clone(&self.shared),
             step,
         }
+    }
+
+    /// The per-request data of the run's [`AgentRequest`](crate::AgentRequest) (see
+    /// [`AgentRequest::extensions_mut`](crate::AgentRequest::extensions_mut)): for example
+    /// the principal a server's authentication middleware put in the HTTP request.
+    pub fn extensions(&self) -> &http::Extensions {
+        &self.shared.extensions
     }
 
     /// The working (project) directory of the run.
@@ -272,6 +280,7 @@ pub struct RunContextBuilder {
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: Option<CancellationToken>,
     transcript: Option<PathBuf>,
+    extensions: http::Extensions,
 }
 
 impl RunContextBuilder {
@@ -324,6 +333,13 @@ impl RunContextBuilder {
         self
     }
 
+    /// The request's extensions.
+    #[must_use]
+    pub(crate) fn extensions(mut self, extensions: http::Extensions) -> Self {
+        self.extensions = extensions;
+        self
+    }
+
     /// Builds the context (at step 0).
     pub fn build(self) -> RunContext {
         RunContext {
@@ -340,6 +356,7 @@ impl RunContextBuilder {
                 events: self.events,
                 cancel: self.cancel.unwrap_or_default(),
                 transcript: self.transcript,
+                extensions: self.extensions,
                 notify: std::sync::OnceLock::new(),
             }),
             step: 0,

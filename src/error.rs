@@ -149,6 +149,23 @@ impl StdError for Error {
     }
 }
 
+/// With feature `axum`, a handler can `?` the crate's error: it answers `500` with the
+/// server's JSON error body, [`ErrorResponse`](crate::server::ErrorResponse)
+/// `{"error": "..."}`, the error and its sources as text.
+#[cfg(feature = "axum")]
+impl axum::response::IntoResponse for Error {
+    fn into_response(self) -> axum::response::Response {
+        let body = crate::server::ErrorResponse {
+            error: error_chain(&self),
+        };
+        (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(body),
+        )
+            .into_response()
+    }
+}
+
 /// An error and its sources, `outer: inner: root`.
 pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
@@ -187,6 +204,22 @@ mod tests {
         assert_eq!(Abort::find(&*err).map(Abort::reason), Some("x"));
         let other: BoxError = "plain".into();
         assert!(Abort::find(&*other).is_none());
+    }
+
+    #[cfg(feature = "axum")]
+    #[tokio::test]
+    async fn error_answers_500_with_a_json_body() {
+        use axum::response::IntoResponse;
+        let response = Error::store("disk full".into()).into_response();
+        assert_eq!(response.status(), 500);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"error": "thread store failed: disk full"})
+        );
     }
 
     #[test]

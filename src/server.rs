@@ -1,5 +1,7 @@
 //! An HTTP server for an [`Agent`] (feature `axum`): runs, streamed runs (Server-Sent Events)
-//! and threads, as an [`axum::Router`].
+//! and threads, as an [`axum::Router`] — a whole app ([`router`]), or routes to embed in
+//! yours over any agent service ([`AgentRoutes`]), with the pieces for handlers of your own
+//! ([`events`], [`sse`], and `IntoResponse` for [`Error`](crate::Error)).
 //!
 //! # Example
 //!
@@ -36,7 +38,7 @@
 //! |---|---|---|
 //! | `POST /threads/{id}/runs` | [`RunRequest`] `{"prompt": "..."}` | `200` [`RunResponse`] `{thread_id, run_id, outcome, text, steps, usage}` |
 //! | `POST /threads/{id}/runs/stream` | [`RunRequest`] | `200` `text/event-stream`, one event per [`AgentEvent`] (below) |
-//! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files}`, `404` if there is none |
+//! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files}`, `404` if there is none (only with a [store](AgentRoutes::store)) |
 //! | `GET /healthz` | | `200` `{"status": "ok"}`, `503` `{"status": "shutting_down"}` once shutdown began |
 //!
 //! A run continues the thread `{id}` (it is created by its first run), and is saved after every
@@ -48,10 +50,44 @@
 //! Every error is JSON, [`ErrorResponse`] `{"error": "..."}`: `400` for a body that is not
 //! JSON, lacks `prompt` or has an empty one (`415` without a JSON content type, `413` for a
 //! body over axum's 2 MB default limit); `404` for an unknown thread or route; `409` for a run
-//! on a busy thread; `500` when the run could not run (a setup stage or the thread store
-//! failed); `503` for a run asked for after shutdown began. How a run *ended* is not an HTTP
-//! error: a run the model could not finish is a `200` whose `outcome` says why
+//! on a busy thread; `403` for a thread the [`ThreadAccess`] refuses; `500` when the run could
+//! not run (a setup stage or the thread store failed); `503` for a run asked for after
+//! shutdown began (or refused by a `LoadShed` around the agent); `504` when a tower `Timeout`
+//! around the agent elapsed (the run is dropped: the thread keeps what was saved). How a run
+//! *ended* is not an HTTP error: a run the model could not finish is a `200` whose `outcome`
+//! says why
 //! (`{"kind": "aborted", "error": "..."}`, `max_steps`, `cancelled` …).
+//!
+//! # Embedding
+//!
+//! [`AgentRoutes`] serves any `Service<AgentRequest, Response = AgentResponse>` that is
+//! `Clone + Send + Sync + 'static` with an error that converts into a [`BoxError`]: an
+//! [`Agent`], or an agent under tower middleware (`Timeout<Agent>`,
+//! `ConcurrencyLimit<Agent>`, `LoadShed`, your own layers). The thread store and the shutdown
+//! signal come from the builder, not from the service. [`AgentRoutes::routes`] has no
+//! `/healthz` and no fallback, so it [`merge`](Router::merge)s and [`nest`](Router::nest)s
+//! into an app that has its own (merging [`router`], which has both, into such an app panics,
+//! as axum does for any two routers with a fallback or the same route).
+//!
+//! For a handler of your own, [`events`] calls an agent service and streams the run's events
+//! (ending with `agent_stop`, even when the call fails), [`sse`] answers with such a stream in
+//! this module's encoding, and a handler can `?` an [`Error`](crate::Error) (a `500` with the
+//! JSON error body).
+//!
+//! # Per-request data and thread access
+//!
+//! The run routes copy the HTTP request's [extensions](axum::http::Extensions) — what your
+//! authentication middleware put there (the user, the tenant) — into the [`AgentRequest`]
+//! ([`AgentRequest::extensions_mut`]); the run's tools, hooks and stages read them with
+//! [`RunContext::extensions`](crate::context::RunContext::extensions).
+//!
+//! Who may read (`GET /threads/{id}`) or continue (`POST /threads/{id}/runs…`) a thread is up
+//! to the [`ThreadAccess`] given to [`AgentRoutes::thread_access`] (by default, anyone): it
+//! sees the request's parts (headers and extensions), the thread id and the
+//! [`ThreadAction`], and runs after the body is checked and before the thread is claimed or
+//! the run starts. A refusal answers **`403`** `{"error": "not allowed on thread `{id}`"}`.
+//! `403`, not `404`: a run on an unused id creates the thread, so a `404` could not hide
+//! that an id is taken anyway, and a `403` tells a client its credentials are the problem.
 //!
 //! # Server-Sent Events
 //!
@@ -72,7 +108,7 @@
 //!
 //! # Layers
 //!
-//! The non-streamed route calls the agent as a tower [`Service`](tower::Service)
+//! The non-streamed route calls the agent as a tower [`Service`]
 //! (`oneshot(AgentRequest)`), and the router is an ordinary axum `Router`: stack tower and
 //! tower-http layers on it for tracing, timeouts, concurrency limits and body limits, and
 //! merge it with your own routes.
@@ -103,7 +139,10 @@
 //! the run (a run cut off keeps what was saved after its last whole step) and a concurrency
 //! limit bounds concurrent runs. For the streamed route the head is sent at once and the run
 //! goes on in the body: a timeout or a concurrency limit there bounds only the start of the
-//! stream. A client that disconnects drops its run the same way.
+//! stream. A client that disconnects drops its run the same way. To bound every run, streamed
+//! or not, put the middleware around the agent service instead ([`AgentRoutes::new`] with a
+//! `Timeout<Agent>` or a `ConcurrencyLimit<Agent>`): a streamed run cut off by a timeout ends
+//! its stream with an `agent_stop`, a non-streamed one answers `504`.
 //!
 //! # Graceful shutdown
 //!
@@ -149,7 +188,7 @@ use axum::{
         Path, State,
         rejection::{JsonRejection, PathRejection},
     },
-    http::StatusCode,
+    http::{StatusCode, request::Parts},
     response::{
         IntoResponse, Response,
         sse::{Event, KeepAlive, Sse},
@@ -158,46 +197,212 @@ use axum::{
     serve::ListenerExt,
 };
 use futures_core::Stream;
-use futures_util::{StreamExt, future::BoxFuture};
+use futures_util::{FutureExt, StreamExt, future::BoxFuture};
 use serde::{Deserialize, Serialize};
-use tokio::net::TcpListener;
+use tokio::{net::TcpListener, sync::mpsc};
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
+use tower::{Service, ServiceExt, util::BoxCloneSyncService};
 
 use crate::{
-    Agent, AgentRequest, AgentResponse, Outcome,
+    Agent, AgentRequest, AgentResponse, BoxError, Outcome,
     agent::AgentEvent,
     context::Todo,
     message::{Messages, Usage},
+    store::ThreadStore,
 };
 
-/// The routes of the [module docs](crate::server) over `agent`, ready to serve or to layer.
+/// The routes of the [module docs](crate::server) over `agent`, ready to serve or to layer:
+/// [`AgentRoutes::for_agent(&agent).router()`](AgentRoutes::router).
 ///
 /// The router has no state left to provide (`Router<()>`): add layers with
-/// [`Router::layer`], merge it into your app with [`Router::merge`] or
-/// [`Router::nest`]. To serve it yourself rather than with [`serve`], set `TCP_NODELAY` on
-/// the connections (`axum::serve::ListenerExt::tap_io`), so streamed events are not held
-/// back, and cancel the agent's [`shutdown_signal`](Agent::shutdown_signal) in your graceful
-/// shutdown.
+/// [`Router::layer`]. It has its own `/healthz` and fallbacks: to add the agent's routes to
+/// an app that has its own, use [`AgentRoutes::routes`]. To serve it yourself rather than
+/// with [`serve`], set `TCP_NODELAY` on the connections
+/// (`axum::serve::ListenerExt::tap_io`), so streamed events are not held back, and cancel the
+/// agent's [`shutdown_signal`](Agent::shutdown_signal) in your graceful shutdown.
 pub fn router(agent: Agent) -> Router {
-    let state = AppState {
-        agent,
-        busy: Arc::default(),
-    };
-    Router::new()
-        .route("/threads/{id}/runs", post(run))
-        .route("/threads/{id}/runs/stream", post(run_stream))
-        .route("/threads/{id}", get(thread))
-        .route("/healthz", get(healthz))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
+    AgentRoutes::for_agent(&agent).router()
 }
 
-/// The router's state: the agent, and the threads that have a run going.
+/// The agent service the routes call: any tower service of [`AgentRequest`]s, type-erased.
+type BoxAgentService = BoxCloneSyncService<AgentRequest, AgentResponse, BoxError>;
+
+/// The routes of the [module docs](crate::server) over any agent service — an [`Agent`] or
+/// an `Agent` under tower middleware (`Timeout<Agent>`, `ConcurrencyLimit<Agent>`, your own
+/// layers) — to embed in an app.
+///
+/// What the routes need beyond the service comes from here, not from the service's type: the
+/// thread store that `GET /threads/{id}` reads ([`store`](Self::store)), the shutdown
+/// signal that `/healthz` and new runs watch ([`shutdown_signal`](Self::shutdown_signal)) and
+/// who may read or continue a thread ([`thread_access`](Self::thread_access)).
+/// [`for_agent`](Self::for_agent) takes the first two from an agent.
+///
+/// [`routes`](Self::routes) gives only the `/threads/…` routes, no `/healthz` and no
+/// fallback, so the router [`merge`](Router::merge)s and [`nest`](Router::nest)s into any
+/// app; [`router`](Self::router) adds `/healthz` and the JSON `404`/`405` fallbacks.
+///
+/// ```
+/// use std::time::Duration;
+/// use axum::{Router, routing::get};
+/// use tower::ServiceBuilder;
+/// use tower_agent::{Agent, model::ScriptedModel, server::{AgentRoutes, ThreadAction}};
+///
+/// let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
+/// let service = ServiceBuilder::new()
+///     .timeout(Duration::from_secs(120))
+///     .concurrency_limit(16)
+///     .service(agent.clone());
+/// let agent_routes = AgentRoutes::new(service)
+///     .store(agent.store().clone())
+///     .shutdown_signal(agent.shutdown_signal().clone())
+///     // Here: threads named after the caller's tenant header only.
+///     .thread_access(|parts: &axum::http::request::Parts, id: &str, _: ThreadAction| {
+///         parts.headers.get("x-tenant").is_some_and(|t| id.as_bytes().starts_with(t.as_bytes()))
+///     })
+///     .routes();
+/// let app: Router = Router::new()
+///     .route("/healthz", get(|| async { "ok" }))
+///     .nest("/agent", agent_routes)
+///     .fallback(|| async { "not here" });
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct AgentRoutes {
+    state: AppState,
+}
+
+impl AgentRoutes {
+    /// The routes over `service`, with no thread store (no `GET /threads/{id}` route), no
+    /// shutdown signal and every thread open to every caller.
+    pub fn new<S>(service: S) -> Self
+    where
+        S: Service<AgentRequest, Response = AgentResponse> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        let service = BoxCloneSyncService::new(service.map_err(Into::into));
+        AgentRoutes {
+            state: AppState {
+                service,
+                store: None,
+                shutdown: None,
+                access: None,
+                busy: Arc::default(),
+            },
+        }
+    }
+
+    /// The routes over `agent`, with its store and its shutdown signal.
+    pub fn for_agent(agent: &Agent) -> Self {
+        Self::new(agent.clone())
+            .store(Arc::clone(agent.store()))
+            .shutdown_signal(agent.shutdown_signal().clone())
+    }
+
+    /// The thread store `GET /threads/{id}` reads: the one the service's agent saves to.
+    pub fn store(mut self, store: Arc<dyn ThreadStore>) -> Self {
+        self.state.store = Some(store);
+        self
+    }
+
+    /// The shutdown signal: once cancelled, runs are refused with `503` and `/healthz`
+    /// answers `503` (use the agent's [`shutdown_signal`](Agent::shutdown_signal)).
+    pub fn shutdown_signal(mut self, token: CancellationToken) -> Self {
+        self.state.shutdown = Some(token);
+        self
+    }
+
+    /// Who may read (`GET /threads/{id}`) or continue (`POST /threads/{id}/runs…`) a thread;
+    /// a refusal answers `403` (see the [module docs](crate::server#thread-access)). A
+    /// closure `Fn(&Parts, &str, ThreadAction) -> bool` is a [`ThreadAccess`].
+    pub fn thread_access(mut self, access: impl ThreadAccess) -> Self {
+        self.state.access = Some(Arc::new(access));
+        self
+    }
+
+    /// Only the `/threads/…` routes: no `/healthz`, no fallback, so the router merges and
+    /// nests into any app (the app's fallback answers unknown paths).
+    pub fn routes(self) -> Router {
+        let mut routes = Router::new()
+            .route("/threads/{id}/runs", post(run))
+            .route("/threads/{id}/runs/stream", post(run_stream));
+        if self.state.store.is_some() {
+            routes = routes.route("/threads/{id}", get(thread));
+        }
+        routes.with_state(self.state)
+    }
+
+    /// The routes, `/healthz`, and JSON answers for unknown routes (`404`) and methods
+    /// (`405`): a whole app.
+    pub fn router(self) -> Router {
+        let shutdown = self.state.shutdown.clone();
+        self.routes()
+            .route("/healthz", get(move || healthz(shutdown)))
+            .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
+    }
+}
+
+impl fmt::Debug for AgentRoutes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentRoutes")
+            .field("store", &self.state.store.is_some())
+            .field("shutdown_signal", &self.state.shutdown.is_some())
+            .field("thread_access", &self.state.access.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a request wants to do with a thread (see [`ThreadAccess`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ThreadAction {
+    /// Read it: `GET /threads/{id}`.
+    Read,
+    /// Run on it (creating it if it is new): `POST /threads/{id}/runs` and
+    /// `POST /threads/{id}/runs/stream`.
+    Run,
+}
+
+/// Decides who may read or continue a thread: given the HTTP request's parts (its headers,
+/// and the extensions your authentication middleware filled in), the thread id and the
+/// [`ThreadAction`], allow (`true`) or refuse (`false`, answered `403`). See the
+/// [module docs](crate::server#thread-access).
+///
+/// A closure `Fn(&Parts, &str, ThreadAction) -> bool` is one; implement the trait for a
+/// check that must await (a database lookup).
+pub trait ThreadAccess: Send + Sync + 'static {
+    /// Whether the request `parts` may `action` the thread `thread_id`.
+    fn allow<'a>(
+        &'a self,
+        parts: &'a Parts,
+        thread_id: &'a str,
+        action: ThreadAction,
+    ) -> BoxFuture<'a, bool>;
+}
+
+impl<F> ThreadAccess for F
+where
+    F: Fn(&Parts, &str, ThreadAction) -> bool + Send + Sync + 'static,
+{
+    fn allow<'a>(
+        &'a self,
+        parts: &'a Parts,
+        thread_id: &'a str,
+        action: ThreadAction,
+    ) -> BoxFuture<'a, bool> {
+        Box::pin(std::future::ready(self(parts, thread_id, action)))
+    }
+}
+
+/// The router's state: the service, what the routes need besides, and the threads that have
+/// a run going.
 #[derive(Clone)]
 struct AppState {
-    agent: Agent,
+    service: BoxAgentService,
+    store: Option<Arc<dyn ThreadStore>>,
+    shutdown: Option<CancellationToken>,
+    access: Option<Arc<dyn ThreadAccess>>,
     busy: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -216,6 +421,28 @@ impl AppState {
             set: Arc::clone(&self.busy),
             id: id.to_owned(),
         })
+    }
+
+    fn shutting_down(&self) -> bool {
+        self.shutdown
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+    }
+
+    /// `403` unless the [`ThreadAccess`] allows `action` on `id`.
+    async fn check_access(
+        &self,
+        parts: &Parts,
+        id: &str,
+        action: ThreadAction,
+    ) -> Result<(), ApiError> {
+        match &self.access {
+            Some(access) if !access.allow(parts, id, action).await => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("not allowed on thread `{id}`"),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -354,17 +581,40 @@ impl From<PathRejection> for ApiError {
     }
 }
 
-impl From<crate::Error> for ApiError {
-    fn from(err: crate::Error) -> Self {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+impl ApiError {
+    /// The answer for a failed call of the agent service: the status of the error (or of the
+    /// first error of its source chain) that has one, else `500`.
+    fn from_service(err: BoxError) -> Self {
+        ApiError::new(
+            service_error_status(&*err),
+            crate::error::error_chain(&*err),
+        )
     }
+}
+
+/// The status for an agent service's error: `504` for a tower `Timeout` that elapsed, `503`
+/// for a load shedder's refusal, `500` for anything else (a failing setup stage or store).
+fn service_error_status(err: &(dyn std::error::Error + 'static)) -> StatusCode {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if e.is::<tower::timeout::error::Elapsed>() {
+            return StatusCode::GATEWAY_TIMEOUT;
+        }
+        if e.is::<tower::load_shed::error::Overloaded>() {
+            return StatusCode::SERVICE_UNAVAILABLE;
+        }
+        cur = e.source();
+    }
+    StatusCode::INTERNAL_SERVER_ERROR
 }
 
 // ===== handlers =====
 
-/// Checks the pieces of a run request, claims its thread and makes the [`AgentRequest`].
-fn agent_request(
+/// Checks the pieces of a run request, claims its thread and makes the [`AgentRequest`], with
+/// the HTTP request's extensions.
+async fn agent_request(
     state: &AppState,
+    parts: Parts,
     id: Result<Path<String>, PathRejection>,
     body: Result<Json<RunRequest>, JsonRejection>,
 ) -> Result<(AgentRequest, Busy), ApiError> {
@@ -376,40 +626,152 @@ fn agent_request(
             "`prompt` must not be empty",
         ));
     }
-    if state.agent.shutdown_signal().is_cancelled() {
+    if state.shutting_down() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "the server is shutting down",
         ));
     }
+    state.check_access(&parts, &id, ThreadAction::Run).await?;
     let busy = state.claim(&id)?;
-    Ok((AgentRequest::new(body.prompt).thread(id), busy))
+    let mut request = AgentRequest::new(body.prompt).thread(id);
+    *request.extensions_mut() = parts.extensions;
+    Ok((request, busy))
 }
 
 async fn run(
     State(state): State<AppState>,
+    parts: Parts,
     id: Result<Path<String>, PathRejection>,
     body: Result<Json<RunRequest>, JsonRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
-    let (request, _busy) = agent_request(&state, id, body)?;
-    // The agent as a tower service (always ready).
-    let response = state.agent.oneshot(request).await?;
+    let (request, _busy) = agent_request(&state, parts, id, body).await?;
+    let response = state
+        .service
+        .oneshot(request)
+        .await
+        .map_err(ApiError::from_service)?;
     Ok(Json(response.into()))
 }
 
 async fn run_stream(
     State(state): State<AppState>,
+    parts: Parts,
     id: Result<Path<String>, PathRejection>,
     body: Result<Json<RunRequest>, JsonRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let (request, busy) = agent_request(&state, id, body)?;
+    let (request, busy) = agent_request(&state, parts, id, body).await?;
     // NOTE: the stream owns the run (and the thread's claim): a client that goes away drops
     // both (see the module docs).
-    let events = state.agent.stream(request).map(move |event| {
+    let events = events(state.service, request).map(move |event| {
         let _claim = &busy;
-        Ok(sse_event(&event))
+        event
     });
-    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+    Ok(sse(events))
+}
+
+/// Calls `service` with `request` and returns the run's [`AgentEvent`]s as a stream, for a
+/// handler of your own: the request's [`events`](AgentRequest::events) channel is set to the
+/// stream's. The stream drives the call (no task is spawned; dropping the stream drops the
+/// call, as a client going away does) and ends after the call did.
+///
+/// The last event is an [`AgentEvent::AgentStop`]: when the call fails before the run sent
+/// one (a `Timeout` that elapsed, a failing store, a load shedder), the stream ends with an
+/// `AgentStop` whose outcome is `aborted` with the error. Pass the stream to [`sse`] to
+/// answer with it.
+pub fn events<S>(service: S, mut request: AgentRequest) -> impl Stream<Item = AgentEvent> + Send
+where
+    S: Service<AgentRequest, Response = AgentResponse> + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    request.events = Some(tx);
+    let call: BoxFuture<'static, Result<(), BoxError>> = Box::pin(
+        service
+            .oneshot(request)
+            .map(|result| result.map(drop).map_err(Into::into)),
+    );
+    let state = EventsState {
+        call: Some(call),
+        rx,
+        failed: None,
+        stopped: false,
+    };
+    futures_util::stream::unfold(state, |mut state| async move {
+        let event = state.next().await?;
+        Some((event, state))
+    })
+}
+
+/// The state of [`events`].
+struct EventsState {
+    call: Option<BoxFuture<'static, Result<(), BoxError>>>,
+    rx: mpsc::UnboundedReceiver<AgentEvent>,
+    /// The call's error, once it failed.
+    failed: Option<BoxError>,
+    /// An `AgentStop` was sent.
+    stopped: bool,
+}
+
+impl EventsState {
+    async fn next(&mut self) -> Option<AgentEvent> {
+        if let Some(call) = self.call.as_mut() {
+            tokio::select! {
+                biased;
+                Some(event) = self.rx.recv() => return Some(self.seen(event)),
+                result = call => {
+                    self.call = None;
+                    self.failed = result.err();
+                }
+            }
+        }
+        // The call is over: drain what it sent (clones of the sender may outlive it, so
+        // don't wait for the channel to close), then its error if it sent no `AgentStop`.
+        if let Ok(event) = self.rx.try_recv() {
+            return Some(self.seen(event));
+        }
+        let err = self.failed.take()?;
+        if self.stopped {
+            return None;
+        }
+        self.stopped = true;
+        Some(AgentEvent::AgentStop {
+            outcome: Outcome::Aborted {
+                error: crate::error::error_chain(&*err),
+            },
+            text: String::new(),
+            steps: 0,
+            usage: Usage::default(),
+        })
+    }
+
+    fn seen(&mut self, event: AgentEvent) -> AgentEvent {
+        self.stopped |= matches!(event, AgentEvent::AgentStop { .. });
+        event
+    }
+}
+
+/// Answers with `events` as Server-Sent Events, encoded as the streamed route encodes them
+/// (see the [module docs](crate::server#server-sent-events)): `event:` the event's `type`,
+/// `data:` its JSON on one line, a keep-alive comment every 15 s. For a handler of your own,
+/// with [`events`] or [`Agent::stream`]:
+///
+/// ```
+/// use axum::{Router, response::IntoResponse, routing::post};
+/// use tower_agent::{Agent, model::ScriptedModel, server};
+///
+/// let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
+/// let app: Router = Router::new().route(
+///     "/ask",
+///     post(move |prompt: String| async move { server::sse(agent.stream(prompt)) }),
+/// );
+/// ```
+pub fn sse<S>(events: S) -> Sse<impl Stream<Item = Result<Event, Infallible>> + Send>
+where
+    S: Stream<Item = AgentEvent> + Send + 'static,
+{
+    Sse::new(events.map(|event| Ok(sse_event(&event)))).keep_alive(KeepAlive::default())
 }
 
 /// One SSE event: `event:` the event's `type`, `data:` its JSON.
@@ -434,11 +796,16 @@ fn sse_event(event: &AgentEvent) -> Event {
 }
 
 async fn thread(
-    State(AppState { agent, .. }): State<AppState>,
+    State(state): State<AppState>,
+    parts: Parts,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ThreadResponse>, ApiError> {
     let Path(id) = id?;
-    let thread = agent.store().load(&id).await.map_err(|e| {
+    state.check_access(&parts, &id, ThreadAction::Read).await?;
+    let Some(store) = &state.store else {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "no thread store"));
+    };
+    let thread = store.load(&id).await.map_err(|e| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("thread store failed: {e}"),
@@ -458,8 +825,8 @@ async fn thread(
     }))
 }
 
-async fn healthz(State(AppState { agent, .. }): State<AppState>) -> Response {
-    if agent.shutdown_signal().is_cancelled() {
+async fn healthz(shutdown: Option<CancellationToken>) -> Response {
+    if shutdown.is_some_and(|token| token.is_cancelled()) {
         let body = serde_json::json!({ "status": "shutting_down" });
         (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
     } else {
@@ -527,7 +894,8 @@ pub struct Serve<F> {
 
 impl<F> Serve<F> {
     /// Serves `router` instead of [`router(agent)`](router): typically that router with
-    /// layers, or merged into a larger app. On shutdown, the `agent` given to [`serve`] is
+    /// layers, an [`AgentRoutes`] router over the agent under tower middleware, or an app the
+    /// [`AgentRoutes::routes`] are merged into. On shutdown, the `agent` given to [`serve`] is
     /// the one whose runs are asked to stop, so the router should serve that agent.
     pub fn router(mut self, router: Router) -> Self {
         self.router = Some(router);

@@ -447,9 +447,9 @@ async fn server_errors_are_retried_then_given_up_with_the_typed_error() {
             .starts_with("openai: server error (http 500): The server")
     );
     assert_eq!(server.requests().len(), 3);
-    // Two backoffs: 500 ms and 1 s, each less up to 25% jitter.
+    // Two backoffs: 500 ms and 1 s, each plus up to 25% jitter.
     assert!(
-        waited >= Duration::from_millis(1125) && waited <= Duration::from_millis(1500),
+        waited >= Duration::from_millis(1500) && waited <= Duration::from_millis(1875),
         "{waited:?}"
     );
 }

@@ -5,6 +5,7 @@
 mod support;
 
 use std::{
+    future::IntoFuture,
     io,
     sync::{
         Arc,
@@ -739,4 +740,71 @@ async fn one_run_at_a_time_per_thread() {
         (StatusCode::OK, Some("second"))
     );
     server.stop().await;
+}
+
+/// A handler of the user's own: `?` on the crate's error answers a JSON `500`, and
+/// `server::events` + `server::sse` stream a run (of any agent service) in the crate's SSE
+/// encoding, ending with `agent_stop` even when the service fails.
+#[tokio::test]
+async fn own_handlers_use_events_sse_and_question_mark() {
+    use axum::{Json, Router, extract::Path, routing::post as post_route};
+    use tower::ServiceBuilder;
+    use tower_agent::AgentRequest;
+
+    let healthy = Agent::builder()
+        .model(ScriptedModel::new().text("Hello."))
+        .build();
+    let broken = Agent::builder()
+        .model(ScriptedModel::new().text("unused"))
+        .store(BrokenStore)
+        .build();
+    let ask = {
+        let broken = broken.clone();
+        move |Path(id): Path<String>, Json(body): Json<Value>| async move {
+            let prompt = body["prompt"].as_str().unwrap_or_default().to_owned();
+            let response = broken.run(AgentRequest::new(prompt).thread(id)).await?;
+            Ok::<_, tower_agent::Error>(Json(json!({ "text": response.text })))
+        }
+    };
+    let stream = move |Path(which): Path<String>| async move {
+        let agent = if which == "broken" {
+            broken.clone()
+        } else {
+            healthy.clone()
+        };
+        let service = ServiceBuilder::new()
+            .timeout(Duration::from_secs(30))
+            .service(agent);
+        server::sse(server::events(service, AgentRequest::new("hi").thread("t")))
+    };
+    let app = Router::new()
+        .route("/ask/{id}", post_route(ask))
+        .route("/stream/{which}", post_route(stream));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(axum::serve(listener, app).into_future());
+    let client = Client::new();
+
+    let (status, body) = post(&client, format!("{url}/ask/t"), json!({"prompt": "hi"})).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(body, json!({"error": "thread store failed: disk on fire"}));
+
+    for (which, outcome) in [("healthy", "finished"), ("broken", "aborted")] {
+        let resp = client
+            .post(format!("{url}/stream/{which}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        let events = SseParser::default().feed(resp.text().await.unwrap().as_bytes());
+        for event in &events {
+            assert_eq!(event.data["type"], event.name.as_str(), "{events:?}");
+        }
+        let last = events.last().expect("events");
+        assert_eq!(last.name, "agent_stop", "{which}: {events:?}");
+        assert_eq!(last.data["outcome"]["kind"], outcome, "{which}: {events:?}");
+        let stops = events.iter().filter(|e| e.name == "agent_stop").count();
+        assert_eq!(stops, 1, "{which}: {events:?}");
+    }
 }

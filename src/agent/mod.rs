@@ -225,6 +225,9 @@ pub struct AgentRequest {
     /// Where the run's [`AgentEvent`]s go, when the agent is called as a tower service
     /// ([`Agent::stream`] sets its own).
     pub events: Option<mpsc::UnboundedSender<AgentEvent>>,
+    /// Per-request data for the run's tools, hooks and stages
+    /// ([`RunContext::extensions`](crate::context::RunContext::extensions)).
+    pub(crate) extensions: http::Extensions,
 }
 
 impl AgentRequest {
@@ -272,6 +275,13 @@ impl AgentRequest {
     pub fn events(mut self, tx: mpsc::UnboundedSender<AgentEvent>) -> Self {
         self.events = Some(tx);
         self
+    }
+
+    /// Per-request data (an authenticated principal, a tenant …): the run's tools, hooks and
+    /// stages read it with [`RunContext::extensions`](crate::context::RunContext::extensions).
+    /// The [server](crate::server) puts the HTTP request's extensions here.
+    pub fn extensions_mut(&mut self) -> &mut http::Extensions {
+        &mut self.extensions
     }
 
     /// This request with a working directory.

@@ -48,6 +48,7 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
         cancellation,
         cwd,
         events,
+        extensions,
     } = req;
 
     // 1. Load or create the thread.
@@ -61,7 +62,8 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
     };
     let mut builder = RunContext::builder()
         .state(state)
-        .cancellation(cancellation.unwrap_or_default());
+        .cancellation(cancellation.unwrap_or_default())
+        .extensions(extensions);
     if let Some(id) = thread_id {
         builder = builder.session_id(id);
     }

@@ -1,8 +1,10 @@
 //! [`RetryPolicy`]: a [`tower::retry::Policy`] for model calls that retries rate limits and
-//! server errors with exponential backoff, honouring `Retry-After`.
+//! server errors with tower's exponential backoff, within a retry budget, honouring
+//! `Retry-After`.
 //!
 //! The retrying itself is tower's: stack `ServiceBuilder::retry(RetryPolicy::new())` (or
-//! [`RetryLayer`](tower::retry::RetryLayer)) on the model path. The policy only decides:
+//! [`RetryLayer`](tower::retry::RetryLayer)) on the model path. The policy only decides, with
+//! tower's parts:
 //!
 //! - it retries a call that failed with a [`ProviderError`] that
 //!   [`is_rate_limited`](ProviderError::is_rate_limited) or
@@ -10,9 +12,17 @@
 //!   chain — and nothing else (an invalid request or a bad key fails the same way twice);
 //! - it makes at most [`max_attempts`](RetryPolicy::max_attempts) calls in all (default 3, as
 //!   the official SDKs);
-//! - it waits what the provider's `Retry-After` says, or else `base_delay · 2ⁿ` (default
-//!   500 ms, doubling, at most 8 s) less up to 25% of random jitter, with
-//!   [`tokio::time::sleep`] (so paused-time tests run instantly);
+//! - it retries only while its **retry budget** allows: a [`TpsBudget`] shared by every clone
+//!   of the policy (so by every call through one `Retry` service). Each call deposits, each
+//!   retry withdraws; by default (`TpsBudget::new(10 s, 10, 0.2)`, tower's own default) at most
+//!   10 retries a second plus 20% of the calls of the last 10 s. A provider that keeps failing
+//!   is therefore not hammered with `max_attempts` times the traffic: once the budget is spent,
+//!   calls fail at once with the provider's error. Share one budget between several stacks
+//!   with [`budget`](RetryPolicy::budget);
+//! - it waits what the provider's `Retry-After` says, or else what tower's
+//!   [`ExponentialBackoff`] says: `base_delay · 2ⁿ` (default 500 ms, doubling, at most
+//!   [`max_delay`](RetryPolicy::max_delay), 8 s) plus up to 25% of random jitter, never more
+//!   than `max_delay`; waits are [`tokio::time::sleep`]s (so paused-time tests run instantly);
 //! - it gives up at once when `Retry-After` asks for more than
 //!   [`max_retry_after`](RetryPolicy::max_retry_after) (default 60 s) — the caller gets the
 //!   provider's error, its [`retry_after`](ProviderError::retry_after) set (clamped to
@@ -31,15 +41,17 @@
 //! # Example
 //!
 //! ```no_run
-//! use std::time::Duration;
-//! use tower::{Service, ServiceBuilder, ServiceExt};
+//! use std::{sync::Arc, time::Duration};
+//! use tower::{Service, ServiceBuilder, ServiceExt, retry::budget::TpsBudget};
 //! use tower_agent::message::Message;
 //! use tower_agent::model::{ModelRequest, RetryPolicy, openai::OpenAiChat};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! // At most 1 retry a second plus 10% of the calls, over a 10 s window.
+//! let budget = Arc::new(TpsBudget::new(Duration::from_secs(10), 1, 0.1));
 //! let mut model = ServiceBuilder::new()
-//!     .retry(RetryPolicy::new().max_attempts(5))
+//!     .retry(RetryPolicy::new().max_attempts(5).budget(budget))
 //!     .timeout(Duration::from_secs(120)) // per attempt
 //!     .service(OpenAiChat::builder().api_key("sk-…").model("gpt-4.1-mini").build());
 //!
@@ -49,25 +61,33 @@
 //! # }
 //! ```
 
-use std::{
-    hash::{BuildHasher, Hasher},
-    time::Duration,
-};
+use std::{fmt, sync::Arc, time::Duration};
 
 use tokio::time::Sleep;
-use tower::retry::Policy;
+use tower::{
+    retry::{
+        Policy,
+        backoff::{Backoff, ExponentialBackoff, ExponentialBackoffMaker, MakeBackoff},
+        budget::{Budget, TpsBudget},
+    },
+    util::rng::{HasherRng, Rng},
+};
 
 use super::{ModelRequest, ModelResponse, ProviderError};
 use crate::{agent::AgentEvent, error::BoxError};
+
+/// The jitter of the computed delays when on: up to 25% of the delay, added.
+const JITTER: f64 = 0.25;
 
 /// Retries model calls that were rate limited or hit a server error. See the
 /// [module docs](crate::model::retry).
 ///
 /// # Clone
 ///
-/// tower's `Retry` clones the policy for every call, so the attempt count is per call: a
-/// fresh policy (as built) has made no attempt.
-#[derive(Debug, Clone)]
+/// tower's `Retry` clones the policy for every call, so the attempt count and the backoff are
+/// per call: a fresh policy (as built) has made no attempt. The retry budget is shared by
+/// every clone.
+#[derive(Clone)]
 #[must_use]
 pub struct RetryPolicy {
     max_attempts: u32,
@@ -75,20 +95,40 @@ pub struct RetryPolicy {
     max_delay: Duration,
     max_retry_after: Duration,
     jitter: bool,
+    budget: Arc<TpsBudget>,
+    /// This call's backoff and jitter source, made at its first retry.
+    backoff: Option<(ExponentialBackoff, HasherRng)>,
     /// Retries made so far in this call.
     retries: u32,
 }
 
+impl fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryPolicy")
+            .field("max_attempts", &self.max_attempts)
+            .field("base_delay", &self.base_delay)
+            .field("max_delay", &self.max_delay)
+            .field("max_retry_after", &self.max_retry_after)
+            .field("jitter", &self.jitter)
+            .field("budget", &self.budget)
+            .field("retries", &self.retries)
+            .finish_non_exhaustive()
+    }
+}
+
 impl RetryPolicy {
     /// A policy with the defaults: 3 attempts, 500 ms base delay doubling up to 8 s, 25%
-    /// jitter, `Retry-After` honoured up to 60 s.
-    pub const fn new() -> Self {
+    /// jitter, `Retry-After` honoured up to 60 s, a fresh budget of tower's defaults
+    /// (`TpsBudget::new(10 s, 10, 0.2)`).
+    pub fn new() -> Self {
         RetryPolicy {
             max_attempts: 3,
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(8),
             max_retry_after: Duration::from_secs(60),
             jitter: true,
+            budget: Arc::new(TpsBudget::default()),
+            backoff: None,
             retries: 0,
         }
     }
@@ -100,13 +140,15 @@ impl RetryPolicy {
     }
 
     /// The delay before the first retry when the provider gave no `Retry-After`; it doubles
-    /// at each retry (default 500 ms).
+    /// at each retry (default 500 ms). A base above [`max_delay`](Self::max_delay) is
+    /// `max_delay`.
     pub const fn base_delay(mut self, delay: Duration) -> Self {
         self.base_delay = delay;
         self
     }
 
-    /// The longest computed delay (default 8 s). Does not cap `Retry-After`.
+    /// The longest computed delay, jitter included (default 8 s; at least 1 ns). Does not cap
+    /// `Retry-After`.
     pub const fn max_delay(mut self, delay: Duration) -> Self {
         self.max_delay = delay;
         self
@@ -121,23 +163,62 @@ impl RetryPolicy {
         self
     }
 
-    /// Whether computed delays get up to 25% of random jitter (default on), so many clients
-    /// don't retry in lockstep.
+    /// Whether computed delays get up to 25% of random jitter, added (default on), so many
+    /// clients don't retry in lockstep.
     pub const fn jitter(mut self, on: bool) -> Self {
         self.jitter = on;
         self
     }
 
-    /// How long to wait before retry number `retry` (from 1), without a `Retry-After`.
-    fn backoff(&self, retry: u32) -> Duration {
-        let factor = 2u32.saturating_pow(retry.saturating_sub(1));
-        let delay = self.base_delay.saturating_mul(factor).min(self.max_delay);
-        if self.jitter {
-            // NOTE: checked, as `mul_f64` panics when the product rounds past `Duration::MAX`.
-            Duration::try_from_secs_f64(delay.as_secs_f64() * (1.0 - 0.25 * random_unit()))
-                .map_or(delay, |jittered| jittered.min(delay))
-        } else {
-            delay
+    /// The retry budget: every call deposits in it, every retry withdraws from it, and no
+    /// retry is made when it is spent. Pass the same `Arc` to several policies to share one
+    /// budget between them. See [`TpsBudget::new`] for its parameters.
+    pub fn budget(mut self, budget: Arc<TpsBudget>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The longest computed delay: `max_delay`, at least 1 ns (tower's backoff wants one).
+    fn cap(&self) -> Duration {
+        self.max_delay.max(Duration::from_nanos(1))
+    }
+
+    /// tower's backoff for one call: `base_delay · 2ⁿ` up to `max_delay`, without jitter (see
+    /// [`next_backoff`](Self::next_backoff)).
+    fn make_backoff(&self) -> ExponentialBackoff {
+        let max = self.cap();
+        ExponentialBackoffMaker::new(self.base_delay.min(max), max, 0.0, HasherRng::default())
+            .expect("min <= max, max > 0, jitter 0")
+            .make_backoff()
+    }
+
+    /// The wait before this call's next retry, without a `Retry-After`: tower's exponential
+    /// backoff, plus up to 25% of jitter drawn from tower's [`HasherRng`], at most `max_delay`.
+    ///
+    /// NOTE: tower's own jitter (0.5.3) scales the whole seconds and the nanoseconds of a delay
+    /// separately and truncates each, so a delay of whole seconds (1 s, 2 s, 4 s) gets none;
+    /// hence the jitter here.
+    fn next_backoff(&mut self) -> Sleep {
+        if self.backoff.is_none() {
+            // A fresh random state per call, so calls don't jitter in lockstep.
+            self.backoff = Some((self.make_backoff(), HasherRng::default()));
+        }
+        let cap = self.cap();
+        let jitter = self.jitter;
+        let (backoff, rng) = self.backoff.as_mut().expect("made above");
+        let sleep = backoff.next_backoff();
+        if !jitter {
+            return sleep;
+        }
+        let deadline = sleep.deadline();
+        let base = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let room = cap.saturating_sub(base);
+        // NOTE: checked, as `Duration::from_secs_f64` panics past `Duration::MAX`.
+        let extra = Duration::try_from_secs_f64(base.as_secs_f64() * JITTER * rng.next_f64())
+            .map_or(room, |extra| extra.min(room));
+        match deadline.checked_add(extra) {
+            Some(later) => tokio::time::sleep_until(later),
+            None => sleep,
         }
     }
 }
@@ -156,6 +237,10 @@ impl Policy<ModelRequest, ModelResponse, BoxError> for RetryPolicy {
         req: &mut ModelRequest,
         result: &mut Result<ModelResponse, BoxError>,
     ) -> Option<Self::Future> {
+        if self.retries == 0 {
+            // One deposit per call (at its first answer), whatever the answer.
+            self.budget.deposit();
+        }
         let err = result.as_ref().err()?;
         let provider = ProviderError::find(&**err)?;
         if !(provider.is_rate_limited() || provider.is_server_error()) || req.ctx.is_cancelled() {
@@ -165,14 +250,24 @@ impl Policy<ModelRequest, ModelResponse, BoxError> for RetryPolicy {
             tracing::debug!(attempts = self.max_attempts, error = %provider, "model call failed; giving up");
             return None;
         }
-        let delay = match provider.retry_after() {
-            Some(wait) if wait > self.max_retry_after => {
-                tracing::debug!(?wait, error = %provider, "retry-after too long; giving up");
-                return None;
-            }
-            Some(wait) => wait,
-            None => self.backoff(self.retries + 1),
+        let retry_after = provider.retry_after();
+        if let Some(wait) = retry_after
+            && wait > self.max_retry_after
+        {
+            tracing::debug!(?wait, error = %provider, "retry-after too long; giving up");
+            return None;
+        }
+        if !self.budget.withdraw() {
+            tracing::debug!(error = %provider, "retry budget spent; giving up");
+            return None;
+        }
+        let sleep = match retry_after {
+            Some(wait) => tokio::time::sleep(wait),
+            None => self.next_backoff(),
         };
+        let delay = sleep
+            .deadline()
+            .saturating_duration_since(tokio::time::Instant::now());
         self.retries += 1;
         let attempt = self.retries + 1;
         tracing::debug!(attempt, ?delay, error = %provider, "retrying model call");
@@ -182,22 +277,13 @@ impl Policy<ModelRequest, ModelResponse, BoxError> for RetryPolicy {
                 self.max_attempts
             ),
         });
-        Some(tokio::time::sleep(delay))
+        Some(sleep)
     }
 
     fn clone_request(&mut self, req: &ModelRequest) -> Option<ModelRequest> {
         // Cheap: the history and tools are shared.
         Some(req.clone())
     }
-}
-
-/// A number in `[0, 1)`, different at each call (randomly seeded hasher over a counter).
-fn random_unit() -> f64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]
@@ -289,26 +375,105 @@ mod tests {
         );
     }
 
-    #[test]
-    fn backoff_doubles_caps_and_jitters() {
+    /// The delays of one call's backoff, in order.
+    fn delays(p: &RetryPolicy, n: usize) -> Vec<Duration> {
+        let mut p = p.clone();
+        (0..n)
+            .map(|_| {
+                p.next_backoff()
+                    .deadline()
+                    .duration_since(tokio::time::Instant::now())
+            })
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn backoff_doubles_caps_and_jitters() {
         let p = RetryPolicy::new().jitter(false);
-        assert_eq!(p.backoff(1), Duration::from_millis(500));
-        assert_eq!(p.backoff(2), Duration::from_secs(1));
-        assert_eq!(p.backoff(5), Duration::from_secs(8));
-        assert_eq!(p.backoff(60), Duration::from_secs(8));
+        let d = delays(&p, 6);
+        assert_eq!(d[0], Duration::from_millis(500));
+        assert_eq!(d[1], Duration::from_secs(1));
+        assert_eq!(d[4], Duration::from_secs(8));
+        assert_eq!(d[5], Duration::from_secs(8));
+        // Huge settings neither overflow nor panic (tokio clamps such a sleep to ~30 years).
         let p = RetryPolicy::new()
             .base_delay(Duration::MAX)
             .max_delay(Duration::MAX);
-        for retry in 1..100 {
-            assert!(p.backoff(retry) >= Duration::MAX.mul_f64(0.74));
+        for d in delays(&p, 100) {
+            assert!(d > Duration::from_secs(86_400 * 365), "{d:?}");
         }
+        // A zero max and a base above the max are clamped, not rejected.
+        let p = RetryPolicy::new().max_delay(Duration::ZERO);
+        assert!(delays(&p, 3).iter().all(|d| *d <= Duration::from_nanos(1)));
+        // Jitter: up to 25% added, never past the cap; calls differ.
         let p = RetryPolicy::new();
+        let mut seen = std::collections::HashSet::new();
         for _ in 0..100 {
-            let d = p.backoff(2);
+            let d = delays(&p, 2)[1];
             assert!(
-                d > Duration::from_millis(750) && d <= Duration::from_secs(1),
+                d >= Duration::from_secs(1) && d <= Duration::from_millis(1250),
                 "{d:?}"
             );
+            seen.insert(d);
+        }
+        assert!(seen.len() > 50, "jitter in lockstep: {seen:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn budget_is_shared_by_clones_and_stops_retries() {
+        let mut req = ModelRequest::new(vec![Message::user("hi")]);
+        // No reserve beyond 1 retry a second, nothing from deposits.
+        let budget = Arc::new(TpsBudget::new(Duration::from_secs(1), 1, 0.0));
+        let policy = RetryPolicy::new().max_attempts(10).budget(budget);
+        let mut first = policy.clone();
+        assert!(
+            first
+                .retry(&mut req, &mut failed(Kind::Server, None))
+                .is_some()
+        );
+        assert!(
+            first
+                .retry(&mut req, &mut failed(Kind::Server, None))
+                .is_none()
+        );
+        let mut second = policy.clone();
+        assert!(
+            second
+                .retry(&mut req, &mut failed(Kind::Server, None))
+                .is_none()
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Any settings: every computed wait is within `[min(base, cap), cap]` (jitter
+        /// included), grows or holds from one retry to the next, and nothing panics.
+        #[test]
+        fn backoff_stays_within_its_bounds(
+            base_ms in 0u64..10_000_000,
+            cap_ms in 0u64..10_000_000,
+            jitter: bool,
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            let (base, cap) = (Duration::from_millis(base_ms), Duration::from_millis(cap_ms));
+            let p = RetryPolicy::new().base_delay(base).max_delay(cap).jitter(jitter);
+            let d = rt.block_on(async { delays(&p, 40) });
+            let cap = cap.max(Duration::from_nanos(1));
+            let mut last_base = Duration::ZERO;
+            for (n, d) in d.iter().enumerate() {
+                proptest::prop_assert!(*d <= cap, "{n}: {d:?} > {cap:?}");
+                proptest::prop_assert!(*d >= base.min(cap), "{n}: {d:?} < {base:?}");
+                // Without jitter the waits never shrink.
+                if !jitter {
+                    proptest::prop_assert!(*d >= last_base, "{n}: {d:?} < {last_base:?}");
+                    last_base = *d;
+                }
+            }
         }
     }
 }
