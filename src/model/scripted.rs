@@ -14,7 +14,12 @@ use serde_json::Value;
 use tower::Service;
 
 use super::{ModelRequest, ModelResponse};
-use crate::{error::BoxError, message::ToolCall};
+#[cfg(doc)]
+use super::ResponseMeta;
+use crate::{
+    error::BoxError,
+    message::{StopReason, ToolCall},
+};
 
 type Decide = Arc<dyn Fn(&ModelRequest) -> Result<ModelResponse, BoxError> + Send + Sync>;
 
@@ -218,9 +223,44 @@ impl ScriptedModel {
                 call.id = format!("call_{k}_{i}");
             }
         }
+        fill_meta(&mut resp, req, index);
         Ok(resp)
     }
 }
+
+/// Fills what a scripted response leaves out of its [`ResponseMeta`] as a provider would:
+/// provider `"scripted"`, the request's model as the model asked for and the one that
+/// answered, id `scripted_{turn}`, and the stop reason's serde name as the finish reason.
+fn fill_meta(resp: &mut ModelResponse, req: &ModelRequest, index: usize) {
+    let meta = &mut resp.meta;
+    if meta.provider.is_none() {
+        meta.provider = Some(PROVIDER.into());
+    }
+    if meta.request_model.is_none() {
+        meta.request_model.clone_from(&req.settings.model);
+    }
+    if meta.model.is_none() {
+        meta.model = meta.request_model.as_deref().map(str::to_owned);
+    }
+    if meta.id.is_none() {
+        meta.id = Some(format!("scripted_{}", index + 1));
+    }
+    if meta.finish_reasons.is_empty() {
+        meta.finish_reasons = vec![
+            match &resp.stop_reason {
+                StopReason::EndTurn => "end_turn",
+                StopReason::ToolUse => "tool_use",
+                StopReason::MaxTokens => "max_tokens",
+                StopReason::StopSequence => "stop_sequence",
+                StopReason::Other(other) => other,
+            }
+            .to_owned(),
+        ];
+    }
+}
+
+/// The provider name a [`ScriptedModel`] reports (`gen_ai.provider.name`).
+const PROVIDER: &str = "scripted";
 
 impl Default for ScriptedModel {
     fn default() -> Self {
