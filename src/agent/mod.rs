@@ -264,8 +264,10 @@ fn record_run(span: &tracing::Span, result: &Result<AgentResponse, Error>, ephem
                 span.record("gen_ai.conversation.id", resp.thread_id.as_str());
             }
             span.record("tower_agent.run.id", resp.run_id.as_str());
-            span.record("gen_ai.usage.input_tokens", resp.usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", resp.usage.output_tokens);
+            // As i64: `tracing-opentelemetry` exports u64 fields as text.
+            let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            span.record("gen_ai.usage.input_tokens", int(resp.usage.input_tokens));
+            span.record("gen_ai.usage.output_tokens", int(resp.usage.output_tokens));
             let outcome = match &resp.outcome {
                 Outcome::Finished => "finished",
                 Outcome::MaxSteps => "max_steps",

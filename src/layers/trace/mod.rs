@@ -317,6 +317,12 @@ macro_rules! config_methods {
 }
 pub(crate) use config_methods;
 
+/// `n` as an `i64` (saturating): `tracing-opentelemetry` exports `i64` fields as integers
+/// but `u64` fields as text.
+pub(crate) fn int<N: TryInto<i64>>(n: N) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
 /// `t` as the double it was written as: `0.2f32` is `0.2`, not `0.20000000298023224`.
 ///
 /// An `f32` prints as the shortest decimal that reads back as the same `f32`; read as an

@@ -2,7 +2,7 @@
 
 use tracing::Span;
 
-use super::{Config, TracedResponse, messages_json, preview, record_error, record_finish_reasons};
+use super::{Config, TracedResponse, int, messages_json, preview, record_error, record_finish_reasons};
 use crate::{message::ToolOutput, model::ModelResponse};
 
 /// A response [`Trace`](super::Trace) records on its span: [`ModelResponse`] or
@@ -51,10 +51,10 @@ impl Record for ModelResponse {
             record_finish_reasons(span, &meta.finish_reasons);
         }
         if let Some(usage) = self.usage {
-            span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+            span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
+            span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
         }
-        span.record("tower_agent.tool_calls", self.message.tool_calls.len());
+        span.record("tower_agent.tool_calls", int(self.message.tool_calls.len()));
         if config.capture_content {
             let text = messages_json(
                 [&self.message],
@@ -68,8 +68,9 @@ impl Record for ModelResponse {
             if let Some(provider) = provider {
                 agent.record("gen_ai.provider.name", provider);
             }
+            // The agent span names the agent's model already if the request named one.
             let model = meta.request_model.as_deref().or(meta.model.as_deref());
-            if let Some(model) = model {
+            if let (false, Some(model)) = (request_model_set, model) {
                 agent.record("gen_ai.request.model", model);
             }
         }
@@ -82,7 +83,7 @@ impl Record for ModelResponse {
 
 impl Record for ToolOutput {
     fn record(&self, span: &Span, config: &Config, _agent: Option<&Span>, _: bool) {
-        span.record("tower_agent.output_length", self.content.len());
+        span.record("tower_agent.output_length", int(self.content.len()));
         if config.capture_content {
             span.record(
                 "gen_ai.tool.call.result",

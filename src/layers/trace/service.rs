@@ -10,7 +10,7 @@ use tracing::{Level, Span, field::Empty};
 
 use super::{
     Config, TARGET, TracedRequest, capped_json, config_methods, exact_f64, future::ResponseFuture,
-    messages_json,
+    int, messages_json,
 };
 use crate::{
     message::ToolOutput,
@@ -98,7 +98,7 @@ where
                 gen_ai.provider.name = Empty,
                 gen_ai.request.model = req.settings.model.as_deref(),
                 gen_ai.request.temperature = req.settings.temperature.map(exact_f64),
-                gen_ai.request.max_tokens = req.settings.max_tokens,
+                gen_ai.request.max_tokens = req.settings.max_tokens.map(i64::from),
                 gen_ai.conversation.id = req.ctx.session_id(),
                 gen_ai.response.model = Empty,
                 gen_ai.response.id = Empty,
@@ -109,8 +109,8 @@ where
                 gen_ai.output.messages = Empty,
                 error.type = Empty,
                 tower_agent.run.id = req.ctx.run_id(),
-                tower_agent.step = req.ctx.step(),
-                tower_agent.message_count = req.messages.len(),
+                tower_agent.step = i64::from(req.ctx.step()),
+                tower_agent.message_count = int(req.messages.len()),
                 tower_agent.tool_calls = Empty,
             ),
         };
@@ -179,7 +179,7 @@ where
                 gen_ai.conversation.id = req.ctx.session_id(),
                 error.type = Empty,
                 tower_agent.run.id = req.ctx.run_id(),
-                tower_agent.step = req.ctx.step(),
+                tower_agent.step = i64::from(req.ctx.step()),
                 tower_agent.output_length = Empty,
             ),
         };
