@@ -87,7 +87,10 @@ fn strings(span: &SpanData, key: &str) -> Vec<String> {
         Some(Value::Array(Array::String(values))) => {
             values.iter().map(|v| v.as_str().to_owned()).collect()
         }
-        other => panic!("span {:?}: {key} is {other:?}, not a string array", span.name),
+        other => panic!(
+            "span {:?}: {key} is {other:?}, not a string array",
+            span.name
+        ),
     }
 }
 
@@ -116,7 +119,11 @@ fn one_trace(spans: &[SpanData]) -> TraceId {
             *keys.entry(kv.key.as_str().to_owned()).or_insert(0) += 1;
         }
         let repeated: Vec<_> = keys.iter().filter(|(_, n)| **n > 1).collect();
-        assert!(repeated.is_empty(), "span {:?} repeats {repeated:?}", span.name);
+        assert!(
+            repeated.is_empty(),
+            "span {:?} repeats {repeated:?}",
+            span.name
+        );
     }
     let roots = spans
         .iter()
@@ -179,7 +186,10 @@ fn scripted_agent(trace: TraceLayer) -> Agent {
 async fn a_scripted_run_is_one_trace_with_the_genai_attributes() {
     let otel = otel();
     let agent = scripted_agent(TraceLayer::new());
-    let resp = agent.run(AgentRequest::new(PROMPT).thread("thread-7")).await.unwrap();
+    let resp = agent
+        .run(AgentRequest::new(PROMPT).thread("thread-7"))
+        .await
+        .unwrap();
     assert_eq!(resp.outcome, Outcome::Finished);
 
     let spans = otel.spans();
@@ -212,14 +222,26 @@ async fn a_scripted_run_is_one_trace_with_the_genai_attributes() {
         assert_eq!(string(chat, "gen_ai.provider.name"), "scripted");
         assert_eq!(string(chat, "gen_ai.request.model"), "scripted-1");
         assert_eq!(string(chat, "gen_ai.response.model"), "scripted-1");
-        assert_eq!(string(chat, "gen_ai.response.id"), format!("scripted_{}", i + 1));
+        assert_eq!(
+            string(chat, "gen_ai.response.id"),
+            format!("scripted_{}", i + 1)
+        );
         assert_eq!(string(chat, "gen_ai.conversation.id"), "thread-7");
         assert_eq!(int(chat, "gen_ai.request.max_tokens"), 256);
         // Exactly the value given, not the f32 widened to 0.20000000298023224.
-        assert_eq!(attr(chat, "gen_ai.request.temperature"), Some(&Value::F64(0.2)));
+        assert_eq!(
+            attr(chat, "gen_ai.request.temperature"),
+            Some(&Value::F64(0.2))
+        );
     }
-    assert_eq!(strings(chats[0], "gen_ai.response.finish_reasons"), ["tool_use"]);
-    assert_eq!(strings(chats[1], "gen_ai.response.finish_reasons"), ["end_turn"]);
+    assert_eq!(
+        strings(chats[0], "gen_ai.response.finish_reasons"),
+        ["tool_use"]
+    );
+    assert_eq!(
+        strings(chats[1], "gen_ai.response.finish_reasons"),
+        ["end_turn"]
+    );
     assert_eq!(int(chats[0], "gen_ai.usage.input_tokens"), 11);
     assert_eq!(int(chats[0], "gen_ai.usage.output_tokens"), 7);
 
@@ -242,7 +264,12 @@ async fn a_scripted_run_is_one_trace_with_the_genai_attributes() {
         for kv in &span.attributes {
             let value = kv.value.as_str();
             for secret in [PROMPT, SECRET, "secret.txt", "It says 42."] {
-                assert!(!value.contains(secret), "{} = {value} on {:?}", kv.key, span.name);
+                assert!(
+                    !value.contains(secret),
+                    "{} = {value} on {:?}",
+                    kv.key,
+                    span.name
+                );
             }
         }
     }
@@ -381,7 +408,10 @@ async fn an_openai_run_reports_provider_models_id_and_finish_reasons() {
                 .service(openai(&server)),
         )
         .build();
-    let resp = agent.run(AgentRequest::new("Hi").thread("conv-1")).await.unwrap();
+    let resp = agent
+        .run(AgentRequest::new("Hi").thread("conv-1"))
+        .await
+        .unwrap();
     assert_eq!(resp.text, "Hello there.");
 
     let spans = otel.spans();
@@ -425,7 +455,11 @@ async fn a_failed_openai_call_sets_error_type_and_status() {
         )
         .build();
     let resp = agent.run("Hi").await.unwrap();
-    assert!(matches!(resp.outcome, Outcome::Aborted { .. }), "{:?}", resp.outcome);
+    assert!(
+        matches!(resp.outcome, Outcome::Aborted { .. }),
+        "{:?}",
+        resp.outcome
+    );
 
     let spans = otel.spans();
     one_trace(&spans);
@@ -433,7 +467,9 @@ async fn a_failed_openai_call_sets_error_type_and_status() {
     assert_eq!(string(chat, "error.type"), "503");
     assert_eq!(string(chat, "gen_ai.operation.name"), "chat");
     match &chat.status {
-        Status::Error { description } => assert!(description.contains("overloaded"), "{description}"),
+        Status::Error { description } => {
+            assert!(description.contains("overloaded"), "{description}")
+        }
         other => panic!("status {other:?}"),
     }
     let agent_span = only(&spans, "invoke_agent greeter");
@@ -455,9 +491,12 @@ async fn a_failed_tool_call_is_an_error_span() {
                     .text("It failed."),
             ),
         )
-        .tool(tool_fn("boom", "Fails", json!({ "type": "object" }), |_a, _c| async move {
-            Err::<String, BoxError>("disk on fire".into())
-        }))
+        .tool(tool_fn(
+            "boom",
+            "Fails",
+            json!({ "type": "object" }),
+            |_a, _c| async move { Err::<String, BoxError>("disk on fire".into()) },
+        ))
         .tool_layer(TraceLayer::new())
         .build();
     agent.run("Go").await.unwrap();

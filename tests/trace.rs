@@ -496,14 +496,19 @@ async fn captured_content_is_cut_at_max_content_chars() {
         let (capture, _guard) = capture();
         let long = unit.repeat(1_000);
         let expected = unit.repeat(500);
-        let layer = TraceLayer::new().capture_content(true).max_content_chars(500);
+        let layer = TraceLayer::new()
+            .capture_content(true)
+            .max_content_chars(500);
 
         let mut model = ServiceBuilder::new()
             .layer(layer.clone())
             .service(model_answering(ModelResponse::text(long.clone())));
-        let resp = call_model(&mut model, ModelRequest::new(vec![Message::user(long.clone())]))
-            .await
-            .unwrap();
+        let resp = call_model(
+            &mut model,
+            ModelRequest::new(vec![Message::user(long.clone())]),
+        )
+        .await
+        .unwrap();
         assert_eq!(resp.message.text(), long, "the response is not cut");
 
         let mut tool = ServiceBuilder::new()
@@ -535,7 +540,11 @@ async fn content_of_exactly_the_cap_is_whole() {
     let (capture, _guard) = capture();
     let text = "ж".repeat(500);
     let mut model = ServiceBuilder::new()
-        .layer(TraceLayer::new().capture_content(true).max_content_chars(500))
+        .layer(
+            TraceLayer::new()
+                .capture_content(true)
+                .max_content_chars(500),
+        )
         .service(model_answering(ModelResponse::text(text.clone())));
     call_model(&mut model, ModelRequest::new(vec![Message::user("Hi")]))
         .await

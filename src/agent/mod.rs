@@ -256,7 +256,10 @@ fn record_run(span: &tracing::Span, result: &Result<AgentResponse, Error>, ephem
     let failed = |error_type: &str, description: &dyn fmt::Display| {
         span.record("error.type", error_type);
         span.record("otel.status_code", "error");
-        span.record("otel.status_description", tracing::field::display(description));
+        span.record(
+            "otel.status_description",
+            tracing::field::display(description),
+        );
     };
     match result {
         Ok(resp) => {

@@ -962,4 +962,36 @@ mod tests {
             json!({"type": "url", "url": "https://example.com/a.png"})
         );
     }
+
+    #[test]
+    fn responses_report_provider_id_model_and_stop_reason() {
+        let body = json!({
+            "type": "message",
+            "id": "msg_01",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [{ "type": "text", "text": "hi" }],
+            "stop_reason": "end_turn",
+        });
+        let resp = parse_response(200, body.to_string().as_bytes()).unwrap();
+        let expected = ResponseMeta::new("anthropic")
+            .id("msg_01")
+            .model("claude-sonnet-4-5-20250929")
+            .finish_reasons(["end_turn"]);
+        assert_eq!(resp.meta, expected);
+
+        let ctx = RunContext::new();
+        let mut a = Assembly::default();
+        for data in [
+            r#"{"type":"message_start","message":{"id":"msg_02","model":"claude-x","usage":{"input_tokens":3}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"a"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":1}}"#,
+        ] {
+            assert!(!a.push(data, &ctx).unwrap());
+        }
+        let meta = a.finish().meta;
+        assert_eq!(meta.id.as_deref(), Some("msg_02"));
+        assert_eq!(meta.model.as_deref(), Some("claude-x"));
+        assert_eq!(meta.finish_reasons, ["max_tokens"]);
+        assert_eq!(meta.provider.as_deref(), Some("anthropic"));
+    }
 }

@@ -943,4 +943,34 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn responses_report_provider_id_model_and_finish_reason() {
+        let body = json!({
+            "id": "chatcmpl-9",
+            "model": "gpt-4o-2024-08-06",
+            "choices": [{ "message": { "content": "hi" }, "finish_reason": "length" }],
+        });
+        let resp = parse_response(200, body.to_string().as_bytes()).unwrap();
+        let expected = ResponseMeta::new("openai")
+            .id("chatcmpl-9")
+            .model("gpt-4o-2024-08-06")
+            .finish_reasons(["length"]);
+        assert_eq!(resp.meta, expected);
+
+        // Streamed: the first chunk's id and model, the last finish reason.
+        let ctx = RunContext::new();
+        let mut a = Assembly::default();
+        for data in [
+            r#"{"id":"chatcmpl-7","model":"m-1","choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"id":"chatcmpl-7","model":"m-1","choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        ] {
+            assert!(!a.push(data, &ctx).unwrap());
+        }
+        let meta = a.finish().meta;
+        assert_eq!(meta.id.as_deref(), Some("chatcmpl-7"));
+        assert_eq!(meta.model.as_deref(), Some("m-1"));
+        assert_eq!(meta.finish_reasons, ["stop"]);
+        assert_eq!(meta.provider.as_deref(), Some("openai"));
+    }
 }

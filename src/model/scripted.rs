@@ -13,9 +13,9 @@ use std::{
 use serde_json::Value;
 use tower::Service;
 
-use super::{ModelRequest, ModelResponse};
 #[cfg(doc)]
 use super::ResponseMeta;
+use super::{ModelRequest, ModelResponse};
 use crate::{
     error::BoxError,
     message::{StopReason, ToolCall},

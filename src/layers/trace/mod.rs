@@ -397,7 +397,10 @@ fn provider_error_type(err: &ProviderError) -> Cow<'static, str> {
 pub(crate) fn record_error(span: &Span, error_type: &str, description: &dyn fmt::Display) {
     span.record("error.type", error_type);
     span.record("otel.status_code", "error");
-    span.record("otel.status_description", tracing::field::display(description));
+    span.record(
+        "otel.status_description",
+        tracing::field::display(description),
+    );
 }
 
 /// Records `reasons` as `gen_ai.response.finish_reasons`: an array through
@@ -468,7 +471,9 @@ fn message_json(m: &Message, finish_reason: Option<&str>, max_chars: usize) -> V
     } else {
         for part in &m.content {
             parts.push(match part {
-                Content::Text { text } => json!({ "type": "text", "content": preview(text, max_chars) }),
+                Content::Text { text } => {
+                    json!({ "type": "text", "content": preview(text, max_chars) })
+                }
                 Content::Image { url } => {
                     json!({ "type": "uri", "modality": "image", "uri": preview(url, max_chars) })
                 }
@@ -584,7 +589,14 @@ mod tests {
             x ^= x << 17;
             let text = format!("{}.{:06}", x % 3, (x >> 8) % 1_000_000);
             let t: f32 = text.parse().unwrap();
-            assert_eq!(exact_f64(t), text.parse::<f32>().unwrap().to_string().parse::<f64>().unwrap());
+            assert_eq!(
+                exact_f64(t),
+                text.parse::<f32>()
+                    .unwrap()
+                    .to_string()
+                    .parse::<f64>()
+                    .unwrap()
+            );
             assert_eq!(exact_f64(t) as f32, t, "{text}");
         }
     }
@@ -596,11 +608,17 @@ mod tests {
         let messages = [
             Message::system("be brief"),
             Message::user(long.clone()),
-            Message::assistant("")
-                .with_tool_calls(vec![ToolCall::new("c1", "echo", json!({ "text": long }))]),
+            Message::assistant("").with_tool_calls(vec![ToolCall::new(
+                "c1",
+                "echo",
+                json!({ "text": long }),
+            )]),
         ];
         let v: Value = serde_json::from_str(&messages_json(&messages, None, 10)).unwrap();
-        assert_eq!(v[0], json!({ "role": "system", "parts": [{ "type": "text", "content": "be brief" }] }));
+        assert_eq!(
+            v[0],
+            json!({ "role": "system", "parts": [{ "type": "text", "content": "be brief" }] })
+        );
         assert_eq!(v[1]["parts"][0]["content"], "y".repeat(10));
         assert_eq!(v[2]["parts"][0]["type"], "tool_call");
         assert_eq!(v[2]["parts"][0]["arguments"], json!("{\"text\":\"y"));

@@ -2,7 +2,9 @@
 
 use tracing::Span;
 
-use super::{Config, TracedResponse, int, messages_json, preview, record_error, record_finish_reasons};
+use super::{
+    Config, TracedResponse, int, messages_json, preview, record_error, record_finish_reasons,
+};
 use crate::{message::ToolOutput, model::ModelResponse};
 
 /// A response [`Trace`](super::Trace) records on its span: [`ModelResponse`] or
@@ -35,8 +37,8 @@ impl Record for ModelResponse {
                 // is changed there directly.
                 #[cfg(feature = "opentelemetry")]
                 {
-                    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
                     use opentelemetry::trace::TraceContextExt as _;
+                    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
                     span.context().span().update_name(name);
                 }
             }

@@ -129,8 +129,8 @@ where
             let current = Span::current();
             if req.ctx.step() == 0
                 && current
-                .metadata()
-                .is_some_and(|m| m.name() == AGENT_SPAN && m.target() == "tower_agent::agent")
+                    .metadata()
+                    .is_some_and(|m| m.name() == AGENT_SPAN && m.target() == "tower_agent::agent")
             {
                 agent = Some(current);
             }
