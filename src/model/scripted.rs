@@ -25,7 +25,7 @@ type Decide = Arc<dyn Fn(&ModelRequest) -> Result<ModelResponse, BoxError> + Sen
 
 #[derive(Clone)]
 enum Turn {
-    Respond(ModelResponse),
+    Respond(Box<ModelResponse>),
     Fail(String),
     Decide(Decide),
 }
@@ -111,7 +111,7 @@ impl ScriptedModel {
     /// Next turn: answer `text`.
     #[must_use]
     pub fn text(self, text: impl Into<String>) -> Self {
-        self.push(Turn::Respond(ModelResponse::text(text)))
+        self.push(Turn::Respond(Box::new(ModelResponse::text(text))))
     }
 
     /// Next turn: call one tool.
@@ -126,13 +126,13 @@ impl ScriptedModel {
         let calls = calls
             .into_iter()
             .map(|(name, args)| ToolCall::new(String::new(), name, args));
-        self.push(Turn::Respond(ModelResponse::tool_calls(calls)))
+        self.push(Turn::Respond(Box::new(ModelResponse::tool_calls(calls))))
     }
 
     /// Next turn: answer with `response` as it is.
     #[must_use]
     pub fn respond(self, response: ModelResponse) -> Self {
-        self.push(Turn::Respond(response))
+        self.push(Turn::Respond(Box::new(response)))
     }
 
     /// Next turn: fail with an error saying `message`.
@@ -202,7 +202,7 @@ impl ScriptedModel {
             self.cursor.fetch_add(1, Ordering::Relaxed)
         };
         let mut resp = match self.turns.get(index) {
-            Some(Turn::Respond(resp)) => resp.clone(),
+            Some(Turn::Respond(resp)) => (**resp).clone(),
             Some(Turn::Fail(msg)) => return Err(msg.clone().into()),
             Some(Turn::Decide(f)) => f(req)?,
             None => match &self.otherwise {

@@ -92,10 +92,8 @@ where
                     }
                 }
                 Err(error) => {
-                    if let Some(name) = &this.config.provider_name {
-                        if *this.model_call {
-                            this.span.record("gen_ai.provider.name", name.as_ref());
-                        }
+                    if let (true, Some(name)) = (*this.model_call, &this.config.provider_name) {
+                        this.span.record("gen_ai.provider.name", name.as_ref());
                     }
                     record_error(this.span, &error_type(error), error);
                     if let Some(f) = &this.config.on_failure {

@@ -243,7 +243,6 @@ impl fmt::Debug for Config {
 macro_rules! config_methods {
     () => {
         /// The level of the spans (default [`Level::INFO`](tracing::Level::INFO)).
-        #[must_use]
         pub fn level(mut self, level: tracing::Level) -> Self {
             self.config_mut().level = level;
             self
@@ -251,7 +250,6 @@ macro_rules! config_methods {
 
         /// Records content — the messages sent and received, tool arguments and results —
         /// on the spans (default off). See [content capture](crate::layers::trace#content-capture).
-        #[must_use]
         pub fn capture_content(mut self, on: bool) -> Self {
             self.config_mut().capture_content = on;
             self
@@ -259,7 +257,6 @@ macro_rules! config_methods {
 
         /// The most characters (not bytes) of each captured part (default
         /// [`DEFAULT_MAX_CONTENT_CHARS`](crate::layers::trace::DEFAULT_MAX_CONTENT_CHARS)).
-        #[must_use]
         pub fn max_content_chars(mut self, max_chars: usize) -> Self {
             self.config_mut().max_content_chars = max_chars;
             self
@@ -268,7 +265,6 @@ macro_rules! config_methods {
         /// The `gen_ai.provider.name` of a model call whose response does not name its
         /// provider (a failed call, or a model service that fills no
         /// [`ResponseMeta`](crate::model::ResponseMeta)).
-        #[must_use]
         pub fn provider_name(mut self, name: impl Into<std::borrow::Cow<'static, str>>) -> Self {
             self.config_mut().provider_name = Some(name.into());
             self
@@ -277,7 +273,6 @@ macro_rules! config_methods {
         /// Makes the span of each call with `f` instead of the default span. The layer
         /// still records its attributes on it, where the span declares the field (declare
         /// them as `tracing::field::Empty`), and enters it while the call is polled.
-        #[must_use]
         pub fn make_span_with<F>(mut self, f: F) -> Self
         where
             F: Fn(&crate::layers::trace::TracedRequest<'_>) -> tracing::Span
@@ -291,7 +286,6 @@ macro_rules! config_methods {
 
         /// Calls `f` with each response and its span, after the layer recorded its own
         /// attributes (only when the span is enabled).
-        #[must_use]
         pub fn on_response<F>(mut self, f: F) -> Self
         where
             F: Fn(&crate::layers::trace::TracedResponse<'_>, &tracing::Span)
@@ -305,7 +299,6 @@ macro_rules! config_methods {
 
         /// Calls `f` with each error (a call that returned `Err`) and its span, after the
         /// layer recorded `error.type` and the status (only when the span is enabled).
-        #[must_use]
         pub fn on_failure<F>(mut self, f: F) -> Self
         where
             F: Fn(&dyn std::fmt::Display, &tracing::Span) + Send + Sync + 'static,

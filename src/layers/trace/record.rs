@@ -28,19 +28,17 @@ impl Record for ModelResponse {
         if let Some(provider) = provider {
             span.record("gen_ai.provider.name", provider);
         }
-        if !request_model_set {
-            if let Some(model) = meta.request_model.as_deref() {
-                span.record("gen_ai.request.model", model);
-                let name = format!("chat {model}");
-                span.record("otel.name", name.as_str());
-                // The OpenTelemetry span was started when it was first entered; its name
-                // is changed there directly.
-                #[cfg(feature = "opentelemetry")]
-                {
-                    use opentelemetry::trace::TraceContextExt as _;
-                    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-                    span.context().span().update_name(name);
-                }
+        if let (false, Some(model)) = (request_model_set, meta.request_model.as_deref()) {
+            span.record("gen_ai.request.model", model);
+            let name = format!("chat {model}");
+            span.record("otel.name", name.as_str());
+            // The OpenTelemetry span was started when it was first entered; its name is
+            // changed there directly.
+            #[cfg(feature = "opentelemetry")]
+            {
+                use opentelemetry::trace::TraceContextExt as _;
+                use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+                span.context().span().update_name(name);
             }
         }
         if let Some(model) = &meta.model {

@@ -24,6 +24,7 @@ use crate::{
 /// `Trace<S>` is a model service when `S` is one and a tool service when `S` is one. It adds
 /// no failure of its own: errors of `S` pass through unchanged (and are recorded on the
 /// span). See the [module docs](crate::layers::trace) for the attributes.
+#[must_use]
 #[derive(Debug, Clone)]
 pub struct Trace<S> {
     inner: S,
