@@ -127,7 +127,7 @@
 //! On failure a span gets `error.type`, the status `error` and the error's `Display` as the
 //! status description (`otel.status_code`, `otel.status_description`, read by
 //! `tracing-opentelemetry`). `error.type` is low-cardinality: the HTTP status of a
-//! [`ProviderError`](crate::model::ProviderError) (`"429"`, `"500"`), else its kind
+//! [`ProviderError`] (`"429"`, `"500"`), else its kind
 //! (`timeout`, `transport`, `malformed_response`, `incomplete`, `config`); `timeout` for
 //! tower's timeout; `tool_error` for a tool's error output; `_OTHER` for anything else.
 //!
