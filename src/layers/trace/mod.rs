@@ -2,9 +2,12 @@
 //! tool call (`execute_tool {tool}`), nested under the run's `invoke_agent {name}` span.
 //!
 //! The spans, their names and attributes follow the OpenTelemetry semantic conventions for
-//! generative AI, **version 1.37.0 and later** (checked against `docs/gen-ai/gen-ai-spans.md`
-//! and `gen-ai-agent-spans.md` of open-telemetry/semantic-conventions at v1.44.0; status
-//! *Development*, the `gen_ai_latest_experimental` flavour with `gen_ai.provider.name`).
+//! generative AI (status *Development*) in their current form: the one with
+//! `gen_ai.provider.name` (introduced in **v1.37.0**, replacing `gen_ai.system`) and the opt-in
+//! `gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.tool.call.arguments` and
+//! `gen_ai.tool.call.result`, as written in `docs/gen-ai/gen-ai-spans.md` and
+//! `gen-ai-agent-spans.md` of open-telemetry/semantic-conventions on its main branch when
+//! v1.44.0 was the latest release (the `gen_ai_latest_experimental` flavour).
 //! They are [`tracing`] spans: with [`tracing-opentelemetry`](https://docs.rs/tracing-opentelemetry)
 //! they become OpenTelemetry spans that a GenAI dashboard understands; with any other
 //! subscriber they are ordinary spans.
@@ -138,7 +141,11 @@
 //! part, image URL, tool-call argument text and tool result is cut to
 //! [`max_content_chars`](TraceLayer::max_content_chars) characters (default
 //! [`DEFAULT_MAX_CONTENT_CHARS`], 4,096), keeping the JSON structure; serializing arguments
-//! stops at that cap, so a huge argument costs no more than a small one.
+//! stops at that cap, so a huge argument costs no more than a small one. The number of
+//! messages is not capped: `gen_ai.input.messages` holds every message of the request, so it
+//! is at most about (parts in the request) × `max_content_chars` characters, plus the JSON
+//! around them. With capture off, no attribute holds content, and the spans' sizes do not
+//! depend on the conversation.
 //!
 //! # Customising
 //!
