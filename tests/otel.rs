@@ -537,3 +537,58 @@ async fn a_tool_error_output_is_an_error_span() {
         other => panic!("status {other:?}"),
     }
 }
+
+#[cfg(feature = "anthropic")]
+#[tokio::test]
+async fn an_anthropic_run_reports_its_own_stop_reason() {
+    use tower_agent::model::anthropic::Anthropic;
+
+    let server = Server::start();
+    server.reply(Reply::json(
+        json!({
+            "type": "message",
+            "id": "msg_01XYZ",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [{ "type": "text", "text": "Hello." }],
+            "stop_reason": "end_turn",
+            "usage": { "input_tokens": 8, "output_tokens": 2 },
+        })
+        .to_string(),
+    ));
+    let otel = otel();
+    let claude = Anthropic::builder()
+        .base_url(server.url())
+        .api_key("sk-ant-test")
+        .model("claude-sonnet-4-5")
+        .client(loopback::client())
+        .build();
+    let agent = Agent::builder()
+        .model(
+            ServiceBuilder::new()
+                .layer(TraceLayer::new())
+                .service(claude),
+        )
+        .build();
+    agent.run("Hi").await.unwrap();
+
+    let spans = otel.spans();
+    one_trace(&spans);
+    let chat = only(&spans, "chat claude-sonnet-4-5");
+    assert_eq!(string(chat, "gen_ai.provider.name"), "anthropic");
+    assert_eq!(string(chat, "gen_ai.request.model"), "claude-sonnet-4-5");
+    assert_eq!(
+        string(chat, "gen_ai.response.model"),
+        "claude-sonnet-4-5-20250929"
+    );
+    assert_eq!(string(chat, "gen_ai.response.id"), "msg_01XYZ");
+    // The provider's own wording, as an array.
+    assert_eq!(
+        strings(chat, "gen_ai.response.finish_reasons"),
+        ["end_turn"]
+    );
+    assert_eq!(
+        string(only(&spans, "invoke_agent"), "gen_ai.provider.name"),
+        "anthropic"
+    );
+}
