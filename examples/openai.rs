@@ -11,7 +11,7 @@
 //! `OPENAI_BASE_URL` the example says how to set them and exits successfully, so it can run
 //! where there is no network (CI runs every example).
 //!
-//! Spans (`llm.call`, `tool.call`) go to stderr as they close; the answer goes to stdout.
+//! Spans (`invoke_agent`, `chat {model}`, `execute_tool {tool}`) go to stderr as they close; the answer goes to stdout.
 
 #[cfg(not(feature = "openai"))]
 fn main() {

@@ -51,7 +51,7 @@ mod sealed {
 /// method adds a layer inside the ones before it). Sealed: implemented for `ServiceBuilder`
 /// only.
 pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
-    /// Adds a [`TraceLayer`] with its defaults (spans `llm.call` / `tool.call`).
+    /// Adds a [`TraceLayer`] with its defaults (spans `chat {model}` / `execute_tool {tool}`).
     fn trace_agent(self) -> ServiceBuilder<Stack<TraceLayer, L>>;
 
     /// Adds an [`EvictLayer`] with the seed defaults (80,000 characters, head and tail of

@@ -13,9 +13,9 @@ use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_agent::{
     Agent, BoxError,
     context::RunContext,
-    layers::trace::{Trace, TraceLayer},
+    layers::trace::{Trace, TraceLayer, TracedRequest, TracedResponse},
     message::{Message, ToolCall, ToolOutput, Usage},
-    model::{ModelRequest, ModelResponse, ModelSettings, ScriptedModel},
+    model::{ModelRequest, ModelResponse, ModelSettings, ResponseMeta, ScriptedModel},
     tool::{ToolRequest, ToolRouter, tool_fn},
 };
 use tracing::{
@@ -206,6 +206,30 @@ where
 
 // ===== model path =====
 
+/// `gen_ai.response.finish_reasons` as this subscriber sees it: with the `opentelemetry`
+/// feature it is an array set through `tracing-opentelemetry` (tests/otel.rs checks it), not
+/// a tracing field.
+fn finish_reasons(span: &Captured) -> Option<&str> {
+    span.get("gen_ai.response.finish_reasons")
+}
+
+#[track_caller]
+fn assert_finish_reasons(span: &Captured, json: &str) {
+    if cfg!(feature = "opentelemetry") {
+        assert_eq!(finish_reasons(span), None);
+    } else {
+        assert_eq!(finish_reasons(span), Some(json));
+    }
+}
+
+/// Content attributes: off unless asked for.
+const CONTENT: [&str; 4] = [
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+];
+
 #[tokio::test(flavor = "current_thread")]
 async fn model_span_records_request_and_response_fields() {
     let (capture, _guard) = capture();
@@ -216,7 +240,13 @@ async fn model_span_records_request_and_response_fields() {
     .with_usage(Usage {
         input_tokens: 120,
         output_tokens: 7,
-    });
+    })
+    .with_meta(
+        ResponseMeta::new("openai")
+            .model("gpt-test-0613")
+            .id("chatcmpl-1")
+            .finish_reasons(["tool_calls"]),
+    );
     let mut model = ServiceBuilder::new()
         .layer(TraceLayer::new())
         .service(model_answering(resp.clone()));
@@ -226,45 +256,45 @@ async fn model_span_records_request_and_response_fields() {
         .run_id("run-9")
         .build()
         .with_step(2);
-    let mut req = ModelRequest::new(vec![
-        Message::system("Be terse."), // 9 bytes
-        Message::user("Héllo"),       // 6 bytes
-    ]);
+    let mut req = ModelRequest::new(vec![Message::system("Be terse."), Message::user("Héllo")]);
     req.settings = ModelSettings::default()
         .model("gpt-test")
-        .temperature(0.5)
+        .temperature(0.2)
         .max_tokens(256);
     req.ctx = ctx;
 
     assert_eq!(call_model(&mut model, req).await.unwrap(), resp);
 
-    let span = capture.only("llm.call");
+    let span = capture.only("chat");
     assert_eq!(span.level, Level::INFO);
     assert_eq!(span.target, "tower_agent::layers::trace");
     assert_eq!(span.parent, None);
     let expected = [
+        ("otel.name", "chat gpt-test"),
         ("otel.kind", "client"),
         ("gen_ai.operation.name", "chat"),
+        ("gen_ai.provider.name", "openai"),
         ("gen_ai.request.model", "gpt-test"),
-        ("gen_ai.request.temperature", "0.5"),
+        // The value given, not 0.20000000298023224 (the f32 widened).
+        ("gen_ai.request.temperature", "0.2"),
         ("gen_ai.request.max_tokens", "256"),
-        ("gen_ai.response.finish_reasons", "tool_use"),
+        ("gen_ai.response.model", "gpt-test-0613"),
+        ("gen_ai.response.id", "chatcmpl-1"),
         ("gen_ai.usage.input_tokens", "120"),
         ("gen_ai.usage.output_tokens", "7"),
-        ("session.id", "thread-1"),
-        ("run.id", "run-9"),
-        ("step", "2"),
-        ("message_count", "2"),
-        ("content_length", "15"),
-        ("tool_calls_count", "2"),
-        ("tool_call_names", "read_file,grep"),
-        ("content_preview", "Let me look."),
+        ("gen_ai.conversation.id", "thread-1"),
+        ("tower_agent.run.id", "run-9"),
+        ("tower_agent.step", "2"),
+        ("tower_agent.message_count", "2"),
+        ("tower_agent.tool_calls", "2"),
     ];
     for (field, value) in expected {
         assert_eq!(span.field(field), value, "field {field}");
     }
-    assert_eq!(span.get("error"), None);
-    assert_eq!(span.get("otel.status_code"), None);
+    assert_finish_reasons(&span, r#"["tool_calls"]"#);
+    for absent in CONTENT.iter().chain(&["error.type", "otel.status_code"]) {
+        assert_eq!(span.get(absent), None, "field {absent}");
+    }
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -272,32 +302,57 @@ async fn model_span_leaves_out_what_is_unknown() {
     let (capture, _guard) = capture();
     let mut model = ServiceBuilder::new()
         .layer(TraceLayer::new())
-        .service(ScriptedModel::new().text("Hi!"));
+        .service(model_answering(ModelResponse::text("Hi!")));
     call_model(&mut model, ModelRequest::new(vec![Message::user("Hi")]))
         .await
         .unwrap();
 
-    let span = capture.only("llm.call");
-    assert_eq!(span.field("gen_ai.response.finish_reasons"), "end_turn");
-    assert_eq!(span.field("tool_calls_count"), "0");
-    assert_eq!(span.field("content_preview"), "Hi!");
+    let span = capture.only("chat");
+    assert_eq!(span.field("tower_agent.tool_calls"), "0");
     for absent in [
+        "otel.name",
+        "gen_ai.provider.name",
         "gen_ai.request.model",
         "gen_ai.request.temperature",
+        "gen_ai.response.model",
+        "gen_ai.response.id",
+        "gen_ai.response.finish_reasons",
         "gen_ai.usage.input_tokens",
         "gen_ai.usage.output_tokens",
-        "tool_call_names",
-        "error",
+        "error.type",
     ] {
         assert_eq!(span.get(absent), None, "field {absent}");
     }
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn model_error_is_recorded_and_passed_through() {
+async fn scripted_model_reports_its_metadata() {
     let (capture, _guard) = capture();
     let mut model = ServiceBuilder::new()
         .layer(TraceLayer::new())
+        .service(ScriptedModel::new().text("Hi!"));
+    let resp = call_model(&mut model, ModelRequest::new(vec![Message::user("Hi")]))
+        .await
+        .unwrap();
+    assert_eq!(resp.meta.provider.as_deref(), Some("scripted"));
+    assert_eq!(resp.meta.finish_reasons, ["end_turn"]);
+    let span = capture.only("chat");
+    assert_eq!(span.field("gen_ai.provider.name"), "scripted");
+    assert_eq!(span.field("gen_ai.response.id"), "scripted_1");
+    assert_finish_reasons(&span, r#"["end_turn"]"#);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn model_error_is_recorded_and_passed_through() {
+    let (capture, _guard) = capture();
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&failures);
+    let mut model = ServiceBuilder::new()
+        .layer(
+            TraceLayer::new()
+                .provider_name("acme")
+                .on_failure(move |err, _span| seen.lock().unwrap().push(err.to_string())),
+        )
         .service(service_fn(|_req: ModelRequest| async {
             Err::<ModelResponse, BoxError>("provider down (503)".into())
         }));
@@ -307,12 +362,30 @@ async fn model_error_is_recorded_and_passed_through() {
         .unwrap_err();
     assert_eq!(err.to_string(), "provider down (503)");
 
-    let span = capture.only("llm.call");
-    assert_eq!(span.field("error"), "provider down (503)");
-    assert_eq!(span.field("otel.status_code"), "ERROR");
-    assert_eq!(span.field("message_count"), "1");
-    assert_eq!(span.get("content_preview"), None);
-    assert_eq!(span.get("tool_calls_count"), None);
+    let span = capture.only("chat");
+    assert_eq!(span.field("otel.status_description"), "provider down (503)");
+    assert_eq!(span.field("otel.status_code"), "error");
+    assert_eq!(span.field("error.type"), "_OTHER");
+    assert_eq!(span.field("gen_ai.provider.name"), "acme");
+    assert_eq!(span.field("tower_agent.message_count"), "1");
+    assert_eq!(span.get("tower_agent.tool_calls"), None);
+    assert_eq!(*failures.lock().unwrap(), ["provider down (503)"]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn timeouts_are_error_type_timeout() {
+    let (capture, _guard) = capture();
+    let mut model = ServiceBuilder::new()
+        .layer(TraceLayer::new())
+        .timeout(std::time::Duration::from_millis(1))
+        .service(service_fn(|_req: ModelRequest| async {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            Ok::<_, BoxError>(ModelResponse::text("late"))
+        }));
+    call_model(&mut model, ModelRequest::new(vec![Message::user("Hi")]))
+        .await
+        .unwrap_err();
+    assert_eq!(capture.only("chat").field("error.type"), "timeout");
 }
 
 // ===== tool path =====
@@ -341,31 +414,30 @@ async fn tool_span_records_call_and_output_fields() {
         .unwrap();
     assert_eq!(out, ToolOutput::text("call_7", "línea 1\nlínea 2"));
 
-    let span = capture.only("tool.call");
+    let span = capture.only("execute_tool");
     assert_eq!(span.target, "tower_agent::layers::trace");
     let expected = [
+        ("otel.name", "execute_tool read_file"),
         ("otel.kind", "internal"),
         ("gen_ai.operation.name", "execute_tool"),
         ("gen_ai.tool.name", "read_file"),
         ("gen_ai.tool.call.id", "call_7"),
-        ("tool_name", "read_file"),
-        ("tool_call_id", "call_7"),
-        ("tool_args", r#"{"path":"notes.txt"}"#),
-        ("session.id", "thread-1"),
-        ("run.id", "run-9"),
-        ("step", "4"),
-        ("output_length", "17"), // bytes: each "í" is two
-        ("output_preview", "línea 1\nlínea 2"),
-        ("is_error", "false"),
+        ("gen_ai.tool.type", "function"),
+        ("gen_ai.conversation.id", "thread-1"),
+        ("tower_agent.run.id", "run-9"),
+        ("tower_agent.step", "4"),
+        ("tower_agent.output_length", "17"), // bytes: each "í" is two
     ];
     for (field, value) in expected {
         assert_eq!(span.field(field), value, "field {field}");
     }
-    assert_eq!(span.get("error"), None);
+    for absent in CONTENT.iter().chain(&["error.type", "otel.status_code"]) {
+        assert_eq!(span.get(absent), None, "field {absent}");
+    }
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn tool_error_output_is_not_an_error() {
+async fn tool_error_output_is_an_error_span() {
     let (capture, _guard) = capture();
     let mut tools = ServiceBuilder::new()
         .layer(TraceLayer::new())
@@ -376,11 +448,12 @@ async fn tool_error_output_is_not_an_error() {
         .unwrap();
     assert!(out.is_error);
 
-    let span = capture.only("tool.call");
-    assert_eq!(span.field("is_error"), "true");
-    assert_eq!(span.field("output_preview"), out.content);
-    assert_eq!(span.get("error"), None);
-    assert_eq!(span.get("otel.status_code"), None);
+    let span = capture.only("execute_tool");
+    assert_eq!(span.field("error.type"), "tool_error");
+    assert_eq!(span.field("otel.status_code"), "error");
+    // The output is content: not in the description.
+    assert!(!span.field("otel.status_description").contains("nope"));
+    assert_eq!(span.get("gen_ai.tool.call.result"), None);
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -400,34 +473,46 @@ async fn tool_err_is_recorded_and_passed_through() {
     .unwrap_err();
     assert_eq!(err.to_string(), "disk on fire");
 
-    let span = capture.only("tool.call");
-    assert_eq!(span.field("error"), "disk on fire");
-    assert_eq!(span.field("otel.status_code"), "ERROR");
-    assert_eq!(span.field("tool_args"), r#"{"path":"x"}"#);
-    assert_eq!(span.get("output_length"), None);
-    assert_eq!(span.get("is_error"), None);
+    let span = capture.only("execute_tool");
+    assert_eq!(span.field("otel.status_description"), "disk on fire");
+    assert_eq!(span.field("otel.status_code"), "error");
+    assert_eq!(span.field("error.type"), "_OTHER");
+    assert_eq!(span.get("gen_ai.tool.call.arguments"), None);
+    assert_eq!(span.get("tower_agent.output_length"), None);
 }
 
-// ===== previews =====
+// ===== content capture =====
+
+/// The text of the first part of the first message of a captured messages attribute.
+fn first_part(json_text: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(json_text).unwrap();
+    v[0]["parts"][0]["content"].as_str().unwrap().to_owned()
+}
 
 #[tokio::test(flavor = "current_thread")]
-async fn previews_are_cut_at_500_chars() {
+async fn captured_content_is_cut_at_max_content_chars() {
     // ASCII, two-byte and four-byte characters.
     for unit in ["a", "é", "🦀"] {
         let (capture, _guard) = capture();
         let long = unit.repeat(1_000);
         let expected = unit.repeat(500);
+        let layer = TraceLayer::new()
+            .capture_content(true)
+            .max_content_chars(500);
 
         let mut model = ServiceBuilder::new()
-            .layer(TraceLayer::new())
+            .layer(layer.clone())
             .service(model_answering(ModelResponse::text(long.clone())));
-        let resp = call_model(&mut model, ModelRequest::new(vec![Message::user("Hi")]))
-            .await
-            .unwrap();
+        let resp = call_model(
+            &mut model,
+            ModelRequest::new(vec![Message::user(long.clone())]),
+        )
+        .await
+        .unwrap();
         assert_eq!(resp.message.text(), long, "the response is not cut");
 
         let mut tool = ServiceBuilder::new()
-            .layer(TraceLayer::new())
+            .layer(layer)
             .service(tool_answering(long.clone()));
         let args = json!({ "content": long });
         let out = call_tool(&mut tool, tool_request("write_file", args.clone()))
@@ -435,66 +520,70 @@ async fn previews_are_cut_at_500_chars() {
             .unwrap();
         assert_eq!(out.content, long, "the output is not cut");
 
-        let llm = capture.only("llm.call");
-        assert_eq!(llm.field("content_preview"), expected);
-        let tool = capture.only("tool.call");
-        assert_eq!(tool.field("output_preview"), expected);
+        let chat = capture.only("chat");
+        assert_eq!(first_part(chat.field("gen_ai.input.messages")), expected);
+        assert_eq!(first_part(chat.field("gen_ai.output.messages")), expected);
+        let tool = capture.only("execute_tool");
+        assert_eq!(tool.field("gen_ai.tool.call.result"), expected);
         assert_eq!(
-            tool.field("output_length"),
+            tool.field("tower_agent.output_length"),
             (unit.len() * 1_000).to_string()
         );
-        let tool_args = tool.field("tool_args");
+        let tool_args = tool.field("gen_ai.tool.call.arguments");
         assert_eq!(tool_args.chars().count(), 500);
         assert!(args.to_string().starts_with(tool_args));
     }
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn previews_of_exactly_500_chars_are_whole() {
+async fn content_of_exactly_the_cap_is_whole() {
     let (capture, _guard) = capture();
     let text = "ж".repeat(500);
     let mut model = ServiceBuilder::new()
-        .layer(TraceLayer::new())
+        .layer(
+            TraceLayer::new()
+                .capture_content(true)
+                .max_content_chars(500),
+        )
         .service(model_answering(ModelResponse::text(text.clone())));
     call_model(&mut model, ModelRequest::new(vec![Message::user("Hi")]))
         .await
         .unwrap();
-    assert_eq!(capture.only("llm.call").field("content_preview"), text);
+    let span = capture.only("chat");
+    assert_eq!(first_part(span.field("gen_ai.output.messages")), text);
+    assert_eq!(first_part(span.field("gen_ai.input.messages")), "Hi");
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn multi_part_text_is_previewed_across_parts() {
+async fn customised_spans_get_the_attributes_they_declare() {
     let (capture, _guard) = capture();
-    let mut msg = Message::assistant("é".repeat(300));
-    msg.push_text("ü".repeat(300));
+    let responses = Arc::new(Mutex::new(0));
+    let counted = Arc::clone(&responses);
+    let layer = TraceLayer::new()
+        .make_span_with(|req| match req {
+            TracedRequest::Model(_) => tracing::info_span!(
+                "my.chat",
+                gen_ai.response.id = tracing::field::Empty,
+                my.field = tracing::field::Empty,
+            ),
+            _ => tracing::info_span!("my.other"),
+        })
+        .on_response(move |resp, span| {
+            *counted.lock().unwrap() += 1;
+            if let TracedResponse::Model(resp) = resp {
+                span.record("my.field", resp.message.text().as_ref());
+            }
+        });
     let mut model = ServiceBuilder::new()
-        .layer(TraceLayer::new())
-        .service(model_answering(ModelResponse::new(msg)));
+        .layer(layer)
+        .service(ScriptedModel::new().text("Hi!"));
     call_model(&mut model, ModelRequest::new(vec![Message::user("Hi")]))
         .await
         .unwrap();
-    let expected = format!("{}{}", "é".repeat(300), "ü".repeat(200));
-    assert_eq!(capture.only("llm.call").field("content_preview"), expected);
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn preview_length_is_configurable() {
-    let (capture, _guard) = capture();
-    let mut model = ServiceBuilder::new()
-        .layer(TraceLayer::new().preview_chars(3))
-        .service(model_answering(ModelResponse::text("🦀🦀🦀🦀🦀")));
-    call_model(&mut model, ModelRequest::new(vec![Message::user("Hi")]))
-        .await
-        .unwrap();
-    let mut tool = Trace::new(tool_answering("abcdef".into())).preview_chars(4);
-    call_tool(&mut tool, tool_request("t", json!({ "k": "v" })))
-        .await
-        .unwrap();
-
-    assert_eq!(capture.only("llm.call").field("content_preview"), "🦀🦀🦀");
-    let tool = capture.only("tool.call");
-    assert_eq!(tool.field("output_preview"), "abcd");
-    assert_eq!(tool.field("tool_args"), r#"{"k""#);
+    let span = capture.only("my.chat");
+    assert_eq!(span.field("gen_ai.response.id"), "scripted_1");
+    assert_eq!(span.field("my.field"), "Hi!");
+    assert_eq!(*responses.lock().unwrap(), 1);
 }
 
 // ===== nesting =====
@@ -535,29 +624,26 @@ async fn spans_of_inner_services_nest_under_the_call_span() {
     // Opened after the call: the call's span is no longer entered.
     drop(tracing::info_span!("outside"));
 
-    let llm = capture.index_of("llm.call");
+    let llm = capture.index_of("chat");
     let spans = capture.spans();
     assert_eq!(spans[llm].parent, None);
     assert_eq!(
         spans[capture.index_of("provider.request")].parent,
         Some(llm)
     );
-    assert_eq!(spans[capture.index_of("tool.call")].parent, Some(llm));
+    assert_eq!(spans[capture.index_of("execute_tool")].parent, Some(llm));
     assert_eq!(spans[capture.index_of("after.tool")].parent, Some(llm));
     assert_eq!(spans[capture.index_of("outside")].parent, None);
-    assert_eq!(
-        spans[capture.index_of("tool.call")].field("output_preview"),
-        "42"
-    );
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn tool_spans_of_an_agent_run() {
+async fn spans_of_an_agent_run() {
     let (capture, _guard) = capture();
     let model = ScriptedModel::new()
         .tool_calls([("weather", json!({ "city": "Oslo" })), ("time", json!({}))])
         .text("Raining, 14:00.");
     let agent = Agent::builder()
+        .name("assistant")
         .model(
             ServiceBuilder::new()
                 .layer(TraceLayer::new())
@@ -575,29 +661,41 @@ async fn tool_spans_of_an_agent_run() {
             json!({ "type": "object" }),
             |_, _| async { Ok::<_, BoxError>("14:00") },
         ))
-        .tool_layer(TraceLayer::new())
+        .tool_layer(TraceLayer::new().capture_content(true))
         .build();
 
     let resp = agent.run("Weather and time in Oslo?").await.unwrap();
     assert_eq!(resp.text, "Raining, 14:00.");
 
     let spans = capture.spans();
-    let llm: Vec<_> = spans.iter().filter(|s| s.name == "llm.call").collect();
+    let run = capture.index_of("invoke_agent");
+    assert_eq!(spans[run].parent, None);
+    assert_eq!(spans[run].target, "tower_agent::agent");
+    assert_eq!(spans[run].field("otel.name"), "invoke_agent assistant");
+    assert_eq!(spans[run].field("gen_ai.agent.name"), "assistant");
+    assert_eq!(spans[run].field("gen_ai.provider.name"), "scripted");
+    assert_eq!(spans[run].field("gen_ai.conversation.id"), resp.thread_id);
+    assert_eq!(spans[run].field("tower_agent.run.id"), resp.run_id);
+    assert_eq!(spans[run].field("tower_agent.outcome"), "finished");
+
+    let llm: Vec<_> = spans.iter().filter(|s| s.name == "chat").collect();
     assert_eq!(llm.len(), 2);
-    assert_eq!(llm[0].field("tool_call_names"), "weather,time");
-    assert_eq!(llm[0].field("step"), "0");
-    assert_eq!(llm[1].field("step"), "1");
-    assert_eq!(llm[1].field("content_preview"), "Raining, 14:00.");
-    assert_eq!(llm[0].field("run.id"), resp.run_id);
+    assert!(llm.iter().all(|s| s.parent == Some(run)));
+    assert_eq!(llm[0].field("tower_agent.tool_calls"), "2");
+    assert_eq!(llm[0].field("tower_agent.step"), "0");
+    assert_eq!(llm[1].field("tower_agent.step"), "1");
+    assert_eq!(llm[0].field("tower_agent.run.id"), resp.run_id);
+    assert_eq!(llm[0].field("gen_ai.conversation.id"), resp.thread_id);
 
     let mut tools: Vec<_> = spans
         .iter()
-        .filter(|s| s.name == "tool.call")
+        .filter(|s| s.name == "execute_tool")
         .map(|s| {
+            assert_eq!(s.parent, Some(run));
             (
-                s.field("tool_name"),
-                s.field("output_preview"),
-                s.field("step"),
+                s.field("gen_ai.tool.name"),
+                s.field("gen_ai.tool.call.result"),
+                s.field("tower_agent.step"),
             )
         })
         .collect();
@@ -628,9 +726,9 @@ async fn level_is_configurable() {
 
     let spans = capture.spans();
     assert_eq!(spans.len(), 1, "{spans:#?}");
-    assert_eq!(spans[0].name, "tool.call");
+    assert_eq!(spans[0].name, "execute_tool");
     assert_eq!(spans[0].level, Level::WARN);
-    assert_eq!(spans[0].field("output_preview"), "b");
+    assert_eq!(spans[0].field("tower_agent.output_length"), "1");
 }
 
 /// Runs `f` with no subscriber on this thread (none is set globally in this test binary).
@@ -713,8 +811,8 @@ async fn readiness_and_requests_pass_through() {
     send.send_response(ModelResponse::text("pong"));
     assert_eq!(future.await.unwrap(), ModelResponse::text("pong"));
 
-    let span = capture.only("llm.call");
-    assert_eq!(span.field("content_preview"), "pong");
+    let span = capture.only("chat");
+    assert_eq!(span.field("otel.name"), "chat m");
     assert_eq!(span.field("gen_ai.request.model"), "m");
 }
 
@@ -749,7 +847,7 @@ fn traits() {
     let _: ToolRouter = tools.into_inner();
     let debug = format!("{:?}", TraceLayer::default());
     assert!(
-        debug.contains("Info") && debug.contains("preview_chars: 500"),
+        debug.contains("Info") && debug.contains("capture_content: false"),
         "{debug}"
     );
 }

@@ -52,6 +52,7 @@ struct Parts {
     shutdown: CancellationToken,
     hooks: Option<HookSet>,
     transcripts: Option<PathBuf>,
+    name: Option<Arc<str>>,
 }
 
 impl AgentBuilder<NoModel> {
@@ -72,6 +73,7 @@ impl AgentBuilder<NoModel> {
                 shutdown: CancellationToken::new(),
                 hooks: None,
                 transcripts: None,
+                name: None,
             },
         }
     }
@@ -148,6 +150,13 @@ impl<M, L> AgentBuilder<M, L> {
     /// runs once per run, its prepare before every model call.
     pub fn stage<T: Setup + Prepare + Clone>(self, stage: T) -> Self {
         self.setup(stage.clone()).prepare(stage)
+    }
+
+    /// The agent's name: `gen_ai.agent.name` of the `invoke_agent {name}` span of each run
+    /// (see [`layers::trace`](crate::layers::trace)).
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.parts.name = Some(name.into());
+        self
     }
 
     /// The system prompt, the first message of a new thread.
@@ -250,6 +259,7 @@ where
                 model,
                 hooks: hooks.map(|set| set.inner),
                 transcripts: self.parts.transcripts,
+                name: self.parts.name,
                 tools: self.parts.tools,
                 tool_stack: Arc::new(tool_stack),
                 setups: self.parts.setups,

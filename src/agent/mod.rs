@@ -69,6 +69,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
+use tracing::{Instrument as _, field::Empty};
 
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
@@ -114,6 +115,7 @@ struct Inner {
     shutdown: CancellationToken,
     hooks: Option<Arc<crate::layers::hooks::HookSetInner>>,
     transcripts: Option<PathBuf>,
+    name: Option<Arc<str>>,
 }
 
 impl Agent {
@@ -134,7 +136,7 @@ impl Agent {
     ///
     /// See the [module docs](crate::agent#cancel-safety).
     pub async fn run(&self, request: impl Into<AgentRequest>) -> Result<AgentResponse, Error> {
-        run::run(Arc::clone(&self.inner), request.into(), None).await
+        traced_run(Arc::clone(&self.inner), request.into(), None).await
     }
 
     /// Runs the agent on `request`, as a stream of [`AgentEvent`]s ending with
@@ -154,7 +156,7 @@ impl Agent {
     /// ```
     pub fn stream(&self, request: impl Into<AgentRequest>) -> EventStream {
         let (tx, rx) = mpsc::unbounded_channel();
-        let run = run::run(Arc::clone(&self.inner), request.into(), Some(tx));
+        let run = traced_run(Arc::clone(&self.inner), request.into(), Some(tx));
         EventStream::new(Box::pin(run), rx)
     }
 
@@ -205,7 +207,92 @@ impl Service<AgentRequest> for Agent {
     }
 
     fn call(&mut self, request: AgentRequest) -> Self::Future {
-        Box::pin(run::run(Arc::clone(&self.inner), request, None))
+        Box::pin(traced_run(Arc::clone(&self.inner), request, None))
+    }
+}
+
+/// The run, polled inside its `invoke_agent` span (see [`layers::trace`](crate::layers::trace)),
+/// which gets the run's outcome, usage and error when it ends.
+fn traced_run(
+    inner: Arc<Inner>,
+    req: AgentRequest,
+    events: Option<mpsc::UnboundedSender<AgentEvent>>,
+) -> impl std::future::Future<Output = Result<AgentResponse, Error>> + Send + 'static {
+    let span = tracing::info_span!(
+        "invoke_agent",
+        otel.name = Empty,
+        otel.kind = "internal",
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = inner.name.as_deref(),
+        gen_ai.provider.name = Empty,
+        gen_ai.request.model = inner.settings.model.as_deref(),
+        gen_ai.conversation.id = req.thread_id.as_deref(),
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        error.type = Empty,
+        tower_agent.run.id = Empty,
+        tower_agent.outcome = Empty,
+    );
+    let ephemeral = req.thread_id.is_none();
+    if let (false, Some(name)) = (span.is_disabled(), &inner.name) {
+        span.record("otel.name", format!("invoke_agent {name}").as_str());
+    }
+    let run = run::run(inner, req, events);
+    let record = span.clone();
+    async move {
+        let result = run.await;
+        if !record.is_disabled() {
+            record_run(&record, &result, ephemeral);
+        }
+        result
+    }
+    .instrument(span)
+}
+
+/// Records how a run ended on its `invoke_agent` span.
+fn record_run(span: &tracing::Span, result: &Result<AgentResponse, Error>, ephemeral: bool) {
+    let failed = |error_type: &str, description: &dyn fmt::Display| {
+        span.record("error.type", error_type);
+        span.record("otel.status_code", "error");
+        span.record(
+            "otel.status_description",
+            tracing::field::display(description),
+        );
+    };
+    match result {
+        Ok(resp) => {
+            if ephemeral {
+                span.record("gen_ai.conversation.id", resp.thread_id.as_str());
+            }
+            span.record("tower_agent.run.id", resp.run_id.as_str());
+            // As i64: `tracing-opentelemetry` exports u64 fields as text.
+            let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            span.record("gen_ai.usage.input_tokens", int(resp.usage.input_tokens));
+            span.record("gen_ai.usage.output_tokens", int(resp.usage.output_tokens));
+            let outcome = match &resp.outcome {
+                Outcome::Finished => "finished",
+                Outcome::MaxSteps => "max_steps",
+                Outcome::Blocked { .. } => "blocked",
+                Outcome::Aborted { .. } => "aborted",
+                Outcome::Cancelled => "cancelled",
+            };
+            span.record("tower_agent.outcome", outcome);
+            if let Outcome::Aborted { error } = &resp.outcome {
+                failed("aborted", error);
+            }
+        }
+        Err(err) => {
+            let error_type = if err.is_setup() {
+                "setup"
+            } else if err.is_store() {
+                "store"
+            } else {
+                "_OTHER"
+            };
+            failed(error_type, err);
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! | Module | On | What it does |
 //! |---|---|---|
-//! | [`trace`] | model, tool | spans `llm.call` / `tool.call` with OpenTelemetry GenAI attributes |
+//! | [`trace`] | model, tool | spans `chat {model}` / `execute_tool {tool}` with OpenTelemetry GenAI attributes |
 //! | [`evict`] | tool | cuts huge outputs to head + tail, optionally spilling them to a file |
 //! | [`summarize`] | model | compacts old messages into a summary near the context window |
 //! | [`hooks`] | agent, model, tool | callback hooks for every event: decisions, matchers, priorities |

@@ -68,7 +68,7 @@ use tower::Service;
 
 pub use super::http::ResponseFuture;
 use super::{
-    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse,
+    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseMeta,
     error::{Kind, ProviderError},
     http::{self, Endpoint, Transport},
 };
@@ -315,15 +315,21 @@ impl Service<ModelRequest> for Anthropic {
         let stream = req.settings.stream;
         let ctx = req.ctx;
         let max_bytes = self.shared.max_response_bytes;
+        let request_model = match &req.settings.model {
+            Some(model) => Arc::clone(model),
+            None => Arc::clone(&self.shared.model),
+        };
         ResponseFuture::new(async move {
             let resp = http::check(PROVIDER, sent).await?;
             let status = resp.status().as_u16();
-            if stream && !http::is_json(&resp) {
-                read_stream(resp, &ctx, max_bytes).await
+            let mut response = if stream && !http::is_json(&resp) {
+                read_stream(resp, &ctx, max_bytes).await?
             } else {
                 let body = http::body(PROVIDER, resp, max_bytes).await?;
-                parse_response(status, &body)
-            }
+                parse_response(status, &body)?
+            };
+            response.meta.request_model = Some(request_model);
+            Ok(response)
         })
     }
 }
@@ -505,6 +511,8 @@ fn image_source(url: &str) -> ImageSource<'_> {
 
 #[derive(Deserialize)]
 struct MessagesResponse {
+    id: Option<String>,
+    model: Option<String>,
     content: Option<Vec<ResponseBlock>>,
     stop_reason: Option<String>,
     usage: Option<ApiUsage>,
@@ -579,7 +587,18 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
         calls,
         resp.stop_reason.as_deref(),
         http::usage(usage.input(), usage.output_tokens),
+        meta(resp.id, resp.model, resp.stop_reason.as_deref()),
     ))
+}
+
+/// The response's metadata: provider `"anthropic"`, the message's id and model, and the
+/// stop reason as the API said it.
+fn meta(id: Option<String>, model: Option<String>, stop_reason: Option<&str>) -> ResponseMeta {
+    let mut meta = ResponseMeta::new(PROVIDER);
+    meta.id = id;
+    meta.model = model;
+    meta.finish_reasons = stop_reason.map(str::to_owned).into_iter().collect();
+    meta
 }
 
 fn response(
@@ -587,6 +606,7 @@ fn response(
     calls: Vec<ToolCall>,
     stop_reason: Option<&str>,
     usage: Option<Usage>,
+    meta: ResponseMeta,
 ) -> ModelResponse {
     let stop_reason = match stop_reason {
         Some("end_turn") => StopReason::EndTurn,
@@ -601,6 +621,7 @@ fn response(
         message: Message::assistant(text).with_tool_calls(calls),
         usage,
         stop_reason,
+        meta,
     }
 }
 
@@ -637,6 +658,8 @@ enum StreamEvent {
 
 #[derive(Deserialize)]
 struct StartMessage {
+    id: Option<String>,
+    model: Option<String>,
     usage: Option<ApiUsage>,
 }
 
@@ -698,6 +721,9 @@ struct Assembly {
     stop_reason: Option<String>,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    /// The message's id and model, from `message_start`.
+    id: Option<String>,
+    model: Option<String>,
 }
 
 impl Assembly {
@@ -713,6 +739,8 @@ impl Assembly {
         let step = ctx.step();
         match event {
             StreamEvent::MessageStart { message } => {
+                self.id = message.id;
+                self.model = message.model;
                 if let Some(usage) = message.usage {
                     self.input_tokens = usage.input();
                     self.output_tokens = usage.output_tokens;
@@ -842,11 +870,13 @@ impl Assembly {
                 Part::Other => {}
             }
         }
+        let meta = meta(self.id, self.model, self.stop_reason.as_deref());
         response(
             text,
             calls,
             self.stop_reason.as_deref(),
             http::usage(self.input_tokens, self.output_tokens),
+            meta,
         )
     }
 }
@@ -931,5 +961,37 @@ mod tests {
             serde_json::to_value(image_source("https://example.com/a.png")).unwrap(),
             json!({"type": "url", "url": "https://example.com/a.png"})
         );
+    }
+
+    #[test]
+    fn responses_report_provider_id_model_and_stop_reason() {
+        let body = json!({
+            "type": "message",
+            "id": "msg_01",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [{ "type": "text", "text": "hi" }],
+            "stop_reason": "end_turn",
+        });
+        let resp = parse_response(200, body.to_string().as_bytes()).unwrap();
+        let expected = ResponseMeta::new("anthropic")
+            .id("msg_01")
+            .model("claude-sonnet-4-5-20250929")
+            .finish_reasons(["end_turn"]);
+        assert_eq!(resp.meta, expected);
+
+        let ctx = RunContext::new();
+        let mut a = Assembly::default();
+        for data in [
+            r#"{"type":"message_start","message":{"id":"msg_02","model":"claude-x","usage":{"input_tokens":3}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"a"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":1}}"#,
+        ] {
+            assert!(!a.push(data, &ctx).unwrap());
+        }
+        let meta = a.finish().meta;
+        assert_eq!(meta.id.as_deref(), Some("msg_02"));
+        assert_eq!(meta.model.as_deref(), Some("claude-x"));
+        assert_eq!(meta.finish_reasons, ["max_tokens"]);
+        assert_eq!(meta.provider.as_deref(), Some("anthropic"));
     }
 }

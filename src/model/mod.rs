@@ -78,7 +78,7 @@ pub mod openai;
 pub mod retry;
 mod scripted;
 
-use std::{sync::Arc, time::Duration};
+use std::{borrow::Cow, sync::Arc, time::Duration};
 
 use tower::util::BoxCloneSyncService;
 
@@ -236,6 +236,75 @@ pub struct ModelResponse {
     pub usage: Option<Usage>,
     /// Why the model stopped.
     pub stop_reason: StopReason,
+    /// Who answered and how, as the provider reported it (for tracing: see
+    /// [`layers::trace`](crate::layers::trace)).
+    pub meta: ResponseMeta,
+}
+
+/// What a provider reports about a response besides its content: the provider's name, the
+/// model asked for and the one that answered, the response's id and the finish reasons in
+/// the provider's own words. [`TraceLayer`](crate::layers::trace::TraceLayer) records them
+/// as the OpenTelemetry attributes `gen_ai.provider.name`, `gen_ai.request.model`,
+/// `gen_ai.response.model`, `gen_ai.response.id` and `gen_ai.response.finish_reasons`.
+///
+/// Every field is optional: a model service that knows nothing of these leaves them empty.
+/// The strings come from the provider's answer, which is already bounded by its
+/// `max_response_bytes`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResponseMeta {
+    /// The provider, as the OpenTelemetry GenAI conventions name it: `"openai"` (also for
+    /// compatible servers), `"anthropic"`, or a custom name.
+    pub provider: Option<Cow<'static, str>>,
+    /// The model the request asked for (the request's [`ModelSettings::model`], else the
+    /// provider's default).
+    pub request_model: Option<Arc<str>>,
+    /// The model that answered, as the response names it (e.g. `gpt-4o-2024-08-06`).
+    pub model: Option<String>,
+    /// The response's id (e.g. `chatcmpl-123`, `msg_01…`).
+    pub id: Option<String>,
+    /// The finish reason of each generation, in the provider's own words (`stop`,
+    /// `tool_calls`, `length` for OpenAI; `end_turn`, `tool_use`, `max_tokens` for
+    /// Anthropic).
+    pub finish_reasons: Vec<String>,
+}
+
+impl ResponseMeta {
+    /// Metadata naming the provider.
+    pub fn new(provider: impl Into<Cow<'static, str>>) -> Self {
+        ResponseMeta {
+            provider: Some(provider.into()),
+            ..Self::default()
+        }
+    }
+
+    /// This metadata with the model asked for.
+    #[must_use]
+    pub fn request_model(mut self, model: impl Into<Arc<str>>) -> Self {
+        self.request_model = Some(model.into());
+        self
+    }
+
+    /// This metadata with the model that answered.
+    #[must_use]
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// This metadata with the response id.
+    #[must_use]
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// This metadata with the finish reasons.
+    #[must_use]
+    pub fn finish_reasons(mut self, reasons: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.finish_reasons = reasons.into_iter().map(Into::into).collect();
+        self
+    }
 }
 
 impl ModelResponse {
@@ -250,6 +319,7 @@ impl ModelResponse {
             message,
             usage: None,
             stop_reason,
+            meta: ResponseMeta::default(),
         }
     }
 
@@ -267,6 +337,13 @@ impl ModelResponse {
     #[must_use]
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = Some(usage);
+        self
+    }
+
+    /// This response with provider metadata.
+    #[must_use]
+    pub fn with_meta(mut self, meta: ResponseMeta) -> Self {
+        self.meta = meta;
         self
     }
 }

@@ -81,7 +81,7 @@ use tower::Service;
 
 pub use super::http::ResponseFuture;
 use super::{
-    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse,
+    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseMeta,
     error::ProviderError,
     http::{self, Endpoint, Transport},
 };
@@ -354,15 +354,21 @@ impl Service<ModelRequest> for OpenAiChat {
         let stream = req.settings.stream;
         let ctx = req.ctx;
         let max_bytes = self.shared.max_response_bytes;
+        let request_model = match &req.settings.model {
+            Some(model) => Arc::clone(model),
+            None => Arc::clone(&self.shared.model),
+        };
         ResponseFuture::new(async move {
             let resp = http::check(PROVIDER, sent).await?;
             let status = resp.status().as_u16();
-            if stream && !http::is_json(&resp) {
-                read_stream(resp, &ctx, max_bytes).await
+            let mut response = if stream && !http::is_json(&resp) {
+                read_stream(resp, &ctx, max_bytes).await?
             } else {
                 let body = http::body(PROVIDER, resp, max_bytes).await?;
-                parse_response(status, &body)
-            }
+                parse_response(status, &body)?
+            };
+            response.meta.request_model = Some(request_model);
+            Ok(response)
         })
     }
 }
@@ -554,6 +560,8 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
 // NOTE: `Option`s where a compatible server may send `null` rather than leave a field out.
 #[derive(Deserialize)]
 struct ChatResponse {
+    id: Option<String>,
+    model: Option<String>,
     choices: Option<Vec<Choice>>,
     usage: Option<ChatUsage>,
     error: Option<Value>,
@@ -619,7 +627,18 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
         calls,
         choice.finish_reason.as_deref(),
         resp.usage,
+        meta(resp.id, resp.model, choice.finish_reason.as_deref()),
     ))
+}
+
+/// The response's metadata: provider `"openai"`, the id and model the server named,
+/// and the finish reason as the server said it.
+fn meta(id: Option<String>, model: Option<String>, finish_reason: Option<&str>) -> ResponseMeta {
+    let mut meta = ResponseMeta::new(PROVIDER);
+    meta.id = id;
+    meta.model = model;
+    meta.finish_reasons = finish_reason.map(str::to_owned).into_iter().collect();
+    meta
 }
 
 fn response(
@@ -627,6 +646,7 @@ fn response(
     calls: Vec<ToolCall>,
     finish_reason: Option<&str>,
     usage: Option<ChatUsage>,
+    meta: ResponseMeta,
 ) -> ModelResponse {
     let stop_reason = match finish_reason {
         Some("tool_calls" | "function_call") => StopReason::ToolUse,
@@ -640,6 +660,7 @@ fn response(
         message: Message::assistant(text).with_tool_calls(calls),
         usage: usage.and_then(|u| http::usage(u.prompt_tokens, u.completion_tokens)),
         stop_reason,
+        meta,
     }
 }
 
@@ -647,6 +668,8 @@ fn response(
 
 #[derive(Deserialize)]
 struct Chunk {
+    id: Option<String>,
+    model: Option<String>,
     choices: Option<Vec<ChunkChoice>>,
     usage: Option<ChatUsage>,
     error: Option<Value>,
@@ -694,6 +717,9 @@ struct Assembly {
     last_index: Option<usize>,
     finish_reason: Option<String>,
     usage: Option<ChatUsage>,
+    /// The response id and model, from the first chunk that names them.
+    id: Option<String>,
+    model: Option<String>,
 }
 
 impl Assembly {
@@ -714,6 +740,13 @@ impl Assembly {
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage);
+        }
+        // Every chunk repeats them; the first is kept (so a long stream holds one copy).
+        if self.id.is_none() {
+            self.id = chunk.id;
+        }
+        if self.model.is_none() {
+            self.model = chunk.model;
         }
         let choices = chunk.choices.unwrap_or_default();
         for choice in choices.into_iter().filter(|c| c.index.unwrap_or(0) == 0) {
@@ -786,7 +819,14 @@ impl Assembly {
             .into_values()
             .map(|(id, name, args)| ToolCall::new(id, name, http::parse_arguments(args)))
             .collect();
-        response(self.text, calls, self.finish_reason.as_deref(), self.usage)
+        let meta = meta(self.id, self.model, self.finish_reason.as_deref());
+        response(
+            self.text,
+            calls,
+            self.finish_reason.as_deref(),
+            self.usage,
+            meta,
+        )
     }
 }
 
@@ -902,5 +942,35 @@ mod tests {
                 ToolCall::new("b", "y", json!({"k": 1}))
             ]
         );
+    }
+
+    #[test]
+    fn responses_report_provider_id_model_and_finish_reason() {
+        let body = json!({
+            "id": "chatcmpl-9",
+            "model": "gpt-4o-2024-08-06",
+            "choices": [{ "message": { "content": "hi" }, "finish_reason": "length" }],
+        });
+        let resp = parse_response(200, body.to_string().as_bytes()).unwrap();
+        let expected = ResponseMeta::new("openai")
+            .id("chatcmpl-9")
+            .model("gpt-4o-2024-08-06")
+            .finish_reasons(["length"]);
+        assert_eq!(resp.meta, expected);
+
+        // Streamed: the first chunk's id and model, the last finish reason.
+        let ctx = RunContext::new();
+        let mut a = Assembly::default();
+        for data in [
+            r#"{"id":"chatcmpl-7","model":"m-1","choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"id":"chatcmpl-7","model":"m-1","choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        ] {
+            assert!(!a.push(data, &ctx).unwrap());
+        }
+        let meta = a.finish().meta;
+        assert_eq!(meta.id.as_deref(), Some("chatcmpl-7"));
+        assert_eq!(meta.model.as_deref(), Some("m-1"));
+        assert_eq!(meta.finish_reasons, ["stop"]);
+        assert_eq!(meta.provider.as_deref(), Some("openai"));
     }
 }

@@ -13,14 +13,19 @@ use std::{
 use serde_json::Value;
 use tower::Service;
 
+#[cfg(doc)]
+use super::ResponseMeta;
 use super::{ModelRequest, ModelResponse};
-use crate::{error::BoxError, message::ToolCall};
+use crate::{
+    error::BoxError,
+    message::{StopReason, ToolCall},
+};
 
 type Decide = Arc<dyn Fn(&ModelRequest) -> Result<ModelResponse, BoxError> + Send + Sync>;
 
 #[derive(Clone)]
 enum Turn {
-    Respond(ModelResponse),
+    Respond(Box<ModelResponse>),
     Fail(String),
     Decide(Decide),
 }
@@ -106,7 +111,7 @@ impl ScriptedModel {
     /// Next turn: answer `text`.
     #[must_use]
     pub fn text(self, text: impl Into<String>) -> Self {
-        self.push(Turn::Respond(ModelResponse::text(text)))
+        self.push(Turn::Respond(Box::new(ModelResponse::text(text))))
     }
 
     /// Next turn: call one tool.
@@ -121,13 +126,13 @@ impl ScriptedModel {
         let calls = calls
             .into_iter()
             .map(|(name, args)| ToolCall::new(String::new(), name, args));
-        self.push(Turn::Respond(ModelResponse::tool_calls(calls)))
+        self.push(Turn::Respond(Box::new(ModelResponse::tool_calls(calls))))
     }
 
     /// Next turn: answer with `response` as it is.
     #[must_use]
     pub fn respond(self, response: ModelResponse) -> Self {
-        self.push(Turn::Respond(response))
+        self.push(Turn::Respond(Box::new(response)))
     }
 
     /// Next turn: fail with an error saying `message`.
@@ -197,7 +202,7 @@ impl ScriptedModel {
             self.cursor.fetch_add(1, Ordering::Relaxed)
         };
         let mut resp = match self.turns.get(index) {
-            Some(Turn::Respond(resp)) => resp.clone(),
+            Some(Turn::Respond(resp)) => (**resp).clone(),
             Some(Turn::Fail(msg)) => return Err(msg.clone().into()),
             Some(Turn::Decide(f)) => f(req)?,
             None => match &self.otherwise {
@@ -218,9 +223,44 @@ impl ScriptedModel {
                 call.id = format!("call_{k}_{i}");
             }
         }
+        fill_meta(&mut resp, req, index);
         Ok(resp)
     }
 }
+
+/// Fills what a scripted response leaves out of its [`ResponseMeta`] as a provider would:
+/// provider `"scripted"`, the request's model as the model asked for and the one that
+/// answered, id `scripted_{turn}`, and the stop reason's serde name as the finish reason.
+fn fill_meta(resp: &mut ModelResponse, req: &ModelRequest, index: usize) {
+    let meta = &mut resp.meta;
+    if meta.provider.is_none() {
+        meta.provider = Some(PROVIDER.into());
+    }
+    if meta.request_model.is_none() {
+        meta.request_model.clone_from(&req.settings.model);
+    }
+    if meta.model.is_none() {
+        meta.model = meta.request_model.as_deref().map(str::to_owned);
+    }
+    if meta.id.is_none() {
+        meta.id = Some(format!("scripted_{}", index + 1));
+    }
+    if meta.finish_reasons.is_empty() {
+        meta.finish_reasons = vec![
+            match &resp.stop_reason {
+                StopReason::EndTurn => "end_turn",
+                StopReason::ToolUse => "tool_use",
+                StopReason::MaxTokens => "max_tokens",
+                StopReason::StopSequence => "stop_sequence",
+                StopReason::Other(other) => other,
+            }
+            .to_owned(),
+        ];
+    }
+}
+
+/// The provider name a [`ScriptedModel`] reports (`gen_ai.provider.name`).
+const PROVIDER: &str = "scripted";
 
 impl Default for ScriptedModel {
     fn default() -> Self {

@@ -1,16 +1,18 @@
 //! The response future of [`Trace`](super::Trace).
 
 use std::{
+    any::Any,
     fmt,
     future::Future,
     pin::Pin,
+    sync::Arc,
     task::{Context, Poll, ready},
 };
 
 use pin_project_lite::pin_project;
 use tracing::Span;
 
-use super::record::Record;
+use super::{Config, error_type, record::Record, record_error};
 
 pin_project! {
     /// The response future of [`Trace`](super::Trace): polls the inner future inside the
@@ -20,22 +22,45 @@ pin_project! {
     /// [`ModelResponse`](crate::model::ModelResponse) or a
     /// [`ToolOutput`](crate::message::ToolOutput) (the bound `T: Record` names exactly these
     /// two types).
-    #[derive(Debug)]
     pub struct ResponseFuture<F> {
         #[pin]
         inner: F,
         span: Span,
-        preview_chars: usize,
+        config: Arc<Config>,
+        // The run's `invoke_agent` span, for a model call made inside one.
+        agent: Option<Span>,
+        // A model call (not a tool call).
+        model_call: bool,
+        // The request named its model (so `gen_ai.request.model` is recorded already).
+        request_model_set: bool,
     }
 }
 
 impl<F> ResponseFuture<F> {
-    pub(super) fn new(inner: F, span: Span, preview_chars: usize) -> Self {
+    pub(super) fn new(inner: F, span: Span, config: Arc<Config>) -> Self {
         ResponseFuture {
             inner,
             span,
-            preview_chars,
+            config,
+            agent: None,
+            model_call: false,
+            request_model_set: false,
         }
+    }
+
+    pub(super) fn model(mut self, agent: Option<Span>, request_model_set: bool) -> Self {
+        self.agent = agent;
+        self.model_call = true;
+        self.request_model_set = request_model_set;
+        self
+    }
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("span", &self.span)
+            .finish_non_exhaustive()
     }
 }
 
@@ -43,7 +68,7 @@ impl<F, T, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<T, E>>,
     T: Record,
-    E: fmt::Display,
+    E: fmt::Display + Any,
 {
     type Output = Result<T, E>;
 
@@ -55,10 +80,25 @@ where
         let result = ready!(this.inner.poll(cx));
         if !this.span.is_disabled() {
             match &result {
-                Ok(response) => response.record(this.span, *this.preview_chars),
+                Ok(response) => {
+                    response.record(
+                        this.span,
+                        this.config,
+                        this.agent.as_ref(),
+                        *this.request_model_set,
+                    );
+                    if let Some(f) = &this.config.on_response {
+                        f(&response.traced(), this.span);
+                    }
+                }
                 Err(error) => {
-                    this.span.record("error", tracing::field::display(error));
-                    this.span.record("otel.status_code", "ERROR");
+                    if let (true, Some(name)) = (*this.model_call, &this.config.provider_name) {
+                        this.span.record("gen_ai.provider.name", name.as_ref());
+                    }
+                    record_error(this.span, &error_type(error), error);
+                    if let Some(f) = &this.config.on_failure {
+                        f(error, this.span);
+                    }
                 }
             }
         }

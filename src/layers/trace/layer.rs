@@ -1,40 +1,35 @@
+use std::sync::Arc;
+
 use tower::Layer;
-use tracing::Level;
 
-use super::{Config, Trace};
+use super::{Config, Trace, config_methods};
 
-/// A [`Layer`] that wraps each model call in an `llm.call` span and each tool call in a
-/// `tool.call` span.
+/// A [`Layer`] that wraps each model call in a `chat {model}` span and each tool call in an
+/// `execute_tool {tool}` span, with the OpenTelemetry GenAI attributes.
 ///
 /// The same layer works on the model stack and on the tool stack. See the
-/// [module docs](crate::layers::trace) for the fields and an example.
+/// [module docs](crate::layers::trace) for the attributes and an example.
 ///
-/// Cloning is a copy: the layer holds only its level and preview length.
+/// Cloning is one reference count.
 #[must_use]
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TraceLayer {
-    config: Config,
+    config: Arc<Config>,
 }
 
 impl TraceLayer {
-    /// A layer making spans at [`Level::INFO`] with 500-character previews.
-    pub const fn new() -> Self {
+    /// A layer making spans at [`Level::INFO`](tracing::Level::INFO), content capture off.
+    pub fn new() -> Self {
         TraceLayer {
-            config: Config::DEFAULT,
+            config: Arc::new(Config::DEFAULT),
         }
     }
 
-    /// The level of the spans (default [`Level::INFO`]).
-    pub const fn level(mut self, level: Level) -> Self {
-        self.config.level = level;
-        self
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
     }
 
-    /// The most characters (not bytes) a preview field holds (default 500).
-    pub const fn preview_chars(mut self, max_chars: usize) -> Self {
-        self.config.preview_chars = max_chars;
-        self
-    }
+    config_methods!();
 }
 
 impl Default for TraceLayer {
@@ -47,6 +42,6 @@ impl<S> Layer<S> for TraceLayer {
     type Service = Trace<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Trace::with_config(inner, self.config)
+        Trace::with_config(inner, Arc::clone(&self.config))
     }
 }

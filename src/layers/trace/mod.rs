@@ -1,10 +1,30 @@
-//! [`TraceLayer`]: a tracing span around every model call (`llm.call`) and every tool call
-//! (`tool.call`), with OpenTelemetry GenAI attributes.
+//! [`TraceLayer`]: OpenTelemetry GenAI spans around every model call (`chat {model}`) and every
+//! tool call (`execute_tool {tool}`), nested under the run's `invoke_agent {name}` span.
+//!
+//! The spans, their names and attributes follow the OpenTelemetry semantic conventions for
+//! generative AI (status *Development*) in their current form: the one with
+//! `gen_ai.provider.name` (introduced in **v1.37.0**, replacing `gen_ai.system`) and the opt-in
+//! `gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.tool.call.arguments` and
+//! `gen_ai.tool.call.result`, as written in `docs/gen-ai/gen-ai-spans.md` and
+//! `gen-ai-agent-spans.md` of open-telemetry/semantic-conventions on its main branch when
+//! v1.44.0 was the latest release (the `gen_ai_latest_experimental` flavour).
+//! They are [`tracing`] spans: with [`tracing-opentelemetry`](https://docs.rs/tracing-opentelemetry)
+//! they become OpenTelemetry spans that a GenAI dashboard understands; with any other
+//! subscriber they are ordinary spans.
 //!
 //! One layer type for both stacks: `Trace<S>` is a model service when `S` is one and a tool
 //! service when `S` is one. Put it outermost, so the span covers retries, timeouts and the
 //! other layers, and so spans opened below it (a provider's HTTP client, a tool's own
-//! instrumentation, a sub-agent) nest under it: the inner future is polled inside the span.
+//! instrumentation, a subagent) nest under it: the inner future is polled inside the span.
+//!
+//! # One trace per run
+//!
+//! Every run of an [`Agent`](crate::Agent) (`run`, `stream` or `call`) is polled inside an
+//! `invoke_agent` span (see [`AgentBuilder::name`](crate::agent::AgentBuilder::name)), so the
+//! `chat` and `execute_tool` spans of a run are its children and a run is one trace, even
+//! with no span of the caller around it. A subagent ([`Agent::into_tool`](crate::Agent::into_tool))
+//! runs inside its `execute_tool` span: its own `invoke_agent` span, and its `chat` and
+//! `execute_tool` spans, nest under that tool span.
 //!
 //! # Example
 //!
@@ -43,8 +63,9 @@
 //!     json!({ "type": "object" }),
 //!     |args, _ctx| async move { Ok::<_, BoxError>(args["text"].clone()) },
 //! ));
+//! // Content (messages, arguments, results) is recorded only when asked for.
 //! let mut tools = ServiceBuilder::new()
-//!     .layer(TraceLayer::new().level(Level::DEBUG).preview_chars(200))
+//!     .layer(TraceLayer::new().level(Level::DEBUG).capture_content(true))
 //!     .service(router);
 //! let call = resp.message.tool_calls[0].clone();
 //! let out = tools.ready().await?.call(ToolRequest::new(call, RunContext::new())).await?;
@@ -53,89 +74,353 @@
 //! # }
 //! ```
 //!
-//! This prints (ids and times vary, some fields left out):
-//!
-//! ```text
-//!  INFO llm.call{otel.kind="client" gen_ai.operation.name="chat" session.id="thread_58f3…" run.id="run_c6c4…" step=0 message_count=1 content_length=6 gen_ai.response.finish_reasons="tool_use" tool_calls_count=1 tool_call_names="echo" content_preview=""}: tower_agent::layers::trace: close time.busy=34.3µs time.idle=31.3µs
-//! DEBUG tool.call{otel.kind="internal" gen_ai.operation.name="execute_tool" gen_ai.tool.name="echo" gen_ai.tool.call.id="call_1_0" … tool_name="echo" tool_call_id="call_1_0" tool_args="{\"text\":\"hi\"}" output_length=2 output_preview="hi" is_error=false}: tower_agent::layers::trace: close time.busy=80.7µs time.idle=21.5µs
-//! ```
-//!
 //! With an agent, the model layer goes in the model stack and the tool layer in the tool stack:
-//! `Agent::builder().model(ServiceBuilder::new().layer(TraceLayer::new()).service(provider))
-//! .tool_layer(TraceLayer::new())`.
+//! `Agent::builder().name("support").model(ServiceBuilder::new().layer(TraceLayer::new())
+//! .service(provider)).tool_layer(TraceLayer::new())`.
 //!
-//! # Fields
+//! # Spans and attributes
 //!
-//! `llm.call` (fields marked † are recorded when the call completes):
+//! Fields marked † are recorded when the call completes. Numbers are recorded as given: a
+//! temperature of `0.2f32` is recorded as the double `0.2` (its shortest decimal form), not
+//! as the widened `0.20000000298023224`.
 //!
-//! | Field | Value |
+//! `invoke_agent {gen_ai.agent.name}` (made by the agent, target `tower_agent::agent`, kind
+//! `internal`):
+//!
+//! | Attribute | Value |
+//! |---|---|
+//! | `gen_ai.operation.name` | `"invoke_agent"` |
+//! | `gen_ai.agent.name` | [`AgentBuilder::name`](crate::agent::AgentBuilder::name), if set |
+//! | `gen_ai.conversation.id` | the thread id (for an ephemeral run, its fresh id †) |
+//! | `gen_ai.provider.name`, `gen_ai.request.model` † | from the run's first `chat` span (needs this layer on the model stack) |
+//! | `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens` † | summed over the run |
+//! | `tower_agent.run.id`, `tower_agent.outcome` † | the run id; `finished`, `max_steps`, `blocked`, `aborted` or `cancelled` |
+//! | `error.type` † | `aborted` (an abort or a failed model call), `setup` or `store` (the run could not run) |
+//!
+//! `chat {gen_ai.request.model}` (kind `client`):
+//!
+//! | Attribute | Value |
 //! |---|---|
 //! | `gen_ai.operation.name` | `"chat"` |
-//! | `gen_ai.request.model`, `gen_ai.request.temperature`, `gen_ai.request.max_tokens` | from the request's settings, if set |
-//! | `gen_ai.response.finish_reasons` † | the stop reason: `end_turn`, `tool_use`, `max_tokens`, `stop_sequence` or the provider's own (one string: tracing fields are scalars) |
+//! | `gen_ai.provider.name` | the [response's provider](crate::model::ResponseMeta::provider) † (`openai`, `anthropic`, `scripted`), else [`provider_name`](TraceLayer::provider_name) |
+//! | `gen_ai.request.model` | the request's model, else the one the provider reports it asked for † |
+//! | `gen_ai.request.temperature`, `gen_ai.request.max_tokens` | from the request's settings, if set |
+//! | `gen_ai.conversation.id` | the thread id of the request's [`RunContext`](crate::context::RunContext) |
+//! | `gen_ai.response.model`, `gen_ai.response.id` † | as the provider reports them |
+//! | `gen_ai.response.finish_reasons` † | the provider's own values (`["stop"]`, `["tool_calls"]`; `["end_turn"]` for Anthropic): an **array** with the `opentelemetry` feature, else its JSON text |
 //! | `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens` † | from the response's usage, if reported |
-//! | `session.id`, `run.id`, `step` | from the request's [`RunContext`](crate::context::RunContext) |
-//! | `message_count` | messages in the request |
-//! | `content_length` | UTF-8 **bytes** of the text parts of all request messages (images not counted) |
-//! | `tool_calls_count` † | tool calls in the response |
-//! | `tool_call_names` † | their names, comma-separated (absent if none) |
-//! | `content_preview` † | the first 500 characters of the response text |
-//! | `error` † | the error's `Display`, if the call failed |
-//! | `otel.kind`, `otel.status_code` † | `"client"`; `"ERROR"` if the call failed (read by `tracing-opentelemetry`) |
+//! | `gen_ai.input.messages`, `gen_ai.output.messages` † | **opt-in** ([`capture_content`](TraceLayer::capture_content)): JSON text in the conventions' message schema |
+//! | `tower_agent.run.id`, `tower_agent.step`, `tower_agent.message_count`, `tower_agent.tool_calls` † | the run, the step, the messages sent, the tool calls asked for |
+//! | `error.type` † | see [below](#errors) |
 //!
-//! `tool.call`:
+//! `execute_tool {gen_ai.tool.name}` (kind `internal`):
 //!
-//! | Field | Value |
+//! | Attribute | Value |
 //! |---|---|
 //! | `gen_ai.operation.name` | `"execute_tool"` |
-//! | `gen_ai.tool.name`, `tool_name` | the tool's name |
-//! | `gen_ai.tool.call.id`, `tool_call_id` | the call's id |
-//! | `session.id`, `run.id`, `step` | from the request's [`RunContext`](crate::context::RunContext) |
-//! | `tool_args` | the arguments as compact JSON text, at most 500 characters |
-//! | `output_length` † | UTF-8 **bytes** of the output's content |
-//! | `output_preview` † | its first 500 characters |
-//! | `is_error` † | whether the output is an error output (a failure the model sees) |
-//! | `error` † | the error's `Display`, if the call returned `Err` |
-//! | `otel.kind`, `otel.status_code` † | `"internal"`; `"ERROR"` if the call returned `Err` |
+//! | `gen_ai.tool.name`, `gen_ai.tool.call.id` | the call's tool name and id |
+//! | `gen_ai.tool.type` | `"function"` (tools run in this process, on arguments the model wrote) |
+//! | `gen_ai.conversation.id`, `tower_agent.run.id`, `tower_agent.step` | from the request's [`RunContext`](crate::context::RunContext) |
+//! | `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result` † | **opt-in**: the arguments as compact JSON, the output's text |
+//! | `tower_agent.output_length` † | UTF-8 bytes of the output's text |
+//! | `error.type` † | `tool_error` for an error output (a failure the model sees), else see [below](#errors) |
 //!
-//! Previews are cut on a character boundary; set their length with
-//! [`preview_chars`](TraceLayer::preview_chars). Spans are at [`Level::INFO`](tracing::Level)
-//! unless set with [`level`](TraceLayer::level); their target is `tower_agent::layers::trace`
-//! (so `RUST_LOG=tower_agent::layers::trace=debug` selects them).
+//! # Errors
+//!
+//! On failure a span gets `error.type`, the status `error` and the error's `Display` as the
+//! status description (`otel.status_code`, `otel.status_description`, read by
+//! `tracing-opentelemetry`). `error.type` is low-cardinality: the HTTP status of a
+//! [`ProviderError`] (`"429"`, `"500"`), else its kind
+//! (`timeout`, `transport`, `malformed_response`, `incomplete`, `config`); `timeout` for
+//! tower's timeout; `tool_error` for a tool's error output; `_OTHER` for anything else.
+//!
+//! # Content capture
+//!
+//! Off by default, as the conventions ask: messages, tool arguments and tool results may hold
+//! personal data. [`capture_content`](TraceLayer::capture_content) turns it on. Each text
+//! part, image URL, tool-call argument text and tool result is cut to
+//! [`max_content_chars`](TraceLayer::max_content_chars) characters (default
+//! [`DEFAULT_MAX_CONTENT_CHARS`], 4,096), keeping the JSON structure; serializing arguments
+//! stops at that cap, so a huge argument costs no more than a small one. The number of
+//! messages is not capped: `gen_ai.input.messages` holds every message of the request, so it
+//! is at most about (parts in the request) × `max_content_chars` characters, plus the JSON
+//! around them. With capture off, no attribute holds content, and the spans' sizes do not
+//! depend on the conversation.
+//!
+//! # Customising
+//!
+//! In tower-http's style: [`make_span_with`](TraceLayer::make_span_with) replaces the span
+//! (the layer still records the attributes above on it, where it declares the field),
+//! [`on_response`](TraceLayer::on_response) and [`on_failure`](TraceLayer::on_failure) add
+//! your own recording. Spans are at [`Level::INFO`] unless set with
+//! [`level`](TraceLayer::level); their target is `tower_agent::layers::trace`.
 //!
 //! # Cost
 //!
-//! When no subscriber wants the span, the layer creates a disabled span, computes no lengths,
-//! previews or JSON text and allocates nothing. When one does, previews borrow the text and
-//! the arguments are serialized only up to the preview length.
+//! When no subscriber wants the span, the layer creates a disabled span and records, formats
+//! and allocates nothing beyond one reference count.
 
 pub mod future;
 mod layer;
 mod record;
 mod service;
 
-use std::fmt;
+use std::{any::Any, borrow::Cow, fmt, sync::Arc};
 
-use serde_json::Value;
-use tracing::Level;
+use serde_json::{Map, Value, json};
+use tracing::{Level, Span};
 
 pub use self::{layer::TraceLayer, service::Trace};
+use crate::{
+    error::BoxError,
+    message::{Content, Message, ToolOutput},
+    model::{ModelRequest, ModelResponse, ProviderError},
+    tool::ToolRequest,
+};
 
 /// The target of the spans.
 const TARGET: &str = module_path!();
 
-/// The configuration shared by [`TraceLayer`] and [`Trace`].
+/// The default of [`TraceLayer::max_content_chars`]: 4,096 characters per captured part.
+pub const DEFAULT_MAX_CONTENT_CHARS: usize = 4096;
+
+/// A request as [`make_span_with`](TraceLayer::make_span_with) sees it.
 #[derive(Debug, Clone, Copy)]
-struct Config {
+#[non_exhaustive]
+pub enum TracedRequest<'a> {
+    /// A model call.
+    Model(&'a ModelRequest),
+    /// A tool call.
+    Tool(&'a ToolRequest),
+}
+
+/// A response as [`on_response`](TraceLayer::on_response) sees it.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum TracedResponse<'a> {
+    /// A model's answer.
+    Model(&'a ModelResponse),
+    /// A tool's output.
+    Tool(&'a ToolOutput),
+}
+
+type MakeSpan = dyn Fn(&TracedRequest<'_>) -> Span + Send + Sync;
+type OnResponse = dyn Fn(&TracedResponse<'_>, &Span) + Send + Sync;
+type OnFailure = dyn Fn(&dyn fmt::Display, &Span) + Send + Sync;
+
+/// The configuration shared by [`TraceLayer`], [`Trace`] and their futures.
+#[derive(Clone)]
+pub(crate) struct Config {
     level: Level,
-    preview_chars: usize,
+    capture_content: bool,
+    max_content_chars: usize,
+    provider_name: Option<Cow<'static, str>>,
+    make_span: Option<Arc<MakeSpan>>,
+    on_response: Option<Arc<OnResponse>>,
+    on_failure: Option<Arc<OnFailure>>,
 }
 
 impl Config {
     const DEFAULT: Config = Config {
         level: Level::INFO,
-        preview_chars: 500,
+        capture_content: false,
+        max_content_chars: DEFAULT_MAX_CONTENT_CHARS,
+        provider_name: None,
+        make_span: None,
+        on_response: None,
+        on_failure: None,
     };
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("level", &self.level)
+            .field("capture_content", &self.capture_content)
+            .field("max_content_chars", &self.max_content_chars)
+            .field("provider_name", &self.provider_name)
+            .field("make_span", &self.make_span.is_some())
+            .field("on_response", &self.on_response.is_some())
+            .field("on_failure", &self.on_failure.is_some())
+            .finish()
+    }
+}
+
+/// The builder methods shared by [`TraceLayer`] and [`Trace`] (both hold a `config`).
+macro_rules! config_methods {
+    () => {
+        /// The level of the spans (default [`Level::INFO`](tracing::Level::INFO)).
+        pub fn level(mut self, level: tracing::Level) -> Self {
+            self.config_mut().level = level;
+            self
+        }
+
+        /// Records content — the messages sent and received, tool arguments and results —
+        /// on the spans (default off). See [content capture](crate::layers::trace#content-capture).
+        pub fn capture_content(mut self, on: bool) -> Self {
+            self.config_mut().capture_content = on;
+            self
+        }
+
+        /// The most characters (not bytes) of each captured part (default
+        /// [`DEFAULT_MAX_CONTENT_CHARS`](crate::layers::trace::DEFAULT_MAX_CONTENT_CHARS)).
+        pub fn max_content_chars(mut self, max_chars: usize) -> Self {
+            self.config_mut().max_content_chars = max_chars;
+            self
+        }
+
+        /// The `gen_ai.provider.name` of a model call whose response does not name its
+        /// provider (a failed call, or a model service that fills no
+        /// [`ResponseMeta`](crate::model::ResponseMeta)).
+        pub fn provider_name(mut self, name: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+            self.config_mut().provider_name = Some(name.into());
+            self
+        }
+
+        /// Makes the span of each call with `f` instead of the default span. The layer
+        /// still records its attributes on it, where the span declares the field (declare
+        /// them as `tracing::field::Empty`), and enters it while the call is polled.
+        pub fn make_span_with<F>(mut self, f: F) -> Self
+        where
+            F: Fn(&crate::layers::trace::TracedRequest<'_>) -> tracing::Span
+                + Send
+                + Sync
+                + 'static,
+        {
+            self.config_mut().make_span = Some(std::sync::Arc::new(f));
+            self
+        }
+
+        /// Calls `f` with each response and its span, after the layer recorded its own
+        /// attributes (only when the span is enabled).
+        pub fn on_response<F>(mut self, f: F) -> Self
+        where
+            F: Fn(&crate::layers::trace::TracedResponse<'_>, &tracing::Span)
+                + Send
+                + Sync
+                + 'static,
+        {
+            self.config_mut().on_response = Some(std::sync::Arc::new(f));
+            self
+        }
+
+        /// Calls `f` with each error (a call that returned `Err`) and its span, after the
+        /// layer recorded `error.type` and the status (only when the span is enabled).
+        pub fn on_failure<F>(mut self, f: F) -> Self
+        where
+            F: Fn(&dyn std::fmt::Display, &tracing::Span) + Send + Sync + 'static,
+        {
+            self.config_mut().on_failure = Some(std::sync::Arc::new(f));
+            self
+        }
+    };
+}
+pub(crate) use config_methods;
+
+/// `n` as an `i64` (saturating): `tracing-opentelemetry` exports `i64` fields as integers
+/// but `u64` fields as text.
+pub(crate) fn int<N: TryInto<i64>>(n: N) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+/// `t` as the double it was written as: `0.2f32` is `0.2`, not `0.20000000298023224`.
+///
+/// An `f32` prints as the shortest decimal that reads back as the same `f32`; read as an
+/// `f64`, that decimal is the value the user wrote (for any value written with at most the
+/// ~7 significant digits an `f32` holds).
+pub(crate) fn exact_f64(t: f32) -> f64 {
+    t.to_string().parse().unwrap_or(f64::from(t))
+}
+
+/// A low-cardinality `error.type` for `error` (see [errors](self#errors)).
+pub(crate) fn error_type(error: &(dyn Any + 'static)) -> Cow<'static, str> {
+    let boxed = error.downcast_ref::<BoxError>();
+    let dyn_error: Option<&(dyn std::error::Error + 'static)> = match boxed {
+        Some(boxed) => Some(&**boxed),
+        None => error
+            .downcast_ref::<crate::Error>()
+            .map(|e| e as &(dyn std::error::Error + 'static)),
+    };
+    if let Some(err) = dyn_error {
+        if let Some(provider) = ProviderError::find(err) {
+            return provider_error_type(provider);
+        }
+        if let Some(err) = err.downcast_ref::<crate::Error>() {
+            if err.is_setup() {
+                return "setup".into();
+            }
+            if err.is_store() {
+                return "store".into();
+            }
+        }
+        let mut source = Some(err);
+        while let Some(err) = source {
+            if err.is::<tower::timeout::error::Elapsed>() {
+                return "timeout".into();
+            }
+            source = err.source();
+        }
+    }
+    if error.is::<tower::timeout::error::Elapsed>() {
+        return "timeout".into();
+    }
+    "_OTHER".into()
+}
+
+fn provider_error_type(err: &ProviderError) -> Cow<'static, str> {
+    if let Some(status) = err.status().filter(|s| *s >= 400) {
+        return status.to_string().into();
+    }
+    let kind = if err.is_timeout() {
+        "timeout"
+    } else if err.is_transport() {
+        "transport"
+    } else if err.is_malformed_response() {
+        "malformed_response"
+    } else if err.is_incomplete() {
+        "incomplete"
+    } else if err.is_config() {
+        "config"
+    } else if err.is_rate_limited() {
+        "rate_limited"
+    } else if err.is_authentication() {
+        "authentication"
+    } else if err.is_invalid_request() {
+        "invalid_request"
+    } else {
+        "_OTHER"
+    };
+    kind.into()
+}
+
+/// Records the error attributes and status on `span`.
+pub(crate) fn record_error(span: &Span, error_type: &str, description: &dyn fmt::Display) {
+    span.record("error.type", error_type);
+    span.record("otel.status_code", "error");
+    span.record(
+        "otel.status_description",
+        tracing::field::display(description),
+    );
+}
+
+/// Records `reasons` as `gen_ai.response.finish_reasons`: an array through
+/// `tracing-opentelemetry` with the `opentelemetry` feature, else JSON text.
+pub(crate) fn record_finish_reasons(span: &Span, reasons: &[String]) {
+    #[cfg(feature = "opentelemetry")]
+    {
+        use opentelemetry::{Array, StringValue, Value};
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        let values: Vec<StringValue> = reasons.iter().map(|r| r.clone().into()).collect();
+        span.set_attribute(
+            "gen_ai.response.finish_reasons",
+            Value::Array(Array::String(values)),
+        );
+    }
+    #[cfg(not(feature = "opentelemetry"))]
+    {
+        let text = Value::from(reasons).to_string();
+        span.record("gen_ai.response.finish_reasons", text.as_str());
+    }
 }
 
 /// The first `max_chars` characters of `s` (all of it if shorter), cut on a char boundary.
@@ -157,6 +442,69 @@ fn capped_json(value: &Value, max_chars: usize) -> String {
     // An error only means the cap was reached.
     let _ = fmt::write(&mut out, format_args!("{value}"));
     out.into_string()
+}
+
+/// Messages as the conventions' message schema (`gen_ai.input.messages`,
+/// `gen_ai.output.messages`): `[{"role", "parts": [{"type": "text", "content"}, …]}]`,
+/// each part cut to `max_chars` characters.
+pub(crate) fn messages_json<'a>(
+    messages: impl IntoIterator<Item = &'a Message>,
+    finish_reason: Option<&str>,
+    max_chars: usize,
+) -> String {
+    let list: Vec<Value> = messages
+        .into_iter()
+        .map(|m| message_json(m, finish_reason, max_chars))
+        .collect();
+    Value::Array(list).to_string()
+}
+
+fn message_json(m: &Message, finish_reason: Option<&str>, max_chars: usize) -> Value {
+    let mut parts = Vec::new();
+    if let Some(id) = &m.tool_call_id {
+        let text: String = m.content.iter().filter_map(Content::as_text).collect();
+        parts.push(json!({
+            "type": "tool_call_response",
+            "id": id,
+            "result": preview(&text, max_chars),
+        }));
+    } else {
+        for part in &m.content {
+            parts.push(match part {
+                Content::Text { text } => {
+                    json!({ "type": "text", "content": preview(text, max_chars) })
+                }
+                Content::Image { url } => {
+                    json!({ "type": "uri", "modality": "image", "uri": preview(url, max_chars) })
+                }
+            });
+        }
+    }
+    for call in &m.tool_calls {
+        parts.push(json!({
+            "type": "tool_call",
+            "id": call.id,
+            "name": call.name,
+            "arguments": capped_arguments(&call.arguments, max_chars),
+        }));
+    }
+    let mut out = Map::new();
+    out.insert("role".into(), m.role.to_string().into());
+    out.insert("parts".into(), parts.into());
+    if let Some(reason) = finish_reason {
+        out.insert("finish_reason".into(), reason.into());
+    }
+    Value::Object(out)
+}
+
+/// The arguments as they are if their JSON text fits the cap, else the cut text.
+fn capped_arguments(arguments: &Value, max_chars: usize) -> Value {
+    let text = capped_json(arguments, max_chars.saturating_add(1));
+    if text.chars().count() <= max_chars {
+        arguments.clone()
+    } else {
+        Value::String(preview(&text, max_chars).to_owned())
+    }
 }
 
 /// A string writer that keeps the first `remaining` characters and then fails.
@@ -223,5 +571,59 @@ mod tests {
         let s = capped_json(&v, 10);
         assert_eq!(s, r#"{"t":"üüüü"#);
         assert_eq!(capped_json(&v, 0), "");
+    }
+
+    #[test]
+    fn exact_f64_keeps_the_written_value() {
+        assert_eq!(exact_f64(0.2), 0.2);
+        assert_eq!(exact_f64(0.7), 0.7);
+        assert_eq!(exact_f64(1.0), 1.0);
+        assert_eq!(exact_f64(0.0), 0.0);
+        assert_ne!(f64::from(0.2f32), 0.2);
+        // A seeded sweep: every value with up to 6 decimals written as f32 comes back as
+        // the f64 of the same text.
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let text = format!("{}.{:06}", x % 3, (x >> 8) % 1_000_000);
+            let t: f32 = text.parse().unwrap();
+            assert_eq!(
+                exact_f64(t),
+                text.parse::<f32>()
+                    .unwrap()
+                    .to_string()
+                    .parse::<f64>()
+                    .unwrap()
+            );
+            assert_eq!(exact_f64(t) as f32, t, "{text}");
+        }
+    }
+
+    #[test]
+    fn messages_json_follows_the_schema_and_caps_parts() {
+        use crate::message::ToolCall;
+        let long = "y".repeat(100);
+        let messages = [
+            Message::system("be brief"),
+            Message::user(long.clone()),
+            Message::assistant("").with_tool_calls(vec![ToolCall::new(
+                "c1",
+                "echo",
+                json!({ "text": long }),
+            )]),
+        ];
+        let v: Value = serde_json::from_str(&messages_json(&messages, None, 10)).unwrap();
+        assert_eq!(
+            v[0],
+            json!({ "role": "system", "parts": [{ "type": "text", "content": "be brief" }] })
+        );
+        assert_eq!(v[1]["parts"][0]["content"], "y".repeat(10));
+        assert_eq!(v[2]["parts"][0]["type"], "tool_call");
+        assert_eq!(v[2]["parts"][0]["arguments"], json!("{\"text\":\"y"));
+        let v: Value =
+            serde_json::from_str(&messages_json(&messages[..1], Some("stop"), 10)).unwrap();
+        assert_eq!(v[0]["finish_reason"], "stop");
     }
 }

@@ -1,14 +1,11 @@
 //! What the span records of a response, per level.
 
-use std::{borrow::Cow, fmt::Write as _};
-
 use tracing::Span;
 
-use super::{Capped, preview};
-use crate::{
-    message::{Content, Message, StopReason, ToolOutput},
-    model::ModelResponse,
+use super::{
+    Config, TracedResponse, int, messages_json, preview, record_error, record_finish_reasons,
 };
+use crate::{message::ToolOutput, model::ModelResponse};
 
 /// A response [`Trace`](super::Trace) records on its span: [`ModelResponse`] or
 /// [`ToolOutput`]. Only called when the span is enabled.
@@ -16,74 +13,89 @@ use crate::{
 /// Crate-private, so sealed: the future's `Future` impl names it in a bound, and no other
 /// type can implement it.
 pub(crate) trait Record {
-    /// Records the response fields on `span`.
-    fn record(&self, span: &Span, preview_chars: usize);
+    /// Records the response's attributes on `span` (and, for a model response, the
+    /// provider and model on the run's `agent` span).
+    fn record(&self, span: &Span, config: &Config, agent: Option<&Span>, request_model_set: bool);
+
+    /// The response as the `on_response` callback sees it.
+    fn traced(&self) -> TracedResponse<'_>;
 }
 
 impl Record for ModelResponse {
-    fn record(&self, span: &Span, preview_chars: usize) {
-        let calls = &self.message.tool_calls;
-        span.record(
-            "gen_ai.response.finish_reasons",
-            finish_reason(&self.stop_reason),
-        );
-        if let Some(usage) = self.usage {
-            span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+    fn record(&self, span: &Span, config: &Config, agent: Option<&Span>, request_model_set: bool) {
+        let meta = &self.meta;
+        let provider = meta.provider.as_deref().or(config.provider_name.as_deref());
+        if let Some(provider) = provider {
+            span.record("gen_ai.provider.name", provider);
         }
-        span.record("tool_calls_count", calls.len());
-        if !calls.is_empty() {
-            let mut names = String::new();
-            for (i, call) in calls.iter().enumerate() {
-                if i > 0 {
-                    names.push(',');
-                }
-                names.push_str(&call.name);
+        if let (false, Some(model)) = (request_model_set, meta.request_model.as_deref()) {
+            span.record("gen_ai.request.model", model);
+            let name = format!("chat {model}");
+            span.record("otel.name", name.as_str());
+            // The OpenTelemetry span was started when it was first entered; its name is
+            // changed there directly.
+            #[cfg(feature = "opentelemetry")]
+            {
+                use opentelemetry::trace::TraceContextExt as _;
+                use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+                span.context().span().update_name(name);
             }
-            span.record("tool_call_names", names.as_str());
         }
-        span.record(
-            "content_preview",
-            &*text_preview(&self.message, preview_chars),
-        );
+        if let Some(model) = &meta.model {
+            span.record("gen_ai.response.model", model.as_str());
+        }
+        if let Some(id) = &meta.id {
+            span.record("gen_ai.response.id", id.as_str());
+        }
+        if !meta.finish_reasons.is_empty() {
+            record_finish_reasons(span, &meta.finish_reasons);
+        }
+        if let Some(usage) = self.usage {
+            span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
+            span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
+        }
+        span.record("tower_agent.tool_calls", int(self.message.tool_calls.len()));
+        if config.capture_content {
+            let text = messages_json(
+                [&self.message],
+                meta.finish_reasons.first().map(String::as_str),
+                config.max_content_chars,
+            );
+            span.record("gen_ai.output.messages", text.as_str());
+        }
+        if let Some(agent) = agent {
+            // Only the first model call of a run (step 0) reports to the agent span.
+            if let Some(provider) = provider {
+                agent.record("gen_ai.provider.name", provider);
+            }
+            // The agent span names the agent's model already if the request named one.
+            let model = meta.request_model.as_deref().or(meta.model.as_deref());
+            if let (false, Some(model)) = (request_model_set, model) {
+                agent.record("gen_ai.request.model", model);
+            }
+        }
+    }
+
+    fn traced(&self) -> TracedResponse<'_> {
+        TracedResponse::Model(self)
     }
 }
 
 impl Record for ToolOutput {
-    fn record(&self, span: &Span, preview_chars: usize) {
-        span.record("output_length", self.content.len());
-        span.record("output_preview", preview(&self.content, preview_chars));
-        span.record("is_error", self.is_error);
-    }
-}
-
-/// The stop reason as our serde name (`end_turn`, `tool_use`, …) or the provider's own.
-fn finish_reason(reason: &StopReason) -> &str {
-    match reason {
-        StopReason::EndTurn => "end_turn",
-        StopReason::ToolUse => "tool_use",
-        StopReason::MaxTokens => "max_tokens",
-        StopReason::StopSequence => "stop_sequence",
-        StopReason::Other(other) => other,
-    }
-}
-
-/// The first `max_chars` characters of the message's text parts, borrowed when there is one
-/// part, else copied up to the cap only.
-fn text_preview(message: &Message, max_chars: usize) -> Cow<'_, str> {
-    let mut texts = message.content.iter().filter_map(Content::as_text);
-    let Some(first) = texts.next() else {
-        return Cow::Borrowed("");
-    };
-    let mut rest = texts.peekable();
-    if rest.peek().is_none() {
-        return Cow::Borrowed(preview(first, max_chars));
-    }
-    let mut out = Capped::new(max_chars);
-    for text in std::iter::once(first).chain(rest) {
-        if out.write_str(text).is_err() {
-            break;
+    fn record(&self, span: &Span, config: &Config, _agent: Option<&Span>, _: bool) {
+        span.record("tower_agent.output_length", int(self.content.len()));
+        if config.capture_content {
+            span.record(
+                "gen_ai.tool.call.result",
+                preview(&self.content, config.max_content_chars),
+            );
+        }
+        if self.is_error {
+            record_error(span, "tool_error", &"the tool returned an error output");
         }
     }
-    Cow::Owned(out.into_string())
+
+    fn traced(&self) -> TracedResponse<'_> {
+        TracedResponse::Tool(self)
+    }
 }

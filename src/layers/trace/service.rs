@@ -1,52 +1,51 @@
 use std::{
+    any::Any,
     fmt,
+    sync::Arc,
     task::{Context, Poll},
 };
 
 use tower::Service;
 use tracing::{Level, Span, field::Empty};
 
-use super::{Config, TARGET, capped_json, future::ResponseFuture};
+use super::{
+    Config, TARGET, TracedRequest, capped_json, config_methods, exact_f64, future::ResponseFuture,
+    int, messages_json,
+};
 use crate::{
-    message::{Messages, ToolOutput},
+    message::ToolOutput,
     model::{ModelRequest, ModelResponse},
     tool::ToolRequest,
 };
 
-/// Wraps each model call in an `llm.call` span and each tool call in a `tool.call` span.
+/// Wraps each model call in a `chat {model}` span and each tool call in an
+/// `execute_tool {tool}` span.
 ///
 /// `Trace<S>` is a model service when `S` is one and a tool service when `S` is one. It adds
-/// no failure of its own: errors of `S` pass through unchanged (and are recorded in the
-/// span's `error` field). See the [module docs](crate::layers::trace) for the fields.
+/// no failure of its own: errors of `S` pass through unchanged (and are recorded on the
+/// span). See the [module docs](crate::layers::trace) for the attributes.
+#[must_use]
 #[derive(Debug, Clone)]
 pub struct Trace<S> {
     inner: S,
-    config: Config,
+    config: Arc<Config>,
 }
 
 impl<S> Trace<S> {
-    /// Wraps `inner`, with spans at [`Level::INFO`] and 500-character previews.
-    pub const fn new(inner: S) -> Self {
-        Self::with_config(inner, Config::DEFAULT)
+    /// Wraps `inner`, with spans at [`Level::INFO`] and content capture off.
+    pub fn new(inner: S) -> Self {
+        Self::with_config(inner, Arc::new(Config::DEFAULT))
     }
 
-    pub(super) const fn with_config(inner: S, config: Config) -> Self {
+    pub(super) fn with_config(inner: S, config: Arc<Config>) -> Self {
         Trace { inner, config }
     }
 
-    /// The level of the spans (default [`Level::INFO`]).
-    #[must_use]
-    pub const fn level(mut self, level: Level) -> Self {
-        self.config.level = level;
-        self
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
     }
 
-    /// The most characters (not bytes) a preview field holds (default 500).
-    #[must_use]
-    pub const fn preview_chars(mut self, max_chars: usize) -> Self {
-        self.config.preview_chars = max_chars;
-        self
-    }
+    config_methods!();
 
     inner_service_accessors!();
 }
@@ -65,12 +64,15 @@ macro_rules! span_at {
     };
 }
 
+/// The name of the agent span the model spans report their provider and model to.
+pub(super) const AGENT_SPAN: &str = "invoke_agent";
+
 // ===== impl Service<ModelRequest> =====
 
 impl<S> Service<ModelRequest> for Trace<S>
 where
     S: Service<ModelRequest, Response = ModelResponse>,
-    S::Error: fmt::Display,
+    S::Error: fmt::Display + Any,
 {
     type Response = ModelResponse;
     type Error = S::Error;
@@ -81,40 +83,65 @@ where
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
+        let config = &self.config;
         // Field values of `span!` are only evaluated when the span is enabled; every field
         // here is a cheap read.
-        let span = span_at!(
-            self.config.level,
-            "llm.call",
-            otel.kind = "client",
-            otel.status_code = Empty,
-            gen_ai.operation.name = "chat",
-            gen_ai.request.model = req.settings.model.as_deref(),
-            gen_ai.request.temperature = req.settings.temperature,
-            gen_ai.request.max_tokens = req.settings.max_tokens,
-            gen_ai.response.finish_reasons = Empty,
-            gen_ai.usage.input_tokens = Empty,
-            gen_ai.usage.output_tokens = Empty,
-            session.id = req.ctx.session_id(),
-            run.id = req.ctx.run_id(),
-            step = req.ctx.step(),
-            message_count = req.messages.len(),
-            content_length = Empty,
-            tool_calls_count = Empty,
-            tool_call_names = Empty,
-            content_preview = Empty,
-            error = Empty,
-        );
+        let span = match &config.make_span {
+            Some(make) => make(&TracedRequest::Model(&req)),
+            None => span_at!(
+                config.level,
+                "chat",
+                otel.name = Empty,
+                otel.kind = "client",
+                otel.status_code = Empty,
+                otel.status_description = Empty,
+                gen_ai.operation.name = "chat",
+                gen_ai.provider.name = Empty,
+                gen_ai.request.model = req.settings.model.as_deref(),
+                gen_ai.request.temperature = req.settings.temperature.map(exact_f64),
+                gen_ai.request.max_tokens = req.settings.max_tokens.map(i64::from),
+                gen_ai.conversation.id = req.ctx.session_id(),
+                gen_ai.response.model = Empty,
+                gen_ai.response.id = Empty,
+                gen_ai.response.finish_reasons = Empty,
+                gen_ai.usage.input_tokens = Empty,
+                gen_ai.usage.output_tokens = Empty,
+                gen_ai.input.messages = Empty,
+                gen_ai.output.messages = Empty,
+                error.type = Empty,
+                tower_agent.run.id = req.ctx.run_id(),
+                tower_agent.step = i64::from(req.ctx.step()),
+                tower_agent.message_count = int(req.messages.len()),
+                tower_agent.tool_calls = Empty,
+            ),
+        };
+        let mut agent = None;
+        let request_model_set = req.settings.model.is_some();
         if !span.is_disabled() {
-            span.record("content_length", content_length(&req.messages));
+            if let Some(model) = req.settings.model.as_deref() {
+                span.record("otel.name", format!("chat {model}").as_str());
+            }
+            if config.capture_content {
+                let text = messages_json(req.messages.iter(), None, config.max_content_chars);
+                span.record("gen_ai.input.messages", text.as_str());
+            }
+            // The run's agent span, told the provider and model of its first model call
+            // once the response names them.
+            let current = Span::current();
+            if req.ctx.step() == 0
+                && current
+                    .metadata()
+                    .is_some_and(|m| m.name() == AGENT_SPAN && m.target() == "tower_agent::agent")
+            {
+                agent = Some(current);
+            }
         }
-        call_in_span(&mut self.inner, req, span, self.config.preview_chars)
+        let future = {
+            let _entered = span.enter();
+            self.inner.call(req)
+        };
+        ResponseFuture::new(future, span, Arc::clone(&self.config)).model(agent, request_model_set)
     }
-}
-
-/// Bytes of text in all messages.
-fn content_length(messages: &Messages) -> usize {
-    messages.iter().map(|m| m.content_len()).sum()
 }
 
 // ===== impl Service<ToolRequest> =====
@@ -122,7 +149,7 @@ fn content_length(messages: &Messages) -> usize {
 impl<S> Service<ToolRequest> for Trace<S>
 where
     S: Service<ToolRequest, Response = ToolOutput>,
-    S::Error: fmt::Display,
+    S::Error: fmt::Display + Any,
 {
     type Response = ToolOutput;
     type Error = S::Error;
@@ -133,49 +160,41 @@ where
     }
 
     fn call(&mut self, req: ToolRequest) -> Self::Future {
+        let config = &self.config;
         let name = req.call.name.as_str();
-        let id = req.call.id.as_str();
-        let span = span_at!(
-            self.config.level,
-            "tool.call",
-            otel.kind = "internal",
-            otel.status_code = Empty,
-            gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = name,
-            gen_ai.tool.call.id = id,
-            session.id = req.ctx.session_id(),
-            run.id = req.ctx.run_id(),
-            step = req.ctx.step(),
-            tool_name = name,
-            tool_call_id = id,
-            tool_args = Empty,
-            output_length = Empty,
-            output_preview = Empty,
-            is_error = Empty,
-            error = Empty,
-        );
+        let span = match &config.make_span {
+            Some(make) => make(&TracedRequest::Tool(&req)),
+            None => span_at!(
+                config.level,
+                "execute_tool",
+                otel.name = Empty,
+                otel.kind = "internal",
+                otel.status_code = Empty,
+                otel.status_description = Empty,
+                gen_ai.operation.name = "execute_tool",
+                gen_ai.tool.name = name,
+                gen_ai.tool.call.id = req.call.id.as_str(),
+                gen_ai.tool.type = "function",
+                gen_ai.tool.call.arguments = Empty,
+                gen_ai.tool.call.result = Empty,
+                gen_ai.conversation.id = req.ctx.session_id(),
+                error.type = Empty,
+                tower_agent.run.id = req.ctx.run_id(),
+                tower_agent.step = i64::from(req.ctx.step()),
+                tower_agent.output_length = Empty,
+            ),
+        };
         if !span.is_disabled() {
-            let args = capped_json(&req.call.arguments, self.config.preview_chars);
-            span.record("tool_args", args.as_str());
+            span.record("otel.name", format!("execute_tool {name}").as_str());
+            if config.capture_content {
+                let args = capped_json(&req.call.arguments, config.max_content_chars);
+                span.record("gen_ai.tool.call.arguments", args.as_str());
+            }
         }
-        call_in_span(&mut self.inner, req, span, self.config.preview_chars)
+        let future = {
+            let _entered = span.enter();
+            self.inner.call(req)
+        };
+        ResponseFuture::new(future, span, Arc::clone(&self.config))
     }
-}
-
-/// Calls `inner` inside `span` (so spans it opens synchronously nest under it) and wraps its
-/// future, which enters the span on every poll.
-fn call_in_span<S, R>(
-    inner: &mut S,
-    req: R,
-    span: Span,
-    preview_chars: usize,
-) -> ResponseFuture<S::Future>
-where
-    S: Service<R>,
-{
-    let future = {
-        let _entered = span.enter();
-        inner.call(req)
-    };
-    ResponseFuture::new(future, span, preview_chars)
 }
