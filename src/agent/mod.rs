@@ -4,6 +4,7 @@
 //! ```text
 //! Agent::call(AgentRequest)
 //!  ├─ load the thread, emit AgentStart
+//!  ├─ save the prompt to the thread
 //!  ├─ setup stages, once, in order            (may register tools, add context)
 //!  └─ per step, up to max_steps (25):
 //!      ├─ prepare stages, in order              (edit the outgoing ModelRequest)
@@ -47,7 +48,10 @@
 //!
 //! Dropping the future of [`Agent::run`] (or of `Agent::call`, or the [`EventStream`]) stops
 //! the run where it is: tool calls in flight are dropped, and with them any child process
-//! they own. The thread keeps what was saved after the last whole step. To end a run and still
+//! they own. The thread keeps the prompt (saved before the first model call) and every whole
+//! step, and the run's event channel ([`AgentRequest::events`]) still gets its last event,
+//! [`AgentEvent::AgentStop`] with [`Outcome::Cancelled`], sent by a drop guard of the run (its
+//! `text` is empty; `steps` and `usage` count what ran). To end a run and still
 //! get its response, cancel its token instead ([`AgentRequest::cancellation`]): the run then
 //! ends with [`Outcome::Cancelled`].
 

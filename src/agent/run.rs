@@ -26,22 +26,63 @@ pub(super) async fn run(
     if events.is_some() {
         req.events = events;
     }
-    let on_error = req.events.clone();
-    let result = run_inner(inner, req).await;
-    if let (Err(err), Some(tx)) = (&result, on_error) {
-        let _ = tx.send(AgentEvent::AgentStop {
-            outcome: Outcome::Aborted {
-                error: err.to_string(),
-            },
-            text: String::new(),
-            steps: 0,
-            usage: Usage::default(),
+    // Dropped with the run's future: a run cut off (a timeout around the agent, a client gone)
+    // still ends its event stream with `AgentStop`.
+    let mut guard = StopGuard {
+        tx: req.events.clone(),
+        steps: 0,
+        usage: Usage::default(),
+    };
+    let result = run_inner(inner, req, &mut guard).await;
+    if let Err(err) = &result {
+        guard.stop(Outcome::Aborted {
+            error: err.to_string(),
         });
     }
     result
 }
 
-async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse, Error> {
+/// Sends the run's last event, [`AgentEvent::AgentStop`], unless the run sent it already: with
+/// [`Outcome::Cancelled`] if the run's future is dropped before it ends.
+struct StopGuard {
+    /// `None` once the stop event was sent (or if nobody listens).
+    tx: Option<mpsc::UnboundedSender<AgentEvent>>,
+    /// Steps started so far.
+    steps: u32,
+    /// Tokens used so far.
+    usage: Usage,
+}
+
+impl StopGuard {
+    /// Sends `AgentStop` with `outcome` (at most once).
+    fn stop(&mut self, outcome: Outcome) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(AgentEvent::AgentStop {
+                outcome,
+                text: String::new(),
+                steps: self.steps,
+                usage: self.usage,
+            });
+        }
+    }
+
+    /// The run sent its own `AgentStop`.
+    fn disarm(&mut self) {
+        self.tx = None;
+    }
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        self.stop(Outcome::Cancelled);
+    }
+}
+
+async fn run_inner(
+    inner: Arc<Inner>,
+    req: AgentRequest,
+    guard: &mut StopGuard,
+) -> Result<AgentResponse, Error> {
     let AgentRequest {
         prompt,
         thread_id,
@@ -83,7 +124,7 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
 
     if inner.shutdown.is_cancelled() {
         // Shutting down: the run never starts, the thread is left as it was.
-        return Run::unsaved(&inner, ctx, history)
+        return Run::unsaved(&inner, ctx, history, guard)
             .finish(Outcome::Cancelled)
             .await;
     }
@@ -116,7 +157,7 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
             Err(reason) => {
                 // Blocked (SessionStart or UserPromptSubmit): the prompt never enters the
                 // thread, nothing is saved.
-                return Run::unsaved(&inner, ctx, history)
+                return Run::unsaved(&inner, ctx, history, guard)
                     .finish(Outcome::Blocked { reason })
                     .await;
             }
@@ -135,6 +176,7 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
 
     let mut run = Run {
         inner: &inner,
+        guard,
         ctx,
         history,
         usage: Usage::default(),
@@ -142,6 +184,9 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
         persist,
         transcribed,
     };
+    // The prompt is saved before anything can cut the run off: a run dropped at any point
+    // keeps it, and every whole step.
+    run.save().await?;
     let mut stop_continues = 0u32;
 
     // 2. Setup stages, once, in order.
@@ -182,6 +227,7 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
         }
         let ctx = run.ctx.with_step(step);
         run.steps = step + 1;
+        run.guard.steps = run.steps;
         ctx.emit_with(|| AgentEvent::StepStart { step });
         if let Some(hooks) = hooks {
             hooks.before_step.iter().for_each(|f| f(step, &ctx));
@@ -218,6 +264,7 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
         };
         if let Some(usage) = response.usage {
             run.usage += usage;
+            run.guard.usage = run.usage;
         }
         if let Some(compaction) = ctx.take_compaction() {
             run.apply_compaction(compaction, step);
@@ -331,6 +378,7 @@ pub(crate) struct ParentHooks(pub(crate) Arc<HookSetInner>);
 
 struct Run<'a> {
     inner: &'a Inner,
+    guard: &'a mut StopGuard,
     ctx: RunContext,
     history: Messages,
     usage: Usage,
@@ -342,9 +390,15 @@ struct Run<'a> {
 
 impl<'a> Run<'a> {
     /// A run that ends before it starts: it saves and transcribes nothing.
-    fn unsaved(inner: &'a Inner, ctx: RunContext, history: Messages) -> Self {
+    fn unsaved(
+        inner: &'a Inner,
+        ctx: RunContext,
+        history: Messages,
+        guard: &'a mut StopGuard,
+    ) -> Self {
         Run {
             inner,
+            guard,
             ctx,
             history,
             usage: Usage::default(),
@@ -448,6 +502,7 @@ impl<'a> Run<'a> {
             steps: response.steps,
             usage: response.usage,
         });
+        self.guard.disarm();
         Ok(response)
     }
 }
