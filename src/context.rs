@@ -68,6 +68,7 @@ struct Shared {
     cancel: CancellationToken,
     transcript: Option<PathBuf>,
     notify: std::sync::OnceLock<Arc<NotifyFn>>,
+    extensions: http::Extensions,
 }
 
 /// Notification observers of a run (the agent's Notification hooks).
@@ -112,6 +113,13 @@ impl RunContext {
     /// The working (project) directory of the run.
     pub fn cwd(&self) -> &Path {
         &self.shared.cwd
+    }
+
+    /// The caller's per-request data ([`AgentRequest::extensions`](crate::AgentRequest)): the
+    /// authenticated principal, a tenant, … Read-only: the run cannot change what the caller
+    /// said. Per-run data of layers and stages goes in [`RunState::extensions`] instead.
+    pub fn extensions(&self) -> &http::Extensions {
+        &self.shared.extensions
     }
 
     /// Locks the run's shared state.
@@ -272,6 +280,7 @@ pub struct RunContextBuilder {
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: Option<CancellationToken>,
     transcript: Option<PathBuf>,
+    extensions: http::Extensions,
 }
 
 impl RunContextBuilder {
@@ -324,6 +333,13 @@ impl RunContextBuilder {
         self
     }
 
+    /// The caller's per-request data (see [`RunContext::extensions`]).
+    #[must_use]
+    pub fn extensions(mut self, extensions: http::Extensions) -> Self {
+        self.extensions = extensions;
+        self
+    }
+
     /// Builds the context (at step 0).
     pub fn build(self) -> RunContext {
         RunContext {
@@ -341,6 +357,7 @@ impl RunContextBuilder {
                 cancel: self.cancel.unwrap_or_default(),
                 transcript: self.transcript,
                 notify: std::sync::OnceLock::new(),
+                extensions: self.extensions,
             }),
             step: 0,
         }

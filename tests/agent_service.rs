@@ -302,7 +302,10 @@ async fn a_run_cut_off_by_a_timeout_ends_its_stream_and_keeps_its_prompt() {
     while let Some(event) = support::within("the event stream ends", rx.recv()).await {
         events.push(event);
     }
-    assert!(matches!(events.first(), Some(AgentEvent::AgentStart { .. })));
+    assert!(matches!(
+        events.first(),
+        Some(AgentEvent::AgentStart { .. })
+    ));
     match events.last() {
         Some(AgentEvent::AgentStop { outcome, steps, .. }) => {
             assert_eq!(*outcome, Outcome::Cancelled);
@@ -316,9 +319,17 @@ async fn a_run_cut_off_by_a_timeout_ends_its_stream_and_keeps_its_prompt() {
         .count();
     assert_eq!(stops, 1, "{events:?}");
 
-    let thread = store.load("t-cut").await.unwrap().expect("the thread was saved");
+    let thread = store
+        .load("t-cut")
+        .await
+        .unwrap()
+        .expect("the thread was saved");
     let roles: Vec<Role> = thread.messages.iter().map(|m| m.role).collect();
-    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool], "{thread:?}");
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool],
+        "{thread:?}"
+    );
     assert_eq!(thread.messages[0].text(), "remember me");
     assert_eq!(thread.messages[2].text(), "fast done");
 }

@@ -229,6 +229,10 @@ pub struct AgentRequest {
     /// Where the run's [`AgentEvent`]s go, when the agent is called as a tower service
     /// ([`Agent::stream`] sets its own).
     pub events: Option<mpsc::UnboundedSender<AgentEvent>>,
+    /// Per-request data from the caller (the authenticated principal, a tenant, …): read-only
+    /// in the run, as [`RunContext::extensions`](crate::context::RunContext::extensions), for
+    /// tools, hooks and stages (subagents see their parent run's).
+    pub extensions: http::Extensions,
 }
 
 impl AgentRequest {
@@ -276,6 +280,46 @@ impl AgentRequest {
     pub fn events(mut self, tx: mpsc::UnboundedSender<AgentEvent>) -> Self {
         self.events = Some(tx);
         self
+    }
+
+    /// This request with `value` in its [`extensions`](Self::extensions) (replacing a value of
+    /// the same type).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tower_agent::{Agent, AgentRequest, BoxError, model::ScriptedModel, tool::tool_fn};
+    ///
+    /// #[derive(Clone)]
+    /// struct User(String);
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_agent::Error> {
+    /// let whoami = tool_fn("whoami", "Who calls", json!({"type": "object"}), |_, ctx| async move {
+    ///     let user = ctx.extensions().get::<User>().map(|u| u.0.clone());
+    ///     Ok::<_, BoxError>(user.unwrap_or_else(|| "nobody".into()))
+    /// });
+    /// let model = ScriptedModel::new().tool_call("whoami", json!({})).text("done").recording();
+    /// let agent = Agent::builder().model(model.clone()).tool(whoami).build();
+    /// agent.run(AgentRequest::new("who am I?").extension(User("ada".into()))).await?;
+    /// assert_eq!(model.requests()[1].messages.last().unwrap().text(), "ada");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn extension<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+
+    /// The request's per-request data.
+    pub fn extensions(&self) -> &http::Extensions {
+        &self.extensions
+    }
+
+    /// The request's per-request data, mutably (a server or a layer copies the HTTP request's
+    /// extensions here).
+    pub fn extensions_mut(&mut self) -> &mut http::Extensions {
+        &mut self.extensions
     }
 
     /// This request with a working directory.

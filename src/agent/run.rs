@@ -89,6 +89,7 @@ async fn run_inner(
         cancellation,
         cwd,
         events,
+        extensions,
     } = req;
 
     // 1. Load or create the thread.
@@ -102,6 +103,7 @@ async fn run_inner(
     };
     let mut builder = RunContext::builder()
         .state(state)
+        .extensions(extensions)
         .cancellation(cancellation.unwrap_or_default());
     if let Some(id) = thread_id {
         builder = builder.session_id(id);

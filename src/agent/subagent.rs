@@ -118,10 +118,13 @@ impl Tool for SubagentTool {
         // SubagentStop hook can send it back to work on it.
         let thread = format!("{}/{name}/{id}", ctx.session_id());
         let request = |prompt: String| {
-            AgentRequest::new(prompt)
+            let mut request = AgentRequest::new(prompt)
                 .thread(thread.clone())
                 .cancellation(ctx.cancellation().child_token())
-                .cwd(ctx.cwd())
+                .cwd(ctx.cwd());
+            // The caller's per-request data (who asked) holds for the subagent too.
+            request.extensions = ctx.extensions().clone();
+            request
         };
         let mut cleanup = DeleteOnDrop {
             agent: self.agent.clone(),
