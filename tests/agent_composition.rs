@@ -141,3 +141,144 @@ async fn a_hook_denies_by_the_callers_extensions() {
 async fn agent_run(model: &ScriptedModel, request: AgentRequest) {
     agent(model).run(request).await.unwrap();
 }
+
+mod cache {
+    //! An agent-level layer that answers by itself: a cache keyed by prompt.
+
+    use std::{
+        collections::HashMap,
+        sync::{Arc, Mutex},
+        task::{Context, Poll},
+    };
+
+    use futures_util::future::BoxFuture;
+    use tower::{Layer, Service};
+    use tower_agent::{
+        AgentRequest, AgentResponse,
+        agent::{AgentEvent, Outcome},
+    };
+
+    #[derive(Clone, Default)]
+    pub(super) struct CacheLayer {
+        answers: Arc<Mutex<HashMap<String, String>>>,
+    }
+
+    impl<S> Layer<S> for CacheLayer {
+        type Service = Cache<S>;
+
+        fn layer(&self, inner: S) -> Cache<S> {
+            Cache {
+                inner,
+                answers: Arc::clone(&self.answers),
+            }
+        }
+    }
+
+    #[derive(Clone)]
+    pub(super) struct Cache<S> {
+        inner: S,
+        answers: Arc<Mutex<HashMap<String, String>>>,
+    }
+
+    impl<S> Service<AgentRequest> for Cache<S>
+    where
+        S: Service<AgentRequest, Response = AgentResponse> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Send,
+    {
+        type Response = AgentResponse;
+        type Error = S::Error;
+        type Future = BoxFuture<'static, Result<AgentResponse, S::Error>>;
+
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+            self.inner.poll_ready(cx)
+        }
+
+        fn call(&mut self, req: AgentRequest) -> Self::Future {
+            let hit = self.answers.lock().unwrap().get(&req.prompt).cloned();
+            if let Some(text) = hit {
+                let thread = req.thread_id.clone().unwrap_or_else(|| "cached".into());
+                let resp = AgentResponse::new(thread.clone(), Outcome::Finished)
+                    .with_text(text.clone())
+                    .with_messages(
+                        vec![
+                            tower_agent::message::Message::user(req.prompt.clone()),
+                            tower_agent::message::Message::assistant(text.clone()),
+                        ]
+                        .into(),
+                    );
+                if let Some(tx) = &req.events {
+                    let _ = tx.send(AgentEvent::AgentStart {
+                        thread_id: thread,
+                        run_id: resp.run_id.clone(),
+                    });
+                    let _ = tx.send(AgentEvent::AgentStop {
+                        outcome: Outcome::Finished,
+                        text,
+                        steps: 0,
+                        usage: resp.usage,
+                    });
+                }
+                return Box::pin(async move { Ok(resp) });
+            }
+            let answers = Arc::clone(&self.answers);
+            let prompt = req.prompt.clone();
+            let fut = self.inner.call(req);
+            Box::pin(async move {
+                let resp = fut.await?;
+                if resp.outcome.is_finished() {
+                    answers.lock().unwrap().insert(prompt, resp.text.clone());
+                }
+                Ok(resp)
+            })
+        }
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_agent_level_layer_answers_by_itself() {
+    use std::time::Duration;
+    use tower::{ServiceBuilder, ServiceExt};
+    use tower_agent::agent::AgentEvent;
+
+    let model = ScriptedModel::new().text("42").recording();
+    let agent = Agent::builder().model(model.clone()).build();
+    let svc = ServiceBuilder::new()
+        .layer(cache::CacheLayer::default())
+        .timeout(Duration::from_secs(30))
+        .service(agent);
+
+    let first = svc
+        .clone()
+        .oneshot(AgentRequest::new("the answer?"))
+        .await
+        .unwrap();
+    assert_eq!((first.text.as_str(), first.steps), ("42", 1));
+    assert_eq!(model.requests().len(), 1);
+
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let second = svc
+        .clone()
+        .oneshot(AgentRequest::new("the answer?").events(tx))
+        .await
+        .unwrap();
+    assert_eq!(second.outcome, Outcome::Finished);
+    assert_eq!((second.text.as_str(), second.steps), ("42", 0));
+    assert_eq!(second.messages.len(), 2);
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "the cache answered, not the model"
+    );
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        events.push(e);
+    }
+    assert!(matches!(events[0], AgentEvent::AgentStart { .. }));
+    assert!(matches!(events[1], AgentEvent::AgentStop { steps: 0, .. }));
+
+    // Another prompt goes through to the agent.
+    let third = svc.oneshot(AgentRequest::new("other")).await.unwrap();
+    assert_eq!(third.steps, 1);
+    assert_eq!(model.requests().len(), 2);
+}

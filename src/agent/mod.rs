@@ -392,3 +392,65 @@ pub struct AgentResponse {
     /// Tokens used, summed over the run's model calls.
     pub usage: Usage,
 }
+
+impl AgentResponse {
+    /// A response of the thread `thread_id` ending with `outcome`: no messages, no text, no
+    /// steps, no usage, and a fresh run id. For agent-level layers that answer by themselves (a
+    /// cache, a guard, a test double); set the rest with the `with_*` methods.
+    ///
+    /// ```
+    /// use tower_agent::{AgentResponse, agent::Outcome, message::{Message, Messages}};
+    ///
+    /// let resp = AgentResponse::new("thread-1", Outcome::Finished)
+    ///     .with_text("cached answer")
+    ///     .with_messages(Messages::from(vec![Message::user("q"), Message::assistant("cached answer")]));
+    /// assert_eq!(resp.text, "cached answer");
+    /// assert_eq!(resp.steps, 0);
+    /// ```
+    pub fn new(thread_id: impl Into<String>, outcome: Outcome) -> Self {
+        AgentResponse {
+            thread_id: thread_id.into(),
+            run_id: crate::context::new_id("run"),
+            outcome,
+            text: String::new(),
+            messages: Messages::new(),
+            steps: 0,
+            usage: Usage::default(),
+        }
+    }
+
+    /// This response with another run id.
+    #[must_use]
+    pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = run_id.into();
+        self
+    }
+
+    /// This response with its final text.
+    #[must_use]
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = text.into();
+        self
+    }
+
+    /// This response with the thread's messages.
+    #[must_use]
+    pub fn with_messages(mut self, messages: Messages) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// This response with a step count.
+    #[must_use]
+    pub fn with_steps(mut self, steps: u32) -> Self {
+        self.steps = steps;
+        self
+    }
+
+    /// This response with token counts.
+    #[must_use]
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = usage;
+        self
+    }
+}
