@@ -57,6 +57,7 @@
 
 mod builder;
 mod event;
+mod hooks;
 mod run;
 mod stage;
 mod subagent;
@@ -77,6 +78,7 @@ use tower::Service;
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::{AgentEvent, EventStream, ModelDelta},
+    hooks::{LoopHooks, StopInput},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,
 };
@@ -116,7 +118,7 @@ struct Inner {
     store: Arc<dyn ThreadStore>,
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
-    hooks: Option<Arc<crate::layers::hooks::HookSetInner>>,
+    hooks: Option<Arc<dyn LoopHooks>>,
     transcripts: Option<PathBuf>,
 }
 

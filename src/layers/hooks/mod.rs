@@ -118,8 +118,10 @@ pub use self::{
     order::HookOrderError,
     tool::{HookTool, HookToolLayer},
 };
+use futures_util::future::BoxFuture;
+
 use crate::{
-    agent::AgentResponse,
+    agent::{AgentResponse, LoopHooks},
     context::RunContext,
     error::BoxError,
     layers::matcher::ToolMatcher,
@@ -647,5 +649,80 @@ impl HookSetInner {
             }
         }
         Ok(contexts)
+    }
+}
+
+/// The loop side of the registry: SessionStart, UserPromptSubmit, step observers,
+/// should_continue, Stop / SubagentStop, SessionEnd and Notification run inside the loop
+/// through this; the model and tool hooks wrap the stacks.
+impl LoopHooks for HookSet {
+    fn run_start(&self, ctx: &RunContext) {
+        if !self.inner.notification.is_empty() {
+            let observers = Arc::clone(&self.inner);
+            ctx.set_notify(Arc::new(move |message, ctx| {
+                observers.notification.iter().for_each(|f| f(message, ctx));
+            }));
+        }
+    }
+
+    fn session_start<'a>(
+        &'a self,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        Box::pin(self.inner.session_start(ctx))
+    }
+
+    fn user_prompt<'a>(
+        &'a self,
+        prompt: String,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<(String, Vec<String>), String>> {
+        Box::pin(self.inner.user_prompt(prompt, ctx))
+    }
+
+    fn before_step(&self, step: u32, ctx: &RunContext) {
+        self.inner.before_step.iter().for_each(|f| f(step, ctx));
+    }
+
+    fn after_step(&self, step: u32, ctx: &RunContext) {
+        self.inner.after_step.iter().for_each(|f| f(step, ctx));
+    }
+
+    fn should_continue(&self, step: u32, ctx: &RunContext) -> bool {
+        self.inner.should_continue.iter().all(|f| f(step, ctx))
+    }
+
+    fn has_stop(&self, subagent: Option<&str>) -> bool {
+        match subagent {
+            None => !self.inner.stop.is_empty(),
+            Some(name) => self
+                .inner
+                .subagent_stop
+                .iter()
+                .any(|(m, _)| m.matches_name(name)),
+        }
+    }
+
+    fn stop<'a>(&'a self, input: StopInput, ctx: &'a RunContext) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let subagent = input.agent_name.clone();
+            self.inner.stop(subagent.as_deref(), input, ctx).await
+        })
+    }
+
+    fn stop_cap(&self) -> u32 {
+        self.inner.stop_cap
+    }
+
+    fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
+        self.inner.session_end.iter().for_each(|f| f(response, ctx));
+    }
+
+    fn wrap_model(&self, model: crate::model::BoxModelService) -> crate::model::BoxModelService {
+        crate::model::BoxModelService::new(HookModel::new(model, self))
+    }
+
+    fn wrap_tools(&self, tools: crate::tool::BoxToolService) -> crate::tool::BoxToolService {
+        crate::tool::BoxToolService::new(HookTool::new(tools, self))
     }
 }
