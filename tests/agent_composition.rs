@@ -282,3 +282,104 @@ async fn an_agent_level_layer_answers_by_itself() {
     assert_eq!(third.steps, 1);
     assert_eq!(model.requests().len(), 2);
 }
+
+/// SessionStart and UserPromptSubmit hooks as a tower layer on the agent: contexts reach the
+/// model request, a rewrite replaces the prompt, a block answers without calling the agent.
+#[tokio::test(flavor = "current_thread")]
+async fn prompt_hooks_as_a_layer_on_the_agent() {
+    use std::time::Duration;
+    use tower::{ServiceBuilder, ServiceExt};
+    use tower_agent::{
+        agent::AgentEvent,
+        layers::hooks::{SessionStart, UserPrompt},
+    };
+
+    let prompts = Hooks::new()
+        .on_session_start(|ctx| {
+            let who = ctx
+                .extensions()
+                .get::<Principal>()
+                .map(|p| p.name.clone())
+                .unwrap_or_default();
+            SessionStart::AddContext(format!("session of {who}"))
+        })
+        .on_user_prompt(|prompt, _ctx| {
+            if prompt.contains("password") {
+                UserPrompt::Block("no secrets".into())
+            } else if prompt.contains("hi") {
+                UserPrompt::Rewrite(prompt.replace("hi", "hello"))
+            } else {
+                UserPrompt::AddContext("be brief".into())
+            }
+        })
+        .compile()
+        .unwrap();
+    let model = ScriptedModel::new().text("ok").per_run().recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .system_prompt("base")
+        .build();
+    let svc = ServiceBuilder::new()
+        .layer(prompts.agent_layer())
+        .timeout(Duration::from_secs(30))
+        .service(agent);
+
+    let resp = svc
+        .clone()
+        .oneshot(AgentRequest::new("hi there").extension(principal("ada", true)))
+        .await
+        .unwrap();
+    assert_eq!(resp.outcome, Outcome::Finished);
+    let req = &model.requests()[0];
+    assert_eq!(req.messages[0].text(), "base\n\nsession of ada");
+    assert_eq!(req.messages[1].text(), "hello there");
+
+    let resp = svc
+        .clone()
+        .oneshot(AgentRequest::new("what now?"))
+        .await
+        .unwrap();
+    assert_eq!(resp.outcome, Outcome::Finished);
+    let req = &model.requests()[1];
+    assert_eq!(req.messages[1].text(), "what now?");
+    assert_eq!(
+        req.messages[2].text(),
+        "<system-hook>\nbe brief\n</system-hook>"
+    );
+
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let resp = svc
+        .oneshot(
+            AgentRequest::new("my password is x")
+                .thread("t-9")
+                .events(tx),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.outcome,
+        Outcome::Blocked {
+            reason: "no secrets".into()
+        }
+    );
+    assert_eq!(resp.thread_id, "t-9");
+    assert_eq!(model.requests().len(), 2, "the agent was not called");
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        events.push(e);
+    }
+    assert!(
+        matches!(events[0], AgentEvent::AgentStart { .. }),
+        "{events:?}"
+    );
+    assert!(
+        matches!(
+            &events[1],
+            AgentEvent::AgentStop {
+                outcome: Outcome::Blocked { .. },
+                ..
+            }
+        ),
+        "{events:?}"
+    );
+}

@@ -235,6 +235,13 @@ pub struct AgentRequest {
     /// in the run, as [`RunContext::extensions`](crate::context::RunContext::extensions), for
     /// tools, hooks and stages (subagents see their parent run's).
     pub extensions: http::Extensions,
+    /// Context for the run's system prompt (appended to it at every step, before the context
+    /// of SessionStart hooks and setup stages): what an agent-level layer such as
+    /// [`HookSet::agent_layer`](crate::layers::hooks::HookSet::agent_layer) adds.
+    pub system_context: Vec<String>,
+    /// Context to add after the prompt, as one user message of `<system-hook>` blocks (before
+    /// the contexts of UserPromptSubmit hooks of the loop).
+    pub prompt_context: Vec<String>,
 }
 
 impl AgentRequest {
@@ -322,6 +329,20 @@ impl AgentRequest {
     /// extensions here).
     pub fn extensions_mut(&mut self) -> &mut http::Extensions {
         &mut self.extensions
+    }
+
+    /// This request with `text` added to its [`system_context`](Self::system_context).
+    #[must_use]
+    pub fn system_context(mut self, text: impl Into<String>) -> Self {
+        self.system_context.push(text.into());
+        self
+    }
+
+    /// This request with `text` added to its [`prompt_context`](Self::prompt_context).
+    #[must_use]
+    pub fn prompt_context(mut self, text: impl Into<String>) -> Self {
+        self.prompt_context.push(text.into());
+        self
     }
 
     /// This request with a working directory.

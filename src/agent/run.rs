@@ -147,6 +147,8 @@ impl<'a> Run<'a> {
             cwd,
             events,
             extensions,
+            system_context,
+            prompt_context,
         } = req;
         let persist = thread_id.is_some();
         let (mut history, state) = match &thread_id {
@@ -189,14 +191,14 @@ impl<'a> Run<'a> {
             persist: false,
             transcribed: usize::MAX,
             stop_continues: 0,
-            start_context: Vec::new(),
+            start_context: system_context,
         };
         if inner.shutdown.is_cancelled() {
             // Shutting down: the run never starts, the thread is left as it was.
             run.history = history;
             return Ok(Started::Ended(run, Outcome::Cancelled));
         }
-        let (prompt, prompt_context) = match run.prompt_hooks(prompt).await {
+        let (prompt, prompt_context) = match run.prompt_hooks(prompt, prompt_context).await {
             Ok(prompted) => prompted,
             Err(reason) => {
                 run.history = history;
@@ -219,9 +221,13 @@ impl<'a> Run<'a> {
 
     /// The loop hooks of the start: SessionStart (its contexts are kept for the system
     /// prompt), then UserPromptSubmit. `Err(reason)` if one blocked.
-    async fn prompt_hooks(&mut self, prompt: String) -> Result<(String, Vec<String>), String> {
+    async fn prompt_hooks(
+        &mut self,
+        prompt: String,
+        mut contexts: Vec<String>,
+    ) -> Result<(String, Vec<String>), String> {
         let Some(hooks) = &self.inner.hooks else {
-            return Ok((prompt, Vec::new()));
+            return Ok((prompt, contexts));
         };
         // Subagents run by this run's tools find the SubagentStop hooks here.
         self.ctx
@@ -229,8 +235,11 @@ impl<'a> Run<'a> {
             .extensions
             .insert(ParentHooks(Arc::clone(hooks)));
         hooks.run_start(&self.ctx);
-        self.start_context = hooks.session_start(&self.ctx).await?;
-        hooks.user_prompt(prompt, &self.ctx).await
+        let started = hooks.session_start(&self.ctx).await?;
+        self.start_context.extend(started);
+        let (prompt, added) = hooks.user_prompt(prompt, &self.ctx).await?;
+        contexts.extend(added);
+        Ok((prompt, contexts))
     }
 
     /// Phase "setup": setup stages, once, in order; then the tool stack of the run. `None`

@@ -7,7 +7,10 @@
 //! becomes one model layer (outermost on the model path), one tool layer (outermost on the
 //! tool path) and the agent-level hooks of the loop. [`HookSet::tool_layer`] and
 //! [`HookSet::model_layer`] give the layers alone, to place them yourself in a
-//! `ServiceBuilder` stack; write a `Layer` by hand when a hook needs more than a callback.
+//! `ServiceBuilder` stack, and [`HookSet::agent_layer`] the prompt-level hooks (SessionStart,
+//! UserPromptSubmit) as a layer on the agent service; write a `Layer` by hand when a hook needs
+//! more than a callback. The loop runs the agent-level hooks through
+//! [`LoopHooks`], which [`HookSet`] implements.
 //!
 //! # Events
 //!
@@ -100,6 +103,7 @@
 //! # }
 //! ```
 
+mod agent;
 mod decision;
 mod model;
 mod order;
@@ -110,6 +114,7 @@ use std::{collections::HashMap, fmt, sync::Arc};
 use tower::util::BoxCloneSyncService;
 
 pub use self::{
+    agent::{HookAgent, HookAgentLayer},
     decision::{
         BeforeModel, HookFuture, HookResult, PostToolUse, PostToolUseFailure, PreToolUse,
         SessionStart, Stop, StopInput, ToolFailure, UserPrompt,
@@ -546,6 +551,40 @@ impl HookSet {
     /// The tool-level hooks (PreToolUse, PostToolUse, PostToolUseFailure) as a tool layer.
     pub fn tool_layer(&self) -> HookToolLayer {
         HookToolLayer::new(self.clone())
+    }
+
+    /// The prompt-level hooks (SessionStart, UserPromptSubmit) as a layer on the agent
+    /// service: see [`HookAgentLayer`].
+    ///
+    /// Give the builder ([`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks)) a set
+    /// without these hooks (register them on a [`Hooks`] of their own), or they run twice: in
+    /// the layer and in the loop.
+    ///
+    /// ```
+    /// use tower::{ServiceBuilder, ServiceExt};
+    /// use tower_agent::{Agent, AgentRequest, agent::Outcome, model::ScriptedModel};
+    /// use tower_agent::layers::hooks::{Hooks, UserPrompt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let prompts = Hooks::new()
+    ///     .on_user_prompt(|prompt, _ctx| {
+    ///         if prompt.contains("password") {
+    ///             UserPrompt::Block("no secrets".into())
+    ///         } else {
+    ///             UserPrompt::Continue
+    ///         }
+    ///     })
+    ///     .compile()?;
+    /// let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
+    /// let svc = ServiceBuilder::new().layer(prompts.agent_layer()).service(agent);
+    /// let resp = svc.oneshot(AgentRequest::new("my password is hunter2")).await?;
+    /// assert!(matches!(resp.outcome, Outcome::Blocked { .. }));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn agent_layer(&self) -> HookAgentLayer {
+        HookAgentLayer::new(self.clone())
     }
 
     /// The model-level hooks (before/after model) as a model layer.
