@@ -11,7 +11,7 @@ use super::{
     hooks::{ParentHooks, StopInput},
 };
 use crate::{
-    context::{RunContext, RunState},
+    context::{Extensions, RunContext, RunState},
     error::{Abort, BoxError, Error, error_chain},
     message::{Message, Messages, Role, ToolCall, ToolOutput, Usage},
     model::{BoxModelService, ModelRequest},
@@ -153,13 +153,13 @@ impl<'a> Run<'a> {
         let persist = thread_id.is_some();
         let (mut history, state) = match &thread_id {
             Some(id) => match inner.store.load(id).await.map_err(Error::store)? {
-                Some(t) => (t.messages, RunState::new(t.todos, t.files)),
-                None => (Messages::new(), RunState::default()),
+                Some(t) => (t.messages, Thread::restore(t.todos, t.files)),
+                None => (Messages::new(), Extensions::default()),
             },
-            None => (Messages::new(), RunState::default()),
+            None => (Messages::new(), Extensions::default()),
         };
         let mut builder = RunContext::builder()
-            .state(state)
+            .state(RunState { extensions: state })
             .extensions(extensions)
             .cancellation(cancellation.unwrap_or_default());
         if let Some(id) = thread_id {
@@ -475,15 +475,11 @@ impl<'a> Run<'a> {
         if !self.persist {
             return Ok(());
         }
-        let thread = {
-            let state = self.ctx.state();
-            Thread {
-                id: self.ctx.session_id().to_owned(),
-                messages: self.history.clone(),
-                todos: state.todos.clone(),
-                files: state.files.clone(),
-            }
-        };
+        let thread = Thread::of_run(
+            self.ctx.session_id(),
+            self.history.clone(),
+            &self.ctx.state().extensions,
+        );
         self.inner.store.save(&thread).await.map_err(Error::store)
     }
 
