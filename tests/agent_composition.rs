@@ -383,3 +383,74 @@ async fn prompt_hooks_as_a_layer_on_the_agent() {
         "{events:?}"
     );
 }
+
+/// The loop's own hook trait, implemented by hand (no callback registry): a stop policy that
+/// sends the agent back to work once, and step observers; `stream()` sees the run they shape.
+#[tokio::test(flavor = "current_thread")]
+async fn a_hand_written_loop_hooks_shapes_the_run() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    };
+
+    use futures_util::{StreamExt, future::BoxFuture};
+    use tower_agent::{
+        agent::{AgentEvent, LoopHooks, StopInput},
+        context::RunContext,
+    };
+
+    struct OneMore {
+        steps: Arc<AtomicU32>,
+    }
+
+    impl LoopHooks for OneMore {
+        fn before_step(&self, _step: u32, _ctx: &RunContext) {
+            self.steps.fetch_add(1, Ordering::SeqCst);
+        }
+
+        fn has_stop(&self, subagent: Option<&str>) -> bool {
+            subagent.is_none()
+        }
+
+        fn stop<'a>(
+            &'a self,
+            input: StopInput,
+            _ctx: &'a RunContext,
+        ) -> BoxFuture<'a, Option<String>> {
+            Box::pin(async move {
+                (!input.stop_hook_active)
+                    .then(|| format!("check '{}'", input.last_assistant_message))
+            })
+        }
+    }
+
+    let steps = Arc::new(AtomicU32::new(0));
+    let model = ScriptedModel::new().text("draft").text("final").recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .hooks(OneMore {
+            steps: Arc::clone(&steps),
+        })
+        .build();
+
+    let events: Vec<AgentEvent> = agent.stream("write it").collect().await;
+
+    match events.last() {
+        Some(AgentEvent::AgentStop {
+            outcome,
+            text,
+            steps,
+            ..
+        }) => {
+            assert_eq!(*outcome, Outcome::Finished);
+            assert_eq!(text, "final");
+            assert_eq!(*steps, 2);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(steps.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        model.requests()[1].messages.last().unwrap().text(),
+        "check 'draft'"
+    );
+}
