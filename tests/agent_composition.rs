@@ -454,3 +454,36 @@ async fn a_hand_written_loop_hooks_shapes_the_run() {
         "check 'draft'"
     );
 }
+
+/// The prompt-hook layer over a `ConcurrencyLimit(1)`: readying the layer readies the limit
+/// (takes its one permit); the call, made after the hooks ran, must not wait for that permit.
+#[tokio::test(flavor = "current_thread")]
+async fn the_prompt_hook_layer_over_a_concurrency_limit_of_one_answers() {
+    use std::time::Duration;
+    use tower::{Service, ServiceBuilder, ServiceExt};
+    use tower_agent::layers::hooks::UserPrompt;
+
+    let prompts = Hooks::new()
+        .on_user_prompt(|_prompt, _ctx| async { UserPrompt::AddContext("noted".into()) })
+        .compile()
+        .unwrap();
+    let agent = Agent::builder()
+        .model(ScriptedModel::new().text("ok").per_run())
+        .build();
+    let mut svc = ServiceBuilder::new()
+        .layer(prompts.agent_layer())
+        .concurrency_limit(1)
+        .service(agent);
+
+    for i in 0..3 {
+        let call = async {
+            let ready = svc.ready().await.unwrap();
+            ready.call(AgentRequest::new(format!("run {i}"))).await
+        };
+        let resp = tokio::time::timeout(Duration::from_secs(10), call)
+            .await
+            .expect("the call finishes")
+            .unwrap();
+        assert_eq!(resp.outcome, Outcome::Finished);
+    }
+}

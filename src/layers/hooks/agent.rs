@@ -33,8 +33,9 @@ use crate::{
 /// is not the run's: the run has not started yet.
 ///
 /// Readiness: `poll_ready` passes the inner service's through. With prompt hooks to run, the
-/// call goes to a fresh clone of the inner service, readied after the hooks, so no readied
-/// service is held while they run.
+/// readied inner service is dropped (releasing what it reserved, such as a
+/// `ConcurrencyLimit` permit) and the call goes to a fresh clone readied after the hooks, so
+/// no readied service is held while they run.
 #[derive(Clone)]
 pub struct HookAgentLayer {
     set: HookSet,
@@ -101,7 +102,11 @@ where
         if hooks.session_start.is_empty() && hooks.prompt.is_empty() {
             return Box::pin(self.inner.call(req));
         }
+        // The call comes after the hooks: release what readiness reserved (a concurrency
+        // permit, a buffer slot) by dropping the readied service, and call a fresh clone,
+        // readied then.
         let inner = self.inner.clone();
+        drop(std::mem::replace(&mut self.inner, inner.clone()));
         let set = self.set.clone();
         Box::pin(async move {
             let ctx = context_of(&req);
