@@ -44,6 +44,18 @@
 //! # }
 //! ```
 //!
+//! # Composition
+//!
+//! The agent is a tower service like the model and the tools, so agent-level layers go
+//! around it with `ServiceBuilder`: a timeout, a concurrency limit, a layer that answers by
+//! itself ([`AgentResponse::new`] and the [`AgentEvent`] variants can be built by users), the
+//! prompt-level hooks ([`HookSet::agent_layer`](crate::layers::hooks::HookSet::agent_layer)).
+//! What must happen inside the loop (step observers, stop decisions, the SessionStart and
+//! UserPromptSubmit hooks of [`AgentBuilder::hooks`]) goes through [`LoopHooks`], a trait the
+//! loop owns and the hooks registry implements. Per-request data of the caller travels in
+//! [`AgentRequest::extensions`] to
+//! [`RunContext::extensions`](crate::context::RunContext::extensions).
+//!
 //! # Cancel safety
 //!
 //! Dropping the future of [`Agent::run`] (or of `Agent::call`, or the [`EventStream`]) stops
