@@ -2,37 +2,38 @@
 //!
 //! Every [`ModelRequest`](crate::model::ModelRequest) and
 //! [`ToolRequest`](crate::tool::ToolRequest) carries the context of its run, so any layer knows
-//! the session, the run, the step and the working directory, can read and write the shared
-//! [`RunState`] (todos, files written, typed extensions), queue a reminder for the model, emit
-//! an event, or see that the run was cancelled. Cloning it is one reference count.
+//! the session, the run, the step and the working directory, can read the caller's
+//! per-request data ([`RunContext::extensions`]), keep typed per-run data
+//! ([`RunContext::with_data`]), queue a reminder for the model, emit an event, or see that the
+//! run was cancelled. Cloning it is one reference count.
+//!
+//! Built-ins keep their per-run data here too: the todo list
+//! ([`builtins::todo::todos`](crate::builtins::todo::todos)) and the files written
+//! ([`builtins::filesystem::files_written`](crate::builtins::filesystem::files_written)),
+//! which the loop restores from the thread and saves with it.
 //!
 //! # Example
 //!
 //! ```
-//! use tower_agent::context::{RunContext, Todo, TodoStatus};
+//! use tower_agent::context::RunContext;
 //!
 //! let ctx = RunContext::builder().session_id("thread-1").cwd("/tmp").build();
 //! assert_eq!(ctx.session_id(), "thread-1");
 //!
-//! // The run state is shared by every clone.
-//! let clone = ctx.clone();
-//! clone.state().todos.push(Todo::new("1", "write the tests"));
-//! assert_eq!(ctx.state().todos[0].status, TodoStatus::Pending);
-//!
-//! // A typed extension for a layer's own per-run data.
+//! // Typed per-run data, shared by every clone.
 //! #[derive(Clone, Debug, PartialEq)]
 //! struct Calls(u32);
-//! ctx.state().extensions.insert(Calls(3));
-//! assert_eq!(clone.state().extensions.get::<Calls>(), Some(&Calls(3)));
+//! let clone = ctx.clone();
+//! ctx.with_data(|data| data.insert(Calls(3)));
+//! assert_eq!(clone.with_data(|data| data.get::<Calls>().cloned()), Some(Calls(3)));
 //!
 //! // Reminders are collected during a step and delivered once, after its tool results.
 //! ctx.remind("Consider updating the docs.");
-//! assert_eq!(ctx.take_reminders(), vec!["Consider updating the docs.".to_string()]);
 //! ```
 
 use std::{
     any::{Any, TypeId},
-    collections::{BTreeMap, HashMap},
+    collections::HashMap,
     fmt,
     hash::{BuildHasher, Hasher},
     path::{Path, PathBuf},
@@ -42,7 +43,6 @@ use std::{
     },
 };
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -67,8 +67,8 @@ struct Shared {
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: CancellationToken,
     transcript: Option<PathBuf>,
-    extensions: http::Extensions,
     notify: std::sync::OnceLock<Arc<NotifyFn>>,
+    extensions: http::Extensions,
 }
 
 /// Notification observers of a run (the agent's Notification hooks).
@@ -110,23 +110,26 @@ impl RunContext {
         }
     }
 
-    /// The per-request data of the run's [`AgentRequest`](crate::AgentRequest) (see
-    /// [`AgentRequest::extensions_mut`](crate::AgentRequest::extensions_mut)): for example
-    /// the principal a server's authentication middleware put in the HTTP request.
-    pub fn extensions(&self) -> &http::Extensions {
-        &self.shared.extensions
-    }
-
     /// The working (project) directory of the run.
     pub fn cwd(&self) -> &Path {
         &self.shared.cwd
     }
 
-    /// Locks the run's shared state.
-    ///
-    /// The lock is a plain mutex: take what you need and drop the guard; never hold it across
-    /// an `.await`.
-    pub fn state(&self) -> MutexGuard<'_, RunState> {
+    /// The caller's per-request data ([`AgentRequest::extensions`](crate::AgentRequest)): the
+    /// authenticated principal, a tenant, … Read-only: the run cannot change what the caller
+    /// said. Per-run data of layers and stages goes in [`RunContext::with_data`] instead.
+    pub fn extensions(&self) -> &http::Extensions {
+        &self.shared.extensions
+    }
+
+    /// Runs `f` on the run's typed per-run data (of layers, stages, tools and built-ins),
+    /// under the run's lock: `f` is synchronous, so the lock is never held across an `.await`.
+    pub fn with_data<R>(&self, f: impl FnOnce(&mut Extensions) -> R) -> R {
+        f(&mut self.state().extensions)
+    }
+
+    /// Locks the run's shared state (loop plumbing). Never hold the guard across an `.await`.
+    pub(crate) fn state(&self) -> MutexGuard<'_, RunState> {
         self.shared
             .state
             .lock()
@@ -140,7 +143,7 @@ impl RunContext {
     }
 
     /// Takes the queued reminders.
-    pub fn take_reminders(&self) -> Vec<String> {
+    pub(crate) fn take_reminders(&self) -> Vec<String> {
         std::mem::take(&mut *self.reminders())
     }
 
@@ -157,7 +160,7 @@ impl RunContext {
     /// [`Messages::shares_range`]). A model layer that compacts the request (such as
     /// [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer)) uses this so the thread
     /// keeps the compaction instead of compacting again at every step.
-    pub fn request_compaction(&self, compaction: Compaction) {
+    pub(crate) fn request_compaction(&self, compaction: Compaction) {
         *self
             .shared
             .compaction
@@ -166,7 +169,7 @@ impl RunContext {
     }
 
     /// Takes the pending compaction request.
-    pub fn take_compaction(&self) -> Option<Compaction> {
+    pub(crate) fn take_compaction(&self) -> Option<Compaction> {
         self.shared
             .compaction
             .lock()
@@ -314,7 +317,7 @@ impl RunContextBuilder {
 
     /// The initial run state (e.g. restored from a thread).
     #[must_use]
-    pub fn state(mut self, state: RunState) -> Self {
+    pub(crate) fn state(mut self, state: RunState) -> Self {
         self.state = Some(state);
         self
     }
@@ -333,9 +336,9 @@ impl RunContextBuilder {
         self
     }
 
-    /// The request's extensions.
+    /// The caller's per-request data (see [`RunContext::extensions`]).
     #[must_use]
-    pub(crate) fn extensions(mut self, extensions: http::Extensions) -> Self {
+    pub fn extensions(mut self, extensions: http::Extensions) -> Self {
         self.extensions = extensions;
         self
     }
@@ -356,8 +359,8 @@ impl RunContextBuilder {
                 events: self.events,
                 cancel: self.cancel.unwrap_or_default(),
                 transcript: self.transcript,
-                extensions: self.extensions,
                 notify: std::sync::OnceLock::new(),
+                extensions: self.extensions,
             }),
             step: 0,
         }
@@ -367,87 +370,41 @@ impl RunContextBuilder {
 /// A request to replace part of the thread's history. See
 /// [`RunContext::request_compaction`].
 #[derive(Debug, Clone)]
-pub struct Compaction {
+pub(crate) struct Compaction {
     /// The messages the range was computed on (the model request's, cheap to clone).
-    pub source: Messages,
+    pub(crate) source: Messages,
     /// The range of `source` to replace.
-    pub range: std::ops::Range<usize>,
+    pub(crate) range: std::ops::Range<usize>,
     /// What replaces it.
-    pub replacement: Vec<crate::message::Message>,
+    pub(crate) replacement: Vec<crate::message::Message>,
 }
 
 // ===== RunState =====
 
-/// State shared by everything in one run, and persisted with the thread (but for
-/// `extensions`, which live only as long as the run).
+/// State shared by everything in one run (loop plumbing; reach it with
+/// [`RunContext::with_data`]).
 #[derive(Debug, Default)]
-#[non_exhaustive]
-pub struct RunState {
-    /// The todo list (see the `write_todos` tool).
-    pub todos: Vec<Todo>,
-    /// Files written or edited in this thread: path → content (shared, so saving the state
-    /// after every step does not copy file contents).
-    pub files: BTreeMap<String, Arc<str>>,
-    /// Typed data of layers and stages, for this run only.
-    pub extensions: Extensions,
+pub(crate) struct RunState {
+    /// Typed data of layers, stages, tools and built-ins, for this run (the built-ins' todo
+    /// list and files written are restored from the thread and saved with it).
+    pub(crate) extensions: Extensions,
 }
 
-impl RunState {
-    /// A state restored from persisted todos and files.
-    pub fn new(todos: Vec<Todo>, files: BTreeMap<String, Arc<str>>) -> Self {
-        RunState {
-            todos,
-            files,
-            extensions: Extensions::default(),
-        }
-    }
-}
-
-/// One item of the todo list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Todo {
-    /// Its id.
-    pub id: String,
-    /// What is to be done.
-    pub title: String,
-    /// How far it is.
-    pub status: TodoStatus,
-}
-
-impl Todo {
-    /// A pending todo.
-    pub fn new(id: impl Into<String>, title: impl Into<String>) -> Self {
-        Todo {
-            id: id.into(),
-            title: title.into(),
-            status: TodoStatus::Pending,
-        }
-    }
-}
-
-/// The status of a [`Todo`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TodoStatus {
-    /// Not started.
-    Pending,
-    /// Being worked on.
-    InProgress,
-    /// Finished.
-    Done,
-}
+/// The todo list's types live with their built-in; re-exported here as before.
+pub use crate::builtins::todo::{Todo, TodoStatus};
 
 /// Identifies one instance of a stage or layer, so that the per-run data of several
-/// instances of one type can sit side by side in [`Extensions`] (`insert_for`/`get_for`).
+/// instances of one type can sit side by side in [`Extensions`] (`insert_for`/`get_for`, in
+/// the crate).
 /// Clones of an instance keep its id (a stage registered with
 /// [`AgentBuilder::stage`](crate::agent::AgentBuilder::stage) is two clones that must share
 /// their data).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct InstanceId(u64);
+pub(crate) struct InstanceId(u64);
 
 impl InstanceId {
     /// A fresh id, unique in the process.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         InstanceId(NEXT.fetch_add(1, Ordering::Relaxed))
     }
@@ -459,7 +416,7 @@ impl Default for InstanceId {
     }
 }
 
-/// A map from type (and optionally [`InstanceId`]) to value: per-run data of layers and
+/// A map from type (and optionally a layer instance) to value: per-run data of layers and
 /// stages.
 #[derive(Default)]
 pub struct Extensions {
@@ -506,22 +463,30 @@ impl Extensions {
     }
 
     /// Inserts the value of type `T` of one instance, returning its previous one.
-    pub fn insert_for<T: Send + Sync + 'static>(&mut self, id: InstanceId, value: T) -> Option<T> {
+    pub(crate) fn insert_for<T: Send + Sync + 'static>(
+        &mut self,
+        id: InstanceId,
+        value: T,
+    ) -> Option<T> {
         self.insert_at(id.0, value)
     }
 
     /// The value of type `T` of one instance.
-    pub fn get_for<T: Send + Sync + 'static>(&self, id: InstanceId) -> Option<&T> {
+    pub(crate) fn get_for<T: Send + Sync + 'static>(&self, id: InstanceId) -> Option<&T> {
         self.map.get(&Self::key::<T>(id.0))?.downcast_ref()
     }
 
     /// The value of type `T` of one instance, mutably.
-    pub fn get_for_mut<T: Send + Sync + 'static>(&mut self, id: InstanceId) -> Option<&mut T> {
+    pub(crate) fn get_for_mut<T: Send + Sync + 'static>(
+        &mut self,
+        id: InstanceId,
+    ) -> Option<&mut T> {
         self.map.get_mut(&Self::key::<T>(id.0))?.downcast_mut()
     }
 
     /// Removes the value of type `T` of one instance.
-    pub fn remove_for<T: Send + Sync + 'static>(&mut self, id: InstanceId) -> Option<T> {
+    #[cfg(test)]
+    pub(crate) fn remove_for<T: Send + Sync + 'static>(&mut self, id: InstanceId) -> Option<T> {
         self.remove_at(id.0)
     }
 
@@ -653,8 +618,8 @@ mod tests {
         let ctx = RunContext::new();
         let next = ctx.with_step(3);
         assert_eq!(next.step(), 3);
-        next.state().files.insert("a".into(), "b".into());
-        assert_eq!(&*ctx.state().files["a"], "b");
+        next.with_data(|d| d.insert(7u8));
+        assert_eq!(ctx.with_data(|d| d.get::<u8>().copied()), Some(7));
         ctx.cancellation().cancel();
         assert!(next.is_cancelled());
     }

@@ -264,3 +264,112 @@ async fn a_store_that_cannot_save_fails_the_run_with_a_store_error() {
     let resp = agent.run("go").await.unwrap();
     assert_eq!(resp.text, "hi");
 }
+
+/// A run cut off by a `tower::timeout` around the agent, while its second step's tool runs:
+/// the event receiver still gets `AgentStop { Cancelled }` last and then ends, and the
+/// thread store (SQLite, on disk) holds the prompt and the first whole step.
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "current_thread")]
+async fn a_run_cut_off_by_a_timeout_ends_its_stream_and_keeps_its_prompt() {
+    use tower_agent::{agent::AgentEvent, message::Role, store::Sqlite, store::ThreadStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(Sqlite::open(dir.path().join("threads.db")).unwrap());
+    let model = ScriptedModel::new()
+        .tool_call("fast", json!({}))
+        .tool_call("slow", json!({}))
+        .text("never");
+    let agent = Agent::builder()
+        .model(model)
+        .tool(answers("fast", "fast done"))
+        .tool(support::sleepy("slow", 30_000))
+        .store(store.clone())
+        .build();
+    let svc = ServiceBuilder::new()
+        .timeout(Duration::from_millis(500))
+        .service(agent);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+
+    let start = std::time::Instant::now();
+    let err = svc
+        .oneshot(AgentRequest::new("remember me").thread("t-cut").events(tx))
+        .await
+        .unwrap_err();
+    assert!(err.downcast_ref::<Elapsed>().is_some(), "{err:?}");
+    assert!(start.elapsed() < Duration::from_secs(10));
+
+    let mut events = Vec::new();
+    while let Some(event) = support::within("the event stream ends", rx.recv()).await {
+        events.push(event);
+    }
+    assert!(matches!(
+        events.first(),
+        Some(AgentEvent::AgentStart { .. })
+    ));
+    match events.last() {
+        Some(AgentEvent::AgentStop { outcome, steps, .. }) => {
+            assert_eq!(*outcome, Outcome::Cancelled);
+            assert_eq!(*steps, 2);
+        }
+        other => panic!("last event: {other:?}"),
+    }
+    let stops = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::AgentStop { .. }))
+        .count();
+    assert_eq!(stops, 1, "{events:?}");
+
+    let thread = store
+        .load("t-cut")
+        .await
+        .unwrap()
+        .expect("the thread was saved");
+    let roles: Vec<Role> = thread.messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool],
+        "{thread:?}"
+    );
+    assert_eq!(thread.messages[0].text(), "remember me");
+    assert_eq!(thread.messages[2].text(), "fast done");
+}
+
+/// A run cut off during its first model call keeps its prompt in the store, and its stream
+/// (an `Agent::stream` dropped by its consumer is the same drop) ends with `AgentStop`.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_run_cut_off_in_its_first_model_call_keeps_its_prompt() {
+    use tower_agent::{agent::AgentEvent, store::MemoryStore, store::ThreadStore};
+
+    let store = std::sync::Arc::new(MemoryStore::new());
+    let model = ScriptedModel::new()
+        .text("too late")
+        .latency(Duration::from_secs(10));
+    let agent = Agent::builder().model(model).store(store.clone()).build();
+    let svc = ServiceBuilder::new()
+        .timeout(Duration::from_secs(1))
+        .service(agent);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+
+    svc.oneshot(AgentRequest::new("first words").thread("t-1").events(tx))
+        .await
+        .unwrap_err();
+
+    let mut last = None;
+    while let Some(event) = rx.recv().await {
+        last = Some(event);
+    }
+    assert!(
+        matches!(
+            last,
+            Some(AgentEvent::AgentStop {
+                outcome: Outcome::Cancelled,
+                steps: 1,
+                ..
+            })
+        ),
+        "{last:?}"
+    );
+    let thread = store.load("t-1").await.unwrap().expect("saved");
+    assert_eq!(thread.messages.len(), 1);
+    assert_eq!(thread.messages[0].text(), "first words");
+}

@@ -293,7 +293,7 @@ async fn write_file_creates_parent_directories_and_records_the_file() {
     assert_eq!(out, "wrote 14 bytes (2 lines) to `deep/er/notes.md`");
     assert_eq!(env.read("deep/er/notes.md"), "# Notes\nfirst\n");
     assert_eq!(
-        &*env.ctx.state().files["deep/er/notes.md"],
+        &*tower_agent::builtins::filesystem::files_written(&env.ctx)["deep/er/notes.md"],
         "# Notes\nfirst\n"
     );
 
@@ -304,7 +304,10 @@ async fn write_file_creates_parent_directories_and_records_the_file() {
     )
     .await;
     assert_eq!(env.read("deep/er/notes.md"), "new");
-    assert_eq!(&*env.ctx.state().files["deep/er/notes.md"], "new");
+    assert_eq!(
+        &*tower_agent::builtins::filesystem::files_written(&env.ctx)["deep/er/notes.md"],
+        "new"
+    );
 
     // An absolute path inside the root is fine, and recorded relative to it.
     let abs = env.path("abs.txt");
@@ -314,7 +317,7 @@ async fn write_file_creates_parent_directories_and_records_the_file() {
     )
     .await;
     assert_eq!(env.read("abs.txt"), "a");
-    assert!(env.ctx.state().files.contains_key("abs.txt"));
+    assert!(tower_agent::builtins::filesystem::files_written(&env.ctx).contains_key("abs.txt"));
 
     std::fs::create_dir(env.path("dir")).unwrap();
     let err = env
@@ -339,7 +342,10 @@ async fn edit_file_replaces_the_first_occurrence() {
     );
     let expected = "let a = 2;\nlet b = 1;\nlet a = 1;\n";
     assert_eq!(env.read("src/main.rs"), expected);
-    assert_eq!(&*env.ctx.state().files["src/main.rs"], expected);
+    assert_eq!(
+        &*tower_agent::builtins::filesystem::files_written(&env.ctx)["src/main.rs"],
+        expected
+    );
 
     let out = env
         .ok(
@@ -369,7 +375,7 @@ async fn edit_file_errors_are_clear() {
         "{err}"
     );
     assert_eq!(env.read("a.txt"), "hello world\n");
-    assert!(env.ctx.state().files.is_empty());
+    assert!(tower_agent::builtins::filesystem::files_written(&env.ctx).is_empty());
 
     let err = env
         .err(

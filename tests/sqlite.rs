@@ -26,12 +26,12 @@ fn planner() -> impl tower_agent::tool::Tool {
         any_object(),
         |args, ctx| async move {
             let title = args["title"].as_str().unwrap_or("untitled").to_owned();
-            let mut state = ctx.state();
-            let id = (state.todos.len() + 1).to_string();
-            state.todos.push(Todo::new(id.clone(), title.clone()));
-            state
-                .files
-                .insert(format!("/notes/{id}.md"), Arc::from(title));
+            let mut todos = tower_agent::builtins::todo::todos(&ctx);
+            let id = (todos.len() + 1).to_string();
+            todos.push(Todo::new(id.clone(), title.clone()));
+            tower_agent::builtins::todo::set_todos(&ctx, todos);
+            let path = format!("/notes/{id}.md");
+            tower_agent::builtins::filesystem::record_file(&ctx, path, Arc::from(title));
             Ok::<_, BoxError>("planned")
         },
     )

@@ -9,8 +9,7 @@ use tower::{
     layer::util::{Identity, Stack},
 };
 
-use super::{Agent, Inner, Prepare, Setup};
-use crate::layers::hooks::{HookModel, HookSet, HookTool};
+use super::{Agent, Inner, LoopHooks, Prepare, Setup};
 use crate::{
     error::BoxError,
     message::{ToolOutput, ToolSpec},
@@ -50,7 +49,7 @@ struct Parts {
     store: Option<Arc<dyn ThreadStore>>,
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
-    hooks: Option<HookSet>,
+    hooks: Option<Arc<dyn LoopHooks>>,
     transcripts: Option<PathBuf>,
     name: Option<Arc<str>>,
 }
@@ -208,8 +207,11 @@ impl<M, L> AgentBuilder<M, L> {
     /// Callback hooks ([`Hooks`](crate::layers::hooks::Hooks), compiled): their model hooks
     /// wrap the model (outermost), their tool hooks wrap the tool stack (outermost), and
     /// their agent-level hooks run in the loop. See the [hooks docs](crate::layers::hooks).
-    pub fn hooks(mut self, hooks: HookSet) -> Self {
-        self.parts.hooks = Some(hooks);
+    ///
+    /// Any [`LoopHooks`] implementation works: the loop calls it at its agent-level points and
+    /// lets it wrap the model and tool stacks.
+    pub fn hooks<H: LoopHooks>(mut self, hooks: H) -> Self {
+        self.parts.hooks = Some(Arc::new(hooks));
         self
     }
 
@@ -242,22 +244,16 @@ where
     pub fn build(self) -> Agent {
         let layer = self.tool_layer;
         let hooks = self.parts.hooks;
-        let tool_hooks = hooks.clone();
-        let tool_stack = move |router: ToolRouter| {
-            let stack = layer.layer(router).map_err(Into::into);
-            match &tool_hooks {
-                Some(set) => BoxToolService::new(HookTool::new(stack, set)),
-                None => BoxToolService::new(stack),
-            }
-        };
+        let tool_stack =
+            move |router: ToolRouter| BoxToolService::new(layer.layer(router).map_err(Into::into));
         let model = match &hooks {
-            Some(set) => BoxModelService::new(HookModel::new(self.model, set)),
+            Some(hooks) => hooks.wrap_model(self.model),
             None => self.model,
         };
         Agent {
             inner: Arc::new(Inner {
                 model,
-                hooks: hooks.map(|set| set.inner),
+                hooks,
                 transcripts: self.parts.transcripts,
                 name: self.parts.name,
                 tools: self.parts.tools,

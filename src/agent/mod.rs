@@ -4,6 +4,7 @@
 //! ```text
 //! Agent::call(AgentRequest)
 //!  ├─ load the thread, emit AgentStart
+//!  ├─ save the prompt to the thread
 //!  ├─ setup stages, once, in order            (may register tools, add context)
 //!  └─ per step, up to max_steps (25):
 //!      ├─ prepare stages, in order              (edit the outgoing ModelRequest)
@@ -43,16 +44,32 @@
 //! # }
 //! ```
 //!
+//! # Composition
+//!
+//! The agent is a tower service like the model and the tools, so agent-level layers go
+//! around it with `ServiceBuilder`: a timeout, a concurrency limit, a layer that answers by
+//! itself ([`AgentResponse::new`] and the [`AgentEvent`] variants can be built by users), the
+//! prompt-level hooks ([`HookSet::agent_layer`](crate::layers::hooks::HookSet::agent_layer)).
+//! What must happen inside the loop (step observers, stop decisions, the SessionStart and
+//! UserPromptSubmit hooks of [`AgentBuilder::hooks`]) goes through [`LoopHooks`], a trait the
+//! loop owns and the hooks registry implements. Per-request data of the caller travels in
+//! [`AgentRequest::extensions`] to
+//! [`RunContext::extensions`](crate::context::RunContext::extensions).
+//!
 //! # Cancel safety
 //!
 //! Dropping the future of [`Agent::run`] (or of `Agent::call`, or the [`EventStream`]) stops
 //! the run where it is: tool calls in flight are dropped, and with them any child process
-//! they own. The thread keeps what was saved after the last whole step. To end a run and still
+//! they own. The thread keeps the prompt (saved before the first model call) and every whole
+//! step, and the run's event channel ([`AgentRequest::events`]) still gets its last event,
+//! [`AgentEvent::AgentStop`] with [`Outcome::Cancelled`], sent by a drop guard of the run (its
+//! `text` is empty; `steps` and `usage` count what ran). To end a run and still
 //! get its response, cancel its token instead ([`AgentRequest::cancellation`]): the run then
 //! ends with [`Outcome::Cancelled`].
 
 mod builder;
 mod event;
+mod hooks;
 mod run;
 mod stage;
 mod subagent;
@@ -74,6 +91,7 @@ use tracing::{Instrument as _, field::Empty};
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::{AgentEvent, EventStream, ModelDelta},
+    hooks::{LoopHooks, StopInput},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,
 };
@@ -113,7 +131,7 @@ struct Inner {
     store: Arc<dyn ThreadStore>,
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
-    hooks: Option<Arc<crate::layers::hooks::HookSetInner>>,
+    hooks: Option<Arc<dyn LoopHooks>>,
     transcripts: Option<PathBuf>,
     name: Option<Arc<str>>,
 }
@@ -312,9 +330,17 @@ pub struct AgentRequest {
     /// Where the run's [`AgentEvent`]s go, when the agent is called as a tower service
     /// ([`Agent::stream`] sets its own).
     pub events: Option<mpsc::UnboundedSender<AgentEvent>>,
-    /// Per-request data for the run's tools, hooks and stages
-    /// ([`RunContext::extensions`](crate::context::RunContext::extensions)).
-    pub(crate) extensions: http::Extensions,
+    /// Per-request data from the caller (the authenticated principal, a tenant, …): read-only
+    /// in the run, as [`RunContext::extensions`](crate::context::RunContext::extensions), for
+    /// tools, hooks and stages (subagents see their parent run's).
+    pub extensions: http::Extensions,
+    /// Context for the run's system prompt (appended to it at every step, before the context
+    /// of SessionStart hooks and setup stages): what an agent-level layer such as
+    /// [`HookSet::agent_layer`](crate::layers::hooks::HookSet::agent_layer) adds.
+    pub system_context: Vec<String>,
+    /// Context to add after the prompt, as one user message of `<system-hook>` blocks (before
+    /// the contexts of UserPromptSubmit hooks of the loop).
+    pub prompt_context: Vec<String>,
 }
 
 impl AgentRequest {
@@ -364,11 +390,58 @@ impl AgentRequest {
         self
     }
 
-    /// Per-request data (an authenticated principal, a tenant …): the run's tools, hooks and
-    /// stages read it with [`RunContext::extensions`](crate::context::RunContext::extensions).
-    /// The [server](crate::server) puts the HTTP request's extensions here.
+    /// This request with `value` in its [`extensions`](Self::extensions) (replacing a value of
+    /// the same type).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tower_agent::{Agent, AgentRequest, BoxError, model::ScriptedModel, tool::tool_fn};
+    ///
+    /// #[derive(Clone)]
+    /// struct User(String);
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_agent::Error> {
+    /// let whoami = tool_fn("whoami", "Who calls", json!({"type": "object"}), |_, ctx| async move {
+    ///     let user = ctx.extensions().get::<User>().map(|u| u.0.clone());
+    ///     Ok::<_, BoxError>(user.unwrap_or_else(|| "nobody".into()))
+    /// });
+    /// let model = ScriptedModel::new().tool_call("whoami", json!({})).text("done").recording();
+    /// let agent = Agent::builder().model(model.clone()).tool(whoami).build();
+    /// agent.run(AgentRequest::new("who am I?").extension(User("ada".into()))).await?;
+    /// assert_eq!(model.requests()[1].messages.last().unwrap().text(), "ada");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn extension<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+
+    /// The request's per-request data.
+    pub fn extensions(&self) -> &http::Extensions {
+        &self.extensions
+    }
+
+    /// The request's per-request data, mutably (a server or a layer copies the HTTP request's
+    /// extensions here).
     pub fn extensions_mut(&mut self) -> &mut http::Extensions {
         &mut self.extensions
+    }
+
+    /// This request with `text` added to its [`system_context`](Self::system_context).
+    #[must_use]
+    pub fn system_context(mut self, text: impl Into<String>) -> Self {
+        self.system_context.push(text.into());
+        self
+    }
+
+    /// This request with `text` added to its [`prompt_context`](Self::prompt_context).
+    #[must_use]
+    pub fn prompt_context(mut self, text: impl Into<String>) -> Self {
+        self.prompt_context.push(text.into());
+        self
     }
 
     /// This request with a working directory.
@@ -440,4 +513,66 @@ pub struct AgentResponse {
     pub steps: u32,
     /// Tokens used, summed over the run's model calls.
     pub usage: Usage,
+}
+
+impl AgentResponse {
+    /// A response of the thread `thread_id` ending with `outcome`: no messages, no text, no
+    /// steps, no usage, and a fresh run id. For agent-level layers that answer by themselves (a
+    /// cache, a guard, a test double); set the rest with the `with_*` methods.
+    ///
+    /// ```
+    /// use tower_agent::{AgentResponse, agent::Outcome, message::{Message, Messages}};
+    ///
+    /// let resp = AgentResponse::new("thread-1", Outcome::Finished)
+    ///     .with_text("cached answer")
+    ///     .with_messages(Messages::from(vec![Message::user("q"), Message::assistant("cached answer")]));
+    /// assert_eq!(resp.text, "cached answer");
+    /// assert_eq!(resp.steps, 0);
+    /// ```
+    pub fn new(thread_id: impl Into<String>, outcome: Outcome) -> Self {
+        AgentResponse {
+            thread_id: thread_id.into(),
+            run_id: crate::context::new_id("run"),
+            outcome,
+            text: String::new(),
+            messages: Messages::new(),
+            steps: 0,
+            usage: Usage::default(),
+        }
+    }
+
+    /// This response with another run id.
+    #[must_use]
+    pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = run_id.into();
+        self
+    }
+
+    /// This response with its final text.
+    #[must_use]
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = text.into();
+        self
+    }
+
+    /// This response with the thread's messages.
+    #[must_use]
+    pub fn with_messages(mut self, messages: Messages) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// This response with a step count.
+    #[must_use]
+    pub fn with_steps(mut self, steps: u32) -> Self {
+        self.steps = steps;
+        self
+    }
+
+    /// This response with token counts.
+    #[must_use]
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = usage;
+        self
+    }
 }

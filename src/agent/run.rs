@@ -6,11 +6,13 @@ use futures_util::{StreamExt, stream::FuturesUnordered};
 use tokio::sync::mpsc;
 use tower::{Service, ServiceExt};
 
-use super::{AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, SetupContext};
+use super::{
+    AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, SetupContext,
+    hooks::{ParentHooks, StopInput},
+};
 use crate::{
-    context::{RunContext, RunState},
+    context::{Extensions, RunContext, RunState},
     error::{Abort, BoxError, Error, error_chain},
-    layers::hooks::{HookSetInner, StopInput},
     message::{Message, Messages, Role, ToolCall, ToolOutput, Usage},
     model::{BoxModelService, ModelRequest},
     store::Thread,
@@ -26,208 +28,318 @@ pub(super) async fn run(
     if events.is_some() {
         req.events = events;
     }
-    let on_error = req.events.clone();
-    let result = run_inner(inner, req).await;
-    if let (Err(err), Some(tx)) = (&result, on_error) {
-        let _ = tx.send(AgentEvent::AgentStop {
-            outcome: Outcome::Aborted {
-                error: err.to_string(),
-            },
-            text: String::new(),
-            steps: 0,
-            usage: Usage::default(),
+    // Dropped with the run's future: a run cut off (a timeout around the agent, a client gone)
+    // still ends its event stream with `AgentStop`.
+    let mut guard = StopGuard {
+        tx: req.events.clone(),
+        steps: 0,
+        usage: Usage::default(),
+    };
+    let result = run_inner(inner, req, &mut guard).await;
+    if let Err(err) = &result {
+        guard.stop(Outcome::Aborted {
+            error: err.to_string(),
         });
     }
     result
 }
 
-async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse, Error> {
-    let AgentRequest {
-        prompt,
-        thread_id,
-        cancellation,
-        cwd,
-        events,
-        extensions,
-    } = req;
+/// Sends the run's last event, [`AgentEvent::AgentStop`], unless the run sent it already: with
+/// [`Outcome::Cancelled`] if the run's future is dropped before it ends.
+struct StopGuard {
+    /// `None` once the stop event was sent (or if nobody listens).
+    tx: Option<mpsc::UnboundedSender<AgentEvent>>,
+    /// Steps started so far.
+    steps: u32,
+    /// Tokens used so far.
+    usage: Usage,
+}
 
-    // 1. Load or create the thread.
-    let persist = thread_id.is_some();
-    let (mut history, state) = match &thread_id {
-        Some(id) => match inner.store.load(id).await.map_err(Error::store)? {
-            Some(t) => (t.messages, RunState::new(t.todos, t.files)),
-            None => (Messages::new(), RunState::default()),
-        },
-        None => (Messages::new(), RunState::default()),
-    };
-    let mut builder = RunContext::builder()
-        .state(state)
-        .cancellation(cancellation.unwrap_or_default())
-        .extensions(extensions);
-    if let Some(id) = thread_id {
-        builder = builder.session_id(id);
-    }
-    if let Some(cwd) = cwd.or_else(|| inner.cwd.clone()) {
-        builder = builder.cwd(cwd);
-    }
-    if let Some(tx) = events {
-        builder = builder.events(tx);
-    }
-    let ctx = builder.build();
-    let ctx = match &inner.transcripts {
-        Some(dir) => ctx.with_transcript(dir),
-        None => ctx,
-    };
-    ctx.emit_with(|| AgentEvent::AgentStart {
-        thread_id: ctx.session_id().to_owned(),
-        run_id: ctx.run_id().to_owned(),
-    });
-
-    if inner.shutdown.is_cancelled() {
-        // Shutting down: the run never starts, the thread is left as it was.
-        return Run::unsaved(&inner, ctx, history)
-            .finish(Outcome::Cancelled)
-            .await;
-    }
-    let hooks = inner.hooks.as_deref();
-    let mut start_context = Vec::new();
-    let mut prompt_context = Vec::new();
-    let mut prompt = prompt;
-    if let Some(hooks) = hooks {
-        // Subagents run by this run's tools find the SubagentStop hooks here.
-        let set = Arc::clone(inner.hooks.as_ref().expect("hooks"));
-        if !set.notification.is_empty() {
-            let observers = Arc::clone(&set);
-            ctx.set_notify(Arc::new(move |message, ctx| {
-                observers.notification.iter().for_each(|f| f(message, ctx));
-            }));
-        }
-        ctx.state().extensions.insert(ParentHooks(set));
-        let started = match hooks.session_start(&ctx).await {
-            Ok(contexts) => {
-                start_context = contexts;
-                hooks.user_prompt(prompt, &ctx).await
-            }
-            Err(reason) => Err(reason),
-        };
-        match started {
-            Ok((rewritten, contexts)) => {
-                prompt = rewritten;
-                prompt_context = contexts;
-            }
-            Err(reason) => {
-                // Blocked (SessionStart or UserPromptSubmit): the prompt never enters the
-                // thread, nothing is saved.
-                return Run::unsaved(&inner, ctx, history)
-                    .finish(Outcome::Blocked { reason })
-                    .await;
-            }
+impl StopGuard {
+    /// Sends `AgentStop` with `outcome` (at most once).
+    fn stop(&mut self, outcome: Outcome) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(AgentEvent::AgentStop {
+                outcome,
+                text: String::new(),
+                steps: self.steps,
+                usage: self.usage,
+            });
         }
     }
 
-    // What the thread held already is in the transcript from its earlier runs.
-    let transcribed = history.len();
-    if let (true, Some(system)) = (history.is_empty(), &inner.system_prompt) {
-        history.push(Message::system(system.clone()));
+    /// The run sent its own `AgentStop`.
+    fn disarm(&mut self) {
+        self.tx = None;
     }
-    history.push(Message::user(prompt));
-    if !prompt_context.is_empty() {
-        history.push(Message::user(reminder_message(&prompt_context)));
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        self.stop(Outcome::Cancelled);
     }
+}
 
-    let mut run = Run {
-        inner: &inner,
-        ctx,
-        history,
-        usage: Usage::default(),
-        steps: 0,
-        persist,
-        transcribed,
+async fn run_inner(
+    inner: Arc<Inner>,
+    req: AgentRequest,
+    guard: &mut StopGuard,
+) -> Result<AgentResponse, Error> {
+    let mut run = match Run::start(&inner, req, guard).await? {
+        Started::Running(run) => run,
+        Started::Ended(run, outcome) => return run.finish(outcome).await,
     };
-    let mut stop_continues = 0u32;
-
-    // 2. Setup stages, once, in order.
-    let (router, setup_context) = if inner.setups.is_empty() {
-        (inner.tools.clone(), start_context)
-    } else {
-        let prompt = run
-            .history
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User && !m.text().starts_with("<system-hook>"))
-            .map(|m| m.text())
-            .unwrap_or_default();
-        let cx = SetupContext::new(run.ctx.clone(), &prompt, inner.tools.clone());
-        let setups = async {
-            for stage in &inner.setups {
-                stage.setup(cx.clone()).await?;
-            }
-            Ok::<_, BoxError>(())
-        };
-        match or_cancel(&run.ctx, setups).await {
-            None => return run.finish(Outcome::Cancelled).await,
-            Some(result) => result.map_err(Error::setup)?,
-        }
-        let (router, _added, context) = cx.finish();
-        start_context.extend(context);
-        (router, start_context)
+    let Some(stacks) = run.setup().await? else {
+        return run.finish(Outcome::Cancelled).await;
     };
-    let setup_context = (!setup_context.is_empty()).then(|| setup_context.join("\n\n"));
-    let specs = Arc::clone(router.specs());
-    let tools = (inner.tool_stack)(router);
     let mut model = inner.model.clone();
-
-    // 3. The steps.
     for step in 0..inner.max_steps {
-        if run.ctx.is_cancelled() || inner.shutdown.is_cancelled() {
-            return run.finish(Outcome::Cancelled).await;
+        if let Some(outcome) = run.step(step, &stacks, &mut model).await? {
+            return run.finish(outcome).await;
         }
-        let ctx = run.ctx.with_step(step);
-        run.steps = step + 1;
-        ctx.emit_with(|| AgentEvent::StepStart { step });
-        if let Some(hooks) = hooks {
-            hooks.before_step.iter().for_each(|f| f(step, &ctx));
-        }
+    }
+    run.finish(Outcome::MaxSteps).await
+}
 
-        // a. prepare stages
+/// What the start phase left: a run to go on with, or one that ended before it started
+/// (shutting down, or blocked by a SessionStart or UserPromptSubmit hook; nothing is saved).
+enum Started<'a> {
+    Running(Run<'a>),
+    Ended(Run<'a>, Outcome),
+}
+
+/// What the setup phase made for the steps.
+struct Stacks {
+    tools: BoxToolService,
+    specs: Arc<Vec<crate::message::ToolSpec>>,
+    /// Context of SessionStart hooks and setup stages, for the system prompt of every step.
+    system_context: Option<String>,
+}
+
+struct Run<'a> {
+    inner: &'a Inner,
+    guard: &'a mut StopGuard,
+    ctx: RunContext,
+    history: Messages,
+    usage: Usage,
+    steps: u32,
+    persist: bool,
+    /// Messages of the history already in the transcript.
+    transcribed: usize,
+    /// Stop-hook continuations in a row.
+    stop_continues: u32,
+    /// Contexts of SessionStart hooks, then of setup stages.
+    start_context: Vec<String>,
+}
+
+impl<'a> Run<'a> {
+    /// Phase "start": load the thread, emit `AgentStart`, run SessionStart and
+    /// UserPromptSubmit hooks, add the prompt to the history and save it.
+    async fn start(
+        inner: &'a Inner,
+        req: AgentRequest,
+        guard: &'a mut StopGuard,
+    ) -> Result<Started<'a>, Error> {
+        let AgentRequest {
+            prompt,
+            thread_id,
+            cancellation,
+            cwd,
+            events,
+            extensions,
+            system_context,
+            prompt_context,
+        } = req;
+        let persist = thread_id.is_some();
+        let (mut history, state) = match &thread_id {
+            Some(id) => match inner.store.load(id).await.map_err(Error::store)? {
+                Some(t) => (t.messages, Thread::restore(t.todos, t.files)),
+                None => (Messages::new(), Extensions::default()),
+            },
+            None => (Messages::new(), Extensions::default()),
+        };
+        let mut builder = RunContext::builder()
+            .state(RunState { extensions: state })
+            .extensions(extensions)
+            .cancellation(cancellation.unwrap_or_default());
+        if let Some(id) = thread_id {
+            builder = builder.session_id(id);
+        }
+        if let Some(cwd) = cwd.or_else(|| inner.cwd.clone()) {
+            builder = builder.cwd(cwd);
+        }
+        if let Some(tx) = events {
+            builder = builder.events(tx);
+        }
+        let mut ctx = builder.build();
+        if let Some(dir) = &inner.transcripts {
+            ctx = ctx.with_transcript(dir);
+        }
+        ctx.emit_with(|| AgentEvent::AgentStart {
+            thread_id: ctx.session_id().to_owned(),
+            run_id: ctx.run_id().to_owned(),
+        });
+        // What the thread held already is in the transcript from its earlier runs.
+        let transcribed = history.len();
+        let mut run = Run {
+            inner,
+            guard,
+            ctx,
+            history: Messages::new(),
+            usage: Usage::default(),
+            steps: 0,
+            persist: false,
+            transcribed: usize::MAX,
+            stop_continues: 0,
+            start_context: system_context,
+        };
+        if inner.shutdown.is_cancelled() {
+            // Shutting down: the run never starts, the thread is left as it was.
+            run.history = history;
+            return Ok(Started::Ended(run, Outcome::Cancelled));
+        }
+        let (prompt, prompt_context) = match run.prompt_hooks(prompt, prompt_context).await {
+            Ok(prompted) => prompted,
+            Err(reason) => {
+                run.history = history;
+                return Ok(Started::Ended(run, Outcome::Blocked { reason }));
+            }
+        };
+        if let (true, Some(system)) = (history.is_empty(), &inner.system_prompt) {
+            history.push(Message::system(system.clone()));
+        }
+        history.push(Message::user(prompt));
+        if !prompt_context.is_empty() {
+            history.push(Message::user(reminder_message(&prompt_context)));
+        }
+        (run.history, run.persist, run.transcribed) = (history, persist, transcribed);
+        // The prompt is saved before anything can cut the run off: a run dropped at any
+        // point keeps it, and every whole step.
+        run.save().await?;
+        Ok(Started::Running(run))
+    }
+
+    /// The loop hooks of the start: SessionStart (its contexts are kept for the system
+    /// prompt), then UserPromptSubmit. `Err(reason)` if one blocked.
+    async fn prompt_hooks(
+        &mut self,
+        prompt: String,
+        mut contexts: Vec<String>,
+    ) -> Result<(String, Vec<String>), String> {
+        let Some(hooks) = &self.inner.hooks else {
+            return Ok((prompt, contexts));
+        };
+        // Subagents run by this run's tools find the SubagentStop hooks here.
+        self.ctx
+            .state()
+            .extensions
+            .insert(ParentHooks(Arc::clone(hooks)));
+        hooks.run_start(&self.ctx);
+        let started = hooks.session_start(&self.ctx).await?;
+        self.start_context.extend(started);
+        let (prompt, added) = hooks.user_prompt(prompt, &self.ctx).await?;
+        contexts.extend(added);
+        Ok((prompt, contexts))
+    }
+
+    /// Phase "setup": setup stages, once, in order; then the tool stack of the run. `None`
+    /// if the run was cancelled meanwhile.
+    async fn setup(&mut self) -> Result<Option<Stacks>, Error> {
+        let inner = self.inner;
+        let mut context = std::mem::take(&mut self.start_context);
+        let router = if inner.setups.is_empty() {
+            inner.tools.clone()
+        } else {
+            let prompt = self
+                .history
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::User && !m.text().starts_with("<system-hook>"))
+                .map(|m| m.text())
+                .unwrap_or_default();
+            let cx = SetupContext::new(self.ctx.clone(), &prompt, inner.tools.clone());
+            let setups = async {
+                for stage in &inner.setups {
+                    stage.setup(cx.clone()).await?;
+                }
+                Ok::<_, BoxError>(())
+            };
+            match or_cancel(&self.ctx, setups).await {
+                None => return Ok(None),
+                Some(result) => result.map_err(Error::setup)?,
+            }
+            let (router, _added, added_context) = cx.finish();
+            context.extend(added_context);
+            router
+        };
+        let specs = Arc::clone(router.specs());
+        let mut tools = (inner.tool_stack)(router);
+        if let Some(hooks) = &inner.hooks {
+            tools = hooks.wrap_tools(tools);
+        }
+        Ok(Some(Stacks {
+            tools,
+            specs,
+            system_context: (!context.is_empty()).then(|| context.join("\n\n")),
+        }))
+    }
+
+    /// Phase "step": prepare stages, the model call, then the stop phase (no tool calls) or
+    /// the tools phase. `Some(outcome)` ends the run.
+    async fn step(
+        &mut self,
+        step: u32,
+        stacks: &Stacks,
+        model: &mut BoxModelService,
+    ) -> Result<Option<Outcome>, Error> {
+        let inner = self.inner;
+        if self.ctx.is_cancelled() || inner.shutdown.is_cancelled() {
+            return Ok(Some(Outcome::Cancelled));
+        }
+        let ctx = self.ctx.with_step(step);
+        self.steps = step + 1;
+        self.guard.steps = self.steps;
+        ctx.emit_with(|| AgentEvent::StepStart { step });
+        if let Some(hooks) = &inner.hooks {
+            hooks.before_step(step, &ctx);
+        }
         let mut request = ModelRequest {
-            messages: run.history.clone(),
-            tools: Arc::clone(&specs),
+            messages: self.history.clone(),
+            tools: Arc::clone(&stacks.specs),
             settings: inner.settings.clone(),
             ctx: ctx.clone(),
         };
-        if let Some(text) = &setup_context {
+        if let Some(text) = &stacks.system_context {
             request.append_system(text);
         }
         for stage in &inner.prepares {
             if let Err(err) = stage.prepare(&mut request) {
                 let error = format!("prepare stage failed: {}", error_chain(&*err));
-                return run.finish(Outcome::Aborted { error }).await;
+                return Ok(Some(Outcome::Aborted { error }));
             }
         }
-
-        // b. the model stack
-        let response = match or_cancel(&ctx, call_model(&mut model, request)).await {
-            None => return run.finish(Outcome::Cancelled).await,
+        let response = match or_cancel(&ctx, call_model(model, request)).await {
+            None => return Ok(Some(Outcome::Cancelled)),
             Some(Ok(response)) => response,
             Some(Err(err)) => {
                 let error = match Abort::find(&*err) {
                     Some(abort) => abort.reason().to_owned(),
                     None => format!("model call failed: {}", error_chain(&*err)),
                 };
-                return run.finish(Outcome::Aborted { error }).await;
+                return Ok(Some(Outcome::Aborted { error }));
             }
         };
         if let Some(usage) = response.usage {
-            run.usage += usage;
+            self.usage += usage;
+            self.guard.usage = self.usage;
         }
         if let Some(compaction) = ctx.take_compaction() {
-            run.apply_compaction(compaction, step);
+            self.apply_compaction(compaction, step);
         }
         let mut message = response.message;
         message.role = Role::Assistant;
         // Ids are unique within the thread: the history only grows.
-        let position = run.history.len();
+        let position = self.history.len();
         for (i, call) in message.tool_calls.iter_mut().enumerate() {
             if call.id.is_empty() {
                 call.id = format!("call_{position}_{i}");
@@ -238,44 +350,57 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
             message: message.clone(),
             usage: response.usage,
         });
-
-        // c. no tool calls: stop hooks decide whether the run is finished
         if message.tool_calls.is_empty() {
-            run.history.push(message);
-            if let Some(hooks) = hooks {
-                hooks.after_step.iter().for_each(|f| f(step, &ctx));
-            }
-            let Some(hooks) = hooks.filter(|h| !h.stop.is_empty()) else {
-                return run.finish(Outcome::Finished).await;
-            };
-            let last = run.history.last().map(|m| m.text().into_owned());
-            let input = StopInput {
-                last_assistant_message: last.unwrap_or_default(),
-                stop_hook_active: stop_continues > 0,
-                agent_name: None,
-            };
-            let Some(feedback) = hooks.stop(None, input, &ctx).await else {
-                return run.finish(Outcome::Finished).await;
-            };
-            if stop_continues >= hooks.stop_cap {
-                let message = format!(
-                    "stop hooks asked to continue {} times in a row; finishing",
-                    stop_continues + 1
-                );
-                ctx.warn(message);
-                return run.finish(Outcome::Finished).await;
-            }
-            stop_continues += 1;
-            run.history.push(Message::user(feedback));
-            run.save().await?;
-            continue;
+            self.history.push(message);
+            self.stop(&ctx).await
+        } else {
+            self.tools(&ctx, message, &stacks.tools).await
         }
+    }
 
-        // d. tool calls, concurrently, results in call order
+    /// Phase "stop": the model answered without tool calls; Stop hooks decide whether the run
+    /// is finished or goes on with their feedback.
+    async fn stop(&mut self, ctx: &RunContext) -> Result<Option<Outcome>, Error> {
+        let Some(hooks) = &self.inner.hooks else {
+            return Ok(Some(Outcome::Finished));
+        };
+        hooks.after_step(ctx.step(), ctx);
+        if !hooks.has_stop(None) {
+            return Ok(Some(Outcome::Finished));
+        }
+        let last = self.history.last().map(|m| m.text().into_owned());
+        let input = StopInput::new(last.unwrap_or_default(), self.stop_continues > 0);
+        let Some(feedback) = hooks.stop(input, ctx).await else {
+            return Ok(Some(Outcome::Finished));
+        };
+        if self.stop_continues >= hooks.stop_cap() {
+            let message = format!(
+                "stop hooks asked to continue {} times in a row; finishing",
+                self.stop_continues + 1
+            );
+            ctx.warn(message);
+            return Ok(Some(Outcome::Finished));
+        }
+        self.stop_continues += 1;
+        self.history.push(Message::user(feedback));
+        self.save().await?;
+        Ok(None)
+    }
+
+    /// Phase "tools": the step's tool calls, concurrently, results in call order; then the
+    /// step's reminders, step hooks, and the save of the whole step.
+    async fn tools(
+        &mut self,
+        ctx: &RunContext,
+        message: Message,
+        tools: &BoxToolService,
+    ) -> Result<Option<Outcome>, Error> {
+        let step = ctx.step();
         let calls = message.tool_calls.clone();
-        run.history.push(message);
-        let (done, cancelled) = call_tools(&tools, calls, &ctx, inner.max_concurrent_tools).await;
-        let calls = &run.history.last().expect("assistant message").tool_calls;
+        self.history.push(message);
+        let limit = self.inner.max_concurrent_tools;
+        let (done, cancelled) = call_tools(tools, calls, ctx, limit).await;
+        let calls = &self.history.last().expect("assistant message").tool_calls;
         let mut abort = None;
         let outputs: Vec<ToolOutput> = done
             .into_iter()
@@ -300,60 +425,28 @@ async fn run_inner(inner: Arc<Inner>, req: AgentRequest) -> Result<AgentResponse
                 settled.output
             })
             .collect();
-        run.history.extend(outputs.into_iter().map(Message::from));
+        self.history.extend(outputs.into_iter().map(Message::from));
         if cancelled {
-            return run.finish(Outcome::Cancelled).await;
+            return Ok(Some(Outcome::Cancelled));
         }
-
-        let reminders = run.ctx.take_reminders();
+        let reminders = self.ctx.take_reminders();
         if !reminders.is_empty() {
-            run.history
+            self.history
                 .push(Message::user(reminder_message(&reminders)));
             ctx.emit_with(|| AgentEvent::Reminders { step, reminders });
         }
-
         if let Some(error) = abort {
-            return run.finish(Outcome::Aborted { error }).await;
+            return Ok(Some(Outcome::Aborted { error }));
         }
-        if let Some(hooks) = hooks {
-            hooks.after_step.iter().for_each(|f| f(step, &ctx));
-            if !hooks.should_continue.iter().all(|f| f(step, &ctx)) {
+        if let Some(hooks) = &self.inner.hooks {
+            hooks.after_step(step, ctx);
+            if !hooks.should_continue(step, ctx) {
                 let reason = "a should_continue hook ended the run".to_owned();
-                return run.finish(Outcome::Blocked { reason }).await;
+                return Ok(Some(Outcome::Blocked { reason }));
             }
         }
-        // e. persist the step
-        run.save().await?;
-    }
-    run.finish(Outcome::MaxSteps).await
-}
-
-/// The hooks of the run that runs a tool, for subagents' SubagentStop hooks.
-pub(crate) struct ParentHooks(pub(crate) Arc<HookSetInner>);
-
-struct Run<'a> {
-    inner: &'a Inner,
-    ctx: RunContext,
-    history: Messages,
-    usage: Usage,
-    steps: u32,
-    persist: bool,
-    /// Messages of the history already in the transcript.
-    transcribed: usize,
-}
-
-impl<'a> Run<'a> {
-    /// A run that ends before it starts: it saves and transcribes nothing.
-    fn unsaved(inner: &'a Inner, ctx: RunContext, history: Messages) -> Self {
-        Run {
-            inner,
-            ctx,
-            history,
-            usage: Usage::default(),
-            steps: 0,
-            persist: false,
-            transcribed: usize::MAX,
-        }
+        self.save().await?;
+        Ok(None)
     }
 
     fn apply_compaction(&mut self, c: crate::context::Compaction, step: u32) {
@@ -382,15 +475,11 @@ impl<'a> Run<'a> {
         if !self.persist {
             return Ok(());
         }
-        let thread = {
-            let state = self.ctx.state();
-            Thread {
-                id: self.ctx.session_id().to_owned(),
-                messages: self.history.clone(),
-                todos: state.todos.clone(),
-                files: state.files.clone(),
-            }
-        };
+        let thread = Thread::of_run(
+            self.ctx.session_id(),
+            self.history.clone(),
+            &self.ctx.state().extensions,
+        );
         self.inner.store.save(&thread).await.map_err(Error::store)
     }
 
@@ -439,10 +528,7 @@ impl<'a> Run<'a> {
             usage: self.usage,
         };
         if let Some(hooks) = &self.inner.hooks {
-            hooks
-                .session_end
-                .iter()
-                .for_each(|f| f(&response, &self.ctx));
+            hooks.session_end(&response, &self.ctx);
         }
         self.ctx.emit_with(|| AgentEvent::AgentStop {
             outcome: response.outcome.clone(),
@@ -450,6 +536,7 @@ impl<'a> Run<'a> {
             steps: response.steps,
             usage: response.usage,
         });
+        self.guard.disarm();
         Ok(response)
     }
 }

@@ -19,7 +19,8 @@ use crate::{
 
 /// A before-agent stage: runs once at the start of every run, in registration order, before
 /// the first model call. It may register tools, add context to the system prompt of the run,
-/// and put per-run data into the [run state](crate::context::RunState).
+/// and put per-run data into the run's data
+/// ([`RunContext::with_data`](crate::context::RunContext::with_data)).
 ///
 /// Implemented for closures `Fn(SetupContext) -> impl Future<Output = ()>` (or
 /// `Result<(), E>`). A failing setup stage ends the run with an

@@ -6,10 +6,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Agent, AgentRequest, run::ParentHooks};
+use super::{
+    Agent, AgentRequest,
+    hooks::{ParentHooks, StopInput},
+};
 use crate::{
     error::BoxError,
-    layers::hooks::StopInput,
     message::{ToolOutput, ToolSpec},
     tool::{Tool, ToolRequest},
 };
@@ -113,15 +115,18 @@ impl Tool for SubagentTool {
             .extensions
             .get::<ParentHooks>()
             .map(|p| p.0.clone())
-            .filter(|h| h.subagent_stop.iter().any(|(m, _)| m.matches_name(name)));
+            .filter(|h| h.has_stop(Some(name)));
         // The subagent's conversation lives in its store for the length of this call, so a
         // SubagentStop hook can send it back to work on it.
         let thread = format!("{}/{name}/{id}", ctx.session_id());
         let request = |prompt: String| {
-            AgentRequest::new(prompt)
+            let mut request = AgentRequest::new(prompt)
                 .thread(thread.clone())
                 .cancellation(ctx.cancellation().child_token())
-                .cwd(ctx.cwd())
+                .cwd(ctx.cwd());
+            // The caller's per-request data (who asked) holds for the subagent too.
+            request.extensions = ctx.extensions().clone();
+            request
         };
         let mut cleanup = DeleteOnDrop {
             agent: self.agent.clone(),
@@ -146,14 +151,11 @@ impl Tool for SubagentTool {
             let Some(hooks) = &hooks else {
                 break Ok(ToolOutput::text(id.clone(), resp.text));
             };
-            let input = StopInput {
-                last_assistant_message: resp.text.clone(),
-                stop_hook_active: continues > 0,
-                agent_name: Some(name.clone()),
-            };
-            match hooks.stop(Some(name), input, &ctx).await {
+            let mut input = StopInput::new(resp.text.clone(), continues > 0);
+            input.agent_name = Some(name.clone());
+            match hooks.stop(input, &ctx).await {
                 None => break Ok(ToolOutput::text(id.clone(), resp.text)),
-                Some(_) if continues >= hooks.stop_cap => {
+                Some(_) if continues >= hooks.stop_cap() => {
                     let message = format!(
                         "SubagentStop hooks asked subagent `{name}` to continue {} times in a row; finishing",
                         continues + 1

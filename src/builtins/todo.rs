@@ -1,5 +1,5 @@
-//! [`TodoList`]: the `write_todos` tool, a todo list kept in the [run
-//! state](crate::context::RunState) and saved with the thread.
+//! [`TodoList`]: the `write_todos` tool, a todo list kept in the run's data (read it with
+//! [`todos`], set it with [`set_todos`]) and saved with the thread.
 //!
 //! # Example
 //!
@@ -37,8 +37,8 @@
 //! # The tool
 //!
 //! `write_todos` takes the complete list, `{ "todos": [{ "id", "title", "status" }] }` with the
-//! statuses `pending`, `in_progress` and `done`, and replaces
-//! [`RunState::todos`](crate::context::RunState::todos) with it. A run on a thread loads the
+//! statuses `pending`, `in_progress` and `done`, and replaces the run's list ([`todos`]) with
+//! it. A run on a thread loads the
 //! thread's list and saves it after every step, so the list carries over to the next run.
 //!
 //! It answers with JSON text (what the plan-completion reminder of the
@@ -65,7 +65,7 @@ use serde_json::{Value, json};
 
 use crate::{
     agent::{Prepare, Setup, SetupContext},
-    context::{Todo, TodoStatus},
+    context::RunContext,
     error::BoxError,
     message::{ToolOutput, ToolSpec},
     model::ModelRequest,
@@ -178,7 +178,9 @@ impl Setup for TodoList {
 impl Prepare for TodoList {
     /// Appends the current list to the system message (nothing if it is empty).
     fn prepare(&self, req: &mut ModelRequest) -> Result<(), BoxError> {
-        let text = self.prompt_text(&req.ctx.state().todos);
+        let text = req
+            .ctx
+            .with_data(|d| self.prompt_text(&d.get_or_default::<Todos>().0));
         if let Some(text) = text {
             req.append_system(&text);
         }
@@ -261,7 +263,7 @@ impl Tool for WriteTodos {
                     todos: &todos,
                 };
                 let text = serde_json::to_string(&report)?;
-                req.ctx.state().todos = todos;
+                set_todos(&req.ctx, todos);
                 Ok(ToolOutput::text(id, text))
             }
             Err(problems) => Ok(ToolOutput::error(
@@ -395,6 +397,57 @@ fn parse_items(items: &[Value]) -> Result<Vec<Todo>, Vec<String>> {
     } else {
         Err(problems)
     }
+}
+
+// ===== the list =====
+
+/// One item of the todo list.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Todo {
+    /// Its id.
+    pub id: String,
+    /// What is to be done.
+    pub title: String,
+    /// How far it is.
+    pub status: TodoStatus,
+}
+
+impl Todo {
+    /// A pending todo.
+    pub fn new(id: impl Into<String>, title: impl Into<String>) -> Self {
+        Todo {
+            id: id.into(),
+            title: title.into(),
+            status: TodoStatus::Pending,
+        }
+    }
+}
+
+/// The status of a [`Todo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Finished.
+    Done,
+}
+
+/// The run's todo list: a typed entry of the run's data, restored from the thread and saved
+/// with it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Todos(pub(crate) Vec<Todo>);
+
+/// The run's todo list (empty if none was written).
+pub fn todos(ctx: &RunContext) -> Vec<Todo> {
+    ctx.with_data(|d| d.get::<Todos>().map(|t| t.0.clone()).unwrap_or_default())
+}
+
+/// Replaces the run's todo list (saved with the thread after the step).
+pub fn set_todos(ctx: &RunContext, todos: Vec<Todo>) {
+    ctx.with_data(|d| d.insert(Todos(todos)));
 }
 
 #[cfg(test)]

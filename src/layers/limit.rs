@@ -3,9 +3,9 @@
 //!
 //! One layer type for both paths: [`CallLimits<S>`] is a `Service<ModelRequest>` over a model
 //! and a `Service<ToolRequest>` over tools, so one configured layer goes on both stacks and
-//! its limits read as one policy. The counts live in the run's state
-//! ([`RunState::extensions`](crate::context::RunState::extensions)), keyed by the layer's
-//! [`InstanceId`]: every run starts from zero, the clones of one layer (the copy on the model
+//! its limits read as one policy. The counts live in the run's data
+//! ([`RunContext::with_data`](crate::context::RunContext::with_data)), keyed by the layer's
+//! instance: every run starts from zero, the clones of one layer (the copy on the model
 //! stack, the copies on the tool stack) count together, and two layers built separately count
 //! apart.
 //!
@@ -147,7 +147,7 @@ impl CallCounts {
 ///
 /// # Clone
 ///
-/// Clones share the configuration and the [`InstanceId`], so they count together: put clones
+/// Clones share the configuration and the instance id, so they count together: put clones
 /// of one layer on the model and the tool stack. Configuring a clone copies the
 /// configuration, not the id.
 #[derive(Debug, Clone)]
@@ -158,7 +158,7 @@ pub struct CallLimitsLayer {
 }
 
 impl CallLimitsLayer {
-    /// No limits yet, [`OnLimit::Deny`], a fresh [`InstanceId`].
+    /// No limits yet, [`OnLimit::Deny`], a fresh instance id.
     pub fn new() -> Self {
         CallLimitsLayer {
             config: Arc::default(),
@@ -193,11 +193,6 @@ impl CallLimitsLayer {
     pub fn on_limit(mut self, on_limit: OnLimit) -> Self {
         Arc::make_mut(&mut self.config).on_limit = on_limit;
         self
-    }
-
-    /// The id the counts are kept under in the run state.
-    pub fn id(&self) -> InstanceId {
-        self.id
     }
 
     /// What this layer (and its clones) counted in the run of `ctx` so far.

@@ -41,7 +41,15 @@ use std::{
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::{context::Todo, error::BoxError, message::Messages};
+use crate::{
+    builtins::{
+        filesystem::FilesWritten,
+        todo::{Todo, Todos},
+    },
+    context::Extensions,
+    error::BoxError,
+    message::Messages,
+};
 
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
@@ -67,6 +75,31 @@ pub struct Thread {
 }
 
 impl Thread {
+    /// The run's data restored from the thread: the built-ins' todo list and files written.
+    pub(crate) fn restore(todos: Vec<Todo>, files: BTreeMap<String, Arc<str>>) -> Extensions {
+        let mut data = Extensions::default();
+        if !todos.is_empty() {
+            data.insert(Todos(todos));
+        }
+        if !files.is_empty() {
+            data.insert(FilesWritten(files));
+        }
+        data
+    }
+
+    /// The thread `id` of `messages`, with the built-ins' persisted data of the run's `data`.
+    pub(crate) fn of_run(id: &str, messages: Messages, data: &Extensions) -> Self {
+        Thread {
+            id: id.to_owned(),
+            messages,
+            todos: data.get::<Todos>().map(|t| t.0.clone()).unwrap_or_default(),
+            files: data
+                .get::<FilesWritten>()
+                .map(|f| f.0.clone())
+                .unwrap_or_default(),
+        }
+    }
+
     /// An empty thread.
     pub fn new(id: impl Into<String>) -> Self {
         Thread {

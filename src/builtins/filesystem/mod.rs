@@ -52,9 +52,8 @@
 //! an error output: its exit code is in the output (and in the output's `exit_code`
 //! metadata).
 //!
-//! Files written or edited are recorded in the run state
-//! ([`RunState::files`](crate::context::RunState::files), path relative to the root →
-//! content), so they are saved with the thread.
+//! Files written or edited are recorded in the run's data ([`files_written`], path relative to
+//! the root → content), so they are saved with the thread.
 //!
 //! # Text, binary and large files
 //!
@@ -125,7 +124,7 @@ mod backend;
 mod local;
 mod tools;
 
-use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use futures_util::future::BoxFuture;
 
@@ -139,6 +138,7 @@ pub use self::{
 };
 use crate::{
     agent::{Setup, SetupContext},
+    context::RunContext,
     error::BoxError,
     tool::ToolRouter,
 };
@@ -254,4 +254,25 @@ impl fmt::Debug for Filesystem {
             .field("glob_limit", &self.config.glob_limit)
             .finish()
     }
+}
+
+/// The files written or edited in the run's thread: a typed entry of the run's data, restored
+/// from the thread and saved with it (contents shared, so saving after every step does not
+/// copy them).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FilesWritten(pub(crate) BTreeMap<String, Arc<str>>);
+
+/// The files written or edited in the run's thread: path (relative to the root) → content.
+pub fn files_written(ctx: &RunContext) -> BTreeMap<String, Arc<str>> {
+    ctx.with_data(|d| {
+        d.get::<FilesWritten>()
+            .map(|f| f.0.clone())
+            .unwrap_or_default()
+    })
+}
+
+/// Records a file written or edited in the run (for a tool of your own that writes files):
+/// it is saved with the thread, and read back by [`files_written`].
+pub fn record_file(ctx: &RunContext, path: String, content: Arc<str>) {
+    ctx.with_data(|d| d.get_or_default::<FilesWritten>().0.insert(path, content));
 }

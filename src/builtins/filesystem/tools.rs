@@ -243,7 +243,7 @@ fn write_file(fs: Arc<dyn Backend>) -> impl Tool {
                             args.content.len(),
                             args.content.lines().count()
                         );
-                        ctx.state().files.insert(path, Arc::from(args.content));
+                        super::record_file(&ctx, path, Arc::from(args.content));
                         ToolOutput::text("", out)
                     }
                     Err(e) => failure(&e),
@@ -288,7 +288,7 @@ fn edit_file(fs: Arc<dyn Backend>) -> impl Tool {
                                 edit.occurrences
                             );
                         }
-                        ctx.state().files.insert(edit.path, Arc::from(edit.content));
+                        super::record_file(&ctx, edit.path, Arc::from(edit.content));
                         ToolOutput::text("", out)
                     }
                     Err(e) => failure(&e),

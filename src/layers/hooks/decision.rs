@@ -115,17 +115,8 @@ pub enum BeforeModel {
     Respond(ModelResponse),
 }
 
-/// What a Stop / SubagentStop hook sees.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct StopInput {
-    /// The agent's last answer.
-    pub last_assistant_message: String,
-    /// Whether the agent is already continuing because of a stop hook.
-    pub stop_hook_active: bool,
-    /// For SubagentStop: the subagent's (tool) name.
-    pub agent_name: Option<String>,
-}
+/// What a Stop / SubagentStop hook sees (defined by the loop, which builds it).
+pub use crate::agent::StopInput;
 
 /// What a tool-failure hook sees of the failure.
 #[derive(Debug, Clone, PartialEq)]

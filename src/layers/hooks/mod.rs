@@ -7,7 +7,10 @@
 //! becomes one model layer (outermost on the model path), one tool layer (outermost on the
 //! tool path) and the agent-level hooks of the loop. [`HookSet::tool_layer`] and
 //! [`HookSet::model_layer`] give the layers alone, to place them yourself in a
-//! `ServiceBuilder` stack; write a `Layer` by hand when a hook needs more than a callback.
+//! `ServiceBuilder` stack, and [`HookSet::agent_layer`] the prompt-level hooks (SessionStart,
+//! UserPromptSubmit) as a layer on the agent service; write a `Layer` by hand when a hook needs
+//! more than a callback. The loop runs the agent-level hooks through
+//! [`LoopHooks`], which [`HookSet`] implements.
 //!
 //! # Events
 //!
@@ -100,6 +103,7 @@
 //! # }
 //! ```
 
+mod agent;
 mod decision;
 mod model;
 mod order;
@@ -110,6 +114,7 @@ use std::{collections::HashMap, fmt, sync::Arc};
 use tower::util::BoxCloneSyncService;
 
 pub use self::{
+    agent::{HookAgent, HookAgentLayer},
     decision::{
         BeforeModel, HookFuture, HookResult, PostToolUse, PostToolUseFailure, PreToolUse,
         SessionStart, Stop, StopInput, ToolFailure, UserPrompt,
@@ -118,8 +123,10 @@ pub use self::{
     order::HookOrderError,
     tool::{HookTool, HookToolLayer},
 };
+use futures_util::future::BoxFuture;
+
 use crate::{
-    agent::AgentResponse,
+    agent::{AgentResponse, LoopHooks},
     context::RunContext,
     error::BoxError,
     layers::matcher::ToolMatcher,
@@ -546,6 +553,40 @@ impl HookSet {
         HookToolLayer::new(self.clone())
     }
 
+    /// The prompt-level hooks (SessionStart, UserPromptSubmit) as a layer on the agent
+    /// service: see [`HookAgentLayer`].
+    ///
+    /// Give the builder ([`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks)) a set
+    /// without these hooks (register them on a [`Hooks`] of their own), or they run twice: in
+    /// the layer and in the loop.
+    ///
+    /// ```
+    /// use tower::{ServiceBuilder, ServiceExt};
+    /// use tower_agent::{Agent, AgentRequest, agent::Outcome, model::ScriptedModel};
+    /// use tower_agent::layers::hooks::{Hooks, UserPrompt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let prompts = Hooks::new()
+    ///     .on_user_prompt(|prompt, _ctx| {
+    ///         if prompt.contains("password") {
+    ///             UserPrompt::Block("no secrets".into())
+    ///         } else {
+    ///             UserPrompt::Continue
+    ///         }
+    ///     })
+    ///     .compile()?;
+    /// let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
+    /// let svc = ServiceBuilder::new().layer(prompts.agent_layer()).service(agent);
+    /// let resp = svc.oneshot(AgentRequest::new("my password is hunter2")).await?;
+    /// assert!(matches!(resp.outcome, Outcome::Blocked { .. }));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn agent_layer(&self) -> HookAgentLayer {
+        HookAgentLayer::new(self.clone())
+    }
+
     /// The model-level hooks (before/after model) as a model layer.
     pub fn model_layer(&self) -> HookModelLayer {
         HookModelLayer::new(self.clone())
@@ -647,5 +688,80 @@ impl HookSetInner {
             }
         }
         Ok(contexts)
+    }
+}
+
+/// The loop side of the registry: SessionStart, UserPromptSubmit, step observers,
+/// should_continue, Stop / SubagentStop, SessionEnd and Notification run inside the loop
+/// through this; the model and tool hooks wrap the stacks.
+impl LoopHooks for HookSet {
+    fn run_start(&self, ctx: &RunContext) {
+        if !self.inner.notification.is_empty() {
+            let observers = Arc::clone(&self.inner);
+            ctx.set_notify(Arc::new(move |message, ctx| {
+                observers.notification.iter().for_each(|f| f(message, ctx));
+            }));
+        }
+    }
+
+    fn session_start<'a>(
+        &'a self,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        Box::pin(self.inner.session_start(ctx))
+    }
+
+    fn user_prompt<'a>(
+        &'a self,
+        prompt: String,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<(String, Vec<String>), String>> {
+        Box::pin(self.inner.user_prompt(prompt, ctx))
+    }
+
+    fn before_step(&self, step: u32, ctx: &RunContext) {
+        self.inner.before_step.iter().for_each(|f| f(step, ctx));
+    }
+
+    fn after_step(&self, step: u32, ctx: &RunContext) {
+        self.inner.after_step.iter().for_each(|f| f(step, ctx));
+    }
+
+    fn should_continue(&self, step: u32, ctx: &RunContext) -> bool {
+        self.inner.should_continue.iter().all(|f| f(step, ctx))
+    }
+
+    fn has_stop(&self, subagent: Option<&str>) -> bool {
+        match subagent {
+            None => !self.inner.stop.is_empty(),
+            Some(name) => self
+                .inner
+                .subagent_stop
+                .iter()
+                .any(|(m, _)| m.matches_name(name)),
+        }
+    }
+
+    fn stop<'a>(&'a self, input: StopInput, ctx: &'a RunContext) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let subagent = input.agent_name.clone();
+            self.inner.stop(subagent.as_deref(), input, ctx).await
+        })
+    }
+
+    fn stop_cap(&self) -> u32 {
+        self.inner.stop_cap
+    }
+
+    fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
+        self.inner.session_end.iter().for_each(|f| f(response, ctx));
+    }
+
+    fn wrap_model(&self, model: crate::model::BoxModelService) -> crate::model::BoxModelService {
+        crate::model::BoxModelService::new(HookModel::new(model, self))
+    }
+
+    fn wrap_tools(&self, tools: crate::tool::BoxToolService) -> crate::tool::BoxToolService {
+        crate::tool::BoxToolService::new(HookTool::new(tools, self))
     }
 }
