@@ -161,6 +161,15 @@ impl<D> HookFuture<D> {
             inner: Inner::Boxed(Box::pin(fut)),
         }
     }
+
+    /// The answer, if it is already there (a synchronous hook): a layer can then decide in
+    /// `call`, with nothing awaited between its inner service's readiness and its call.
+    pub(crate) fn take_ready(&mut self) -> Option<D> {
+        match &mut self.inner {
+            Inner::Ready(d) => d.take(),
+            Inner::Boxed(_) => None,
+        }
+    }
 }
 
 impl<D> Unpin for HookFuture<D> {}

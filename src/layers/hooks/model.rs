@@ -95,42 +95,60 @@ where
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         use futures_util::TryFutureExt;
-        if self.set.before_model.is_empty() {
-            // Nothing is awaited before the call: the service `poll_ready` readied is called
-            // now, and only its response waits for the AfterModel hooks.
-            let ctx = req.ctx.clone();
-            let fut = self.inner.call(req).map_err(Into::into as fn(_) -> _);
-            if self.set.after_model.is_empty() {
-                return Either::Left(fut);
-            }
-            let set = Arc::clone(&self.set);
-            return Either::Right(Box::pin(async move {
-                let resp = fut.await?;
-                Ok(after_model(&set, resp, ctx).await)
-            }));
-        }
-        // NOTE: the BeforeModel hooks are awaited before the call, so the service `poll_ready`
-        // readied must not wait with them (a hook sharing its capacity would wait for it
-        // forever). Replacing it drops it, which gives back what it reserved; a fresh clone is
-        // readied (`oneshot`) once the hooks let the call go on.
-        let inner = self.inner.clone();
-        self.inner = inner.clone();
+        // Synchronous BeforeModel hooks (and none) decide here, so the service `poll_ready`
+        // readied is called at once when they all continue; only its response waits for the
+        // AfterModel hooks.
         let set = Arc::clone(&self.set);
-        Either::Right(Box::pin(async move {
-            let ctx = req.ctx.clone();
-            let mut next = Ok(req);
-            for f in &set.before_model {
-                let Ok(req) = next else { break };
-                next = match f(req).await {
-                    BeforeModel::Continue(req) => Ok(req),
-                    BeforeModel::Respond(resp) => Err(resp),
-                };
-            }
-            let resp = match next {
-                Ok(req) => inner.oneshot(req).await.map_err(Into::into)?,
-                // Answered by a hook: `inner` is never readied nor called.
-                Err(resp) => resp,
+        let ctx = req.ctx.clone();
+        let mut req = req;
+        for (i, f) in set.before_model.iter().enumerate() {
+            let mut decision = f(req);
+            req = match decision.take_ready() {
+                Some(BeforeModel::Continue(req)) => req,
+                Some(BeforeModel::Respond(resp)) => {
+                    // Answered by a hook: the readied service is dropped (giving back what it
+                    // reserved) and never called.
+                    self.inner = self.inner.clone();
+                    return Either::Right(Box::pin(async move {
+                        Ok(after_model(&set, resp, ctx).await)
+                    }));
+                }
+                None => {
+                    // NOTE: an asynchronous hook is awaited before the call, so the service
+                    // `poll_ready` readied must not wait with it (a hook sharing its capacity
+                    // would wait for it forever). Replacing it drops it, which gives back what
+                    // it reserved; a fresh clone is readied (`oneshot`) once the hooks let the
+                    // call go on.
+                    let inner = self.inner.clone();
+                    self.inner = inner.clone();
+                    return Either::Right(Box::pin(async move {
+                        let mut next = match decision.await {
+                            BeforeModel::Continue(req) => Ok(req),
+                            BeforeModel::Respond(resp) => Err(resp),
+                        };
+                        for f in &set.before_model[i + 1..] {
+                            let Ok(req) = next else { break };
+                            next = match f(req).await {
+                                BeforeModel::Continue(req) => Ok(req),
+                                BeforeModel::Respond(resp) => Err(resp),
+                            };
+                        }
+                        let resp = match next {
+                            Ok(req) => inner.oneshot(req).await.map_err(Into::into)?,
+                            // Answered by a hook: `inner` is never readied nor called.
+                            Err(resp) => resp,
+                        };
+                        Ok(after_model(&set, resp, ctx).await)
+                    }));
+                }
             };
+        }
+        let fut = self.inner.call(req).map_err(Into::into as fn(_) -> _);
+        if set.after_model.is_empty() {
+            return Either::Left(fut);
+        }
+        Either::Right(Box::pin(async move {
+            let resp = fut.await?;
             Ok(after_model(&set, resp, ctx).await)
         }))
     }

@@ -116,54 +116,110 @@ where
         if !wanted {
             return Either::Left(self.inner.call(req).map_err(Into::into as fn(_) -> _));
         }
-        if !set.pre_tool.iter().any(|(m, _)| m.matches(call)) {
-            // No PreToolUse hook is awaited before the call: the service `poll_ready` readied
-            // is called now, and only its result waits for the after-hooks.
-            let call = Arc::new(req.call.clone());
-            let ctx = req.ctx.clone();
-            let fut = self.inner.call(req).map_err(Into::into);
-            let set = Arc::clone(&self.set);
-            return Either::Right(Box::pin(async move {
-                after(&set, call, ctx, Vec::new(), fut.await).await
-            }));
-        }
-        // NOTE: the PreToolUse hooks (and the approval) are awaited before the call, so the
-        // service `poll_ready` readied must not wait with them (a hook sharing its capacity
-        // would wait for it forever, and an approval may take minutes). Replacing it drops it,
-        // which gives back what it reserved; a fresh clone is readied (`oneshot`) once the
-        // hooks let the call go on.
-        let inner = self.inner.clone();
-        self.inner = inner.clone();
+        // Synchronous PreToolUse hooks (and none) decide here, so the service `poll_ready`
+        // readied is called at once when they let the call go on; only its result waits for
+        // the after-hooks.
         let set = Arc::clone(&self.set);
-        Either::Right(Box::pin(run(set, inner, req)))
+        let ToolRequest { call, ctx } = req;
+        let mut call = Arc::new(call);
+        let mut pre = PreState::default();
+        for (i, (matcher, f)) in set.pre_tool.iter().enumerate() {
+            if !matcher.matches(&call) {
+                continue;
+            }
+            let mut decision = f(Arc::clone(&call), ctx.clone());
+            let Some(now) = decision.take_ready() else {
+                // An asynchronous hook: the rest runs after it.
+                let inner = self.release();
+                return Either::Right(Box::pin(run(
+                    set,
+                    inner,
+                    call,
+                    ctx,
+                    pre,
+                    Some((i, decision)),
+                )));
+            };
+            match pre.apply(now, &mut call) {
+                None => {}
+                Some(exit) => {
+                    self.release();
+                    return Either::Right(Box::pin(std::future::ready(pre.exit(exit, &call))));
+                }
+            }
+        }
+        if !pre.asks.is_empty() {
+            // The approval is awaited before the call.
+            let inner = self.release();
+            return Either::Right(Box::pin(run(set, inner, call, ctx, pre, None)));
+        }
+        let PreState { contexts, .. } = pre;
+        let wants_after = set.post_tool.iter().any(|(m, _)| m.matches(&call))
+            || set.failure.iter().any(|(m, _)| m.matches(&call));
+        if !wants_after && contexts.is_empty() {
+            let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
+            return Either::Left(
+                self.inner
+                    .call(ToolRequest::new(call, ctx))
+                    .map_err(Into::into as fn(_) -> _),
+            );
+        }
+        let fut = self
+            .inner
+            .call(ToolRequest::new((*call).clone(), ctx.clone()))
+            .map_err(Into::into);
+        Either::Right(Box::pin(async move {
+            after(&set, call, ctx, contexts, fut.await).await
+        }))
     }
 }
 
-/// PreToolUse and the approval, then the call on `inner` (readied then), then the
-/// after-hooks.
-async fn run<S>(set: Arc<HookSetInner>, inner: S, req: ToolRequest) -> Result<ToolOutput, BoxError>
+impl<S: Clone> HookTool<S> {
+    /// Gives back what the service `poll_ready` readied reserved (it is dropped, replaced by a
+    /// clone) and returns a clone to ready later, for a call that first awaits something else.
+    ///
+    /// NOTE: a PreToolUse hook or an approval awaited before the call must not wait with a
+    /// readied service: a hook sharing its capacity would wait for it forever, and an approval
+    /// may take minutes.
+    fn release(&mut self) -> S {
+        let inner = self.inner.clone();
+        self.inner = inner.clone();
+        inner
+    }
+}
+
+/// The rest of a call whose PreToolUse hooks or approval must be awaited: the hook `pending`
+/// (at index `i` of the PreToolUse hooks) and those after it, the approval, then the call on
+/// `inner` (readied then), then the after-hooks.
+async fn run<S>(
+    set: Arc<HookSetInner>,
+    inner: S,
+    mut call: Arc<ToolCall>,
+    ctx: crate::context::RunContext,
+    mut pre: PreState,
+    pending: Option<(usize, super::HookFuture<PreToolUse>)>,
+) -> Result<ToolOutput, BoxError>
 where
     S: Service<ToolRequest, Response = ToolOutput>,
     S::Error: Into<BoxError>,
 {
-    let ToolRequest { call, ctx } = req;
-    let mut call = Arc::new(call);
-
     // PreToolUse: deny > ask > allow; rewrites chain.
-    let mut pre = PreState::default();
-    for (matcher, f) in &set.pre_tool {
+    let rest = match pending {
+        Some((i, decision)) => {
+            if let Some(exit) = pre.apply(decision.await, &mut call) {
+                return pre.exit(exit, &call);
+            }
+            i + 1
+        }
+        None => set.pre_tool.len(),
+    };
+    for (matcher, f) in &set.pre_tool[rest..] {
         if !matcher.matches(&call) {
             continue;
         }
         let decision = f(Arc::clone(&call), ctx.clone()).await;
-        match pre.apply(decision, &mut call) {
-            None => {}
-            Some(PreExit::Deny(reason)) => {
-                let mut output = ToolOutput::error(call.id.clone(), format!("denied: {reason}"));
-                add_contexts(&mut output, &pre.contexts);
-                return Ok(output);
-            }
-            Some(PreExit::Abort(reason)) => return Err(Abort::new(reason).into()),
+        if let Some(exit) = pre.apply(decision, &mut call) {
+            return pre.exit(exit, &call);
         }
     }
     let PreState { asks, contexts } = pre;
@@ -292,6 +348,18 @@ enum PreExit {
 }
 
 impl PreState {
+    /// What a chain that ended early answers: a denial (with the contexts so far) or an abort.
+    fn exit(&self, exit: PreExit, call: &ToolCall) -> Result<ToolOutput, BoxError> {
+        match exit {
+            PreExit::Deny(reason) => {
+                let mut output = ToolOutput::error(call.id.clone(), format!("denied: {reason}"));
+                add_contexts(&mut output, &self.contexts);
+                Ok(output)
+            }
+            PreExit::Abort(reason) => Err(Abort::new(reason).into()),
+        }
+    }
+
     /// Applies one decision (rewrites go to `call`); `Some` ends the chain.
     fn apply(&mut self, decision: PreToolUse, call: &mut Arc<ToolCall>) -> Option<PreExit> {
         match decision {
