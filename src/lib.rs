@@ -122,6 +122,7 @@
 mod macros;
 
 pub mod agent;
+mod bounded;
 pub mod builder;
 pub mod builtins;
 pub mod context;

@@ -632,3 +632,45 @@ async fn loaded_reports_the_run_data() {
         .build();
     assert!(agent.run("hi").await.unwrap().outcome.is_finished());
 }
+
+/// An `AGENTS.md` that is a FIFO is refused at once (it used to block the run forever), and
+/// one over [`MAX_MEMORY_FILE`] is skipped rather than put whole into the system prompt.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_fifo_and_huge_files_are_skipped_at_once() {
+    use tower_agent::builtins::memory::MAX_MEMORY_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("FIFO.md");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let huge = dir.path().join("HUGE.md");
+    std::fs::write(&huge, "x".repeat(MAX_MEMORY_FILE as usize + 1)).unwrap();
+    std::fs::write(dir.path().join("AGENTS.md"), "fine").unwrap();
+    let memory = Memory::new([fifo.clone(), huge.clone(), dir.path().join("AGENTS.md")])
+        .without_guidelines();
+    let model = ScriptedModel::from_fn(|req| Ok(ModelResponse::text(system(req)))).recording();
+    let agent = Agent::builder().model(model.clone()).stage(memory).build();
+    let run = tokio::time::timeout(std::time::Duration::from_secs(5), warnings(&agent, "hi")).await;
+    let Ok(warnings) = run else {
+        // Release the thread blocked in `open` before failing.
+        let _ = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo);
+        panic!("the memory stage blocked on a FIFO");
+    };
+    assert_eq!(
+        warnings,
+        [
+            format!("memory: skipped {}: not a regular file", fifo.display()),
+            format!("memory: skipped {}: larger than 1 MiB", huge.display()),
+        ]
+    );
+    assert_eq!(
+        system(&model.requests()[0]),
+        "<agent_memory>\nfine\n</agent_memory>"
+    );
+}

@@ -57,6 +57,7 @@ const CHILD_DIR: &str = "TOWER_AGENT_TEST_SKILLS_DIR";
 
 /// Child role: runs the skills stage over the directory of the parent and reports.
 #[tokio::test]
+#[ignore = "a child role: run by its parent test through `rerun`"]
 async fn child_runs_skills() {
     let Ok(dir) = std::env::var(CHILD_DIR) else {
         return;
@@ -139,7 +140,7 @@ fn hostile_skill_files_are_skipped_within_a_measured_memory_bound() {
         );
     };
     warned(&lol, "too large once its aliases are expanded");
-    warned(&huge, &format!("larger than {} KiB", MAX_SKILL_FILE / 1024));
+    warned(&huge, &format!("larger than {} MiB", MAX_SKILL_FILE >> 20));
     warned(&wide, "the front matter is larger than 64 KiB");
 
     let system = reported(&stdout, "SYSTEM").unwrap();

@@ -31,9 +31,11 @@
 //!
 //! # Loading (setup)
 //!
-//! At the start of every run the files are read (with `tokio::fs`, from the local file
+//! At the start of every run the files are read (on tokio's blocking pool, from the local file
 //! system; relative paths from the run's [`cwd`](crate::context::RunContext::cwd)). A missing
-//! file is skipped silently; a file that cannot be read or is not UTF-8 is skipped with a
+//! file is skipped silently; a file that cannot be read, is not a regular file (a FIFO is
+//! refused without blocking), is larger than [`MAX_MEMORY_FILE`] (1 MiB) or is not UTF-8 is
+//! skipped with a
 //! `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); an empty file is skipped. The contents
 //! (blank lines around them trimmed) are joined with [`SEPARATOR`].
 //!
@@ -77,6 +79,9 @@ use crate::{
 
 /// What separates the contents of two memory files.
 pub const SEPARATOR: &str = "\n\n---\n\n";
+
+/// The largest memory file read (1 MiB); a larger one is skipped with a warning.
+pub const MAX_MEMORY_FILE: u64 = 1 << 20;
 
 /// The default guidelines that follow the memory.
 pub const DEFAULT_GUIDELINES: &str = "Guidelines for agent memory:
@@ -221,17 +226,14 @@ struct MemoryRun {
 
 /// The trimmed text of the memory file at `path`, if there is any.
 async fn read(ctx: &RunContext, path: &Path) -> Option<String> {
-    let bytes = match tokio::fs::read(path).await {
+    let bytes = match crate::bounded::read_regular_async(path, MAX_MEMORY_FILE).await {
         Ok(bytes) => bytes,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+        Err(crate::bounded::ReadError::NotFound) => {
             tracing::debug!(path = %path.display(), "memory file does not exist");
             return None;
         }
         Err(err) => {
-            ctx.warn(format!(
-                "memory: skipped {}: cannot read it: {err}",
-                path.display()
-            ));
+            ctx.warn(format!("memory: skipped {}: {err}", path.display()));
             return None;
         }
     };

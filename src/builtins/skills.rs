@@ -109,7 +109,6 @@ use std::{
 };
 
 use futures_util::future::BoxFuture;
-use tokio::io::AsyncReadExt;
 use yaml_rust2::{
     Event, Yaml,
     parser::{Parser, Tag},
@@ -415,9 +414,9 @@ async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
     let mut skills = Vec::new();
     for skill_dir in dirs {
         let path = skill_dir.join(SKILL_FILE);
-        let bytes = match read_skill_file(&path).await {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => continue,
+        let bytes = match crate::bounded::read_regular_async(&path, MAX_SKILL_FILE).await {
+            Ok(bytes) => bytes,
+            Err(crate::bounded::ReadError::NotFound) => continue,
             Err(err) => {
                 ctx.warn(format!("skills: skipped {}: {err}", path.display()));
                 continue;
@@ -436,35 +435,6 @@ async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
         }
     }
     skills
-}
-
-/// The bytes of the `SKILL.md` at `path`, `None` if there is none; at most
-/// [`MAX_SKILL_FILE`] bytes are read.
-async fn read_skill_file(path: &Path) -> Result<Option<Vec<u8>>, String> {
-    // The type first (without opening it): opening a FIFO would block.
-    match tokio::fs::metadata(path).await {
-        Ok(meta) if meta.is_file() => {}
-        Ok(_) => return Err("not a regular file".into()),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(format!("cannot read it: {err}")),
-    }
-    let file = match tokio::fs::File::open(path).await {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(format!("cannot read it: {err}")),
-    };
-    let mut bytes = Vec::new();
-    file.take(MAX_SKILL_FILE + 1)
-        .read_to_end(&mut bytes)
-        .await
-        .map_err(|err| format!("cannot read it: {err}"))?;
-    if bytes.len() as u64 > MAX_SKILL_FILE {
-        return Err(format!(
-            "larger than {} KiB (the limit of a SKILL.md)",
-            MAX_SKILL_FILE / 1024
-        ));
-    }
-    Ok(Some(bytes))
 }
 
 // ===== Skill =====

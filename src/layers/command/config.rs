@@ -396,24 +396,15 @@ pub(crate) fn load_file(
     project_dir: &Path,
     out: &mut Config,
 ) -> Result<(), ConfigError> {
-    use std::io::Read;
     let file = path.display().to_string();
     let fail = |why: String| ConfigError::new(&file, "", why);
-    // Not a regular file (a FIFO would block the open forever): refused before opening.
-    let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read the file: {e}")))?;
-    if !meta.is_file() {
-        return Err(fail("cannot read the file: not a regular file".into()));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_SETTINGS as u64 + 1).read_to_end(&mut bytes))
-        .map_err(|e| fail(format!("cannot read the file: {e}")))?;
-    if bytes.len() > MAX_SETTINGS {
-        return Err(fail(format!(
-            "the file is larger than {} MiB; not a settings file",
-            MAX_SETTINGS >> 20
-        )));
-    }
+    // A FIFO would block the open forever; a huge file is no settings file.
+    let bytes = crate::bounded::read_regular(path, MAX_SETTINGS as u64).map_err(|e| match e {
+        crate::bounded::ReadError::TooLarge(_) => {
+            fail(format!("the file is {e}; not a settings file"))
+        }
+        e => fail(format!("cannot read the file: {e}")),
+    })?;
     let text = String::from_utf8(bytes)
         .map_err(|e| fail(format!("cannot read the file: not UTF-8 ({e})")))?;
     let value: Value = serde_json::from_str(&text)
