@@ -195,7 +195,7 @@ struct Shared {
 /// skips the check for it. (SQLite's "How To Corrupt An SQLite Database File", section 2.2:
 /// in WAL mode the locks that matter live in the `-shm` file, so this guards the rollback-journal
 /// mode a file falls back to where WAL is unavailable.)
-static OPEN_FILES: Mutex<Option<HashMap<FileKey, usize>>> = Mutex::new(None);
+static OPEN_FILES: Mutex<BTreeMap<FileKey, usize>> = Mutex::new(BTreeMap::new());
 
 /// Device and inode of a file (`None` where the platform has no such notion).
 type FileKey = (u64, u64);
@@ -213,32 +213,20 @@ fn file_key(path: &Path) -> Option<FileKey> {
     }
 }
 
-fn open_files() -> MutexGuard<'static, Option<HashMap<FileKey, usize>>> {
+fn open_files() -> MutexGuard<'static, BTreeMap<FileKey, usize>> {
     OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One store's entry in [`OPEN_FILES`].
 struct OpenFile(FileKey);
 
-impl OpenFile {
-    fn register(key: FileKey) -> Self {
-        *open_files()
-            .get_or_insert_with(HashMap::new)
-            .entry(key)
-            .or_insert(0) += 1;
-        OpenFile(key)
-    }
-}
-
 impl Drop for OpenFile {
     fn drop(&mut self) {
         let mut files = open_files();
-        if let Some(map) = files.as_mut()
-            && let Some(count) = map.get_mut(&self.0)
-        {
+        if let Some(count) = files.get_mut(&self.0) {
             *count -= 1;
             if *count == 0 {
-                map.remove(&self.0);
+                files.remove(&self.0);
             }
         }
     }
@@ -274,14 +262,15 @@ impl Sqlite {
         // another store of this process holds open (see `OPEN_FILES`); the registry stays
         // locked until this store is in it, so two opens of one file do not both check.
         let open = {
-            let registry = open_files();
-            let held = file_key(path)
-                .filter(|key| registry.as_ref().is_some_and(|map| map.contains_key(key)));
-            if held.is_none() {
+            let mut registry = open_files();
+            if !file_key(path).is_some_and(|key| registry.contains_key(&key)) {
                 check_file(path).map_err(|(kind, source)| fail(kind, source))?;
             }
-            drop(registry);
-            file_key(path).map(OpenFile::register)
+            // The check may have created the file: its key only now.
+            file_key(path).map(|key| {
+                *registry.entry(key).or_insert(0) += 1;
+                OpenFile(key)
+            })
         };
         let conn = Connection::open_with_flags(
             path,
