@@ -450,7 +450,7 @@ mod memory {
     const BASELINE: u64 = 24 * MIB;
 
     /// The child: runs one case against the parent's server and prints its peak resident
-    /// memory. Ignored, so only the tests below run it (with `--ignored`).
+    /// memory. Ignored, so only the tests below run it (through `rerun`).
     #[test]
     #[ignore = "the child process of the memory tests, run by them"]
     fn memory_child() {
@@ -477,7 +477,6 @@ mod memory {
         let server = Server::start();
         server.reply(reply);
         let out = rerun("memory::memory_child")
-            .arg("--ignored")
             .env(CASE, case)
             .env(URL, server.url())
             .output()

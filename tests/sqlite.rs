@@ -454,6 +454,7 @@ const CHILD_WRITER: &str = "TOWER_AGENT_TEST_CHILD_WRITER";
 
 /// Child role: B of the sequence above, in its own process.
 #[tokio::test]
+#[ignore = "a child role: run by its parent test through `rerun`"]
 async fn child_deletes_and_recreates() {
     let Ok(path) = std::env::var(CHILD_DB) else {
         return;
@@ -495,6 +496,7 @@ const HAMMER_SAVES: usize = 150;
 /// Child role: grows its own thread `t` ("w-0", "w-1", …) one message per save, deleting it
 /// and starting over every third save (so that the old per-thread revisions collide).
 #[tokio::test]
+#[ignore = "a child role: run by its parent test through `rerun`"]
 async fn child_hammers() {
     let (Ok(path), Ok(writer)) = (std::env::var(CHILD_DB), std::env::var(CHILD_WRITER)) else {
         return;
@@ -718,6 +720,7 @@ async fn read_only_database(dir: &Path) -> std::path::PathBuf {
 
 /// Child role: prints the error of opening the database, or fails.
 #[test]
+#[ignore = "a child role: run by its parent test through `rerun`"]
 fn child_opens() {
     let Ok(path) = std::env::var(CHILD_DB) else {
         return;

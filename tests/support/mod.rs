@@ -249,14 +249,20 @@ pub fn peak_rss_kib() -> u64 {
 
 /// The arguments that make a test binary run exactly the test `test`, its output not
 /// captured, on one thread.
-fn exactly(test: &str) -> [&str; 4] {
-    [test, "--exact", "--nocapture", "--test-threads=1"]
+fn exactly(test: &str) -> [&str; 5] {
+    [
+        test,
+        "--exact",
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]
 }
 
 /// A command that runs this test binary again for exactly the test `test` (its full name, say
-/// `memory::child`), `--exact --nocapture --test-threads=1`. The child inherits the
-/// environment: set a variable with `.env(…)` to tell it what to do. Add `.arg("--ignored")` to
-/// run an ignored test.
+/// `memory::child`), `--exact --include-ignored --nocapture --test-threads=1`. The child
+/// inherits the environment: set a variable with `.env(…)` to tell it what to do. A test that
+/// is only a child's role is `#[ignore]`d, so the suite itself never runs it as a vacuous pass.
 pub fn rerun(test: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(exactly(test));
