@@ -276,6 +276,29 @@ async fn a_token_cancelled_before_the_run_ends_it_before_the_model_is_called() {
     assert_eq!(model.calls(), 0);
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn cancelling_while_the_model_call_is_pending_ends_the_run_cancelled() {
+    // The cancellation waiter is made only once the model call is pending: this is that path.
+    let model =
+        tower::service_fn(|_req: ModelRequest| pending::<Result<ModelResponse, BoxError>>());
+    let agent = Agent::builder().model(model).build();
+    let token = CancellationToken::new();
+    let cancel = token.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        cancel.cancel();
+    });
+
+    let resp = within(
+        "the cancelled run ends",
+        agent.run(AgentRequest::new("go").cancellation(token)),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(resp.outcome, Outcome::Cancelled);
+}
+
 // ===== setup and prepare stages =====
 
 #[tokio::test(flavor = "current_thread")]

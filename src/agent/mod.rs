@@ -257,9 +257,9 @@ fn traced_run(
     if let (false, Some(name)) = (span.is_disabled(), &inner.name) {
         span.record("otel.name", format!("invoke_agent {name}").as_str());
     }
-    // Boxed here, once: the run's state machine is large, and the wrappers below would
-    // otherwise copy it at every move.
-    let run = Box::pin(run::run(inner, req, events));
+    // Not boxed: a run's state is over a kilobyte, and an allocation that large costs more
+    // than the few copies of it the wrappers below make (measured in `benches/overhead.rs`).
+    let run = run::run(inner, req, events);
     let record = span.clone();
     async move {
         let result = run.await;

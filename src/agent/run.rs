@@ -1,9 +1,10 @@
 //! The agent loop.
 
-use std::{future::Future, sync::Arc};
+use std::{future::Future, pin::Pin, sync::Arc, task::Poll};
 
 use futures_util::{StreamExt, stream::FuturesUnordered};
 use tokio::sync::mpsc;
+use tokio_util::sync::WaitForCancellationFuture;
 use tower::{Service, ServiceExt};
 
 use super::{
@@ -471,7 +472,11 @@ impl<'a> Run<'a> {
     }
 
     async fn save(&mut self) -> Result<(), Error> {
-        self.transcribe().await;
+        if self.ctx.transcript_path().is_some() {
+            // Boxed: the file writes' futures would otherwise add hundreds of bytes to every
+            // phase's future (each awaits a save), copied at each move.
+            Box::pin(self.transcribe()).await;
+        }
         if !self.persist {
             return Ok(());
         }
@@ -559,16 +564,33 @@ async fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 ///
 /// The work is polled before the cancellation, so a finished result wins a tie (the next
 /// step's check catches the cancellation), and a run that is never cancelled does not pay for
-/// registering a cancellation waiter when the work is ready at once.
+/// a cancellation waiter when the work is ready at once: the waiter is made (boxed, so it does
+/// not add to the size of every phase's future) only when the work is pending.
 async fn or_cancel<F: Future>(ctx: &RunContext, fut: F) -> Option<F::Output> {
     if ctx.is_cancelled() {
         return None;
     }
-    tokio::select! {
-        biased;
-        out = fut => Some(out),
-        _ = ctx.cancellation().cancelled() => None,
-    }
+    let mut fut = std::pin::pin!(fut);
+    let mut cancelled = None;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        match cancelled_waiter(&mut cancelled, ctx).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+/// The run's cancellation waiter, made on first use.
+fn cancelled_waiter<'a, 'b>(
+    slot: &'a mut Option<Pin<Box<WaitForCancellationFuture<'b>>>>,
+    ctx: &'b RunContext,
+) -> Pin<&'a mut WaitForCancellationFuture<'b>> {
+    slot.get_or_insert_with(|| Box::pin(ctx.cancellation().cancelled()))
+        .as_mut()
 }
 
 async fn call_model(
@@ -654,24 +676,28 @@ async fn call_tools(
         }
     });
     let mut results: Vec<Option<Done>> = (0..n).map(|_| None).collect();
-    let cancelled = ctx.cancellation().cancelled();
-    tokio::pin!(cancelled);
     let mut running = FuturesUnordered::new();
     running.extend(futures.by_ref().take(limit.unwrap_or(usize::MAX)));
-    loop {
-        tokio::select! {
-            biased;
-            // Finished calls first: a call that finished keeps its result.
-            next = running.next() => match next {
-                Some((i, done)) => {
+    // Finished calls first: a call that finished keeps its result. The cancellation waiter is
+    // made only if a call is pending (see `or_cancel`).
+    let mut cancelled = None;
+    let was_cancelled = std::future::poll_fn(|cx| {
+        loop {
+            match running.poll_next_unpin(cx) {
+                Poll::Ready(Some((i, done))) => {
                     results[i] = Some(done);
                     running.extend(futures.next());
                 }
-                None => return (results, false),
-            },
-            _ = &mut cancelled => return (results, true),
+                Poll::Ready(None) => return Poll::Ready(false),
+                Poll::Pending => break,
+            }
         }
-    }
+        cancelled_waiter(&mut cancelled, ctx)
+            .poll(cx)
+            .map(|()| true)
+    })
+    .await;
+    (results, was_cancelled)
 }
 
 /// The reminders of a step as one message: each in a `<system-hook>` block, blank line between.

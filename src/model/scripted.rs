@@ -228,6 +228,26 @@ impl ScriptedModel {
     }
 }
 
+/// `{prefix}{n}`, without the formatting machinery (this runs on every scripted turn, and the
+/// overhead benches time it).
+fn numbered(prefix: &str, mut n: usize) -> String {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        // `n % 10` is a single decimal digit.
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut id = String::with_capacity(prefix.len() + digits.len() - start);
+    id.push_str(prefix);
+    id.extend(digits[start..].iter().map(|&d| char::from(d)));
+    id
+}
+
 /// Fills what a scripted response leaves out of its [`ResponseMeta`] as a provider would:
 /// provider `"scripted"`, the request's model as the model asked for and the one that
 /// answered, id `scripted_{turn}`, and the stop reason's serde name as the finish reason.
@@ -243,7 +263,7 @@ fn fill_meta(resp: &mut ModelResponse, req: &ModelRequest, index: usize) {
         meta.model = meta.request_model.as_deref().map(str::to_owned);
     }
     if meta.id.is_none() {
-        meta.id = Some(format!("scripted_{}", index + 1));
+        meta.id = Some(numbered("scripted_", index + 1));
     }
     if meta.finish_reasons.is_empty() {
         meta.finish_reasons = vec![
@@ -349,6 +369,18 @@ pub(super) mod future {
                     .take()
                     .expect("ScriptedFuture polled after completion"),
             )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numbered;
+
+    #[test]
+    fn numbered_ids() {
+        for n in [0, 1, 9, 10, 99, 100, 12_345, usize::MAX] {
+            assert_eq!(numbered("scripted_", n), format!("scripted_{n}"));
         }
     }
 }
