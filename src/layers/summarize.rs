@@ -469,6 +469,8 @@ where
                         source: req.messages.clone(),
                         range: start..cut,
                         replacement: replacement.clone(),
+                        summary,
+                        trigger: "auto",
                     });
                     let mut req = req;
                     req.messages.splice(start..cut, replacement);

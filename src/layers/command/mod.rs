@@ -264,6 +264,7 @@
 //! arguments were bad, and the tool never sees the bad input.
 
 mod config;
+mod env_file;
 mod events;
 mod persistent;
 mod process;
