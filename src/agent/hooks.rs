@@ -17,6 +17,8 @@ pub struct StopInput {
     pub stop_hook_active: bool,
     /// For SubagentStop: the subagent's (tool) name.
     pub agent_name: Option<String>,
+    /// For SubagentStop: the subagent call's unique id (`agent-<call id>`).
+    pub agent_id: Option<String>,
 }
 
 impl StopInput {
@@ -26,6 +28,7 @@ impl StopInput {
             last_assistant_message: last_assistant_message.into(),
             stop_hook_active,
             agent_name: None,
+            agent_id: None,
         }
     }
 }

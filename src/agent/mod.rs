@@ -69,7 +69,7 @@
 
 mod builder;
 mod event;
-mod hooks;
+pub(crate) mod hooks;
 mod run;
 mod stage;
 mod subagent;

@@ -499,7 +499,8 @@ impl Inner {
         let subject = match (event, &stop.agent_name) {
             (HookEvent::SubagentStop, Some(name)) => {
                 input.insert("agent_type".into(), name.clone().into());
-                input.insert("agent_id".into(), name.clone().into());
+                let id = stop.agent_id.clone().unwrap_or_else(|| name.clone());
+                input.insert("agent_id".into(), id.into());
                 input.insert("agent_transcript_path".into(), "".into());
                 Some(name.as_str())
             }
