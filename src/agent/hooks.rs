@@ -127,7 +127,13 @@ fn error_type(text: &str) -> &'static str {
         "rate_limit"
     } else if has(&["529", "overloaded"]) {
         "overloaded"
-    } else if has(&["401", "unauthorized", "authentication", "invalid api key", "invalid x-api-key"]) {
+    } else if has(&[
+        "401",
+        "unauthorized",
+        "authentication",
+        "invalid api key",
+        "invalid x-api-key",
+    ]) {
         "authentication_failed"
     } else if has(&["402", "billing", "credit balance", "insufficient_quota"]) {
         "billing_error"
@@ -343,7 +349,11 @@ pub trait LoopHooks: Send + Sync + 'static {
 
     /// TaskCreated / TaskCompleted: `Err(feedback)` prevents the creation or the completion
     /// (the whole `write_todos` call fails with the feedback).
-    fn task<'a>(&'a self, input: TaskInput, ctx: &'a RunContext) -> BoxFuture<'a, Result<(), String>> {
+    fn task<'a>(
+        &'a self,
+        input: TaskInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<(), String>> {
         let _ = (input, ctx);
         Box::pin(async { Ok(()) })
     }

@@ -493,7 +493,11 @@ impl<'a> Run<'a> {
     /// Applies a compaction; then PostCompact hooks, and SessionStart hooks with source
     /// `compact`, whose contexts follow the summary in the history.
     async fn compacted(&mut self, c: crate::context::Compaction, ctx: &RunContext) {
-        let (trigger, summary, at) = (c.trigger, c.summary.clone(), c.range.start + c.replacement.len());
+        let (trigger, summary, at) = (
+            c.trigger,
+            c.summary.clone(),
+            c.range.start + c.replacement.len(),
+        );
         if !self.apply_compaction(c, ctx.step()) {
             return;
         }
@@ -625,7 +629,12 @@ impl<'a> Run<'a> {
 
 /// MessageDisplay: the hooks see a complete assistant message with text (once, as for
 /// non-interactive runs); the event stream gets the text to display.
-async fn message_display(hooks: &dyn LoopHooks, message: &Message, position: usize, ctx: &RunContext) {
+async fn message_display(
+    hooks: &dyn LoopHooks,
+    message: &Message,
+    position: usize,
+    ctx: &RunContext,
+) {
     let text = message.text();
     if text.is_empty() {
         return;

@@ -49,7 +49,10 @@ pub(crate) async fn wait_inputs(scripts: &Scripts, name: &str, n: usize) -> Vec<
 /// Asserts the common input fields (`hooks.md` § "Common input fields").
 pub(crate) fn assert_common(input: &Value, event: &str, cwd: &Path) {
     assert_eq!(input["hook_event_name"], event, "{input}");
-    assert!(input["session_id"].as_str().is_some_and(|s| !s.is_empty()), "{input}");
+    assert!(
+        input["session_id"].as_str().is_some_and(|s| !s.is_empty()),
+        "{input}"
+    );
     assert!(input["transcript_path"].is_string(), "{input}");
     assert_eq!(input["cwd"], cwd.to_string_lossy().as_ref(), "{input}");
 }

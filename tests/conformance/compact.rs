@@ -38,7 +38,11 @@ async fn compaction_fires_pre_compact_post_compact_and_session_start_compact() {
     let pre = dump(&s, "pre", "");
     let post = dump(&s, "post", "");
     let start = dump(&s, "start", "");
-    let compact = dump(&s, "compact", "echo 'Re-read CONTRIBUTING.md before editing.'");
+    let compact = dump(
+        &s,
+        "compact",
+        "echo 'Re-read CONTRIBUTING.md before editing.'",
+    );
     let hooks = s.hooks(json!({
         "PreCompact": [{ "matcher": "auto", "hooks": [{ "type": "command", "command": pre }] }],
         "PostCompact": [{ "hooks": [{ "type": "command", "command": post }] }],
@@ -64,14 +68,20 @@ async fn compaction_fires_pre_compact_post_compact_and_session_start_compact() {
                 )
                 .service(model.clone()),
         )
-        .tool(tool_fn("echo", "Echoes", json!({"type": "object"}), |args, _| async move {
-            Ok::<_, BoxError>(args)
-        }))
+        .tool(tool_fn(
+            "echo",
+            "Echoes",
+            json!({"type": "object"}),
+            |args, _| async move { Ok::<_, BoxError>(args) },
+        ))
         .store(store)
         .cwd(s.dir.path())
         .hooks(hooks.into_hooks().compile().unwrap())
         .build();
-    let resp = agent.run(AgentRequest::new("go on").thread("t")).await.unwrap();
+    let resp = agent
+        .run(AgentRequest::new("go on").thread("t"))
+        .await
+        .unwrap();
     assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
 
     let pre = inputs(&s, "pre");
@@ -87,12 +97,23 @@ async fn compaction_fires_pre_compact_post_compact_and_session_start_compact() {
     assert_eq!(starts.len(), 1);
     assert_eq!(starts[0]["source"], "resume");
     let compacts = inputs(&s, "compact");
-    assert_eq!(compacts.len(), 1, "SessionStart(compact) fires once, after the compaction");
+    assert_eq!(
+        compacts.len(),
+        1,
+        "SessionStart(compact) fires once, after the compaction"
+    );
     assert_eq!(compacts[0]["source"], "compact");
 
     let second = &model.requests()[1];
-    let texts: Vec<String> = second.messages.iter().map(|m| m.text().into_owned()).collect();
-    let summary = texts.iter().position(|t| t.contains("SUMMARY OF IT")).expect("summary");
+    let texts: Vec<String> = second
+        .messages
+        .iter()
+        .map(|m| m.text().into_owned())
+        .collect();
+    let summary = texts
+        .iter()
+        .position(|t| t.contains("SUMMARY OF IT"))
+        .expect("summary");
     assert!(
         texts[summary + 1].contains("Re-read CONTRIBUTING.md before editing."),
         "the compact context follows the summary: {texts:?}"

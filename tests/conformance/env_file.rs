@@ -35,7 +35,10 @@ echo "NODE_ENV=$NODE_ENV DEBUG_LOG=$DEBUG_LOG ENV_FILE=${CLAUDE_ENV_FILE:-unset}
     let agent = Agent::builder()
         .model(
             ScriptedModel::new()
-                .tool_call("execute", json!({ "command": "echo \"node=$NODE_ENV tools=$TOOLS_PATH\"" }))
+                .tool_call(
+                    "execute",
+                    json!({ "command": "echo \"node=$NODE_ENV tools=$TOOLS_PATH\"" }),
+                )
                 .text("done"),
         )
         .setup(Filesystem::local(s.dir.path()))
@@ -46,7 +49,9 @@ echo "NODE_ENV=$NODE_ENV DEBUG_LOG=$DEBUG_LOG ENV_FILE=${CLAUDE_ENV_FILE:-unset}
     let home = std::env::var("HOME").unwrap_or_default();
     let out = tool_text(&resp);
     assert!(
-        out.starts_with(&format!("node=production tools={home}:./node_modules/.bin\n")),
+        out.starts_with(&format!(
+            "node=production tools={home}:./node_modules/.bin\n"
+        )),
         "{out}"
     );
     assert_eq!(
@@ -54,7 +59,10 @@ echo "NODE_ENV=$NODE_ENV DEBUG_LOG=$DEBUG_LOG ENV_FILE=${CLAUDE_ENV_FILE:-unset}
         "NODE_ENV=production DEBUG_LOG=true ENV_FILE=unset"
     );
     let file = s.read("env_file_path");
-    assert!(!file.trim().is_empty(), "the SessionStart hook got CLAUDE_ENV_FILE");
+    assert!(
+        !file.trim().is_empty(),
+        "the SessionStart hook got CLAUDE_ENV_FILE"
+    );
     assert!(
         !std::path::Path::new(file.trim()).exists(),
         "the env file is removed once read"
@@ -84,18 +92,27 @@ echo 'export GOOD=yes' >> "$CLAUDE_ENV_FILE""#,
     let agent = Agent::builder()
         .model(
             ScriptedModel::new()
-                .tool_call("execute", json!({ "command": "echo \"good=$GOOD bad=${BAD:-none}\"" }))
+                .tool_call(
+                    "execute",
+                    json!({ "command": "echo \"good=$GOOD bad=${BAD:-none}\"" }),
+                )
                 .text("done"),
         )
         .setup(Filesystem::local(s.dir.path()))
         .hooks(hooks.compile().unwrap())
         .build();
     let resp = agent.run("go").await.unwrap();
-    assert!(tool_text(&resp).starts_with("good=yes bad=none\n"), "{}", tool_text(&resp));
+    assert!(
+        tool_text(&resp).starts_with("good=yes bad=none\n"),
+        "{}",
+        tool_text(&resp)
+    );
     assert!(!marker.exists(), "the command substitution was not run");
     let warnings = warnings.lock().unwrap().clone();
     assert!(
-        warnings.iter().any(|w| w.contains("CLAUDE_ENV_FILE line 1")),
+        warnings
+            .iter()
+            .any(|w| w.contains("CLAUDE_ENV_FILE line 1")),
         "{warnings:?}"
     );
 }

@@ -32,12 +32,25 @@ async fn each_memory_file_loaded_fires_it() {
 
     let got = wait_inputs(&s, "loaded", 1).await;
     assert_common(&got[0], "InstructionsLoaded", s.dir.path());
-    assert_eq!(got[0]["file_path"], s.path("AGENTS.md").to_string_lossy().as_ref());
+    assert_eq!(
+        got[0]["file_path"],
+        s.path("AGENTS.md").to_string_lossy().as_ref()
+    );
     assert_eq!(got[0]["memory_type"], "Project");
     assert_eq!(got[0]["load_reason"], "session_start");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert_eq!(inputs(&s, "loaded").len(), 1, "a missing file is not loaded");
-    assert!(inputs(&s, "lazy").is_empty(), "the matcher filters on load_reason");
+    assert_eq!(
+        inputs(&s, "loaded").len(),
+        1,
+        "a missing file is not loaded"
+    );
+    assert!(
+        inputs(&s, "lazy").is_empty(),
+        "the matcher filters on load_reason"
+    );
     let system = model.requests()[0].system().unwrap().text().into_owned();
-    assert!(system.contains("make test"), "loading is unchanged by the hook's exit 2");
+    assert!(
+        system.contains("make test"),
+        "loading is unchanged by the hook's exit 2"
+    );
 }

@@ -3,11 +3,7 @@
 
 use futures_util::StreamExt;
 use serde_json::json;
-use tower_agent::{
-    Agent,
-    agent::AgentEvent,
-    model::ScriptedModel,
-};
+use tower_agent::{Agent, agent::AgentEvent, model::ScriptedModel};
 
 use super::common_ev2::{assert_common, inputs};
 use crate::support::command::Scripts;
@@ -32,7 +28,9 @@ print(json.dumps({{"hookSpecificOutput": {{"hookEventName": "MessageDisplay", "d
             s.path("display.jsonl").display().to_string()
         ),
     );
-    let hooks = s.hooks(json!({ "MessageDisplay": [{ "hooks": [{ "type": "command", "command": hook }] }] }));
+    let hooks = s.hooks(
+        json!({ "MessageDisplay": [{ "hooks": [{ "type": "command", "command": hook }] }] }),
+    );
     let model = ScriptedModel::new()
         .tool_call("noop", json!({}))
         .text("Run **`cargo test`** now.")
@@ -40,9 +38,12 @@ print(json.dumps({{"hookSpecificOutput": {{"hookEventName": "MessageDisplay", "d
         .recording();
     let agent = Agent::builder()
         .model(model.clone())
-        .tool(tower_agent::tool::tool_fn("noop", "Does nothing", json!({"type": "object"}), |_, _| async {
-            Ok::<_, tower_agent::BoxError>("ok")
-        }))
+        .tool(tower_agent::tool::tool_fn(
+            "noop",
+            "Does nothing",
+            json!({"type": "object"}),
+            |_, _| async { Ok::<_, tower_agent::BoxError>("ok") },
+        ))
         .cwd(s.dir.path())
         .hooks(hooks.into_hooks().compile().unwrap())
         .build();
@@ -57,7 +58,11 @@ print(json.dumps({{"hookSpecificOutput": {{"hookEventName": "MessageDisplay", "d
         .collect();
     assert_eq!(shown, ["Run cargo test now."]);
     let got = inputs(&s, "display");
-    assert_eq!(got.len(), 1, "a tool-call-only message does not trigger it: {got:?}");
+    assert_eq!(
+        got.len(),
+        1,
+        "a tool-call-only message does not trigger it: {got:?}"
+    );
     assert_common(&got[0], "MessageDisplay", s.dir.path());
     assert_eq!(got[0]["delta"], "Run **`cargo test`** now.");
     assert_eq!(got[0]["index"], 0);

@@ -28,20 +28,29 @@ fn agent(s: &Scripts, model: ScriptedModel) -> Agent {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_run_ends_with_prompt_input_exit() {
     let s = Scripts::new();
-    agent(&s, ScriptedModel::new().text("bye")).run("hi").await.unwrap();
+    agent(&s, ScriptedModel::new().text("bye"))
+        .run("hi")
+        .await
+        .unwrap();
     let got = wait_inputs(&s, "end", 1).await;
     assert_common(&got[0], "SessionEnd", s.dir.path());
     assert_eq!(got[0]["reason"], "prompt_input_exit");
     assert_eq!(got[0]["outcome"], json!({ "kind": "finished" }));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(inputs(&s, "end_other").is_empty(), "matcher `other` must not match");
+    assert!(
+        inputs(&s, "end_other").is_empty(),
+        "matcher `other` must not match"
+    );
 }
 
 // hooks.md § "SessionEnd": a session that ends on an error reports `other`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aborted_run_ends_with_other() {
     let s = Scripts::new();
-    let resp = agent(&s, ScriptedModel::new().fail("boom")).run("hi").await.unwrap();
+    let resp = agent(&s, ScriptedModel::new().fail("boom"))
+        .run("hi")
+        .await
+        .unwrap();
     assert!(!resp.outcome.is_finished());
     let got = wait_inputs(&s, "end_other", 1).await;
     assert_eq!(got[0]["reason"], "other");
@@ -58,7 +67,11 @@ async fn a_dropped_run_still_fires_session_end() {
         .latency(Duration::from_secs(30));
     let agent = agent(&s, model);
     let run = agent.run(AgentRequest::new("hi").thread("dropped"));
-    assert!(tokio::time::timeout(Duration::from_millis(300), run).await.is_err());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), run)
+            .await
+            .is_err()
+    );
     let got = wait_inputs(&s, "end_other", 1).await;
     assert_eq!(got[0]["reason"], "other");
     assert_eq!(got[0]["outcome"], json!({ "kind": "cancelled" }));

@@ -32,8 +32,14 @@ async fn source_is_startup_then_resume_and_matchers_pick_it() {
         .hooks(hooks.into_hooks().compile().unwrap())
         .build();
 
-    agent.run(AgentRequest::new("hi").thread("t1")).await.unwrap();
-    agent.run(AgentRequest::new("again").thread("t1")).await.unwrap();
+    agent
+        .run(AgentRequest::new("hi").thread("t1"))
+        .await
+        .unwrap();
+    agent
+        .run(AgentRequest::new("again").thread("t1"))
+        .await
+        .unwrap();
 
     let all = inputs(&s, "any");
     assert_eq!(all.len(), 2);
@@ -42,7 +48,11 @@ async fn source_is_startup_then_resume_and_matchers_pick_it() {
     assert_eq!(all[1]["source"], "resume");
     assert_eq!(all[0]["model"], "claude-test-model");
     assert_eq!(all[0]["session_id"], "t1");
-    assert_eq!(inputs(&s, "startup").len(), 1, "`startup` matches the first run only");
+    assert_eq!(
+        inputs(&s, "startup").len(),
+        1,
+        "`startup` matches the first run only"
+    );
     let resumed = inputs(&s, "resume");
     assert_eq!(resumed.len(), 1, "`resume` matches the second run only");
     assert_eq!(resumed[0]["source"], "resume");

@@ -30,12 +30,21 @@ async fn a_model_error_fires_stop_failure_with_its_type() {
         .hooks(hooks.into_hooks().compile().unwrap())
         .build();
     let resp = agent.run("hi").await.unwrap();
-    assert!(matches!(resp.outcome, Outcome::Aborted { .. }), "{:?}", resp.outcome);
+    assert!(
+        matches!(resp.outcome, Outcome::Aborted { .. }),
+        "{:?}",
+        resp.outcome
+    );
 
     let got = wait_inputs(&s, "failure", 1).await;
     assert_common(&got[0], "StopFailure", s.dir.path());
     assert_eq!(got[0]["error"], "rate_limit");
-    assert!(got[0]["error_details"].as_str().unwrap().contains("429 Too Many Requests"));
+    assert!(
+        got[0]["error_details"]
+            .as_str()
+            .unwrap()
+            .contains("429 Too Many Requests")
+    );
     assert!(
         got[0]["last_assistant_message"]
             .as_str()
@@ -47,5 +56,8 @@ async fn a_model_error_fires_stop_failure_with_its_type() {
     assert_eq!(wait_inputs(&s, "rate", 1).await.len(), 1);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(super::common_ev2::inputs(&s, "auth").is_empty());
-    assert!(super::common_ev2::inputs(&s, "stop").is_empty(), "Stop does not run on an API error");
+    assert!(
+        super::common_ev2::inputs(&s, "stop").is_empty(),
+        "Stop does not run on an API error"
+    );
 }

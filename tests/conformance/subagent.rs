@@ -55,19 +55,37 @@ async fn subagent_start_gives_context_and_subagent_stop_sees_the_same_agent() {
     assert_eq!(started[0]["agent_type"], "research");
     let agent_id = started[0]["agent_id"].as_str().unwrap().to_owned();
     assert!(agent_id.starts_with("agent-"), "{agent_id}");
-    assert!(inputs(&s, "other_start").is_empty(), "the matcher filters on agent_type");
+    assert!(
+        inputs(&s, "other_start").is_empty(),
+        "the matcher filters on agent_type"
+    );
     let first = &sub_model.requests()[0];
-    let system = first.system().map(|m| m.text().into_owned()).unwrap_or_default();
-    assert!(system.contains("Follow security guidelines for this task"), "{system}");
+    let system = first
+        .system()
+        .map(|m| m.text().into_owned())
+        .unwrap_or_default();
+    assert!(
+        system.contains("Follow security guidelines for this task"),
+        "{system}"
+    );
 
     let stops = inputs(&s, "stop");
     assert_eq!(stops.len(), 2);
     assert_eq!(stops[0]["hook_event_name"], "SubagentStop");
     assert_eq!(stops[0]["agent_type"], "research");
-    assert_eq!(stops[0]["agent_id"], agent_id.as_str(), "the same subagent as SubagentStart");
+    assert_eq!(
+        stops[0]["agent_id"],
+        agent_id.as_str(),
+        "the same subagent as SubagentStart"
+    );
     assert_eq!(stops[0]["last_assistant_message"], "Tower is a library.");
     assert_eq!(stops[1]["stop_hook_active"], true);
     let second = &sub_model.requests()[1];
-    assert!(second.messages.iter().any(|m| m.text() == "Cite your sources."));
+    assert!(
+        second
+            .messages
+            .iter()
+            .any(|m| m.text() == "Cite your sources.")
+    );
     assert_eq!(tool_text(&resp), "Tower is a library (docs.rs/tower).");
 }

@@ -29,12 +29,19 @@ case "$subject" in
   *) echo "Task subject must start with a ticket number, e.g. [T-1]" >&2; exit 2 ;;
 esac"#,
     );
-    let hooks = s.hooks(json!({ "TaskCreated": [{ "hooks": [{ "type": "command", "command": hook }] }] }));
+    let hooks =
+        s.hooks(json!({ "TaskCreated": [{ "hooks": [{ "type": "command", "command": hook }] }] }));
     let model = ScriptedModel::new()
-        .tool_call("write_todos", todos(&[("1", "[T-1] Read the spec", "in_progress")]))
         .tool_call(
             "write_todos",
-            todos(&[("1", "[T-1] Read the spec", "in_progress"), ("2", "Write code", "pending")]),
+            todos(&[("1", "[T-1] Read the spec", "in_progress")]),
+        )
+        .tool_call(
+            "write_todos",
+            todos(&[
+                ("1", "[T-1] Read the spec", "in_progress"),
+                ("2", "Write code", "pending"),
+            ]),
         )
         .text("ok");
     let agent = Agent::builder()
@@ -45,7 +52,11 @@ esac"#,
         .build();
     let resp = agent.run("plan").await.unwrap();
     let got = inputs(&s, "created");
-    assert_eq!(got.len(), 2, "one call per new task, not for task 1 again: {got:?}");
+    assert_eq!(
+        got.len(),
+        2,
+        "one call per new task, not for task 1 again: {got:?}"
+    );
     assert_common(&got[0], "TaskCreated", s.dir.path());
     assert_eq!(got[0]["task_id"], "1");
     assert_eq!(got[0]["task_subject"], "[T-1] Read the spec");
@@ -57,7 +68,10 @@ esac"#,
         "{}",
         outputs[1]
     );
-    assert!(resp.messages.iter().any(|m| m.is_error), "the blocked call is an error output");
+    assert!(
+        resp.messages.iter().any(|m| m.is_error),
+        "the blocked call is an error output"
+    );
 }
 
 // hooks.md § "TaskCompleted", § "TaskCompleted input" and § "TaskCompleted decision
@@ -75,7 +89,8 @@ async fn task_completed_exit_2_keeps_the_task_open() {
             gate.display()
         ),
     );
-    let hooks = s.hooks(json!({ "TaskCompleted": [{ "hooks": [{ "type": "command", "command": hook }] }] }));
+    let hooks = s
+        .hooks(json!({ "TaskCompleted": [{ "hooks": [{ "type": "command", "command": hook }] }] }));
     let model = ScriptedModel::new()
         .tool_call("write_todos", todos(&[("7", "Fix the bug", "in_progress")]))
         .tool_call("write_todos", todos(&[("7", "Fix the bug", "done")]))

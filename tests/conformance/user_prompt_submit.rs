@@ -9,7 +9,9 @@ use crate::support::command::Scripts;
 
 fn run_with(s: &Scripts, then: &str) -> (Agent, ScriptedModel) {
     let hook = dump(s, "prompt", then);
-    let hooks = s.hooks(json!({ "UserPromptSubmit": [{ "hooks": [{ "type": "command", "command": hook }] }] }));
+    let hooks = s.hooks(
+        json!({ "UserPromptSubmit": [{ "hooks": [{ "type": "command", "command": hook }] }] }),
+    );
     let model = ScriptedModel::new().text("answer").recording();
     let agent = Agent::builder()
         .model(model.clone())
@@ -36,7 +38,9 @@ async fn block_with_reason_erases_the_prompt() {
     assert_eq!(got[0]["permission_mode"], "default");
     assert_eq!(
         resp.outcome,
-        Outcome::Blocked { reason: "no secrets in prompts".into() }
+        Outcome::Blocked {
+            reason: "no secrets in prompts".into()
+        }
     );
     assert_eq!(model.calls(), 0, "the prompt is not processed");
     assert!(resp.messages.iter().all(|m| !m.text().contains("hunter2")));
@@ -49,7 +53,12 @@ async fn exit_2_blocks_with_stderr() {
     let s = Scripts::new();
     let (agent, model) = run_with(&s, "echo 'prompt rejected' >&2; exit 2");
     let resp = agent.run("hello").await.unwrap();
-    assert_eq!(resp.outcome, Outcome::Blocked { reason: "prompt rejected".into() });
+    assert_eq!(
+        resp.outcome,
+        Outcome::Blocked {
+            reason: "prompt rejected".into()
+        }
+    );
     assert_eq!(model.calls(), 0);
 }
 
@@ -58,7 +67,10 @@ async fn exit_2_blocks_with_stderr() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_stdout_and_additional_context_are_context() {
     for (then, expected) in [
-        ("echo 'The deploy target is staging.'", "The deploy target is staging."),
+        (
+            "echo 'The deploy target is staging.'",
+            "The deploy target is staging.",
+        ),
         (
             r#"echo '{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "Branch is main."}}'"#,
             "Branch is main.",
@@ -69,8 +81,15 @@ async fn plain_stdout_and_additional_context_are_context() {
         let resp = agent.run("deploy it").await.unwrap();
         assert!(resp.outcome.is_finished());
         let request = &model.requests()[0];
-        let texts: Vec<String> = request.messages.iter().map(|m| m.text().into_owned()).collect();
-        let prompt_at = texts.iter().position(|t| t == "deploy it").expect("the prompt");
+        let texts: Vec<String> = request
+            .messages
+            .iter()
+            .map(|m| m.text().into_owned())
+            .collect();
+        let prompt_at = texts
+            .iter()
+            .position(|t| t == "deploy it")
+            .expect("the prompt");
         assert!(
             texts[prompt_at + 1..].iter().any(|t| t.contains(expected)),
             "context after the prompt: {texts:?}"
@@ -83,8 +102,16 @@ async fn plain_stdout_and_additional_context_are_context() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continue_false_stops_with_stop_reason() {
     let s = Scripts::new();
-    let (agent, model) = run_with(&s, r#"echo '{"continue": false, "stopReason": "maintenance window"}'"#);
+    let (agent, model) = run_with(
+        &s,
+        r#"echo '{"continue": false, "stopReason": "maintenance window"}'"#,
+    );
     let resp = agent.run("hello").await.unwrap();
-    assert_eq!(resp.outcome, Outcome::Blocked { reason: "maintenance window".into() });
+    assert_eq!(
+        resp.outcome,
+        Outcome::Blocked {
+            reason: "maintenance window".into()
+        }
+    );
     assert_eq!(model.calls(), 0);
 }

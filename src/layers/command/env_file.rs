@@ -85,7 +85,10 @@ impl Drop for EnvFile {
 }
 
 /// The variables of `text` (in order) and a warning per skipped line.
-pub(crate) fn parse(text: &str, earlier: &[(String, String)]) -> (Vec<(String, String)>, Vec<String>) {
+pub(crate) fn parse(
+    text: &str,
+    earlier: &[(String, String)],
+) -> (Vec<(String, String)>, Vec<String>) {
     let known: HashMap<&str, String> = earlier
         .iter()
         .map(|(k, v)| (k.as_str(), v.clone()))

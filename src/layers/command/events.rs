@@ -6,19 +6,19 @@ use std::{path::PathBuf, sync::Arc};
 use futures_util::future::join_all;
 use serde_json::{Map, Value, json};
 
+use super::env_file::EnvFile;
 use super::{
     config::{Config, Entry, Handler, HookEvent},
     process::{self, Failure, Permission, Reply, Report, Verdict},
 };
-use super::env_file::EnvFile;
 use crate::{
     agent::{AgentResponse, SessionEnv, session_end_reason},
     context::RunContext,
     layers::{
         hooks::{
-            BeforeModel, HookFuture, Hooks, InstructionsInput, MessageDisplay,
-            MessageDisplayInput, PostCompactInput, PostToolUse, PostToolUseFailure, PreToolUse,
-            SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart,
+            BeforeModel, HookFuture, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
+            PostCompactInput, PostToolUse, PostToolUseFailure, PreToolUse, SessionStart,
+            SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart,
             SubagentStartInput, Task, TaskEvent, TaskInput, ToolFailure, UserPrompt,
         },
         matcher::ToolMatcher,
@@ -63,7 +63,11 @@ impl Inner {
         input: Map<String, Value>,
         report: Report<'_>,
     ) -> Vec<Verdict> {
-        if !self.entries(event).iter().any(|e| subject.is_none_or(|s| e.matches(s))) {
+        if !self
+            .entries(event)
+            .iter()
+            .any(|e| subject.is_none_or(|s| e.matches(s)))
+        {
             return Vec::new();
         }
         let env = match report {
@@ -292,10 +296,9 @@ pub(crate) fn register(inner: &Arc<Inner>, mut hooks: Hooks) -> Hooks {
     }
     if !entries(HookEvent::StopFailure).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_stop_failure(
-            union(entries(HookEvent::StopFailure)),
-            move |input, ctx| i.stop_failure(input, ctx),
-        );
+        hooks = hooks.on_stop_failure(union(entries(HookEvent::StopFailure)), move |input, ctx| {
+            i.stop_failure(input, ctx)
+        });
     }
     if !entries(HookEvent::SubagentStart).is_empty() {
         let i = Arc::clone(inner);
@@ -333,10 +336,9 @@ pub(crate) fn register(inner: &Arc<Inner>, mut hooks: Hooks) -> Hooks {
     }
     if !entries(HookEvent::PostCompact).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_post_compact(
-            union(entries(HookEvent::PostCompact)),
-            move |input, ctx| i.post_compact(input, ctx),
-        );
+        hooks = hooks.on_post_compact(union(entries(HookEvent::PostCompact)), move |input, ctx| {
+            i.post_compact(input, ctx)
+        });
     }
     if !entries(HookEvent::MessageDisplay).is_empty() {
         let i = Arc::clone(inner);
@@ -708,8 +710,8 @@ impl Inner {
         let verdicts = self.run(event, None, input, Report::Log).await;
         verdicts
             .into_iter()
-            .filter_map(|v| v.display)
-            .last()
+            .rev()
+            .find_map(|v| v.display)
             .map_or(MessageDisplay::Keep, MessageDisplay::Replace)
     }
 

@@ -835,7 +835,11 @@ impl HookSetInner {
     ) -> Result<Vec<String>, String> {
         let mut contexts = Vec::new();
         let source = input.source.as_str();
-        for (_, f) in self.session_start.iter().filter(|(m, _)| m.matches_name(source)) {
+        for (_, f) in self
+            .session_start
+            .iter()
+            .filter(|(m, _)| m.matches_name(source))
+        {
             match f(input.clone(), ctx.clone()).await {
                 SessionStart::Continue => {}
                 SessionStart::AddContext(text) => contexts.push(text),
@@ -950,7 +954,11 @@ impl LoopHooks for HookSet {
         self.inner.task.iter().any(|(e, _)| *e == event)
     }
 
-    fn task<'a>(&'a self, input: TaskInput, ctx: &'a RunContext) -> BoxFuture<'a, Result<(), String>> {
+    fn task<'a>(
+        &'a self,
+        input: TaskInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             for (event, f) in &self.inner.task {
                 if *event == input.event
