@@ -377,6 +377,10 @@ pub(crate) struct Compaction {
     pub(crate) range: std::ops::Range<usize>,
     /// What replaces it.
     pub(crate) replacement: Vec<crate::message::Message>,
+    /// The summarizer's text (PostCompact's `compact_summary`).
+    pub(crate) summary: String,
+    /// `auto` or `manual` (PreCompact / PostCompact `trigger`).
+    pub(crate) trigger: &'static str,
 }
 
 // ===== RunState =====

@@ -86,6 +86,17 @@ pub enum AgentEvent {
         /// How many messages replaced them.
         replacement: usize,
     },
+    /// An assistant message's text as it is to be displayed: sent only when MessageDisplay
+    /// hooks are configured ([`LoopHooks::message_display`](super::LoopHooks::message_display)),
+    /// after the message's [`ModelResponse`](AgentEvent::ModelResponse), with the hooks'
+    /// `displayContent` (or the original text if none gave one). The history keeps the
+    /// original.
+    MessageDisplay {
+        /// The step.
+        step: u32,
+        /// The text to display.
+        text: String,
+    },
     /// Something worth knowing that did not stop the run.
     Warning {
         /// What happened.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::AgentResponse;
+use super::{AgentResponse, Outcome};
 use crate::{context::RunContext, model::BoxModelService, tool::BoxToolService};
 
 /// What a Stop / SubagentStop hook sees.
@@ -17,6 +17,8 @@ pub struct StopInput {
     pub stop_hook_active: bool,
     /// For SubagentStop: the subagent's (tool) name.
     pub agent_name: Option<String>,
+    /// For SubagentStop: the subagent call's unique id (`agent-<call id>`).
+    pub agent_id: Option<String>,
 }
 
 impl StopInput {
@@ -26,8 +28,211 @@ impl StopInput {
             last_assistant_message: last_assistant_message.into(),
             stop_hook_active,
             agent_name: None,
+            agent_id: None,
         }
     }
+}
+
+/// How a session started: the `source` of a SessionStart hook's input (and what its matcher
+/// is compared with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SessionSource {
+    /// `"startup"`: a run on a new thread (or on no thread).
+    Startup,
+    /// `"resume"`: a run on a thread that already existed in the store.
+    Resume,
+    /// `"compact"`: the history was just compacted (the summarize layer replaced old
+    /// messages by a summary); fired again in the same run.
+    Compact,
+}
+
+impl SessionSource {
+    /// The protocol value: `startup`, `resume` or `compact`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SessionSource::Startup => "startup",
+            SessionSource::Resume => "resume",
+            SessionSource::Compact => "compact",
+        }
+    }
+}
+
+/// What a SessionStart hook sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionStartInput {
+    /// How the session started.
+    pub source: SessionSource,
+    /// The model the agent uses, when its settings name one.
+    pub model: Option<String>,
+}
+
+impl SessionStartInput {
+    /// The input of a SessionStart hook.
+    pub fn new(source: SessionSource, model: Option<String>) -> Self {
+        SessionStartInput { source, model }
+    }
+}
+
+/// The SessionEnd `reason` of a run's outcome. The protocol's values are `clear`, `resume`,
+/// `logout`, `prompt_input_exit` and `other`; a run maps to them so:
+///
+/// | Outcome | `reason` | Why |
+/// |---|---|---|
+/// | `Finished`, `MaxSteps`, `Blocked` | `prompt_input_exit` | the agent is done (or a hook refused the prompt): control is back with the caller, as when a user leaves at the prompt |
+/// | `Aborted` (a model error, an abort, a failed stage) | `other` | the session ended on an error |
+/// | `Cancelled` (the token was cancelled, the agent shut down, the run's future was dropped) | `other` | the session was cut off |
+///
+/// The outcome itself is in the `outcome` field of command hooks' input.
+pub fn session_end_reason(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Finished | Outcome::MaxSteps | Outcome::Blocked { .. } => "prompt_input_exit",
+        Outcome::Aborted { .. } | Outcome::Cancelled => "other",
+    }
+}
+
+/// What a StopFailure hook sees: the run ended on a model (API) error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StopFailureInput {
+    /// The error type: `rate_limit`, `overloaded`, `authentication_failed`, `billing_error`,
+    /// `invalid_request`, `model_not_found`, `server_error`, `max_output_tokens` or `unknown`.
+    pub error: &'static str,
+    /// The error's text.
+    pub error_details: String,
+    /// The error as the conversation shows it (`API Error: …`).
+    pub last_assistant_message: String,
+}
+
+impl StopFailureInput {
+    /// The input for a model error whose text (with its causes) is `details`; the error type
+    /// is read from an HTTP status or well-known words in it.
+    pub fn from_error(details: impl Into<String>) -> Self {
+        let details = details.into();
+        let error = error_type(&details);
+        StopFailureInput {
+            error,
+            last_assistant_message: format!("API Error: {details}"),
+            error_details: details,
+        }
+    }
+}
+
+/// The StopFailure `error` type of a model error's text.
+fn error_type(text: &str) -> &'static str {
+    let t = text.to_ascii_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| t.contains(w));
+    if has(&["429", "rate limit", "rate_limit", "too many requests"]) {
+        "rate_limit"
+    } else if has(&["529", "overloaded"]) {
+        "overloaded"
+    } else if has(&[
+        "401",
+        "unauthorized",
+        "authentication",
+        "invalid api key",
+        "invalid x-api-key",
+    ]) {
+        "authentication_failed"
+    } else if has(&["402", "billing", "credit balance", "insufficient_quota"]) {
+        "billing_error"
+    } else if has(&["model_not_found", "model not found", "404"]) {
+        "model_not_found"
+    } else if has(&["max_tokens", "max output tokens", "max_output_tokens"]) {
+        "max_output_tokens"
+    } else if has(&["400", "invalid_request", "invalid request", "bad request"]) {
+        "invalid_request"
+    } else if has(&["500", "502", "503", "504", "server error", "internal error"]) {
+        "server_error"
+    } else {
+        "unknown"
+    }
+}
+
+/// What a SubagentStart hook sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SubagentStartInput {
+    /// The subagent's type: its tool name (what matchers are compared with).
+    pub agent_type: String,
+    /// This subagent call's unique id (the tool call's id, prefixed `agent-`).
+    pub agent_id: String,
+}
+
+/// Which task event fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskEvent {
+    /// TaskCreated: a todo is being added.
+    Created,
+    /// TaskCompleted: a todo is being marked done.
+    Completed,
+}
+
+/// What a TaskCreated / TaskCompleted hook sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaskInput {
+    /// The event.
+    pub event: TaskEvent,
+    /// The task's id.
+    pub task_id: String,
+    /// Its title.
+    pub task_subject: String,
+    /// Its description, if it has one.
+    pub task_description: Option<String>,
+}
+
+impl TaskInput {
+    /// The input of a task event.
+    pub fn new(event: TaskEvent, task_id: impl Into<String>, subject: impl Into<String>) -> Self {
+        TaskInput {
+            event,
+            task_id: task_id.into(),
+            task_subject: subject.into(),
+            task_description: None,
+        }
+    }
+}
+
+/// What an InstructionsLoaded hook sees: a memory file was loaded into the context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InstructionsInput {
+    /// The file's absolute path.
+    pub file_path: std::path::PathBuf,
+    /// Its scope: `Project` (under the run's working directory) or `User` (elsewhere).
+    pub memory_type: &'static str,
+    /// Why it was loaded: `session_start` (at the start of a run).
+    pub load_reason: &'static str,
+}
+
+/// What a PostCompact hook sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PostCompactInput {
+    /// `auto` (the context window filled) or `manual` (the caller asked).
+    pub trigger: &'static str,
+    /// The summary that replaced the older messages.
+    pub compact_summary: String,
+}
+
+/// What a MessageDisplay hook sees: an assistant message with text, once it is complete (as
+/// the protocol does for non-interactive runs: one call per message, `index` 0, `final` true).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MessageDisplayInput {
+    /// The turn (the run's id).
+    pub turn_id: String,
+    /// The message (unique in the run).
+    pub message_id: String,
+    /// The batch's index in the message (always 0).
+    pub index: u32,
+    /// Whether this is the message's last batch (always true).
+    pub is_final: bool,
+    /// The text.
+    pub delta: String,
 }
 
 /// Agent-level hooks: what must happen inside the loop, at points no tower layer around the
@@ -46,12 +251,15 @@ pub trait LoopHooks: Send + Sync + 'static {
     }
 
     /// SessionStart: `Err(reason)` blocks the run before its prompt enters the thread, else
-    /// the contexts to add to the run's system prompt, in order.
+    /// the contexts to add to the run's system prompt, in order. With
+    /// [`SessionSource::Compact`] (after a compaction) a block is ignored and the contexts
+    /// are added to the history after the summary.
     fn session_start<'a>(
         &'a self,
+        input: SessionStartInput,
         ctx: &'a RunContext,
     ) -> BoxFuture<'a, Result<Vec<String>, String>> {
-        let _ = ctx;
+        let _ = (input, ctx);
         Box::pin(async { Ok(Vec::new()) })
     }
 
@@ -108,6 +316,77 @@ pub trait LoopHooks: Send + Sync + 'static {
         let _ = (response, ctx);
     }
 
+    /// StopFailure: the run ends on a model error (observe only; called before
+    /// [`session_end`](Self::session_end)).
+    fn stop_failure(&self, input: &StopFailureInput, ctx: &RunContext) {
+        let _ = (input, ctx);
+    }
+
+    /// Whether [`subagent_start`](Self::subagent_start) has anything to run for that
+    /// subagent type; when `false` it is not called.
+    fn has_subagent_start(&self, agent_type: &str) -> bool {
+        let _ = agent_type;
+        false
+    }
+
+    /// SubagentStart: a subagent is about to run; the contexts to give it, in order (they
+    /// start its conversation, before its prompt). It cannot be blocked.
+    fn subagent_start<'a>(
+        &'a self,
+        input: SubagentStartInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Vec<String>> {
+        let _ = (input, ctx);
+        Box::pin(async { Vec::new() })
+    }
+
+    /// Whether [`task`](Self::task) has anything to run for `event`; when `false` it is not
+    /// called.
+    fn has_task(&self, event: TaskEvent) -> bool {
+        let _ = event;
+        false
+    }
+
+    /// TaskCreated / TaskCompleted: `Err(feedback)` prevents the creation or the completion
+    /// (the whole `write_todos` call fails with the feedback).
+    fn task<'a>(
+        &'a self,
+        input: TaskInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        let _ = (input, ctx);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// InstructionsLoaded: a memory file was loaded (observe only).
+    fn instructions_loaded(&self, input: &InstructionsInput, ctx: &RunContext) {
+        let _ = (input, ctx);
+    }
+
+    /// PostCompact: the history was compacted (observe only); then SessionStart runs again
+    /// with [`SessionSource::Compact`].
+    fn post_compact(&self, input: &PostCompactInput, ctx: &RunContext) {
+        let _ = (input, ctx);
+    }
+
+    /// Whether [`message_display`](Self::message_display) has anything to run; when
+    /// `false` it is not called.
+    fn has_message_display(&self) -> bool {
+        false
+    }
+
+    /// MessageDisplay: an assistant message with text is complete; `Some(text)` is what to
+    /// display in its place ([`AgentEvent::MessageDisplay`](super::AgentEvent::MessageDisplay)).
+    /// Display only: the history keeps the original.
+    fn message_display<'a>(
+        &'a self,
+        input: MessageDisplayInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Option<String>> {
+        let _ = (input, ctx);
+        Box::pin(async { None })
+    }
+
     /// Wraps the agent's model stack (outermost), once, when the agent is built.
     fn wrap_model(&self, model: BoxModelService) -> BoxModelService {
         model
@@ -119,5 +398,36 @@ pub trait LoopHooks: Send + Sync + 'static {
     }
 }
 
-/// The loop hooks of the run that runs a tool, for subagents' SubagentStop hooks.
+/// The loop hooks of the run that runs a tool, for subagents' SubagentStart / SubagentStop
+/// hooks and the built-ins' events (tasks, instructions).
 pub(crate) struct ParentHooks(pub(crate) Arc<dyn LoopHooks>);
+
+/// The loop hooks of the run of `ctx`, if it has any.
+pub(crate) fn of(ctx: &RunContext) -> Option<Arc<dyn LoopHooks>> {
+    ctx.state()
+        .extensions
+        .get::<ParentHooks>()
+        .map(|p| Arc::clone(&p.0))
+}
+
+/// The environment the SessionStart hooks of a run exported through `CLAUDE_ENV_FILE`: given
+/// to later command hooks and to the `execute` tool of the run. Kept in the run's data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionEnv(pub Arc<[(String, String)]>);
+
+impl SessionEnv {
+    /// The variables of the run of `ctx` (empty if none were exported).
+    pub fn of(ctx: &RunContext) -> SessionEnv {
+        ctx.state()
+            .extensions
+            .get::<SessionEnv>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The variables, in the order they were exported (a later one overrides an earlier one
+    /// of the same name when applied in order).
+    pub fn vars(&self) -> &[(String, String)] {
+        &self.0
+    }
+}

@@ -69,7 +69,7 @@
 
 mod builder;
 mod event;
-mod hooks;
+pub(crate) mod hooks;
 mod run;
 mod stage;
 mod subagent;
@@ -91,7 +91,11 @@ use tracing::{Instrument as _, field::Empty};
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::{AgentEvent, EventStream, ModelDelta},
-    hooks::{LoopHooks, StopInput},
+    hooks::{
+        InstructionsInput, LoopHooks, MessageDisplayInput, PostCompactInput, SessionEnv,
+        SessionSource, SessionStartInput, StopFailureInput, StopInput, SubagentStartInput,
+        TaskEvent, TaskInput, session_end_reason,
+    },
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,
 };

@@ -9,7 +9,10 @@ use tower::{Service, ServiceExt};
 
 use super::{
     AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, SetupContext,
-    hooks::{ParentHooks, StopInput},
+    hooks::{
+        LoopHooks, MessageDisplayInput, ParentHooks, PostCompactInput, SessionSource,
+        SessionStartInput, StopFailureInput, StopInput,
+    },
 };
 use crate::{
     context::{Extensions, RunContext, RunState},
@@ -35,6 +38,7 @@ pub(super) async fn run(
         tx: req.events.clone(),
         steps: 0,
         usage: Usage::default(),
+        hooks: None,
     };
     let result = run_inner(inner, req, &mut guard).await;
     if let Err(err) = &result {
@@ -54,11 +58,27 @@ struct StopGuard {
     steps: u32,
     /// Tokens used so far.
     usage: Usage,
+    /// The run's hooks and context once it started: SessionEnd still fires (once) for a run
+    /// that ends without reaching its `finish` (an error, a dropped future).
+    hooks: Option<(Arc<dyn LoopHooks>, RunContext)>,
 }
 
 impl StopGuard {
-    /// Sends `AgentStop` with `outcome` (at most once).
+    /// Runs SessionEnd hooks (if the run has some), then sends `AgentStop` with `outcome`
+    /// (each at most once).
     fn stop(&mut self, outcome: Outcome) {
+        if let Some((hooks, ctx)) = self.hooks.take() {
+            let response = AgentResponse {
+                thread_id: ctx.session_id().to_owned(),
+                run_id: ctx.run_id().to_owned(),
+                outcome: outcome.clone(),
+                text: String::new(),
+                messages: Messages::new(),
+                steps: self.steps,
+                usage: self.usage,
+            };
+            hooks.session_end(&response, &ctx);
+        }
         if let Some(tx) = self.tx.take() {
             let _ = tx.send(AgentEvent::AgentStop {
                 outcome,
@@ -69,9 +89,10 @@ impl StopGuard {
         }
     }
 
-    /// The run sent its own `AgentStop`.
+    /// The run ran its SessionEnd hooks and sent its own `AgentStop`.
     fn disarm(&mut self) {
         self.tx = None;
+        self.hooks = None;
     }
 }
 
@@ -152,9 +173,13 @@ impl<'a> Run<'a> {
             prompt_context,
         } = req;
         let persist = thread_id.is_some();
+        let mut source = SessionSource::Startup;
         let (mut history, state) = match &thread_id {
             Some(id) => match inner.store.load(id).await.map_err(Error::store)? {
-                Some(t) => (t.messages, Thread::restore(t.todos, t.files)),
+                Some(t) => {
+                    source = SessionSource::Resume;
+                    (t.messages, Thread::restore(t.todos, t.files))
+                }
                 None => (Messages::new(), Extensions::default()),
             },
             None => (Messages::new(), Extensions::default()),
@@ -180,6 +205,9 @@ impl<'a> Run<'a> {
             thread_id: ctx.session_id().to_owned(),
             run_id: ctx.run_id().to_owned(),
         });
+        if let Some(hooks) = &inner.hooks {
+            guard.hooks = Some((Arc::clone(hooks), ctx.clone()));
+        }
         // What the thread held already is in the transcript from its earlier runs.
         let transcribed = history.len();
         let mut run = Run {
@@ -199,7 +227,8 @@ impl<'a> Run<'a> {
             run.history = history;
             return Ok(Started::Ended(run, Outcome::Cancelled));
         }
-        let (prompt, prompt_context) = match run.prompt_hooks(prompt, prompt_context).await {
+        let started = run.prompt_hooks(source, prompt, prompt_context).await;
+        let (prompt, prompt_context) = match started {
             Ok(prompted) => prompted,
             Err(reason) => {
                 run.history = history;
@@ -224,6 +253,7 @@ impl<'a> Run<'a> {
     /// prompt), then UserPromptSubmit. `Err(reason)` if one blocked.
     async fn prompt_hooks(
         &mut self,
+        source: SessionSource,
         prompt: String,
         mut contexts: Vec<String>,
     ) -> Result<(String, Vec<String>), String> {
@@ -236,7 +266,8 @@ impl<'a> Run<'a> {
             .extensions
             .insert(ParentHooks(Arc::clone(hooks)));
         hooks.run_start(&self.ctx);
-        let started = hooks.session_start(&self.ctx).await?;
+        let input = SessionStartInput::new(source, self.model_name());
+        let started = hooks.session_start(input, &self.ctx).await?;
         self.start_context.extend(started);
         let (prompt, added) = hooks.user_prompt(prompt, &self.ctx).await?;
         contexts.extend(added);
@@ -325,7 +356,14 @@ impl<'a> Run<'a> {
             Some(Err(err)) => {
                 let error = match Abort::find(&*err) {
                     Some(abort) => abort.reason().to_owned(),
-                    None => format!("model call failed: {}", error_chain(&*err)),
+                    None => {
+                        let details = error_chain(&*err);
+                        if let Some(hooks) = &inner.hooks {
+                            let input = StopFailureInput::from_error(details.clone());
+                            hooks.stop_failure(&input, &ctx);
+                        }
+                        format!("model call failed: {details}")
+                    }
                 };
                 return Ok(Some(Outcome::Aborted { error }));
             }
@@ -335,7 +373,7 @@ impl<'a> Run<'a> {
             self.guard.usage = self.usage;
         }
         if let Some(compaction) = ctx.take_compaction() {
-            self.apply_compaction(compaction, step);
+            self.compacted(compaction, &ctx).await;
         }
         let mut message = response.message;
         message.role = Role::Assistant;
@@ -351,6 +389,9 @@ impl<'a> Run<'a> {
             message: message.clone(),
             usage: response.usage,
         });
+        if let Some(hooks) = inner.hooks.as_ref().filter(|h| h.has_message_display()) {
+            message_display(hooks.as_ref(), &message, position, &ctx).await;
+        }
         if message.tool_calls.is_empty() {
             self.history.push(message);
             self.stop(&ctx).await
@@ -450,14 +491,58 @@ impl<'a> Run<'a> {
         Ok(None)
     }
 
-    fn apply_compaction(&mut self, c: crate::context::Compaction, step: u32) {
+    /// Applies a compaction; then PostCompact hooks, and SessionStart hooks with source
+    /// `compact`, whose contexts follow the summary in the history.
+    async fn compacted(&mut self, c: crate::context::Compaction, ctx: &RunContext) {
+        let (trigger, summary, at) = (
+            c.trigger,
+            c.summary.clone(),
+            c.range.start + c.replacement.len(),
+        );
+        if !self.apply_compaction(c, ctx.step()) {
+            return;
+        }
+        let Some(hooks) = &self.inner.hooks else {
+            return;
+        };
+        let input = PostCompactInput {
+            trigger,
+            compact_summary: summary,
+        };
+        hooks.post_compact(&input, ctx);
+        let input = SessionStartInput::new(SessionSource::Compact, self.model_name());
+        let contexts = match hooks.session_start(input, ctx).await {
+            Ok(contexts) => contexts,
+            Err(reason) => {
+                ctx.warn(format!(
+                    "a SessionStart hook (source compact) cannot block: {reason}"
+                ));
+                return;
+            }
+        };
+        if !contexts.is_empty() {
+            self.history
+                .insert(at, Message::user(reminder_message(&contexts)));
+            if self.transcribed >= at {
+                self.transcribed += 1;
+            }
+        }
+    }
+
+    /// The model named by the agent's settings.
+    fn model_name(&self) -> Option<String> {
+        self.inner.settings.model.as_deref().map(str::to_owned)
+    }
+
+    /// Whether the compaction was applied.
+    fn apply_compaction(&mut self, c: crate::context::Compaction, step: u32) -> bool {
         let range = c.range.clone();
         if range.start > range.end || !self.history.shares_range(&c.source, range.clone()) {
             tracing::warn!(
                 ?range,
                 "compaction skipped: the history changed since it was computed"
             );
-            return;
+            return false;
         }
         let (replaced, replacement) = (range.len(), c.replacement.len());
         if self.transcribed >= range.end {
@@ -469,6 +554,7 @@ impl<'a> Run<'a> {
             replaced,
             replacement,
         });
+        true
     }
 
     async fn save(&mut self) -> Result<(), Error> {
@@ -544,6 +630,33 @@ impl<'a> Run<'a> {
         self.guard.disarm();
         Ok(response)
     }
+}
+
+/// MessageDisplay: the hooks see a complete assistant message with text (once, as for
+/// non-interactive runs); the event stream gets the text to display.
+async fn message_display(
+    hooks: &dyn LoopHooks,
+    message: &Message,
+    position: usize,
+    ctx: &RunContext,
+) {
+    let text = message.text();
+    if text.is_empty() {
+        return;
+    }
+    let input = MessageDisplayInput {
+        turn_id: ctx.run_id().to_owned(),
+        message_id: format!("{}-{position}", ctx.run_id()),
+        index: 0,
+        is_final: true,
+        delta: text.clone().into_owned(),
+    };
+    let shown = hooks.message_display(input, ctx).await;
+    let step = ctx.step();
+    ctx.emit_with(|| AgentEvent::MessageDisplay {
+        step,
+        text: shown.unwrap_or_else(|| text.into_owned()),
+    });
 }
 
 async fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{
     Agent, AgentRequest,
-    hooks::{ParentHooks, StopInput},
+    hooks::{ParentHooks, StopInput, SubagentStartInput},
 };
 use crate::{
     error::BoxError,
@@ -43,6 +43,11 @@ impl fmt::Debug for SubagentTool {
 impl Agent {
     /// This agent as a tool of another agent (a subagent): the tool takes a `prompt`, runs
     /// this agent on it in a context of its own, and its final answer is the tool output.
+    ///
+    /// Before it runs, the calling agent's SubagentStart hooks
+    /// ([`Hooks::on_subagent_start`](crate::layers::hooks::Hooks::on_subagent_start), matched
+    /// on `name`; `agent_id` is `agent-<call id>`) may give it context: it is added to the
+    /// subagent's system prompt, before its prompt.
     ///
     /// When the subagent finishes, the calling agent's SubagentStop hooks
     /// ([`Hooks::on_subagent_stop`](crate::layers::hooks::Hooks::on_subagent_stop), matched
@@ -110,12 +115,21 @@ impl Tool for SubagentTool {
             }
         };
         let ctx = req.ctx;
-        let hooks = ctx
+        let parent = ctx
             .state()
             .extensions
             .get::<ParentHooks>()
-            .map(|p| p.0.clone())
-            .filter(|h| h.has_stop(Some(name)));
+            .map(|p| p.0.clone());
+        // SubagentStart: contexts that open the subagent's conversation.
+        let mut start_context = Vec::new();
+        if let Some(parent) = parent.as_ref().filter(|h| h.has_subagent_start(name)) {
+            let input = SubagentStartInput {
+                agent_type: name.clone(),
+                agent_id: format!("agent-{id}"),
+            };
+            start_context = parent.subagent_start(input, &ctx).await;
+        }
+        let hooks = parent.filter(|h| h.has_stop(Some(name)));
         // The subagent's conversation lives in its store for the length of this call, so a
         // SubagentStop hook can send it back to work on it.
         let thread = format!("{}/{name}/{id}", ctx.session_id());
@@ -126,6 +140,7 @@ impl Tool for SubagentTool {
                 .cwd(ctx.cwd());
             // The caller's per-request data (who asked) holds for the subagent too.
             request.extensions = ctx.extensions().clone();
+            request.system_context.clone_from(&start_context);
             request
         };
         let mut cleanup = DeleteOnDrop {
@@ -153,6 +168,7 @@ impl Tool for SubagentTool {
             };
             let mut input = StopInput::new(resp.text.clone(), continues > 0);
             input.agent_name = Some(name.clone());
+            input.agent_id = Some(format!("agent-{id}"));
             match hooks.stop(input, &ctx).await {
                 None => break Ok(ToolOutput::text(id.clone(), resp.text)),
                 Some(_) if continues >= hooks.stop_cap() => {

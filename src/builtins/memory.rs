@@ -39,6 +39,11 @@
 //! `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); an empty file is skipped. The contents
 //! (blank lines around them trimmed) are joined with [`SEPARATOR`].
 //!
+//! Each file loaded fires the agent's InstructionsLoaded hooks
+//! ([`on_instructions_loaded`](crate::layers::hooks::Hooks::on_instructions_loaded)) with its
+//! absolute `file_path`, `memory_type` `Project` (a file under the run's working directory)
+//! or `User` (elsewhere), and `load_reason` `session_start`.
+//!
 //! Since they are read at every run, edits the agent makes to its memory (e.g. with
 //! `edit_file`) show in the next run.
 //!
@@ -152,9 +157,11 @@ impl Memory {
             .and_then(|run| run.content.clone())
     }
 
-    /// Reads the files and joins what was found (warnings go to `ctx`).
+    /// Reads the files and joins what was found (warnings go to `ctx`); InstructionsLoaded
+    /// hooks see each file loaded.
     async fn load(&self, ctx: &RunContext) -> Option<String> {
         let mut parts = Vec::new();
+        let hooks = crate::agent::hooks::of(ctx);
         for path in self.paths.iter() {
             let path = if path.is_absolute() {
                 path.clone()
@@ -163,6 +170,20 @@ impl Memory {
             };
             if let Some(text) = read(ctx, &path).await {
                 parts.push(text);
+                if let Some(hooks) = &hooks {
+                    let file_path = std::path::absolute(&path).unwrap_or(path);
+                    let memory_type = if file_path.starts_with(ctx.cwd()) {
+                        "Project"
+                    } else {
+                        "User"
+                    };
+                    let input = crate::agent::InstructionsInput {
+                        file_path,
+                        memory_type,
+                        load_reason: "session_start",
+                    };
+                    hooks.instructions_loaded(&input, ctx);
+                }
             }
         }
         (!parts.is_empty()).then(|| parts.join(SEPARATOR))

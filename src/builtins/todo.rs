@@ -51,6 +51,16 @@
 //! Invalid arguments (an unknown status, a missing title, a repeated id …) leave the list
 //! unchanged and give an error output that says what is wrong and lists the valid statuses.
 //!
+//! # Task hooks
+//!
+//! Before the list is replaced, the agent's TaskCreated hooks
+//! ([`on_task_created`](crate::layers::hooks::Hooks::on_task_created)) run for each todo
+//! whose id is not in the current list, then its TaskCompleted hooks
+//! ([`on_task_completed`](crate::layers::hooks::Hooks::on_task_completed)) for each todo
+//! that becomes `done` (in list order; `task_id` is the todo's id, `task_subject` its title).
+//! A hook that blocks stops there: the list is left unchanged and the call's error output is
+//! `the todo list was not changed: <feedback>`, for the model to act on.
+//!
 //! # Setup or stage
 //!
 //! Add it with [`setup`](crate::agent::AgentBuilder::setup) for the tool alone, or with
@@ -257,6 +267,12 @@ impl Tool for WriteTodos {
         let id = req.call.id;
         match parse_todos(&req.call.arguments) {
             Ok(todos) => {
+                if let Err(feedback) = task_hooks(&req.ctx, &todos).await {
+                    return Ok(ToolOutput::error(
+                        id,
+                        format!("the todo list was not changed: {feedback}"),
+                    ));
+                }
                 let report = Report {
                     success: true,
                     summary: Summary::of(&todos),
@@ -272,6 +288,41 @@ impl Tool for WriteTodos {
             )),
         }
     }
+}
+
+/// TaskCreated for each todo that is new (an id not in the current list), then TaskCompleted
+/// for each todo that becomes `done`, in list order; the first block is the feedback.
+async fn task_hooks(ctx: &RunContext, new: &[Todo]) -> Result<(), String> {
+    use crate::agent::{TaskEvent, TaskInput};
+    let Some(hooks) = crate::agent::hooks::of(ctx) else {
+        return Ok(());
+    };
+    let (created, completed) = (
+        hooks.has_task(TaskEvent::Created),
+        hooks.has_task(TaskEvent::Completed),
+    );
+    if !created && !completed {
+        return Ok(());
+    }
+    let old = todos(ctx);
+    let before = |id: &str| old.iter().find(|t| t.id == id);
+    if created {
+        for todo in new.iter().filter(|t| before(&t.id).is_none()) {
+            let input = TaskInput::new(TaskEvent::Created, &todo.id, &todo.title);
+            hooks.task(input, ctx).await?;
+        }
+    }
+    if completed {
+        let done = |t: &&Todo| {
+            t.status == TodoStatus::Done
+                && before(&t.id).is_none_or(|b| b.status != TodoStatus::Done)
+        };
+        for todo in new.iter().filter(done) {
+            let input = TaskInput::new(TaskEvent::Completed, &todo.id, &todo.title);
+            hooks.task(input, ctx).await?;
+        }
+    }
+    Ok(())
 }
 
 /// What the tool answers.

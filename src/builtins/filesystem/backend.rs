@@ -450,7 +450,7 @@ impl GrepMatches {
 }
 
 /// Options of [`Backend::exec`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ExecOptions {
     /// How long the command may run.
@@ -458,14 +458,19 @@ pub struct ExecOptions {
     /// At most this many characters of output are kept: the first and last halves, with a
     /// `... (truncated N characters) ...` line between.
     pub max_output: usize,
+    /// Variables set in the command's environment, in order (the `execute` tool passes the
+    /// session's [`SessionEnv`](crate::agent::SessionEnv): what SessionStart hooks exported
+    /// through `CLAUDE_ENV_FILE`).
+    pub env: std::sync::Arc<[(String, String)]>,
 }
 
 impl Default for ExecOptions {
-    /// 120 seconds, 30,000 characters.
+    /// 120 seconds, 30,000 characters, no variables.
     fn default() -> Self {
         ExecOptions {
             timeout: Duration::from_secs(120),
             max_output: 30_000,
+            env: std::sync::Arc::default(),
         }
     }
 }
@@ -475,6 +480,13 @@ impl ExecOptions {
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// With these variables set in the command's environment.
+    #[must_use]
+    pub fn env(mut self, vars: std::sync::Arc<[(String, String)]>) -> Self {
+        self.env = vars;
         self
     }
 

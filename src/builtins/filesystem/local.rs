@@ -1382,6 +1382,7 @@ async fn exec(root: &Path, command: &str, options: ExecOptions) -> Result<ExecOu
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
+        .envs(options.env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(true);
     // Kills the tree when this future is dropped, however it ends.
     let mut tree = ProcessTree::prepare(cmd.as_std_mut());

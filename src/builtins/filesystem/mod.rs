@@ -96,6 +96,10 @@
 //! when it exits, whatever it left running is killed too, and its output is read for at most
 //! 0.5 s more.
 //!
+//! Its environment is this process's, plus the variables the run's SessionStart hooks
+//! exported through `CLAUDE_ENV_FILE` ([`SessionEnv`](crate::agent::SessionEnv); see
+//! [command hooks](crate::layers::command#claude_env_file)).
+//!
 //! **What "everything it started" covers (no orphan processes).** On Linux, the first
 //! supervised command (an `execute` call or a [command hook](crate::layers::command)) makes
 //! this process a child subreaper (`PR_SET_CHILD_SUBREAPER`), so that what a command orphans

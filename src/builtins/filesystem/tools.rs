@@ -441,7 +441,7 @@ fn execute(fs: Arc<dyn Backend>, config: Config) -> impl Tool {
     typed_tool(
         "execute",
         description,
-        move |args: ExecuteArgs, _ctx: RunContext| {
+        move |args: ExecuteArgs, ctx: RunContext| {
             let fs = Arc::clone(&fs);
             let config = config.clone();
             async move {
@@ -454,7 +454,8 @@ fn execute(fs: Arc<dyn Backend>, config: Config) -> impl Tool {
                 };
                 let options = ExecOptions::default()
                     .timeout(timeout)
-                    .max_output(config.max_output);
+                    .max_output(config.max_output)
+                    .env(crate::agent::SessionEnv::of(&ctx).0);
                 Out::Ok(match fs.exec(&args.command, options).await {
                     Ok(run) => {
                         let mut out = if run.output.is_empty() {

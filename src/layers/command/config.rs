@@ -46,22 +46,30 @@ pub enum HookEvent {
     BeforeModel,
     /// After each model call: replace the response.
     AfterModel,
+    /// A subagent is about to run: add context to its conversation.
+    SubagentStart,
+    /// `write_todos` adds a todo: block it.
+    TaskCreated,
+    /// `write_todos` marks a todo done: block it.
+    TaskCompleted,
+    /// The run ends on a model error: observe.
+    StopFailure,
+    /// A memory file was loaded: observe.
+    InstructionsLoaded,
+    /// An assistant message with text is complete: replace what is displayed.
+    MessageDisplay,
+    /// The history was compacted: observe.
+    PostCompact,
 }
 
 /// Protocol events this crate does not fire: configuring them is not an error (settings
 /// files written for Claude Code load unchanged); their handlers are skipped with a warning.
 const NOT_FIRED: &[&str] = &[
     "Setup",
-    "InstructionsLoaded",
     "UserPromptExpansion",
-    "MessageDisplay",
     "PermissionRequest",
     "PermissionDenied",
     "PostToolBatch",
-    "SubagentStart",
-    "TaskCreated",
-    "TaskCompleted",
-    "StopFailure",
     "TeammateIdle",
     "ConfigChange",
     "CwdChanged",
@@ -69,14 +77,13 @@ const NOT_FIRED: &[&str] = &[
     "FileChanged",
     "WorktreeCreate",
     "WorktreeRemove",
-    "PostCompact",
     "Elicitation",
     "ElicitationResult",
 ];
 
 impl HookEvent {
     /// Every event, in the order of this enum.
-    pub const ALL: [HookEvent; 12] = [
+    pub const ALL: [HookEvent; 19] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PostToolUseFailure,
@@ -89,6 +96,13 @@ impl HookEvent {
         HookEvent::Notification,
         HookEvent::BeforeModel,
         HookEvent::AfterModel,
+        HookEvent::SubagentStart,
+        HookEvent::TaskCreated,
+        HookEvent::TaskCompleted,
+        HookEvent::StopFailure,
+        HookEvent::InstructionsLoaded,
+        HookEvent::MessageDisplay,
+        HookEvent::PostCompact,
     ];
 
     /// The protocol name (`hook_event_name` in a hook's input).
@@ -106,6 +120,13 @@ impl HookEvent {
             HookEvent::Notification => "Notification",
             HookEvent::BeforeModel => "BeforeModel",
             HookEvent::AfterModel => "AfterModel",
+            HookEvent::SubagentStart => "SubagentStart",
+            HookEvent::TaskCreated => "TaskCreated",
+            HookEvent::TaskCompleted => "TaskCompleted",
+            HookEvent::StopFailure => "StopFailure",
+            HookEvent::InstructionsLoaded => "InstructionsLoaded",
+            HookEvent::MessageDisplay => "MessageDisplay",
+            HookEvent::PostCompact => "PostCompact",
         }
     }
 
@@ -122,10 +143,12 @@ impl HookEvent {
         alias.or_else(|| Self::ALL.into_iter().find(|e| e.name() == name))
     }
 
-    /// The timeout of a handler that sets none: 30 s for UserPromptSubmit, else 600 s.
+    /// The timeout of a handler that sets none: 30 s for UserPromptSubmit, 10 s for
+    /// MessageDisplay, else 600 s.
     pub const fn default_timeout(self) -> Duration {
         match self {
             HookEvent::UserPromptSubmit => Duration::from_secs(30),
+            HookEvent::MessageDisplay => Duration::from_secs(10),
             _ => Duration::from_secs(600),
         }
     }
@@ -143,6 +166,9 @@ impl HookEvent {
                 | HookEvent::Stop
                 | HookEvent::BeforeModel
                 | HookEvent::AfterModel
+                | HookEvent::TaskCreated
+                | HookEvent::TaskCompleted
+                | HookEvent::MessageDisplay
         )
     }
 }

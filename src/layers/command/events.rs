@@ -6,17 +6,20 @@ use std::{path::PathBuf, sync::Arc};
 use futures_util::future::join_all;
 use serde_json::{Map, Value, json};
 
+use super::env_file::EnvFile;
 use super::{
     config::{Config, Entry, Handler, HookEvent},
     process::{self, Failure, Permission, Reply, Report, Verdict},
 };
 use crate::{
-    agent::AgentResponse,
+    agent::{AgentResponse, SessionEnv, session_end_reason},
     context::RunContext,
     layers::{
         hooks::{
-            BeforeModel, HookFuture, Hooks, PostToolUse, PostToolUseFailure, PreToolUse,
-            SessionStart, Stop, StopInput, ToolFailure, UserPrompt,
+            BeforeModel, HookFuture, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
+            PostCompactInput, PostToolUse, PostToolUseFailure, PreToolUse, SessionStart,
+            SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart,
+            SubagentStartInput, Task, TaskEvent, TaskInput, ToolFailure, UserPrompt,
         },
         matcher::ToolMatcher,
         summarize::{CompactDecision, CompactInfo},
@@ -25,10 +28,6 @@ use crate::{
     model::{ModelRequest, ModelResponse, ModelSettings},
 };
 
-/// What SessionStart hooks match on (`source`): runs always start.
-const SOURCE: &str = "startup";
-/// What SessionEnd hooks match on (`reason`).
-const END_REASON: &str = "other";
 /// What PreCompact hooks match on (`trigger`): the summarize layer compacts on its own.
 const TRIGGER: &str = "auto";
 /// What Notification hooks match on (`notification_type`).
@@ -55,13 +54,37 @@ impl Inner {
 
     /// Runs the handlers of `event` matching `subject` (`None`: all) in parallel; their
     /// verdicts in configuration order. Background (`async`) handlers are started and not
-    /// waited for.
+    /// waited for. One-shot handlers get the session's environment (see [`SessionEnv`]) of
+    /// the run `report` names.
     async fn run(
         self: &Arc<Self>,
         event: HookEvent,
         subject: Option<&str>,
         input: Map<String, Value>,
         report: Report<'_>,
+    ) -> Vec<Verdict> {
+        if !self
+            .entries(event)
+            .iter()
+            .any(|e| subject.is_none_or(|s| e.matches(s)))
+        {
+            return Vec::new();
+        }
+        let env = match report {
+            Report::Run(ctx) => session_env(ctx),
+            Report::Log => Arc::default(),
+        };
+        self.run_with_env(event, subject, input, report, env).await
+    }
+
+    /// [`run`](Self::run) with `env` for the one-shot handlers.
+    async fn run_with_env(
+        self: &Arc<Self>,
+        event: HookEvent,
+        subject: Option<&str>,
+        input: Map<String, Value>,
+        report: Report<'_>,
+        env: Arc<[(String, String)]>,
     ) -> Vec<Verdict> {
         let entries: Vec<&Entry> = self
             .entries(event)
@@ -75,15 +98,20 @@ impl Inner {
         let mut waited = Vec::with_capacity(entries.len());
         for entry in entries {
             if entry.handler.background {
-                self.spawn_background(event, Arc::clone(&entry.handler), Arc::clone(&input));
+                self.spawn_background(
+                    event,
+                    Arc::clone(&entry.handler),
+                    Arc::clone(&input),
+                    Arc::clone(&env),
+                );
             } else {
                 waited.push(&entry.handler);
             }
         }
         join_all(waited.into_iter().map(|handler| {
-            let input = &input;
+            let (input, env) = (&input, &env);
             async move {
-                let result = self.call(event, handler, input, report).await;
+                let result = self.call(event, handler, input, report, env).await;
                 process::interpret(event, handler, result, report)
             }
         }))
@@ -96,11 +124,17 @@ impl Inner {
         handler: &Handler,
         input: &str,
         report: Report<'_>,
+        env: &[(String, String)],
     ) -> Result<Reply, Failure> {
         let timeout = handler.timeout.unwrap_or(event.default_timeout());
         match &handler.persistent {
+            // NOTE: a persistent process is shared by every run: it never sees one session's
+            // environment.
             Some(process) => process.call(input, timeout, report).await,
-            None => process::run(&handler.exec, &self.project_dir, input.as_bytes(), timeout).await,
+            None => {
+                let dir = &self.project_dir;
+                process::run(&handler.exec, dir, input.as_bytes(), timeout, env).await
+            }
         }
     }
 
@@ -109,10 +143,11 @@ impl Inner {
         event: HookEvent,
         handler: Arc<Handler>,
         input: Arc<str>,
+        env: Arc<[(String, String)]>,
     ) {
         let inner = Arc::clone(self);
         spawn("an async hook", async move {
-            let result = inner.call(event, &handler, &input, Report::Log).await;
+            let result = inner.call(event, &handler, &input, Report::Log, &env).await;
             let verdict = process::interpret(event, &handler, result, Report::Log);
             tracing::debug!(hook = %handler.label, event = %event, ?verdict, "async hook done");
         });
@@ -127,6 +162,15 @@ fn spawn(what: &str, fut: impl Future<Output = ()> + Send + 'static) {
         }
         Err(_) => tracing::warn!("{what} cannot run outside a tokio runtime; skipped"),
     }
+}
+
+/// The variables the run's SessionStart hooks exported through `CLAUDE_ENV_FILE`.
+fn session_env(ctx: &RunContext) -> Arc<[(String, String)]> {
+    ctx.state()
+        .extensions
+        .get::<SessionEnv>()
+        .map(|e| Arc::clone(&e.0))
+        .unwrap_or_default()
 }
 
 /// The fields every input has.
@@ -236,16 +280,72 @@ pub(crate) fn register(inner: &Arc<Inner>, mut hooks: Hooks) -> Hooks {
             },
         );
     }
-    if inner.wants(HookEvent::SessionStart, SOURCE) {
+    if !entries(HookEvent::SessionStart).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_session_start(move |ctx| {
-            let i = Arc::clone(&i);
-            async move { i.session_start(&ctx).await }
-        });
+        hooks = hooks.on_session_start_for(
+            union(entries(HookEvent::SessionStart)),
+            move |input, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.session_start(input, &ctx).await }
+            },
+        );
     }
-    if inner.wants(HookEvent::SessionEnd, END_REASON) {
+    if !entries(HookEvent::SessionEnd).is_empty() {
         let i = Arc::clone(inner);
         hooks = hooks.on_session_end(move |response, ctx| i.session_end(response, ctx));
+    }
+    if !entries(HookEvent::StopFailure).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_stop_failure(union(entries(HookEvent::StopFailure)), move |input, ctx| {
+            i.stop_failure(input, ctx)
+        });
+    }
+    if !entries(HookEvent::SubagentStart).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_subagent_start(
+            union(entries(HookEvent::SubagentStart)),
+            move |input, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.subagent_start(input, &ctx).await }
+            },
+        );
+    }
+    for (event, task) in [
+        (HookEvent::TaskCreated, TaskEvent::Created),
+        (HookEvent::TaskCompleted, TaskEvent::Completed),
+    ] {
+        if entries(event).is_empty() {
+            continue;
+        }
+        let i = Arc::clone(inner);
+        let f = move |input, ctx: RunContext| {
+            let i = Arc::clone(&i);
+            async move { i.task(event, input, &ctx).await }
+        };
+        hooks = match task {
+            TaskEvent::Created => hooks.on_task_created(f),
+            _ => hooks.on_task_completed(f),
+        };
+    }
+    if !entries(HookEvent::InstructionsLoaded).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_instructions_loaded(
+            union(entries(HookEvent::InstructionsLoaded)),
+            move |input, ctx| i.instructions_loaded(input, ctx),
+        );
+    }
+    if !entries(HookEvent::PostCompact).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_post_compact(union(entries(HookEvent::PostCompact)), move |input, ctx| {
+            i.post_compact(input, ctx)
+        });
+    }
+    if !entries(HookEvent::MessageDisplay).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_message_display(move |input, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.message_display(input, &ctx).await }
+        });
     }
     if inner.wants(HookEvent::Notification, NOTIFICATION) {
         let i = Arc::clone(inner);
@@ -401,7 +501,8 @@ impl Inner {
         let subject = match (event, &stop.agent_name) {
             (HookEvent::SubagentStop, Some(name)) => {
                 input.insert("agent_type".into(), name.clone().into());
-                input.insert("agent_id".into(), name.clone().into());
+                let id = stop.agent_id.clone().unwrap_or_else(|| name.clone());
+                input.insert("agent_id".into(), id.into());
                 input.insert("agent_transcript_path".into(), "".into());
                 Some(name.as_str())
             }
@@ -421,11 +522,46 @@ impl Inner {
         joined(feedback, "\n\n").map_or(Stop::Finish, Stop::Continue)
     }
 
-    async fn session_start(self: &Arc<Self>, ctx: &RunContext) -> SessionStart {
+    async fn session_start(
+        self: &Arc<Self>,
+        start: SessionStartInput,
+        ctx: &RunContext,
+    ) -> SessionStart {
         let event = HookEvent::SessionStart;
+        let source = start.source.as_str();
+        if !self.wants(event, source) {
+            return SessionStart::Continue;
+        }
         let mut input = base(event, ctx);
-        input.insert("source".into(), SOURCE.into());
-        let verdicts = self.run(event, Some(SOURCE), input, Report::Run(ctx)).await;
+        input.insert("source".into(), source.into());
+        if let Some(model) = start.model {
+            input.insert("model".into(), model.into());
+        }
+        // CLAUDE_ENV_FILE: a fresh file per firing; what the hooks export is read after.
+        let earlier = session_env(ctx);
+        let mut env: Vec<(String, String)> = earlier.to_vec();
+        let file = match EnvFile::create() {
+            Ok(file) => {
+                let path = file.path().to_string_lossy().into_owned();
+                env.push(("CLAUDE_ENV_FILE".into(), path));
+                Some(file)
+            }
+            Err(err) => {
+                ctx.warn(format!("CLAUDE_ENV_FILE could not be created: {err}"));
+                None
+            }
+        };
+        let verdicts = self
+            .run_with_env(event, Some(source), input, Report::Run(ctx), env.into())
+            .await;
+        if let Some(file) = file {
+            let (vars, warnings) = file.read(&earlier).await;
+            warnings.into_iter().for_each(|w| ctx.warn(w));
+            if !vars.is_empty() {
+                let all: Vec<(String, String)> = earlier.iter().cloned().chain(vars).collect();
+                ctx.state().extensions.insert(SessionEnv(all.into()));
+            }
+        }
         let mut contexts = Vec::new();
         for v in verdicts {
             if let Some(reason) = v.stop.or(v.failed) {
@@ -442,16 +578,141 @@ impl Inner {
 
     fn session_end(self: &Arc<Self>, response: &AgentResponse, ctx: &RunContext) {
         let event = HookEvent::SessionEnd;
+        let reason = session_end_reason(&response.outcome);
+        if !self.wants(event, reason) {
+            return;
+        }
         let mut input = base(event, ctx);
-        input.insert("reason".into(), END_REASON.into());
+        input.insert("reason".into(), reason.into());
         input.insert(
             "outcome".into(),
             serde_json::to_value(&response.outcome).unwrap_or_default(),
         );
         let inner = Arc::clone(self);
+        let env = session_env(ctx);
         spawn("a SessionEnd hook", async move {
-            inner.run(event, Some(END_REASON), input, Report::Log).await;
+            inner
+                .run_with_env(event, Some(reason), input, Report::Log, env)
+                .await;
         });
+    }
+
+    fn stop_failure(self: &Arc<Self>, failure: &StopFailureInput, ctx: &RunContext) {
+        let event = HookEvent::StopFailure;
+        let mut input = base(event, ctx);
+        input.insert("error".into(), failure.error.into());
+        input.insert("error_details".into(), failure.error_details.clone().into());
+        input.insert(
+            "last_assistant_message".into(),
+            failure.last_assistant_message.clone().into(),
+        );
+        let (inner, env, error) = (Arc::clone(self), session_env(ctx), failure.error);
+        // Output and exit code are ignored (as in the protocol): observe only.
+        spawn("a StopFailure hook", async move {
+            inner
+                .run_with_env(event, Some(error), input, Report::Log, env)
+                .await;
+        });
+    }
+
+    async fn subagent_start(
+        self: &Arc<Self>,
+        start: SubagentStartInput,
+        ctx: &RunContext,
+    ) -> SubagentStart {
+        let event = HookEvent::SubagentStart;
+        let mut input = base(event, ctx);
+        input.insert("agent_id".into(), start.agent_id.into());
+        input.insert("agent_type".into(), start.agent_type.clone().into());
+        let verdicts = self
+            .run(event, Some(&start.agent_type), input, Report::Run(ctx))
+            .await;
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.block.or(v.stop) {
+                // SubagentStart cannot block (as in the protocol): the reason is reported.
+                ctx.warn(format!("a SubagentStart hook: {reason}"));
+            }
+            contexts.extend(v.contexts);
+        }
+        joined(contexts, "\n\n").map_or(SubagentStart::Continue, SubagentStart::AddContext)
+    }
+
+    async fn task(self: &Arc<Self>, event: HookEvent, task: TaskInput, ctx: &RunContext) -> Task {
+        let mut input = base(event, ctx);
+        input.insert("task_id".into(), task.task_id.into());
+        input.insert("task_subject".into(), task.task_subject.into());
+        if let Some(description) = task.task_description {
+            input.insert("task_description".into(), description.into());
+        }
+        let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
+        let mut blocks = Vec::new();
+        for v in verdicts {
+            blocks.extend(v.block.or(v.failed));
+            // TaskCreated ignores `continue: false`; for TaskCompleted it stops the work on
+            // the task: here, the completion is refused with the stop reason.
+            if event == HookEvent::TaskCompleted {
+                blocks.extend(v.stop);
+            }
+        }
+        joined(blocks, "\n\n").map_or(Task::Continue, Task::Block)
+    }
+
+    fn instructions_loaded(self: &Arc<Self>, loaded: &InstructionsInput, ctx: &RunContext) {
+        let event = HookEvent::InstructionsLoaded;
+        let mut input = base(event, ctx);
+        input.insert(
+            "file_path".into(),
+            loaded.file_path.to_string_lossy().into_owned().into(),
+        );
+        input.insert("memory_type".into(), loaded.memory_type.into());
+        input.insert("load_reason".into(), loaded.load_reason.into());
+        let (inner, env, reason) = (Arc::clone(self), session_env(ctx), loaded.load_reason);
+        // No decision control (as in the protocol): observe only.
+        spawn("an InstructionsLoaded hook", async move {
+            inner
+                .run_with_env(event, Some(reason), input, Report::Log, env)
+                .await;
+        });
+    }
+
+    fn post_compact(self: &Arc<Self>, compact: &PostCompactInput, ctx: &RunContext) {
+        let event = HookEvent::PostCompact;
+        let mut input = base(event, ctx);
+        input.insert("trigger".into(), compact.trigger.into());
+        input.insert(
+            "compact_summary".into(),
+            compact.compact_summary.clone().into(),
+        );
+        let (inner, env, trigger) = (Arc::clone(self), session_env(ctx), compact.trigger);
+        // No decision control (as in the protocol): observe only.
+        spawn("a PostCompact hook", async move {
+            inner
+                .run_with_env(event, Some(trigger), input, Report::Log, env)
+                .await;
+        });
+    }
+
+    async fn message_display(
+        self: &Arc<Self>,
+        display: MessageDisplayInput,
+        ctx: &RunContext,
+    ) -> MessageDisplay {
+        let event = HookEvent::MessageDisplay;
+        let mut input = base(event, ctx);
+        input.insert("turn_id".into(), display.turn_id.into());
+        input.insert("message_id".into(), display.message_id.into());
+        input.insert("index".into(), display.index.into());
+        input.insert("final".into(), display.is_final.into());
+        input.insert("delta".into(), display.delta.into());
+        // Display only: blocks, `continue` and `systemMessage` are discarded; a failure shows
+        // the original text.
+        let verdicts = self.run(event, None, input, Report::Log).await;
+        verdicts
+            .into_iter()
+            .rev()
+            .find_map(|v| v.display)
+            .map_or(MessageDisplay::Keep, MessageDisplay::Replace)
     }
 
     fn notification(self: &Arc<Self>, message: &str, ctx: &RunContext) {

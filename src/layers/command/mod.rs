@@ -89,8 +89,8 @@
 //!
 //! A bad configuration is a [`ConfigError`] naming the file and the JSON path in it, e.g.
 //! `settings.json: hooks.PreToolUse[0].hooks[1].timeout: must be a positive number of seconds`.
-//! An unknown event name is an error; a protocol event this crate does not fire (such as
-//! `PermissionRequest` or `SubagentStart`) is skipped with a warning. `disableAllHooks: true` in
+//! An unknown event name is an error; a protocol event this crate does not fire (listed
+//! [below](#events-not-fired)) is skipped with a warning. `disableAllHooks: true` in
 //! any source disables every hook. A handler defined twice for one event (same command, args,
 //! timeout and mode) runs once: at the place of its first definition, under the matchers of
 //! every definition, fail-closed if any definition is.
@@ -114,13 +114,53 @@
 //! | PostToolUseFailure | [`on_tool_failure`](Hooks::on_tool_failure) | `tool_name` | `tool_name`, `tool_input`, `tool_use_id`, `error`, `is_interrupt`, `tool_response: {"error": …}` | `additionalContext`; a block adds its reason as context |
 //! | UserPromptSubmit | [`on_user_prompt`](Hooks::on_user_prompt) | — | `prompt` | block (run ends `Blocked`), context (`additionalContext` or plain stdout) |
 //! | Stop (`agent-stop`) | [`on_stop`](Hooks::on_stop) | — | `stop_hook_active`, `last_assistant_message` | block = the agent continues with the reason as feedback; `additionalContext` too |
-//! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | the subagent's name | + `agent_type`, `agent_id` (its name) | as Stop, for the subagent |
-//! | SessionStart (`agent-start`) | [`on_session_start`](Hooks::on_session_start) | `source` (always `startup`) | `source` | context (`additionalContext` or plain stdout) for the system prompt |
-//! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `reason` (always `other`) | `reason`, `outcome` (the run's [`Outcome`](crate::agent::Outcome) as JSON) | observe (started in the background; the run does not wait) |
+//! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | the subagent's name | + `agent_type` (its name), `agent_id` (`agent-<call id>`, as for SubagentStart), `agent_transcript_path` (`""`) | as Stop, for the subagent |
+//! | SubagentStart | [`on_subagent_start`](Hooks::on_subagent_start) | `agent_type` | `agent_type` (the subagent's tool name), `agent_id` (`agent-<call id>`) | context (`additionalContext`) added to the subagent's system prompt; cannot block (a block is reported) |
+//! | SessionStart (`agent-start`) | [`on_session_start_for`](Hooks::on_session_start_for) | `source` | `source`: `startup` (new thread), `resume` (the thread was in the store), `compact` (right after a compaction); `model` (when the agent's settings name one) | context (`additionalContext` or plain stdout): for the system prompt at `startup`/`resume`, after the summary at `compact`; [`CLAUDE_ENV_FILE`](#claude_env_file) |
+//! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `reason` | `reason` ([mapped from the outcome](crate::agent::session_end_reason): `prompt_input_exit` for finished, step-limited or blocked runs, `other` for aborted, cancelled or dropped ones), `outcome` (the run's [`Outcome`](crate::agent::Outcome) as JSON) | observe (started in the background; the run does not wait); also fires for a run whose future is dropped |
+//! | StopFailure | [`on_stop_failure`](Hooks::on_stop_failure) | `error` | `error` (`rate_limit`, `overloaded`, `authentication_failed`, `billing_error`, `invalid_request`, `model_not_found`, `server_error`, `max_output_tokens`, `unknown`: read from the error's text), `error_details`, `last_assistant_message` (`API Error: …`) | observe (background; output and exit code ignored); fires when a model call fails after its retries (not for an [`Abort`](crate::error::Abort)); Stop does not run |
+//! | TaskCreated | [`on_task_created`](Hooks::on_task_created) | — | `task_id`, `task_subject` (a new todo of a `write_todos` call) | block (exit 2 / `decision: "block"`): the call fails with the reason, the list is unchanged; `continue: false` is ignored |
+//! | TaskCompleted | [`on_task_completed`](Hooks::on_task_completed) | — | `task_id`, `task_subject` (a todo that becomes `done`) | block (exit 2 / `decision: "block"`; `continue: false` too, with its stop reason): as TaskCreated |
+//! | InstructionsLoaded | [`on_instructions_loaded`](Hooks::on_instructions_loaded) | `load_reason` | `file_path`, `memory_type` (`Project` under the run's cwd, else `User`), `load_reason` (`session_start`): each file the [`Memory`](crate::builtins::memory::Memory) stage loads | observe (background) |
+//! | MessageDisplay | [`on_message_display`](Hooks::on_message_display) | — | `turn_id` (the run), `message_id`, `index` (0), `final` (true), `delta` (the whole text): once per assistant message with text | `displayContent` replaces the text of the [`MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event (last one wins); the history keeps the original; default timeout 10 s |
+//! | PostCompact | [`on_post_compact`](Hooks::on_post_compact) | `trigger` | `trigger` (`auto`), `compact_summary` | observe (background) |
 //! | Notification | [`on_notification`](Hooks::on_notification) | `notification_type` (always `warning`) | `message`, `notification_type` | observe (background), for each [`RunContext::warn`](crate::context::RunContext::warn) |
 //! | PreCompact | [`CommandHooks::pre_compact`] for [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact) | `trigger` (always `auto`) | `trigger`, `custom_instructions` (empty), `tokens`, `threshold`, `summarized_messages`, `kept_messages` | veto the compaction (block) |
 //! | BeforeModel (`step-start`) | [`before_model`](Hooks::before_model) | — | `llm_request`: `{messages, tools, settings}` | `hookSpecificOutput.llm_request` replaces the parts it has; a block answers the call with the reason as the assistant's text (the model is not called) |
 //! | AfterModel | [`after_model`](Hooks::after_model) | — | `llm_response`: `{message, usage, stop_reason}` | `hookSpecificOutput.llm_response` replaces the parts it has; a block replaces the answer with the reason as text |
+//!
+//! ## Events not fired
+//!
+//! These protocol events load with a warning and never fire, because nothing in an agent
+//! loop of this crate corresponds to them:
+//!
+//! | Event | Why |
+//! |---|---|
+//! | `Setup` | fires for Claude Code's `--init`/`--maintenance` CLI flags; a library has no such launch mode (use SessionStart) |
+//! | `UserPromptExpansion` | there are no user-typed slash commands to expand |
+//! | `TeammateIdle` | there are no agent teams or teammates |
+//! | `ConfigChange` | settings are read once, at [`build`](CommandHooksBuilder::build); nothing watches them |
+//! | `CwdChanged` | a run's working directory is fixed; the `execute` tool's `cd` does not outlive its command |
+//! | `DirectoryAdded` | there is no `/add-dir`; a run has one working directory |
+//! | `FileChanged` | nothing watches files |
+//! | `WorktreeCreate`, `WorktreeRemove` | the crate creates no git worktrees |
+//! | `Elicitation`, `ElicitationResult` | MCP elicitation is not supported (no MCP client yet) |
+//!
+//! (`PermissionRequest`, `PermissionDenied` and `PostToolBatch` are not fired yet either.)
+//!
+//! ## `CLAUDE_ENV_FILE`
+//!
+//! Each time SessionStart hooks fire, their one-shot handlers get `CLAUDE_ENV_FILE`: the path
+//! of a fresh empty file in a private temporary directory (mode 0700). Once they answered,
+//! the file is read (never run by a shell) and removed: each `export NAME=value` line (also
+//! `declare -x NAME=value` and `NAME=value`; single and double quotes; `$NAME`/`${NAME}`
+//! expanded from earlier lines, the session's earlier exports, then this process's
+//! environment) sets a variable of the session ([`SessionEnv`](crate::agent::SessionEnv)).
+//! Those variables are in the environment of every later one-shot command hook of the run
+//! and of every command of the [`execute`](crate::builtins::filesystem) tool. Lines with a
+//! command substitution (`$(…)`, backticks) or anything else not understood are skipped with
+//! a warning ([`RunContext::warn`](crate::context::RunContext::warn)). Persistent handlers
+//! (shared by every run) and other events' handlers don't get `CLAUDE_ENV_FILE`.
 //!
 //! Messages, tools and responses in `llm_request` / `llm_response` use this crate's serde
 //! forms ([`Message`](crate::message::Message), [`ToolSpec`](crate::message::ToolSpec),
@@ -256,6 +296,7 @@
 //! | a string of an answer (`reason`, `additionalContext` …) | 10,000 characters | cut, with a `... (truncated N characters)` note |
 //! | a settings file | a regular file of at most 4 MiB of UTF-8 JSON | a [`ConfigError`] (a FIFO is refused before it is opened, so `build()` cannot block on it) |
 //! | a matcher regex | 256 KiB compiled, 250 levels of nesting (see [`ToolMatcher`](crate::layers::matcher::ToolMatcher)) | a [`ConfigError`], at once |
+//! | a `CLAUDE_ENV_FILE` | 256 KiB (a regular file) and 1,000 variables | a larger file is ignored whole; variables past 1,000 are ignored; both with a warning |
 //!
 //! A PreToolUse `updatedInput` that is not a JSON object (a string, an array, a number …) is
 //! the **hook's** fault: the call is denied with a reason naming the hook (*hook `check.sh`
@@ -264,6 +305,7 @@
 //! arguments were bad, and the tool never sees the bad input.
 
 mod config;
+mod env_file;
 mod events;
 mod persistent;
 mod process;

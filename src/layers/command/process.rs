@@ -127,8 +127,11 @@ pub(crate) async fn run(
     dir: &Path,
     input: &[u8],
     timeout: Duration,
+    env: &[(String, String)],
 ) -> Result<Reply, Failure> {
     let mut std_cmd = command(exec, dir, "run");
+    // The session's environment (`CLAUDE_ENV_FILE` exports, `CLAUDE_ENV_FILE` itself).
+    std_cmd.envs(env.iter().map(|(k, v)| (k, v)));
     // Kills the tree when this future is dropped, however it ends.
     let mut tree = ProcessTree::prepare(&mut std_cmd);
     let mut cmd = tokio::process::Command::from(std_cmd);
@@ -353,6 +356,8 @@ pub(crate) struct Verdict {
     pub(crate) updated_output: Option<Value>,
     pub(crate) llm_request: Option<Value>,
     pub(crate) llm_response: Option<Value>,
+    /// MessageDisplay's `displayContent`.
+    pub(crate) display: Option<String>,
     /// `additionalContext`, and plain stdout where it counts as context.
     pub(crate) contexts: Vec<String>,
 }
@@ -627,6 +632,9 @@ fn read_json(
     }
     if let Some(context) = text(specific.get("additionalContext")) {
         verdict.contexts.push(context);
+    }
+    if let Some(Value::String(display)) = specific.get("displayContent") {
+        verdict.display = Some(cap(display.clone()));
     }
     if let Some(request) = specific.get("llm_request").filter(|v| !v.is_null()) {
         verdict.llm_request = Some(request.clone());

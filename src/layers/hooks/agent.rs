@@ -9,7 +9,7 @@ use std::{
 use futures_util::future::BoxFuture;
 use tower::{Layer, Service, ServiceExt};
 
-use super::HookSet;
+use super::{HookSet, SessionSource, SessionStartInput};
 use crate::{
     agent::{AgentEvent, AgentRequest, AgentResponse, LoopHooks, Outcome},
     context::RunContext,
@@ -110,7 +110,9 @@ where
         let set = self.set.clone();
         Box::pin(async move {
             let ctx = context_of(&req);
-            let started = match set.session_start(&ctx).await {
+            // NOTE: outside the loop the store is not known: every run counts as a startup.
+            let input = SessionStartInput::new(SessionSource::Startup, None);
+            let started = match set.session_start(input, &ctx).await {
                 Ok(contexts) => {
                     req.system_context.extend(contexts);
                     let prompt = std::mem::take(&mut req.prompt);

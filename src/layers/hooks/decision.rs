@@ -106,6 +106,34 @@ pub enum SessionStart {
     Block(String),
 }
 
+/// What a SubagentStart hook decides (it cannot block the subagent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubagentStart {
+    /// Nothing to add.
+    Continue,
+    /// Add context at the start of the subagent's conversation, before its prompt.
+    AddContext(String),
+}
+
+/// What a TaskCreated / TaskCompleted hook decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Task {
+    /// Let the task be created / completed.
+    Continue,
+    /// Prevent it: the `write_todos` call fails with this feedback for the model, and the
+    /// list is left unchanged.
+    Block(String),
+}
+
+/// What a MessageDisplay hook decides (display only: the history keeps the original).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MessageDisplay {
+    /// Display the text as it is (or as an earlier hook replaced it).
+    Keep,
+    /// Display this instead.
+    Replace(String),
+}
+
 /// What a before-model hook decides.
 #[derive(Debug, Clone)]
 pub enum BeforeModel {
@@ -115,8 +143,11 @@ pub enum BeforeModel {
     Respond(ModelResponse),
 }
 
-/// What a Stop / SubagentStop hook sees (defined by the loop, which builds it).
-pub use crate::agent::StopInput;
+/// What the hooks of the loop's events see (defined by the loop, which builds them).
+pub use crate::agent::{
+    InstructionsInput, MessageDisplayInput, PostCompactInput, SessionSource, SessionStartInput,
+    StopFailureInput, StopInput, SubagentStartInput, TaskEvent, TaskInput,
+};
 
 /// What a tool-failure hook sees of the failure.
 #[derive(Debug, Clone, PartialEq)]
@@ -208,6 +239,9 @@ hook_result!(
     UserPrompt,
     Stop,
     SessionStart,
+    SubagentStart,
+    Task,
+    MessageDisplay,
     BeforeModel,
     ModelResponse
 );

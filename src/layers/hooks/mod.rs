@@ -27,7 +27,14 @@
 //! | PostToolUseFailure | [`on_tool_failure`](Hooks::on_tool_failure) | `(call, failure, ctx)` | add context next to the error, abort the run |
 //! | Stop | [`on_stop`](Hooks::on_stop) | `(input, ctx)` | finish, or continue with feedback |
 //! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | `(input, ctx)` | send a subagent back to work |
-//! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `(&response, &ctx)` | observe |
+//! | SessionStart (by source) | [`on_session_start_for`](Hooks::on_session_start_for) | `(input, ctx)` | as SessionStart; matcher on `startup`, `resume`, `compact` (after a compaction: context added after the summary) |
+//! | SubagentStart | [`on_subagent_start`](Hooks::on_subagent_start) | `(input, ctx)` | add context to the subagent's conversation |
+//! | TaskCreated / TaskCompleted | [`on_task_created`](Hooks::on_task_created), [`on_task_completed`](Hooks::on_task_completed) | `(input, ctx)` | block the `write_todos` call with feedback |
+//! | InstructionsLoaded | [`on_instructions_loaded`](Hooks::on_instructions_loaded) | `(&input, &ctx)` | observe each memory file loaded |
+//! | MessageDisplay | [`on_message_display`](Hooks::on_message_display) | `(input, ctx)` | replace the text of the [`MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event (display only) |
+//! | PostCompact | [`on_post_compact`](Hooks::on_post_compact) | `(&input, &ctx)` | observe a compaction (its summary) |
+//! | StopFailure | [`on_stop_failure`](Hooks::on_stop_failure) | `(&input, &ctx)` | observe a run that ends on a model error |
+//! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `(&response, &ctx)` | observe (also a run whose future is dropped: outcome `Cancelled`); reason: [`session_end_reason`](crate::agent::session_end_reason) |
 //! | Notification | [`on_notification`](Hooks::on_notification) | `(message, &ctx)` | observe each warning of the run |
 //!
 //! Callbacks that decide return the event's decision type ([`PreToolUse`], [`PostToolUse`],
@@ -116,8 +123,10 @@ use tower::util::BoxCloneSyncService;
 pub use self::{
     agent::{HookAgent, HookAgentLayer},
     decision::{
-        BeforeModel, HookFuture, HookResult, PostToolUse, PostToolUseFailure, PreToolUse,
-        SessionStart, Stop, StopInput, ToolFailure, UserPrompt,
+        BeforeModel, HookFuture, HookResult, InstructionsInput, MessageDisplay,
+        MessageDisplayInput, PostCompactInput, PostToolUse, PostToolUseFailure, PreToolUse,
+        SessionSource, SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput,
+        SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput, ToolFailure, UserPrompt,
     },
     model::{HookModel, HookModelLayer},
     order::HookOrderError,
@@ -174,7 +183,16 @@ pub(crate) type AfterModelFn =
     dyn Fn(ModelResponse, RunContext) -> HookFuture<ModelResponse> + Send + Sync;
 pub(crate) type PromptFn = dyn Fn(Arc<str>, RunContext) -> HookFuture<UserPrompt> + Send + Sync;
 pub(crate) type StopFn = dyn Fn(StopInput, RunContext) -> HookFuture<Stop> + Send + Sync;
-pub(crate) type SessionStartFn = dyn Fn(RunContext) -> HookFuture<SessionStart> + Send + Sync;
+pub(crate) type SessionStartFn =
+    dyn Fn(SessionStartInput, RunContext) -> HookFuture<SessionStart> + Send + Sync;
+pub(crate) type StopFailureFn = dyn Fn(&StopFailureInput, &RunContext) + Send + Sync;
+pub(crate) type SubagentStartFn =
+    dyn Fn(SubagentStartInput, RunContext) -> HookFuture<SubagentStart> + Send + Sync;
+pub(crate) type TaskFn = dyn Fn(TaskInput, RunContext) -> HookFuture<Task> + Send + Sync;
+pub(crate) type InstructionsFn = dyn Fn(&InstructionsInput, &RunContext) + Send + Sync;
+pub(crate) type PostCompactFn = dyn Fn(&PostCompactInput, &RunContext) + Send + Sync;
+pub(crate) type DisplayFn =
+    dyn Fn(MessageDisplayInput, RunContext) -> HookFuture<MessageDisplay> + Send + Sync;
 pub(crate) type SessionEndFn = dyn Fn(&AgentResponse, &RunContext) + Send + Sync;
 pub(crate) type StepFn = dyn Fn(u32, &RunContext) + Send + Sync;
 pub(crate) type NotificationFn = dyn Fn(&str, &RunContext) + Send + Sync;
@@ -196,6 +214,12 @@ enum Callback {
     AfterStep(Arc<StepFn>),
     ShouldContinue(Arc<ContinueFn>),
     Notification(Arc<NotificationFn>),
+    StopFailure(Arc<StopFailureFn>),
+    SubagentStart(Arc<SubagentStartFn>),
+    Task(TaskEvent, Arc<TaskFn>),
+    InstructionsLoaded(Arc<InstructionsFn>),
+    PostCompact(Arc<PostCompactFn>),
+    MessageDisplay(Arc<DisplayFn>),
 }
 
 impl Callback {
@@ -215,6 +239,13 @@ impl Callback {
             Callback::AfterStep(_) => "after_step",
             Callback::ShouldContinue(_) => "should_continue",
             Callback::Notification(_) => "on_notification",
+            Callback::StopFailure(_) => "on_stop_failure",
+            Callback::SubagentStart(_) => "on_subagent_start",
+            Callback::Task(TaskEvent::Created, _) => "on_task_created",
+            Callback::Task(_, _) => "on_task_completed",
+            Callback::InstructionsLoaded(_) => "on_instructions_loaded",
+            Callback::PostCompact(_) => "on_post_compact",
+            Callback::MessageDisplay(_) => "on_message_display",
         }
     }
 }
@@ -429,15 +460,121 @@ impl Hooks {
         )
     }
 
-    /// SessionStart: once per run, before the setup stages.
+    /// SessionStart: once per run, before the setup stages (sources `startup` and
+    /// `resume`; not after a compaction: this hook's context stays in the system prompt for
+    /// the whole run). See [`on_session_start_for`](Self::on_session_start_for) for the
+    /// source and the model.
     pub fn on_session_start<F, R>(self, f: F) -> Self
     where
         F: Fn(RunContext) -> R + Send + Sync + 'static,
         R: HookResult<SessionStart>,
     {
         self.push(
+            ToolMatcher::from("startup|resume"),
+            Callback::SessionStart(Arc::new(move |_, x| f(x).into_hook_future())),
+        )
+    }
+
+    /// SessionStart for the sources `matcher` matches (`startup`, `resume`, `compact`; `"*"`
+    /// for all), with the [`SessionStartInput`]. At `startup`/`resume` the contexts go to the
+    /// run's system prompt; at `compact` (right after a compaction) they are added to the
+    /// history after the summary, and a block is ignored (with a warning).
+    pub fn on_session_start_for<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(SessionStartInput, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<SessionStart>,
+    {
+        self.push(
+            matcher.into(),
+            Callback::SessionStart(Arc::new(move |i, x| f(i, x).into_hook_future())),
+        )
+    }
+
+    /// StopFailure: the run ends on a model error (observe only); the matcher picks error
+    /// types ([`StopFailureInput::error`]).
+    pub fn on_stop_failure<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(&StopFailureInput, &RunContext) + Send + Sync + 'static,
+    {
+        self.push(matcher.into(), Callback::StopFailure(Arc::new(f)))
+    }
+
+    /// SubagentStart: a subagent ([`Agent::into_tool`](crate::Agent::into_tool)) of this
+    /// agent is about to run; the matcher picks subagents by name. Contexts start the
+    /// subagent's conversation; it cannot be blocked.
+    pub fn on_subagent_start<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(SubagentStartInput, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<SubagentStart>,
+    {
+        self.push(
+            matcher.into(),
+            Callback::SubagentStart(Arc::new(move |i, x| f(i, x).into_hook_future())),
+        )
+    }
+
+    /// TaskCreated: a `write_todos` call adds a todo; [`Task::Block`] fails the call (the
+    /// list is left unchanged) with feedback for the model.
+    pub fn on_task_created<F, R>(self, f: F) -> Self
+    where
+        F: Fn(TaskInput, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<Task>,
+    {
+        self.push(
             ToolMatcher::all(),
-            Callback::SessionStart(Arc::new(move |x| f(x).into_hook_future())),
+            Callback::Task(
+                TaskEvent::Created,
+                Arc::new(move |i, x| f(i, x).into_hook_future()),
+            ),
+        )
+    }
+
+    /// TaskCompleted: a `write_todos` call marks a todo done; [`Task::Block`] fails the call
+    /// (the list is left unchanged) with feedback for the model.
+    pub fn on_task_completed<F, R>(self, f: F) -> Self
+    where
+        F: Fn(TaskInput, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<Task>,
+    {
+        self.push(
+            ToolMatcher::all(),
+            Callback::Task(
+                TaskEvent::Completed,
+                Arc::new(move |i, x| f(i, x).into_hook_future()),
+            ),
+        )
+    }
+
+    /// InstructionsLoaded: a [`Memory`](crate::builtins::memory::Memory) file was loaded
+    /// (observe only); the matcher is compared with the load reason.
+    pub fn on_instructions_loaded<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(&InstructionsInput, &RunContext) + Send + Sync + 'static,
+    {
+        self.push(matcher.into(), Callback::InstructionsLoaded(Arc::new(f)))
+    }
+
+    /// PostCompact: the history was compacted (observe only); the matcher is compared with
+    /// the trigger (`auto`, `manual`).
+    pub fn on_post_compact<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(&PostCompactInput, &RunContext) + Send + Sync + 'static,
+    {
+        self.push(matcher.into(), Callback::PostCompact(Arc::new(f)))
+    }
+
+    /// MessageDisplay: each complete assistant message with text; a
+    /// [`MessageDisplay::Replace`] changes what the
+    /// [`AgentEvent::MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event shows
+    /// (replacements chain in order), never the history.
+    pub fn on_message_display<F, R>(self, f: F) -> Self
+    where
+        F: Fn(MessageDisplayInput, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<MessageDisplay>,
+    {
+        self.push(
+            ToolMatcher::all(),
+            Callback::MessageDisplay(Arc::new(move |i, x| f(i, x).into_hook_future())),
         )
     }
 
@@ -513,7 +650,13 @@ impl Hooks {
                 Callback::Prompt(f) => set.prompt.push(f),
                 Callback::Stop(f) => set.stop.push(f),
                 Callback::SubagentStop(f) => set.subagent_stop.push((matcher, f)),
-                Callback::SessionStart(f) => set.session_start.push(f),
+                Callback::SessionStart(f) => set.session_start.push((matcher, f)),
+                Callback::StopFailure(f) => set.stop_failure.push((matcher, f)),
+                Callback::SubagentStart(f) => set.subagent_start.push((matcher, f)),
+                Callback::Task(event, f) => set.task.push((event, f)),
+                Callback::InstructionsLoaded(f) => set.instructions.push((matcher, f)),
+                Callback::PostCompact(f) => set.post_compact.push((matcher, f)),
+                Callback::MessageDisplay(f) => set.display.push(f),
                 Callback::SessionEnd(f) => set.session_end.push(f),
                 Callback::BeforeStep(f) => set.before_step.push(f),
                 Callback::AfterStep(f) => set.after_step.push(f),
@@ -616,7 +759,13 @@ pub(crate) struct HookSetInner {
     pub(crate) prompt: Vec<Arc<PromptFn>>,
     pub(crate) stop: Vec<Arc<StopFn>>,
     pub(crate) subagent_stop: Vec<(ToolMatcher, Arc<StopFn>)>,
-    pub(crate) session_start: Vec<Arc<SessionStartFn>>,
+    pub(crate) session_start: Vec<(ToolMatcher, Arc<SessionStartFn>)>,
+    pub(crate) stop_failure: Vec<(ToolMatcher, Arc<StopFailureFn>)>,
+    pub(crate) subagent_start: Vec<(ToolMatcher, Arc<SubagentStartFn>)>,
+    pub(crate) task: Vec<(TaskEvent, Arc<TaskFn>)>,
+    pub(crate) instructions: Vec<(ToolMatcher, Arc<InstructionsFn>)>,
+    pub(crate) post_compact: Vec<(ToolMatcher, Arc<PostCompactFn>)>,
+    pub(crate) display: Vec<Arc<DisplayFn>>,
     pub(crate) session_end: Vec<Arc<SessionEndFn>>,
     pub(crate) before_step: Vec<Arc<StepFn>>,
     pub(crate) after_step: Vec<Arc<StepFn>>,
@@ -677,11 +826,21 @@ impl HookSetInner {
         Ok((prompt.to_string(), contexts))
     }
 
-    /// Runs SessionStart hooks: `Err(reason)` if one blocks, else their contexts, in order.
-    pub(crate) async fn session_start(&self, ctx: &RunContext) -> Result<Vec<String>, String> {
+    /// Runs the SessionStart hooks matching the source: `Err(reason)` if one blocks, else
+    /// their contexts, in order.
+    pub(crate) async fn session_start(
+        &self,
+        input: SessionStartInput,
+        ctx: &RunContext,
+    ) -> Result<Vec<String>, String> {
         let mut contexts = Vec::new();
-        for f in &self.session_start {
-            match f(ctx.clone()).await {
+        let source = input.source.as_str();
+        for (_, f) in self
+            .session_start
+            .iter()
+            .filter(|(m, _)| m.matches_name(source))
+        {
+            match f(input.clone(), ctx.clone()).await {
                 SessionStart::Continue => {}
                 SessionStart::AddContext(text) => contexts.push(text),
                 SessionStart::Block(reason) => return Err(reason),
@@ -706,9 +865,10 @@ impl LoopHooks for HookSet {
 
     fn session_start<'a>(
         &'a self,
+        input: SessionStartInput,
         ctx: &'a RunContext,
     ) -> BoxFuture<'a, Result<Vec<String>, String>> {
-        Box::pin(self.inner.session_start(ctx))
+        Box::pin(self.inner.session_start(input, ctx))
     }
 
     fn user_prompt<'a>(
@@ -755,6 +915,97 @@ impl LoopHooks for HookSet {
 
     fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
         self.inner.session_end.iter().for_each(|f| f(response, ctx));
+    }
+
+    fn stop_failure(&self, input: &StopFailureInput, ctx: &RunContext) {
+        for (m, f) in &self.inner.stop_failure {
+            if m.matches_name(input.error) {
+                f(input, ctx);
+            }
+        }
+    }
+
+    fn has_subagent_start(&self, agent_type: &str) -> bool {
+        self.inner
+            .subagent_start
+            .iter()
+            .any(|(m, _)| m.matches_name(agent_type))
+    }
+
+    fn subagent_start<'a>(
+        &'a self,
+        input: SubagentStartInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let mut contexts = Vec::new();
+            for (m, f) in &self.inner.subagent_start {
+                if m.matches_name(&input.agent_type)
+                    && let SubagentStart::AddContext(text) = f(input.clone(), ctx.clone()).await
+                {
+                    contexts.push(text);
+                }
+            }
+            contexts
+        })
+    }
+
+    fn has_task(&self, event: TaskEvent) -> bool {
+        self.inner.task.iter().any(|(e, _)| *e == event)
+    }
+
+    fn task<'a>(
+        &'a self,
+        input: TaskInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            for (event, f) in &self.inner.task {
+                if *event == input.event
+                    && let Task::Block(reason) = f(input.clone(), ctx.clone()).await
+                {
+                    return Err(reason);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn instructions_loaded(&self, input: &InstructionsInput, ctx: &RunContext) {
+        for (m, f) in &self.inner.instructions {
+            if m.matches_name(input.load_reason) {
+                f(input, ctx);
+            }
+        }
+    }
+
+    fn post_compact(&self, input: &PostCompactInput, ctx: &RunContext) {
+        for (m, f) in &self.inner.post_compact {
+            if m.matches_name(input.trigger) {
+                f(input, ctx);
+            }
+        }
+    }
+
+    fn has_message_display(&self) -> bool {
+        !self.inner.display.is_empty()
+    }
+
+    fn message_display<'a>(
+        &'a self,
+        mut input: MessageDisplayInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let mut replaced = None;
+            for f in &self.inner.display {
+                if let MessageDisplay::Replace(text) = f(input.clone(), ctx.clone()).await {
+                    input.delta.clone_from(&text);
+                    replaced = Some(text);
+                }
+            }
+            replaced
+        })
     }
 
     fn wrap_model(&self, model: crate::model::BoxModelService) -> crate::model::BoxModelService {

@@ -1,0 +1,19 @@
+//! Conformance with the Claude Code hooks reference (`hooks.md`), organised by its sections:
+//! real hook scripts (bash, python3) read their input from stdin and answer as the reference
+//! documents; each test names the section it checks.
+#![cfg(unix)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod common_ev2;
+mod compact;
+mod env_file;
+mod instructions_loaded;
+mod message_display;
+mod session_end;
+mod session_start;
+mod stop_failure;
+mod subagent;
+mod tasks;
+mod user_prompt_submit;
