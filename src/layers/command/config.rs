@@ -46,6 +46,15 @@ pub enum HookEvent {
     BeforeModel,
     /// After each model call: replace the response.
     AfterModel,
+    /// When a call needs approval (a PreToolUse `ask`), before the
+    /// [`Approval`](crate::layers::hooks::Approval) service: allow or deny in its place.
+    PermissionRequest,
+    /// When the approval path denies a call on its own (no approval service, or it failed):
+    /// observe, or tell the model it may retry.
+    PermissionDenied,
+    /// After every call of a step resolved, before the next model call: add context, stop the
+    /// loop.
+    PostToolBatch,
 }
 
 /// Protocol events this crate does not fire: configuring them is not an error (settings
@@ -55,9 +64,6 @@ const NOT_FIRED: &[&str] = &[
     "InstructionsLoaded",
     "UserPromptExpansion",
     "MessageDisplay",
-    "PermissionRequest",
-    "PermissionDenied",
-    "PostToolBatch",
     "SubagentStart",
     "TaskCreated",
     "TaskCompleted",
@@ -76,7 +82,7 @@ const NOT_FIRED: &[&str] = &[
 
 impl HookEvent {
     /// Every event, in the order of this enum.
-    pub const ALL: [HookEvent; 12] = [
+    pub const ALL: [HookEvent; 15] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PostToolUseFailure,
@@ -89,6 +95,9 @@ impl HookEvent {
         HookEvent::Notification,
         HookEvent::BeforeModel,
         HookEvent::AfterModel,
+        HookEvent::PermissionRequest,
+        HookEvent::PermissionDenied,
+        HookEvent::PostToolBatch,
     ];
 
     /// The protocol name (`hook_event_name` in a hook's input).
@@ -106,6 +115,9 @@ impl HookEvent {
             HookEvent::Notification => "Notification",
             HookEvent::BeforeModel => "BeforeModel",
             HookEvent::AfterModel => "AfterModel",
+            HookEvent::PermissionRequest => "PermissionRequest",
+            HookEvent::PermissionDenied => "PermissionDenied",
+            HookEvent::PostToolBatch => "PostToolBatch",
         }
     }
 
@@ -122,10 +134,13 @@ impl HookEvent {
         alias.or_else(|| Self::ALL.into_iter().find(|e| e.name() == name))
     }
 
-    /// The timeout of a handler that sets none: 30 s for UserPromptSubmit, else 600 s.
+    /// The timeout of a command handler that sets none, as in the Claude Code hooks
+    /// reference: 30 s for UserPromptSubmit, 1.5 s for SessionEnd (whose handlers share one
+    /// budget, see [`SESSION_END_MAX_BUDGET`](super::SESSION_END_MAX_BUDGET)), else 600 s.
     pub const fn default_timeout(self) -> Duration {
         match self {
             HookEvent::UserPromptSubmit => Duration::from_secs(30),
+            HookEvent::SessionEnd => Duration::from_millis(1500),
             _ => Duration::from_secs(600),
         }
     }
@@ -143,6 +158,7 @@ impl HookEvent {
                 | HookEvent::Stop
                 | HookEvent::BeforeModel
                 | HookEvent::AfterModel
+                | HookEvent::PostToolBatch
         )
     }
 }

@@ -277,6 +277,7 @@ use std::{
 use serde_json::Value;
 
 pub use self::config::{ConfigError, HookEvent};
+pub use self::events::SESSION_END_MAX_BUDGET;
 use self::{config::Config, events::Inner};
 use crate::{
     layers::{
@@ -377,7 +378,18 @@ impl fmt::Debug for CommandHooks {
 pub struct CommandHooksBuilder {
     sources: Vec<Source>,
     project_dir: Option<PathBuf>,
+    permission_mode: Option<String>,
 }
+
+/// The `permission_mode` values of the reference (`manual` is an alias of `default`).
+const PERMISSION_MODES: [&str; 6] = [
+    "default",
+    "plan",
+    "acceptEdits",
+    "auto",
+    "dontAsk",
+    "bypassPermissions",
+];
 
 #[derive(Debug)]
 enum Source {
@@ -414,6 +426,16 @@ impl CommandHooksBuilder {
         self
     }
 
+    /// The `permission_mode` every hook input reports (default `"default"`): one of the
+    /// reference's values `default`, `plan`, `acceptEdits`, `auto`, `dontAsk`,
+    /// `bypassPermissions` (`manual` is reported as `default`). Reported only: approvals go
+    /// through the hooks and the [`Approval`](crate::layers::hooks::Approval) service
+    /// whatever the mode. An unknown value is a [`ConfigError`] from [`build`](Self::build).
+    pub fn permission_mode(mut self, mode: impl Into<String>) -> Self {
+        self.permission_mode = Some(mode.into());
+        self
+    }
+
     /// Loads every source, in order. Describing a hooks directory runs its executables: this
     /// blocks for as long as they take (at most 10 s each).
     ///
@@ -437,10 +459,27 @@ impl CommandHooksBuilder {
                 Source::Dir(dir) => config::load_dir(dir, &project_dir, &mut config)?,
             }
         }
+        let permission_mode = match self.permission_mode.as_deref() {
+            None | Some("manual") => "default",
+            Some(mode) => PERMISSION_MODES
+                .into_iter()
+                .find(|m| *m == mode)
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        "CommandHooksBuilder::permission_mode",
+                        "",
+                        format!(
+                            "unknown permission mode `{mode}` (one of {})",
+                            PERMISSION_MODES.join(", ")
+                        ),
+                    )
+                })?,
+        };
         Ok(CommandHooks {
             inner: Arc::new(Inner {
                 config,
                 project_dir,
+                permission_mode,
             }),
         })
     }
