@@ -88,6 +88,7 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 use tracing::{Instrument as _, field::Empty};
 
+pub(crate) use self::hooks::StepCalls;
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::{AgentEvent, EventStream, ModelDelta},
@@ -95,7 +96,6 @@ pub use self::{
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,
 };
-pub(crate) use self::hooks::StepCalls;
 use crate::{
     error::Error,
     message::{Messages, Usage},

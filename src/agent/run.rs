@@ -464,10 +464,14 @@ impl<'a> Run<'a> {
         if let (Some(hooks), Some(batch)) = (&self.inner.hooks, batch) {
             match hooks.post_tool_batch(batch, ctx).await {
                 Ok(contexts) if contexts.is_empty() => {}
-                Ok(contexts) => self.history.push(Message::user(reminder_message(&contexts))),
+                Ok(contexts) => self
+                    .history
+                    .push(Message::user(reminder_message(&contexts))),
                 Err(reason) => {
                     self.history
-                        .push(Message::user(reminder_message(std::slice::from_ref(&reason))));
+                        .push(Message::user(reminder_message(std::slice::from_ref(
+                            &reason,
+                        ))));
                     return Ok(Some(Outcome::Blocked { reason }));
                 }
             }

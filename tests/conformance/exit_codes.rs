@@ -125,7 +125,11 @@ async fn another_exit_code_with_a_json_object_lets_the_json_decide() {
     let resp = builder.build().run("go").await.unwrap();
     assert_eq!(tool_text(&resp), "denied: json says no");
     assert!(seen.lock().unwrap().is_empty());
-    assert!(warned.lock().unwrap().is_empty(), "{:?}", warned.lock().unwrap());
+    assert!(
+        warned.lock().unwrap().is_empty(),
+        "{:?}",
+        warned.lock().unwrap()
+    );
 }
 
 // hooks.md § "Other exit codes": plain or empty stdout is a non-blocking error: the action
@@ -158,7 +162,10 @@ async fn another_exit_code_without_json_is_a_non_blocking_error() {
 async fn plain_stdout_of_a_failed_user_prompt_hook_is_not_context() {
     let s = Scripts::new();
     let ok = s.bash("ok.sh", "cat >/dev/null; echo 'context from exit 0'");
-    let bad = s.bash("bad.sh", "cat >/dev/null; echo 'context from exit 1'; exit 1");
+    let bad = s.bash(
+        "bad.sh",
+        "cat >/dev/null; echo 'context from exit 1'; exit 1",
+    );
     let hooks = s.hooks(json!({ "UserPromptSubmit": [
         { "hooks": [ { "type": "command", "command": ok }, { "type": "command", "command": bad } ] }
     ]}));
@@ -198,7 +205,10 @@ async fn a_timed_out_pre_tool_use_hook_does_not_block() {
     let s = Scripts::new();
     let hook = s.bash("slow.sh", "cat >/dev/null; sleep 30; exit 2");
     let model = calls_bash("ls");
-    let (builder, seen) = agent(&model, s.pre_tool_use(&hook, json!({"timeout": 1})).into_hooks());
+    let (builder, seen) = agent(
+        &model,
+        s.pre_tool_use(&hook, json!({"timeout": 1})).into_hooks(),
+    );
     let started = std::time::Instant::now();
     let resp = builder.build().run("go").await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(10));
@@ -220,7 +230,9 @@ async fn session_end_hooks_share_a_one_and_a_half_second_budget() {
             marks.display()
         ),
     );
-    let hooks = s.hooks(json!({ "SessionEnd": [ { "hooks": [ { "type": "command", "command": hook } ] } ] }));
+    let hooks = s.hooks(
+        json!({ "SessionEnd": [ { "hooks": [ { "type": "command", "command": hook } ] } ] }),
+    );
     let model = ScriptedModel::new().text("hi");
     let (builder, _) = agent(&model, hooks.into_hooks());
     let resp = builder.build().run("hello").await.unwrap();

@@ -86,7 +86,10 @@ async fn permission_mode_is_reported_and_checked() {
     let s = Scripts::new();
     let hook = dumping(&s, "pre", "");
     let hooks = CommandHooks::builder()
-        .settings_json(json!({ "hooks": on("PreToolUse", "bash", &hook, json!({})) }), "inline")
+        .settings_json(
+            json!({ "hooks": on("PreToolUse", "bash", &hook, json!({})) }),
+            "inline",
+        )
         .project_dir(s.dir.path())
         .permission_mode("plan")
         .build()
@@ -100,5 +103,8 @@ async fn permission_mode_is_reported_and_checked() {
         .permission_mode("yolo")
         .build()
         .unwrap_err();
-    assert!(err.to_string().contains("unknown permission mode `yolo`"), "{err}");
+    assert!(
+        err.to_string().contains("unknown permission mode `yolo`"),
+        "{err}"
+    );
 }

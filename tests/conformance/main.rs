@@ -3,7 +3,6 @@
 #![cfg(unix)]
 
 #[path = "../support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 mod exit_codes;

@@ -32,13 +32,19 @@ async fn permission_prompt_notifies_with_message_and_title() {
             { "matcher": "warning", "hooks": [ { "type": "command", "command": warning } ] },
         ],
     }));
-    let hooks = hooks.into_hooks().approval(service_fn(|_: ApprovalRequest| async {
-        Ok::<_, BoxError>(ApprovalDecision::Allow)
-    }));
+    let hooks = hooks
+        .into_hooks()
+        .approval(service_fn(|_: ApprovalRequest| async {
+            Ok::<_, BoxError>(ApprovalDecision::Allow)
+        }));
     let model = calls_bash("ls");
     let (builder, seen) = agent(&model, hooks);
     let resp = builder.build().run("go").await.unwrap();
-    assert_eq!(tool_text(&resp), "ran: ls", "exit 2 of a Notification hook blocks nothing");
+    assert_eq!(
+        tool_text(&resp),
+        "ran: ls",
+        "exit 2 of a Notification hook blocks nothing"
+    );
     assert_eq!(seen.lock().unwrap().len(), 1);
     wait_for_file(&s.path("prompt.jsonl")).await;
     let input = &dumped(&s, "prompt")[0];
@@ -46,8 +52,14 @@ async fn permission_prompt_notifies_with_message_and_title() {
     assert_eq!(input["notification_type"], "permission_prompt");
     assert_eq!(input["title"], "Permission needed");
     let message = input["message"].as_str().unwrap();
-    assert!(message.contains("bash") && message.contains("confirm this"), "{message}");
-    assert!(dumped(&s, "warning").is_empty(), "the matcher picks by type");
+    assert!(
+        message.contains("bash") && message.contains("confirm this"),
+        "{message}"
+    );
+    assert!(
+        dumped(&s, "warning").is_empty(),
+        "the matcher picks by type"
+    );
 }
 
 // hooks.md § "Notification": the library's warnings come as notifications of type `warning`
@@ -71,7 +83,10 @@ async fn warnings_notify_with_their_own_type() {
     wait_for_file(&s.path("warning.jsonl")).await;
     let input = &dumped(&s, "warning")[0];
     assert_eq!(input["notification_type"], "warning");
-    assert!(input["message"].as_str().unwrap().contains("oops"), "{input}");
+    assert!(
+        input["message"].as_str().unwrap().contains("oops"),
+        "{input}"
+    );
     assert!(dumped(&s, "prompt").is_empty());
 }
 

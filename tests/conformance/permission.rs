@@ -24,7 +24,10 @@ const ASK: &str = r#"cat >/dev/null; echo '{"hookSpecificOutput": {"hookEventNam
 fn asking(s: &Scripts, more: Value) -> CommandHooks {
     let ask = s.bash("ask.sh", ASK);
     let mut hooks = json!({ "PreToolUse": [ { "matcher": "bash", "hooks": [ { "type": "command", "command": ask } ] } ] });
-    hooks.as_object_mut().unwrap().extend(more.as_object().unwrap().clone());
+    hooks
+        .as_object_mut()
+        .unwrap()
+        .extend(more.as_object().unwrap().clone());
     s.hooks(hooks)
 }
 
@@ -33,10 +36,7 @@ fn group(command: &str) -> Value {
 }
 
 /// An approval service that records what it is asked and answers `decision`.
-fn approval(
-    hooks: Hooks,
-    decision: ApprovalDecision,
-) -> (Hooks, Arc<Mutex<Vec<ApprovalRequest>>>) {
+fn approval(hooks: Hooks, decision: ApprovalDecision) -> (Hooks, Arc<Mutex<Vec<ApprovalRequest>>>) {
     let asked: Arc<Mutex<Vec<ApprovalRequest>>> = Arc::default();
     let a = Arc::clone(&asked);
     let hooks = hooks.approval(service_fn(move |req: ApprovalRequest| {
@@ -63,13 +63,19 @@ async fn allow_with_updated_input_runs_the_call_without_the_approval_service() {
     let model = calls_bash("rm -rf node_modules");
     let (builder, seen) = agent(&model, hooks);
     let resp = builder.build().run("go").await.unwrap();
-    assert_eq!(*seen.lock().unwrap(), vec![json!({"command": "npm run lint"})]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![json!({"command": "npm run lint"})]
+    );
     assert_eq!(tool_text(&resp), "ran: npm run lint");
     assert!(asked.lock().unwrap().is_empty(), "the hook decided");
     let input = &dumped(&s, "req")[0];
     assert_eq!(input["hook_event_name"], "PermissionRequest");
     assert_eq!(input["tool_name"], "bash");
-    assert_eq!(input["tool_input"], json!({"command": "rm -rf node_modules"}));
+    assert_eq!(
+        input["tool_input"],
+        json!({"command": "rm -rf node_modules"})
+    );
     assert!(input.get("tool_use_id").is_none(), "{input}");
 }
 
@@ -117,7 +123,10 @@ async fn deny_tells_the_model_and_interrupt_stops_the_run() {
 async fn no_decision_or_exit_2_falls_through_to_the_approval_service() {
     let s = Scripts::new();
     let silent = s.bash("silent.sh", "cat >/dev/null");
-    let exit2 = s.bash("exit2.sh", "cat >/dev/null; echo 'secret stderr' >&2; exit 2");
+    let exit2 = s.bash(
+        "exit2.sh",
+        "cat >/dev/null; echo 'secret stderr' >&2; exit 2",
+    );
     let hooks = asking(
         &s,
         json!({ "PermissionRequest": [ { "matcher": "bash", "hooks": [
@@ -158,7 +167,10 @@ async fn an_automatic_denial_fires_permission_denied_whose_retry_reaches_the_mod
     assert_eq!(input["hook_event_name"], "PermissionDenied");
     assert_eq!(input["tool_name"], "bash");
     assert_eq!(input["tool_input"], json!({"command": "ls"}));
-    assert_eq!(input["tool_use_id"], json!(resp.messages[2].tool_call_id.clone().unwrap()));
+    assert_eq!(
+        input["tool_use_id"],
+        json!(resp.messages[2].tool_call_id.clone().unwrap())
+    );
     assert_eq!(input["reason"], "confirm this");
 }
 
@@ -169,7 +181,10 @@ async fn a_users_denial_does_not_fire_permission_denied() {
     let s = Scripts::new();
     let denied = dumping(&s, "denied", "");
     let hooks = asking(&s, json!({ "PermissionDenied": group(&denied) }));
-    let (hooks, asked) = approval(hooks.into_hooks(), ApprovalDecision::Deny("user says no".into()));
+    let (hooks, asked) = approval(
+        hooks.into_hooks(),
+        ApprovalDecision::Deny("user says no".into()),
+    );
     let model = calls_bash("ls");
     let (builder, _) = agent(&model, hooks);
     let resp = builder.build().run("go").await.unwrap();

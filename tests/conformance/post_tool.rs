@@ -15,14 +15,21 @@ async fn post_tool_use_input_has_the_documented_fields() {
     let s = Scripts::new();
     let hook = dumping(&s, "post", "");
     let model = calls_bash("ls");
-    let (builder, _) = agent(&model, s.hooks(on("PostToolUse", "bash", &hook, json!({}))).into_hooks());
+    let (builder, _) = agent(
+        &model,
+        s.hooks(on("PostToolUse", "bash", &hook, json!({})))
+            .into_hooks(),
+    );
     let resp = builder.build().run("go").await.unwrap();
     let input = &dumped(&s, "post")[0];
     assert_eq!(input["hook_event_name"], "PostToolUse");
     assert_eq!(input["tool_name"], "bash");
     assert_eq!(input["tool_input"], json!({"command": "ls"}));
     assert_eq!(input["tool_response"], "ran: ls");
-    assert_eq!(input["tool_use_id"], json!(resp.messages[2].tool_call_id.clone().unwrap()));
+    assert_eq!(
+        input["tool_use_id"],
+        json!(resp.messages[2].tool_call_id.clone().unwrap())
+    );
 }
 
 // hooks.md § "PostToolUse decision control": `decision: "block"` "adds the reason next to
@@ -35,7 +42,11 @@ async fn block_adds_the_reason_next_to_the_original_output() {
         r#"cat >/dev/null; echo '{"decision": "block", "reason": "format the file first"}'"#,
     );
     let model = calls_bash("ls");
-    let (builder, _) = agent(&model, s.hooks(on("PostToolUse", "bash", &hook, json!({}))).into_hooks());
+    let (builder, _) = agent(
+        &model,
+        s.hooks(on("PostToolUse", "bash", &hook, json!({})))
+            .into_hooks(),
+    );
     let resp = builder.build().run("go").await.unwrap();
     let text = tool_text(&resp);
     assert!(text.starts_with("ran: ls"), "{text}");
@@ -53,7 +64,11 @@ async fn updated_tool_output_replaces_what_the_model_sees() {
         r#"cat >/dev/null; echo '{"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": "[redacted]", "additionalContext": "generated file"}}'"#,
     );
     let model = calls_bash("cat secrets");
-    let (builder, _) = agent(&model, s.hooks(on("PostToolUse", "bash", &hook, json!({}))).into_hooks());
+    let (builder, _) = agent(
+        &model,
+        s.hooks(on("PostToolUse", "bash", &hook, json!({})))
+            .into_hooks(),
+    );
     let resp = builder.build().run("go").await.unwrap();
     let text = tool_text(&resp);
     assert!(text.starts_with("[redacted]"), "{text}");
@@ -73,17 +88,24 @@ async fn post_tool_use_failure_input_and_context() {
         r#"echo '{"hookSpecificOutput": {"hookEventName": "PostToolUseFailure", "additionalContext": "install express first"}}'"#,
     );
     let stderr = s.bash("e.sh", "cat >/dev/null; echo 'from stderr' >&2; exit 2");
-    let hooks = s.hooks(json!({ "PostToolUseFailure": [ { "matcher": "bash", "hooks": [
-        { "type": "command", "command": hook }, { "type": "command", "command": stderr } ] } ] }));
+    let hooks = s.hooks(
+        json!({ "PostToolUseFailure": [ { "matcher": "bash", "hooks": [
+        { "type": "command", "command": hook }, { "type": "command", "command": stderr } ] } ] }),
+    );
     let model = ScriptedModel::new()
         .tool_call("bash", json!({"command": "npm test"}))
         .text("done")
         .recording();
     let agent = Agent::builder()
         .model(model.clone())
-        .tool(tool_fn("bash", "Runs a command", json!({"type": "object"}), |_, _| async {
-            Err::<String, BoxError>("Exit code 1\nCannot find module 'express'".into())
-        }))
+        .tool(tool_fn(
+            "bash",
+            "Runs a command",
+            json!({"type": "object"}),
+            |_, _| async {
+                Err::<String, BoxError>("Exit code 1\nCannot find module 'express'".into())
+            },
+        ))
         .hooks(hooks.into_hooks().compile().unwrap())
         .build();
     let resp = agent.run("go").await.unwrap();
@@ -91,8 +113,16 @@ async fn post_tool_use_failure_input_and_context() {
     assert_eq!(input["hook_event_name"], "PostToolUseFailure");
     assert_eq!(input["tool_name"], "bash");
     assert_eq!(input["tool_input"], json!({"command": "npm test"}));
-    assert_eq!(input["tool_use_id"], json!(resp.messages[2].tool_call_id.clone().unwrap()));
-    assert!(input["error"].as_str().unwrap().contains("Cannot find module 'express'"));
+    assert_eq!(
+        input["tool_use_id"],
+        json!(resp.messages[2].tool_call_id.clone().unwrap())
+    );
+    assert!(
+        input["error"]
+            .as_str()
+            .unwrap()
+            .contains("Cannot find module 'express'")
+    );
     assert_eq!(input["is_interrupt"], false);
     let text = tool_text(&resp);
     assert!(text.contains("install express first"), "{text}");

@@ -10,8 +10,10 @@ use crate::{
 
 fn batch_hooks(s: &Scripts, command: &str) -> tower_agent::layers::command::CommandHooks {
     // "There is no matcher for this event": a matcher is ignored.
-    s.hooks(json!({ "PostToolBatch": [ { "matcher": "nothing-matches-this",
-        "hooks": [ { "type": "command", "command": command } ] } ] }))
+    s.hooks(
+        json!({ "PostToolBatch": [ { "matcher": "nothing-matches-this",
+        "hooks": [ { "type": "command", "command": command } ] } ] }),
+    )
 }
 
 fn two_calls() -> ScriptedModel {
@@ -92,7 +94,10 @@ async fn stops_with(body: &str, reason: &str) {
         }
     );
     let last = resp.messages.last().unwrap().text().into_owned();
-    assert!(last.contains(reason), "the reason stays in the conversation: {last}");
+    assert!(
+        last.contains(reason),
+        "the reason stays in the conversation: {last}"
+    );
 }
 
 // hooks.md § "PostToolBatch decision control": `decision: "block"` "stops the agentic loop

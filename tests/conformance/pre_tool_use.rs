@@ -26,7 +26,10 @@ async fn input_has_the_documented_fields() {
     assert_eq!(input["hook_event_name"], "PreToolUse");
     assert_eq!(input["tool_name"], "bash");
     assert_eq!(input["tool_input"], json!({"command": "npm test"}));
-    assert_eq!(input["tool_use_id"], json!(resp.messages[2].tool_call_id.clone().unwrap()));
+    assert_eq!(
+        input["tool_use_id"],
+        json!(resp.messages[2].tool_call_id.clone().unwrap())
+    );
     assert_eq!(input["permission_mode"], "default");
     assert_eq!(input["session_id"], json!(resp.thread_id));
     assert!(input["cwd"].is_string() && input["transcript_path"].is_string());
@@ -48,7 +51,10 @@ async fn updated_input_replaces_the_input_and_context_follows_the_result() {
     let model = calls_bash("npm test");
     let (builder, seen) = agent(&model, s.pre_tool_use(&hook, json!({})).into_hooks());
     let resp = builder.build().run("go").await.unwrap();
-    assert_eq!(*seen.lock().unwrap(), vec![json!({"command": "npm run lint"})]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![json!({"command": "npm run lint"})]
+    );
     let text = tool_text(&resp);
     assert!(text.starts_with("ran: npm run lint"), "{text}");
     assert!(text.contains("The target is staging."), "{text}");
@@ -107,7 +113,13 @@ async fn defer_in_a_batch_of_several_calls_is_ignored_with_a_warning() {
     assert_eq!(resp.outcome, Outcome::Finished);
     assert_eq!(tool_texts(&resp), vec!["ran: a", "ran: b"]);
     assert_eq!(seen.lock().unwrap().len(), 2);
-    assert!(warned.lock().unwrap().iter().any(|w| w.contains("deferral is ignored")));
+    assert!(
+        warned
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|w| w.contains("deferral is ignored"))
+    );
 }
 
 // hooks.md § "PreToolUse decision control": "precedence is deny > defer > ask > allow"; a
@@ -115,7 +127,11 @@ async fn defer_in_a_batch_of_several_calls_is_ignored_with_a_warning() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_beats_defer() {
     let s = Scripts::new();
-    let defer = answer(&s, "defer.sh", json!({"hookEventName": "PreToolUse", "permissionDecision": "defer"}));
+    let defer = answer(
+        &s,
+        "defer.sh",
+        json!({"hookEventName": "PreToolUse", "permissionDecision": "defer"}),
+    );
     let deny = answer(
         &s,
         "deny.sh",

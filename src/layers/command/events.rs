@@ -133,9 +133,7 @@ impl Inner {
     ) {
         let inner = Arc::clone(self);
         spawn("an async hook", async move {
-            let result = inner
-                .call(event, &handler, &input, &dir, Report::Log)
-                .await;
+            let result = inner.call(event, &handler, &input, &dir, Report::Log).await;
             let verdict = process::interpret(event, &handler, result, Report::Log);
             tracing::debug!(hook = %handler.label, event = %event, ?verdict, "async hook done");
         });
@@ -603,7 +601,11 @@ impl Inner {
         }
     }
 
-    async fn post_tool_batch(self: &Arc<Self>, batch: &ToolBatch, ctx: &RunContext) -> PostToolBatch {
+    async fn post_tool_batch(
+        self: &Arc<Self>,
+        batch: &ToolBatch,
+        ctx: &RunContext,
+    ) -> PostToolBatch {
         let event = HookEvent::PostToolBatch;
         let mut input = self.base(event, ctx);
         let calls: Vec<Value> = batch

@@ -617,9 +617,7 @@ fn read_json(
         Some(other) => tracing::debug!(hook = %name, decision = other, "unknown decision ignored"),
         None => {}
     }
-    let Some(specific) = json.get("hookSpecificOutput") else {
-        return None;
-    };
+    let specific = json.get("hookSpecificOutput")?;
     let Value::Object(specific) = specific else {
         report.warn(format!(
             "{event} hook `{name}`: hookSpecificOutput is not an object; ignored"
@@ -724,7 +722,9 @@ fn permission_request(
     };
     match decision.get("behavior").and_then(Value::as_str) {
         Some("allow") => match decision.get("updatedInput") {
-            None | Some(Value::Null) => Some(PermissionRequest::Allow { updated_input: None }),
+            None | Some(Value::Null) => Some(PermissionRequest::Allow {
+                updated_input: None,
+            }),
             Some(input @ Value::Object(_)) => Some(PermissionRequest::Allow {
                 updated_input: Some(input.clone()),
             }),

@@ -177,7 +177,11 @@ pub struct Deferred {
 
 impl std::fmt::Display for Deferred {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "tool call `{}` ({}) deferred", self.call.name, self.call.id)
+        write!(
+            f,
+            "tool call `{}` ({}) deferred",
+            self.call.name, self.call.id
+        )
     }
 }
 

@@ -204,7 +204,8 @@ pub(crate) type RequestFn =
     dyn Fn(Arc<ToolCall>, RunContext) -> HookFuture<PermissionRequest> + Send + Sync;
 pub(crate) type DeniedFn =
     dyn Fn(Arc<ToolCall>, Arc<str>, RunContext) -> HookFuture<PermissionDenied> + Send + Sync;
-pub(crate) type BatchFn = dyn Fn(Arc<ToolBatch>, RunContext) -> HookFuture<PostToolBatch> + Send + Sync;
+pub(crate) type BatchFn =
+    dyn Fn(Arc<ToolBatch>, RunContext) -> HookFuture<PostToolBatch> + Send + Sync;
 pub(crate) type ContinueFn = dyn Fn(u32, &RunContext) -> bool + Send + Sync;
 
 #[derive(Clone)]

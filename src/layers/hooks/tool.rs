@@ -11,8 +11,8 @@ use tower::{Layer, Service, ServiceExt};
 
 use super::{
     ApprovalDecision, ApprovalRequest, Deferred, HookSet, HookSetInner, NOTIFY_PERMISSION_PROMPT,
-    Notification, PermissionDenied, PermissionRequest, PostToolUse, PostToolUseFailure,
-    PreToolUse, ToolFailure,
+    Notification, PermissionDenied, PermissionRequest, PostToolUse, PostToolUseFailure, PreToolUse,
+    ToolFailure,
 };
 use crate::{
     agent::StepCalls,
