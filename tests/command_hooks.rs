@@ -92,7 +92,7 @@ async fn exit_1_does_not_block_and_is_reported() {
     assert_eq!(seen.lock().unwrap().len(), 1);
     let warned = warned.lock().unwrap().join("\n");
     assert!(
-        warned.contains("failed with exit status 1: something broke"),
+        warned.contains("failed with non-blocking status code 1: something broke"),
         "{warned}"
     );
 }
@@ -826,7 +826,7 @@ fn unsupported_handlers_and_events_are_skipped_with_warnings() {
                     { "type": "command", "command": "true", "if": "Bash(git *)" },
                     { "type": "command", "command": "true", "statusMessage": "checking" },
                 ]}],
-                "PermissionRequest": [{ "hooks": [{ "type": "command", "command": "true" }] }],
+                "TeammateIdle": [{ "hooks": [{ "type": "command", "command": "true" }] }],
             }}),
             "settings.json",
         )
@@ -844,7 +844,7 @@ fn unsupported_handlers_and_events_are_skipped_with_warnings() {
     );
     assert!(warnings.contains("`if` rules"), "{warnings}");
     assert!(
-        warnings.contains("PermissionRequest event is not fired"),
+        warnings.contains("TeammateIdle event is not fired"),
         "{warnings}"
     );
 

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use super::{AgentResponse, Outcome};
-use crate::{context::RunContext, model::BoxModelService, tool::BoxToolService};
+use crate::{
+    context::RunContext, layers::hooks::ToolBatch, model::BoxModelService, tool::BoxToolService,
+};
 
 /// What a Stop / SubagentStop hook sees.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,12 +85,13 @@ impl SessionStartInput {
 /// | `Finished`, `MaxSteps`, `Blocked` | `prompt_input_exit` | the agent is done (or a hook refused the prompt): control is back with the caller, as when a user leaves at the prompt |
 /// | `Aborted` (a model error, an abort, a failed stage) | `other` | the session ended on an error |
 /// | `Cancelled` (the token was cancelled, the agent shut down, the run's future was dropped) | `other` | the session was cut off |
+/// | `Deferred` (a PreToolUse hook deferred the step's call) | `other` | the session stops to wait for a decision made elsewhere |
 ///
 /// The outcome itself is in the `outcome` field of command hooks' input.
 pub fn session_end_reason(outcome: &Outcome) -> &'static str {
     match outcome {
         Outcome::Finished | Outcome::MaxSteps | Outcome::Blocked { .. } => "prompt_input_exit",
-        Outcome::Aborted { .. } | Outcome::Cancelled => "other",
+        Outcome::Aborted { .. } | Outcome::Cancelled | Outcome::Deferred { .. } => "other",
     }
 }
 
@@ -311,6 +314,24 @@ pub trait LoopHooks: Send + Sync + 'static {
         8
     }
 
+    /// Whether any PostToolBatch hook would run: when `false`,
+    /// [`post_tool_batch`](Self::post_tool_batch) is not called (and the batch is not built).
+    fn has_post_tool_batch(&self) -> bool {
+        false
+    }
+
+    /// PostToolBatch: every call of a step resolved (`batch`), before the next model call.
+    /// `Err(reason)` stops the loop ([`Outcome::Blocked`](super::Outcome::Blocked), the
+    /// reason kept in the conversation), else the contexts to add before the next model call.
+    fn post_tool_batch<'a>(
+        &'a self,
+        batch: ToolBatch,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        let _ = (batch, ctx);
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
     /// The run ended with `response` (before its `AgentStop` event).
     fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
         let _ = (response, ctx);
@@ -397,6 +418,11 @@ pub trait LoopHooks: Send + Sync + 'static {
         tools
     }
 }
+
+/// How many tool calls the current step of a run makes (per-run data, set by the loop before
+/// the step's calls): a PreToolUse `defer` applies only to a step's only call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StepCalls(pub(crate) usize);
 
 /// The loop hooks of the run that runs a tool, for subagents' SubagentStart / SubagentStop
 /// hooks and the built-ins' events (tasks, instructions).

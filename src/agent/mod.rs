@@ -88,6 +88,7 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 use tracing::{Instrument as _, field::Empty};
 
+pub(crate) use self::hooks::StepCalls;
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::{AgentEvent, EventStream, ModelDelta},
@@ -301,6 +302,7 @@ fn record_run(span: &tracing::Span, result: &Result<AgentResponse, Error>, ephem
                 Outcome::Blocked { .. } => "blocked",
                 Outcome::Aborted { .. } => "aborted",
                 Outcome::Cancelled => "cancelled",
+                Outcome::Deferred { .. } => "deferred",
             };
             span.record("tower_agent.outcome", outcome);
             if let Outcome::Aborted { error } = &resp.outcome {
@@ -492,6 +494,19 @@ pub enum Outcome {
     },
     /// The run's cancellation token was cancelled.
     Cancelled,
+    /// A PreToolUse hook deferred the step's only tool call
+    /// ([`PreToolUse::Defer`](crate::layers::hooks::PreToolUse::Defer), the reference's
+    /// `stop_reason: "tool_deferred"`): the tool did not run. The model is told so in the
+    /// call's result (`deferred: …`), which keeps the thread valid for a later run. The call
+    /// (the reference's `deferred_tool_use`).
+    Deferred {
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// The arguments the model generated, before any hook rewrote them.
+        input: serde_json::Value,
+    },
 }
 
 impl Outcome {

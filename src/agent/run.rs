@@ -11,7 +11,7 @@ use super::{
     AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, SetupContext,
     hooks::{
         LoopHooks, MessageDisplayInput, ParentHooks, PostCompactInput, SessionSource,
-        SessionStartInput, StopFailureInput, StopInput,
+        SessionStartInput, StepCalls, StopFailureInput, StopInput,
     },
 };
 use crate::{
@@ -441,9 +441,13 @@ impl<'a> Run<'a> {
         let calls = message.tool_calls.clone();
         self.history.push(message);
         let limit = self.inner.max_concurrent_tools;
+        if self.inner.hooks.is_some() {
+            ctx.with_data(|d| d.insert(StepCalls(calls.len())));
+        }
         let (done, cancelled) = call_tools(tools, calls, ctx, limit).await;
         let calls = &self.history.last().expect("assistant message").tool_calls;
         let mut abort = None;
+        let mut deferred = None;
         let outputs: Vec<ToolOutput> = done
             .into_iter()
             .zip(calls)
@@ -459,14 +463,23 @@ impl<'a> Run<'a> {
                             "tool call cancelled: the run was cancelled",
                         ),
                         abort: None,
+                        deferred: None,
                     },
                 };
                 if abort.is_none() {
                     abort = settled.abort;
                 }
+                deferred = deferred.take().or(settled.deferred);
                 settled.output
             })
             .collect();
+        let batch = match &self.inner.hooks {
+            Some(hooks) if hooks.has_post_tool_batch() => Some(crate::layers::hooks::ToolBatch {
+                calls: calls.clone(),
+                outputs: outputs.clone(),
+            }),
+            _ => None,
+        };
         self.history.extend(outputs.into_iter().map(Message::from));
         if cancelled {
             return Ok(Some(Outcome::Cancelled));
@@ -479,6 +492,31 @@ impl<'a> Run<'a> {
         }
         if let Some(error) = abort {
             return Ok(Some(Outcome::Aborted { error }));
+        }
+        if let Some(ToolCall {
+            id,
+            name,
+            arguments,
+        }) = deferred
+        {
+            let input = arguments;
+            return Ok(Some(Outcome::Deferred { id, name, input }));
+        }
+        // PostToolBatch: after the whole batch resolved, before the next model call.
+        if let (Some(hooks), Some(batch)) = (&self.inner.hooks, batch) {
+            match hooks.post_tool_batch(batch, ctx).await {
+                Ok(contexts) if contexts.is_empty() => {}
+                Ok(contexts) => self
+                    .history
+                    .push(Message::user(reminder_message(&contexts))),
+                Err(reason) => {
+                    self.history
+                        .push(Message::user(reminder_message(std::slice::from_ref(
+                            &reason,
+                        ))));
+                    return Ok(Some(Outcome::Blocked { reason }));
+                }
+            }
         }
         if let Some(hooks) = &self.inner.hooks {
             hooks.after_step(step, ctx);
@@ -717,6 +755,8 @@ async fn call_model(
 struct Settled {
     output: ToolOutput,
     abort: Option<String>,
+    /// A PreToolUse hook deferred the call.
+    deferred: Option<ToolCall>,
 }
 
 enum Done {
@@ -735,19 +775,33 @@ fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
             Settled {
                 output,
                 abort: None,
+                deferred: None,
             }
         }
         Err(err) => match Abort::find(&*err) {
             Some(abort) => Settled {
                 output: ToolOutput::error(call.id.clone(), format!("aborted: {}", abort.reason())),
                 abort: Some(abort.reason().to_owned()),
+                deferred: None,
             },
-            None => Settled {
-                output: ToolOutput::error(
-                    call.id.clone(),
-                    format!("tool `{}` failed: {}", call.name, error_chain(&*err)),
-                ),
-                abort: None,
+            None => match crate::layers::hooks::Deferred::find(&*err) {
+                Some(_) => Settled {
+                    output: ToolOutput::error(
+                        call.id.clone(),
+                        "deferred: the call was not run; it is to be decided later",
+                    ),
+                    abort: None,
+                    // The arguments the model generated, not a hook's rewrite.
+                    deferred: Some(call.clone()),
+                },
+                None => Settled {
+                    output: ToolOutput::error(
+                        call.id.clone(),
+                        format!("tool `{}` failed: {}", call.name, error_chain(&*err)),
+                    ),
+                    abort: None,
+                    deferred: None,
+                },
             },
         },
     }

@@ -60,6 +60,15 @@ pub enum HookEvent {
     MessageDisplay,
     /// The history was compacted: observe.
     PostCompact,
+    /// When a call needs approval (a PreToolUse `ask`), before the
+    /// [`Approval`](crate::layers::hooks::Approval) service: allow or deny in its place.
+    PermissionRequest,
+    /// When the approval path denies a call on its own (no approval service, or it failed):
+    /// observe, or tell the model it may retry.
+    PermissionDenied,
+    /// After every call of a step resolved, before the next model call: add context, stop the
+    /// loop.
+    PostToolBatch,
 }
 
 /// Protocol events this crate does not fire: configuring them is not an error (settings
@@ -67,9 +76,6 @@ pub enum HookEvent {
 const NOT_FIRED: &[&str] = &[
     "Setup",
     "UserPromptExpansion",
-    "PermissionRequest",
-    "PermissionDenied",
-    "PostToolBatch",
     "TeammateIdle",
     "ConfigChange",
     "CwdChanged",
@@ -83,7 +89,7 @@ const NOT_FIRED: &[&str] = &[
 
 impl HookEvent {
     /// Every event, in the order of this enum.
-    pub const ALL: [HookEvent; 19] = [
+    pub const ALL: [HookEvent; 22] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PostToolUseFailure,
@@ -103,6 +109,9 @@ impl HookEvent {
         HookEvent::InstructionsLoaded,
         HookEvent::MessageDisplay,
         HookEvent::PostCompact,
+        HookEvent::PermissionRequest,
+        HookEvent::PermissionDenied,
+        HookEvent::PostToolBatch,
     ];
 
     /// The protocol name (`hook_event_name` in a hook's input).
@@ -127,6 +136,9 @@ impl HookEvent {
             HookEvent::InstructionsLoaded => "InstructionsLoaded",
             HookEvent::MessageDisplay => "MessageDisplay",
             HookEvent::PostCompact => "PostCompact",
+            HookEvent::PermissionRequest => "PermissionRequest",
+            HookEvent::PermissionDenied => "PermissionDenied",
+            HookEvent::PostToolBatch => "PostToolBatch",
         }
     }
 
@@ -143,12 +155,15 @@ impl HookEvent {
         alias.or_else(|| Self::ALL.into_iter().find(|e| e.name() == name))
     }
 
-    /// The timeout of a handler that sets none: 30 s for UserPromptSubmit, 10 s for
-    /// MessageDisplay, else 600 s.
+    /// The timeout of a command handler that sets none, as in the Claude Code hooks
+    /// reference: 30 s for UserPromptSubmit, 10 s for MessageDisplay, 1.5 s for SessionEnd
+    /// (whose handlers share one budget, see
+    /// [`SESSION_END_MAX_BUDGET`](super::SESSION_END_MAX_BUDGET)), else 600 s.
     pub const fn default_timeout(self) -> Duration {
         match self {
             HookEvent::UserPromptSubmit => Duration::from_secs(30),
             HookEvent::MessageDisplay => Duration::from_secs(10),
+            HookEvent::SessionEnd => Duration::from_millis(1500),
             _ => Duration::from_secs(600),
         }
     }
@@ -169,6 +184,7 @@ impl HookEvent {
                 | HookEvent::TaskCreated
                 | HookEvent::TaskCompleted
                 | HookEvent::MessageDisplay
+                | HookEvent::PostToolBatch
         )
     }
 }

@@ -1,7 +1,7 @@
 //! Each event: the input its handlers get, and how their verdicts (in configuration order)
 //! become the decision of one callback of the [`Hooks`] registry.
 
-use std::{path::PathBuf, sync::Arc};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use futures_util::future::join_all;
 use serde_json::{Map, Value, json};
@@ -16,10 +16,7 @@ use crate::{
     context::RunContext,
     layers::{
         hooks::{
-            BeforeModel, HookFuture, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
-            PostCompactInput, PostToolUse, PostToolUseFailure, PreToolUse, SessionStart,
-            SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart,
-            SubagentStartInput, Task, TaskEvent, TaskInput, ToolFailure, UserPrompt,
+            BeforeModel, HookFuture, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput, PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse, SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput, ToolBatch, ToolFailure, UserPrompt,
         },
         matcher::ToolMatcher,
         summarize::{CompactDecision, CompactInfo},
@@ -30,14 +27,22 @@ use crate::{
 
 /// What PreCompact hooks match on (`trigger`): the summarize layer compacts on its own.
 const TRIGGER: &str = "auto";
-/// What Notification hooks match on (`notification_type`).
-const NOTIFICATION: &str = "warning";
+/// The SessionEnd budget when no handler sets a longer timeout (the reference's 1.5 s).
+const SESSION_END_BUDGET: Duration = Duration::from_millis(1500);
+/// The most a SessionEnd handler's own `timeout` raises the budget all SessionEnd handlers
+/// share (60 s, as in Claude Code; the budget is 1.5 s when no handler sets a longer timeout,
+/// and `CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS` overrides it).
+pub const SESSION_END_MAX_BUDGET: Duration = Duration::from_secs(60);
+/// Overrides the SessionEnd budget, in milliseconds (as in Claude Code).
+const SESSION_END_ENV: &str = "CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS";
 
 /// The loaded configuration and where handlers run.
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) config: Config,
     pub(crate) project_dir: PathBuf,
+    /// `permission_mode` in every input.
+    pub(crate) permission_mode: &'static str,
 }
 
 impl Inner {
@@ -94,6 +99,11 @@ impl Inner {
         if entries.is_empty() {
             return Vec::new();
         }
+        // Handlers run in the directory the input's `cwd` names.
+        let dir: Arc<std::path::Path> = match input.get("cwd").and_then(Value::as_str) {
+            Some(cwd) => std::path::Path::new(cwd).into(),
+            None => self.project_dir.as_path().into(),
+        };
         let input: Arc<str> = Value::Object(input).to_string().into();
         let mut waited = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -102,6 +112,7 @@ impl Inner {
                     event,
                     Arc::clone(&entry.handler),
                     Arc::clone(&input),
+                    Arc::clone(&dir),
                     Arc::clone(&env),
                 );
             } else {
@@ -109,9 +120,9 @@ impl Inner {
             }
         }
         join_all(waited.into_iter().map(|handler| {
-            let (input, env) = (&input, &env);
+            let (input, dir, env) = (&input, &dir, &env);
             async move {
-                let result = self.call(event, handler, input, report, env).await;
+                let result = self.call(event, handler, input, dir, report, env).await;
                 process::interpret(event, handler, result, report)
             }
         }))
@@ -123,6 +134,7 @@ impl Inner {
         event: HookEvent,
         handler: &Handler,
         input: &str,
+        dir: &std::path::Path,
         report: Report<'_>,
         env: &[(String, String)],
     ) -> Result<Reply, Failure> {
@@ -131,10 +143,7 @@ impl Inner {
             // NOTE: a persistent process is shared by every run: it never sees one session's
             // environment.
             Some(process) => process.call(input, timeout, report).await,
-            None => {
-                let dir = &self.project_dir;
-                process::run(&handler.exec, dir, input.as_bytes(), timeout, env).await
-            }
+            None => process::run(&handler.exec, dir, input.as_bytes(), timeout, env).await,
         }
     }
 
@@ -143,11 +152,14 @@ impl Inner {
         event: HookEvent,
         handler: Arc<Handler>,
         input: Arc<str>,
+        dir: Arc<std::path::Path>,
         env: Arc<[(String, String)]>,
     ) {
         let inner = Arc::clone(self);
         spawn("an async hook", async move {
-            let result = inner.call(event, &handler, &input, Report::Log, &env).await;
+            let result = inner
+                .call(event, &handler, &input, &dir, Report::Log, &env)
+                .await;
             let verdict = process::interpret(event, &handler, result, Report::Log);
             tracing::debug!(hook = %handler.label, event = %event, ?verdict, "async hook done");
         });
@@ -173,7 +185,32 @@ fn session_env(ctx: &RunContext) -> Arc<[(String, String)]> {
         .unwrap_or_default()
 }
 
-/// The fields every input has.
+impl Inner {
+    /// The directory handlers run in, which is also the `cwd` of their input: the run's
+    /// working directory when the agent moved away from the process's (an
+    /// [`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd) or `AgentRequest::cwd`), else
+    /// the project directory.
+    fn hook_dir(&self, ctx: &RunContext) -> PathBuf {
+        let run = ctx.cwd();
+        match std::env::current_dir() {
+            Ok(process) if process != run => run.to_path_buf(),
+            _ => self.project_dir.clone(),
+        }
+    }
+
+    /// The fields every input has.
+    fn base(&self, event: HookEvent, ctx: &RunContext) -> Map<String, Value> {
+        let mut input = base(event, ctx);
+        input.insert(
+            "cwd".into(),
+            self.hook_dir(ctx).to_string_lossy().into_owned().into(),
+        );
+        input.insert("permission_mode".into(), self.permission_mode.into());
+        input
+    }
+}
+
+/// The fields every input has (`cwd` and `permission_mode` are set by [`Inner::base`]).
 fn base(event: HookEvent, ctx: &RunContext) -> Map<String, Value> {
     let mut input = Map::new();
     input.insert("session_id".into(), ctx.session_id().into());
@@ -184,12 +221,7 @@ fn base(event: HookEvent, ctx: &RunContext) -> Map<String, Value> {
             .unwrap_or_default()
             .into(),
     );
-    input.insert(
-        "cwd".into(),
-        ctx.cwd().to_string_lossy().into_owned().into(),
-    );
     input.insert("hook_event_name".into(), event.name().into());
-    input.insert("permission_mode".into(), "default".into());
     input
 }
 
@@ -347,9 +379,39 @@ pub(crate) fn register(inner: &Arc<Inner>, mut hooks: Hooks) -> Hooks {
             async move { i.message_display(input, &ctx).await }
         });
     }
-    if inner.wants(HookEvent::Notification, NOTIFICATION) {
+    if !entries(HookEvent::Notification).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_notification(move |message, ctx| i.notification(message, ctx));
+        hooks = hooks.on_notify(
+            union(entries(HookEvent::Notification)),
+            move |notification, ctx| i.notification(notification, ctx),
+        );
+    }
+    if !entries(HookEvent::PermissionRequest).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_permission_request(
+            union(entries(HookEvent::PermissionRequest)),
+            move |call, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.permission_request(&call, &ctx).await }
+            },
+        );
+    }
+    if !entries(HookEvent::PermissionDenied).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_permission_denied(
+            union(entries(HookEvent::PermissionDenied)),
+            move |call, reason, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.permission_denied(&call, &reason, &ctx).await }
+            },
+        );
+    }
+    if !entries(HookEvent::PostToolBatch).is_empty() {
+        let i = Arc::clone(inner);
+        hooks = hooks.on_post_tool_batch(move |batch, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.post_tool_batch(&batch, &ctx).await }
+        });
     }
     if !entries(HookEvent::BeforeModel).is_empty() {
         let i = Arc::clone(inner);
@@ -390,7 +452,7 @@ pub(crate) fn pre_compact(
 impl Inner {
     async fn pre_tool_use(self: &Arc<Self>, call: &ToolCall, ctx: &RunContext) -> PreToolUse {
         let event = HookEvent::PreToolUse;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("tool_name".into(), call.name.clone().into());
         input.insert("tool_input".into(), call.arguments.clone());
         input.insert("tool_use_id".into(), call.id.clone().into());
@@ -407,7 +469,7 @@ impl Inner {
         ctx: &RunContext,
     ) -> PostToolUse {
         let event = HookEvent::PostToolUse;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("tool_name".into(), call.name.clone().into());
         input.insert("tool_input".into(), call.arguments.clone());
         input.insert("tool_response".into(), tool_response(&output.content));
@@ -450,7 +512,7 @@ impl Inner {
         ctx: &RunContext,
     ) -> PostToolUseFailure {
         let event = HookEvent::PostToolUseFailure;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("tool_name".into(), call.name.clone().into());
         input.insert("tool_input".into(), call.arguments.clone());
         input.insert("tool_use_id".into(), call.id.clone().into());
@@ -473,7 +535,7 @@ impl Inner {
 
     async fn user_prompt(self: &Arc<Self>, prompt: &str, ctx: &RunContext) -> UserPrompt {
         let event = HookEvent::UserPromptSubmit;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("prompt".into(), prompt.into());
         let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
         let mut blocks = Vec::new();
@@ -492,7 +554,7 @@ impl Inner {
     }
 
     async fn stop(self: &Arc<Self>, event: HookEvent, stop: StopInput, ctx: &RunContext) -> Stop {
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("stop_hook_active".into(), stop.stop_hook_active.into());
         input.insert(
             "last_assistant_message".into(),
@@ -532,7 +594,7 @@ impl Inner {
         if !self.wants(event, source) {
             return SessionStart::Continue;
         }
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("source".into(), source.into());
         if let Some(model) = start.model {
             input.insert("model".into(), model.into());
@@ -582,7 +644,7 @@ impl Inner {
         if !self.wants(event, reason) {
             return;
         }
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("reason".into(), reason.into());
         input.insert(
             "outcome".into(),
@@ -590,16 +652,36 @@ impl Inner {
         );
         let inner = Arc::clone(self);
         let env = session_env(ctx);
+        let budget = self.session_end_budget();
         spawn("a SessionEnd hook", async move {
-            inner
-                .run_with_env(event, Some(reason), input, Report::Log, env)
-                .await;
+            let run = inner.run_with_env(event, Some(reason), input, Report::Log, env);
+            if tokio::time::timeout(budget, run).await.is_err() {
+                tracing::warn!(
+                    "SessionEnd hooks ran past their shared budget of {budget:?}; they were killed"
+                );
+            }
         });
+    }
+
+    /// The budget every SessionEnd handler shares: `CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS`
+    /// if set, else 1.5 s raised to the longest handler `timeout`, at most 60 s.
+    fn session_end_budget(&self) -> Duration {
+        if let Some(ms) = std::env::var(SESSION_END_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            return Duration::from_millis(ms);
+        }
+        self.entries(HookEvent::SessionEnd)
+            .iter()
+            .filter_map(|e| e.handler.timeout)
+            .fold(SESSION_END_BUDGET, Duration::max)
+            .min(SESSION_END_MAX_BUDGET)
     }
 
     fn stop_failure(self: &Arc<Self>, failure: &StopFailureInput, ctx: &RunContext) {
         let event = HookEvent::StopFailure;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("error".into(), failure.error.into());
         input.insert("error_details".into(), failure.error_details.clone().into());
         input.insert(
@@ -621,7 +703,7 @@ impl Inner {
         ctx: &RunContext,
     ) -> SubagentStart {
         let event = HookEvent::SubagentStart;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("agent_id".into(), start.agent_id.into());
         input.insert("agent_type".into(), start.agent_type.clone().into());
         let verdicts = self
@@ -639,7 +721,7 @@ impl Inner {
     }
 
     async fn task(self: &Arc<Self>, event: HookEvent, task: TaskInput, ctx: &RunContext) -> Task {
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("task_id".into(), task.task_id.into());
         input.insert("task_subject".into(), task.task_subject.into());
         if let Some(description) = task.task_description {
@@ -660,7 +742,7 @@ impl Inner {
 
     fn instructions_loaded(self: &Arc<Self>, loaded: &InstructionsInput, ctx: &RunContext) {
         let event = HookEvent::InstructionsLoaded;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert(
             "file_path".into(),
             loaded.file_path.to_string_lossy().into_owned().into(),
@@ -678,7 +760,7 @@ impl Inner {
 
     fn post_compact(self: &Arc<Self>, compact: &PostCompactInput, ctx: &RunContext) {
         let event = HookEvent::PostCompact;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("trigger".into(), compact.trigger.into());
         input.insert(
             "compact_summary".into(),
@@ -699,7 +781,7 @@ impl Inner {
         ctx: &RunContext,
     ) -> MessageDisplay {
         let event = HookEvent::MessageDisplay;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("turn_id".into(), display.turn_id.into());
         input.insert("message_id".into(), display.message_id.into());
         input.insert("index".into(), display.index.into());
@@ -715,22 +797,96 @@ impl Inner {
             .map_or(MessageDisplay::Keep, MessageDisplay::Replace)
     }
 
-    fn notification(self: &Arc<Self>, message: &str, ctx: &RunContext) {
+    fn notification(self: &Arc<Self>, notification: &Notification, ctx: &RunContext) {
         let event = HookEvent::Notification;
-        let mut input = base(event, ctx);
-        input.insert("message".into(), message.into());
-        input.insert("notification_type".into(), NOTIFICATION.into());
+        let mut input = self.base(event, ctx);
+        input.insert("message".into(), notification.message.clone().into());
+        if let Some(title) = &notification.title {
+            input.insert("title".into(), title.clone().into());
+        }
+        let kind = notification.notification_type;
+        input.insert("notification_type".into(), kind.into());
         let inner = Arc::clone(self);
+        // Exit codes, stderr, `systemMessage` and `continue` are ignored (the reference):
+        // the handlers only observe, in the background.
         spawn("a Notification hook", async move {
-            inner
-                .run(event, Some(NOTIFICATION), input, Report::Log)
-                .await;
+            inner.run(event, Some(kind), input, Report::Log).await;
         });
+    }
+
+    async fn permission_request(
+        self: &Arc<Self>,
+        call: &ToolCall,
+        ctx: &RunContext,
+    ) -> PermissionRequest {
+        let event = HookEvent::PermissionRequest;
+        let mut input = self.base(event, ctx);
+        input.insert("tool_name".into(), call.name.clone().into());
+        input.insert("tool_input".into(), call.arguments.clone());
+        let verdicts = self
+            .run(event, Some(&call.name), input, Report::Run(ctx))
+            .await;
+        merge_permission_request(verdicts)
+    }
+
+    async fn permission_denied(
+        self: &Arc<Self>,
+        call: &ToolCall,
+        reason: &str,
+        ctx: &RunContext,
+    ) -> PermissionDenied {
+        let event = HookEvent::PermissionDenied;
+        let mut input = self.base(event, ctx);
+        input.insert("tool_name".into(), call.name.clone().into());
+        input.insert("tool_input".into(), call.arguments.clone());
+        input.insert("tool_use_id".into(), call.id.clone().into());
+        input.insert("reason".into(), reason.into());
+        let verdicts = self
+            .run(event, Some(&call.name), input, Report::Run(ctx))
+            .await;
+        if verdicts.iter().any(|v| v.retry) {
+            PermissionDenied::Retry
+        } else {
+            PermissionDenied::Stand
+        }
+    }
+
+    async fn post_tool_batch(
+        self: &Arc<Self>,
+        batch: &ToolBatch,
+        ctx: &RunContext,
+    ) -> PostToolBatch {
+        let event = HookEvent::PostToolBatch;
+        let mut input = self.base(event, ctx);
+        let calls: Vec<Value> = batch
+            .calls
+            .iter()
+            .zip(&batch.outputs)
+            .map(|(call, output)| {
+                json!({
+                    "tool_name": call.name,
+                    "tool_input": call.arguments,
+                    "tool_use_id": call.id,
+                    "tool_response": output.content,
+                })
+            })
+            .collect();
+        input.insert("tool_calls".into(), calls.into());
+        let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            // `continue: false` first, then a block (exit 2 or `decision: "block"`).
+            if let Some(reason) = v.stop.or(v.block).or(v.failed) {
+                return PostToolBatch::Stop(reason);
+            }
+            contexts.extend(v.contexts);
+        }
+        joined(contexts, "\n\n").map_or(PostToolBatch::Continue, PostToolBatch::AddContext)
     }
 
     async fn pre_compact(self: &Arc<Self>, info: CompactInfo, ctx: &RunContext) -> CompactDecision {
         let event = HookEvent::PreCompact;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert("trigger".into(), TRIGGER.into());
         input.insert("custom_instructions".into(), "".into());
         input.insert("tokens".into(), info.tokens.into());
@@ -752,7 +908,7 @@ impl Inner {
     async fn before_model(self: &Arc<Self>, mut req: ModelRequest) -> BeforeModel {
         let event = HookEvent::BeforeModel;
         let ctx = req.ctx.clone();
-        let mut input = base(event, &ctx);
+        let mut input = self.base(event, &ctx);
         input.insert(
             "llm_request".into(),
             json!({
@@ -783,7 +939,7 @@ impl Inner {
         ctx: &RunContext,
     ) -> ModelResponse {
         let event = HookEvent::AfterModel;
-        let mut input = base(event, ctx);
+        let mut input = self.base(event, ctx);
         input.insert(
             "llm_response".into(),
             json!({
@@ -812,15 +968,57 @@ impl Inner {
     }
 }
 
+/// PermissionRequest verdicts, in configuration order, as one decision: `continue: false`
+/// denies and interrupts; a deny (messages joined) beats an allow (the last `updatedInput`
+/// wins); a fail-closed failure denies.
+fn merge_permission_request(verdicts: Vec<Verdict>) -> PermissionRequest {
+    let mut denies = Vec::new();
+    let mut interrupt = false;
+    let mut allow: Option<Option<Value>> = None;
+    for v in verdicts {
+        if let Some(reason) = v.stop {
+            return PermissionRequest::Deny {
+                message: reason,
+                interrupt: true,
+            };
+        }
+        if let Some(why) = v.failed {
+            denies.push(why);
+            continue;
+        }
+        match v.request {
+            Some(PermissionRequest::Deny {
+                message,
+                interrupt: i,
+            }) => {
+                denies.push(message);
+                interrupt |= i;
+            }
+            Some(PermissionRequest::Allow { updated_input }) => {
+                allow = Some(updated_input.or(allow.flatten()));
+            }
+            Some(PermissionRequest::NoDecision) | None => {}
+        }
+    }
+    if let Some(message) = joined(denies, "; ") {
+        return PermissionRequest::Deny { message, interrupt };
+    }
+    match allow {
+        Some(updated_input) => PermissionRequest::Allow { updated_input },
+        None => PermissionRequest::NoDecision,
+    }
+}
+
 /// PreToolUse verdicts, in configuration order, as one decision: `continue: false` aborts;
-/// deny > ask > allow (reasons of the winning kind joined); every `updatedInput` applied in
-/// order; every context kept in order.
+/// deny > defer > ask > allow (reasons of the winning kind joined); every `updatedInput`
+/// applied in order; every context kept in order.
 fn merge_pre_tool_use(verdicts: Vec<Verdict>) -> PreToolUse {
     let mut contexts = Vec::new();
     let mut denies = Vec::new();
     let mut asks = Vec::new();
     let mut rewrites = Vec::new();
     let mut allowed = false;
+    let mut deferred = false;
     for v in verdicts {
         if let Some(reason) = v.stop {
             return PreToolUse::Abort(reason);
@@ -833,6 +1031,7 @@ fn merge_pre_tool_use(verdicts: Vec<Verdict>) -> PreToolUse {
         match v.permission {
             Some((Permission::Deny, reason)) => denies.push(reason),
             Some((Permission::Ask, reason)) => asks.push(reason),
+            Some((Permission::Defer, _)) => deferred = true,
             Some((Permission::Allow, _)) => allowed = true,
             None => {}
         }
@@ -843,6 +1042,10 @@ fn merge_pre_tool_use(verdicts: Vec<Verdict>) -> PreToolUse {
         decisions.push(PreToolUse::Deny(reason));
     } else {
         decisions.extend(rewrites);
+        if deferred {
+            // Ignored by the tool layer in a step of several calls: the asks still count.
+            decisions.push(PreToolUse::Defer);
+        }
         if let Some(reason) = joined(asks, "; ") {
             decisions.push(PreToolUse::Ask(reason));
         } else if allowed {

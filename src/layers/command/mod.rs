@@ -80,7 +80,7 @@
 //! | `command` | run with `sh -c` in the project directory; with `args`, the executable itself (no shell; `${CLAUDE_PROJECT_DIR}` is replaced in it and in each argument) |
 //! | `args` | argument list (exec form) |
 //! | `shell` | `"sh"` (default) or `"bash"`; others are skipped with a warning |
-//! | `timeout` | seconds, a positive number; default 600 (30 for UserPromptSubmit) |
+//! | `timeout` | seconds, a positive number; default 600 (30 for UserPromptSubmit; SessionEnd handlers share one budget of 1.5 s, raised to their longest `timeout`, at most [60 s](SESSION_END_MAX_BUDGET); `CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS` overrides it). A timed-out handler is killed and renders no decision |
 //! | `failClosed` | `true`: a timeout, crash, non-zero exit other than 2, invalid JSON or missing executable **denies** (PreToolUse) or **blocks** (other events) instead of being ignored |
 //! | `persistent` | `true`: one long-lived process answers every event ([below](#persistent-hooks)) |
 //! | `async` / `asyncRewake` | run in the background: never waited for, cannot block; the answer is only logged |
@@ -109,7 +109,7 @@
 //!
 //! | Event (aliases) | Callback | Matcher on | Input fields (besides the common ones) | What the hooks can do |
 //! |---|---|---|---|---|
-//! | PreToolUse (`tool-call-start`) | [`before_tool_use`](Hooks::before_tool_use) | `tool_name` | `tool_name`, `tool_input`, `tool_use_id` | deny (exit 2 / `deny`), ask, allow, `updatedInput`, `additionalContext` |
+//! | PreToolUse (`tool-call-start`) | [`before_tool_use`](Hooks::before_tool_use) | `tool_name` | `tool_name`, `tool_input`, `tool_use_id` | deny (exit 2 / `deny`), `defer` (see [`PreToolUse::Defer`](crate::layers::hooks::PreToolUse::Defer); reason, `updatedInput` and `additionalContext` of a defer are ignored), ask, allow, `updatedInput`, `additionalContext`; deny > defer > ask > allow |
 //! | PostToolUse (`tool-call-end`) | [`after_tool_use`](Hooks::after_tool_use) | `tool_name` | + `tool_response` (the output: its JSON if it holds a JSON object or array, else its text) | `updatedToolOutput`, `additionalContext`; a block adds its reason as context |
 //! | PostToolUseFailure | [`on_tool_failure`](Hooks::on_tool_failure) | `tool_name` | `tool_name`, `tool_input`, `tool_use_id`, `error`, `is_interrupt`, `tool_response: {"error": …}` | `additionalContext`; a block adds its reason as context |
 //! | UserPromptSubmit | [`on_user_prompt`](Hooks::on_user_prompt) | — | `prompt` | block (run ends `Blocked`), context (`additionalContext` or plain stdout) |
@@ -124,7 +124,10 @@
 //! | InstructionsLoaded | [`on_instructions_loaded`](Hooks::on_instructions_loaded) | `load_reason` | `file_path`, `memory_type` (`Project` under the run's cwd, else `User`), `load_reason` (`session_start`): each file the [`Memory`](crate::builtins::memory::Memory) stage loads | observe (background) |
 //! | MessageDisplay | [`on_message_display`](Hooks::on_message_display) | — | `turn_id` (the run), `message_id`, `index` (0), `final` (true), `delta` (the whole text): once per assistant message with text | `displayContent` replaces the text of the [`MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event (last one wins); the history keeps the original; default timeout 10 s |
 //! | PostCompact | [`on_post_compact`](Hooks::on_post_compact) | `trigger` | `trigger` (`auto`), `compact_summary` | observe (background) |
-//! | Notification | [`on_notification`](Hooks::on_notification) | `notification_type` (always `warning`) | `message`, `notification_type` | observe (background), for each [`RunContext::warn`](crate::context::RunContext::warn) |
+//! | Notification | [`on_notify`](Hooks::on_notify) | `notification_type`: `permission_prompt` (the [`Approval`](crate::layers::hooks::Approval) service is about to be asked) or `warning` (each [`RunContext::warn`](crate::context::RunContext::warn); no documented type fits) | `message`, `title` (for `permission_prompt`: `Permission needed`), `notification_type` | observe (background); exit code, stderr, `systemMessage` and `continue` are ignored |
+//! | PermissionRequest | [`on_permission_request`](Hooks::on_permission_request) | `tool_name` | `tool_name`, `tool_input` (no `tool_use_id`) | `hookSpecificOutput.decision`: `behavior: "allow"` (+ `updatedInput`) runs the call, `"deny"` (+ `message`, `interrupt`) denies it (interrupt: the run ends `Aborted`); no decision: the approval service decides. Exit 2 is ignored (stderr discarded); `continue: false` denies and interrupts |
+//! | PermissionDenied | [`on_permission_denied`](Hooks::on_permission_denied) | `tool_name` | `tool_name`, `tool_input`, `tool_use_id`, `reason` | fires only when the approval path denies on its own (no approval service, or it failed); `hookSpecificOutput.retry: true` tells the model it may retry. Exit 2 is ignored |
+//! | PostToolBatch | [`on_post_tool_batch`](Hooks::on_post_tool_batch) | — (no matcher) | `tool_calls`: `[{tool_name, tool_input, tool_use_id, tool_response}]` (`tool_response`: the text the model gets) | `additionalContext` before the next model call; `decision: "block"`, `continue: false` or exit 2 stops the loop ([`Outcome::Blocked`](crate::agent::Outcome::Blocked)), the reason kept in the conversation |
 //! | PreCompact | [`CommandHooks::pre_compact`] for [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact) | `trigger` (always `auto`) | `trigger`, `custom_instructions` (empty), `tokens`, `threshold`, `summarized_messages`, `kept_messages` | veto the compaction (block) |
 //! | BeforeModel (`step-start`) | [`before_model`](Hooks::before_model) | — | `llm_request`: `{messages, tools, settings}` | `hookSpecificOutput.llm_request` replaces the parts it has; a block answers the call with the reason as the assistant's text (the model is not called) |
 //! | AfterModel | [`after_model`](Hooks::after_model) | — | `llm_response`: `{message, usage, stop_reason}` | `hookSpecificOutput.llm_response` replaces the parts it has; a block replaces the answer with the reason as text |
@@ -168,35 +171,47 @@
 //! `{model, temperature, max_tokens, stream}`.
 //!
 //! Every input has `session_id`, `transcript_path`, `cwd`, `hook_event_name` (the protocol
-//! name, also for aliases) and `permission_mode` (`"default"`). `transcript_path` is the
+//! name, also for aliases) and `permission_mode` (`"default"`, or what
+//! [`permission_mode`](CommandHooksBuilder::permission_mode) sets; reported only). `transcript_path` is the
 //! session's JSONL transcript, written when the agent is built with
 //! [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) — set it for hooks
 //! that read the transcript; without it, `transcript_path` is `""`. (The transcript is
 //! appended after each step, so it lags within a step: use `last_assistant_message` on Stop.)
-//! Handlers run in the project directory ([`project_dir`](CommandHooksBuilder::project_dir),
-//! default the current directory) with `CLAUDE_PROJECT_DIR` and `TOWER_AGENT_PROJECT_DIR` set
-//! to it.
+//! Handlers run in the directory their input's `cwd` names: the run's working directory when
+//! the agent has one of its own (one that differs from the process's current directory, set
+//! with [`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd) or the request's `cwd`), else
+//! the project directory ([`project_dir`](CommandHooksBuilder::project_dir), default the
+//! current directory); `CLAUDE_PROJECT_DIR` and `TOWER_AGENT_PROJECT_DIR` are always the
+//! project directory. (A persistent handler is started once, in the project directory.)
 //!
 //! # Answers
 //!
 //! - **Exit 0**: stdout is parsed as JSON if it starts with `{` (after trimming). Plain stdout
 //!   is context for UserPromptSubmit and SessionStart and ignored elsewhere (logged at debug).
 //!   Stdout that starts with `{` but is not valid JSON is reported and ignored (fail-open).
-//! - **Exit 2**: block, with the JSON `reason` if stdout has one, else stderr. The JSON is still
-//!   read, but nothing overrides the block (not even `permissionDecision: "allow"`).
-//! - **Any other exit**, a crash, a timeout or a missing executable: a non-blocking error,
-//!   reported with [`RunContext::warn`](crate::context::RunContext::warn) (a missing
-//!   executable also as a `tracing` error naming the command); the action goes on — unless the
-//!   handler is `failClosed`.
+//! - **Exit 2**: block (what a block does is the event's: see the table above; it is ignored
+//!   on PermissionRequest, PermissionDenied and Notification). Its reason is the JSON's own
+//!   blocking decision's (`decision: "block"` + `reason`, or `permissionDecision: "deny"` +
+//!   `permissionDecisionReason`) when stdout makes one, else stderr. The JSON is still read,
+//!   but nothing overrides the block (not even `permissionDecision: "allow"`).
+//! - **Any other exit** with a JSON object on stdout: the JSON alone decides, and it is not an
+//!   error (nor a failure of a `failClosed` handler). Without one, or a crash, a timeout or a
+//!   missing executable: a non-blocking error, reported with
+//!   [`RunContext::warn`](crate::context::RunContext::warn) as `… failed with non-blocking
+//!   status code N: <first line of stderr>` (a missing executable also as a `tracing` error
+//!   naming the command); the action goes on — unless the handler is `failClosed`. Plain
+//!   stdout of a non-zero exit is never context.
 //! - **JSON**: `continue: false` + `stopReason` ends the run ([below](#ending-the-run));
 //!   `systemMessage` is reported with `RunContext::warn`; `decision: "block"` + `reason`
 //!   blocks (legacy `decision: "approve"` on PreToolUse allows); `hookSpecificOutput` holds
-//!   `permissionDecision` (`allow` | `deny` | `ask`; `defer` counts as `ask`),
+//!   `permissionDecision` (`allow` | `deny` | `ask` | `defer`),
 //!   `permissionDecisionReason`, `updatedInput` (**replaces** the whole input; an object,
 //!   [else](#limits) the call is denied), `additionalContext`, `updatedToolOutput` (a string
 //!   is the new output text, anything else its JSON text), and `llm_request` /
-//!   `llm_response`. A `hookSpecificOutput` whose `hookEventName` names another event is
-//!   ignored. Strings are cut to 10,000 characters.
+//!   `llm_response`, `decision` (PermissionRequest) and `retry` (PermissionDenied). A
+//!   `hookSpecificOutput` whose `hookEventName` names another event is ignored.
+//!   `suppressOutput` is accepted and has no effect (as in Claude Code: a hook's stdout is
+//!   never shown). Strings are cut to 10,000 characters.
 //!
 //! **Merging**, in configuration order: deny > ask > allow (the reasons of the winning kind
 //! joined with `; `); each `updatedInput` applied in order (so the last one wins, and an
@@ -319,6 +334,7 @@ use std::{
 use serde_json::Value;
 
 pub use self::config::{ConfigError, HookEvent};
+pub use self::events::SESSION_END_MAX_BUDGET;
 use self::{config::Config, events::Inner};
 use crate::{
     layers::{
@@ -419,7 +435,18 @@ impl fmt::Debug for CommandHooks {
 pub struct CommandHooksBuilder {
     sources: Vec<Source>,
     project_dir: Option<PathBuf>,
+    permission_mode: Option<String>,
 }
+
+/// The `permission_mode` values of the reference (`manual` is an alias of `default`).
+const PERMISSION_MODES: [&str; 6] = [
+    "default",
+    "plan",
+    "acceptEdits",
+    "auto",
+    "dontAsk",
+    "bypassPermissions",
+];
 
 #[derive(Debug)]
 enum Source {
@@ -456,6 +483,16 @@ impl CommandHooksBuilder {
         self
     }
 
+    /// The `permission_mode` every hook input reports (default `"default"`): one of the
+    /// reference's values `default`, `plan`, `acceptEdits`, `auto`, `dontAsk`,
+    /// `bypassPermissions` (`manual` is reported as `default`). Reported only: approvals go
+    /// through the hooks and the [`Approval`](crate::layers::hooks::Approval) service
+    /// whatever the mode. An unknown value is a [`ConfigError`] from [`build`](Self::build).
+    pub fn permission_mode(mut self, mode: impl Into<String>) -> Self {
+        self.permission_mode = Some(mode.into());
+        self
+    }
+
     /// Loads every source, in order. Describing a hooks directory runs its executables: this
     /// blocks for as long as they take (at most 10 s each).
     ///
@@ -479,10 +516,27 @@ impl CommandHooksBuilder {
                 Source::Dir(dir) => config::load_dir(dir, &project_dir, &mut config)?,
             }
         }
+        let permission_mode = match self.permission_mode.as_deref() {
+            None | Some("manual") => "default",
+            Some(mode) => PERMISSION_MODES
+                .into_iter()
+                .find(|m| *m == mode)
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        "CommandHooksBuilder::permission_mode",
+                        "",
+                        format!(
+                            "unknown permission mode `{mode}` (one of {})",
+                            PERMISSION_MODES.join(", ")
+                        ),
+                    )
+                })?,
+        };
         Ok(CommandHooks {
             inner: Arc::new(Inner {
                 config,
                 project_dir,
+                permission_mode,
             }),
         })
     }

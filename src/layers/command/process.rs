@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::config::{Exec, Handler, HookEvent};
-use crate::{context::RunContext, process::ProcessTree};
+use crate::{context::RunContext, layers::hooks::PermissionRequest, process::ProcessTree};
 
 /// The most bytes kept of a hook's stdout or stderr (the rest is read and dropped).
 const MAX_CAPTURE: usize = 1 << 20;
@@ -338,6 +338,7 @@ pub(crate) fn run_sync(
 pub(crate) enum Permission {
     Allow,
     Ask,
+    Defer,
     Deny,
 }
 
@@ -360,6 +361,10 @@ pub(crate) struct Verdict {
     pub(crate) display: Option<String>,
     /// `additionalContext`, and plain stdout where it counts as context.
     pub(crate) contexts: Vec<String>,
+    /// PermissionRequest: the `decision` object.
+    pub(crate) request: Option<PermissionRequest>,
+    /// PermissionDenied: `retry: true`.
+    pub(crate) retry: bool,
 }
 
 /// Where a handler's problems are reported: the run (`ctx.warn`, which also logs), or only
@@ -400,7 +405,37 @@ fn text(v: Option<&Value>) -> Option<String> {
     }
 }
 
+/// What exit code 2 does for `event` (the reference's "Exit code 2 behavior per event").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exit2 {
+    /// Blocks (the event decides what a block means; the post-tool events show the reason to
+    /// the model, SessionStart to the user).
+    Blocks,
+    /// Exit code and stderr are ignored (PermissionRequest: only the `decision` object counts;
+    /// PermissionDenied, Notification: the thing already happened).
+    Ignored,
+}
+
+fn exit_2(event: HookEvent) -> Exit2 {
+    match event {
+        HookEvent::PermissionRequest | HookEvent::PermissionDenied | HookEvent::Notification => {
+            Exit2::Ignored
+        }
+        _ => Exit2::Blocks,
+    }
+}
+
 /// What `result` of `handler` means for `event`.
+///
+/// As in the reference ("Exit code output"): stdout is read as JSON on **every** exit code.
+/// - exit 0: the JSON (or plain stdout, context for UserPromptSubmit / SessionStart);
+/// - exit 2: a block that no JSON overrides (not even `permissionDecision: "allow"`); its
+///   reason is the JSON's blocking decision's (`decision: "block"` + `reason`, or
+///   `permissionDecision: "deny"` + `permissionDecisionReason`) when it makes one, else
+///   stderr. Events where exit 2 is ignored ([`Exit2::Ignored`]) only read the JSON;
+/// - any other exit with a JSON object on stdout: the JSON alone decides, not an error;
+///   without one: a non-blocking error (`failed with non-blocking status code N: <first line
+///   of stderr>`), unless the handler is fail-closed.
 pub(crate) fn interpret(
     event: HookEvent,
     handler: &Handler,
@@ -427,8 +462,31 @@ pub(crate) fn interpret(
         }
     };
     let stderr = reply.stderr.trim();
-    let code = match reply.code {
-        Some(code @ (0 | 2)) => code,
+    if !stderr.is_empty() && reply.code == Some(0) {
+        tracing::debug!(hook = %name, event = %event, stderr = %stderr, "hook stderr");
+    }
+    // The JSON answer, if any: read on every exit code. Plain stdout is context only on
+    // exit 0.
+    let plain_ok = reply.code == Some(0);
+    let json = match reply.stdout {
+        Stdout::Json(Value::Object(map)) => Some(map),
+        Stdout::Json(Value::Null) => None,
+        Stdout::Json(Value::String(text)) => {
+            plain(event, handler, text, plain_ok, &mut verdict, report)
+        }
+        Stdout::Json(other) => {
+            report.warn(format!(
+                "{event} hook `{name}` answered {other} instead of a JSON object; ignored"
+            ));
+            fail(&mut verdict, "answered garbage".into());
+            None
+        }
+        Stdout::Text(text) => plain(event, handler, text, plain_ok, &mut verdict, report),
+    };
+    match reply.code {
+        Some(0 | 2) => {}
+        // Another exit with a JSON object: the JSON alone decides, and it is no error.
+        _ if json.is_some() => {}
         Some(code @ (126 | 127)) if matches!(handler.exec, Exec::Shell { .. }) => {
             let first = stderr.lines().next().unwrap_or("");
             let why = format!("cannot be run (exit {code}): {first}");
@@ -439,7 +497,7 @@ pub(crate) fn interpret(
         }
         other => {
             let status = match other {
-                Some(code) => format!("failed with exit status {code}"),
+                Some(code) => format!("failed with non-blocking status code {code}"),
                 None => "was killed by a signal".to_owned(),
             };
             let why = match stderr.lines().next() {
@@ -450,49 +508,38 @@ pub(crate) fn interpret(
             fail(&mut verdict, why);
             return verdict;
         }
-    };
-    if !stderr.is_empty() && code == 0 {
-        tracing::debug!(hook = %name, event = %event, stderr = %stderr, "hook stderr");
     }
-    // The JSON answer, if any.
-    let json = match reply.stdout {
-        Stdout::Json(Value::Object(map)) => Some(map),
-        Stdout::Json(Value::Null) => None,
-        Stdout::Json(Value::String(text)) => plain(event, handler, text, &mut verdict, report),
-        Stdout::Json(other) => {
-            report.warn(format!(
-                "{event} hook `{name}` answered {other} instead of a JSON object; ignored"
-            ));
-            fail(&mut verdict, "answered garbage".into());
-            None
-        }
-        Stdout::Text(text) => plain(event, handler, text, &mut verdict, report),
-    };
+    let mut denial = None;
     if let Some(json) = &json {
-        read_json(event, handler, json, &mut verdict, report);
+        denial = read_json(event, handler, json, &mut verdict, report);
     }
-    if code == 2 {
-        // Exit 2 blocks; its reason is the JSON's, else stderr. Nothing overrides it.
-        let reason = json
-            .as_ref()
-            .and_then(|j| text(j.get("reason")))
+    if reply.code == Some(2) && exit_2(event) == Exit2::Blocks {
+        // Exit 2 blocks; its reason is the JSON's blocking decision's, else stderr. Nothing
+        // overrides it.
+        let reason = verdict
+            .block
+            .take()
+            .or(denial)
             .or_else(|| (!stderr.is_empty()).then(|| cap(stderr.to_owned())))
             .or_else(|| verdict.failed.take())
             .unwrap_or_else(|| format!("blocked by hook `{name}`"));
         verdict.block = Some(reason);
-        if let Some((Permission::Allow, _)) = verdict.permission {
+        if let Some((Permission::Allow | Permission::Ask | Permission::Defer, _)) =
+            verdict.permission
+        {
             verdict.permission = None;
         }
     }
     verdict
 }
 
-/// Plain stdout: JSON if it starts with `{`, else context for UserPromptSubmit and
-/// SessionStart (ignored elsewhere).
+/// Plain stdout: JSON if it starts with `{`, else (`context`: on exit 0) context for
+/// UserPromptSubmit and SessionStart (ignored elsewhere).
 fn plain(
     event: HookEvent,
     handler: &Handler,
     text: String,
+    context: bool,
     verdict: &mut Verdict,
     report: Report<'_>,
 ) -> Option<Map<String, Value>> {
@@ -518,7 +565,7 @@ fn plain(
         return None;
     }
     match event {
-        HookEvent::UserPromptSubmit | HookEvent::SessionStart => {
+        HookEvent::UserPromptSubmit | HookEvent::SessionStart if context => {
             verdict.contexts.push(cap(trimmed.to_owned()));
         }
         _ => {
@@ -540,14 +587,15 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-/// The JSON fields of an answer.
+/// The JSON fields of an answer; the reason of a `permissionDecision: "deny"` that gave one
+/// (the blocking reason of an exit 2).
 fn read_json(
     event: HookEvent,
     handler: &Handler,
     json: &Map<String, Value>,
     verdict: &mut Verdict,
     report: Report<'_>,
-) {
+) -> Option<String> {
     let name = &handler.label;
     if json.get("continue") == Some(&Value::Bool(false)) {
         verdict.stop = Some(
@@ -574,14 +622,12 @@ fn read_json(
         Some(other) => tracing::debug!(hook = %name, decision = other, "unknown decision ignored"),
         None => {}
     }
-    let Some(specific) = json.get("hookSpecificOutput") else {
-        return;
-    };
+    let specific = json.get("hookSpecificOutput")?;
     let Value::Object(specific) = specific else {
         report.warn(format!(
             "{event} hook `{name}`: hookSpecificOutput is not an object; ignored"
         ));
-        return;
+        return None;
     };
     if let Some(said) = specific.get("hookEventName").and_then(Value::as_str)
         && HookEvent::parse(said) != Some(event)
@@ -589,13 +635,17 @@ fn read_json(
         report.warn(format!(
             "{event} hook `{name}` answered for event `{said}`; its hookSpecificOutput is ignored"
         ));
-        return;
+        return None;
     }
-    if let Some(decision) = specific.get("permissionDecision").and_then(Value::as_str) {
+    let mut denial = None;
+    if event == HookEvent::PreToolUse
+        && let Some(decision) = specific.get("permissionDecision").and_then(Value::as_str)
+    {
         let permission = match decision {
             "allow" => Some(Permission::Allow),
-            "ask" | "defer" => Some(Permission::Ask),
+            "ask" => Some(Permission::Ask),
             "deny" => Some(Permission::Deny),
+            "defer" => Some(Permission::Defer),
             other => {
                 report.warn(format!(
                     "{event} hook `{name}`: unknown permissionDecision `{other}`; ignored"
@@ -604,10 +654,24 @@ fn read_json(
             }
         };
         if let Some(p) = permission {
-            let why = text(specific.get("permissionDecisionReason"))
-                .unwrap_or_else(|| format!("decided by hook `{name}`"));
+            let given = text(specific.get("permissionDecisionReason"));
+            if p == Permission::Deny {
+                denial.clone_from(&given);
+            }
+            let why = given.unwrap_or_else(|| format!("decided by hook `{name}`"));
             verdict.permission = Some((p, why));
+            if p == Permission::Defer {
+                // The reference: for "defer", the reason, updatedInput and
+                // additionalContext are ignored.
+                return None;
+            }
         }
+    }
+    if event == HookEvent::PermissionRequest {
+        verdict.request = permission_request(event, name, specific.get("decision"), report);
+    }
+    if event == HookEvent::PermissionDenied {
+        verdict.retry = specific.get("retry") == Some(&Value::Bool(true));
     }
     match specific.get("updatedInput") {
         None | Some(Value::Null) => {}
@@ -641,6 +705,62 @@ fn read_json(
     }
     if let Some(response) = specific.get("llm_response").filter(|v| !v.is_null()) {
         verdict.llm_response = Some(response.clone());
+    }
+    denial
+}
+
+/// A PermissionRequest `decision` object: `behavior` `allow` (with `updatedInput`, an object)
+/// or `deny` (with `message` and `interrupt`); anything else is no decision (reported).
+fn permission_request(
+    event: HookEvent,
+    name: &str,
+    decision: Option<&Value>,
+    report: Report<'_>,
+) -> Option<PermissionRequest> {
+    let decision = match decision? {
+        Value::Null => return None,
+        Value::Object(d) => d,
+        other => {
+            report.warn(format!(
+                "{event} hook `{name}`: decision is a {}, not an object; ignored",
+                json_kind(other)
+            ));
+            return None;
+        }
+    };
+    match decision.get("behavior").and_then(Value::as_str) {
+        Some("allow") => match decision.get("updatedInput") {
+            None | Some(Value::Null) => Some(PermissionRequest::Allow {
+                updated_input: None,
+            }),
+            Some(input @ Value::Object(_)) => Some(PermissionRequest::Allow {
+                updated_input: Some(input.clone()),
+            }),
+            // The hook's fault: an allow of arguments nobody can run is no allow.
+            Some(other) => {
+                let message = format!(
+                    "hook `{name}` allowed with an updatedInput that is not a JSON object (a {})",
+                    json_kind(other)
+                );
+                report.warn(format!("{event} {message}; the call is denied"));
+                Some(PermissionRequest::Deny {
+                    message,
+                    interrupt: false,
+                })
+            }
+        },
+        Some("deny") => Some(PermissionRequest::Deny {
+            message: text(decision.get("message"))
+                .unwrap_or_else(|| format!("denied by hook `{name}`")),
+            interrupt: decision.get("interrupt") == Some(&Value::Bool(true)),
+        }),
+        other => {
+            report.warn(format!(
+                "{event} hook `{name}`: decision.behavior {} is neither \"allow\" nor \"deny\"; ignored",
+                other.map_or_else(|| "missing".to_owned(), |b| format!("`{b}`"))
+            ));
+            None
+        }
     }
 }
 
@@ -777,12 +897,14 @@ mod tests {
                 err in ".{0,100}",
             ) {
                 let h = handler(fail_closed);
+                // Another exit with a JSON object: the JSON decides, no failure.
+                let is_json = serde_json::from_str::<Map<String, Value>>(out.trim()).is_ok();
                 let reply = Reply { code, stdout: Stdout::Text(out), stderr: err };
                 let verdict = interpret(event, &h, Ok(reply), Report::Log);
-                if fail_closed && !matches!(code, Some(0 | 2)) {
+                if fail_closed && !matches!(code, Some(0 | 2)) && !is_json {
                     prop_assert!(verdict.failed.is_some());
                 }
-                if code == Some(2) {
+                if code == Some(2) && exit_2(event) == Exit2::Blocks {
                     prop_assert!(verdict.block.is_some());
                 }
                 for text in verdict.contexts.iter().chain(&verdict.block).chain(&verdict.stop) {

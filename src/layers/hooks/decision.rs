@@ -22,8 +22,17 @@ pub enum PreToolUse {
     Allow,
     /// Deny the call; the model sees `denied: <reason>`.
     Deny(String),
-    /// Ask the [`Approval`](super::Approval) service; without one, deny with the reason.
+    /// Ask for approval: the PermissionRequest hooks
+    /// ([`Hooks::on_permission_request`](super::Hooks::on_permission_request)), then the
+    /// [`Approval`](super::Approval) service; without one, deny with the reason.
     Ask(String),
+    /// Defer the call (the reference's non-interactive `defer`): when it is the only call of
+    /// its step, the tool does not run and the run ends
+    /// [`Outcome::Deferred`](crate::agent::Outcome::Deferred) with the call, so the caller can
+    /// decide it later; in a step with several calls it is ignored with a warning and the
+    /// call goes on through the normal permission flow. Precedence: deny > defer > ask >
+    /// allow.
+    Defer,
     /// Replace the call's arguments (the next hooks see the new ones).
     Rewrite(serde_json::Value),
     /// Add context next to the call's result (a `<system-hook>` block after the output, or
@@ -68,6 +77,128 @@ pub enum PostToolUseFailure {
     /// End the run: the tool path fails with an [`Abort`](crate::error::Abort), and the run
     /// ends [`Outcome::Aborted`](crate::agent::Outcome::Aborted) with this reason.
     Abort(String),
+}
+
+/// What a PermissionRequest hook decides about a call that needs approval (before the
+/// [`Approval`](super::Approval) service is asked).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PermissionRequest {
+    /// No decision: the next hooks, then the approval service, decide.
+    NoDecision,
+    /// Grant the permission: the call runs, with `updated_input` as its arguments if given
+    /// (the whole input is replaced).
+    Allow {
+        /// The new arguments, if any.
+        updated_input: Option<serde_json::Value>,
+    },
+    /// Deny it: the model sees `denied: <message>`; `interrupt` also ends the run
+    /// ([`Outcome::Aborted`](crate::agent::Outcome::Aborted) with the message).
+    Deny {
+        /// Why, for the model.
+        message: String,
+        /// End the run too.
+        interrupt: bool,
+    },
+}
+
+/// What a PermissionDenied hook decides about a call the approval path denied on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionDenied {
+    /// The denial stands; the model sees the original denial.
+    Stand,
+    /// Tell the model it may retry the call (the denial itself stands).
+    Retry,
+}
+
+/// What a PostToolBatch hook decides once every call of a step has resolved, before the next
+/// model call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PostToolBatch {
+    /// Go on.
+    Continue,
+    /// Add context for the next model call (a user message of `<system-hook>` blocks after
+    /// the tool results).
+    AddContext(String),
+    /// Stop the loop before the next model call: the reason is added to the conversation (a
+    /// `<system-hook>` block, so the model sees it if the thread goes on) and the run ends
+    /// [`Outcome::Blocked`](crate::agent::Outcome::Blocked) with it.
+    Stop(String),
+    /// Several decisions, in order (a `Stop` ends the rest).
+    Many(Vec<PostToolBatch>),
+}
+
+/// What a PostToolBatch hook sees: every call of the step and its result as the model will
+/// see it, in call order.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolBatch {
+    /// The calls, in the order the model made them.
+    pub calls: Vec<crate::message::ToolCall>,
+    /// Their outputs (`outputs[i]` answers `calls[i]`).
+    pub outputs: Vec<ToolOutput>,
+}
+
+/// What a Notification hook sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Notification {
+    /// The type, which matchers match: `permission_prompt` (an approval is asked) or
+    /// `warning` (a [`RunContext::warn`](crate::context::RunContext::warn)).
+    pub notification_type: &'static str,
+    /// The text.
+    pub message: String,
+    /// A title, if the type has one (`Permission needed` for `permission_prompt`).
+    pub title: Option<String>,
+}
+
+impl Notification {
+    /// A notification of `notification_type`.
+    pub fn new(
+        notification_type: &'static str,
+        message: impl Into<String>,
+        title: Option<String>,
+    ) -> Self {
+        Notification {
+            notification_type,
+            message: message.into(),
+            title,
+        }
+    }
+}
+
+/// A deferred tool call: the error the tool path fails with when a PreToolUse hook defers the
+/// only call of a step. The loop ends the run
+/// [`Outcome::Deferred`](crate::agent::Outcome::Deferred) with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deferred {
+    /// The call, with the arguments the model generated.
+    pub call: crate::message::ToolCall,
+}
+
+impl std::fmt::Display for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tool call `{}` ({}) deferred",
+            self.call.name, self.call.id
+        )
+    }
+}
+
+impl std::error::Error for Deferred {}
+
+impl Deferred {
+    /// The deferral in an error's source chain, if any.
+    pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Deferred> {
+        let mut cur = Some(err);
+        while let Some(e) = cur {
+            if let Some(d) = e.downcast_ref::<Deferred>() {
+                return Some(d);
+            }
+            cur = e.source();
+        }
+        None
+    }
 }
 
 /// What a UserPromptSubmit hook decides.
@@ -234,6 +365,9 @@ macro_rules! hook_result {
 
 hook_result!(
     PreToolUse,
+    PermissionRequest,
+    PermissionDenied,
+    PostToolBatch,
     PostToolUse,
     PostToolUseFailure,
     UserPrompt,

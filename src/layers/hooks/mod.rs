@@ -25,6 +25,9 @@
 //! | PreToolUse | [`before_tool_use`](Hooks::before_tool_use) | `(call, ctx)` | allow, deny, ask, rewrite the arguments, add context, abort the run |
 //! | PostToolUse | [`after_tool_use`](Hooks::after_tool_use) | `(call, output, ctx)` | replace the output, add context next to it, abort the run |
 //! | PostToolUseFailure | [`on_tool_failure`](Hooks::on_tool_failure) | `(call, failure, ctx)` | add context next to the error, abort the run |
+//! | PermissionRequest | [`on_permission_request`](Hooks::on_permission_request) | `(call, ctx)` | allow (maybe with new arguments) or deny a call that needs approval, before the [`Approval`] service |
+//! | PermissionDenied | [`on_permission_denied`](Hooks::on_permission_denied) | `(call, reason, ctx)` | tell the model it may retry a call the approval path denied on its own |
+//! | PostToolBatch | [`on_post_tool_batch`](Hooks::on_post_tool_batch) | `(batch, ctx)` | add context before the next model call, stop the loop |
 //! | Stop | [`on_stop`](Hooks::on_stop) | `(input, ctx)` | finish, or continue with feedback |
 //! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | `(input, ctx)` | send a subagent back to work |
 //! | SessionStart (by source) | [`on_session_start_for`](Hooks::on_session_start_for) | `(input, ctx)` | as SessionStart; matcher on `startup`, `resume`, `compact` (after a compaction: context added after the summary) |
@@ -36,6 +39,7 @@
 //! | StopFailure | [`on_stop_failure`](Hooks::on_stop_failure) | `(&input, &ctx)` | observe a run that ends on a model error |
 //! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `(&response, &ctx)` | observe (also a run whose future is dropped: outcome `Cancelled`); reason: [`session_end_reason`](crate::agent::session_end_reason) |
 //! | Notification | [`on_notification`](Hooks::on_notification) | `(message, &ctx)` | observe each warning of the run |
+//! | Notification (typed) | [`on_notify`](Hooks::on_notify) | `(&notification, &ctx)` | observe warnings and permission prompts, by `notification_type` |
 //!
 //! Callbacks that decide return the event's decision type ([`PreToolUse`], [`PostToolUse`],
 //! …) either at once or as a future (`async move { … }`): both work, and a synchronous answer
@@ -53,8 +57,20 @@
 //!   chain in order, each hook seeing the arguments the previous one wrote. A denied call is
 //!   an error output `denied: <reason>` the model sees. Contexts are kept in order and
 //!   follow the result (or the denial). `Abort` denies the call and ends the run `Aborted`;
-//!   `Many` applies several decisions of one hook in order. An `Ask` goes to the
-//!   [`Approval`] service ([`Hooks::approval`]); without one, it denies with its reason.
+//!   `Many` applies several decisions of one hook in order. `Defer` ranks between deny and
+//!   ask (see [`PreToolUse::Defer`]).
+//! - **Approval** (a call some hook asked about): the PermissionRequest hooks run in order;
+//!   the first `Deny` denies (`denied: <message>`; with `interrupt` the run also ends
+//!   `Aborted`), an `Allow` is kept (its `updated_input` replaces the arguments) and the
+//!   chain goes on (a later `Deny` still wins). With no decision, a `permission_prompt`
+//!   [`Notification`] is sent and the [`Approval`] service ([`Hooks::approval`]) is asked;
+//!   its `Deny` is the user's answer. Without a service (nobody to ask) or when it fails, the
+//!   call is denied **on its own**, and only then do the PermissionDenied hooks run: a
+//!   `Retry` adds a `<system-hook>` note to the denial telling the model it may retry.
+//! - **PostToolBatch**: after every call of a step resolved (and the step's reminders),
+//!   before the next model call, once per step; contexts are kept in order and added as one
+//!   user message of `<system-hook>` blocks; the first `Stop` adds its reason the same way
+//!   and ends the run `Blocked`.
 //! - **PostToolUse / PostToolUseFailure**: replacements chain in order; the contexts of all
 //!   hooks are kept, in order, each appended to the output as a `<system-hook>` block. `Abort`
 //!   ends the run `Aborted` (the output is dropped).
@@ -123,10 +139,7 @@ use tower::util::BoxCloneSyncService;
 pub use self::{
     agent::{HookAgent, HookAgentLayer},
     decision::{
-        BeforeModel, HookFuture, HookResult, InstructionsInput, MessageDisplay,
-        MessageDisplayInput, PostCompactInput, PostToolUse, PostToolUseFailure, PreToolUse,
-        SessionSource, SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput,
-        SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput, ToolFailure, UserPrompt,
+        BeforeModel, Deferred, HookFuture, HookResult, InstructionsInput, MessageDisplay, MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput, PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse, SessionSource, SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput, ToolBatch, ToolFailure, UserPrompt,
     },
     model::{HookModel, HookModelLayer},
     order::HookOrderError,
@@ -142,6 +155,11 @@ use crate::{
     message::{ToolCall, ToolOutput},
     model::{ModelRequest, ModelResponse},
 };
+
+/// The `notification_type` of a [`RunContext::warn`].
+pub const NOTIFY_WARNING: &str = "warning";
+/// The `notification_type` sent when the [`Approval`] service is about to be asked.
+pub const NOTIFY_PERMISSION_PROMPT: &str = "permission_prompt";
 
 /// The default cap on stop-hook continuations per run.
 pub const DEFAULT_STOP_CAP: u32 = 8;
@@ -195,7 +213,13 @@ pub(crate) type DisplayFn =
     dyn Fn(MessageDisplayInput, RunContext) -> HookFuture<MessageDisplay> + Send + Sync;
 pub(crate) type SessionEndFn = dyn Fn(&AgentResponse, &RunContext) + Send + Sync;
 pub(crate) type StepFn = dyn Fn(u32, &RunContext) + Send + Sync;
-pub(crate) type NotificationFn = dyn Fn(&str, &RunContext) + Send + Sync;
+pub(crate) type NotificationFn = dyn Fn(&Notification, &RunContext) + Send + Sync;
+pub(crate) type RequestFn =
+    dyn Fn(Arc<ToolCall>, RunContext) -> HookFuture<PermissionRequest> + Send + Sync;
+pub(crate) type DeniedFn =
+    dyn Fn(Arc<ToolCall>, Arc<str>, RunContext) -> HookFuture<PermissionDenied> + Send + Sync;
+pub(crate) type BatchFn =
+    dyn Fn(Arc<ToolBatch>, RunContext) -> HookFuture<PostToolBatch> + Send + Sync;
 pub(crate) type ContinueFn = dyn Fn(u32, &RunContext) -> bool + Send + Sync;
 
 #[derive(Clone)]
@@ -220,6 +244,9 @@ enum Callback {
     InstructionsLoaded(Arc<InstructionsFn>),
     PostCompact(Arc<PostCompactFn>),
     MessageDisplay(Arc<DisplayFn>),
+    PermissionRequest(Arc<RequestFn>),
+    PermissionDenied(Arc<DeniedFn>),
+    PostToolBatch(Arc<BatchFn>),
 }
 
 impl Callback {
@@ -246,6 +273,9 @@ impl Callback {
             Callback::InstructionsLoaded(_) => "on_instructions_loaded",
             Callback::PostCompact(_) => "on_post_compact",
             Callback::MessageDisplay(_) => "on_message_display",
+            Callback::PermissionRequest(_) => "on_permission_request",
+            Callback::PermissionDenied(_) => "on_permission_denied",
+            Callback::PostToolBatch(_) => "on_post_tool_batch",
         }
     }
 }
@@ -612,12 +642,70 @@ impl Hooks {
     }
 
     /// Notification: each warning of a run ([`RunContext::warn`]: a skipped skill, a failed
-    /// summarization, a stop cap reached …), observe only.
+    /// summarization, a stop cap reached …), observe only. (The `warning` notifications of
+    /// [`on_notify`](Self::on_notify).)
     pub fn on_notification<F>(self, f: F) -> Self
     where
         F: Fn(&str, &RunContext) + Send + Sync + 'static,
     {
-        self.push(ToolMatcher::all(), Callback::Notification(Arc::new(f)))
+        self.push(
+            ToolMatcher::new(NOTIFY_WARNING),
+            Callback::Notification(Arc::new(move |n: &Notification, ctx: &RunContext| {
+                f(&n.message, ctx);
+            })),
+        )
+    }
+
+    /// Notification, every type: the matcher picks by `notification_type` —
+    /// `permission_prompt` (the [`Approval`] service is about to be asked, with the message
+    /// and the title `Permission needed`) or `warning` (each [`RunContext::warn`]). Observe
+    /// only; called on the task that notifies: keep it short.
+    pub fn on_notify<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(&Notification, &RunContext) + Send + Sync + 'static,
+    {
+        self.push(matcher.into(), Callback::Notification(Arc::new(f)))
+    }
+
+    /// PermissionRequest: a matching call needs approval (a PreToolUse hook answered
+    /// [`PreToolUse::Ask`]); decide in place of the [`Approval`] service. See the
+    /// [module docs](crate::layers::hooks#order-and-merge-rules).
+    pub fn on_permission_request<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(Arc<ToolCall>, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<PermissionRequest>,
+    {
+        self.push(
+            matcher.into(),
+            Callback::PermissionRequest(Arc::new(move |c, x| f(c, x).into_hook_future())),
+        )
+    }
+
+    /// PermissionDenied: the approval path denied a matching call on its own (no
+    /// [`Approval`] service, or it failed) with `reason`. Not called when a PreToolUse or
+    /// PermissionRequest hook denies, nor when the approval service answers `Deny`.
+    pub fn on_permission_denied<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    where
+        F: Fn(Arc<ToolCall>, Arc<str>, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<PermissionDenied>,
+    {
+        self.push(
+            matcher.into(),
+            Callback::PermissionDenied(Arc::new(move |c, r, x| f(c, r, x).into_hook_future())),
+        )
+    }
+
+    /// PostToolBatch: once per step with tool calls, after all of them resolved, before the
+    /// next model call.
+    pub fn on_post_tool_batch<F, R>(self, f: F) -> Self
+    where
+        F: Fn(Arc<ToolBatch>, RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<PostToolBatch>,
+    {
+        self.push(
+            ToolMatcher::all(),
+            Callback::PostToolBatch(Arc::new(move |b, x| f(b, x).into_hook_future())),
+        )
     }
 
     /// Resolves the order and compiles the hooks.
@@ -661,7 +749,10 @@ impl Hooks {
                 Callback::BeforeStep(f) => set.before_step.push(f),
                 Callback::AfterStep(f) => set.after_step.push(f),
                 Callback::ShouldContinue(f) => set.should_continue.push(f),
-                Callback::Notification(f) => set.notification.push(f),
+                Callback::Notification(f) => set.notification.push((matcher, f)),
+                Callback::PermissionRequest(f) => set.permission_request.push((matcher, f)),
+                Callback::PermissionDenied(f) => set.permission_denied.push((matcher, f)),
+                Callback::PostToolBatch(f) => set.post_tool_batch.push(f),
             }
         }
         Ok(HookSet {
@@ -770,13 +861,49 @@ pub(crate) struct HookSetInner {
     pub(crate) before_step: Vec<Arc<StepFn>>,
     pub(crate) after_step: Vec<Arc<StepFn>>,
     pub(crate) should_continue: Vec<Arc<ContinueFn>>,
-    pub(crate) notification: Vec<Arc<NotificationFn>>,
+    pub(crate) notification: Vec<(ToolMatcher, Arc<NotificationFn>)>,
+    pub(crate) permission_request: Vec<(ToolMatcher, Arc<RequestFn>)>,
+    pub(crate) permission_denied: Vec<(ToolMatcher, Arc<DeniedFn>)>,
+    pub(crate) post_tool_batch: Vec<Arc<BatchFn>>,
     pub(crate) approval: Option<Approval>,
     pub(crate) stop_cap: u32,
     order: Vec<String>,
 }
 
 impl HookSetInner {
+    /// Sends `notification` to the Notification hooks matching its type.
+    pub(crate) fn notify(&self, notification: &Notification, ctx: &RunContext) {
+        for (m, f) in &self.notification {
+            if m.matches_name(notification.notification_type) {
+                f(notification, ctx);
+            }
+        }
+    }
+
+    /// Runs PostToolBatch hooks: `Err(reason)` if one stops the loop, else their contexts.
+    pub(crate) async fn post_tool_batch(
+        &self,
+        batch: Arc<ToolBatch>,
+        ctx: &RunContext,
+    ) -> Result<Vec<String>, String> {
+        fn apply(d: PostToolBatch, contexts: &mut Vec<String>) -> Result<(), String> {
+            match d {
+                PostToolBatch::Continue => Ok(()),
+                PostToolBatch::AddContext(text) => {
+                    contexts.push(text);
+                    Ok(())
+                }
+                PostToolBatch::Stop(reason) => Err(reason),
+                PostToolBatch::Many(ds) => ds.into_iter().try_for_each(|d| apply(d, contexts)),
+            }
+        }
+        let mut contexts = Vec::new();
+        for f in &self.post_tool_batch {
+            apply(f(Arc::clone(&batch), ctx.clone()).await, &mut contexts)?;
+        }
+        Ok(contexts)
+    }
+
     /// Runs stop hooks (`subagent`: the SubagentStop hooks matching that name); the feedback
     /// of every hook that continues, joined, or `None` to finish.
     pub(crate) async fn stop(
@@ -855,10 +982,15 @@ impl HookSetInner {
 /// through this; the model and tool hooks wrap the stacks.
 impl LoopHooks for HookSet {
     fn run_start(&self, ctx: &RunContext) {
-        if !self.inner.notification.is_empty() {
+        if self
+            .inner
+            .notification
+            .iter()
+            .any(|(m, _)| m.matches_name(NOTIFY_WARNING))
+        {
             let observers = Arc::clone(&self.inner);
             ctx.set_notify(Arc::new(move |message, ctx| {
-                observers.notification.iter().for_each(|f| f(message, ctx));
+                observers.notify(&Notification::new(NOTIFY_WARNING, message, None), ctx);
             }));
         }
     }
@@ -911,6 +1043,18 @@ impl LoopHooks for HookSet {
 
     fn stop_cap(&self) -> u32 {
         self.inner.stop_cap
+    }
+
+    fn has_post_tool_batch(&self) -> bool {
+        !self.inner.post_tool_batch.is_empty()
+    }
+
+    fn post_tool_batch<'a>(
+        &'a self,
+        batch: ToolBatch,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        Box::pin(self.inner.post_tool_batch(Arc::new(batch), ctx))
     }
 
     fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {

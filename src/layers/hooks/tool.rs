@@ -10,10 +10,13 @@ use futures_util::future::{BoxFuture, Either};
 use tower::{Layer, Service, ServiceExt};
 
 use super::{
-    ApprovalDecision, ApprovalRequest, HookSet, HookSetInner, PostToolUse, PostToolUseFailure,
-    PreToolUse, ToolFailure,
+    ApprovalDecision, ApprovalRequest, Deferred, HookSet, HookSetInner, NOTIFY_PERMISSION_PROMPT,
+    Notification, PermissionDenied, PermissionRequest, PostToolUse, PostToolUseFailure, PreToolUse,
+    ToolFailure,
 };
 use crate::{
+    agent::StepCalls,
+    context::RunContext,
     error::{Abort, BoxError, error_chain},
     message::{ToolCall, ToolOutput},
     tool::ToolRequest,
@@ -148,8 +151,8 @@ where
                 }
             }
         }
-        if !pre.asks.is_empty() {
-            // The approval is awaited before the call.
+        if !pre.asks.is_empty() || pre.deferred {
+            // The approval (or the deferral) is settled before the call.
             let inner = self.release();
             return Either::Right(Box::pin(run(set, inner, call, ctx, pre, None)));
         }
@@ -222,27 +225,35 @@ where
             return pre.exit(exit, &call);
         }
     }
-    let PreState { asks, contexts } = pre;
+    let PreState {
+        asks,
+        mut contexts,
+        deferred,
+    } = pre;
+    if deferred {
+        let calls = ctx.with_data(|d| d.get::<StepCalls>().map_or(1, |n| n.0));
+        if calls <= 1 {
+            return Err(Deferred {
+                call: (*call).clone(),
+            }
+            .into());
+        }
+        ctx.warn(format!(
+            "a PreToolUse hook deferred `{}`, but its step makes {calls} tool calls: the \
+             deferral is ignored and the call goes through the normal permission flow",
+            call.name
+        ));
+    }
     if !asks.is_empty() {
         let reason = asks.join("; ");
-        let decision = match &set.approval {
-            None => ApprovalDecision::Deny(reason.clone()),
-            Some(approval) => approval
-                .clone()
-                .oneshot(ApprovalRequest {
-                    call: (*call).clone(),
-                    reason: reason.clone(),
-                    ctx: ctx.clone(),
-                })
-                .await
-                .unwrap_or_else(|e| {
-                    ApprovalDecision::Deny(format!("approval failed: {}", error_chain(&*e)))
-                }),
-        };
-        if let ApprovalDecision::Deny(why) = decision {
-            let mut output = ToolOutput::error(call.id.clone(), format!("denied: {why}"));
-            add_contexts(&mut output, &contexts);
-            return Ok(output);
+        match approve(&set, &mut call, reason, &ctx, &mut contexts).await {
+            Approved::Yes => {}
+            Approved::No(why) => {
+                let mut output = ToolOutput::error(call.id.clone(), format!("denied: {why}"));
+                add_contexts(&mut output, &contexts);
+                return Ok(output);
+            }
+            Approved::Interrupt(why) => return Err(Abort::new(why).into()),
         }
     }
 
@@ -260,6 +271,98 @@ where
         .await
         .map_err(Into::into);
     after(&set, call, ctx, contexts, result).await
+}
+
+/// What the approval path decided.
+enum Approved {
+    Yes,
+    /// Denied: why (for the model).
+    No(String),
+    /// Denied, and the run ends.
+    Interrupt(String),
+}
+
+/// The approval path of a call some hook asked about: PermissionRequest hooks, then (no
+/// decision) a `permission_prompt` notification and the [`Approval`](super::Approval)
+/// service. A denial the path makes on its own (no service, or it failed) runs the
+/// PermissionDenied hooks, whose `Retry` adds a note to `contexts`.
+async fn approve(
+    set: &HookSetInner,
+    call: &mut Arc<ToolCall>,
+    reason: String,
+    ctx: &RunContext,
+    contexts: &mut Vec<String>,
+) -> Approved {
+    let mut allowed = false;
+    for (matcher, f) in &set.permission_request {
+        if !matcher.matches(call) {
+            continue;
+        }
+        match f(Arc::clone(call), ctx.clone()).await {
+            PermissionRequest::NoDecision => {}
+            PermissionRequest::Allow { updated_input } => {
+                allowed = true;
+                if let Some(arguments) = updated_input {
+                    *call = Arc::new(ToolCall {
+                        arguments,
+                        ..(**call).clone()
+                    });
+                }
+            }
+            PermissionRequest::Deny { message, interrupt } => {
+                return if interrupt {
+                    Approved::Interrupt(message)
+                } else {
+                    Approved::No(message)
+                };
+            }
+        }
+    }
+    if allowed {
+        return Approved::Yes;
+    }
+    let denied = match &set.approval {
+        None => reason,
+        Some(approval) => {
+            set.notify(
+                &Notification::new(
+                    NOTIFY_PERMISSION_PROMPT,
+                    format!("Permission needed to use {}: {reason}", call.name),
+                    Some("Permission needed".to_owned()),
+                ),
+                ctx,
+            );
+            match approval
+                .clone()
+                .oneshot(ApprovalRequest {
+                    call: (**call).clone(),
+                    reason,
+                    ctx: ctx.clone(),
+                })
+                .await
+            {
+                Ok(ApprovalDecision::Allow) => return Approved::Yes,
+                // The user's answer: not a denial of the path's own.
+                Ok(ApprovalDecision::Deny(why)) => return Approved::No(why),
+                Err(e) => format!("approval failed: {}", error_chain(&*e)),
+            }
+        }
+    };
+    let why: Arc<str> = denied.as_str().into();
+    for (matcher, f) in &set.permission_denied {
+        if !matcher.matches(call) {
+            continue;
+        }
+        if f(Arc::clone(call), Arc::clone(&why), ctx.clone()).await == PermissionDenied::Retry {
+            contexts.push(format!(
+                "The call to `{}` was denied by the permission check, not by the user; you may \
+                 retry it.",
+                call.name
+            ));
+            break;
+        }
+    }
+    Approved::No(denied)
 }
 
 /// PostToolUse or PostToolUseFailure over the call's `result`; `contexts` so far are added.
@@ -339,6 +442,8 @@ async fn failure_hooks(
 struct PreState {
     asks: Vec<String>,
     contexts: Vec<String>,
+    /// A hook deferred the call (deny still wins).
+    deferred: bool,
 }
 
 /// How the PreToolUse chain ends early.
@@ -368,6 +473,10 @@ impl PreState {
             PreToolUse::Abort(reason) => Some(PreExit::Abort(reason)),
             PreToolUse::Ask(reason) => {
                 self.asks.push(reason);
+                None
+            }
+            PreToolUse::Defer => {
+                self.deferred = true;
                 None
             }
             PreToolUse::AddContext(text) => {
