@@ -17,6 +17,9 @@ pub struct StopInput {
     pub stop_hook_active: bool,
     /// For SubagentStop: the subagent's (tool) name.
     pub agent_name: Option<String>,
+    /// For SubagentStop: the subagent's own JSONL transcript (nested under its parent's, in
+    /// `subagents/`), if the calling run keeps a transcript.
+    pub agent_transcript_path: Option<std::path::PathBuf>,
 }
 
 impl StopInput {
@@ -26,6 +29,7 @@ impl StopInput {
             last_assistant_message: last_assistant_message.into(),
             stop_hook_active,
             agent_name: None,
+            agent_transcript_path: None,
         }
     }
 }
@@ -97,10 +101,17 @@ pub trait LoopHooks: Send + Sync + 'static {
         Box::pin(async { None })
     }
 
-    /// How many times in a row [`stop`](Self::stop) may send the agent back to work; then the
-    /// run finishes with a warning.
+    /// How many times in a row [`stop`](Self::stop) may send the agent back to work; the next
+    /// attempt is overridden and the run finishes with a warning (Claude Code's rule: 8).
     fn stop_cap(&self) -> u32 {
         8
+    }
+
+    /// Where the agent keeps transcripts when its builder names no directory
+    /// ([`AgentBuilder::transcripts`](super::AgentBuilder::transcripts) wins): command hooks
+    /// give a per-project default, so their `transcript_path` is never empty.
+    fn transcripts_dir(&self) -> Option<&std::path::Path> {
+        None
     }
 
     /// The run ended with `response` (before its `AgentStop` event).

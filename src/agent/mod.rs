@@ -73,6 +73,7 @@ mod hooks;
 mod run;
 mod stage;
 mod subagent;
+pub mod transcript;
 
 use std::{
     fmt,
@@ -95,6 +96,7 @@ pub use self::{
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,
 };
+pub(crate) use self::transcript::Transcript;
 use crate::{
     error::Error,
     message::{Messages, Usage},
@@ -343,6 +345,8 @@ pub struct AgentRequest {
     /// Context to add after the prompt, as one user message of `<system-hook>` blocks (before
     /// the contexts of UserPromptSubmit hooks of the loop).
     pub prompt_context: Vec<String>,
+    /// Where the run's transcript goes, when its caller chose (a subagent's).
+    pub(crate) transcript: Option<transcript::Target>,
 }
 
 impl AgentRequest {
