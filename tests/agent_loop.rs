@@ -689,7 +689,10 @@ async fn transcripts_are_jsonl_with_every_message_of_the_session() {
     assert_eq!(lines[2]["message"]["content"][0]["input"], json!({"x": 1}));
     let result = &lines[3]["message"]["content"][0];
     assert_eq!(result["type"], "tool_result");
-    assert_eq!(result["tool_use_id"], lines[2]["message"]["content"][0]["id"]);
+    assert_eq!(
+        result["tool_use_id"],
+        lines[2]["message"]["content"][0]["id"]
+    );
     assert_eq!(lines[4]["message"]["content"][0]["text"], "one");
     assert_eq!(lines[6]["message"]["content"][0]["text"], "two");
     assert!(lines.iter().all(|l| l["sessionId"] == "t/1"));

@@ -89,6 +89,7 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 use tracing::{Instrument as _, field::Empty};
 
+pub(crate) use self::transcript::Transcript;
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::{AgentEvent, EventStream, ModelDelta},
@@ -96,7 +97,6 @@ pub use self::{
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,
 };
-pub(crate) use self::transcript::Transcript;
 use crate::{
     error::Error,
     message::{Messages, Usage},

@@ -109,7 +109,11 @@ pub(crate) fn subagent_path(parent: &Path, agent_id: &str) -> PathBuf {
 /// is the project directory escaped as thread ids are (`/home/me/app` is
 /// `%2Fhome%2Fme%2Fapp`). `None` without either variable.
 pub(crate) fn default_dir(project_dir: &Path) -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let state = var("XDG_STATE_HOME")
         .filter(|p| p.is_absolute())
         .or_else(|| var("HOME").map(|home| home.join(".local").join("state")))?;
@@ -237,7 +241,10 @@ impl Transcript {
         let mut line = Map::new();
         line.insert(
             "parentUuid".into(),
-            state.parent.replace(uuid.clone()).map_or(Value::Null, Value::String),
+            state
+                .parent
+                .replace(uuid.clone())
+                .map_or(Value::Null, Value::String),
         );
         line.insert("isSidechain".into(), self.agent_id.is_some().into());
         if let Some(agent) = &self.agent_id {

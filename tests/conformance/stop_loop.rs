@@ -217,7 +217,11 @@ async fn every_kind_of_continuation_counts_toward_the_cap() {
             .build();
         let resp = agent.run("go").await.unwrap();
         assert_eq!(resp.outcome, Outcome::Finished, "{name}");
-        assert_eq!(model.requests().len(), 4, "{name}: 3 blocks, the 4th overridden");
+        assert_eq!(
+            model.requests().len(),
+            4,
+            "{name}: 3 blocks, the 4th overridden"
+        );
     }
     // A cap on the registry itself wins over the builder's.
     let s = Scripts::new();

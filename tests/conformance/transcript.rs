@@ -269,7 +269,11 @@ async fn post_tool_use_failure_sees_the_error_result() {
         |_: Value, _| async { Err::<String, BoxError>("disk on fire".into()) },
     );
     let agent = Agent::builder()
-        .model(ScriptedModel::new().tool_call("flaky", json!({})).text("oh"))
+        .model(
+            ScriptedModel::new()
+                .tool_call("flaky", json!({}))
+                .text("oh"),
+        )
         .tool(flaky)
         .hooks(hooks.into_hooks().compile().unwrap())
         .transcripts(s.path("transcripts"))
@@ -355,7 +359,10 @@ async fn subagent_stop_sees_the_subagent_transcript() {
     );
     assert_eq!(
         summary(&r["agent_lines"]),
-        pairs(&[("user", "What is tower?"), ("assistant", "Tower is a library.")])
+        pairs(&[
+            ("user", "What is tower?"),
+            ("assistant", "Tower is a library.")
+        ])
     );
     let agent_lines = r["agent_lines"].as_array().unwrap();
     assert!(agent_lines.iter().all(|l| l["isSidechain"] == true));
@@ -417,7 +424,10 @@ async fn two_threads_have_two_transcripts() {
     for (r, thread) in all.iter().zip(["a/b", "a_b"]) {
         assert_eq!(
             summary(&r["lines"]),
-            pairs(&[("user", &format!("prompt of {thread}")), ("assistant", "answer")])
+            pairs(&[
+                ("user", &format!("prompt of {thread}")),
+                ("assistant", "answer")
+            ])
         );
         assert!(
             r["lines"]

@@ -518,7 +518,9 @@ impl CommandHooksBuilder {
         let transcripts = match self.transcripts {
             Transcripts::Off => None,
             Transcripts::Dir(dir) => Some(dir),
-            Transcripts::Default if configured => crate::agent::transcript::default_dir(&project_dir),
+            Transcripts::Default if configured => {
+                crate::agent::transcript::default_dir(&project_dir)
+            }
             Transcripts::Default => None,
         };
         Ok(CommandHooks {
