@@ -46,7 +46,10 @@ use std::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::{agent::AgentEvent, message::Messages};
+use crate::{
+    agent::{AgentEvent, Transcript},
+    message::Messages,
+};
 
 /// The context of one agent run, carried by every model and tool request.
 ///
@@ -66,7 +69,7 @@ struct Shared {
     compaction: Mutex<Option<Compaction>>,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: CancellationToken,
-    transcript: Option<PathBuf>,
+    transcript: Option<Transcript>,
     notify: std::sync::OnceLock<Arc<NotifyFn>>,
     extensions: http::Extensions,
 }
@@ -228,25 +231,44 @@ impl RunContext {
     }
 
     /// The session's JSONL transcript, if the agent keeps transcripts
-    /// ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts)): one line per
-    /// message, `{"type": role, "session_id", "run_id", "timestamp", "message"}`, appended
-    /// after every step.
+    /// ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts), on by default
+    /// for agents with [command hooks](crate::layers::command)): one line per message, in
+    /// Claude Code's shape, each written before any hook can read it (see
+    /// [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) for the format
+    /// and when each line is written).
     ///
     /// The file is `{dir}/{name}.jsonl`, `name` being the session id with every byte other
     /// than ASCII letters, digits, `-`, `_` and `.` percent-escaped (`a/b` is `a%2Fb`, `%` is
     /// `%25`), so distinct ids never share a file; an escaped id longer than 200 bytes is cut
     /// to 160 and followed by `%~` and 32 hex digits of its SHA-256.
     pub fn transcript_path(&self) -> Option<&Path> {
-        self.shared.transcript.as_deref()
+        self.shared.transcript.as_ref().map(Transcript::path)
+    }
+
+    /// The run's transcript writer.
+    pub(crate) fn transcript(&self) -> Option<&Transcript> {
+        self.shared.transcript.as_ref()
     }
 
     /// This context with its transcript under `dir`: `{dir}/{name}.jsonl`, where `name` is
     /// [`transcript_file_name`] of the session id. Only before the context is shared.
     pub(crate) fn with_transcript(self, dir: &Path) -> Self {
         let name = transcript_file_name(self.session_id());
+        self.with_transcript_file(dir.join(format!("{name}.jsonl")), None)
+    }
+
+    /// This context with its transcript in `path` (`agent_id`: a subagent's). Only before
+    /// the context is shared.
+    pub(crate) fn with_transcript_file(self, path: PathBuf, agent_id: Option<String>) -> Self {
         let mut shared = Arc::try_unwrap(self.shared)
             .unwrap_or_else(|_| unreachable!("with_transcript is called on a fresh context"));
-        shared.transcript = Some(dir.join(format!("{name}.jsonl")));
+        shared.transcript = Some(Transcript::new(
+            path,
+            &shared.session_id,
+            &shared.run_id,
+            &shared.cwd,
+            agent_id,
+        ));
         RunContext {
             shared: Arc::new(shared),
             step: self.step,
@@ -345,20 +367,26 @@ impl RunContextBuilder {
 
     /// Builds the context (at step 0).
     pub fn build(self) -> RunContext {
+        let session_id = self.session_id.unwrap_or_else(|| new_id("thread"));
+        let run_id = self.run_id.unwrap_or_else(|| new_id("run"));
+        let cwd = self
+            .cwd
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let transcript = self
+            .transcript
+            .map(|path| Transcript::new(path, &session_id, &run_id, &cwd, None));
         RunContext {
             shared: Arc::new(Shared {
-                session_id: self.session_id.unwrap_or_else(|| new_id("thread")),
-                run_id: self.run_id.unwrap_or_else(|| new_id("run")),
-                cwd: self
-                    .cwd
-                    .or_else(|| std::env::current_dir().ok())
-                    .unwrap_or_else(|| PathBuf::from(".")),
+                session_id,
+                run_id,
+                cwd,
                 state: Mutex::new(self.state.unwrap_or_default()),
                 reminders: Mutex::new(Vec::new()),
                 compaction: Mutex::new(None),
                 events: self.events,
                 cancel: self.cancel.unwrap_or_default(),
-                transcript: self.transcript,
+                transcript,
                 notify: std::sync::OnceLock::new(),
                 extensions: self.extensions,
             }),

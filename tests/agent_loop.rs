@@ -694,23 +694,32 @@ async fn transcripts_are_jsonl_with_every_message_of_the_session() {
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
         .collect();
     let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    // run 1: system, user, assistant (call), tool, assistant; run 2: user, assistant
+    // run 1: system, user, assistant (call), tool result (a user line), assistant;
+    // run 2: user, assistant
     assert_eq!(
         kinds,
         [
             "system",
             "user",
             "assistant",
-            "tool",
+            "user",
             "assistant",
             "user",
             "assistant"
         ]
     );
+    assert_eq!(lines[2]["message"]["content"][0]["type"], "tool_use");
+    assert_eq!(lines[2]["message"]["content"][0]["input"], json!({"x": 1}));
+    let result = &lines[3]["message"]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(
+        result["tool_use_id"],
+        lines[2]["message"]["content"][0]["id"]
+    );
     assert_eq!(lines[4]["message"]["content"][0]["text"], "one");
     assert_eq!(lines[6]["message"]["content"][0]["text"], "two");
-    assert!(lines.iter().all(|l| l["session_id"] == "t/1"));
-    assert_ne!(lines[0]["run_id"], lines[6]["run_id"]);
+    assert!(lines.iter().all(|l| l["sessionId"] == "t/1"));
+    assert_ne!(lines[0]["runId"], lines[6]["runId"]);
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -370,7 +370,7 @@ async fn thread_ids_that_differ_only_in_unsafe_characters_get_their_own_transcri
         let text = std::fs::read_to_string(path).unwrap();
         for line in text.lines() {
             let line: Value = serde_json::from_str(line).unwrap();
-            assert_eq!(line["session_id"], *id, "{path:?} holds another thread");
+            assert_eq!(line["sessionId"], *id, "{path:?} holds another thread");
         }
         assert!(text.contains(&format!("prompt of {id}")), "{path:?}");
     }

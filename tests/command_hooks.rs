@@ -469,6 +469,7 @@ async fn identical_handlers_run_once() {
         .settings_file(&file)
         .settings_json(settings, "inline")
         .project_dir(s.dir.path())
+        .transcripts_dir(s.path("transcripts"))
         .build()
         .unwrap();
     assert_eq!(hooks.commands(HookEvent::PreToolUse), [count.as_str()]);
@@ -543,20 +544,20 @@ cp "$path" {seen}.copy"#,
         .unwrap();
     let path = s.read("seen").trim().to_owned();
     assert_eq!(path, transcripts.join("t-1.jsonl").to_string_lossy());
-    let lines: Vec<Value> = std::fs::read_to_string(&path)
-        .unwrap()
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
-    let messages: Vec<Message> = lines
-        .iter()
-        .map(|l| serde_json::from_value(l["message"].clone()).unwrap())
-        .collect();
-    assert_eq!(messages, resp.messages.to_vec());
-    assert!(lines.iter().all(|l| l["session_id"] == "t-1"));
-    // When the hook ran, the transcript had the steps before the last answer.
+    // One line per message: the prompt, the call, its result, the answer.
+    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["user", "assistant", "user", "assistant"]);
+    assert_eq!(lines.len(), resp.messages.len());
+    assert_eq!(lines[3]["message"]["content"][0]["text"], resp.text);
+    assert!(lines.iter().all(|l| l["sessionId"] == "t-1"));
+    // When the Stop hook ran, the transcript already held the answer being stopped on.
     let copy = std::fs::read_to_string(format!("{}.copy", seen.display())).unwrap();
-    assert_eq!(copy.lines().count(), resp.messages.len() - 1);
+    assert_eq!(copy, text);
 }
 
 // ===== cancellation =====
@@ -911,6 +912,7 @@ if data["hook_event_name"] == "PostToolUse":
     let hooks = CommandHooks::builder()
         .hooks_dir(&dir)
         .project_dir(s.dir.path())
+        .transcripts_dir(s.path("transcripts"))
         .build()
         .unwrap();
     assert_eq!(hooks.commands(HookEvent::PreToolUse), [guard.as_str()]);

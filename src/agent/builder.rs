@@ -217,10 +217,23 @@ impl<M, L> AgentBuilder<M, L> {
 
     /// Keep a JSONL transcript of every session under `dir` (`{dir}/{session id}.jsonl`,
     /// the id percent-escaped: `a/b` is `a%2Fb.jsonl`, distinct from `a_b.jsonl`; see
-    /// [`RunContext::transcript_path`](crate::context::RunContext::transcript_path)):
-    /// one line per message, appended after every step. Its path is
-    /// [`RunContext::transcript_path`](crate::context::RunContext::transcript_path) (the
-    /// `transcript_path` of command hooks).
+    /// [`RunContext::transcript_path`](crate::context::RunContext::transcript_path)). Its
+    /// path is `RunContext::transcript_path` (the `transcript_path` of command hooks); a
+    /// subagent's ([`Agent::into_tool`](super::Agent::into_tool)) is
+    /// `{dir}/{session id}/subagents/agent-{call id}.jsonl`.
+    ///
+    /// Without this, the agent keeps transcripts where its hooks say
+    /// ([`Hooks::transcripts_dir`](crate::layers::hooks::Hooks::transcripts_dir)): command
+    /// hooks default to a per-project directory
+    /// ([`CommandHooksBuilder::transcripts_dir`](crate::layers::command::CommandHooksBuilder::transcripts_dir)).
+    ///
+    /// Each message is in the file before any hook that could read it runs (the assistant
+    /// message before PreToolUse and Stop hooks, a tool result before its PostToolUse hooks
+    /// …), one JSON line per message in Claude Code's shape (`type`, `message: {role,
+    /// content}` with `text`, `tool_use` and `tool_result` blocks, `uuid`, `parentUuid`,
+    /// `sessionId`, `timestamp`, `cwd`), written whole: a run cut off at any point leaves
+    /// only whole lines. The [transcript docs](crate::agent::transcript) say exactly when
+    /// each line is written.
     pub fn transcripts(mut self, dir: impl Into<PathBuf>) -> Self {
         self.parts.transcripts = Some(dir.into());
         self
@@ -250,11 +263,17 @@ where
             Some(hooks) => hooks.wrap_model(self.model),
             None => self.model,
         };
+        // Explicit wins; else the hooks' default (command hooks: per project).
+        let transcripts = self.parts.transcripts.or_else(|| {
+            hooks
+                .as_ref()
+                .and_then(|h| h.transcripts_dir().map(PathBuf::from))
+        });
         Agent {
             inner: Arc::new(Inner {
                 model,
                 hooks,
-                transcripts: self.parts.transcripts,
+                transcripts,
                 name: self.parts.name,
                 tools: self.parts.tools,
                 tool_stack: Arc::new(tool_stack),

@@ -21,6 +21,9 @@ pub struct StopInput {
     pub agent_name: Option<String>,
     /// For SubagentStop: the subagent call's unique id (`agent-<call id>`).
     pub agent_id: Option<String>,
+    /// For SubagentStop: the subagent's own JSONL transcript (nested under its parent's, in
+    /// `subagents/`), if the calling run keeps a transcript.
+    pub agent_transcript_path: Option<std::path::PathBuf>,
 }
 
 impl StopInput {
@@ -31,6 +34,7 @@ impl StopInput {
             stop_hook_active,
             agent_name: None,
             agent_id: None,
+            agent_transcript_path: None,
         }
     }
 }
@@ -308,8 +312,8 @@ pub trait LoopHooks: Send + Sync + 'static {
         Box::pin(async { None })
     }
 
-    /// How many times in a row [`stop`](Self::stop) may send the agent back to work; then the
-    /// run finishes with a warning.
+    /// How many times in a row [`stop`](Self::stop) may send the agent back to work; the next
+    /// attempt is overridden and the run finishes with a warning (Claude Code's rule: 8).
     fn stop_cap(&self) -> u32 {
         8
     }
@@ -330,6 +334,13 @@ pub trait LoopHooks: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<String>, String>> {
         let _ = (batch, ctx);
         Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Where the agent keeps transcripts when its builder names no directory
+    /// ([`AgentBuilder::transcripts`](super::AgentBuilder::transcripts) wins): command hooks
+    /// give a per-project default, so their `transcript_path` is never empty.
+    fn transcripts_dir(&self) -> Option<&std::path::Path> {
+        None
     }
 
     /// The run ended with `response` (before its `AgentStop` event).

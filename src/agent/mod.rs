@@ -73,6 +73,7 @@ pub(crate) mod hooks;
 mod run;
 mod stage;
 mod subagent;
+pub mod transcript;
 
 use std::{
     fmt,
@@ -89,6 +90,7 @@ use tower::Service;
 use tracing::{Instrument as _, field::Empty};
 
 pub(crate) use self::hooks::StepCalls;
+pub(crate) use self::transcript::Transcript;
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::{AgentEvent, EventStream, ModelDelta},
@@ -349,6 +351,8 @@ pub struct AgentRequest {
     /// Context to add after the prompt, as one user message of `<system-hook>` blocks (before
     /// the contexts of UserPromptSubmit hooks of the loop).
     pub prompt_context: Vec<String>,
+    /// Where the run's transcript goes, when its caller chose (a subagent's).
+    pub(crate) transcript: Option<transcript::Target>,
 }
 
 impl AgentRequest {

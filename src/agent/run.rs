@@ -171,6 +171,7 @@ impl<'a> Run<'a> {
             extensions,
             system_context,
             prompt_context,
+            transcript,
         } = req;
         let persist = thread_id.is_some();
         let mut source = SessionSource::Startup;
@@ -198,8 +199,14 @@ impl<'a> Run<'a> {
             builder = builder.events(tx);
         }
         let mut ctx = builder.build();
-        if let Some(dir) = &inner.transcripts {
+        if let Some(target) = transcript {
+            ctx = ctx.with_transcript_file(target.path, Some(target.agent_id));
+        } else if let Some(dir) = &inner.transcripts {
             ctx = ctx.with_transcript(dir);
+        }
+        // The file exists before any hook can be given its path.
+        if let Some(transcript) = ctx.transcript() {
+            transcript.touch();
         }
         ctx.emit_with(|| AgentEvent::AgentStart {
             thread_id: ctx.session_id().to_owned(),
@@ -394,6 +401,8 @@ impl<'a> Run<'a> {
         }
         if message.tool_calls.is_empty() {
             self.history.push(message);
+            // In the transcript before Stop hooks read it.
+            self.transcribe();
             self.stop(&ctx).await
         } else {
             self.tools(&ctx, message, &stacks.tools).await
@@ -415,12 +424,16 @@ impl<'a> Run<'a> {
         let Some(feedback) = hooks.stop(input, ctx).await else {
             return Ok(Some(Outcome::Finished));
         };
-        if self.stop_continues >= hooks.stop_cap() {
-            let message = format!(
-                "stop hooks asked to continue {} times in a row; finishing",
+        // Claude Code's rule: after `stop_cap` blocks in a row (8 by default), the next one is
+        // overridden and the run ends, with a warning. Every continuation of a run is in a
+        // row: a Stop pass that lets the agent stop ends the run.
+        let cap = hooks.stop_cap();
+        if self.stop_continues >= cap {
+            ctx.warn(format!(
+                "Stop hooks blocked the run from ending {} times in a row; the stop cap ({cap}) \
+                 overrides them and the run ends",
                 self.stop_continues + 1
-            );
-            ctx.warn(message);
+            ));
             return Ok(Some(Outcome::Finished));
         }
         self.stop_continues += 1;
@@ -440,6 +453,8 @@ impl<'a> Run<'a> {
         let step = ctx.step();
         let calls = message.tool_calls.clone();
         self.history.push(message);
+        // In the transcript before PreToolUse hooks read it.
+        self.transcribe();
         let limit = self.inner.max_concurrent_tools;
         if self.inner.hooks.is_some() {
             ctx.with_data(|d| d.insert(StepCalls(calls.len())));
@@ -596,11 +611,7 @@ impl<'a> Run<'a> {
     }
 
     async fn save(&mut self) -> Result<(), Error> {
-        if self.ctx.transcript_path().is_some() {
-            // Boxed: the file writes' futures would otherwise add hundreds of bytes to every
-            // phase's future (each awaits a save), copied at each move.
-            Box::pin(self.transcribe()).await;
-        }
+        self.transcribe();
         if !self.persist {
             return Ok(());
         }
@@ -612,30 +623,17 @@ impl<'a> Run<'a> {
         self.inner.store.save(&thread).await.map_err(Error::store)
     }
 
-    /// Appends the messages added since the last call to the session's JSONL transcript.
-    async fn transcribe(&mut self) {
-        let Some(path) = self.ctx.transcript_path() else {
+    /// Appends the messages added since the last call to the session's JSONL transcript
+    /// (synchronously, whole lines: see [`Transcript`](super::Transcript)).
+    fn transcribe(&mut self) {
+        let Some(transcript) = self.ctx.transcript() else {
             return;
         };
         if self.transcribed >= self.history.len() {
             return;
         }
-        let mut lines = String::new();
-        for message in self.history.iter().skip(self.transcribed) {
-            let line = serde_json::json!({
-                "type": message.role,
-                "session_id": self.ctx.session_id(),
-                "run_id": self.ctx.run_id(),
-                "timestamp": crate::context::timestamp(),
-                "message": message,
-            });
-            lines.push_str(&line.to_string());
-            lines.push('\n');
-        }
+        transcript.append(self.history.iter().skip(self.transcribed));
         self.transcribed = self.history.len();
-        if let Err(err) = append(path, lines.as_bytes()).await {
-            tracing::warn!(path = %path.display(), error = %err, "could not write the transcript");
-        }
     }
 
     async fn finish(mut self, outcome: Outcome) -> Result<AgentResponse, Error> {
@@ -695,20 +693,6 @@ async fn message_display(
         step,
         text: shown.unwrap_or_else(|| text.into_owned()),
     });
-}
-
-async fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt;
-    if let Some(dir) = path.parent() {
-        tokio::fs::create_dir_all(dir).await?;
-    }
-    let mut file = tokio::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .await?;
-    file.write_all(bytes).await?;
-    file.flush().await
 }
 
 /// Runs `fut` unless the run is cancelled first.

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::{
     Agent, AgentRequest,
     hooks::{ParentHooks, StopInput, SubagentStartInput},
+    transcript::{Target, subagent_path},
 };
 use crate::{
     error::BoxError,
@@ -133,6 +134,11 @@ impl Tool for SubagentTool {
         // The subagent's conversation lives in its store for the length of this call, so a
         // SubagentStop hook can send it back to work on it.
         let thread = format!("{}/{name}/{id}", ctx.session_id());
+        // The subagent's transcript, next to its caller's (`{session}/subagents/agent-{id}`).
+        let transcript = ctx.transcript_path().map(|parent| Target {
+            path: subagent_path(parent, &id),
+            agent_id: id.clone(),
+        });
         let request = |prompt: String| {
             let mut request = AgentRequest::new(prompt)
                 .thread(thread.clone())
@@ -141,6 +147,7 @@ impl Tool for SubagentTool {
             // The caller's per-request data (who asked) holds for the subagent too.
             request.extensions = ctx.extensions().clone();
             request.system_context.clone_from(&start_context);
+            request.transcript.clone_from(&transcript);
             request
         };
         let mut cleanup = DeleteOnDrop {
@@ -169,14 +176,17 @@ impl Tool for SubagentTool {
             let mut input = StopInput::new(resp.text.clone(), continues > 0);
             input.agent_name = Some(name.clone());
             input.agent_id = Some(format!("agent-{id}"));
+            input.agent_transcript_path = transcript.as_ref().map(|t| t.path.clone());
             match hooks.stop(input, &ctx).await {
                 None => break Ok(ToolOutput::text(id.clone(), resp.text)),
+                // Counted per subagent call, as Stop is per run.
                 Some(_) if continues >= hooks.stop_cap() => {
-                    let message = format!(
-                        "SubagentStop hooks asked subagent `{name}` to continue {} times in a row; finishing",
+                    let cap = hooks.stop_cap();
+                    ctx.warn(format!(
+                        "SubagentStop hooks blocked subagent `{name}` from ending {} times in a \
+                         row; the stop cap ({cap}) overrides them and the subagent ends",
                         continues + 1
-                    );
-                    ctx.warn(message);
+                    ));
                     break Ok(ToolOutput::text(id.clone(), resp.text));
                 }
                 Some(feedback) => {

@@ -21,6 +21,8 @@ mod pre_tool_use;
 mod session_end;
 mod session_start;
 mod stop_failure;
+mod stop_loop;
 mod subagent;
 mod tasks;
+mod transcript;
 mod user_prompt_submit;

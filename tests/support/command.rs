@@ -49,11 +49,13 @@ impl Scripts {
         self.script(name, &format!("#!/usr/bin/env python3\n{body}\n"))
     }
 
-    /// Command hooks from a `hooks` section.
+    /// Command hooks from a `hooks` section (transcripts in `transcripts/` here, never in
+    /// the user's state directory).
     pub fn hooks(&self, hooks: Value) -> CommandHooks {
         CommandHooks::builder()
             .settings_json(json!({ "hooks": hooks }), "settings.json")
             .project_dir(self.dir.path())
+            .transcripts_dir(self.path("transcripts"))
             .build()
             .unwrap()
     }

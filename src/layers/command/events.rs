@@ -469,6 +469,10 @@ impl Inner {
         ctx: &RunContext,
     ) -> PostToolUse {
         let event = HookEvent::PostToolUse;
+        // The hooks may read the transcript: the result goes there first.
+        if let Some(transcript) = ctx.transcript() {
+            transcript.record_tool_result(output);
+        }
         let mut input = self.base(event, ctx);
         input.insert("tool_name".into(), call.name.clone().into());
         input.insert("tool_input".into(), call.arguments.clone());
@@ -512,6 +516,14 @@ impl Inner {
         ctx: &RunContext,
     ) -> PostToolUseFailure {
         let event = HookEvent::PostToolUseFailure;
+        // The hooks may read the transcript: the failed result goes there first.
+        if let Some(transcript) = ctx.transcript() {
+            match &failure.output {
+                Some(output) => transcript.record_tool_result(output),
+                None => transcript
+                    .record_tool_result(&ToolOutput::error(call.id.clone(), failure.error.clone())),
+            }
+        }
         let mut input = self.base(event, ctx);
         input.insert("tool_name".into(), call.name.clone().into());
         input.insert("tool_input".into(), call.arguments.clone());
@@ -565,7 +577,12 @@ impl Inner {
                 input.insert("agent_type".into(), name.clone().into());
                 let id = stop.agent_id.clone().unwrap_or_else(|| name.clone());
                 input.insert("agent_id".into(), id.into());
-                input.insert("agent_transcript_path".into(), "".into());
+                let transcript = stop.agent_transcript_path.as_ref();
+                let path = transcript.map(|p| p.to_string_lossy().into_owned());
+                input.insert(
+                    "agent_transcript_path".into(),
+                    path.unwrap_or_default().into(),
+                );
                 Some(name.as_str())
             }
             _ => None,

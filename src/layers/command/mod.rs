@@ -42,6 +42,8 @@
 //!         "inline settings",
 //!     )
 //!     .project_dir(dir.path())
+//!     // Transcripts (`transcript_path`) go here instead of the per-project default.
+//!     .transcripts_dir(dir.path().join("transcripts"))
 //!     .build()?;
 //!
 //! let agent = Agent::builder()
@@ -172,11 +174,32 @@
 //!
 //! Every input has `session_id`, `transcript_path`, `cwd`, `hook_event_name` (the protocol
 //! name, also for aliases) and `permission_mode` (`"default"`, or what
-//! [`permission_mode`](CommandHooksBuilder::permission_mode) sets; reported only). `transcript_path` is the
-//! session's JSONL transcript, written when the agent is built with
-//! [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) — set it for hooks
-//! that read the transcript; without it, `transcript_path` is `""`. (The transcript is
-//! appended after each step, so it lags within a step: use `last_assistant_message` on Stop.)
+//! [`permission_mode`](CommandHooksBuilder::permission_mode) sets; reported only).
+//!
+//! **`transcript_path`** is the session's JSONL transcript, in Claude Code's line shape
+//! (`type`, `message.content[]` with `text`, `tool_use`, `tool_result` blocks, `uuid`,
+//! `parentUuid`, `sessionId`, `timestamp`, `cwd`). Unlike Claude Code's, whose file may lag,
+//! it is complete whenever a hook runs: it exists before the first hook of a run, and holds
+//! every message of the session up to that moment — on Stop and SubagentStop the assistant
+//! message being stopped on, on PostToolUse and PostToolUseFailure the result of that call
+//! (see [`agent::transcript`](crate::agent::transcript)). Agents built with command hooks
+//! keep transcripts by default, so `transcript_path` is never empty: in
+//! [`transcripts_dir`](CommandHooksBuilder::transcripts_dir) if set, else in
+//! `$XDG_STATE_HOME/tower-agent/projects/{project}/` (`~/.local/state/…` without
+//! `XDG_STATE_HOME`; `{project}` is the project directory escaped as thread ids are, so each
+//! project has its own), else `""` when neither variable is set or the hooks were built
+//! [`without_transcripts`](CommandHooksBuilder::without_transcripts).
+//! [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) wins over both. A
+//! file is `{session id}.jsonl`; a subagent's is `{session id}/subagents/agent-{id}.jsonl`,
+//! the `agent_transcript_path` of SubagentStop.
+//!
+//! **Stop cap.** As in Claude Code, once Stop hooks have kept a run from ending 8 times in a
+//! row (by `decision: "block"`, exit 2 or `additionalContext`, all counted alike), the next
+//! block is overridden: the run ends and a warning says so (an
+//! [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning), and a Notification). SubagentStop
+//! blocks are counted per subagent call. Raise or lower it with
+//! [`stop_cap`](CommandHooksBuilder::stop_cap) (or [`Hooks::stop_cap`]).
+//!
 //! Handlers run in the directory their input's `cwd` names: the run's working directory when
 //! the agent has one of its own (one that differs from the process's current directory, set
 //! with [`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd) or the request's `cwd`), else
@@ -353,6 +376,9 @@ use crate::{
 #[derive(Clone)]
 pub struct CommandHooks {
     inner: Arc<Inner>,
+    /// The agents' default transcripts directory.
+    transcripts: Option<PathBuf>,
+    stop_cap: Option<u32>,
 }
 
 impl CommandHooks {
@@ -375,9 +401,23 @@ impl CommandHooks {
     }
 
     /// Adds the hooks to `hooks` (one callback per configured event, at the default priority),
-    /// next to callbacks registered there.
-    pub fn register(self, hooks: Hooks) -> Hooks {
+    /// next to callbacks registered there. The hooks' default transcripts directory and
+    /// stop cap are set on `hooks` unless it has its own.
+    pub fn register(self, mut hooks: Hooks) -> Hooks {
+        if let (Some(dir), false) = (&self.transcripts, hooks.has_transcripts_dir()) {
+            hooks = hooks.transcripts_dir(dir.clone());
+        }
+        if let (Some(cap), false) = (self.stop_cap, hooks.has_stop_cap()) {
+            hooks = hooks.stop_cap(cap);
+        }
         events::register(&self.inner, hooks)
+    }
+
+    /// Where agents built with these hooks keep transcripts when their builder names no
+    /// directory (see the [module docs](crate::layers::command#events)): `None` if no hook
+    /// is configured, or transcripts are off.
+    pub fn transcripts_dir(&self) -> Option<&Path> {
+        self.transcripts.as_deref()
     }
 
     /// The PreCompact hooks as a callback for
@@ -436,6 +476,18 @@ pub struct CommandHooksBuilder {
     sources: Vec<Source>,
     project_dir: Option<PathBuf>,
     permission_mode: Option<String>,
+    transcripts: Transcripts,
+    stop_cap: Option<u32>,
+}
+
+/// Where agents of these hooks keep transcripts.
+#[derive(Debug, Default)]
+enum Transcripts {
+    /// Per project, under the user's state directory.
+    #[default]
+    Default,
+    Dir(PathBuf),
+    Off,
 }
 
 /// The `permission_mode` values of the reference (`manual` is an alias of `default`).
@@ -493,6 +545,30 @@ impl CommandHooksBuilder {
         self
     }
 
+    /// Where agents built with these hooks keep their transcripts (the files of
+    /// `transcript_path`), instead of the per-project default under the user's state
+    /// directory ([module docs](crate::layers::command#events)).
+    /// [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) still wins.
+    pub fn transcripts_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.transcripts = Transcripts::Dir(dir.into());
+        self
+    }
+
+    /// No default transcripts: agents built with these hooks keep none unless their builder
+    /// asks ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts)), and
+    /// `transcript_path` is then `""`.
+    pub fn without_transcripts(mut self) -> Self {
+        self.transcripts = Transcripts::Off;
+        self
+    }
+
+    /// How many times in a row Stop hooks may keep a run from ending before the next block
+    /// is overridden (default 8, as in Claude Code; see [`Hooks::stop_cap`]).
+    pub fn stop_cap(mut self, cap: u32) -> Self {
+        self.stop_cap = Some(cap);
+        self
+    }
+
     /// Loads every source, in order. Describing a hooks directory runs its executables: this
     /// blocks for as long as they take (at most 10 s each).
     ///
@@ -532,12 +608,24 @@ impl CommandHooksBuilder {
                     )
                 })?,
         };
+        // Transcripts default on only when there is a hook to read them.
+        let configured = !config.disabled && config.events.iter().any(|e| !e.is_empty());
+        let transcripts = match self.transcripts {
+            Transcripts::Off => None,
+            Transcripts::Dir(dir) => Some(dir),
+            Transcripts::Default if configured => {
+                crate::agent::transcript::default_dir(&project_dir)
+            }
+            Transcripts::Default => None,
+        };
         Ok(CommandHooks {
             inner: Arc::new(Inner {
                 config,
                 project_dir,
                 permission_mode,
             }),
+            transcripts,
+            stop_cap: self.stop_cap,
         })
     }
 }

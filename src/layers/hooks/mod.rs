@@ -81,8 +81,17 @@
 //!   before the prompt enters the thread.
 //! - **Stop / SubagentStop**: if any hook continues, the agent continues with the feedback of
 //!   every continuing hook (in order, blank-line separated) as a user message; the next pass
-//!   has `stop_hook_active = true`. At most 8 continuations per run ([`Hooks::stop_cap`]);
-//!   then the run finishes with an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning).
+//!   has `stop_hook_active = true`.
+//! - **Stop cap**, as Claude Code documents it: once Stop hooks have kept a run going 8
+//!   times in a row, the next attempt is overridden and the run ends
+//!   ([`Outcome::Finished`](crate::agent::Outcome::Finished)) with an
+//!   [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning) (also a Notification) saying
+//!   so. Every way of continuing counts alike (a `Continue` here; for command hooks a
+//!   `decision: "block"`, an exit 2 or an `additionalContext`). A run is Claude Code's turn:
+//!   every continuation of one run is consecutive, since a pass that lets the agent stop ends
+//!   it. SubagentStop continuations are counted per subagent call. Change the cap with
+//!   [`Hooks::stop_cap`] ([`DEFAULT_STOP_CAP`] = 8); a loop that must run longer (a
+//!   12-iteration "keep going until done" loop) needs a higher cap.
 //!
 //! # Example
 //!
@@ -161,7 +170,8 @@ pub const NOTIFY_WARNING: &str = "warning";
 /// The `notification_type` sent when the [`Approval`] service is about to be asked.
 pub const NOTIFY_PERMISSION_PROMPT: &str = "permission_prompt";
 
-/// The default cap on stop-hook continuations per run.
+/// The default cap on Stop-hook continuations in a row (per run; SubagentStop: per subagent
+/// call): Claude Code's 8. The 9th block is overridden and the run ends with a warning.
 pub const DEFAULT_STOP_CAP: u32 = 8;
 
 /// What the [`Approval`] service is asked.
@@ -316,6 +326,7 @@ pub struct Hooks {
     registrations: Vec<Registration>,
     approval: Option<Approval>,
     stop_cap: Option<u32>,
+    transcripts: Option<std::path::PathBuf>,
 }
 
 impl Hooks {
@@ -386,10 +397,30 @@ impl Hooks {
         self
     }
 
-    /// The most stop-hook continuations per run (default 8).
+    /// How many times in a row Stop hooks may keep a run going ([`DEFAULT_STOP_CAP`] = 8,
+    /// as in Claude Code); the next attempt is overridden and the run ends with a warning.
+    /// SubagentStop hooks: per subagent call. See the [module docs](crate::layers::hooks).
     pub fn stop_cap(mut self, cap: u32) -> Self {
         self.stop_cap = Some(cap);
         self
+    }
+
+    /// Whether [`stop_cap`](Self::stop_cap) was set.
+    pub(crate) fn has_stop_cap(&self) -> bool {
+        self.stop_cap.is_some()
+    }
+
+    /// The transcripts directory of agents built with these hooks when their builder names
+    /// none ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) wins).
+    /// [Command hooks](crate::layers::command) set a per-project default.
+    pub fn transcripts_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.transcripts = Some(dir.into());
+        self
+    }
+
+    /// Whether [`transcripts_dir`](Self::transcripts_dir) was set.
+    pub(crate) fn has_transcripts_dir(&self) -> bool {
+        self.transcripts.is_some()
     }
 
     /// PreToolUse: before each matching tool call.
@@ -718,6 +749,7 @@ impl Hooks {
         let order = order::resolve(&self.registrations)?;
         let mut set = HookSetInner {
             stop_cap: self.stop_cap.unwrap_or(DEFAULT_STOP_CAP),
+            transcripts: self.transcripts,
             approval: self.approval,
             order: order
                 .iter()
@@ -867,6 +899,7 @@ pub(crate) struct HookSetInner {
     pub(crate) post_tool_batch: Vec<Arc<BatchFn>>,
     pub(crate) approval: Option<Approval>,
     pub(crate) stop_cap: u32,
+    pub(crate) transcripts: Option<std::path::PathBuf>,
     order: Vec<String>,
 }
 
@@ -1055,6 +1088,10 @@ impl LoopHooks for HookSet {
         ctx: &'a RunContext,
     ) -> BoxFuture<'a, Result<Vec<String>, String>> {
         Box::pin(self.inner.post_tool_batch(Arc::new(batch), ctx))
+    }
+
+    fn transcripts_dir(&self) -> Option<&std::path::Path> {
+        self.inner.transcripts.as_deref()
     }
 
     fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
