@@ -75,7 +75,8 @@ impl Inner {
         let mut waited = Vec::with_capacity(entries.len());
         for entry in entries {
             if entry.handler.background {
-                self.spawn_background(event, Arc::clone(&entry.handler), Arc::clone(&input));
+                let ctx = report.ctx().cloned();
+                self.spawn_background(event, Arc::clone(&entry.handler), Arc::clone(&input), ctx);
             } else {
                 waited.push(&entry.handler);
             }
@@ -97,11 +98,7 @@ impl Inner {
         input: &str,
         report: Report<'_>,
     ) -> Result<Reply, Failure> {
-        let timeout = handler.timeout.unwrap_or(event.default_timeout());
-        match &handler.persistent {
-            Some(process) => process.call(input, timeout, report).await,
-            None => process::run(&handler.exec, &self.project_dir, input.as_bytes(), timeout).await,
-        }
+        process::call(event, handler, &self.project_dir, input, report).await
     }
 
     fn spawn_background(
@@ -109,12 +106,12 @@ impl Inner {
         event: HookEvent,
         handler: Arc<Handler>,
         input: Arc<str>,
+        ctx: Option<RunContext>,
     ) {
         let inner = Arc::clone(self);
         spawn("an async hook", async move {
             let result = inner.call(event, &handler, &input, Report::Log).await;
-            let verdict = process::interpret(event, &handler, result, Report::Log);
-            tracing::debug!(hook = %handler.label, event = %event, ?verdict, "async hook done");
+            process::background_done(event, &handler, result, ctx.as_ref());
         });
     }
 }

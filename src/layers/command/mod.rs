@@ -265,8 +265,11 @@
 
 mod config;
 mod events;
+#[cfg(feature = "http-hooks")]
+mod http;
 mod persistent;
 mod process;
+mod prompt;
 
 use std::{
     fmt,
@@ -275,15 +278,17 @@ use std::{
 };
 
 use serde_json::Value;
+use tower::{Service, ServiceExt};
 
 pub use self::config::{ConfigError, HookEvent};
 use self::{config::Config, events::Inner};
 use crate::{
+    error::BoxError,
     layers::{
         hooks::{HookFuture, Hooks},
         summarize::{CompactDecision, CompactInfo},
     },
-    model::ModelRequest,
+    model::{BoxModelService, ModelRequest, ModelResponse},
 };
 
 /// External command hooks, loaded from configuration. See the
@@ -377,6 +382,7 @@ impl fmt::Debug for CommandHooks {
 pub struct CommandHooksBuilder {
     sources: Vec<Source>,
     project_dir: Option<PathBuf>,
+    model: Option<BoxModelService>,
 }
 
 #[derive(Debug)]
@@ -414,6 +420,22 @@ impl CommandHooksBuilder {
         self
     }
 
+    /// The model service of `prompt` and `agent` handlers: any model service, such as the
+    /// agent's own (a provider, a [`ServiceBuilder`](tower::ServiceBuilder) stack over one, or
+    /// a [`ScriptedModel`](crate::model::ScriptedModel)). A handler's `model` field becomes
+    /// the request's [`ModelSettings::model`](crate::model::ModelSettings::model). Without
+    /// it, `prompt` and `agent` handlers are skipped with a warning
+    /// ([`CommandHooks::warnings`]).
+    pub fn model<S>(mut self, model: S) -> Self
+    where
+        S: Service<ModelRequest, Response = ModelResponse> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        self.model = Some(BoxModelService::new(model.map_err(Into::into)));
+        self
+    }
+
     /// Loads every source, in order. Describing a hooks directory runs its executables: this
     /// blocks for as long as they take (at most 10 s each).
     ///
@@ -428,6 +450,7 @@ impl CommandHooksBuilder {
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         };
         let mut config = Config::default();
+        config.model = self.model;
         for source in &self.sources {
             match source {
                 Source::File(path) => config::load_file(path, &project_dir, &mut config)?,
