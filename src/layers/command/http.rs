@@ -216,6 +216,33 @@ mod tests {
         assert_eq!(i("$"), "$");
     }
 
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any header value: no panic, and a variable that is not allowed never leaks.
+            #[test]
+            fn interpolation_never_leaks(value in r"(\$|\{|\}|[A-Z_]{1,6}|[a-z0-9 é]{0,4}){0,12}") {
+                let allowed = vec!["TOKEN".to_owned()];
+                let env = |name: &str| Some(format!("<{name}>"));
+                let out = interpolate(&value, &allowed, env);
+                let leaked = out.matches('<').count();
+                prop_assert!(leaked <= value.matches("TOKEN").count(), "{value:?} -> {out:?}");
+                prop_assert!(!out.contains('<') || out.contains("<TOKEN>"));
+            }
+
+            /// Any body: an answer or an error, no panic.
+            #[test]
+            fn bodies_never_panic(body in prop::collection::vec(any::<u8>(), 0..300)) {
+                let _ = answer(&body);
+            }
+        }
+    }
+
     #[test]
     fn bodies() {
         assert!(matches!(answer(b" \n").unwrap().stdout, Stdout::Text(t) if t.is_empty()));

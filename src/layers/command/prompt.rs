@@ -384,6 +384,27 @@ mod tests {
         assert_eq!(fill("$ARGUMENTS", "$ARGUMENTS \\$"), "$ARGUMENTS \\$");
     }
 
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any prompt and answer text: no panic; the input appears in the filled prompt.
+            #[test]
+            fn fill_and_parse_never_panic(
+                prompt in r"(\$ARGUMENTS|\\\$|\$|\\|[a-z é{}]{0,5}){0,10}",
+                answer in r#"(\{|\}|"ok"|:|true|false|"reason"|,|[a-z ]{0,4}|`){0,16}"#,
+            ) {
+                let filled = fill(&prompt, "INPUT");
+                prop_assert!(filled.contains("INPUT"));
+                let _ = parse(&answer);
+            }
+        }
+    }
+
     #[test]
     fn answers() {
         let a = |ok, reason: Option<&str>, impossible| Answer {
