@@ -767,7 +767,7 @@ fn config_errors_name_the_file_and_the_path() {
     );
     assert_eq!(
         config_error(with(json!({ "type": "shell" }))),
-        "settings.json: hooks.PreToolUse[0].hooks[1].type: unknown handler type `shell` (supported: \"command\")"
+        "settings.json: hooks.PreToolUse[0].hooks[1].type: unknown handler type `shell` (supported: \"command\", \"http\", \"prompt\", \"agent\")"
     );
     assert_eq!(
         config_error(with(json!({ "command": 3 }))),
@@ -822,7 +822,7 @@ fn unsupported_handlers_and_events_are_skipped_with_warnings() {
         .settings_json(
             json!({ "hooks": {
                 "PreToolUse": [{ "hooks": [
-                    { "type": "http", "url": "http://localhost" },
+                    { "type": "mcp_tool", "server": "s", "tool": "t" },
                     { "type": "prompt", "prompt": "ok?" },
                     { "type": "command", "command": "true", "if": "Bash(git *)" },
                     { "type": "command", "command": "true", "statusMessage": "checking" },
@@ -836,11 +836,12 @@ fn unsupported_handlers_and_events_are_skipped_with_warnings() {
     assert_eq!(hooks.commands(HookEvent::PreToolUse), ["true"]);
     let warnings = hooks.warnings().join("\n");
     assert!(
-        warnings.contains("hooks.PreToolUse[0].hooks[0]: `http` hooks are not supported"),
+        warnings.contains("hooks.PreToolUse[0].hooks[0]: `mcp_tool` hooks are not supported"),
         "{warnings}"
     );
+    // Without a model service (`CommandHooksBuilder::model`).
     assert!(
-        warnings.contains("`prompt` hooks are not supported"),
+        warnings.contains("`prompt` hooks need a model service"),
         "{warnings}"
     );
     assert!(warnings.contains("`if` rules"), "{warnings}");

@@ -3,6 +3,8 @@
 //! documents; each test names the section it checks.
 #![cfg(unix)]
 
+#[path = "../loopback/mod.rs"]
+mod loopback;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -10,6 +12,10 @@ mod common_ev2;
 mod compact;
 mod env_file;
 mod exit_codes;
+mod handlers_agent;
+mod handlers_async;
+mod handlers_http;
+mod handlers_prompt;
 mod instructions_loaded;
 mod json_output;
 mod message_display;

@@ -10,8 +10,13 @@ use std::{
 
 use serde_json::{Map, Value};
 
-use super::persistent::Persistent;
-use crate::layers::matcher::ToolMatcher;
+#[cfg(feature = "http-hooks")]
+use super::http::HttpHook;
+use super::{
+    persistent::Persistent,
+    prompt::{self, ModelHook, ModelKind},
+};
+use crate::{layers::matcher::ToolMatcher, model::BoxModelService};
 
 /// The events command hooks can handle, by their protocol names.
 ///
@@ -263,6 +268,11 @@ pub(crate) enum Exec {
     },
     /// The program with these arguments, no shell.
     Argv { program: String, args: Vec<String> },
+    /// POST the input to a URL (`type: "http"`).
+    #[cfg(feature = "http-hooks")]
+    Http(Arc<HttpHook>),
+    /// Ask a model or a subagent (`type: "prompt"` / `"agent"`).
+    Model(Arc<ModelHook>),
 }
 
 impl Exec {
@@ -272,6 +282,9 @@ impl Exec {
             Exec::Shell { command, .. } => command.clone(),
             Exec::Argv { program, args } if args.is_empty() => program.clone(),
             Exec::Argv { program, args } => format!("{program} {}", args.join(" ")),
+            #[cfg(feature = "http-hooks")]
+            Exec::Http(hook) => hook.url.clone(),
+            Exec::Model(hook) => hook.label(),
         }
     }
 }
@@ -284,6 +297,8 @@ pub(crate) struct Handler {
     pub(crate) fail_closed: bool,
     /// Runs in the background: never blocks, its answer is only logged.
     pub(crate) background: bool,
+    /// `asyncRewake`: in the background, and an exit 2 reminds the model of its stderr.
+    pub(crate) rewake: bool,
     /// The long-lived process of a persistent handler.
     pub(crate) persistent: Option<Arc<Persistent>>,
     /// Where it was defined (`settings.json: hooks.PreToolUse[0].hooks[1]`).
@@ -328,6 +343,7 @@ struct Key {
     timeout_ms: Option<u128>,
     persistent: bool,
     background: bool,
+    rewake: bool,
 }
 
 /// What a handler definition says, before dedup.
@@ -337,6 +353,7 @@ struct Definition {
     fail_closed: bool,
     persistent: bool,
     background: bool,
+    rewake: bool,
     origin: String,
 }
 
@@ -350,6 +367,8 @@ pub(crate) struct Config {
     seen: HashMap<(HookEvent, Key), usize>,
     /// Persistent processes, shared by every event a command handles.
     processes: HashMap<Exec, Arc<Persistent>>,
+    /// The model service of `prompt` and `agent` handlers.
+    pub(crate) model: Option<BoxModelService>,
 }
 
 impl Config {
@@ -370,6 +389,7 @@ impl Config {
             timeout_ms: def.timeout.map(|t| t.as_millis()),
             persistent: def.persistent,
             background: def.background,
+            rewake: def.rewake,
         };
         let matcher = matcher.filter(|_| event.has_matcher());
         if let Some(&i) = self.seen.get(&(event, key.clone())) {
@@ -402,6 +422,7 @@ impl Config {
             timeout: def.timeout,
             fail_closed: def.fail_closed,
             background: def.background,
+            rewake: def.rewake,
             persistent,
             origin: def.origin,
             label,
@@ -421,6 +442,7 @@ fn clone_handler(h: &Handler) -> Handler {
         timeout: h.timeout,
         fail_closed: h.fail_closed,
         background: h.background,
+        rewake: h.rewake,
         persistent: h.persistent.clone(),
         origin: h.origin.clone(),
         label: h.label.clone(),
@@ -523,7 +545,7 @@ pub(crate) fn load_settings(
             };
             for (h, handler) in handlers.iter().enumerate() {
                 let path = format!("{path}.hooks[{h}]");
-                if let Some(def) = parse_handler(handler, file, &path, out)? {
+                if let Some(def) = parse_handler(event, handler, file, &path, out)? {
                     out.add(event, matcher.clone(), def, project_dir);
                 }
             }
@@ -544,8 +566,9 @@ fn compile_matcher(pattern: &str) -> Result<Option<Matcher>, String> {
     }))
 }
 
-/// One handler object; `None` when it is skipped (with a warning).
+/// One handler object of `event`; `None` when it is skipped (with a warning).
 fn parse_handler(
+    event: HookEvent,
     value: &Value,
     file: &str,
     path: &str,
@@ -562,11 +585,12 @@ fn parse_handler(
     let Value::Object(h) = value else {
         return Err(err("", "must be an object with `type` and `command`"));
     };
-    match h.get("type") {
-        Some(Value::String(t)) if t == "command" => {}
-        Some(Value::String(t))
-            if matches!(t.as_str(), "http" | "prompt" | "agent" | "mcp_tool") =>
-        {
+    const TYPES: &str = "\"command\", \"http\", \"prompt\", \"agent\"";
+    let kind = match h.get("type") {
+        Some(Value::String(t)) if matches!(t.as_str(), "command" | "http" | "prompt" | "agent") => {
+            t.as_str()
+        }
+        Some(Value::String(t)) if t == "mcp_tool" => {
             out.warn(format!(
                 "{file}: {path}: `{t}` hooks are not supported by tower-agent; this handler is skipped"
             ));
@@ -575,17 +599,56 @@ fn parse_handler(
         Some(Value::String(t)) => {
             return Err(err(
                 "type",
-                &format!("unknown handler type `{t}` (supported: \"command\")"),
+                &format!("unknown handler type `{t}` (supported: {TYPES})"),
             ));
         }
-        None => return Err(err("", "missing `type` (\"command\")")),
-        Some(_) => return Err(err("type", "must be a string (\"command\")")),
-    }
+        None => return Err(err("", &format!("missing `type` ({TYPES})"))),
+        Some(_) => return Err(err("type", &format!("must be a string ({TYPES})"))),
+    };
     if let Some(rule) = h.get("if").filter(|v| !v.is_null()) {
         out.warn(format!(
             "{file}: {path}: `if` rules ({rule}) are not supported by tower-agent; this handler is skipped"
         ));
         return Ok(None);
+    }
+    let timeout = timeout(h, "timeout").map_err(|m| err("timeout", m))?;
+    let flag = |name: &str| flag(h, name).map_err(|m| err(name, m));
+    let fail_closed = flag("failClosed")?;
+    let persistent = flag("persistent")?;
+    let rewake = flag("asyncRewake")?;
+    // `asyncRewake` implies `async`.
+    let background = flag("async")? || rewake;
+    if kind != "command" {
+        if persistent {
+            return Err(err(
+                "persistent",
+                "only `command` handlers can be persistent",
+            ));
+        }
+        if background {
+            out.warn(format!(
+                "{file}: {path}: `async` / `asyncRewake` apply to `command` handlers only; ignored for this `{kind}` handler"
+            ));
+        }
+        let exec = match kind {
+            "http" => match http_handler(event, h, file, path, out, &err)? {
+                Some(exec) => exec,
+                None => return Ok(None),
+            },
+            _ => match model_handler(event, kind, h, file, path, out, &err)? {
+                Some(exec) => exec,
+                None => return Ok(None),
+            },
+        };
+        return Ok(Some(Definition {
+            exec,
+            timeout,
+            fail_closed,
+            persistent: false,
+            background: false,
+            rewake: false,
+            origin: format!("{file}: {path}"),
+        }));
     }
     let command = match h.get("command") {
         Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
@@ -619,11 +682,6 @@ fn parse_handler(
         }
         Some(_) => return Err(err("shell", "must be a string")),
     };
-    let timeout = timeout(h, "timeout").map_err(|m| err("timeout", m))?;
-    let flag = |name: &str| flag(h, name).map_err(|m| err(name, m));
-    let fail_closed = flag("failClosed")?;
-    let persistent = flag("persistent")?;
-    let background = flag("async")? || flag("asyncRewake")?;
     if persistent && background {
         return Err(err("persistent", "a persistent handler cannot be `async`"));
     }
@@ -640,8 +698,150 @@ fn parse_handler(
         fail_closed,
         persistent,
         background,
+        rewake,
         origin: format!("{file}: {path}"),
     }))
+}
+
+/// The fields of an `http` handler (`url`, `headers`, `allowedEnvVars`); `None` when it is
+/// skipped (SessionStart, or built without the `http-hooks` feature).
+#[cfg_attr(not(feature = "http-hooks"), allow(unused_variables))]
+fn http_handler(
+    event: HookEvent,
+    h: &Map<String, Value>,
+    file: &str,
+    path: &str,
+    out: &mut Config,
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<Option<Exec>, ConfigError> {
+    if event == HookEvent::SessionStart {
+        out.warn(format!(
+            "{file}: {path}: `http` hooks do not run on SessionStart (as in Claude Code); this handler is skipped"
+        ));
+        return Ok(None);
+    }
+    #[cfg(not(feature = "http-hooks"))]
+    {
+        out.warn(format!(
+            "{file}: {path}: `http` hooks need the `http-hooks` feature of tower-agent; this handler is skipped"
+        ));
+        Ok(None)
+    }
+    #[cfg(feature = "http-hooks")]
+    {
+        let url = match h.get("url") {
+            Some(Value::String(u)) => u.trim(),
+            None => return Err(err("", "missing `url`")),
+            Some(_) => return Err(err("url", "must be a string")),
+        };
+        match reqwest::Url::parse(url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+            Ok(u) => {
+                return Err(err(
+                    "url",
+                    &format!("must be an http or https URL, not {}", u.scheme()),
+                ));
+            }
+            Err(e) => return Err(err("url", &format!("not a valid URL: {e}"))),
+        }
+        let headers = match h.get("headers") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(map)) => {
+                let mut headers = Vec::with_capacity(map.len());
+                for (name, value) in map {
+                    let field = format!("headers.{name}");
+                    if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                        return Err(err(&field, "not a valid header name"));
+                    }
+                    match value {
+                        Value::String(v) => headers.push((name.clone(), v.clone())),
+                        _ => return Err(err(&field, "must be a string")),
+                    }
+                }
+                headers
+            }
+            Some(_) => return Err(err("headers", "must be an object of header values")),
+        };
+        let allowed_env = match h.get("allowedEnvVars") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(names)) => {
+                let mut allowed = Vec::with_capacity(names.len());
+                for (i, n) in names.iter().enumerate() {
+                    match n {
+                        Value::String(n) => allowed.push(n.clone()),
+                        _ => {
+                            return Err(err(
+                                &format!("allowedEnvVars[{i}]"),
+                                "must be a variable name",
+                            ));
+                        }
+                    }
+                }
+                allowed
+            }
+            Some(_) => {
+                return Err(err("allowedEnvVars", "must be an array of variable names"));
+            }
+        };
+        Ok(Some(Exec::Http(Arc::new(HttpHook {
+            url: url.to_owned(),
+            headers,
+            allowed_env,
+        }))))
+    }
+}
+
+/// The fields of a `prompt` or `agent` handler (`prompt`, `model`, `continueOnBlock`);
+/// `None` when it is skipped (an event that does not run them, or no model service).
+fn model_handler(
+    event: HookEvent,
+    kind: &str,
+    h: &Map<String, Value>,
+    file: &str,
+    path: &str,
+    out: &mut Config,
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<Option<Exec>, ConfigError> {
+    let kind = if kind == "agent" {
+        ModelKind::Agent
+    } else {
+        ModelKind::Prompt
+    };
+    let name = kind.name();
+    let text = match h.get("prompt") {
+        Some(Value::String(p)) if !p.trim().is_empty() => p.clone(),
+        Some(Value::String(_)) => return Err(err("prompt", "must not be empty")),
+        None => return Err(err("", "missing `prompt`")),
+        Some(_) => return Err(err("prompt", "must be a string")),
+    };
+    let model = match h.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) if !m.trim().is_empty() => Some(m.clone()),
+        Some(_) => return Err(err("model", "must be a model name")),
+    };
+    let continue_on_block = match kind {
+        ModelKind::Prompt => flag(h, "continueOnBlock").map_err(|m| err("continueOnBlock", m))?,
+        ModelKind::Agent => false,
+    };
+    if !prompt::supports(event) {
+        out.warn(format!(
+            "{file}: {path}: `{name}` hooks do not run on {event} (as in Claude Code); this handler is skipped"
+        ));
+        return Ok(None);
+    }
+    let Some(service) = out.model.clone() else {
+        out.warn(format!(
+            "{file}: {path}: `{name}` hooks need a model service (CommandHooksBuilder::model); this handler is skipped"
+        ));
+        return Ok(None);
+    };
+    Ok(Some(Exec::Model(Arc::new(ModelHook::new(
+        kind,
+        text,
+        model,
+        continue_on_block,
+        service,
+    )))))
 }
 
 /// A `true`/`false` field (absent: `false`).
@@ -791,6 +991,7 @@ fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), Con
             fail_closed,
             persistent,
             background: false,
+            rewake: false,
             origin: name.clone(),
         };
         out.add(event, matcher.clone(), def, project_dir);

@@ -108,12 +108,14 @@ impl Inner {
         let mut waited = Vec::with_capacity(entries.len());
         for entry in entries {
             if entry.handler.background {
+                let ctx = report.ctx().cloned();
                 self.spawn_background(
                     event,
                     Arc::clone(&entry.handler),
                     Arc::clone(&input),
                     Arc::clone(&dir),
                     Arc::clone(&env),
+                    ctx,
                 );
             } else {
                 waited.push(&entry.handler);
@@ -138,13 +140,9 @@ impl Inner {
         report: Report<'_>,
         env: &[(String, String)],
     ) -> Result<Reply, Failure> {
-        let timeout = handler.timeout.unwrap_or(event.default_timeout());
-        match &handler.persistent {
-            // NOTE: a persistent process is shared by every run: it never sees one session's
-            // environment.
-            Some(process) => process.call(input, timeout, report).await,
-            None => process::run(&handler.exec, dir, input.as_bytes(), timeout, env).await,
-        }
+        // NOTE: a persistent process is shared by every run: it never sees one session's
+        // environment.
+        process::call(event, handler, dir, input, report, env).await
     }
 
     fn spawn_background(
@@ -154,14 +152,14 @@ impl Inner {
         input: Arc<str>,
         dir: Arc<std::path::Path>,
         env: Arc<[(String, String)]>,
+        ctx: Option<RunContext>,
     ) {
         let inner = Arc::clone(self);
         spawn("an async hook", async move {
             let result = inner
                 .call(event, &handler, &input, &dir, Report::Log, &env)
                 .await;
-            let verdict = process::interpret(event, &handler, result, Report::Log);
-            tracing::debug!(hook = %handler.label, event = %event, ?verdict, "async hook done");
+            process::background_done(event, &handler, result, ctx.as_ref());
         });
     }
 }

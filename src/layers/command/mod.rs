@@ -78,16 +78,19 @@
 //!
 //! | Handler field | Meaning |
 //! |---|---|
-//! | `type` | `"command"`. `http`, `prompt`, `agent` and `mcp_tool` handlers are **skipped with a warning** (see [`CommandHooks::warnings`]), so settings written for Claude Code load unchanged; any other type is an error |
+//! | `type` | `"command"`, `"http"` ([below](#http-hooks)), `"prompt"` or `"agent"` ([below](#prompt-and-agent-hooks)). `mcp_tool` handlers are **skipped with a warning** (see [`CommandHooks::warnings`]), so settings written for Claude Code load unchanged; any other type is an error |
 //! | `command` | run with `sh -c` in the project directory; with `args`, the executable itself (no shell; `${CLAUDE_PROJECT_DIR}` is replaced in it and in each argument) |
 //! | `args` | argument list (exec form) |
 //! | `shell` | `"sh"` (default) or `"bash"`; others are skipped with a warning |
-//! | `timeout` | seconds, a positive number; default 600 (30 for UserPromptSubmit; SessionEnd handlers share one budget of 1.5 s, raised to their longest `timeout`, at most [60 s](SESSION_END_MAX_BUDGET); `CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS` overrides it). A timed-out handler is killed and renders no decision |
+//! | `timeout` | seconds, a positive number; default 600 (30 for UserPromptSubmit, 10 for MessageDisplay; SessionEnd handlers share one budget of 1.5 s, raised to their longest `timeout`, at most [60 s](SESSION_END_MAX_BUDGET); `CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS` overrides it) for `command` and `http`, 30 for `prompt`, 60 for `agent`. A timed-out handler is killed and renders no decision |
 //! | `failClosed` | `true`: a timeout, crash, non-zero exit other than 2, invalid JSON or missing executable **denies** (PreToolUse) or **blocks** (other events) instead of being ignored |
 //! | `persistent` | `true`: one long-lived process answers every event ([below](#persistent-hooks)) |
-//! | `async` / `asyncRewake` | run in the background: never waited for, cannot block; the answer is only logged |
+//! | `async` / `asyncRewake` | `command` only: run in the background, never waited for; decisions (`decision`, `permissionDecision`, `continue`, exit 2) have no effect. When it exits, its `additionalContext` and `systemMessage` are queued as reminders of the run ([`RunContext::remind`](crate::context::RunContext::remind)): the model sees them after the tool results of the step during which it finished. `asyncRewake` (implies `async`): an exit 2 also queues its stderr (its stdout if stderr is empty) as a reminder. Without a run (SessionEnd, Notification) the answer is only logged |
 //! | `if` | permission-rule filters are not supported: the handler is skipped with a warning |
-//! | others (`statusMessage`, `once` …) | ignored |
+//! | `once` | ignored: Claude Code honours it only for hooks in skill frontmatter, and this crate loads no hooks from skills |
+//! | `url`, `headers`, `allowedEnvVars` | `http` handlers ([below](#http-hooks)) |
+//! | `prompt`, `model`, `continueOnBlock` | `prompt` and `agent` handlers ([below](#prompt-and-agent-hooks)) |
+//! | others (`statusMessage` …) | ignored |
 //!
 //! A bad configuration is a [`ConfigError`] naming the file and the JSON path in it, e.g.
 //! `settings.json: hooks.PreToolUse[0].hooks[1].timeout: must be a positive number of seconds`.
@@ -106,6 +109,51 @@
 //! else is a [`ConfigError`] naming the file. Once the describe step has exited, what it left
 //! running is killed and its output is read for at most 100 ms more, so a process it started
 //! that keeps its stdout open (`setsid … &`) cannot hold up `build()`.
+//!
+//! ## HTTP hooks
+//!
+//! (Feature `http-hooks`, on by default; without it `http` handlers are skipped with a
+//! warning.) The input JSON is POSTed to `url` (http or https) with
+//! `Content-Type: application/json` and the `headers` of the handler. In a header value,
+//! `$NAME` and `${NAME}` are replaced by the environment variable `NAME` if it is listed in
+//! `allowedEnvVars`, else by nothing (an unset variable is empty too); a value that is not a
+//! valid header once replaced is a non-blocking error. Redirects are not followed. The answer:
+//!
+//! - **2xx, empty body**: as exit 0 with no output;
+//! - **2xx, a JSON object**: as exit 0 with that JSON on stdout (so a deny blocks, a
+//!   `decision: "block"` blocks, and so on, exactly as for a command);
+//! - **2xx with any other body, any other status, a connection failure**: a non-blocking
+//!   error (reported; the action goes on — unless `failClosed`);
+//! - **timeout**: cancelled, no decision, the action goes on (unless `failClosed`).
+//!
+//! An HTTP answer cannot block through its status alone. `http` handlers do not run on
+//! SessionStart (as in Claude Code): skipped with a warning.
+//!
+//! ## Prompt and agent hooks
+//!
+//! They need a model service: [`CommandHooksBuilder::model`] (without one they are skipped
+//! with a warning). A `prompt` handler makes one model call: a system message asking for a
+//! single JSON object `{"ok": true}` or `{"ok": false, "reason": "…"}` (optionally
+//! `"impossible": true`), and the `prompt` as the user message, with `$ARGUMENTS` replaced by
+//! the input JSON (no `$ARGUMENTS`: the input is appended after a blank line; `\$` is a
+//! literal `$`). `model` sets the request's model name. An `agent` handler runs a subagent
+//! ([`Agent`](crate::Agent)) on the same model service with the read-only file tools `ls`,
+//! `read_file`, `glob` and `grep` rooted at the project directory, for **at most 50 turns**,
+//! and reads its final answer the same way. The answer (a JSON object alone, in a code fence
+//! or in text) becomes the JSON output a command would print:
+//!
+//! | Event | `ok: false` |
+//! |---|---|
+//! | Stop, SubagentStop | block: the agent goes on with the reason (a prompt's `impossible: true`: it stops) |
+//! | PreToolUse | `prompt`: the call is denied and the run ends (`continue: false`) with the reason; with `continueOnBlock: true`, and always for `agent`: denied with the reason, the run goes on |
+//! | PostToolUse | `prompt`: the run ends with the reason; with `continueOnBlock: true`, and for `agent`: the reason is added next to the result |
+//! | UserPromptSubmit | block (the run ends `Blocked`) |
+//! | PostToolUseFailure | the reason is added next to the error |
+//!
+//! `ok: true` decides nothing (the normal flow goes on: it is not an allow). An answer with no
+//! boolean `ok`, a failed model call or a timeout is a non-blocking error. They run on the
+//! events above only; elsewhere they are skipped with a warning, as Claude Code does not run
+//! them there.
 //!
 //! # Events
 //!
@@ -335,6 +383,9 @@
 //! | a settings file | a regular file of at most 4 MiB of UTF-8 JSON | a [`ConfigError`] (a FIFO is refused before it is opened, so `build()` cannot block on it) |
 //! | a matcher regex | 256 KiB compiled, 250 levels of nesting (see [`ToolMatcher`](crate::layers::matcher::ToolMatcher)) | a [`ConfigError`], at once |
 //! | a `CLAUDE_ENV_FILE` | 256 KiB (a regular file) and 1,000 variables | a larger file is ignored whole; variables past 1,000 are ignored; both with a warning |
+//! | the body of an `http` hook's answer | 1 MiB (1,048,576 bytes), read chunk by chunk (a `Content-Length` over it fails before the body is read) | a non-blocking error; nothing more is read |
+//! | the turns of an `agent` hook's subagent | 50 model calls | a non-blocking error |
+//! | a `prompt` / `agent` hook's answer | the model service's own response limit; its reason is cut at 10,000 characters like any answer string | — |
 //!
 //! A PreToolUse `updatedInput` that is not a JSON object (a string, an array, a number …) is
 //! the **hook's** fault: the call is denied with a reason naming the hook (*hook `check.sh`
@@ -345,8 +396,11 @@
 mod config;
 mod env_file;
 mod events;
+#[cfg(feature = "http-hooks")]
+mod http;
 mod persistent;
 mod process;
+mod prompt;
 
 use std::{
     fmt,
@@ -355,16 +409,18 @@ use std::{
 };
 
 use serde_json::Value;
+use tower::{Service, ServiceExt};
 
 pub use self::config::{ConfigError, HookEvent};
 pub use self::events::SESSION_END_MAX_BUDGET;
 use self::{config::Config, events::Inner};
 use crate::{
+    error::BoxError,
     layers::{
         hooks::{HookFuture, Hooks},
         summarize::{CompactDecision, CompactInfo},
     },
-    model::ModelRequest,
+    model::{BoxModelService, ModelRequest, ModelResponse},
 };
 
 /// External command hooks, loaded from configuration. See the
@@ -478,6 +534,7 @@ pub struct CommandHooksBuilder {
     permission_mode: Option<String>,
     transcripts: Transcripts,
     stop_cap: Option<u32>,
+    model: Option<BoxModelService>,
 }
 
 /// Where agents of these hooks keep transcripts.
@@ -569,6 +626,22 @@ impl CommandHooksBuilder {
         self
     }
 
+    /// The model service of `prompt` and `agent` handlers: any model service, such as the
+    /// agent's own (a provider, a [`ServiceBuilder`](tower::ServiceBuilder) stack over one, or
+    /// a [`ScriptedModel`](crate::model::ScriptedModel)). A handler's `model` field becomes
+    /// the request's [`ModelSettings::model`](crate::model::ModelSettings::model). Without
+    /// it, `prompt` and `agent` handlers are skipped with a warning
+    /// ([`CommandHooks::warnings`]).
+    pub fn model<S>(mut self, model: S) -> Self
+    where
+        S: Service<ModelRequest, Response = ModelResponse> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        self.model = Some(BoxModelService::new(model.map_err(Into::into)));
+        self
+    }
+
     /// Loads every source, in order. Describing a hooks directory runs its executables: this
     /// blocks for as long as they take (at most 10 s each).
     ///
@@ -583,6 +656,7 @@ impl CommandHooksBuilder {
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         };
         let mut config = Config::default();
+        config.model = self.model;
         for source in &self.sources {
             match source {
                 Source::File(path) => config::load_file(path, &project_dir, &mut config)?,

@@ -196,7 +196,8 @@ impl Persistent {
     }
 
     fn start(&self) -> Result<Conn, Failure> {
-        let mut std_cmd = process::command(&self.exec, &self.dir, "serve");
+        let mut std_cmd = process::command(&self.exec, &self.dir, "serve")
+            .map_err(|e| Failure::Io(format!("cannot start `{}`: {e}", self.exec.label())))?;
         let mut tree = ProcessTree::prepare(&mut std_cmd);
         let mut cmd = tokio::process::Command::from(std_cmd);
         cmd.stdin(Stdio::piped())

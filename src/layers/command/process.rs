@@ -14,6 +14,37 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use super::config::{Exec, Handler, HookEvent};
 use crate::{context::RunContext, layers::hooks::PermissionRequest, process::ProcessTree};
 
+/// Runs `handler` once for `event` with `input` (its JSON text), within its timeout: the
+/// handler's `timeout`, else the default of its type (`prompt` 30 s, `agent` 60 s) or of the
+/// event (600 s; 30 s for UserPromptSubmit).
+pub(crate) async fn call(
+    event: HookEvent,
+    handler: &Handler,
+    dir: &Path,
+    input: &str,
+    report: Report<'_>,
+    env: &[(String, String)],
+) -> Result<Reply, Failure> {
+    let timeout = handler.timeout.unwrap_or_else(|| match &handler.exec {
+        Exec::Model(hook) => super::prompt::default_timeout(hook.kind),
+        _ => event.default_timeout(),
+    });
+    match (&handler.exec, &handler.persistent) {
+        (_, Some(process)) => process.call(input, timeout, report).await,
+        #[cfg(feature = "http-hooks")]
+        (Exec::Http(hook), None) => super::http::post(hook, input, timeout).await,
+        (Exec::Model(hook), None) => {
+            match tokio::time::timeout(timeout, hook.evaluate(event, input, dir, report.ctx()))
+                .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(Failure::Cancelled(timeout)),
+            }
+        }
+        (exec, None) => run(exec, dir, input.as_bytes(), timeout, env).await,
+    }
+}
+
 /// The most bytes kept of a hook's stdout or stderr (the rest is read and dropped).
 const MAX_CAPTURE: usize = 1 << 20;
 /// How long a hook's stdout and stderr are still read once it has exited and what it left
@@ -43,6 +74,8 @@ pub(crate) enum Stdout {
 pub(crate) enum Failure {
     /// It ran past its timeout and was killed.
     Timeout(Duration),
+    /// An `http`, `prompt` or `agent` handler ran past its timeout and was cancelled.
+    Cancelled(Duration),
     /// Its executable does not exist (or cannot be executed).
     Missing(String),
     /// It could not be started or talked to.
@@ -58,6 +91,7 @@ impl Failure {
                 "timed out after {}; its process group was killed",
                 humantime(*t)
             ),
+            Failure::Cancelled(t) => format!("timed out after {}; cancelled", humantime(*t)),
             Failure::Missing(why) => format!("cannot be run: {why}"),
             Failure::Io(why) | Failure::Persistent(why) => why.clone(),
         }
@@ -86,8 +120,9 @@ fn substitute(s: &str, dir: &str) -> String {
 }
 
 /// The command of a handler, in `dir`, with the project-dir variables and
-/// `TOWER_AGENT_HOOK_ACTION=action`.
-pub(crate) fn command(exec: &Exec, dir: &Path, action: &str) -> std::process::Command {
+/// `TOWER_AGENT_HOOK_ACTION=action`; an error for a handler that is no process (`http`,
+/// `prompt`, `agent`).
+pub(crate) fn command(exec: &Exec, dir: &Path, action: &str) -> io::Result<std::process::Command> {
     let dir_text = dir.to_string_lossy();
     let mut cmd = match exec {
         Exec::Shell { shell, command } => {
@@ -100,12 +135,15 @@ pub(crate) fn command(exec: &Exec, dir: &Path, action: &str) -> std::process::Co
             cmd.args(args.iter().map(|a| substitute(a, &dir_text)));
             cmd
         }
+        #[cfg(feature = "http-hooks")]
+        Exec::Http(_) => return Err(io::Error::other("an `http` handler is no process")),
+        Exec::Model(_) => return Err(io::Error::other("a `prompt` handler is no process")),
     };
     cmd.current_dir(dir)
         .env("CLAUDE_PROJECT_DIR", dir)
         .env("TOWER_AGENT_PROJECT_DIR", dir)
         .env("TOWER_AGENT_HOOK_ACTION", action);
-    cmd
+    Ok(cmd)
 }
 
 fn spawn_error(exec: &Exec, e: &io::Error) -> Failure {
@@ -129,7 +167,7 @@ pub(crate) async fn run(
     timeout: Duration,
     env: &[(String, String)],
 ) -> Result<Reply, Failure> {
-    let mut std_cmd = command(exec, dir, "run");
+    let mut std_cmd = command(exec, dir, "run").map_err(|e| spawn_error(exec, &e))?;
     // The session's environment (`CLAUDE_ENV_FILE` exports, `CLAUDE_ENV_FILE` itself).
     std_cmd.envs(env.iter().map(|(k, v)| (k, v)));
     // Kills the tree when this future is dropped, however it ends.
@@ -242,7 +280,8 @@ pub(crate) fn run_sync(
         io::Read,
         sync::{Arc, Mutex},
     };
-    let mut cmd = command(exec, dir, action);
+    let mut cmd =
+        command(exec, dir, action).map_err(|e| format!("cannot run `{}`: {e}", exec.label()))?;
     let mut tree = ProcessTree::prepare(&mut cmd);
     let mut child = cmd
         .stdin(Stdio::null())
@@ -365,6 +404,8 @@ pub(crate) struct Verdict {
     pub(crate) request: Option<PermissionRequest>,
     /// PermissionDenied: `retry: true`.
     pub(crate) retry: bool,
+    /// `systemMessage` (already reported; an async hook's is also delivered to the model).
+    pub(crate) system_message: Option<String>,
 }
 
 /// Where a handler's problems are reported: the run (`ctx.warn`, which also logs), or only
@@ -375,7 +416,15 @@ pub(crate) enum Report<'a> {
     Log,
 }
 
-impl Report<'_> {
+impl<'a> Report<'a> {
+    /// The run, if reports go to one.
+    pub(crate) fn ctx(self) -> Option<&'a RunContext> {
+        match self {
+            Report::Run(ctx) => Some(ctx),
+            Report::Log => None,
+        }
+    }
+
     pub(crate) fn warn(self, message: String) {
         match self {
             Report::Run(ctx) => ctx.warn(message),
@@ -533,6 +582,50 @@ pub(crate) fn interpret(
     verdict
 }
 
+/// What an `async` / `asyncRewake` handler answered, once it is done: its decision is
+/// ignored (the action it would have controlled is done); its `additionalContext` and
+/// `systemMessage` reach the model as reminders of the run (`ctx`), and for `asyncRewake` an
+/// exit 2 does too: its stderr, or its stdout if stderr is empty. Without a run (SessionEnd,
+/// Notification) everything is only logged.
+pub(crate) fn background_done(
+    event: HookEvent,
+    handler: &Handler,
+    result: Result<Reply, Failure>,
+    ctx: Option<&RunContext>,
+) {
+    let name = &handler.label;
+    let wake = match &result {
+        Ok(reply) if handler.rewake && reply.code == Some(2) => {
+            let stderr = reply.stderr.trim();
+            let said = if stderr.is_empty() {
+                match &reply.stdout {
+                    Stdout::Text(text) => text.trim().to_owned(),
+                    Stdout::Json(value) => value.to_string(),
+                }
+            } else {
+                stderr.to_owned()
+            };
+            Some(if said.is_empty() {
+                format!("The background {event} hook `{name}` exited with status 2.")
+            } else {
+                cap(said)
+            })
+        }
+        _ => None,
+    };
+    let verdict = interpret(event, handler, result, Report::Log);
+    tracing::debug!(hook = %name, event = %event, ?verdict, "async hook done");
+    let Some(ctx) = ctx else {
+        return;
+    };
+    if let Some(text) = wake {
+        ctx.remind(text);
+    }
+    for text in verdict.contexts.into_iter().chain(verdict.system_message) {
+        ctx.remind(text);
+    }
+}
+
 /// Plain stdout: JSON if it starts with `{`, else (`context`: on exit 0) context for
 /// UserPromptSubmit and SessionStart (ignored elsewhere).
 fn plain(
@@ -605,6 +698,7 @@ fn read_json(
     }
     if let Some(message) = text(json.get("systemMessage")) {
         report.warn(format!("{event} hook `{name}`: {message}"));
+        verdict.system_message = Some(message);
     }
     let reason = text(json.get("reason"));
     match json.get("decision").and_then(Value::as_str) {
@@ -806,6 +900,7 @@ mod tests {
                 timeout: None,
                 fail_closed,
                 background: false,
+                rewake: false,
                 persistent: None,
                 origin: "fuzz".into(),
                 label: "hook".into(),
