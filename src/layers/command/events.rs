@@ -63,10 +63,19 @@ impl Inner {
         input: Map<String, Value>,
         report: Report<'_>,
     ) -> Vec<Verdict> {
+        // Before anything is serialized or spawned: the matcher, the `if` rule and the
+        // trust pin of each handler.
         let entries: Vec<&Entry> = self
             .entries(event)
             .iter()
-            .filter(|e| subject.is_none_or(|s| e.matches(s)))
+            .filter(|e| subject.is_none_or(|s| e.matches(s)) && e.handler.allows(&input))
+            .filter(|e| match e.handler.extras.pin.as_ref().map(|p| p.verify()) {
+                Some(Err(why)) => {
+                    report.warn(format!("hook `{}` is skipped: {why}", e.handler.label));
+                    false
+                }
+                _ => true,
+            })
             .collect();
         if entries.is_empty() {
             return Vec::new();
@@ -98,10 +107,17 @@ impl Inner {
         report: Report<'_>,
     ) -> Result<Reply, Failure> {
         let timeout = handler.timeout.unwrap_or(event.default_timeout());
-        match &handler.persistent {
-            Some(process) => process.call(input, timeout, report).await,
-            None => process::run(&handler.exec, &self.project_dir, input.as_bytes(), timeout).await,
-        }
+        let dialect = handler.extras.dialect;
+        let translated = dialect.input(event, input);
+        let result = match &handler.persistent {
+            Some(process) => process.call(&translated, timeout, report).await,
+            None => {
+                let env = &handler.extras.env;
+                let input = translated.as_bytes();
+                process::run_env(&handler.exec, &self.project_dir, env, input, timeout).await
+            }
+        };
+        result.map(|reply| dialect.output(event, input, reply))
     }
 
     fn spawn_background(
@@ -152,14 +168,33 @@ fn base(event: HookEvent, ctx: &RunContext) -> Map<String, Value> {
 /// The matcher of the one callback of an event: the union of its handlers' matchers.
 fn union(entries: &[Entry]) -> ToolMatcher {
     let mut union: Option<ToolMatcher> = None;
-    for m in entries.iter().flat_map(|e| &e.matchers) {
-        let Some(m) = m else {
+    for e in entries {
+        // The entry's matchers, and its `if` rule: a call no rule matches does not even
+        // reach the callback.
+        let mut entry: Option<ToolMatcher> = None;
+        for m in &e.matchers {
+            let Some(m) = m else {
+                entry = Some(ToolMatcher::all());
+                break;
+            };
+            let m = m.matcher.clone();
+            entry = Some(match entry {
+                None => m,
+                Some(u) => u.or(m),
+            });
+        }
+        let mut entry = entry.unwrap_or_else(ToolMatcher::all);
+        if let Some(rule) = &e.handler.extras.condition {
+            let rule = Arc::clone(rule);
+            entry = entry.and(ToolMatcher::predicate(move |call| {
+                rule.matches(&call.name, &call.arguments)
+            }));
+        } else if e.matchers.iter().any(Option::is_none) {
             return ToolMatcher::all();
-        };
-        let m = m.matcher.clone();
+        }
         union = Some(match union {
-            None => m,
-            Some(u) => u.or(m),
+            None => entry,
+            Some(u) => u.or(entry),
         });
     }
     union.unwrap_or_else(ToolMatcher::all)

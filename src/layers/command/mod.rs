@@ -265,8 +265,12 @@
 
 mod config;
 mod events;
+mod formats;
 mod persistent;
+mod plugin;
 mod process;
+mod rule;
+mod trust;
 
 use std::{
     fmt,
@@ -377,6 +381,10 @@ impl fmt::Debug for CommandHooks {
 pub struct CommandHooksBuilder {
     sources: Vec<Source>,
     project_dir: Option<PathBuf>,
+    plugin_data_dir: Option<PathBuf>,
+    disabled_hooks: Vec<String>,
+    disabled_plugins: Vec<String>,
+    trusted: Vec<(PathBuf, String)>,
 }
 
 #[derive(Debug)]
@@ -384,6 +392,9 @@ enum Source {
     File(PathBuf),
     Json(Value, String),
     Dir(PathBuf),
+    Plugin(PathBuf),
+    Gemini(PathBuf),
+    Codex(PathBuf),
 }
 
 impl CommandHooksBuilder {
@@ -404,6 +415,57 @@ impl CommandHooksBuilder {
     /// [module docs](crate::layers::command#configuration)).
     pub fn hooks_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.sources.push(Source::Dir(dir.into()));
+        self
+    }
+
+    /// Loads a Claude Code plugin folder's hooks: `hooks/hooks.json` and the `hooks` of
+    /// `.claude-plugin/plugin.json` (see the [module docs](crate::layers::command#plugins)).
+    /// Its handlers get `CLAUDE_PLUGIN_ROOT` and `CLAUDE_PLUGIN_DATA`.
+    pub fn plugin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sources.push(Source::Plugin(dir.into()));
+        self
+    }
+
+    /// Where plugins' data directories (`CLAUDE_PLUGIN_DATA`) are made, one per plugin
+    /// (default: `$XDG_STATE_HOME/tower-agent/plugins/data`, else
+    /// `~/.local/state/tower-agent/plugins/data`).
+    pub fn plugin_data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.plugin_data_dir = Some(dir.into());
+        self
+    }
+
+    /// Loads the `hooks` of a Gemini CLI settings file (`.gemini/settings.json`), its
+    /// events mapped to ours (see the [module docs](crate::layers::command#other-formats)).
+    pub fn gemini_settings_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.sources.push(Source::Gemini(path.into()));
+        self
+    }
+
+    /// Loads a Codex `hooks.json` (`~/.codex/hooks.json`, `.codex/hooks.json`).
+    pub fn codex_hooks_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.sources.push(Source::Codex(path.into()));
+        self
+    }
+
+    /// Disables the hook named `name`: its command as written (or as run, after
+    /// substitution), or its `name` field. Same as listing it in `disabledHooks`.
+    pub fn disable_hook(mut self, name: impl Into<String>) -> Self {
+        self.disabled_hooks.push(name.into());
+        self
+    }
+
+    /// Disables every hook of the plugin named `name` (its `plugin.json` name). Same as
+    /// listing it in `disabledPlugins`.
+    pub fn disable_plugin(mut self, name: impl Into<String>) -> Self {
+        self.disabled_plugins.push(name.into());
+        self
+    }
+
+    /// Trusts the script at `script` (relative paths: to the project directory) only with
+    /// this SHA-256 (64 hex digits): every handler that runs it is pinned, as with a
+    /// `sha256` field (see the [module docs](crate::layers::command#trusted-hashes)).
+    pub fn trust(mut self, script: impl Into<PathBuf>, sha256: impl Into<String>) -> Self {
+        self.trusted.push((script.into(), sha256.into()));
         self
     }
 
@@ -428,6 +490,11 @@ impl CommandHooksBuilder {
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         };
         let mut config = Config::default();
+        config.project_dir.clone_from(&project_dir);
+        let data_root = self
+            .plugin_data_dir
+            .clone()
+            .unwrap_or_else(|| plugin::default_data_root(&project_dir));
         for source in &self.sources {
             match source {
                 Source::File(path) => config::load_file(path, &project_dir, &mut config)?,
@@ -435,8 +502,16 @@ impl CommandHooksBuilder {
                     config::load_settings(value, origin, &project_dir, &mut config)?;
                 }
                 Source::Dir(dir) => config::load_dir(dir, &project_dir, &mut config)?,
+                Source::Plugin(dir) => {
+                    plugin::load_plugin(dir, &data_root, &project_dir, &mut config)?;
+                }
+                Source::Gemini(path) => formats::load_gemini(path, &project_dir, &mut config)?,
+                Source::Codex(path) => formats::load_codex(path, &project_dir, &mut config)?,
             }
         }
+        config.disabled_hooks.extend(self.disabled_hooks);
+        config.disabled_plugins.extend(self.disabled_plugins);
+        config.finish(&self.trusted)?;
         Ok(CommandHooks {
             inner: Arc::new(Inner {
                 config,

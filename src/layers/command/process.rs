@@ -122,13 +122,26 @@ fn spawn_error(exec: &Exec, e: &io::Error) -> Failure {
 /// exits, whatever it left running is killed and its stdout and stderr are read for at most
 /// [`EXIT_GRACE`] more: its answer is what it wrote before it exited, even if a process it
 /// started (`setsid`) still held its stdout open.
+#[allow(dead_code)] // handlers run through `run_env`; kept for callers without extra environment
 pub(crate) async fn run(
     exec: &Exec,
     dir: &Path,
     input: &[u8],
     timeout: Duration,
 ) -> Result<Reply, Failure> {
+    run_env(exec, dir, &[], input, timeout).await
+}
+
+/// [`run`] with extra environment variables (a plugin's `CLAUDE_PLUGIN_ROOT` …).
+pub(crate) async fn run_env(
+    exec: &Exec,
+    dir: &Path,
+    env: &[(String, String)],
+    input: &[u8],
+    timeout: Duration,
+) -> Result<Reply, Failure> {
     let mut std_cmd = command(exec, dir, "run");
+    std_cmd.envs(env.iter().map(|(k, v)| (k, v)));
     // Kills the tree when this future is dropped, however it ends.
     let mut tree = ProcessTree::prepare(&mut std_cmd);
     let mut cmd = tokio::process::Command::from(std_cmd);
@@ -681,6 +694,7 @@ mod tests {
                 persistent: None,
                 origin: "fuzz".into(),
                 label: "hook".into(),
+                extras: Default::default(),
             }
         }
 
