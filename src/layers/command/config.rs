@@ -281,10 +281,10 @@ pub(crate) struct Extras {
     pub(crate) dialect: Dialect,
 }
 
-/// A trusted-hash pin: see [`super::trust`].
-pub(crate) use super::trust::Pin;
 /// The configuration format of a handler: see [`super::formats`].
 pub(crate) use super::formats::Dialect;
+/// A trusted-hash pin: see [`super::trust`].
+pub(crate) use super::trust::Pin;
 
 /// A handler of one event and the matchers under which it was configured (`None`: all).
 #[derive(Debug, Clone)]
@@ -465,7 +465,10 @@ impl Config {
         for list in &mut self.events {
             list.retain(|e| {
                 let x = &e.handler.extras;
-                let by_plugin = x.plugin.as_deref().is_some_and(|p| plugins.iter().any(|n| n == p));
+                let by_plugin = x
+                    .plugin
+                    .as_deref()
+                    .is_some_and(|p| plugins.iter().any(|n| n == p));
                 let by_name = hooks.iter().any(|n| {
                     *n == e.handler.label
                         || x.written.as_deref() == Some(n.as_str())
@@ -780,9 +783,10 @@ fn extras(
     match h.get("sha256") {
         None | Some(Value::Null) => {}
         Some(Value::String(hex)) => {
-            extras.pin = Some(Arc::new(
-                Pin::parse(hex).map_err(|m| ConfigError::new(file, format!("{path}.sha256"), m))?,
-            ));
+            extras.pin =
+                Some(Arc::new(Pin::parse(hex).map_err(|m| {
+                    ConfigError::new(file, format!("{path}.sha256"), m)
+                })?));
         }
         Some(_) => {
             return Err(ConfigError::new(
@@ -807,7 +811,11 @@ fn names(h: &Map<String, Value>, key: &str) -> Result<Vec<String>, &'static str>
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
             .iter()
-            .map(|v| v.as_str().map(str::to_owned).ok_or("must be an array of strings"))
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or("must be an array of strings")
+            })
             .collect(),
         Some(_) => Err("must be an array of strings"),
     }

@@ -69,13 +69,15 @@ impl Inner {
             .entries(event)
             .iter()
             .filter(|e| subject.is_none_or(|s| e.matches(s)) && e.handler.allows(&input))
-            .filter(|e| match e.handler.extras.pin.as_ref().map(|p| p.verify()) {
-                Some(Err(why)) => {
-                    report.warn(format!("hook `{}` is skipped: {why}", e.handler.label));
-                    false
-                }
-                _ => true,
-            })
+            .filter(
+                |e| match e.handler.extras.pin.as_ref().map(|p| p.verify()) {
+                    Some(Err(why)) => {
+                        report.warn(format!("hook `{}` is skipped: {why}", e.handler.label));
+                        false
+                    }
+                    _ => true,
+                },
+            )
             .collect();
         if entries.is_empty() {
             return Vec::new();

@@ -47,7 +47,11 @@ fn gemini_name(event: HookEvent) -> Option<&'static str> {
 
 /// Drops (with a warning) the events of a settings value that this crate does not know, so
 /// that a file written for another tool version loads.
-pub(crate) fn only_known_events<'a>(value: &'a Value, file: &str, out: &mut Config) -> Cow<'a, Value> {
+pub(crate) fn only_known_events<'a>(
+    value: &'a Value,
+    file: &str,
+    out: &mut Config,
+) -> Cow<'a, Value> {
     let Some(Value::Object(hooks)) = value.get("hooks") else {
         return Cow::Borrowed(value);
     };
@@ -92,13 +96,21 @@ fn with_source(
 
 /// Loads a Codex `hooks.json`: Claude Code's shape (`{"hooks": {event: [groups]}}`), events
 /// by Claude Code's names; unknown events are skipped with a warning.
-pub(crate) fn load_codex(path: &Path, project_dir: &Path, out: &mut Config) -> Result<(), ConfigError> {
+pub(crate) fn load_codex(
+    path: &Path,
+    project_dir: &Path,
+    out: &mut Config,
+) -> Result<(), ConfigError> {
     let file = path.display().to_string();
     let value = config::read_json(path)?;
     if let Value::Object(root) = &value
-        && let Some(k) = root.keys().find(|k| !matches!(k.as_str(), "hooks" | "description"))
+        && let Some(k) = root
+            .keys()
+            .find(|k| !matches!(k.as_str(), "hooks" | "description"))
     {
-        out.warn(format!("{file}: `{k}` is not a Codex hooks.json field; ignored"));
+        out.warn(format!(
+            "{file}: `{k}` is not a Codex hooks.json field; ignored"
+        ));
     }
     let hooks = json!({ "hooks": value.get("hooks").cloned().unwrap_or(Value::Null) });
     with_source(out, Dialect::Codex, |out| {
@@ -112,7 +124,11 @@ pub(crate) fn load_codex(path: &Path, project_dir: &Path, out: &mut Config) -> R
 /// `disabledHooks`, `hooksConfig.enabled: false` disabling them all and
 /// `hooksConfig.disabled` naming hooks to skip. Unknown events (`BeforeToolSelection` …)
 /// are skipped with a warning.
-pub(crate) fn load_gemini(path: &Path, project_dir: &Path, out: &mut Config) -> Result<(), ConfigError> {
+pub(crate) fn load_gemini(
+    path: &Path,
+    project_dir: &Path,
+    out: &mut Config,
+) -> Result<(), ConfigError> {
     let file = path.display().to_string();
     let value = config::read_json(path)?;
     let err = |at: &str, m: &str| ConfigError::new(&file, at, m);
@@ -127,7 +143,9 @@ pub(crate) fn load_gemini(path: &Path, project_dir: &Path, out: &mut Config) -> 
     let config = root.get("hooksConfig").and_then(Value::as_object);
     for c in config.into_iter().chain(Some(hooks)) {
         if c.get("enabled") == Some(&Value::Bool(false)) {
-            out.warn(format!("{file}: hooks are disabled (`enabled: false`); none loaded"));
+            out.warn(format!(
+                "{file}: hooks are disabled (`enabled: false`); none loaded"
+            ));
             return Ok(());
         }
         if let Some(Value::Array(names)) = c.get("disabled") {
@@ -147,7 +165,10 @@ pub(crate) fn load_gemini(path: &Path, project_dir: &Path, out: &mut Config) -> 
             continue;
         };
         let Value::Array(groups) = groups else {
-            return Err(err(&format!("hooks.{name}"), "must be an array of hook definitions"));
+            return Err(err(
+                &format!("hooks.{name}"),
+                "must be an array of hook definitions",
+            ));
         };
         let mut list = Vec::with_capacity(groups.len());
         for (g, group) in groups.iter().enumerate() {
@@ -169,12 +190,18 @@ pub(crate) fn load_gemini(path: &Path, project_dir: &Path, out: &mut Config) -> 
                         Some(Value::Number(ms)) => {
                             let ms = ms.as_f64().filter(|ms| *ms > 0.0 && ms.is_finite());
                             let Some(ms) = ms else {
-                                return Err(err(&format!("{at}.timeout"), "must be a positive number of milliseconds"));
+                                return Err(err(
+                                    &format!("{at}.timeout"),
+                                    "must be a positive number of milliseconds",
+                                ));
                             };
                             handler.insert("timeout".into(), json!(ms / 1000.0));
                         }
                         Some(_) => {
-                            return Err(err(&format!("{at}.timeout"), "must be a positive number of milliseconds"));
+                            return Err(err(
+                                &format!("{at}.timeout"),
+                                "must be a positive number of milliseconds",
+                            ));
                         }
                     }
                 }
@@ -218,7 +245,10 @@ impl Dialect {
                 }
             }
             HookEvent::Stop => {
-                let last = map.get("last_assistant_message").cloned().unwrap_or_default();
+                let last = map
+                    .get("last_assistant_message")
+                    .cloned()
+                    .unwrap_or_default();
                 map.insert("prompt_response".into(), last);
                 map.entry("prompt").or_insert_with(|| "".into());
             }
@@ -246,7 +276,10 @@ impl Dialect {
             _ => Map::new(),
         };
         specific.insert("hookEventName".into(), event.name().into());
-        let decision = out.get("decision").and_then(Value::as_str).map(str::to_owned);
+        let decision = out
+            .get("decision")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let reason = out.get("reason").cloned().unwrap_or_default();
         match (event, decision.as_deref()) {
             (HookEvent::PostToolUse, Some("deny" | "block")) => {
@@ -358,12 +391,27 @@ mod tests {
             text(&r)["hookSpecificOutput"],
             json!({"hookEventName": "PreToolUse", "updatedInput": {"a": 1, "b": 3}})
         );
-        let r = g.output(HookEvent::PreToolUse, input, reply(r#"{"decision": "deny", "reason": "no"}"#));
+        let r = g.output(
+            HookEvent::PreToolUse,
+            input,
+            reply(r#"{"decision": "deny", "reason": "no"}"#),
+        );
         assert_eq!(text(&r)["decision"], "block");
-        let r = g.output(HookEvent::PostToolUse, input, reply(r#"{"decision": "deny", "reason": "hidden"}"#));
-        assert_eq!(text(&r)["hookSpecificOutput"]["updatedToolOutput"], "hidden");
+        let r = g.output(
+            HookEvent::PostToolUse,
+            input,
+            reply(r#"{"decision": "deny", "reason": "hidden"}"#),
+        );
+        assert_eq!(
+            text(&r)["hookSpecificOutput"]["updatedToolOutput"],
+            "hidden"
+        );
         assert!(text(&r).get("decision").is_none());
-        let same = Dialect::Claude.output(HookEvent::PreToolUse, input, reply("{\"decision\": \"deny\"}"));
+        let same = Dialect::Claude.output(
+            HookEvent::PreToolUse,
+            input,
+            reply("{\"decision\": \"deny\"}"),
+        );
         assert_eq!(text(&same)["decision"], "deny");
     }
 }

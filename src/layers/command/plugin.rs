@@ -184,14 +184,23 @@ pub(crate) fn load_plugin(
         ConfigError::new(
             &label,
             "",
-            format!("cannot create the plugin data directory {}: {e}", data.display()),
+            format!(
+                "cannot create the plugin data directory {}: {e}",
+                data.display()
+            ),
         )
     })?;
     let context = SourceContext {
         plugin: Some(name.into()),
         env: vec![
-            ("CLAUDE_PLUGIN_ROOT".to_owned(), root.to_string_lossy().into_owned()),
-            ("CLAUDE_PLUGIN_DATA".to_owned(), data.to_string_lossy().into_owned()),
+            (
+                "CLAUDE_PLUGIN_ROOT".to_owned(),
+                root.to_string_lossy().into_owned(),
+            ),
+            (
+                "CLAUDE_PLUGIN_DATA".to_owned(),
+                data.to_string_lossy().into_owned(),
+            ),
             (
                 "CLAUDE_PROJECT_DIR".to_owned(),
                 project_dir.to_string_lossy().into_owned(),
@@ -229,8 +238,14 @@ mod tests {
 
     #[test]
     fn ids_and_paths() {
-        assert_eq!(plugin_id("formatter@my-marketplace"), "formatter-my-marketplace");
-        assert_eq!(inside(Path::new("/p"), "./a/b.json"), Some("/p/a/b.json".into()));
+        assert_eq!(
+            plugin_id("formatter@my-marketplace"),
+            "formatter-my-marketplace"
+        );
+        assert_eq!(
+            inside(Path::new("/p"), "./a/b.json"),
+            Some("/p/a/b.json".into())
+        );
         assert_eq!(inside(Path::new("/p"), "./../x.json"), None);
         assert_eq!(inside(Path::new("/p"), "a.json"), None);
         assert_eq!(inside(Path::new("/p"), ".//etc/x"), None);

@@ -29,9 +29,9 @@ pub(crate) const MAX_DEPTH: usize = 32;
 /// The longest file path matched against a path rule, in bytes; longer fails open.
 pub(crate) const MAX_PATH: usize = 4_096;
 
-/// Tools whose `command` a `Bash(…)` rule reads: Claude Code's `Bash` and this crate's
-/// `execute`.
-const BASH_TOOLS: &[&str] = &["Bash", "execute"];
+/// Tools whose `command` a `Bash(…)` rule reads: Claude Code's `Bash`, and `bash` and
+/// `execute` (this crate's shell tool).
+const BASH_TOOLS: &[&str] = &["Bash", "bash", "execute"];
 /// Tools a `Read(…)` rule covers.
 const READ_TOOLS: &[&str] = &["Read", "Grep", "Glob", "read_file", "grep", "glob", "ls"];
 /// Tools an `Edit(…)` rule covers.
@@ -754,8 +754,19 @@ impl Scanner<'_> {
             if is_assignment(t)
                 || matches!(
                     t,
-                    b"!" | b"{" | b"}" | b"if" | b"then" | b"else" | b"elif" | b"do" | b"while"
-                        | b"until" | b"nohup" | b"builtin" | b"noglob" | b"exec"
+                    b"!" | b"{"
+                        | b"}"
+                        | b"if"
+                        | b"then"
+                        | b"else"
+                        | b"elif"
+                        | b"do"
+                        | b"while"
+                        | b"until"
+                        | b"nohup"
+                        | b"builtin"
+                        | b"noglob"
+                        | b"exec"
                 )
             {
                 k += 1;
@@ -798,10 +809,16 @@ impl Scanner<'_> {
                 b"stdbuf" => {
                     k += 1;
                     while let Some(o) = words.get(k).map(text).filter(|t| t.starts_with(b"-")) {
-                        k += if matches!(o, b"-i" | b"-o" | b"-e") { 2 } else { 1 };
+                        k += if matches!(o, b"-i" | b"-o" | b"-e") {
+                            2
+                        } else {
+                            1
+                        };
                     }
                 }
-                b"command" if !next.is_some_and(|n| n.starts_with(b"-v") || n.starts_with(b"-V")) => {
+                b"command"
+                    if !next.is_some_and(|n| n.starts_with(b"-v") || n.starts_with(b"-V")) =>
+                {
                     k += 1;
                     if words.get(k).map(text) == Some(b"-p") {
                         k += 1;
@@ -942,7 +959,11 @@ mod tests {
 
     fn subs(command: &str) -> Vec<&str> {
         let parsed = parse_command(command).unwrap();
-        parsed.subs.iter().map(|s| &command[s.start..s.end]).collect()
+        parsed
+            .subs
+            .iter()
+            .map(|s| &command[s.start..s.end])
+            .collect()
     }
 
     #[test]
@@ -962,7 +983,10 @@ mod tests {
         assert_eq!(subs("xargs grep x"), ["grep x"]);
         assert_eq!(subs("xargs -n1 grep x"), ["xargs -n1 grep x"]);
         assert_eq!(subs("echo 'a && b' \"c; d\""), ["echo 'a && b' \"c; d\""]);
-        assert_eq!(subs("diff <(ls a) <(ls b)"), ["ls a", "ls b", "diff <(ls a) <(ls b)"]);
+        assert_eq!(
+            subs("diff <(ls a) <(ls b)"),
+            ["ls a", "ls b", "diff <(ls a) <(ls b)"]
+        );
         assert_eq!(subs("ls # && rm -rf /"), ["ls"]);
         assert_eq!(subs("echo $((1 + 2)) ${HOME}"), ["echo $((1 + 2)) ${HOME}"]);
     }
@@ -981,7 +1005,11 @@ mod tests {
         ] {
             assert_eq!(parse_command(bad).err(), Some(Unparseable), "{bad}");
         }
-        let deep = format!("{}ls{}", "$(".repeat(MAX_DEPTH + 2), ")".repeat(MAX_DEPTH + 2));
+        let deep = format!(
+            "{}ls{}",
+            "$(".repeat(MAX_DEPTH + 2),
+            ")".repeat(MAX_DEPTH + 2)
+        );
         assert!(parse_command(&deep).is_err());
         assert!(parse_command(&"a ".repeat(MAX_COMMAND)).is_err());
     }
@@ -1085,7 +1113,13 @@ mod tests {
 
     #[test]
     fn bad_rules_are_errors() {
-        for bad in ["", "Bash(git *", "Ba sh(x)", "(x)", &"B".repeat(MAX_RULE + 1)] {
+        for bad in [
+            "",
+            "Bash(git *",
+            "Ba sh(x)",
+            "(x)",
+            &"B".repeat(MAX_RULE + 1),
+        ] {
             assert!(Rule::parse(bad, Path::new("/p")).is_err(), "{bad}");
         }
     }

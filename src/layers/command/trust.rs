@@ -30,8 +30,7 @@ use super::config::{Exec, Extras};
 pub(crate) const MAX_SCRIPT: u64 = 16 << 20;
 
 const INTERPRETERS: &[&str] = &[
-    "sh", "bash", "zsh", "dash", "python", "python3", "node", "ruby", "perl", "deno", "bun",
-    "env",
+    "sh", "bash", "zsh", "dash", "python", "python3", "node", "ruby", "perl", "deno", "bun", "env",
 ];
 
 /// A trusted hash and the script it pins.
@@ -132,7 +131,11 @@ pub(crate) fn pin_if_script(
 }
 
 /// The script a handler runs (see the module docs), as an absolute path.
-pub(crate) fn script_of(exec: &Exec, project_dir: &Path, env: &[(String, String)]) -> Option<PathBuf> {
+pub(crate) fn script_of(
+    exec: &Exec,
+    project_dir: &Path,
+    env: &[(String, String)],
+) -> Option<PathBuf> {
     let dir = project_dir.to_string_lossy();
     let expand = |w: &str| -> String {
         let mut w = w
