@@ -748,8 +748,7 @@ impl Scanner<'_> {
     fn finish(&mut self, words: &mut Vec<Word>) {
         let text = |w: &Word| &self.s[w.start..w.end];
         let mut k = 0;
-        loop {
-            let Some(w) = words.get(k) else { break };
+        while let Some(w) = words.get(k) {
             let t = text(w);
             if is_assignment(t)
                 || matches!(

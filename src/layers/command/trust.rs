@@ -167,7 +167,7 @@ pub(crate) fn script_of(
     let mut is_program = true;
     while is_interpreter(&program) {
         let env = basename(&program) == "env";
-        program = words.find(|w| !w.starts_with('-') && !(env && is_assignment(w)))?;
+        program = words.find(|w| !(w.starts_with('-') || (env && is_assignment(w))))?;
         is_program = false;
     }
     let path = Path::new(&program);
