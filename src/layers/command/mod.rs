@@ -63,9 +63,12 @@
 //!
 //! [`CommandHooks::builder`] takes, in order (later sources add to earlier ones; nothing is
 //! replaced): settings files ([`settings_file`](CommandHooksBuilder::settings_file)), settings
-//! values ([`settings_json`](CommandHooksBuilder::settings_json)) and hooks directories
-//! ([`hooks_dir`](CommandHooksBuilder::hooks_dir)). A settings value is an object whose
-//! `hooks` maps each event to matcher groups:
+//! values ([`settings_json`](CommandHooksBuilder::settings_json)), hooks directories
+//! ([`hooks_dir`](CommandHooksBuilder::hooks_dir)), plugin folders
+//! ([`plugin_dir`](CommandHooksBuilder::plugin_dir), [below](#plugins)) and other tools'
+//! files ([`gemini_settings_file`](CommandHooksBuilder::gemini_settings_file),
+//! [`codex_hooks_file`](CommandHooksBuilder::codex_hooks_file), [below](#other-formats)). A
+//! settings value is an object whose `hooks` maps each event to matcher groups:
 //!
 //! ```json
 //! { "hooks": { "PreToolUse": [ { "matcher": "Bash|Write",
@@ -84,7 +87,9 @@
 //! | `failClosed` | `true`: a timeout, crash, non-zero exit other than 2, invalid JSON or missing executable **denies** (PreToolUse) or **blocks** (other events) instead of being ignored |
 //! | `persistent` | `true`: one long-lived process answers every event ([below](#persistent-hooks)) |
 //! | `async` / `asyncRewake` | run in the background: never waited for, cannot block; the answer is only logged |
-//! | `if` | permission-rule filters are not supported: the handler is skipped with a warning |
+//! | `if` | one permission rule (`"Bash(git *)"`, `"Edit(*.ts)"`): the handler runs only for tool calls it matches ([below](#if-conditions)) |
+//! | `sha256` | the trusted hash of the script the command runs ([below](#trusted-hashes)) |
+//! | `name` | a name for [`disabledHooks`](#disabling-hooks-by-name) (Gemini CLI names its hooks) |
 //! | others (`statusMessage`, `once` …) | ignored |
 //!
 //! A bad configuration is a [`ConfigError`] naming the file and the JSON path in it, e.g.
@@ -92,8 +97,10 @@
 //! An unknown event name is an error; a protocol event this crate does not fire (such as
 //! `PermissionRequest` or `SubagentStart`) is skipped with a warning. `disableAllHooks: true` in
 //! any source disables every hook. A handler defined twice for one event (same command, args,
-//! timeout and mode) runs once: at the place of its first definition, under the matchers of
-//! every definition, fail-closed if any definition is.
+//! timeout, mode, `if` rule and `sha256`) runs once: at the place of its first definition,
+//! under the matchers of every definition, fail-closed if any definition is — unless the two
+//! come from different plugins, or one from a plugin and one from settings: a plugin's copy
+//! stays separate (hooks.md § "Hook handler fields").
 //!
 //! **Hooks directories.** Each executable file of the directory (sorted by name; hidden and
 //! non-executable files skipped) is run once at build time with the environment variable
@@ -104,6 +111,109 @@
 //! else is a [`ConfigError`] naming the file. Once the describe step has exited, what it left
 //! running is killed and its output is read for at most 100 ms more, so a process it started
 //! that keeps its stdout open (`setsid … &`) cannot hold up `build()`.
+//!
+//! ## `if` conditions
+//!
+//! `if` holds one [permission rule](https://code.claude.com/docs/en/permissions), tested
+//! against the tool call **before anything is serialized or spawned**: a call no rule
+//! matches does not even reach the event's callback, so a filtered hook that does not match
+//! costs a rule test, not a process (see `benches/command_hooks.rs`, `if_no_match`). It is
+//! evaluated on tool events only (PreToolUse, PostToolUse, PostToolUseFailure); a handler
+//! with `if` on another event never runs (skipped at load, with a warning).
+//!
+//! | Rule | Matches |
+//! |---|---|
+//! | `Bash`, `Bash(*)` | every call of `Bash` (also this crate's `bash` / `execute` shell tools) |
+//! | `Bash(git *)`, `Bash(git:*)` | a command starting with `git` then a space, or `git` alone (not `gitk`); `*` anywhere matches any text, `Bash(npm run build)` is exact |
+//! | `Read(path)`, `Edit(path)` | a file tool's path (`file_path`, `notebook_path` or `path`): `Read` covers `Read`, `Grep`, `Glob`, `read_file`, `grep`, `glob`, `ls`; `Edit` covers `Edit`, `Write`, `MultiEdit`, `NotebookEdit`, `write_file`, `edit_file` |
+//! | `mcp__server`, `mcp__server__*`, `mcp__server__tool`, `mcp__*` | the tools of a server, by glob, or one tool |
+//! | `WebFetch(domain:example.com)` | the URL's host; `*.example.com` is any subdomain (not the domain), other `*` stay within a label |
+//! | `Agent(Explore)` | the `subagent_type` |
+//! | `Tool(param:value)` | a top-level scalar input field equal to `value` (`*` wildcards); an absent field never matches |
+//! | `Tool` | every call of that tool (a `*` in the name is a wildcard over the whole name) |
+//!
+//! **Bash commands** are split as the reference documents: on `&&`, `||`, `;`, `|`, `|&`,
+//! `&` and newlines, in subshells, and inside `$(…)`, `<(…)` and backticks (their commands
+//! are checked too); leading `VAR=value` assignments and the wrappers `timeout`, `time`,
+//! `nice`, `nohup`, `stdbuf`, `command`, `builtin`, `noglob` and bare `xargs` are stripped;
+//! redirections are not part of a command. The hook runs when **any** subcommand matches. It
+//! also runs (fails open) when the command cannot be parsed (unbalanced quotes or
+//! parentheses, here-documents, `case`), when a command name is itself an expansion
+//! (`$CMD …`), and — for patterns that name more than a command, such as `Bash(git push *)`
+//! — when the command holds `$(…)`, backticks or `$VAR`.
+//!
+//! **Paths** follow gitignore rules, anchored: `//path` at the filesystem root, `~/path` at
+//! the home directory, `/path` and `./path` (and any pattern with a `/` inside) at the
+//! project directory; a pattern without `/` (`*.ts`, `.env`) matches at any depth under the
+//! project; `*` stays within a segment, `**` crosses them; `src/**` matches only the
+//! project's `src`; a pattern matching a directory matches what is under it. A relative path
+//! in the input resolves against the project directory, `.` and `..` lexically. A rule that
+//! cannot be parsed is a [`ConfigError`]; a specifier this crate does not understand
+//! (`WebSearch(…)`) loads with a warning and matches on the tool name alone.
+//!
+//! # Plugins
+//!
+//! [`plugin_dir`](CommandHooksBuilder::plugin_dir) loads a Claude Code plugin folder:
+//! `.claude-plugin/plugin.json` (optional; its `name` names the plugin, else the folder does;
+//! its `hooks` field adds hook files — paths starting with `./`, inside the plugin — or inline
+//! configuration) and `hooks/hooks.json`. Each of its handlers gets, in its environment and
+//! substituted wherever `${…}` appears in its command and arguments:
+//!
+//! - `CLAUDE_PLUGIN_ROOT`: the plugin folder (absolute);
+//! - `CLAUDE_PLUGIN_DATA`: the plugin's data directory, `<data root>/<id>` where `<id>` is the
+//!   plugin name with characters outside `a-z A-Z 0-9 _ -` replaced by `-`, created when the
+//!   plugin is loaded; the data root is
+//!   [`plugin_data_dir`](CommandHooksBuilder::plugin_data_dir), by default
+//!   `$XDG_STATE_HOME/tower-agent/plugins/data` (else `~/.local/state/tower-agent/plugins/data`);
+//! - `CLAUDE_PROJECT_DIR`, as for every handler.
+//!
+//! # Other formats
+//!
+//! - **Gemini CLI** ([`gemini_settings_file`](CommandHooksBuilder::gemini_settings_file)): the
+//!   `hooks` of `.gemini/settings.json`. Events: `BeforeTool` → PreToolUse, `AfterTool` →
+//!   PostToolUse, `BeforeAgent` → UserPromptSubmit, `AfterAgent` → Stop, `BeforeModel`,
+//!   `AfterModel`, `SessionStart`, `SessionEnd`, `Notification`, `PreCompress` → PreCompact;
+//!   `BeforeToolSelection` (and any other) is skipped with a warning. `timeout` is in
+//!   milliseconds (default 60,000); `sequential` is ignored (handlers run in parallel);
+//!   `hooksConfig.enabled: false` loads none; `hooksConfig.disabled` lists names to skip. Its
+//!   handlers get `hook_event_name` under Gemini's name, a `timestamp`, AfterTool's
+//!   `tool_response` as `{llmContent, returnDisplay}` and AfterAgent's `prompt_response`;
+//!   their answers are read as Gemini documents them: `decision: "deny"` (or `"block"`) blocks
+//!   (on AfterTool, its `reason` replaces the tool's output), `decision: "allow"` allows a
+//!   tool call, `hookSpecificOutput.tool_input` is merged into the call's arguments,
+//!   `hookSpecificOutput.tool_output` replaces the output, `additionalContext`, `continue`,
+//!   `stopReason` and `systemMessage` as for Claude Code. `llm_request` / `llm_response` keep
+//!   this crate's shapes ([below](#events)), not Gemini's.
+//! - **Codex** ([`codex_hooks_file`](CommandHooksBuilder::codex_hooks_file)): a `hooks.json`
+//!   (`~/.codex/hooks.json`, `<repo>/.codex/hooks.json`) in Claude Code's shape and protocol;
+//!   fields other than `hooks` and `description` at its root are ignored with a warning, and
+//!   events this crate does not know are skipped with a warning (not an error). The inline
+//!   `[hooks]` tables of Codex's `config.toml` are not read.
+//!
+//! # Disabling hooks by name
+//!
+//! Beyond `disableAllHooks`, one hook or one plugin's hooks can be turned off: the settings
+//! keys `"disabledHooks": ["<command>", …]` (a hook's command as written, or as run after
+//! substitution, or its `name`) and `"disabledPlugins": ["<plugin name>", …]` (the
+//! `plugin.json` name), in any source, or the builder's
+//! [`disable_hook`](CommandHooksBuilder::disable_hook) and
+//! [`disable_plugin`](CommandHooksBuilder::disable_plugin). They apply after every source is
+//! loaded, whatever the order.
+//!
+//! # Trusted hashes
+//!
+//! A handler with `"sha256": "<64 hex digits>"` (or every handler running a script given to
+//! [`trust`](CommandHooksBuilder::trust)) runs only while the SHA-256 of **its script file**
+//! is that hash. The script is found without running anything: the program of an exec-form
+//! handler; for shell form, the first word of the command split as the shell would (quotes
+//! removed, `$CLAUDE_PROJECT_DIR` and the plugin variables expanded, leading assignments
+//! skipped); after an interpreter (`sh`, `bash`, `zsh`, `dash`, `python`, `python3`, `node`,
+//! `ruby`, `perl`, `deno`, `bun`, `env`), its first argument not starting with `-`. A relative
+//! path resolves against the project directory; a bare program name is looked up in `PATH`.
+//! The whole file is hashed, at build time (a mismatch is listed in
+//! [`CommandHooks::warnings`]) and again before every spawn (a mismatch skips the handler and
+//! is reported with [`RunContext::warn`](crate::context::RunContext::warn)). A pinned command
+//! whose script cannot be found is skipped with a warning.
 //!
 //! # Events
 //!
@@ -256,6 +366,11 @@
 //! | a string of an answer (`reason`, `additionalContext` …) | 10,000 characters | cut, with a `... (truncated N characters)` note |
 //! | a settings file | a regular file of at most 4 MiB of UTF-8 JSON | a [`ConfigError`] (a FIFO is refused before it is opened, so `build()` cannot block on it) |
 //! | a matcher regex | 256 KiB compiled, 250 levels of nesting (see [`ToolMatcher`](crate::layers::matcher::ToolMatcher)) | a [`ConfigError`], at once |
+//! | an `if` rule | 1,000 bytes | a [`ConfigError`] |
+//! | a Bash command analysed by an `if` rule | 10,000 bytes, 32 levels of `$(…)` / backticks / subshells | the hook runs (fail-open, as for an unparseable command) |
+//! | a file path or URL tested by an `if` rule | 4,096 bytes | the hook runs (fail-open) |
+//! | `plugin.json`, a plugin's or Gemini's or Codex's hooks file | a regular file of at most 4 MiB of UTF-8 JSON, as a settings file | a [`ConfigError`] |
+//! | a script hashed for a `sha256` pin | a regular file of at most 16 MiB | counts as changed: the handler is skipped with a warning |
 //!
 //! A PreToolUse `updatedInput` that is not a JSON object (a string, an array, a number …) is
 //! the **hook's** fault: the call is denied with a reason naming the hook (*hook `check.sh`
@@ -337,7 +452,7 @@ impl CommandHooks {
     }
 
     /// What was skipped while loading (unsupported handler types, events this crate does not
-    /// fire, `if` rules …), one message each.
+    /// fire, `if` rules on other events, pinned scripts that changed …), one message each.
     pub fn warnings(&self) -> &[String] {
         &self.inner.config.warnings
     }

@@ -1111,6 +1111,36 @@ mod tests {
     }
 
     #[test]
+    fn work_is_bounded_at_the_caps() {
+        // The largest commands analysed, of the shapes that cost the most: many
+        // subcommands, deep nesting, long words; and a long path against a `**` rule.
+        let many = "a && ".repeat(MAX_COMMAND / 5);
+        let nested = format!(
+            "{}{}{}",
+            "$(x ".repeat(MAX_DEPTH),
+            "y".repeat(MAX_COMMAND - 4 * MAX_DEPTH - MAX_DEPTH - 1),
+            ")".repeat(MAX_DEPTH)
+        );
+        let long_word = "g".repeat(MAX_COMMAND);
+        let r = rule("Bash(*a*b*c*d*e*)");
+        let started = std::time::Instant::now();
+        for command in [&many, &nested, &long_word] {
+            assert!(command.len() <= MAX_COMMAND);
+            assert!(parse_command(command).is_ok());
+            // The nested one holds `$(…)`: a pattern naming more than a command fails open.
+            let expected = std::ptr::eq(command, &nested);
+            assert_eq!(r.matches("Bash", &json!({ "command": command })), expected);
+        }
+        let path = "a/".repeat(MAX_PATH / 2 - 1) + "b";
+        assert!(!rule("Read(**/z/**)").matches("Read", &json!({ "file_path": path })));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
     fn bad_rules_are_errors() {
         for bad in [
             "",
