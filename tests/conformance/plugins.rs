@@ -34,7 +34,7 @@ fn write_plugin(root: &Path, name: &str) -> std::path::PathBuf {
     std::fs::write(
         &script,
         "#!/usr/bin/env bash\ncat > /dev/null\n\
-         printf '%s|%s|%s\\n' \"$CLAUDE_PLUGIN_ROOT\" \"$CLAUDE_PLUGIN_DATA\" \"$1\" >> \"$CLAUDE_PLUGIN_DATA/runs.log\"\n",
+         printf '%s|%s|%s\\n' \"$CLAUDE_PLUGIN_ROOT\" \"$CLAUDE_PLUGIN_DATA\" \"$1\" >> \"$1/runs.log\"\n",
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -97,22 +97,30 @@ async fn a_plugins_copy_stays_separate_from_the_settings_copy() {
     let data = tempfile::tempdir().unwrap();
     let dir = write_plugin(plugins.path(), "dup");
     let data_dir = data.path().join("dup");
-    // The settings' copy: the very same command text, with the variables it would need.
+    // The settings' copy: the very same command text, defined twice.
     let same = format!(
         "\"{}\"/scripts/log.sh \"{}\"",
         dir.display(),
         data_dir.display()
     );
     let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "command", "command": format!("CLAUDE_PLUGIN_DATA='{}' {same}", data_dir.display())},
-        {"type": "command", "command": format!("CLAUDE_PLUGIN_DATA='{}' {same}", data_dir.display())}
+        {"type": "command", "command": same},
+        {"type": "command", "command": same}
     ]}]}});
     let hooks = build(&scripts, &dir, data.path(), Some(settings));
     // Two definitions in the settings are one handler; the plugin's is another.
     assert_eq!(hooks.commands(HookEvent::PreToolUse).len(), 2);
     run_calls(hooks.into_hooks(), &[("Bash", json!({"command": "ls"}))]).await;
     let log = std::fs::read_to_string(data_dir.join("runs.log")).unwrap();
-    assert_eq!(log.lines().count(), 2, "{log}");
+    let mut lines: Vec<&str> = log.lines().collect();
+    lines.sort_unstable();
+    // The settings' copy runs without the plugin's variables, the plugin's with them.
+    let d = data_dir.display();
+    assert_eq!(
+        lines,
+        [format!("{}|{d}|{d}", dir.display()), format!("||{d}")],
+        "{log}"
+    );
 }
 
 // Beyond Claude Code: one plugin's hooks disabled by name (builder and settings key).
