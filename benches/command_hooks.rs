@@ -7,7 +7,9 @@
 //!
 //! Every hook runs as a PreToolUse hook, through the compiled hook set's tool layer around an
 //! echo tool: what a tool call costs with the hook, end to end. Targets: spawned hook
-//! ≤ 1.1 × the raw spawn; persistent round trip ≤ 100 µs; four parallel hooks ≈ the slowest.
+//! ≤ 1.1 × the raw spawn; persistent round trip ≤ 100 µs; four parallel hooks ≈ the slowest;
+//! a hook whose `if` rule does not match the call (`Bash(git *)` on `cargo test`) costs
+//! nanoseconds over no hook at all, not a spawn (≤ 2 µs more per call).
 
 mod support;
 
@@ -202,6 +204,23 @@ fn benches(c: &mut Criterion, dir: &Path) {
     });
     *PAIRED.lock().unwrap() = Some(pairs);
 
+    // A hook filtered out by its `if` rule: no process, no input serialized; against the
+    // same tool stack with no hook.
+    let filtered = stack(dir, handlers(&[&allow], json!({ "if": "Bash(git *)" })));
+    group.bench_function("if_no_match", |b| {
+        b.to_async(&rt).iter(|| async {
+            let out = filtered.clone().oneshot(request(&ctx)).await.unwrap();
+            assert!(!out.is_error);
+        })
+    });
+    let bare = stack(dir, json!([]));
+    group.bench_function("no_hook", |b| {
+        b.to_async(&rt).iter(|| async {
+            let out = bare.clone().oneshot(request(&ctx)).await.unwrap();
+            assert!(!out.is_error);
+        })
+    });
+
     // Persistent hook round trip, and the raw pipe round trip of the same interpreter.
     let persistent = script(dir, "persistent.py", PERSISTENT);
     let kept = stack(dir, handlers(&[&persistent], json!({ "persistent": true })));
@@ -285,6 +304,16 @@ fn summary(dir: &Path, since: SystemTime) {
             "persistent round trip {:.1} µs (target <= 100 µs: {}){raw}",
             p / 1e3,
             verdict(p <= 100_000.0)
+        );
+    }
+    if let (Some(filtered), Some(bare)) = (e("command_hook/if_no_match"), e("command_hook/no_hook"))
+    {
+        println!(
+            "`if` that does not match: {:.0} ns per tool call, no hook {:.0} ns: +{:.0} ns (target <= 2 µs, not a spawn: {})",
+            filtered,
+            bare,
+            filtered - bare,
+            verdict(filtered - bare <= 2_000.0)
         );
     }
     if let (Some(one), Some(four)) = (

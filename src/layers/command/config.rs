@@ -15,6 +15,7 @@ use super::http::HttpHook;
 use super::{
     persistent::Persistent,
     prompt::{self, ModelHook, ModelKind},
+    rule::Rule,
 };
 use crate::{layers::matcher::ToolMatcher, model::BoxModelService};
 
@@ -177,6 +178,18 @@ impl HookEvent {
         self as usize
     }
 
+    /// The events whose input has `tool_name` / `tool_input`, where `if` rules apply.
+    pub(crate) fn is_tool_event(self) -> bool {
+        matches!(
+            self,
+            HookEvent::PreToolUse
+                | HookEvent::PostToolUse
+                | HookEvent::PostToolUseFailure
+                | HookEvent::PermissionRequest
+                | HookEvent::PermissionDenied
+        )
+    }
+
     /// Whether matchers apply (tool events, SubagentStop, SessionStart, SessionEnd,
     /// PreCompact, Notification); others ignore them, as in the protocol.
     pub(crate) fn has_matcher(self) -> bool {
@@ -304,7 +317,36 @@ pub(crate) struct Handler {
     /// Where it was defined (`settings.json: hooks.PreToolUse[0].hooks[1]`).
     pub(crate) origin: String,
     pub(crate) label: String,
+    /// What else a handler carries: its `if` rule, plugin, environment, trust pin, format.
+    pub(crate) extras: Extras,
 }
+
+/// The parts of a handler this crate adds to the base command handler: its `if` rule
+/// ([`Rule`]), the plugin it came from, the environment it gets, its trust pin and the
+/// configuration format it was written for.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Extras {
+    /// The `if` rule: the handler runs only for tool calls it matches.
+    pub(crate) condition: Option<Arc<Rule>>,
+    /// The plugin (its plugin.json name) the handler came from; `None`: settings.
+    pub(crate) plugin: Option<Arc<str>>,
+    /// Extra environment variables (`CLAUDE_PLUGIN_ROOT`, `CLAUDE_PLUGIN_DATA`).
+    pub(crate) env: Arc<[(String, String)]>,
+    /// The trusted hash of the script the handler runs.
+    pub(crate) pin: Option<Arc<Pin>>,
+    /// The command as written, before any substitution (a name for `disabledHooks`).
+    pub(crate) written: Option<String>,
+    /// The handler's `name` field (Gemini CLI names its hooks), also a name for
+    /// `disabledHooks`.
+    pub(crate) name: Option<String>,
+    /// The format the handler's configuration was written in.
+    pub(crate) dialect: Dialect,
+}
+
+/// The configuration format of a handler: see [`super::formats`].
+pub(crate) use super::formats::Dialect;
+/// A trusted-hash pin: see [`super::trust`].
+pub(crate) use super::trust::Pin;
 
 /// A handler of one event and the matchers under which it was configured (`None`: all).
 #[derive(Debug, Clone)]
@@ -336,6 +378,18 @@ impl Entry {
     }
 }
 
+impl Handler {
+    /// Whether the handler's `if` rule (if any) lets it run for this input (the tool
+    /// events' `tool_name` and `tool_input`). No rule: it runs.
+    pub(crate) fn allows(&self, input: &Map<String, Value>) -> bool {
+        let Some(rule) = &self.extras.condition else {
+            return true;
+        };
+        let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or("");
+        rule.matches(tool, input.get("tool_input").unwrap_or(&Value::Null))
+    }
+}
+
 /// The dedup key of a handler: what makes two definitions the same handler.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
@@ -344,6 +398,12 @@ struct Key {
     persistent: bool,
     background: bool,
     rewake: bool,
+    /// The `if` rule as written.
+    condition: Option<String>,
+    /// A plugin's copy of a handler stays separate from the settings' copy.
+    plugin: Option<Arc<str>>,
+    sha256: Option<String>,
+    dialect: Dialect,
 }
 
 /// What a handler definition says, before dedup.
@@ -355,6 +415,7 @@ struct Definition {
     background: bool,
     rewake: bool,
     origin: String,
+    extras: Extras,
 }
 
 /// The handlers of every event, in configuration order, deduplicated.
@@ -369,10 +430,17 @@ pub(crate) struct Config {
     processes: HashMap<Exec, Arc<Persistent>>,
     /// The model service of `prompt` and `agent` handlers.
     pub(crate) model: Option<BoxModelService>,
+    /// Where handlers run: `if` path rules anchor here.
+    pub(crate) project_dir: PathBuf,
+    /// The source being loaded (a plugin, another tool's format).
+    pub(crate) source: super::plugin::SourceContext,
+    /// Names from `disabledHooks` (commands) and `disabledPlugins` (plugin names).
+    pub(crate) disabled_hooks: Vec<String>,
+    pub(crate) disabled_plugins: Vec<String>,
 }
 
 impl Config {
-    fn warn(&mut self, message: String) {
+    pub(crate) fn warn(&mut self, message: String) {
         tracing::warn!("{message}");
         self.warnings.push(message);
     }
@@ -381,15 +449,32 @@ impl Config {
         &mut self,
         event: HookEvent,
         matcher: Option<Matcher>,
-        def: Definition,
+        mut def: Definition,
         project_dir: &Path,
     ) {
+        if def.extras.condition.is_some() && !event.is_tool_event() {
+            // hooks.md § "Common fields": on other events, a hook with `if` never runs.
+            self.warn(format!(
+                "{}: `if` is only evaluated on tool events; this {event} handler never runs",
+                def.origin
+            ));
+            return;
+        }
+        self.source.apply(&mut def.exec, &mut def.extras);
+        if let Err(why) = super::trust::resolve(&def.exec, project_dir, &mut def.extras) {
+            self.warn(format!("{}: {why}; this handler is skipped", def.origin));
+            return;
+        }
         let key = Key {
             exec: def.exec.clone(),
             timeout_ms: def.timeout.map(|t| t.as_millis()),
             persistent: def.persistent,
             background: def.background,
             rewake: def.rewake,
+            condition: def.extras.condition.as_ref().map(|r| r.text().to_owned()),
+            plugin: def.extras.plugin.clone(),
+            sha256: def.extras.pin.as_ref().map(|p| p.hex().to_owned()),
+            dialect: def.extras.dialect,
         };
         let matcher = matcher.filter(|_| event.has_matcher());
         if let Some(&i) = self.seen.get(&(event, key.clone())) {
@@ -409,12 +494,11 @@ impl Config {
             }
             return;
         }
+        let env = Arc::clone(&def.extras.env);
         let persistent = def.persistent.then(|| {
-            Arc::clone(
-                self.processes
-                    .entry(def.exec.clone())
-                    .or_insert_with(|| Arc::new(Persistent::new(def.exec.clone(), project_dir))),
-            )
+            Arc::clone(self.processes.entry(def.exec.clone()).or_insert_with(|| {
+                Arc::new(Persistent::new(def.exec.clone(), project_dir).with_env(env))
+            }))
         });
         let label = def.exec.label();
         let handler = Handler {
@@ -426,6 +510,7 @@ impl Config {
             persistent,
             origin: def.origin,
             label,
+            extras: def.extras,
         };
         let list = &mut self.events[event.index()];
         self.seen.insert((event, key), list.len());
@@ -433,6 +518,65 @@ impl Config {
             handler: Arc::new(handler),
             matchers: vec![matcher],
         });
+    }
+}
+
+impl Config {
+    /// After every source: drops the handlers disabled by name (`disabledHooks`,
+    /// `disabledPlugins`, and the builder's lists), pins the builder's trusted scripts, and
+    /// reports pinned handlers whose script changed (they stay, and are skipped when they
+    /// would run).
+    pub(crate) fn finish(&mut self, trusted: &[(PathBuf, String)]) -> Result<(), ConfigError> {
+        let hooks = std::mem::take(&mut self.disabled_hooks);
+        let plugins = std::mem::take(&mut self.disabled_plugins);
+        let mut warnings = Vec::new();
+        for list in &mut self.events {
+            list.retain(|e| {
+                let x = &e.handler.extras;
+                let by_plugin = x
+                    .plugin
+                    .as_deref()
+                    .is_some_and(|p| plugins.iter().any(|n| n == p));
+                let by_name = hooks.iter().any(|n| {
+                    *n == e.handler.label
+                        || x.written.as_deref() == Some(n.as_str())
+                        || x.name.as_deref() == Some(n.as_str())
+                });
+                !(by_plugin || by_name)
+            });
+            for entry in list.iter_mut() {
+                for (script, hex) in trusted {
+                    let mut extras = entry.handler.extras.clone();
+                    let pinned = super::trust::pin_if_script(
+                        &entry.handler.exec,
+                        &self.project_dir,
+                        &mut extras,
+                        script,
+                        hex,
+                    )
+                    .map_err(|m| ConfigError::new("trust", script.display().to_string(), m))?;
+                    if pinned {
+                        let mut handler = clone_handler(&entry.handler);
+                        handler.extras = extras;
+                        entry.handler = Arc::new(handler);
+                    }
+                }
+                if let Some(pin) = &entry.handler.extras.pin
+                    && let Err(why) = pin.verify()
+                {
+                    warnings.push(format!(
+                        "{}: hook `{}` is skipped: {why}",
+                        entry.handler.origin, entry.handler.label
+                    ));
+                }
+            }
+        }
+        self.disabled_hooks = hooks;
+        self.disabled_plugins = plugins;
+        for w in warnings {
+            self.warn(w);
+        }
+        Ok(())
     }
 }
 
@@ -446,6 +590,7 @@ fn clone_handler(h: &Handler) -> Handler {
         persistent: h.persistent.clone(),
         origin: h.origin.clone(),
         label: h.label.clone(),
+        extras: h.extras.clone(),
     }
 }
 
@@ -460,6 +605,17 @@ pub(crate) fn load_file(
     project_dir: &Path,
     out: &mut Config,
 ) -> Result<(), ConfigError> {
+    let value = read_json(path)?;
+    load_settings(&value, &path.display().to_string(), project_dir, out)
+}
+
+/// Whether `name` is a protocol event this crate does not fire (loaded with a warning).
+pub(crate) fn is_not_fired(name: &str) -> bool {
+    NOT_FIRED.contains(&name)
+}
+
+/// Reads a JSON file: a regular file of at most [`MAX_SETTINGS`] bytes of UTF-8 JSON.
+pub(crate) fn read_json(path: &Path) -> Result<Value, ConfigError> {
     let file = path.display().to_string();
     let fail = |why: String| ConfigError::new(&file, "", why);
     // A FIFO would block the open forever; a huge file is no settings file.
@@ -471,9 +627,8 @@ pub(crate) fn load_file(
     })?;
     let text = String::from_utf8(bytes)
         .map_err(|e| fail(format!("cannot read the file: not UTF-8 ({e})")))?;
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| ConfigError::new(&file, "", format!("invalid JSON: {e}")))?;
-    load_settings(&value, &file, project_dir, out)
+    serde_json::from_str(&text)
+        .map_err(|e| ConfigError::new(&file, "", format!("invalid JSON: {e}")))
 }
 
 /// Reads the `hooks` and `disableAllHooks` keys of a settings value.
@@ -489,6 +644,12 @@ pub(crate) fn load_settings(
     };
     if flag(root, "disableAllHooks").map_err(|m| err("disableAllHooks", m.into()))? {
         out.disabled = true;
+    }
+    for (key, list) in [
+        ("disabledHooks", &mut out.disabled_hooks),
+        ("disabledPlugins", &mut out.disabled_plugins),
+    ] {
+        list.extend(names(root, key).map_err(|m| err(key, m.into()))?);
     }
     let hooks = match root.get("hooks") {
         None | Some(Value::Null) => return Ok(()),
@@ -605,12 +766,7 @@ fn parse_handler(
         None => return Err(err("", &format!("missing `type` ({TYPES})"))),
         Some(_) => return Err(err("type", &format!("must be a string ({TYPES})"))),
     };
-    if let Some(rule) = h.get("if").filter(|v| !v.is_null()) {
-        out.warn(format!(
-            "{file}: {path}: `if` rules ({rule}) are not supported by tower-agent; this handler is skipped"
-        ));
-        return Ok(None);
-    }
+    let extras = extras(h, file, path, out)?;
     let timeout = timeout(h, "timeout").map_err(|m| err("timeout", m))?;
     let flag = |name: &str| flag(h, name).map_err(|m| err(name, m));
     let fail_closed = flag("failClosed")?;
@@ -648,6 +804,7 @@ fn parse_handler(
             background: false,
             rewake: false,
             origin: format!("{file}: {path}"),
+            extras,
         }));
     }
     let command = match h.get("command") {
@@ -700,6 +857,7 @@ fn parse_handler(
         background,
         rewake,
         origin: format!("{file}: {path}"),
+        extras,
     }))
 }
 
@@ -842,6 +1000,73 @@ fn model_handler(
         continue_on_block,
         service,
     )))))
+}
+
+/// The `if` rule and the `sha256` pin of a handler object.
+fn extras(
+    h: &Map<String, Value>,
+    file: &str,
+    path: &str,
+    out: &mut Config,
+) -> Result<Extras, ConfigError> {
+    let mut extras = Extras::default();
+    match h.get("if") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => {
+            let (rule, warning) = Rule::parse(text, &out.project_dir)
+                .map_err(|m| ConfigError::new(file, format!("{path}.if"), m))?;
+            if let Some(w) = warning {
+                out.warn(format!("{file}: {path}.if: {w}"));
+            }
+            extras.condition = Some(Arc::new(rule));
+        }
+        Some(_) => {
+            return Err(ConfigError::new(
+                file,
+                format!("{path}.if"),
+                "must be a permission rule string, such as \"Bash(git *)\"",
+            ));
+        }
+    }
+    match h.get("sha256") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(hex)) => {
+            extras.pin =
+                Some(Arc::new(Pin::parse(hex).map_err(|m| {
+                    ConfigError::new(file, format!("{path}.sha256"), m)
+                })?));
+        }
+        Some(_) => {
+            return Err(ConfigError::new(
+                file,
+                format!("{path}.sha256"),
+                "must be a hex SHA-256 string",
+            ));
+        }
+    }
+    if let Some(Value::String(c)) = h.get("command") {
+        extras.written = Some(c.clone());
+    }
+    if let Some(Value::String(n)) = h.get("name") {
+        extras.name = Some(n.clone());
+    }
+    Ok(extras)
+}
+
+/// An array of strings (absent: empty).
+fn names(h: &Map<String, Value>, key: &str) -> Result<Vec<String>, &'static str> {
+    match h.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or("must be an array of strings")
+            })
+            .collect(),
+        Some(_) => Err("must be an array of strings"),
+    }
 }
 
 /// A `true`/`false` field (absent: `false`).
@@ -993,6 +1218,7 @@ fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), Con
             background: false,
             rewake: false,
             origin: name.clone(),
+            extras: Extras::default(),
         };
         out.add(event, matcher.clone(), def, project_dir);
     }

@@ -16,7 +16,11 @@ use crate::{
     context::RunContext,
     layers::{
         hooks::{
-            BeforeModel, HookFuture, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput, PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse, SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput, ToolBatch, ToolFailure, UserPrompt,
+            BeforeModel, HookFuture, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
+            Notification, PermissionDenied, PermissionRequest, PostCompactInput, PostToolBatch,
+            PostToolUse, PostToolUseFailure, PreToolUse, SessionStart, SessionStartInput, Stop,
+            StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent,
+            TaskInput, ToolBatch, ToolFailure, UserPrompt,
         },
         matcher::ToolMatcher,
         summarize::{CompactDecision, CompactInfo},
@@ -91,10 +95,21 @@ impl Inner {
         report: Report<'_>,
         env: Arc<[(String, String)]>,
     ) -> Vec<Verdict> {
+        // Before anything is serialized or spawned: the matcher, the `if` rule and the
+        // trust pin of each handler.
         let entries: Vec<&Entry> = self
             .entries(event)
             .iter()
-            .filter(|e| subject.is_none_or(|s| e.matches(s)))
+            .filter(|e| subject.is_none_or(|s| e.matches(s)) && e.handler.allows(&input))
+            .filter(
+                |e| match e.handler.extras.pin.as_ref().map(|p| p.verify()) {
+                    Some(Err(why)) => {
+                        report.warn(format!("hook `{}` is skipped: {why}", e.handler.label));
+                        false
+                    }
+                    _ => true,
+                },
+            )
             .collect();
         if entries.is_empty() {
             return Vec::new();
@@ -140,9 +155,22 @@ impl Inner {
         report: Report<'_>,
         env: &[(String, String)],
     ) -> Result<Reply, Failure> {
+        let dialect = handler.extras.dialect;
+        let translated = dialect.input(event, input);
+        // The session's environment, then the handler's own (a plugin's `CLAUDE_PLUGIN_ROOT` …).
         // NOTE: a persistent process is shared by every run: it never sees one session's
         // environment.
-        process::call(event, handler, dir, input, report, env).await
+        let env: std::borrow::Cow<'_, [(String, String)]> = if handler.extras.env.is_empty() {
+            env.into()
+        } else {
+            env.iter()
+                .chain(handler.extras.env.iter())
+                .cloned()
+                .collect::<Vec<_>>()
+                .into()
+        };
+        let result = process::call(event, handler, dir, &translated, report, &env).await;
+        result.map(|reply| dialect.output(event, input, reply))
     }
 
     fn spawn_background(
@@ -226,14 +254,33 @@ fn base(event: HookEvent, ctx: &RunContext) -> Map<String, Value> {
 /// The matcher of the one callback of an event: the union of its handlers' matchers.
 fn union(entries: &[Entry]) -> ToolMatcher {
     let mut union: Option<ToolMatcher> = None;
-    for m in entries.iter().flat_map(|e| &e.matchers) {
-        let Some(m) = m else {
+    for e in entries {
+        // The entry's matchers, and its `if` rule: a call no rule matches does not even
+        // reach the callback.
+        let mut entry: Option<ToolMatcher> = None;
+        for m in &e.matchers {
+            let Some(m) = m else {
+                entry = Some(ToolMatcher::all());
+                break;
+            };
+            let m = m.matcher.clone();
+            entry = Some(match entry {
+                None => m,
+                Some(u) => u.or(m),
+            });
+        }
+        let mut entry = entry.unwrap_or_else(ToolMatcher::all);
+        if let Some(rule) = &e.handler.extras.condition {
+            let rule = Arc::clone(rule);
+            entry = entry.and(ToolMatcher::predicate(move |call| {
+                rule.matches(&call.name, &call.arguments)
+            }));
+        } else if e.matchers.iter().any(Option::is_none) {
             return ToolMatcher::all();
-        };
-        let m = m.matcher.clone();
+        }
         union = Some(match union {
-            None => m,
-            Some(u) => u.or(m),
+            None => entry,
+            Some(u) => u.or(entry),
         });
     }
     union.unwrap_or_else(ToolMatcher::all)

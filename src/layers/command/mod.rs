@@ -65,9 +65,12 @@
 //!
 //! [`CommandHooks::builder`] takes, in order (later sources add to earlier ones; nothing is
 //! replaced): settings files ([`settings_file`](CommandHooksBuilder::settings_file)), settings
-//! values ([`settings_json`](CommandHooksBuilder::settings_json)) and hooks directories
-//! ([`hooks_dir`](CommandHooksBuilder::hooks_dir)). A settings value is an object whose
-//! `hooks` maps each event to matcher groups:
+//! values ([`settings_json`](CommandHooksBuilder::settings_json)), hooks directories
+//! ([`hooks_dir`](CommandHooksBuilder::hooks_dir)), plugin folders
+//! ([`plugin_dir`](CommandHooksBuilder::plugin_dir), [below](#plugins)) and other tools'
+//! files ([`gemini_settings_file`](CommandHooksBuilder::gemini_settings_file),
+//! [`codex_hooks_file`](CommandHooksBuilder::codex_hooks_file), [below](#other-formats)). A
+//! settings value is an object whose `hooks` maps each event to matcher groups:
 //!
 //! ```json
 //! { "hooks": { "PreToolUse": [ { "matcher": "Bash|Write",
@@ -86,10 +89,12 @@
 //! | `failClosed` | `true`: a timeout, crash, non-zero exit other than 2, invalid JSON or missing executable **denies** (PreToolUse) or **blocks** (other events) instead of being ignored |
 //! | `persistent` | `true`: one long-lived process answers every event ([below](#persistent-hooks)) |
 //! | `async` / `asyncRewake` | `command` only: run in the background, never waited for; decisions (`decision`, `permissionDecision`, `continue`, exit 2) have no effect. When it exits, its `additionalContext` and `systemMessage` are queued as reminders of the run ([`RunContext::remind`](crate::context::RunContext::remind)): the model sees them after the tool results of the step during which it finished. `asyncRewake` (implies `async`): an exit 2 also queues its stderr (its stdout if stderr is empty) as a reminder. Without a run (SessionEnd, Notification) the answer is only logged |
-//! | `if` | permission-rule filters are not supported: the handler is skipped with a warning |
 //! | `once` | ignored: Claude Code honours it only for hooks in skill frontmatter, and this crate loads no hooks from skills |
 //! | `url`, `headers`, `allowedEnvVars` | `http` handlers ([below](#http-hooks)) |
 //! | `prompt`, `model`, `continueOnBlock` | `prompt` and `agent` handlers ([below](#prompt-and-agent-hooks)) |
+//! | `if` | one permission rule (`"Bash(git *)"`, `"Edit(*.ts)"`): the handler runs only for tool calls it matches ([below](#if-conditions)) |
+//! | `sha256` | the trusted hash of the script the command runs ([below](#trusted-hashes)) |
+//! | `name` | a name for [`disabledHooks`](#disabling-hooks-by-name) (Gemini CLI names its hooks) |
 //! | others (`statusMessage` …) | ignored |
 //!
 //! A bad configuration is a [`ConfigError`] naming the file and the JSON path in it, e.g.
@@ -97,8 +102,10 @@
 //! An unknown event name is an error; a protocol event this crate does not fire (listed
 //! [below](#events-not-fired)) is skipped with a warning. `disableAllHooks: true` in
 //! any source disables every hook. A handler defined twice for one event (same command, args,
-//! timeout and mode) runs once: at the place of its first definition, under the matchers of
-//! every definition, fail-closed if any definition is.
+//! timeout, mode, `if` rule and `sha256`) runs once: at the place of its first definition,
+//! under the matchers of every definition, fail-closed if any definition is — unless the two
+//! come from different plugins, or one from a plugin and one from settings: a plugin's copy
+//! stays separate (hooks.md § "Hook handler fields").
 //!
 //! **Hooks directories.** Each executable file of the directory (sorted by name; hidden and
 //! non-executable files skipped) is run once at build time with the environment variable
@@ -154,6 +161,110 @@
 //! boolean `ok`, a failed model call or a timeout is a non-blocking error. They run on the
 //! events above only; elsewhere they are skipped with a warning, as Claude Code does not run
 //! them there.
+//!
+//! ## `if` conditions
+//!
+//! `if` holds one [permission rule](https://code.claude.com/docs/en/permissions), tested
+//! against the tool call **before anything is serialized or spawned**: a call no rule
+//! matches does not even reach the event's callback, so a filtered hook that does not match
+//! costs a rule test, not a process (see `benches/command_hooks.rs`, `if_no_match`). It is
+//! evaluated on tool events only (PreToolUse, PostToolUse, PostToolUseFailure, PermissionRequest,
+//! PermissionDenied); a handler
+//! with `if` on another event never runs (skipped at load, with a warning).
+//!
+//! | Rule | Matches |
+//! |---|---|
+//! | `Bash`, `Bash(*)` | every call of `Bash` (also this crate's `bash` / `execute` shell tools) |
+//! | `Bash(git *)`, `Bash(git:*)` | a command starting with `git` then a space, or `git` alone (not `gitk`); `*` anywhere matches any text, `Bash(npm run build)` is exact |
+//! | `Read(path)`, `Edit(path)` | a file tool's path (`file_path`, `notebook_path` or `path`): `Read` covers `Read`, `Grep`, `Glob`, `read_file`, `grep`, `glob`, `ls`; `Edit` covers `Edit`, `Write`, `MultiEdit`, `NotebookEdit`, `write_file`, `edit_file` |
+//! | `mcp__server`, `mcp__server__*`, `mcp__server__tool`, `mcp__*` | the tools of a server, by glob, or one tool |
+//! | `WebFetch(domain:example.com)` | the URL's host; `*.example.com` is any subdomain (not the domain), other `*` stay within a label |
+//! | `Agent(Explore)` | the `subagent_type` |
+//! | `Tool(param:value)` | a top-level scalar input field equal to `value` (`*` wildcards); an absent field never matches |
+//! | `Tool` | every call of that tool (a `*` in the name is a wildcard over the whole name) |
+//!
+//! **Bash commands** are split as the reference documents: on `&&`, `||`, `;`, `|`, `|&`,
+//! `&` and newlines, in subshells, and inside `$(…)`, `<(…)` and backticks (their commands
+//! are checked too); leading `VAR=value` assignments and the wrappers `timeout`, `time`,
+//! `nice`, `nohup`, `stdbuf`, `command`, `builtin`, `noglob` and bare `xargs` are stripped;
+//! redirections are not part of a command. The hook runs when **any** subcommand matches. It
+//! also runs (fails open) when the command cannot be parsed (unbalanced quotes or
+//! parentheses, here-documents, `case`), when a command name is itself an expansion
+//! (`$CMD …`), and — for patterns that name more than a command, such as `Bash(git push *)`
+//! — when the command holds `$(…)`, backticks or `$VAR`.
+//!
+//! **Paths** follow gitignore rules, anchored: `//path` at the filesystem root, `~/path` at
+//! the home directory, `/path` and `./path` (and any pattern with a `/` inside) at the
+//! project directory; a pattern without `/` (`*.ts`, `.env`) matches at any depth under the
+//! project; `*` stays within a segment, `**` crosses them; `src/**` matches only the
+//! project's `src`; a pattern matching a directory matches what is under it. A relative path
+//! in the input resolves against the project directory, `.` and `..` lexically. A rule that
+//! cannot be parsed is a [`ConfigError`]; a specifier this crate does not understand
+//! (`WebSearch(…)`) loads with a warning and matches on the tool name alone.
+//!
+//! # Plugins
+//!
+//! [`plugin_dir`](CommandHooksBuilder::plugin_dir) loads a Claude Code plugin folder:
+//! `.claude-plugin/plugin.json` (optional; its `name` names the plugin, else the folder does;
+//! its `hooks` field adds hook files — paths starting with `./`, inside the plugin — or inline
+//! configuration) and `hooks/hooks.json`. Each of its handlers gets, in its environment and
+//! substituted wherever `${…}` appears in its command and arguments:
+//!
+//! - `CLAUDE_PLUGIN_ROOT`: the plugin folder (absolute);
+//! - `CLAUDE_PLUGIN_DATA`: the plugin's data directory, `<data root>/<id>` where `<id>` is the
+//!   plugin name with characters outside `a-z A-Z 0-9 _ -` replaced by `-`, created when the
+//!   plugin is loaded; the data root is
+//!   [`plugin_data_dir`](CommandHooksBuilder::plugin_data_dir), by default
+//!   `$XDG_STATE_HOME/tower-agent/plugins/data` (else `~/.local/state/tower-agent/plugins/data`);
+//! - `CLAUDE_PROJECT_DIR`, as for every handler.
+//!
+//! # Other formats
+//!
+//! - **Gemini CLI** ([`gemini_settings_file`](CommandHooksBuilder::gemini_settings_file)): the
+//!   `hooks` of `.gemini/settings.json`. Events: `BeforeTool` → PreToolUse, `AfterTool` →
+//!   PostToolUse, `BeforeAgent` → UserPromptSubmit, `AfterAgent` → Stop, `BeforeModel`,
+//!   `AfterModel`, `SessionStart`, `SessionEnd`, `Notification`, `PreCompress` → PreCompact;
+//!   `BeforeToolSelection` (and any other) is skipped with a warning. `timeout` is in
+//!   milliseconds (default 60,000); `sequential` is ignored (handlers run in parallel);
+//!   `hooksConfig.enabled: false` loads none; `hooksConfig.disabled` lists names to skip. Its
+//!   handlers get `hook_event_name` under Gemini's name, a `timestamp`, AfterTool's
+//!   `tool_response` as `{llmContent, returnDisplay}` and AfterAgent's `prompt_response`;
+//!   their answers are read as Gemini documents them: `decision: "deny"` (or `"block"`) blocks
+//!   (on AfterTool, its `reason` replaces the tool's output), `decision: "allow"` allows a
+//!   tool call, `hookSpecificOutput.tool_input` is merged into the call's arguments,
+//!   `hookSpecificOutput.tool_output` replaces the output, `additionalContext`, `continue`,
+//!   `stopReason` and `systemMessage` as for Claude Code. `llm_request` / `llm_response` keep
+//!   this crate's shapes ([below](#events)), not Gemini's.
+//! - **Codex** ([`codex_hooks_file`](CommandHooksBuilder::codex_hooks_file)): a `hooks.json`
+//!   (`~/.codex/hooks.json`, `<repo>/.codex/hooks.json`) in Claude Code's shape and protocol;
+//!   fields other than `hooks` and `description` at its root are ignored with a warning, and
+//!   events this crate does not know are skipped with a warning (not an error). The inline
+//!   `[hooks]` tables of Codex's `config.toml` are not read.
+//!
+//! # Disabling hooks by name
+//!
+//! Beyond `disableAllHooks`, one hook or one plugin's hooks can be turned off: the settings
+//! keys `"disabledHooks": ["<command>", …]` (a hook's command as written, or as run after
+//! substitution, or its `name`) and `"disabledPlugins": ["<plugin name>", …]` (the
+//! `plugin.json` name), in any source, or the builder's
+//! [`disable_hook`](CommandHooksBuilder::disable_hook) and
+//! [`disable_plugin`](CommandHooksBuilder::disable_plugin). They apply after every source is
+//! loaded, whatever the order.
+//!
+//! # Trusted hashes
+//!
+//! A handler with `"sha256": "<64 hex digits>"` (or every handler running a script given to
+//! [`trust`](CommandHooksBuilder::trust)) runs only while the SHA-256 of **its script file**
+//! is that hash. The script is found without running anything: the program of an exec-form
+//! handler; for shell form, the first word of the command split as the shell would (quotes
+//! removed, `$CLAUDE_PROJECT_DIR` and the plugin variables expanded, leading assignments
+//! skipped); after an interpreter (`sh`, `bash`, `zsh`, `dash`, `python`, `python3`, `node`,
+//! `ruby`, `perl`, `deno`, `bun`, `env`), its first argument not starting with `-`. A relative
+//! path resolves against the project directory; a bare program name is looked up in `PATH`.
+//! The whole file is hashed, at build time (a mismatch is listed in
+//! [`CommandHooks::warnings`]) and again before every spawn (a mismatch skips the handler and
+//! is reported with [`RunContext::warn`](crate::context::RunContext::warn)). A pinned command
+//! whose script cannot be found is skipped with a warning.
 //!
 //! # Events
 //!
@@ -386,6 +497,11 @@
 //! | the body of an `http` hook's answer | 1 MiB (1,048,576 bytes), read chunk by chunk (a `Content-Length` over it fails before the body is read) | a non-blocking error; nothing more is read |
 //! | the turns of an `agent` hook's subagent | 50 model calls | a non-blocking error |
 //! | a `prompt` / `agent` hook's answer | the model service's own response limit; its reason is cut at 10,000 characters like any answer string | — |
+//! | an `if` rule | 1,000 bytes | a [`ConfigError`] |
+//! | a Bash command analysed by an `if` rule | 10,000 bytes, 32 levels of `$(…)` / backticks / subshells | the hook runs (fail-open, as for an unparseable command) |
+//! | a file path or URL tested by an `if` rule | 4,096 bytes | the hook runs (fail-open) |
+//! | `plugin.json`, a plugin's or Gemini's or Codex's hooks file | a regular file of at most 4 MiB of UTF-8 JSON, as a settings file | a [`ConfigError`] |
+//! | a script hashed for a `sha256` pin | a regular file of at most 16 MiB | counts as changed: the handler is skipped with a warning |
 //!
 //! A PreToolUse `updatedInput` that is not a JSON object (a string, an array, a number …) is
 //! the **hook's** fault: the call is denied with a reason naming the hook (*hook `check.sh`
@@ -396,11 +512,15 @@
 mod config;
 mod env_file;
 mod events;
+mod formats;
 #[cfg(feature = "http-hooks")]
 mod http;
 mod persistent;
+mod plugin;
 mod process;
 mod prompt;
+mod rule;
+mod trust;
 
 use std::{
     fmt,
@@ -487,7 +607,7 @@ impl CommandHooks {
     }
 
     /// What was skipped while loading (unsupported handler types, events this crate does not
-    /// fire, `if` rules …), one message each.
+    /// fire, `if` rules on other events, pinned scripts that changed …), one message each.
     pub fn warnings(&self) -> &[String] {
         &self.inner.config.warnings
     }
@@ -535,6 +655,10 @@ pub struct CommandHooksBuilder {
     transcripts: Transcripts,
     stop_cap: Option<u32>,
     model: Option<BoxModelService>,
+    plugin_data_dir: Option<PathBuf>,
+    disabled_hooks: Vec<String>,
+    disabled_plugins: Vec<String>,
+    trusted: Vec<(PathBuf, String)>,
 }
 
 /// Where agents of these hooks keep transcripts.
@@ -562,6 +686,9 @@ enum Source {
     File(PathBuf),
     Json(Value, String),
     Dir(PathBuf),
+    Plugin(PathBuf),
+    Gemini(PathBuf),
+    Codex(PathBuf),
 }
 
 impl CommandHooksBuilder {
@@ -582,6 +709,57 @@ impl CommandHooksBuilder {
     /// [module docs](crate::layers::command#configuration)).
     pub fn hooks_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.sources.push(Source::Dir(dir.into()));
+        self
+    }
+
+    /// Loads a Claude Code plugin folder's hooks: `hooks/hooks.json` and the `hooks` of
+    /// `.claude-plugin/plugin.json` (see the [module docs](crate::layers::command#plugins)).
+    /// Its handlers get `CLAUDE_PLUGIN_ROOT` and `CLAUDE_PLUGIN_DATA`.
+    pub fn plugin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sources.push(Source::Plugin(dir.into()));
+        self
+    }
+
+    /// Where plugins' data directories (`CLAUDE_PLUGIN_DATA`) are made, one per plugin
+    /// (default: `$XDG_STATE_HOME/tower-agent/plugins/data`, else
+    /// `~/.local/state/tower-agent/plugins/data`).
+    pub fn plugin_data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.plugin_data_dir = Some(dir.into());
+        self
+    }
+
+    /// Loads the `hooks` of a Gemini CLI settings file (`.gemini/settings.json`), its
+    /// events mapped to ours (see the [module docs](crate::layers::command#other-formats)).
+    pub fn gemini_settings_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.sources.push(Source::Gemini(path.into()));
+        self
+    }
+
+    /// Loads a Codex `hooks.json` (`~/.codex/hooks.json`, `.codex/hooks.json`).
+    pub fn codex_hooks_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.sources.push(Source::Codex(path.into()));
+        self
+    }
+
+    /// Disables the hook named `name`: its command as written (or as run, after
+    /// substitution), or its `name` field. Same as listing it in `disabledHooks`.
+    pub fn disable_hook(mut self, name: impl Into<String>) -> Self {
+        self.disabled_hooks.push(name.into());
+        self
+    }
+
+    /// Disables every hook of the plugin named `name` (its `plugin.json` name). Same as
+    /// listing it in `disabledPlugins`.
+    pub fn disable_plugin(mut self, name: impl Into<String>) -> Self {
+        self.disabled_plugins.push(name.into());
+        self
+    }
+
+    /// Trusts the script at `script` (relative paths: to the project directory) only with
+    /// this SHA-256 (64 hex digits): every handler that runs it is pinned, as with a
+    /// `sha256` field (see the [module docs](crate::layers::command#trusted-hashes)).
+    pub fn trust(mut self, script: impl Into<PathBuf>, sha256: impl Into<String>) -> Self {
+        self.trusted.push((script.into(), sha256.into()));
         self
     }
 
@@ -657,6 +835,11 @@ impl CommandHooksBuilder {
         };
         let mut config = Config::default();
         config.model = self.model;
+        config.project_dir.clone_from(&project_dir);
+        let data_root = self
+            .plugin_data_dir
+            .clone()
+            .unwrap_or_else(|| plugin::default_data_root(&project_dir));
         for source in &self.sources {
             match source {
                 Source::File(path) => config::load_file(path, &project_dir, &mut config)?,
@@ -664,8 +847,16 @@ impl CommandHooksBuilder {
                     config::load_settings(value, origin, &project_dir, &mut config)?;
                 }
                 Source::Dir(dir) => config::load_dir(dir, &project_dir, &mut config)?,
+                Source::Plugin(dir) => {
+                    plugin::load_plugin(dir, &data_root, &project_dir, &mut config)?;
+                }
+                Source::Gemini(path) => formats::load_gemini(path, &project_dir, &mut config)?,
+                Source::Codex(path) => formats::load_codex(path, &project_dir, &mut config)?,
             }
         }
+        config.disabled_hooks.extend(self.disabled_hooks);
+        config.disabled_plugins.extend(self.disabled_plugins);
+        config.finish(&self.trusted)?;
         let permission_mode = match self.permission_mode.as_deref() {
             None | Some("manual") => "default",
             Some(mode) => PERMISSION_MODES

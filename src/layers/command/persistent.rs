@@ -48,6 +48,8 @@ pub(crate) struct Persistent {
     dir: PathBuf,
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     next_id: AtomicU64,
+    /// Extra environment variables (a plugin's).
+    env: Arc<[(String, String)]>,
 }
 
 impl fmt::Debug for Persistent {
@@ -108,7 +110,14 @@ impl Persistent {
             dir: dir.to_path_buf(),
             conn: tokio::sync::Mutex::new(None),
             next_id: AtomicU64::new(1),
+            env: Arc::default(),
         }
+    }
+
+    /// Extra environment variables for the process (a plugin's `CLAUDE_PLUGIN_ROOT` …).
+    pub(crate) fn with_env(mut self, env: Arc<[(String, String)]>) -> Self {
+        self.env = env;
+        self
     }
 
     /// Sends one event (`input`: its JSON text) and waits for the answer, at most `timeout`
@@ -198,6 +207,7 @@ impl Persistent {
     fn start(&self) -> Result<Conn, Failure> {
         let mut std_cmd = process::command(&self.exec, &self.dir, "serve")
             .map_err(|e| Failure::Io(format!("cannot start `{}`: {e}", self.exec.label())))?;
+        std_cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let mut tree = ProcessTree::prepare(&mut std_cmd);
         let mut cmd = tokio::process::Command::from(std_cmd);
         cmd.stdin(Stdio::piped())

@@ -904,6 +904,7 @@ mod tests {
                 persistent: None,
                 origin: "fuzz".into(),
                 label: "hook".into(),
+                extras: Default::default(),
             }
         }
 

@@ -148,7 +148,11 @@ use tower::util::BoxCloneSyncService;
 pub use self::{
     agent::{HookAgent, HookAgentLayer},
     decision::{
-        BeforeModel, Deferred, HookFuture, HookResult, InstructionsInput, MessageDisplay, MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput, PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse, SessionSource, SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput, ToolBatch, ToolFailure, UserPrompt,
+        BeforeModel, Deferred, HookFuture, HookResult, InstructionsInput, MessageDisplay,
+        MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput,
+        PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse, SessionSource, SessionStart,
+        SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput,
+        Task, TaskEvent, TaskInput, ToolBatch, ToolFailure, UserPrompt,
     },
     model::{HookModel, HookModelLayer},
     order::HookOrderError,

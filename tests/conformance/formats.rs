@@ -1,0 +1,156 @@
+//! Beyond Claude Code: Gemini CLI's and Codex's hook configurations drive real scripts, their
+//! event names mapped to ours.
+
+use serde_json::{Value, json};
+use tower_agent::layers::command::{CommandHooks, HookEvent};
+
+use crate::{run_calls, support::command::Scripts};
+
+// Gemini CLI hooks reference: `BeforeTool` gets `hook_event_name: "BeforeTool"`, its
+// `decision: "deny"` + `reason` blocks the tool with the reason sent to the agent;
+// `AfterTool`'s `hookSpecificOutput.additionalContext` is appended; `timeout` is in ms;
+// an event with no equivalent (`BeforeToolSelection`) is skipped with a warning.
+#[tokio::test]
+async fn gemini_settings_drive_scripts() {
+    let scripts = Scripts::new();
+    let before = scripts.python(
+        "before.py",
+        r#"import json, sys
+event = json.load(sys.stdin)
+open("before.log", "a").write(json.dumps(event) + "\n")
+if "rm" in event["tool_input"].get("command", ""):
+    print(json.dumps({"decision": "deny", "reason": "gemini says no"}))
+else:
+    print(json.dumps({"decision": "allow"}))"#,
+    );
+    let after = scripts.python(
+        "after.py",
+        r#"import json, sys
+event = json.load(sys.stdin)
+open("after.log", "a").write(json.dumps(event) + "\n")
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "AfterTool", "additionalContext": "checked by gemini"}}))"#,
+    );
+    let settings = scripts.path("gemini-settings.json");
+    std::fs::write(
+        &settings,
+        json!({"hooks": {
+            "BeforeTool": [{"matcher": "Bash", "sequential": false, "hooks": [
+                {"type": "command", "command": before, "name": "guard", "timeout": 20000}
+            ]}],
+            "AfterTool": [{"matcher": "Bash", "hooks": [{"type": "command", "command": after}]}],
+            "BeforeToolSelection": [{"hooks": [{"type": "command", "command": "true"}]}]
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let hooks = CommandHooks::builder()
+        .gemini_settings_file(&settings)
+        .project_dir(scripts.dir.path())
+        .build()
+        .unwrap();
+    assert!(
+        hooks
+            .warnings()
+            .iter()
+            .any(|w| w.contains("BeforeToolSelection"))
+    );
+    assert_eq!(hooks.commands(HookEvent::PreToolUse).len(), 1);
+    let (resp, _) = run_calls(
+        hooks.into_hooks(),
+        &[
+            ("Bash", json!({"command": "ls"})),
+            ("Bash", json!({"command": "rm -rf /"})),
+        ],
+    )
+    .await;
+    let texts = crate::support::command::tool_texts(&resp);
+    assert!(
+        texts[0].contains("ok Bash") && texts[0].contains("checked by gemini"),
+        "{texts:?}"
+    );
+    assert!(texts[1].contains("gemini says no"), "{texts:?}");
+    let first: Value =
+        serde_json::from_str(scripts.read("before.log").lines().next().unwrap()).unwrap();
+    assert_eq!(first["hook_event_name"], "BeforeTool");
+    assert!(
+        first["timestamp"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+    let after: Value =
+        serde_json::from_str(scripts.read("after.log").lines().next().unwrap()).unwrap();
+    assert_eq!(after["hook_event_name"], "AfterTool");
+    assert_eq!(after["tool_response"]["llmContent"], "ok Bash");
+}
+
+// Gemini: `hooksConfig.disabled` names hooks to skip (by their `name`).
+#[test]
+fn gemini_disabled_by_name() {
+    let scripts = Scripts::new();
+    let settings = scripts.path("settings.json");
+    std::fs::write(
+        &settings,
+        json!({"hooksConfig": {"disabled": ["noisy"]}, "hooks": {"SessionStart": [{"hooks": [
+            {"type": "command", "command": "echo a", "name": "noisy"},
+            {"type": "command", "command": "echo b", "name": "quiet"}
+        ]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let hooks = CommandHooks::builder()
+        .gemini_settings_file(&settings)
+        .project_dir(scripts.dir.path())
+        .build()
+        .unwrap();
+    assert_eq!(hooks.commands(HookEvent::SessionStart), ["echo b"]);
+}
+
+// Codex hooks.json: Claude Code's shape and protocol (exit 2 blocks with stderr, `Stop`'s
+// `decision: "block"` continues); an event this crate does not know is skipped with a warning
+// instead of failing the file.
+#[tokio::test]
+async fn codex_hooks_drive_scripts() {
+    let scripts = Scripts::new();
+    let guard = scripts.bash(
+        "guard.sh",
+        r#"input=$(cat)
+echo "$input" >> codex.log
+case "$input" in *'"rm '*) echo "codex blocks rm" >&2; exit 2;; esac"#,
+    );
+    let file = scripts.path("hooks.json");
+    std::fs::write(
+        &file,
+        json!({"description": "team hooks", "hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [
+                {"type": "command", "command": guard, "timeout": 10, "statusMessage": "checking"}
+            ]}],
+            "Interrupt": [{"hooks": [{"type": "command", "command": "true"}]}]
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let hooks = CommandHooks::builder()
+        .codex_hooks_file(&file)
+        .project_dir(scripts.dir.path())
+        .build()
+        .unwrap();
+    assert!(
+        hooks.warnings().iter().any(|w| w.contains("Interrupt")),
+        "{:?}",
+        hooks.warnings()
+    );
+    let (resp, _) = run_calls(
+        hooks.into_hooks(),
+        &[
+            ("Bash", json!({"command": "ls"})),
+            ("Bash", json!({"command": "rm x"})),
+        ],
+    )
+    .await;
+    let texts = crate::support::command::tool_texts(&resp);
+    assert_eq!(texts[0], "ok Bash");
+    assert!(texts[1].contains("codex blocks rm"), "{texts:?}");
+    let first: Value =
+        serde_json::from_str(scripts.read("codex.log").lines().next().unwrap()).unwrap();
+    assert_eq!(first["hook_event_name"], "PreToolUse");
+}
