@@ -239,7 +239,8 @@ impl<M, L> AgentBuilder<M, L> {
         self
     }
 
-    /// The working directory of runs that don't name one; default: the process's.
+    /// The working directory of runs that don't name one; default: the process's current
+    /// directory when the agent is built (read once then, not at every run).
     pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
         self.parts.cwd = Some(cwd.into());
         self
@@ -287,7 +288,7 @@ where
                     .parts
                     .store
                     .unwrap_or_else(|| Arc::new(MemoryStore::new())),
-                cwd: self.parts.cwd,
+                cwd: self.parts.cwd.or_else(|| std::env::current_dir().ok()),
                 shutdown: self.parts.shutdown,
             }),
         }

@@ -375,14 +375,18 @@ impl<'a> Run<'a> {
                 return Ok(Some(Outcome::Aborted { error }));
             }
         };
-        if let Some(usage) = response.usage {
+        // Taken apart (and the rest dropped) at once: only what is used after the awaits
+        // below stays in this future.
+        let (mut message, usage) =
+            (|r: crate::model::ModelResponse| (r.message, r.usage))(response);
+        if let Some(usage) = usage {
             self.usage += usage;
             self.guard.usage = self.usage;
         }
         if let Some(compaction) = ctx.take_compaction() {
-            self.compacted(compaction, &ctx).await;
+            // Boxed, as the rare paths below: not part of every step's future.
+            Box::pin(self.compacted(compaction, &ctx)).await;
         }
-        let mut message = response.message;
         message.role = Role::Assistant;
         // Ids are unique within the thread: the history only grows.
         let position = self.history.len();
@@ -394,10 +398,10 @@ impl<'a> Run<'a> {
         ctx.emit_with(|| AgentEvent::ModelResponse {
             step,
             message: message.clone(),
-            usage: response.usage,
+            usage,
         });
         if let Some(hooks) = inner.hooks.as_ref().filter(|h| h.has_message_display()) {
-            message_display(hooks.as_ref(), &message, position, &ctx).await;
+            Box::pin(message_display(hooks.as_ref(), &message, position, &ctx)).await;
         }
         if message.tool_calls.is_empty() {
             self.history.push(message);
@@ -443,14 +447,13 @@ impl<'a> Run<'a> {
     }
 
     /// Phase "tools": the step's tool calls, concurrently, results in call order; then the
-    /// step's reminders, step hooks, and the save of the whole step.
+    /// step's reminders, PostToolBatch and step hooks, and the save of the whole step.
     async fn tools(
         &mut self,
         ctx: &RunContext,
         message: Message,
         tools: &BoxToolService,
     ) -> Result<Option<Outcome>, Error> {
-        let step = ctx.step();
         let calls = message.tool_calls.clone();
         self.history.push(message);
         // In the transcript before PreToolUse hooks read it.
@@ -460,6 +463,37 @@ impl<'a> Run<'a> {
             ctx.with_data(|d| d.insert(StepCalls(calls.len())));
         }
         let (done, cancelled) = call_tools(tools, calls, ctx, limit).await;
+        let batch = match self.settle_batch(ctx, done, cancelled) {
+            Ok(batch) => batch,
+            Err(outcome) => return Ok(Some(outcome)),
+        };
+        // PostToolBatch: after the whole batch resolved, before the next model call. Boxed,
+        // as a rare path: not part of every step's future.
+        if let Some(batch) = batch
+            && let Some(outcome) = Box::pin(self.post_tool_batch(batch, ctx)).await
+        {
+            return Ok(Some(outcome));
+        }
+        if let Some(hooks) = &self.inner.hooks {
+            hooks.after_step(ctx.step(), ctx);
+            if !hooks.should_continue(ctx.step(), ctx) {
+                let reason = "a should_continue hook ended the run".to_owned();
+                return Ok(Some(Outcome::Blocked { reason }));
+            }
+        }
+        self.save().await?;
+        Ok(None)
+    }
+
+    /// The results of the step's calls into the history, in call order, with the step's
+    /// reminders; `Err` if the step ends the run (cancelled, aborted, deferred), else the batch
+    /// for PostToolBatch hooks if any would run.
+    fn settle_batch(
+        &mut self,
+        ctx: &RunContext,
+        done: Vec<Option<Done>>,
+        cancelled: bool,
+    ) -> Result<Option<crate::layers::hooks::ToolBatch>, Outcome> {
         let calls = &self.history.last().expect("assistant message").tool_calls;
         let mut abort = None;
         let mut deferred = None;
@@ -497,16 +531,17 @@ impl<'a> Run<'a> {
         };
         self.history.extend(outputs.into_iter().map(Message::from));
         if cancelled {
-            return Ok(Some(Outcome::Cancelled));
+            return Err(Outcome::Cancelled);
         }
         let reminders = self.ctx.take_reminders();
         if !reminders.is_empty() {
             self.history
                 .push(Message::user(reminder_message(&reminders)));
+            let step = ctx.step();
             ctx.emit_with(|| AgentEvent::Reminders { step, reminders });
         }
         if let Some(error) = abort {
-            return Ok(Some(Outcome::Aborted { error }));
+            return Err(Outcome::Aborted { error });
         }
         if let Some(ToolCall {
             id,
@@ -515,33 +550,33 @@ impl<'a> Run<'a> {
         }) = deferred
         {
             let input = arguments;
-            return Ok(Some(Outcome::Deferred { id, name, input }));
+            return Err(Outcome::Deferred { id, name, input });
         }
-        // PostToolBatch: after the whole batch resolved, before the next model call.
-        if let (Some(hooks), Some(batch)) = (&self.inner.hooks, batch) {
-            match hooks.post_tool_batch(batch, ctx).await {
-                Ok(contexts) if contexts.is_empty() => {}
-                Ok(contexts) => self
-                    .history
-                    .push(Message::user(reminder_message(&contexts))),
-                Err(reason) => {
-                    self.history
-                        .push(Message::user(reminder_message(std::slice::from_ref(
-                            &reason,
-                        ))));
-                    return Ok(Some(Outcome::Blocked { reason }));
-                }
+        Ok(batch)
+    }
+
+    /// PostToolBatch hooks: their contexts join the history; `Some` if one stopped the loop.
+    async fn post_tool_batch(
+        &mut self,
+        batch: crate::layers::hooks::ToolBatch,
+        ctx: &RunContext,
+    ) -> Option<Outcome> {
+        let hooks = self.inner.hooks.as_ref()?;
+        match hooks.post_tool_batch(batch, ctx).await {
+            Ok(contexts) if contexts.is_empty() => None,
+            Ok(contexts) => {
+                self.history
+                    .push(Message::user(reminder_message(&contexts)));
+                None
+            }
+            Err(reason) => {
+                self.history
+                    .push(Message::user(reminder_message(std::slice::from_ref(
+                        &reason,
+                    ))));
+                Some(Outcome::Blocked { reason })
             }
         }
-        if let Some(hooks) = &self.inner.hooks {
-            hooks.after_step(step, ctx);
-            if !hooks.should_continue(step, ctx) {
-                let reason = "a should_continue hook ended the run".to_owned();
-                return Ok(Some(Outcome::Blocked { reason }));
-            }
-        }
-        self.save().await?;
-        Ok(None)
     }
 
     /// Applies a compaction; then PostCompact hooks, and SessionStart hooks with source
@@ -700,23 +735,43 @@ async fn message_display(
 /// The work is polled before the cancellation, so a finished result wins a tie (the next
 /// step's check catches the cancellation), and a run that is never cancelled does not pay for
 /// a cancellation waiter when the work is ready at once: the waiter is made (boxed, so it does
-/// not add to the size of every phase's future) only when the work is pending.
-async fn or_cancel<F: Future>(ctx: &RunContext, fut: F) -> Option<F::Output> {
-    if ctx.is_cancelled() {
-        return None;
+/// not add to the size of every phase's future) only when the work is pending. A named future
+/// rather than an `async fn`, which would hold `fut` twice (its argument and its pinned copy).
+fn or_cancel<F: Future>(ctx: &RunContext, fut: F) -> OrCancel<'_, F> {
+    OrCancel {
+        fut,
+        ctx,
+        cancelled: None,
+        started: false,
     }
-    let mut fut = std::pin::pin!(fut);
-    let mut cancelled = None;
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`or_cancel`].
+    struct OrCancel<'a, F> {
+        #[pin]
+        fut: F,
+        ctx: &'a RunContext,
+        cancelled: Option<Pin<Box<WaitForCancellationFuture<'a>>>>,
+        started: bool,
+    }
+}
+
+impl<F: Future> Future for OrCancel<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if !std::mem::replace(this.started, true) && this.ctx.is_cancelled() {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(out) = this.fut.poll(cx) {
             return Poll::Ready(Some(out));
         }
-        match cancelled_waiter(&mut cancelled, ctx).poll(cx) {
-            Poll::Ready(()) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    })
-    .await
+        cancelled_waiter(this.cancelled, this.ctx)
+            .poll(cx)
+            .map(|()| None)
+    }
 }
 
 /// The run's cancellation waiter, made on first use.
