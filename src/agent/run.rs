@@ -377,8 +377,7 @@ impl<'a> Run<'a> {
         };
         // Taken apart (and the rest dropped) at once: only what is used after the awaits
         // below stays in this future.
-        let (mut message, usage) =
-            (|r: crate::model::ModelResponse| (r.message, r.usage))(response);
+        let (mut message, usage) = message_and_usage(response);
         if let Some(usage) = usage {
             self.usage += usage;
             self.guard.usage = self.usage;
@@ -728,6 +727,11 @@ async fn message_display(
         step,
         text: shown.unwrap_or_else(|| text.into_owned()),
     });
+}
+
+/// A response's message and usage; the rest (its metadata) is dropped here.
+fn message_and_usage(response: crate::model::ModelResponse) -> (Message, Option<Usage>) {
+    (response.message, response.usage)
 }
 
 /// Runs `fut` unless the run is cancelled first.
