@@ -154,3 +154,64 @@ case "$input" in *'"rm '*) echo "codex blocks rm" >&2; exit 2;; esac"#,
         serde_json::from_str(scripts.read("codex.log").lines().next().unwrap()).unwrap();
     assert_eq!(first["hook_event_name"], "PreToolUse");
 }
+
+// Codex config.toml: the inline `[hooks]` tables (same shape as hooks.json, in TOML) drive the
+// same scripts; `[hooks.state]` and Codex's other settings are not hooks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_config_toml_hooks_drive_scripts() {
+    let scripts = Scripts::new();
+    let guard = scripts.bash(
+        "guard.sh",
+        r#"input=$(cat)
+case "$input" in *'"rm '*) echo "codex toml blocks rm" >&2; exit 2;; esac"#,
+    );
+    let file = scripts.path("config.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"model = "gpt-5"
+approval_policy = "on-request"
+
+[features]
+hooks = true
+
+[[hooks.PreToolUse]]
+matcher = "Bash"
+
+[[hooks.PreToolUse.hooks]]
+type = "command"
+command = "{guard}"
+timeout = 10
+
+[hooks.state]
+trusted = ["abc"]
+"#
+        ),
+    )
+    .unwrap();
+    let hooks = CommandHooks::builder()
+        .codex_hooks_file(&file)
+        .project_dir(scripts.dir.path())
+        .build()
+        .unwrap();
+    assert!(hooks.warnings().is_empty(), "{:?}", hooks.warnings());
+    let (resp, _) = run_calls(
+        hooks.into_hooks(),
+        &[
+            ("Bash", json!({"command": "ls"})),
+            ("Bash", json!({"command": "rm x"})),
+        ],
+    )
+    .await;
+    let texts = crate::support::command::tool_texts(&resp);
+    assert_eq!(texts[0], "ok Bash");
+    assert!(texts[1].contains("codex toml blocks rm"), "{texts:?}");
+
+    // Not TOML: a clear error naming the file.
+    std::fs::write(&file, "[[hooks.PreToolUse]\n").unwrap();
+    let err = CommandHooks::builder()
+        .codex_hooks_file(&file)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("invalid TOML"), "{err}");
+}

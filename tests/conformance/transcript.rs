@@ -161,6 +161,44 @@ async fn user_prompt_submit_sees_an_existing_transcript_of_the_earlier_runs() {
     );
 }
 
+// hooks.md § "Common input fields": the same holds when the prompt-level hooks run as a tower
+// layer around the agent (`HookSet::agent_layer`): with a thread id, `transcript_path` is the
+// thread's file, which exists and holds the earlier runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_hooks_as_an_agent_layer_see_the_threads_transcript() {
+    use tower::{Service, ServiceBuilder, ServiceExt};
+    let s = Scripts::new();
+    let log = s.path("log");
+    let hooks = recording_hooks(&s, &[("UserPromptSubmit", "")], &log);
+    let set = hooks.into_hooks().compile().unwrap();
+    let agent = Agent::builder()
+        .model(ScriptedModel::new().text("one").text("two"))
+        .transcripts(s.path("transcripts"))
+        .build();
+    let mut service = ServiceBuilder::new()
+        .layer(set.agent_layer())
+        .service(agent);
+    for prompt in ["first", "second"] {
+        let svc = service.ready().await.unwrap();
+        svc.call(AgentRequest::new(prompt).thread("t-1"))
+            .await
+            .unwrap();
+    }
+    let all = records(&log);
+    assert_eq!(all.len(), 2);
+    let path = all[0]["path"].as_str().unwrap();
+    assert!(path.ends_with("t-1.jsonl"), "{path}");
+    assert_eq!(
+        all[0]["lines"],
+        json!([]),
+        "the file exists on the first hook"
+    );
+    assert_eq!(
+        summary(&all[1]["lines"]),
+        pairs(&[("user", "first"), ("assistant", "one")])
+    );
+}
+
 // hooks.md § "PreToolUse input": the assistant message holding the call is in the file, with
 // its `tool_use` block (`id` = the input's `tool_use_id`, `name`, `input`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -617,6 +617,14 @@ pub(crate) fn is_not_fired(name: &str) -> bool {
 /// Reads a JSON file: a regular file of at most [`MAX_SETTINGS`] bytes of UTF-8 JSON.
 pub(crate) fn read_json(path: &Path) -> Result<Value, ConfigError> {
     let file = path.display().to_string();
+    let text = read_text(path)?;
+    serde_json::from_str(&text)
+        .map_err(|e| ConfigError::new(&file, "", format!("invalid JSON: {e}")))
+}
+
+/// A configuration file's text: a regular file of at most 4 MiB of UTF-8.
+pub(crate) fn read_text(path: &Path) -> Result<String, ConfigError> {
+    let file = path.display().to_string();
     let fail = |why: String| ConfigError::new(&file, "", why);
     // A FIFO would block the open forever; a huge file is no settings file.
     let bytes = crate::bounded::read_regular(path, MAX_SETTINGS as u64).map_err(|e| match e {
@@ -625,10 +633,7 @@ pub(crate) fn read_json(path: &Path) -> Result<Value, ConfigError> {
         }
         e => fail(format!("cannot read the file: {e}")),
     })?;
-    let text = String::from_utf8(bytes)
-        .map_err(|e| fail(format!("cannot read the file: not UTF-8 ({e})")))?;
-    serde_json::from_str(&text)
-        .map_err(|e| ConfigError::new(&file, "", format!("invalid JSON: {e}")))
+    String::from_utf8(bytes).map_err(|e| fail(format!("cannot read the file: not UTF-8 ({e})")))
 }
 
 /// Reads the `hooks` and `disableAllHooks` keys of a settings value.

@@ -94,25 +94,58 @@ fn with_source(
     result
 }
 
-/// Loads a Codex `hooks.json`: Claude Code's shape (`{"hooks": {event: [groups]}}`), events
-/// by Claude Code's names; unknown events are skipped with a warning.
+/// Loads a Codex `hooks.json`, or the inline `[hooks]` tables of a Codex `config.toml` (a
+/// path ending in `.toml`): Claude Code's shape (`{"hooks": {event: [groups]}}`; in TOML
+/// `[[hooks.PreToolUse]]` is a group and `[[hooks.PreToolUse.hooks]]` one of its handlers),
+/// events by Claude Code's names; unknown events are skipped with a warning. In a
+/// `config.toml` every other key is Codex's own configuration and is not read, nor is
+/// `[hooks.state]` (Codex's record of which hooks were trusted, not an event).
 pub(crate) fn load_codex(
     path: &Path,
     project_dir: &Path,
     out: &mut Config,
 ) -> Result<(), ConfigError> {
     let file = path.display().to_string();
-    let value = config::read_json(path)?;
-    if let Value::Object(root) = &value
-        && let Some(k) = root
-            .keys()
-            .find(|k| !matches!(k.as_str(), "hooks" | "description"))
-    {
-        out.warn(format!(
-            "{file}: `{k}` is not a Codex hooks.json field; ignored"
-        ));
-    }
-    let hooks = json!({ "hooks": value.get("hooks").cloned().unwrap_or(Value::Null) });
+    let hooks = if path.extension().is_some_and(|e| e == "toml") {
+        let text = config::read_text(path)?;
+        let table: toml::Table = toml::from_str(&text)
+            .map_err(|e| ConfigError::new(&file, "", format!("invalid TOML: {e}")))?;
+        let mut hooks = match table.get("hooks") {
+            None => serde_json::Map::new(),
+            Some(toml::Value::Table(hooks)) => match serde_json::to_value(hooks) {
+                Ok(Value::Object(hooks)) => hooks,
+                _ => {
+                    return Err(ConfigError::new(
+                        &file,
+                        "hooks",
+                        "must be a table of events",
+                    ));
+                }
+            },
+            Some(_) => {
+                return Err(ConfigError::new(
+                    &file,
+                    "hooks",
+                    "must be a table of events",
+                ));
+            }
+        };
+        hooks.remove("state");
+        Value::Object(hooks)
+    } else {
+        let value = config::read_json(path)?;
+        if let Value::Object(root) = &value
+            && let Some(k) = root
+                .keys()
+                .find(|k| !matches!(k.as_str(), "hooks" | "description"))
+        {
+            out.warn(format!(
+                "{file}: `{k}` is not a Codex hooks.json field; ignored"
+            ));
+        }
+        value.get("hooks").cloned().unwrap_or(Value::Null)
+    };
+    let hooks = json!({ "hooks": hooks });
     with_source(out, Dialect::Codex, |out| {
         let hooks = only_known_events(&hooks, &file, out).into_owned();
         config::load_settings(&hooks, &file, project_dir, out)

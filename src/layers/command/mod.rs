@@ -238,8 +238,10 @@
 //! - **Codex** ([`codex_hooks_file`](CommandHooksBuilder::codex_hooks_file)): a `hooks.json`
 //!   (`~/.codex/hooks.json`, `<repo>/.codex/hooks.json`) in Claude Code's shape and protocol;
 //!   fields other than `hooks` and `description` at its root are ignored with a warning, and
-//!   events this crate does not know are skipped with a warning (not an error). The inline
-//!   `[hooks]` tables of Codex's `config.toml` are not read.
+//!   events this crate does not know are skipped with a warning (not an error). A path ending
+//!   in `.toml` is a Codex `config.toml`: its inline `[hooks]` tables are read
+//!   (`[[hooks.PreToolUse]]` is a matcher group, `[[hooks.PreToolUse.hooks]]` one of its
+//!   handlers, as in the JSON file), `[hooks.state]` and the rest of the file are not.
 //!
 //! # Disabling hooks by name
 //!
@@ -735,7 +737,8 @@ impl CommandHooksBuilder {
         self
     }
 
-    /// Loads a Codex `hooks.json` (`~/.codex/hooks.json`, `.codex/hooks.json`).
+    /// Loads a Codex `hooks.json` (`~/.codex/hooks.json`, `.codex/hooks.json`), or the
+    /// inline `[hooks]` tables of a Codex `config.toml` (a path ending in `.toml`).
     pub fn codex_hooks_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.sources.push(Source::Codex(path.into()));
         self

@@ -30,7 +30,10 @@ use crate::{
 ///
 /// The hooks see a [`RunContext`] made from the request (its thread id as session id, or a
 /// fresh one; its directory, extensions, cancellation token and event channel), whose run id
-/// is not the run's: the run has not started yet.
+/// is not the run's: the run has not started yet. Its `transcript_path` is the thread's
+/// transcript when the request names a thread and the hooks have a transcripts directory
+/// ([`Hooks::transcripts_dir`](super::Hooks::transcripts_dir), which command hooks set);
+/// otherwise there is none.
 ///
 /// Readiness: `poll_ready` passes the inner service's through. With prompt hooks to run, the
 /// readied inner service is dropped (releasing what it reserved, such as a
@@ -109,7 +112,7 @@ where
         drop(std::mem::replace(&mut self.inner, inner.clone()));
         let set = self.set.clone();
         Box::pin(async move {
-            let ctx = context_of(&req);
+            let ctx = context_of(&req, set.inner.transcripts.as_deref());
             // NOTE: outside the loop the store is not known: every run counts as a startup.
             let input = SessionStartInput::new(SessionSource::Startup, None);
             let started = match set.session_start(input, &ctx).await {
@@ -132,8 +135,12 @@ where
     }
 }
 
-/// The context the prompt hooks see: made from the request.
-fn context_of(req: &AgentRequest) -> RunContext {
+/// The context the prompt hooks see: made from the request. With a thread id and a
+/// transcripts directory (command hooks set one), its transcript is the thread's file, created
+/// if missing, which the run then appends to (an agent built with the same hooks keeps its
+/// transcripts there, unless its builder names another directory); a request without a thread
+/// id has no session yet, so its hooks see no transcript.
+fn context_of(req: &AgentRequest, transcripts: Option<&std::path::Path>) -> RunContext {
     let mut builder = RunContext::builder().extensions(req.extensions.clone());
     if let Some(id) = &req.thread_id {
         builder = builder.session_id(id.clone());
@@ -147,7 +154,17 @@ fn context_of(req: &AgentRequest) -> RunContext {
     if let Some(tx) = &req.events {
         builder = builder.events(tx.clone());
     }
-    builder.build()
+    let ctx = builder.build();
+    match (&req.thread_id, transcripts) {
+        (Some(_), Some(dir)) => {
+            let ctx = ctx.with_transcript(dir);
+            if let Some(transcript) = ctx.transcript() {
+                transcript.touch();
+            }
+            ctx
+        }
+        _ => ctx,
+    }
 }
 
 /// The answer to a blocked request: the run never started.
