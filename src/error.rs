@@ -232,3 +232,38 @@ mod tests {
         assert_send_sync::<Error>();
     }
 }
+
+/// A deferred tool call: the error the tool path fails with when a PreToolUse hook defers the
+/// only call of a step. The loop ends the run
+/// [`Outcome::Deferred`](crate::agent::Outcome::Deferred) with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deferred {
+    /// The call, with the arguments the model generated.
+    pub call: crate::message::ToolCall,
+}
+
+impl std::fmt::Display for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tool call `{}` ({}) deferred",
+            self.call.name, self.call.id
+        )
+    }
+}
+
+impl std::error::Error for Deferred {}
+
+impl Deferred {
+    /// The deferral in an error's source chain, if any.
+    pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Deferred> {
+        let mut cur = Some(err);
+        while let Some(e) = cur {
+            if let Some(d) = e.downcast_ref::<Deferred>() {
+                return Some(d);
+            }
+            cur = e.source();
+        }
+        None
+    }
+}

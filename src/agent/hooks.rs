@@ -6,7 +6,10 @@ use futures_util::future::BoxFuture;
 
 use super::{AgentResponse, Outcome};
 use crate::{
-    context::RunContext, layers::hooks::ToolBatch, model::BoxModelService, tool::BoxToolService,
+    context::RunContext,
+    message::{ToolCall, ToolOutput},
+    model::BoxModelService,
+    tool::BoxToolService,
 };
 
 /// What a Stop / SubagentStop hook sees.
@@ -467,4 +470,15 @@ impl SessionEnv {
     pub fn vars(&self) -> &[(String, String)] {
         &self.0
     }
+}
+
+/// What a PostToolBatch hook sees: every call of the step and its result as the model will
+/// see it, in call order.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolBatch {
+    /// The calls, in the order the model made them.
+    pub calls: Vec<ToolCall>,
+    /// Their outputs (`outputs[i]` answers `calls[i]`).
+    pub outputs: Vec<ToolOutput>,
 }

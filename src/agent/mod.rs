@@ -97,7 +97,7 @@ pub use self::{
     hooks::{
         InstructionsInput, LoopHooks, MessageDisplayInput, PostCompactInput, SessionEnv,
         SessionSource, SessionStartInput, StopFailureInput, StopInput, SubagentStartInput,
-        TaskEvent, TaskInput, session_end_reason,
+        TaskEvent, TaskInput, ToolBatch, session_end_reason,
     },
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,

@@ -492,7 +492,7 @@ impl<'a> Run<'a> {
         ctx: &RunContext,
         done: Vec<Option<Done>>,
         cancelled: bool,
-    ) -> Result<Option<crate::layers::hooks::ToolBatch>, Outcome> {
+    ) -> Result<Option<super::ToolBatch>, Outcome> {
         let calls = &self.history.last().expect("assistant message").tool_calls;
         let mut abort = None;
         let mut deferred = None;
@@ -522,7 +522,7 @@ impl<'a> Run<'a> {
             })
             .collect();
         let batch = match &self.inner.hooks {
-            Some(hooks) if hooks.has_post_tool_batch() => Some(crate::layers::hooks::ToolBatch {
+            Some(hooks) if hooks.has_post_tool_batch() => Some(super::ToolBatch {
                 calls: calls.clone(),
                 outputs: outputs.clone(),
             }),
@@ -557,7 +557,7 @@ impl<'a> Run<'a> {
     /// PostToolBatch hooks: their contexts join the history; `Some` if one stopped the loop.
     async fn post_tool_batch(
         &mut self,
-        batch: crate::layers::hooks::ToolBatch,
+        batch: super::ToolBatch,
         ctx: &RunContext,
     ) -> Option<Outcome> {
         let hooks = self.inner.hooks.as_ref()?;
@@ -827,7 +827,7 @@ fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
                 abort: Some(abort.reason().to_owned()),
                 deferred: None,
             },
-            None => match crate::layers::hooks::Deferred::find(&*err) {
+            None => match crate::error::Deferred::find(&*err) {
                 Some(_) => Settled {
                     output: ToolOutput::error(
                         call.id.clone(),

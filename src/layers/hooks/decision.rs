@@ -127,17 +127,6 @@ pub enum PostToolBatch {
     Many(Vec<PostToolBatch>),
 }
 
-/// What a PostToolBatch hook sees: every call of the step and its result as the model will
-/// see it, in call order.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ToolBatch {
-    /// The calls, in the order the model made them.
-    pub calls: Vec<crate::message::ToolCall>,
-    /// Their outputs (`outputs[i]` answers `calls[i]`).
-    pub outputs: Vec<ToolOutput>,
-}
-
 /// What a Notification hook sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -163,41 +152,6 @@ impl Notification {
             message: message.into(),
             title,
         }
-    }
-}
-
-/// A deferred tool call: the error the tool path fails with when a PreToolUse hook defers the
-/// only call of a step. The loop ends the run
-/// [`Outcome::Deferred`](crate::agent::Outcome::Deferred) with it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Deferred {
-    /// The call, with the arguments the model generated.
-    pub call: crate::message::ToolCall,
-}
-
-impl std::fmt::Display for Deferred {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "tool call `{}` ({}) deferred",
-            self.call.name, self.call.id
-        )
-    }
-}
-
-impl std::error::Error for Deferred {}
-
-impl Deferred {
-    /// The deferral in an error's source chain, if any.
-    pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Deferred> {
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if let Some(d) = e.downcast_ref::<Deferred>() {
-                return Some(d);
-            }
-            cur = e.source();
-        }
-        None
     }
 }
 
@@ -277,8 +231,10 @@ pub enum BeforeModel {
 /// What the hooks of the loop's events see (defined by the loop, which builds them).
 pub use crate::agent::{
     InstructionsInput, MessageDisplayInput, PostCompactInput, SessionSource, SessionStartInput,
-    StopFailureInput, StopInput, SubagentStartInput, TaskEvent, TaskInput,
+    StopFailureInput, StopInput, SubagentStartInput, TaskEvent, TaskInput, ToolBatch,
 };
+/// The error of a deferred call (defined with the crate's errors: the loop recognises it).
+pub use crate::error::Deferred;
 
 /// What a tool-failure hook sees of the failure.
 #[derive(Debug, Clone, PartialEq)]
