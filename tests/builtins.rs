@@ -160,15 +160,26 @@ async fn todo_list_persists_with_the_thread() {
         .unwrap();
     assert_eq!(second.text, "resumed");
     let requests = model.requests();
-    // Empty list: nothing shown; then the list, on the next step and in the next run.
-    assert_eq!(system(&requests[0]), "");
-    let expected = "Your todo list (update it with write_todos):\n\
+    // Empty list: nothing shown; then the list, on the next step and in the next run, as a
+    // reminder at the end of the request (not in the system message, which must stay the
+    // same for prompt caching).
+    let last = |r: &ModelRequest| r.messages.last().unwrap().text().into_owned();
+    assert!(!last(&requests[0]).contains("todo list"));
+    let expected = "<system-reminder>\nYour todo list (update it with write_todos):\n\
                     - [done] 1: Parse config file\n\
-                    - [in_progress] 2: Write tests";
-    assert_eq!(system(&requests[1]), expected);
-    assert_eq!(system(&requests[2]), expected);
-    // Copy-on-write: the thread itself has no system message.
+                    - [in_progress] 2: Write tests\n</system-reminder>";
+    for request in &requests[1..] {
+        assert_eq!(last(request), expected);
+        assert_eq!(system(request), "");
+    }
+    // The request's copy only: the thread keeps neither a system message nor the reminder.
     assert!(second.messages.iter().all(|m| m.role != Role::System));
+    assert!(
+        second
+            .messages
+            .iter()
+            .all(|m| !m.text().contains("todo list"))
+    );
 }
 
 #[tokio::test]

@@ -117,7 +117,9 @@ fn valid_statuses() -> String {
 // ===== TodoList =====
 
 /// The todo-list stage: registers the [`WriteTodos`] tool; as a [`Prepare`] stage, shows the
-/// current list in the system prompt.
+/// current list to the model at the end of each request
+/// ([`ModelRequest::append_reminder`](crate::model::ModelRequest::append_reminder)), so the
+/// request's prefix stays stable for prompt caching while the list changes.
 ///
 /// See the [module docs](crate::builtins::todo) for an example.
 #[derive(Debug, Clone, Default)]
@@ -145,7 +147,7 @@ impl TodoList {
         self
     }
 
-    /// The line above the list in the system prompt (when used as a [`Prepare`] stage); by
+    /// The line above the list in its reminder (when used as a [`Prepare`] stage); by
     /// default `Your todo list (update it with write_todos):`.
     pub fn heading(mut self, heading: impl Into<String>) -> Self {
         self.heading = Some(heading.into().into());
@@ -186,13 +188,15 @@ impl Setup for TodoList {
 }
 
 impl Prepare for TodoList {
-    /// Appends the current list to the system message (nothing if it is empty).
+    /// Appends the current list at the end of the request (nothing if it is empty).
     fn prepare(&self, req: &mut ModelRequest) -> Result<(), BoxError> {
         let text = req
             .ctx
             .with_data(|d| self.prompt_text(&d.get_or_default::<Todos>().0));
         if let Some(text) = text {
-            req.append_system(&text);
+            // At the end of the request, not in the system message: the list changes during a
+            // run, and the request's prefix must not (prompt caching).
+            req.append_reminder(&text);
         }
         Ok(())
     }

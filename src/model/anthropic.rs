@@ -337,18 +337,22 @@ impl Service<ModelRequest> for Anthropic {
 // ===== request =====
 
 #[derive(Serialize)]
+/// The body's fields in the order of the API's prompt-cache prefix (tools, then system, then
+/// messages), after the settings, which do not change within a run: a request's body is then
+/// a byte-identical prefix of the next request's up to its last messages, so what serves the
+/// prompt cache also serves any cache keyed on the bytes.
 struct MessagesRequest<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<String>,
-    messages: Vec<ApiMessage<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<ApiTool<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ApiTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<ApiMessage<'a>>,
 }
 
 #[derive(Serialize)]

@@ -181,6 +181,16 @@ impl ModelRequest {
             _ => sys.push_text(text),
         }
     }
+
+    /// Adds `text` at the end of this request, as a user message of one `<system-reminder>`
+    /// block, for this call only (the thread does not keep it). For what changes from step to
+    /// step (a todo list, a status): appended at the end, it leaves the rest of the request a
+    /// byte-identical prefix of the next one, which a provider's prompt cache serves; in the
+    /// system message it would change the request's first bytes at every change.
+    pub fn append_reminder(&mut self, text: &str) {
+        let text = format!("<system-reminder>\n{text}\n</system-reminder>");
+        self.messages.push(Message::user(text));
+    }
 }
 
 /// Settings of a model call. Providers map what they support and ignore the rest.

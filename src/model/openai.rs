@@ -376,13 +376,11 @@ impl Service<ModelRequest> for OpenAiChat {
 // ===== request =====
 
 #[derive(Serialize)]
+/// The body's fields with what does not change within a run first (settings, then tools) and
+/// the growing conversation last, so a request's body is a byte-identical prefix of the next
+/// request's up to its last messages (prompt caching matches prefixes).
 struct ChatRequest<'a> {
     model: &'a str,
-    messages: Vec<ChatMessage<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<ChatTool<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -393,6 +391,11 @@ struct ChatRequest<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ChatTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    messages: Vec<ChatMessage<'a>>,
 }
 
 #[derive(Serialize)]

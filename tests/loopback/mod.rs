@@ -37,6 +37,8 @@ pub struct Recorded {
     pub headers: HeaderMap,
     /// The body as JSON (`Value::Null` if it was not JSON).
     pub body: Value,
+    /// The body's bytes, as sent.
+    pub raw: Bytes,
 }
 
 impl Recorded {
@@ -320,6 +322,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         path: parts.uri.path().to_owned(),
         headers: parts.headers,
         body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        raw: bytes.clone(),
     });
     let reply = shared.replies.lock().unwrap().pop_front();
     match reply {
