@@ -238,7 +238,10 @@ async fn structured_output_into_a_rust_type_on_anthropic() {
         "end_turn",
     )));
     // A second run whose answer does not match the type: a clear error, not a panic.
-    server.reply(Reply::json(anthropic_text(r#"{"city":"Lisbon"}"#, "end_turn")));
+    server.reply(Reply::json(anthropic_text(
+        r#"{"city":"Lisbon"}"#,
+        "end_turn",
+    )));
     let agent = Agent::builder()
         .model(anthropic(&server))
         .settings(ModelSettings::default().response_format(ResponseFormat::of::<Weather>()))
@@ -405,7 +408,11 @@ async fn every_providers_context_length_error_is_typed() {
         let server = Server::start();
         server.reply(Reply::status(status, body.to_string()));
         let err = if name.starts_with("anthropic") {
-            call(anthropic(&server), ModelRequest::new(vec![Message::user("x")])).await
+            call(
+                anthropic(&server),
+                ModelRequest::new(vec![Message::user("x")]),
+            )
+            .await
         } else {
             call(openai(&server), ModelRequest::new(vec![Message::user("x")])).await
         }

@@ -80,8 +80,8 @@ use std::{
     task::{Context, Poll},
 };
 
-use serde_json::Value;
 use futures_util::future::BoxFuture;
+use serde_json::Value;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::{

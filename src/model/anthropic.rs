@@ -32,10 +32,10 @@
 //! | assistant tool calls | `tool_use` blocks `{id, name, input}` after the text (`input` is `{}` for arguments that were not a JSON object) |
 //! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message; consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{name, description, input_schema}]` |
-//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `stream` |
+//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `top_p`, `stop` → `stop_sequences`, `stream`; `tool_choice` (with tools) → `tool_choice: {type: auto \| any \| tool \| none}`, `parallel_tool_calls: false` → its `disable_parallel_tool_use: true`; `response_format` → `output_config: {format: {type: "json_schema", schema}}`; `extra_body` merged at the top level; `seed` is an [invalid-request](crate::model::ProviderError::is_invalid_request) error (the API has none) |
 //! | answer | `text` blocks joined as text, `tool_use` blocks as tool calls; other blocks (thinking) are skipped |
 //! | `usage` | `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens` → `input_tokens`; `output_tokens` → `output_tokens` |
-//! | `stop_reason` | `end_turn`, `tool_use`, `max_tokens`, `stop_sequence` → the same [`StopReason`]; others → `Other` |
+//! | `stop_reason` | `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`, `refusal`, `pause_turn` → the same [`StopReason`] (the agent loop ends a refused run [`Outcome::Refused`](crate::agent::Outcome::Refused) and continues a paused one by sending the answer back); others → `Other` |
 //!
 //! Headers: `x-api-key`, `anthropic-version: 2023-06-01`, `content-type: application/json`.
 //!
@@ -445,9 +445,10 @@ fn request_body<'a>(
         temperature: settings.temperature,
         top_p: settings.top_p,
         stop_sequences: &settings.stop,
-        output_config: settings.response_format.as_ref().map(|f| {
-            serde_json::json!({"format": {"type": "json_schema", "schema": &*f.schema}})
-        }),
+        output_config: settings
+            .response_format
+            .as_ref()
+            .map(|f| serde_json::json!({"format": {"type": "json_schema", "schema": &*f.schema}})),
         stream: settings.stream,
     }
 }

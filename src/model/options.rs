@@ -133,7 +133,10 @@ impl ResponseFormat {
         let inner = trimmed
             .strip_prefix("```")
             .and_then(|rest| rest.strip_suffix("```"))
-            .map(|rest| rest.trim_start_matches(|c: char| c.is_ascii_alphabetic()).trim())
+            .map(|rest| {
+                rest.trim_start_matches(|c: char| c.is_ascii_alphabetic())
+                    .trim()
+            })
             .unwrap_or(trimmed);
         serde_json::from_str(inner).map_err(|e| OutputError {
             message: e.to_string(),
@@ -228,18 +231,18 @@ mod tests {
         assert_eq!(p, Point { x: 1, y: 2 });
         let err = ResponseFormat::parse::<Point>("{\"x\":1}").unwrap_err();
         assert!(err.to_string().contains("missing field `y`"), "{err}");
-        assert!(ResponseFormat::parse::<Point>("  ").unwrap_err().is_empty_answer());
+        assert!(
+            ResponseFormat::parse::<Point>("  ")
+                .unwrap_err()
+                .is_empty_answer()
+        );
     }
 
     #[cfg(any(feature = "openai", feature = "anthropic"))]
     #[test]
     fn extra_fields_merge_at_the_top() {
-        let extra: ExtraBody = Arc::new(
-            json!({"b": 3, "c": {"d": 1}})
-                .as_object()
-                .unwrap()
-                .clone(),
-        );
+        let extra: ExtraBody =
+            Arc::new(json!({"b": 3, "c": {"d": 1}}).as_object().unwrap().clone());
         let bytes = encode(&json!({"a": 1, "b": 2}), Some(&extra)).unwrap();
         let v: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(v, json!({"a": 1, "b": 3, "c": {"d": 1}}));
