@@ -413,7 +413,12 @@ impl<'a> Run<'a> {
                     self.save().await?;
                     Ok(None)
                 }
-                Some(Ending::Refusal(refusal)) => Ok(Some(Outcome::Refused { refusal })),
+                Some(Ending::Refusal(refusal)) => {
+                    if let Some(hooks) = &self.inner.hooks {
+                        hooks.after_step(ctx.step(), &ctx);
+                    }
+                    Ok(Some(Outcome::Refused { refusal }))
+                }
                 None => self.stop(&ctx).await,
             }
         } else {

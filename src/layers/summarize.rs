@@ -80,7 +80,6 @@ use std::{
     task::{Context, Poll},
 };
 
-use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tower::{Layer, Service, ServiceExt};
 
@@ -493,14 +492,13 @@ where
         if !self.config.retry_on_context_length {
             return None;
         }
+        // Nothing to compact, nothing to retry: no clones for a short conversation.
+        let (start, cut) = plan(&self.config, &req.messages)?;
         let inner = self.inner.clone();
         let summarizer = self.summarizer.clone();
         let config = Arc::clone(&self.config);
         let req = req.clone();
         Some(Box::new(move |err: BoxError| {
-            let Some((start, cut)) = plan(&config, &req.messages) else {
-                return Box::pin(std::future::ready(Err(err))) as BoxFuture<'static, _>;
-            };
             let info = CompactInfo {
                 tokens,
                 threshold: config.threshold(),
