@@ -238,6 +238,23 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// Whatever a model answers, parsing it is an answer or an error, never a panic.
+        #[test]
+        fn parsing_any_answer_never_panics(pieces in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "```", "```json\n", "{", "}", "[", "]", "\"x\"", "\"y\"", ":", ",", "1",
+                "-9999999999999999999999", "1e999", "null", " ", "\n", "é", "`", "\\u12",
+            ]),
+            0..40,
+        )) {
+            let text = pieces.concat();
+            let _ = ResponseFormat::parse::<Point>(&text);
+            let _ = ResponseFormat::parse::<Value>(&text);
+        }
+    }
+
     #[cfg(any(feature = "openai", feature = "anthropic"))]
     #[test]
     fn extra_fields_merge_at_the_top() {
