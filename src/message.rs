@@ -338,6 +338,13 @@ pub enum StopReason {
     MaxTokens,
     /// A stop sequence was produced.
     StopSequence,
+    /// The model refused to answer (OpenAI's `refusal`, Anthropic's `stop_reason:
+    /// "refusal"`). The agent loop ends the run with
+    /// [`Outcome::Refused`](crate::agent::Outcome::Refused).
+    Refusal,
+    /// The provider paused a long turn (Anthropic's `pause_turn`): the agent loop sends the
+    /// answer back as it is and calls the model again, which continues the turn.
+    PauseTurn,
     /// Something else, as the provider named it.
     Other(String),
 }

@@ -98,7 +98,10 @@ impl SessionStartInput {
 pub fn session_end_reason(outcome: &Outcome) -> &'static str {
     match outcome {
         Outcome::Finished | Outcome::MaxSteps | Outcome::Blocked { .. } => "prompt_input_exit",
-        Outcome::Aborted { .. } | Outcome::Cancelled | Outcome::Deferred { .. } => "other",
+        Outcome::Aborted { .. }
+        | Outcome::Cancelled
+        | Outcome::Deferred { .. }
+        | Outcome::Refused { .. } => "other",
     }
 }
 

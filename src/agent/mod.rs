@@ -304,6 +304,7 @@ fn record_run(span: &tracing::Span, result: &Result<AgentResponse, Error>, ephem
                 Outcome::Blocked { .. } => "blocked",
                 Outcome::Aborted { .. } => "aborted",
                 Outcome::Cancelled => "cancelled",
+                Outcome::Refused { .. } => "refused",
                 Outcome::Deferred { .. } => "deferred",
             };
             span.record("tower_agent.outcome", outcome);
@@ -498,6 +499,14 @@ pub enum Outcome {
     },
     /// The run's cancellation token was cancelled.
     Cancelled,
+    /// The model refused to answer ([`StopReason::Refusal`](crate::message::StopReason::Refusal)):
+    /// its refusal message (OpenAI's `refusal`, or the text of an Anthropic answer that
+    /// stopped with `refusal`). The refusal is not the run's
+    /// [`text`](AgentResponse::text) when the provider sends it apart.
+    Refused {
+        /// What the model said.
+        refusal: String,
+    },
     /// A PreToolUse hook deferred the step's only tool call
     /// ([`PreToolUse::Defer`](crate::layers::hooks::PreToolUse::Defer), the reference's
     /// `stop_reason: "tool_deferred"`): the tool did not run. The model is told so in the
@@ -599,5 +608,19 @@ impl AgentResponse {
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = usage;
         self
+    }
+
+    /// The final answer parsed as a `T`: structured output, asked for with
+    /// [`ModelSettings::response_format`](crate::model::ModelSettings::response_format)
+    /// (e.g. [`ResponseFormat::of::<T>()`](crate::model::ResponseFormat::of)). See
+    /// [`model::options`](crate::model::options).
+    ///
+    /// Fails with an [`OutputError`](crate::model::OutputError) if the run did not finish
+    /// (its outcome is in the message) or the answer is not JSON of `T`.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, crate::model::OutputError> {
+        if !self.outcome.is_finished() {
+            return Err(crate::model::OutputError::not_finished(&self.outcome));
+        }
+        crate::model::ResponseFormat::parse(&self.text)
     }
 }

@@ -17,7 +17,7 @@ use super::{
 use crate::{
     context::{Extensions, RunContext, RunState},
     error::{Abort, BoxError, Error, error_chain},
-    message::{Message, Messages, Role, ToolCall, ToolOutput, Usage},
+    message::{Message, Messages, Role, StopReason, ToolCall, ToolOutput, Usage},
     model::{BoxModelService, ModelRequest},
     store::Thread,
     tool::{BoxToolService, ToolRequest},
@@ -377,7 +377,7 @@ impl<'a> Run<'a> {
         };
         // Taken apart (and the rest dropped) at once: only what is used after the awaits
         // below stays in this future.
-        let (mut message, usage) = message_and_usage(response);
+        let (mut message, usage, ending) = message_and_usage(response);
         if let Some(usage) = usage {
             self.usage += usage;
             self.guard.usage = self.usage;
@@ -406,7 +406,21 @@ impl<'a> Run<'a> {
             self.history.push(message);
             // In the transcript before Stop hooks read it.
             self.transcribe();
-            self.stop(&ctx).await
+            match ending {
+                // Anthropic's documented continuation: the paused answer goes back as it is
+                // and the model is called again (a new step, so `max_steps` bounds it).
+                Some(Ending::Pause) => {
+                    self.save().await?;
+                    Ok(None)
+                }
+                Some(Ending::Refusal(refusal)) => {
+                    if let Some(hooks) = &self.inner.hooks {
+                        hooks.after_step(ctx.step(), &ctx);
+                    }
+                    Ok(Some(Outcome::Refused { refusal }))
+                }
+                None => self.stop(&ctx).await,
+            }
         } else {
             self.tools(&ctx, message, &stacks.tools).await
         }
@@ -730,8 +744,28 @@ async fn message_display(
 }
 
 /// A response's message and usage; the rest (its metadata) is dropped here.
-fn message_and_usage(response: crate::model::ModelResponse) -> (Message, Option<Usage>) {
-    (response.message, response.usage)
+fn message_and_usage(
+    response: crate::model::ModelResponse,
+) -> (Message, Option<Usage>, Option<Ending>) {
+    let ending = match response.stop_reason {
+        StopReason::PauseTurn => Some(Ending::Pause),
+        StopReason::Refusal => Some(Ending::Refusal(
+            response
+                .meta
+                .refusal
+                .unwrap_or_else(|| response.message.text().into_owned()),
+        )),
+        _ => None,
+    };
+    (response.message, response.usage, ending)
+}
+
+/// A stop reason the loop acts on.
+enum Ending {
+    /// `pause_turn`: call the model again with the paused answer.
+    Pause,
+    /// The model refused, saying this.
+    Refusal(String),
 }
 
 /// Runs `fut` unless the run is cancelled first.

@@ -22,6 +22,17 @@
 //! If the summarizer fails (or answers nothing), the request passes through unchanged and the
 //! failure is logged and sent to the run's events as a warning.
 //!
+//! # Context length exceeded
+//!
+//! The estimate may be wrong. When a request the layer let through fails with a
+//! context-length error ([`ProviderError::is_context_length_exceeded`](crate::model::ProviderError::is_context_length_exceeded),
+//! every provider's wording for it), the layer compacts it as above — whatever the estimate
+//! said — and calls the model **once** more with the compacted request. If that call fails
+//! too, its error is returned: there is no second retry. If nothing can be compacted (too
+//! few messages), PreCompact vetoes, or the summarizer fails, the original error is returned.
+//! A request the layer already compacted before calling is not retried. Turn this off with
+//! [`retry_on_context_length(false)`](SummarizeLayer::retry_on_context_length).
+//!
 //! # Readiness
 //!
 //! `poll_ready` is the inner service's. A request that needs no compaction calls the service
@@ -191,6 +202,7 @@ struct Config {
     summary_words: usize,
     counter: Arc<dyn TokenCounter>,
     on_compact: Option<Arc<OnCompact>>,
+    retry_on_context_length: bool,
 }
 
 impl Config {
@@ -242,6 +254,7 @@ impl<Z> SummarizeLayer<Z> {
                 summary_words: DEFAULT_SUMMARY_WORDS,
                 counter: Arc::new(BytesPerFour),
                 on_compact: None,
+                retry_on_context_length: true,
             }),
         }
     }
@@ -287,6 +300,14 @@ impl<Z> SummarizeLayer<Z> {
     /// The word limit asked of the summarizer (default 2,000).
     pub fn summary_words(mut self, words: usize) -> Self {
         self.config_mut().summary_words = words;
+        self
+    }
+
+    /// Whether a call the estimate let through but the provider rejected as too long
+    /// ([`ProviderError::is_context_length_exceeded`](crate::model::ProviderError::is_context_length_exceeded))
+    /// is compacted and retried once (default on). See [the module docs](self).
+    pub fn retry_on_context_length(mut self, on: bool) -> Self {
+        self.config_mut().retry_on_context_length = on;
         self
     }
 
@@ -423,10 +444,12 @@ where
         let tokens = config.counter.count_messages(&req.messages);
         let threshold = config.threshold();
         if tokens <= threshold {
-            return future::ResponseFuture::passthrough(self.inner.call(req));
+            let recover = self.recovery(&req, tokens);
+            return future::ResponseFuture::passthrough(self.inner.call(req), recover);
         }
         let Some((start, cut)) = plan(config, &req.messages) else {
-            return future::ResponseFuture::passthrough(self.inner.call(req));
+            let recover = self.recovery(&req, tokens);
+            return future::ResponseFuture::passthrough(self.inner.call(req), recover);
         };
         let info = CompactInfo {
             tokens,
@@ -442,56 +465,144 @@ where
         self.inner = inner.clone();
         let summarizer = self.summarizer.clone();
         let config = Arc::clone(&self.config);
-        future::ResponseFuture::compacting(Box::pin(async move {
-            if let Some(f) = &config.on_compact
-                && f(info, req.clone()).await == CompactDecision::Veto
-            {
-                return inner.oneshot(req).await.map_err(Into::into);
-            }
-            let old = (start..cut).map(|i| req.messages[i].clone());
-            let summary_req = ModelRequest {
-                messages: Messages::from(vec![
-                    Message::system(summary_prompt(config.summary_words)),
-                    Message::user(transcript(&config, old)),
-                ]),
-                tools: Arc::default(),
-                settings: req.settings.clone(),
-                ctx: req.ctx.clone(),
+        future::ResponseFuture::compacting(Box::pin(compact_then_call(
+            inner,
+            summarizer,
+            config,
+            req,
+            (start, cut),
+            info,
+            None,
+        )))
+    }
+}
+
+impl<S, Z> Summarize<S, Z>
+where
+    S: Service<ModelRequest, Response = ModelResponse> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    Z: Service<ModelRequest, Response = ModelResponse> + Clone + Send + 'static,
+    Z::Error: Into<BoxError>,
+    Z::Future: Send + 'static,
+{
+    /// The recovery of a passed-through call that fails with a context-length error: compact
+    /// (whatever the estimate said) and call once more. `None` when turned off.
+    fn recovery(&self, req: &ModelRequest, tokens: usize) -> Option<future::Recover> {
+        if !self.config.retry_on_context_length {
+            return None;
+        }
+        // Nothing to compact, nothing to retry: no clones for a short conversation.
+        let (start, cut) = plan(&self.config, &req.messages)?;
+        let inner = self.inner.clone();
+        let summarizer = self.summarizer.clone();
+        let config = Arc::clone(&self.config);
+        let req = req.clone();
+        Some(Box::new(move |err: BoxError| {
+            let info = CompactInfo {
+                tokens,
+                threshold: config.threshold(),
+                summarized: cut - start,
+                kept: req.messages.len() - cut,
             };
-            let summary = match summarizer.oneshot(summary_req).await {
-                Ok(resp) if !resp.message.text().trim().is_empty() => {
-                    Ok(resp.message.text().into_owned())
-                }
-                Ok(_) => Err("the summarizer answered with no text".to_owned()),
-                Err(err) => Err(crate::error::error_chain(&*err.into())),
-            };
-            let req = match summary {
-                Ok(summary) => {
-                    let replacement = vec![Message::user(format!(
-                        "<summary>\nSummary of the {} earlier messages of this conversation:\n\n{summary}\n</summary>",
-                        cut - start
-                    ))];
-                    req.ctx.request_compaction(Compaction {
-                        source: req.messages.clone(),
-                        range: start..cut,
-                        replacement: replacement.clone(),
-                        summary,
-                        trigger: "auto",
-                    });
-                    let mut req = req;
-                    req.messages.splice(start..cut, replacement);
-                    req
-                }
-                Err(why) => {
-                    req.ctx.warn(format!(
-                        "summarization failed, the request went on uncompacted: {why}"
-                    ));
-                    req
-                }
-            };
-            inner.oneshot(req).await.map_err(Into::into)
+            Box::pin(compact_then_call(
+                inner,
+                summarizer,
+                config,
+                req,
+                (start, cut),
+                info,
+                Some(err),
+            ))
         }))
     }
+}
+
+/// PreCompact, the summary of `start..cut`, then one call of `inner` with the compacted
+/// request. `overflow` is the context-length error that made a passed-through call compact:
+/// if the compaction is vetoed or fails, that error is returned (the same request would fail
+/// the same way); if the retried call fails too, its error is returned (no second retry).
+async fn compact_then_call<S, Z>(
+    inner: S,
+    summarizer: Z,
+    config: Arc<Config>,
+    req: ModelRequest,
+    (start, cut): (usize, usize),
+    info: CompactInfo,
+    overflow: Option<BoxError>,
+) -> Result<ModelResponse, BoxError>
+where
+    S: Service<ModelRequest, Response = ModelResponse> + Send,
+    S::Error: Into<BoxError>,
+    S::Future: Send,
+    Z: Service<ModelRequest, Response = ModelResponse> + Send,
+    Z::Error: Into<BoxError>,
+    Z::Future: Send,
+{
+    if let Some(f) = &config.on_compact
+        && f(info, req.clone()).await == CompactDecision::Veto
+    {
+        return match overflow {
+            Some(err) => Err(err),
+            None => inner.oneshot(req).await.map_err(Into::into),
+        };
+    }
+    let old = (start..cut).map(|i| req.messages[i].clone());
+    let summary_req = ModelRequest {
+        messages: Messages::from(vec![
+            Message::system(summary_prompt(config.summary_words)),
+            Message::user(transcript(&config, old)),
+        ]),
+        tools: Arc::default(),
+        settings: summary_settings(&req.settings),
+        ctx: req.ctx.clone(),
+    };
+    let summary = match summarizer.oneshot(summary_req).await {
+        Ok(resp) if !resp.message.text().trim().is_empty() => Ok(resp.message.text().into_owned()),
+        Ok(_) => Err("the summarizer answered with no text".to_owned()),
+        Err(err) => Err(crate::error::error_chain(&*err.into())),
+    };
+    let req = match summary {
+        Ok(summary) => {
+            let replacement = vec![Message::user(format!(
+                "<summary>\nSummary of the {} earlier messages of this conversation:\n\n{summary}\n</summary>",
+                cut - start
+            ))];
+            req.ctx.request_compaction(Compaction {
+                source: req.messages.clone(),
+                range: start..cut,
+                replacement: replacement.clone(),
+                summary,
+                trigger: "auto",
+            });
+            let mut req = req;
+            req.messages.splice(start..cut, replacement);
+            req
+        }
+        Err(why) => {
+            if let Some(err) = overflow {
+                req.ctx.warn(format!(
+                    "summarization failed, the context-length error stands: {why}"
+                ));
+                return Err(err);
+            }
+            req.ctx.warn(format!(
+                "summarization failed, the request went on uncompacted: {why}"
+            ));
+            req
+        }
+    };
+    inner.oneshot(req).await.map_err(Into::into)
+}
+
+/// The settings of the summarizer's call: the request's, without what asks for another kind
+/// of answer (structured output, a forced tool call: the summary is free text, with no tools).
+fn summary_settings(settings: &crate::model::ModelSettings) -> crate::model::ModelSettings {
+    let mut settings = settings.clone();
+    settings.response_format = None;
+    settings.tool_choice = None;
+    settings.parallel_tool_calls = None;
+    settings
 }
 
 /// The response future of [`Summarize`].
@@ -516,18 +627,22 @@ pub mod future {
         }
     }
 
+    /// What a passed-through call does when it fails with a context-length error.
+    pub(super) type Recover =
+        Box<dyn FnOnce(BoxError) -> BoxFuture<'static, Result<ModelResponse, BoxError>> + Send>;
+
     pin_project! {
         #[project = KindProj]
         enum Kind<F> {
-            Passthrough { #[pin] fut: F },
+            Passthrough { #[pin] fut: F, recover: Option<Recover> },
             Compacting { fut: BoxFuture<'static, Result<ModelResponse, BoxError>> },
         }
     }
 
     impl<F> ResponseFuture<F> {
-        pub(super) fn passthrough(fut: F) -> Self {
+        pub(super) fn passthrough(fut: F, recover: Option<Recover>) -> Self {
             ResponseFuture {
-                kind: Kind::Passthrough { fut },
+                kind: Kind::Passthrough { fut, recover },
             }
         }
 
@@ -546,9 +661,25 @@ pub mod future {
         type Output = Result<ModelResponse, BoxError>;
 
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            match self.project().kind.project() {
-                KindProj::Passthrough { fut } => fut.poll(cx).map_err(Into::into),
-                KindProj::Compacting { fut } => fut.as_mut().poll(cx),
+            let mut this = self.project();
+            loop {
+                let next = match this.kind.as_mut().project() {
+                    KindProj::Passthrough { fut, recover } => {
+                        match std::task::ready!(fut.poll(cx)).map_err(Into::into) {
+                            Err(err)
+                                if recover.is_some()
+                                    && crate::model::ProviderError::find(&*err)
+                                        .is_some_and(|e| e.is_context_length_exceeded()) =>
+                            {
+                                let recover = recover.take().expect("checked above");
+                                recover(err)
+                            }
+                            other => return Poll::Ready(other),
+                        }
+                    }
+                    KindProj::Compacting { fut } => return fut.as_mut().poll(cx),
+                };
+                this.kind.set(Kind::Compacting { fut: next });
             }
         }
     }

@@ -32,10 +32,10 @@
 //! | assistant tool calls | `tool_use` blocks `{id, name, input}` after the text (`input` is `{}` for arguments that were not a JSON object) |
 //! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message; consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{name, description, input_schema}]` |
-//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `stream` |
+//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `top_p`, `stop` → `stop_sequences`, `stream`; `tool_choice` (with tools) → `tool_choice: {type: auto \| any \| tool \| none}`, `parallel_tool_calls: false` → its `disable_parallel_tool_use: true`; `response_format` → `output_config: {format: {type: "json_schema", schema}}`; `extra_body` merged at the top level; `seed` is an [invalid-request](crate::model::ProviderError::is_invalid_request) error (the API has none) |
 //! | answer | `text` blocks joined as text, `tool_use` blocks as tool calls; other blocks (thinking) are skipped |
 //! | `usage` | `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens` → `input_tokens`; `output_tokens` → `output_tokens` |
-//! | `stop_reason` | `end_turn`, `tool_use`, `max_tokens`, `stop_sequence` → the same [`StopReason`]; others → `Other` |
+//! | `stop_reason` | `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`, `refusal`, `pause_turn` → the same [`StopReason`] (the agent loop ends a refused run [`Outcome::Refused`](crate::agent::Outcome::Refused) and continues a paused one by sending the answer back); others → `Other` |
 //!
 //! Headers: `x-api-key`, `anthropic-version: 2023-06-01`, `content-type: application/json`.
 //!
@@ -68,7 +68,7 @@ use tower::Service;
 
 pub use super::http::ResponseFuture;
 use super::{
-    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseMeta,
+    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseMeta, ToolChoice,
     error::{Kind, ProviderError},
     http::{self, Endpoint, Transport},
 };
@@ -299,8 +299,11 @@ impl Service<ModelRequest> for Anthropic {
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
+        if let Some(err) = unsupported(&req.settings) {
+            return ResponseFuture::failed(err);
+        }
         let body = request_body(&req, &self.shared.model, self.shared.max_tokens);
-        let http_req = match serde_json::to_vec(&body)
+        let http_req = match super::options::encode(&body, req.settings.extra_body.as_ref())
             .map_err(|e| {
                 ProviderError::new(PROVIDER, Kind::InvalidRequest)
                     .with_message(format!("the request could not be encoded: {e}"))
@@ -346,10 +349,18 @@ struct MessagesRequest<'a> {
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f32>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<Value>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<ApiTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<String>,
     messages: Vec<ApiMessage<'a>>,
@@ -432,9 +443,44 @@ fn request_body<'a>(
                 input_schema: &spec.parameters,
             })
             .collect(),
+        tool_choice: (!req.tools.is_empty())
+            .then(|| tool_choice(settings.tool_choice.as_ref(), settings.parallel_tool_calls))
+            .flatten(),
         temperature: settings.temperature,
+        top_p: settings.top_p,
+        stop_sequences: &settings.stop,
+        output_config: settings
+            .response_format
+            .as_ref()
+            .map(|f| serde_json::json!({"format": {"type": "json_schema", "schema": &*f.schema}})),
         stream: settings.stream,
     }
+}
+
+/// `tool_choice` as the Messages API documents it: `{type: auto | any | tool | none}`, with
+/// `disable_parallel_tool_use` when parallel calls are turned off. `None` (the API's default,
+/// `auto`) when nothing is set.
+fn tool_choice(choice: Option<&ToolChoice>, parallel: Option<bool>) -> Option<Value> {
+    let mut value = match choice {
+        None if parallel.is_none() => return None,
+        None | Some(ToolChoice::Auto) => serde_json::json!({"type": "auto"}),
+        Some(ToolChoice::None) => return Some(serde_json::json!({"type": "none"})),
+        Some(ToolChoice::Required) => serde_json::json!({"type": "any"}),
+        Some(ToolChoice::Tool(name)) => serde_json::json!({"type": "tool", "name": &**name}),
+    };
+    if let Some(parallel) = parallel {
+        value["disable_parallel_tool_use"] = Value::Bool(!parallel);
+    }
+    Some(value)
+}
+
+/// Settings the Messages API cannot honour: an error rather than a silently different call.
+fn unsupported(settings: &super::ModelSettings) -> Option<ProviderError> {
+    settings.seed.is_some().then(|| {
+        ProviderError::new(PROVIDER, Kind::InvalidRequest).with_message(
+            "the Anthropic Messages API has no `seed`: unset ModelSettings::seed for this provider",
+        )
+    })
 }
 
 /// The conversation without its system messages, one API message per run of messages of
@@ -617,6 +663,8 @@ fn response(
         Some("tool_use") => StopReason::ToolUse,
         Some("max_tokens") => StopReason::MaxTokens,
         Some("stop_sequence") => StopReason::StopSequence,
+        Some("refusal") => StopReason::Refusal,
+        Some("pause_turn") => StopReason::PauseTurn,
         Some(other) => StopReason::Other(other.to_owned()),
         None if calls.is_empty() => StopReason::EndTurn,
         None => StopReason::ToolUse,

@@ -404,8 +404,18 @@ fn error_fields(value: &Value) -> (Option<String>, Option<String>) {
     (code, message)
 }
 
-fn is_context_length(code: Option<&str>, message: Option<&str>) -> bool {
-    if code == Some("context_length_exceeded") {
+/// Whether an error says the conversation does not fit the context window, in any provider's
+/// words: OpenAI's and DeepSeek's code `context_length_exceeded` / "This model's maximum
+/// context length is …", Anthropic's "prompt is too long: … tokens > … maximum" and "input
+/// length and `max_tokens` exceed context limit", vLLM's "maximum context length", llama.cpp's
+/// type `exceed_context_size_error` / "the request exceeds the available context size",
+/// Ollama's "input length exceeds the context length", OpenAI Responses' "exceeds the context
+/// window".
+pub(crate) fn is_context_length(code: Option<&str>, message: Option<&str>) -> bool {
+    if matches!(
+        code,
+        Some("context_length_exceeded" | "exceed_context_size_error")
+    ) {
         return true;
     }
     let Some(message) = message else {
@@ -418,6 +428,9 @@ fn is_context_length(code: Option<&str>, message: Option<&str>) -> bool {
         "context window",
         "maximum context",
         "prompt is too long",
+        "context limit",
+        "context size",
+        "exceeds the context",
     ]
     .iter()
     .any(|needle| m.contains(needle))

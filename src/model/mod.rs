@@ -75,6 +75,7 @@ mod http;
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub mod openai;
+pub mod options;
 pub mod retry;
 mod scripted;
 
@@ -88,6 +89,7 @@ pub use self::anthropic::Anthropic;
 pub use self::openai::OpenAiChat;
 pub use self::{
     error::ProviderError,
+    options::{ExtraBody, OutputError, ResponseFormat, ToolChoice},
     retry::RetryPolicy,
     scripted::{ScriptedModel, future::ScriptedFuture},
 };
@@ -205,6 +207,25 @@ pub struct ModelSettings {
     pub max_tokens: Option<u32>,
     /// Ask the provider to stream its answer (deltas go to the event stream).
     pub stream: bool,
+    /// Which tools the model may or must call (sent only with tools; by default `auto`).
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may call several tools in one answer (OpenAI
+    /// `parallel_tool_calls`; Anthropic `tool_choice.disable_parallel_tool_use` is its
+    /// negation). Sent only with tools.
+    pub parallel_tool_calls: Option<bool>,
+    /// Stop sequences (OpenAI `stop`, Anthropic `stop_sequences`).
+    pub stop: Arc<[String]>,
+    /// Nucleus sampling (`top_p`).
+    pub top_p: Option<f32>,
+    /// A sampling seed (OpenAI `seed`). The Anthropic Messages API has none: a request with a
+    /// seed fails there with an [invalid-request](ProviderError::is_invalid_request) error
+    /// rather than silently being random.
+    pub seed: Option<u64>,
+    /// Structured output: the JSON schema the answer must follow. See [`options`].
+    pub response_format: Option<ResponseFormat>,
+    /// Provider-specific fields merged into the top level of the request body (each key
+    /// replaces a field of the same name). See [`ExtraBody`].
+    pub extra_body: Option<ExtraBody>,
 }
 
 impl ModelSettings {
@@ -233,6 +254,59 @@ impl ModelSettings {
     #[must_use]
     pub fn stream(mut self, on: bool) -> Self {
         self.stream = on;
+        self
+    }
+
+    /// These settings with a tool choice.
+    #[must_use]
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = Some(choice);
+        self
+    }
+
+    /// These settings allowing (or not) several tool calls in one answer.
+    #[must_use]
+    pub fn parallel_tool_calls(mut self, on: bool) -> Self {
+        self.parallel_tool_calls = Some(on);
+        self
+    }
+
+    /// These settings with stop sequences.
+    #[must_use]
+    pub fn stop<S: Into<String>>(mut self, sequences: impl IntoIterator<Item = S>) -> Self {
+        self.stop = sequences.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// These settings with a `top_p`.
+    #[must_use]
+    pub fn top_p(mut self, p: f32) -> Self {
+        self.top_p = Some(p);
+        self
+    }
+
+    /// These settings with a seed.
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// These settings asking for structured output.
+    #[must_use]
+    pub fn response_format(mut self, format: ResponseFormat) -> Self {
+        self.response_format = Some(format);
+        self
+    }
+
+    /// These settings with extra body fields (`extra` should be a JSON object; anything
+    /// else is ignored).
+    #[must_use]
+    pub fn extra_body(mut self, extra: serde_json::Value) -> Self {
+        self.extra_body = match extra {
+            serde_json::Value::Object(map) => Some(Arc::new(map)),
+            _ => None,
+        };
         self
     }
 }
@@ -277,6 +351,10 @@ pub struct ResponseMeta {
     /// `tool_calls`, `length` for OpenAI; `end_turn`, `tool_use`, `max_tokens` for
     /// Anthropic).
     pub finish_reasons: Vec<String>,
+    /// The model's refusal message, when the provider sends one apart from the answer
+    /// (OpenAI's `message.refusal`); the stop reason is then
+    /// [`StopReason::Refusal`]. Not part of the answer's text.
+    pub refusal: Option<String>,
 }
 
 impl ResponseMeta {

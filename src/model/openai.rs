@@ -44,9 +44,9 @@
 //! | system / user / assistant messages | `messages[]` with `role` `system` / `user` / `assistant` (text as a string; a user message with images as `text` / `image_url` parts) |
 //! | assistant tool calls | `tool_calls: [{id, type: "function", function: {name, arguments}}]`, `arguments` a JSON string |
 //! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag) |
-//! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", function: {name, description, parameters}}]` and `tool_choice: "auto"` |
-//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `stream` with `stream_options: {include_usage: true}` |
-//! | answer | `choices[0].message`: `content` (or `refusal`) as text, `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model |
+//! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", function: {name, description, parameters}}]` and `tool_choice` (`"auto"` unless [`ModelSettings::tool_choice`](crate::model::ModelSettings::tool_choice) says `"none"`, `"required"` or `{type: "function", function: {name}}`) |
+//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `stream` with `stream_options: {include_usage: true}`, `top_p`, `stop`, `seed`, `parallel_tool_calls` (with tools only), `response_format: {type: "json_schema", json_schema: {name, schema, strict}}`; `extra_body` merged at the top level (its keys win) |
+//! | answer | `choices[0].message`: `content` as text, `refusal` apart (stop reason [`StopReason::Refusal`], its text in [`ResponseMeta::refusal`](crate::model::ResponseMeta::refusal)), `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model |
 //! | `usage` | `prompt_tokens` → `input_tokens`, `completion_tokens` → `output_tokens` |
 //! | `finish_reason` | `stop` → `EndTurn` (`ToolUse` if there are tool calls), `tool_calls` → `ToolUse`, `length` → `MaxTokens`, others → `Other` |
 //!
@@ -81,7 +81,8 @@ use tower::Service;
 
 pub use super::http::ResponseFuture;
 use super::{
-    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseMeta,
+    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseFormat, ResponseMeta,
+    ToolChoice,
     error::ProviderError,
     http::{self, Endpoint, Transport},
 };
@@ -339,7 +340,7 @@ impl Service<ModelRequest> for OpenAiChat {
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         let body = request_body(&req, &self.shared.model, self.shared.max_tokens_param);
-        let http_req = match serde_json::to_vec(&body)
+        let http_req = match super::options::encode(&body, req.settings.extra_body.as_ref())
             .map_err(|e| {
                 ProviderError::new(PROVIDER, super::error::Kind::InvalidRequest)
                     .with_message(format!("the request could not be encoded: {e}"))
@@ -384,6 +385,14 @@ struct ChatRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f32>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
@@ -394,7 +403,9 @@ struct ChatRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<ChatTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<&'static str>,
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
     messages: Vec<ChatMessage<'a>>,
 }
 
@@ -495,9 +506,14 @@ fn request_body<'a>(
     ChatRequest {
         model: settings.model.as_deref().unwrap_or(default_model),
         messages: req.messages.iter().map(chat_message).collect(),
-        tool_choice: (!tools.is_empty()).then_some("auto"),
+        tool_choice: (!tools.is_empty()).then(|| tool_choice(settings.tool_choice.as_ref())),
+        parallel_tool_calls: settings.parallel_tool_calls.filter(|_| !tools.is_empty()),
         tools,
         temperature: settings.temperature,
+        top_p: settings.top_p,
+        stop: &settings.stop,
+        seed: settings.seed,
+        response_format: settings.response_format.as_ref().map(response_format),
         max_completion_tokens,
         max_tokens,
         stream: settings.stream,
@@ -505,6 +521,26 @@ fn request_body<'a>(
             include_usage: true,
         }),
     }
+}
+
+/// `tool_choice` as Chat Completions documents it (`auto` when not set).
+fn tool_choice(choice: Option<&ToolChoice>) -> Value {
+    match choice {
+        None | Some(ToolChoice::Auto) => Value::from("auto"),
+        Some(ToolChoice::None) => Value::from("none"),
+        Some(ToolChoice::Required) => Value::from("required"),
+        Some(ToolChoice::Tool(name)) => {
+            serde_json::json!({"type": "function", "function": {"name": &**name}})
+        }
+    }
+}
+
+/// `response_format: {type: "json_schema", json_schema: {name, schema, strict}}`.
+fn response_format(format: &ResponseFormat) -> Value {
+    serde_json::json!({
+        "type": "json_schema",
+        "json_schema": {"name": &*format.name, "schema": &*format.schema, "strict": format.strict},
+    })
 }
 
 fn chat_message(m: &Message) -> ChatMessage<'_> {
@@ -612,10 +648,7 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
         );
     };
     let message = choice.message;
-    let text = match message.content {
-        Some(text) if !text.is_empty() => text,
-        _ => message.refusal.unwrap_or_default(),
-    };
+    let text = message.content.unwrap_or_default();
     let calls = message
         .tool_calls
         .unwrap_or_default()
@@ -625,12 +658,15 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
             ToolCall::new(c.id.unwrap_or_default(), c.function.name, arguments)
         })
         .collect();
-    Ok(response(
-        text,
-        calls,
-        choice.finish_reason.as_deref(),
-        resp.usage,
-        meta(resp.id, resp.model, choice.finish_reason.as_deref()),
+    Ok(refused(
+        response(
+            text,
+            calls,
+            choice.finish_reason.as_deref(),
+            resp.usage,
+            meta(resp.id, resp.model, choice.finish_reason.as_deref()),
+        ),
+        message.refusal,
     ))
 }
 
@@ -665,6 +701,16 @@ fn response(
         stop_reason,
         meta,
     }
+}
+
+/// `resp` with the model's refusal (OpenAI's `refusal` field, kept out of the text): stop
+/// reason [`StopReason::Refusal`], the message in [`ResponseMeta::refusal`].
+fn refused(mut resp: ModelResponse, refusal: Option<String>) -> ModelResponse {
+    if let Some(refusal) = refusal.filter(|r| !r.is_empty()) {
+        resp.stop_reason = StopReason::Refusal;
+        resp.meta.refusal = Some(refusal);
+    }
+    resp
 }
 
 // ===== streaming =====
@@ -718,6 +764,8 @@ struct Assembly {
     text: String,
     calls: BTreeMap<usize, (String, String, String)>,
     last_index: Option<usize>,
+    /// The refusal, streamed apart from the text.
+    refusal: String,
     finish_reason: Option<String>,
     usage: Option<ChatUsage>,
     /// The response id and model, from the first chunk that names them.
@@ -757,15 +805,17 @@ impl Assembly {
                 self.finish_reason = Some(reason);
             }
             let delta = choice.delta.unwrap_or_default();
-            for text in [delta.content, delta.refusal].into_iter().flatten() {
-                if !text.is_empty() {
-                    self.kept = self.kept.saturating_add(text.len());
-                    self.text.push_str(&text);
-                    ctx.emit_with(|| AgentEvent::ModelDelta {
-                        step: ctx.step(),
-                        delta: ModelDelta::Text { text },
-                    });
-                }
+            if let Some(refusal) = delta.refusal {
+                self.kept = self.kept.saturating_add(refusal.len());
+                self.refusal.push_str(&refusal);
+            }
+            if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                self.kept = self.kept.saturating_add(text.len());
+                self.text.push_str(&text);
+                ctx.emit_with(|| AgentEvent::ModelDelta {
+                    step: ctx.step(),
+                    delta: ModelDelta::Text { text },
+                });
             }
             for call in delta.tool_calls.into_iter().flatten() {
                 self.push_call(call, ctx);
@@ -823,12 +873,15 @@ impl Assembly {
             .map(|(id, name, args)| ToolCall::new(id, name, http::parse_arguments(args)))
             .collect();
         let meta = meta(self.id, self.model, self.finish_reason.as_deref());
-        response(
-            self.text,
-            calls,
-            self.finish_reason.as_deref(),
-            self.usage,
-            meta,
+        refused(
+            response(
+                self.text,
+                calls,
+                self.finish_reason.as_deref(),
+                self.usage,
+                meta,
+            ),
+            Some(self.refusal),
         )
     }
 }

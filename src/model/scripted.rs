@@ -272,6 +272,8 @@ fn fill_meta(resp: &mut ModelResponse, req: &ModelRequest, index: usize) {
                 StopReason::ToolUse => "tool_use",
                 StopReason::MaxTokens => "max_tokens",
                 StopReason::StopSequence => "stop_sequence",
+                StopReason::Refusal => "refusal",
+                StopReason::PauseTurn => "pause_turn",
                 StopReason::Other(other) => other,
             }
             .to_owned(),
