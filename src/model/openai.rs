@@ -89,7 +89,7 @@ use crate::{
     agent::{AgentEvent, ModelDelta},
     context::RunContext,
     error::BoxError,
-    message::{Content, Message, Role, StopReason, ToolCall},
+    message::{Content, Message, Reasoning, Role, StopReason, ToolCall},
 };
 
 const PROVIDER: &str = "openai";
@@ -115,6 +115,26 @@ pub enum MaxTokensParam {
     MaxTokens,
 }
 
+/// Whether the reasoning of earlier assistant messages ([`Content::Reasoning`] text) goes
+/// back to the server, as `reasoning_content` on the assistant message.
+///
+/// DeepSeek's thinking mode (and servers that copy it) returns the model's reasoning as
+/// `reasoning_content` and documents: between two user messages, if the model made tool
+/// calls, the `reasoning_content` of those assistant messages must be sent back in all
+/// later requests (else the API answers 400); if it made none, that reasoning need not be
+/// sent (it is ignored). OpenAI's own API returns no reasoning in Chat Completions and must
+/// not get the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReasoningReplay {
+    /// DeepSeek's rule: `reasoning_content` on every assistant message of a turn (the
+    /// messages between two user messages) that made tool calls; none elsewhere. The default
+    /// for every base URL but `api.openai.com`.
+    ToolTurns,
+    /// Never send reasoning back (the default for `api.openai.com`).
+    Never,
+}
+
 /// A model service speaking the OpenAI Chat Completions API. See the
 /// [module docs](crate::model::openai).
 ///
@@ -133,6 +153,7 @@ struct Shared {
     max_tokens_param: MaxTokensParam,
     has_key: bool,
     max_response_bytes: usize,
+    reasoning_replay: ReasoningReplay,
 }
 
 impl OpenAiChat {
@@ -147,6 +168,7 @@ impl OpenAiChat {
             transport: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_tokens_param: MaxTokensParam::default(),
+            reasoning_replay: None,
         }
     }
 
@@ -209,6 +231,7 @@ pub struct OpenAiChatBuilder {
     transport: Option<Transport>,
     max_response_bytes: usize,
     max_tokens_param: MaxTokensParam,
+    reasoning_replay: Option<ReasoningReplay>,
 }
 
 impl OpenAiChatBuilder {
@@ -282,9 +305,26 @@ impl OpenAiChatBuilder {
         self
     }
 
+    /// Whether reasoning goes back to the server (default: [`ReasoningReplay::Never`] for
+    /// `api.openai.com`, else [`ReasoningReplay::ToolTurns`], DeepSeek's rule).
+    pub fn reasoning_replay(mut self, replay: ReasoningReplay) -> Self {
+        self.reasoning_replay = Some(replay);
+        self
+    }
+
     /// The provider. An invalid base URL or header does not fail here: every call then fails
     /// with [`ProviderError::is_config`].
     pub fn build(self) -> OpenAiChat {
+        let reasoning_replay = self.reasoning_replay.unwrap_or_else(|| {
+            let host = reqwest::Url::parse(&self.base_url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+            if host.as_deref() == Some("api.openai.com") {
+                ReasoningReplay::Never
+            } else {
+                ReasoningReplay::ToolTurns
+            }
+        });
         let (transport, config_error) = match self.transport {
             Some(t) => (t, None),
             None => http::default_transport(),
@@ -305,6 +345,7 @@ impl OpenAiChatBuilder {
                 max_tokens_param: self.max_tokens_param,
                 has_key: self.api_key.is_some(),
                 max_response_bytes: self.max_response_bytes,
+                reasoning_replay,
             }),
             transport,
         }
@@ -322,6 +363,7 @@ impl fmt::Debug for OpenAiChatBuilder {
             .field("transport", &self.transport.is_some())
             .field("max_response_bytes", &self.max_response_bytes)
             .field("max_tokens_param", &self.max_tokens_param)
+            .field("reasoning_replay", &self.reasoning_replay)
             .finish()
     }
 }
@@ -338,7 +380,10 @@ impl Service<ModelRequest> for OpenAiChat {
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
-        let body = request_body(&req, &self.shared.model, self.shared.max_tokens_param);
+        let mut body = request_body(&req, &self.shared.model, self.shared.max_tokens_param);
+        if self.shared.reasoning_replay == ReasoningReplay::ToolTurns {
+            replay_reasoning(&mut body.messages, &req);
+        }
         let http_req = match serde_json::to_vec(&body)
             .map_err(|e| {
                 ProviderError::new(PROVIDER, super::error::Kind::InvalidRequest)
@@ -389,6 +434,8 @@ struct ChatRequest<'a> {
     max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -411,6 +458,8 @@ enum ChatMessage<'a> {
     },
     Assistant {
         content: Option<Cow<'a, str>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<String>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ChatToolCall<'a>>,
     },
@@ -497,6 +546,7 @@ fn request_body<'a>(
         temperature: settings.temperature,
         max_completion_tokens,
         max_tokens,
+        reasoning_effort: settings.reasoning_effort.as_ref().map(|e| e.as_str()),
         stream: settings.stream,
         stream_options: settings.stream.then_some(StreamOptions {
             include_usage: true,
@@ -508,17 +558,22 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
     match m.role {
         Role::System => ChatMessage::System { content: m.text() },
         Role::User => {
-            let content = if m.content.iter().all(|c| c.as_text().is_some()) {
+            let content = if m
+                .content
+                .iter()
+                .all(|c| !matches!(c, Content::Image { .. }))
+            {
                 UserContent::Text(m.text())
             } else {
                 UserContent::Parts(
                     m.content
                         .iter()
-                        .map(|c| match c {
-                            Content::Text { text } => Part::Text { text },
-                            Content::Image { url } => Part::ImageUrl {
+                        .filter_map(|c| match c {
+                            Content::Text { text } => Some(Part::Text { text }),
+                            Content::Image { url } => Some(Part::ImageUrl {
                                 image_url: ImageUrl { url },
-                            },
+                            }),
+                            Content::Reasoning(_) => None,
                         })
                         .collect(),
                 )
@@ -529,6 +584,7 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
             let text = m.text();
             ChatMessage::Assistant {
                 content: (!text.is_empty() || m.tool_calls.is_empty()).then_some(text),
+                reasoning_content: None,
                 tool_calls: m
                     .tool_calls
                     .iter()
@@ -555,6 +611,49 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
     }
 }
 
+/// Sets `reasoning_content` on the assistant messages of the turns that made tool calls
+/// ([`ReasoningReplay::ToolTurns`]): a turn is the messages between two user messages, as the
+/// server sees them. `out` is `req.messages` mapped one to one by `chat_message`.
+fn replay_reasoning(out: &mut [ChatMessage<'_>], req: &ModelRequest) {
+    let history: Vec<&Message> = req.messages.iter().collect();
+    debug_assert_eq!(out.len(), history.len());
+    let mut start = 0;
+    while start < history.len() {
+        let end = history[start + 1..]
+            .iter()
+            .position(|m| m.role == Role::User)
+            .map_or(history.len(), |i| start + 1 + i);
+        let turn = &history[start..end];
+        if turn
+            .iter()
+            .any(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
+        {
+            for (m, chat) in turn.iter().zip(&mut out[start..end]) {
+                if let ChatMessage::Assistant {
+                    reasoning_content, ..
+                } = chat
+                {
+                    let text: String = m.reasoning().map(|r| r.text.as_str()).collect();
+                    *reasoning_content = (!text.is_empty()).then_some(text);
+                }
+            }
+        }
+        start = end;
+    }
+}
+
+/// The reasoning text of a message or delta: `reasoning_content` (DeepSeek, vLLM, llama.cpp)
+/// or `reasoning` (OpenRouter, Ollama, newer vLLM), when it is a string.
+fn reasoning_text(reasoning_content: Option<Value>, reasoning: Option<Value>) -> Option<String> {
+    [reasoning_content, reasoning]
+        .into_iter()
+        .flatten()
+        .find_map(|v| match v {
+            Value::String(s) if !s.is_empty() => Some(s),
+            _ => None,
+        })
+}
+
 // ===== response =====
 
 // NOTE: `Option`s where a compatible server may send `null` rather than leave a field out.
@@ -577,6 +676,8 @@ struct Choice {
 struct ResponseMessage {
     content: Option<String>,
     refusal: Option<String>,
+    reasoning_content: Option<Value>,
+    reasoning: Option<Value>,
     tool_calls: Option<Vec<ResponseToolCall>>,
 }
 
@@ -609,6 +710,7 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
         );
     };
     let message = choice.message;
+    let reasoning = reasoning_text(message.reasoning_content, message.reasoning);
     let text = match message.content {
         Some(text) if !text.is_empty() => text,
         _ => message.refusal.unwrap_or_default(),
@@ -622,13 +724,17 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
             ToolCall::new(c.id.unwrap_or_default(), c.function.name, arguments)
         })
         .collect();
-    Ok(response(
+    let mut response = response(
         text,
         calls,
         choice.finish_reason.as_deref(),
         resp.usage,
         meta(resp.id, resp.model, choice.finish_reason.as_deref()),
-    ))
+    );
+    response.message = response
+        .message
+        .with_reasoning(reasoning.map(Reasoning::text));
+    Ok(response)
 }
 
 /// The response's metadata: provider `"openai"`, the id and model the server named,
@@ -686,6 +792,8 @@ struct ChunkChoice {
 struct Delta {
     content: Option<String>,
     refusal: Option<String>,
+    reasoning_content: Option<Value>,
+    reasoning: Option<Value>,
     tool_calls: Option<Vec<DeltaToolCall>>,
 }
 
@@ -713,8 +821,12 @@ struct Assembly {
     /// against `max_response_bytes`.
     kept: usize,
     text: String,
-    calls: BTreeMap<usize, (String, String, String)>,
-    last_index: Option<usize>,
+    reasoning: String,
+    /// The calls (id, name, argument text), in the order they started.
+    calls: Vec<(String, String, String)>,
+    /// The server's `index` of a call → its place in `calls` (the latest call at that index).
+    slots: BTreeMap<usize, usize>,
+    last_slot: Option<usize>,
     finish_reason: Option<String>,
     usage: Option<ChatUsage>,
     /// The response id and model, from the first chunk that names them.
@@ -754,6 +866,14 @@ impl Assembly {
                 self.finish_reason = Some(reason);
             }
             let delta = choice.delta.unwrap_or_default();
+            if let Some(text) = reasoning_text(delta.reasoning_content, delta.reasoning) {
+                self.kept = self.kept.saturating_add(text.len());
+                self.reasoning.push_str(&text);
+                ctx.emit_with(|| AgentEvent::ModelDelta {
+                    step: ctx.step(),
+                    delta: ModelDelta::Reasoning { text },
+                });
+            }
             for text in [delta.content, delta.refusal].into_iter().flatten() {
                 if !text.is_empty() {
                     self.kept = self.kept.saturating_add(text.len());
@@ -772,30 +892,48 @@ impl Assembly {
     }
 
     fn push_call(&mut self, call: DeltaToolCall, ctx: &RunContext) {
-        // Servers that leave out `index` send a new id for each new call.
-        let index = call
-            .index
-            .unwrap_or_else(|| match (self.last_index, &call.id) {
-                (Some(last), Some(id)) if self.calls.get(&last).is_some_and(|c| &c.0 == id) => last,
+        let id = call.id.filter(|id| !id.is_empty());
+        let slot = match call.index {
+            // A new id at an index already taken is a new call: Ollama puts every call at
+            // `index: 0`, each with its own id.
+            Some(index) => match self.slots.get(&index) {
+                Some(&slot)
+                    if id.as_ref().is_none_or(|id| {
+                        self.calls[slot].0.is_empty() || self.calls[slot].0 == *id
+                    }) =>
+                {
+                    slot
+                }
+                _ => {
+                    self.slots.insert(index, self.calls.len());
+                    self.calls.len()
+                }
+            },
+            // Servers that leave out `index` send a new id for each new call.
+            None => match (self.last_slot, &id) {
+                (Some(last), Some(id)) if self.calls[last].0 == *id => last,
                 (Some(last), None) => last,
                 _ => self.calls.len(),
-            });
-        self.last_index = Some(index);
+            },
+        };
+        self.last_slot = Some(slot);
         let (name, arguments) = match call.function {
             Some(f) => (f.name, f.arguments.unwrap_or_default()),
             None => (None, String::new()),
         };
-        let added = call.id.as_ref().map_or(0, String::len)
+        let added = id.as_ref().map_or(0, String::len)
             + name.as_ref().map_or(0, String::len)
             + arguments.len();
-        let overhead = if self.calls.contains_key(&index) {
-            0
-        } else {
-            CALL_OVERHEAD
-        };
-        self.kept = self.kept.saturating_add(added + overhead);
-        let entry = self.calls.entry(index).or_default();
-        if let Some(id) = &call.id {
+        if slot == self.calls.len() {
+            self.kept = self.kept.saturating_add(CALL_OVERHEAD);
+            self.calls.push(Default::default());
+        }
+        self.kept = self.kept.saturating_add(added);
+        let entry = &mut self.calls[slot];
+        // Some servers repeat the id on every piece: it is set once.
+        if let Some(id) = &id
+            && entry.0.is_empty()
+        {
             entry.0.push_str(id);
         }
         if let Some(name) = &name {
@@ -805,8 +943,8 @@ impl Assembly {
         ctx.emit_with(|| AgentEvent::ModelDelta {
             step: ctx.step(),
             delta: ModelDelta::ToolCall {
-                index,
-                id: call.id,
+                index: slot,
+                id,
                 name,
                 arguments,
             },
@@ -816,17 +954,23 @@ impl Assembly {
     fn finish(self) -> ModelResponse {
         let calls = self
             .calls
-            .into_values()
+            .into_iter()
             .map(|(id, name, args)| ToolCall::new(id, name, http::parse_arguments(args)))
             .collect();
         let meta = meta(self.id, self.model, self.finish_reason.as_deref());
-        response(
+        let mut response = response(
             self.text,
             calls,
             self.finish_reason.as_deref(),
             self.usage,
             meta,
-        )
+        );
+        if !self.reasoning.is_empty() {
+            response.message = response
+                .message
+                .with_reasoning([Reasoning::text(self.reasoning)]);
+        }
+        response
     }
 }
 
