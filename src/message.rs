@@ -1,6 +1,11 @@
 //! The conversation types: [`Message`], [`ToolCall`], [`ToolOutput`], [`ToolSpec`], [`Usage`],
 //! and the shared history [`Messages`].
 //!
+//! An assistant message may carry the model's reasoning as [`Content::Reasoning`] parts
+//! ([`Reasoning`]: text, signature, redacted data, an opaque provider item): they are saved
+//! with the thread like any content, are never part of [`Message::text`], and each provider
+//! sends them back as it requires.
+//!
 //! These are plain serde types with no tower in them. Every one is `Clone + Serialize +
 //! Deserialize`, and the common cases are one line:
 //!

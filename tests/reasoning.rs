@@ -662,7 +662,16 @@ async fn endless_reasoning_fails_at_the_response_cap() {
     let mut req =
         tower_agent::model::ModelRequest::new(vec![tower_agent::message::Message::user("Think.")]);
     req.settings = ModelSettings::default().stream(true);
-    let err = tower::ServiceExt::oneshot(model, req).await.unwrap_err();
+    let err = match tower::ServiceExt::oneshot(model, req).await {
+        Ok(resp) => panic!(
+            "not capped: {} bytes of reasoning kept",
+            resp.message
+                .reasoning()
+                .map(|r| r.text.len())
+                .sum::<usize>()
+        ),
+        Err(err) => err,
+    };
     let err = ProviderError::find(&*err).unwrap();
     assert!(err.is_malformed_response(), "{err}");
 
@@ -685,7 +694,16 @@ async fn endless_reasoning_fails_at_the_response_cap() {
     let mut req =
         tower_agent::model::ModelRequest::new(vec![tower_agent::message::Message::user("Think.")]);
     req.settings = ModelSettings::default().stream(true);
-    let err = tower::ServiceExt::oneshot(model, req).await.unwrap_err();
+    let err = match tower::ServiceExt::oneshot(model, req).await {
+        Ok(resp) => panic!(
+            "not capped: {} bytes of reasoning kept",
+            resp.message
+                .reasoning()
+                .map(|r| r.text.len())
+                .sum::<usize>()
+        ),
+        Err(err) => err,
+    };
     let err = ProviderError::find(&*err).unwrap();
     assert!(err.is_malformed_response(), "{err}");
 }

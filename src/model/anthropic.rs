@@ -53,6 +53,10 @@
 //! [`RetryPolicy`](crate::model::RetryPolicy)); a stream that ends before `message_stop` is
 //! an error ([`is_incomplete`](crate::model::ProviderError::is_incomplete)).
 //!
+//! Thinking text and signatures count toward `max_response_bytes` with the text and
+//! tool-input JSON (16 MiB by default), and a started block (a `redacted_thinking` block's
+//! data included) counts its whole event.
+//!
 //! # Errors
 //!
 //! Every failure is a [`ProviderError`] in the [`BoxError`].

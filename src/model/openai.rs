@@ -45,8 +45,9 @@
 //! | assistant tool calls | `tool_calls: [{id, type: "function", function: {name, arguments}}]`, `arguments` a JSON string |
 //! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag) |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", function: {name, description, parameters}}]` and `tool_choice: "auto"` |
-//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `stream` with `stream_options: {include_usage: true}` |
-//! | answer | `choices[0].message`: `content` (or `refusal`) as text, `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model |
+//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `reasoning_effort`, `stream` with `stream_options: {include_usage: true}` |
+//! | answer | `choices[0].message`: `content` (or `refusal`) as text, `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model; `reasoning_content` (DeepSeek, vLLM, llama.cpp) or else `reasoning` (OpenRouter, Ollama), when a string, as one [`Content::Reasoning`] part before the text |
+//! | [`Content::Reasoning`] of earlier assistant messages | `reasoning_content` on the assistant messages of turns that made tool calls (DeepSeek's rule), never to `api.openai.com`: see [`ReasoningReplay`] |
 //! | `usage` | `prompt_tokens` → `input_tokens`, `completion_tokens` → `output_tokens` |
 //! | `finish_reason` | `stop` → `EndTurn` (`ToolUse` if there are tool calls), `tool_calls` → `ToolUse`, `length` → `MaxTokens`, others → `Other` |
 //!
@@ -56,9 +57,21 @@
 //! as server-sent events: each text piece and each piece of a tool call (its id and name
 //! first, then its argument text) is sent to the run's events as an
 //! [`AgentEvent::ModelDelta`] as it arrives (built only
-//! if someone listens), and the service still returns one whole [`ModelResponse`]. A stream
+//! if someone listens), and the service still returns one whole [`ModelResponse`].
+//! `reasoning_content` / `reasoning` deltas are sent as [`ModelDelta::Reasoning`], apart
+//! from the text. Tool-call pieces are put together by their `index`, and by their id where
+//! the index cannot be trusted: a piece with a new id at an index already taken starts a new
+//! call (Ollama sends every call at `index: 0`), a repeated id is kept once, and a server that
+//! sends no `index` starts a new call with each new id. A stream
 //! that ends before `data: [DONE]` is an error
 //! ([`is_incomplete`](crate::model::ProviderError::is_incomplete)), never a short answer.
+//!
+//! # Limits
+//!
+//! Besides [the providers' limits](crate::model#limits): streamed reasoning counts toward
+//! `max_response_bytes` with the text and tool-call arguments (so endless reasoning fails the
+//! call at that size, 16 MiB by default), and each tool call started costs 128 bytes of it
+//! more, so a stream of empty calls is bounded too.
 //!
 //! # Errors
 //!
@@ -1086,6 +1099,116 @@ mod tests {
                 ToolCall::new("b", "y", json!({"k": 1}))
             ]
         );
+    }
+
+    /// A streamed piece of a tool call: `(index, id, name, arguments)`.
+    type Piece<'a> = (Option<usize>, Option<&'a str>, Option<&'a str>, &'a str);
+
+    /// The calls a stream of `pieces` puts together.
+    fn assemble(pieces: &[Piece<'_>]) -> Vec<ToolCall> {
+        let ctx = RunContext::new();
+        let mut a = Assembly::default();
+        for (index, id, name, args) in pieces {
+            let mut call = json!({ "function": { "arguments": args } });
+            if let Some(index) = index {
+                call["index"] = json!(index);
+            }
+            if let Some(id) = id {
+                call["id"] = json!(id);
+            }
+            if let Some(name) = name {
+                call["function"]["name"] = json!(name);
+            }
+            let chunk = json!({ "choices": [{ "index": 0, "delta": { "tool_calls": [call] } }] });
+            assert!(!a.push(&chunk.to_string(), &ctx).unwrap());
+        }
+        a.finish().message.tool_calls
+    }
+
+    #[test]
+    fn stream_keys_calls_by_id_when_the_index_repeats() {
+        let expected = vec![
+            ToolCall::new("a", "x", json!({"k": 1})),
+            ToolCall::new("b", "y", json!({})),
+        ];
+        // Ollama: every call at index 0, each whole with its own id.
+        assert_eq!(
+            assemble(&[
+                (Some(0), Some("a"), Some("x"), "{\"k\":1}"),
+                (Some(0), Some("b"), Some("y"), "{}"),
+            ]),
+            expected
+        );
+        // The id repeated on every piece is kept once; pieces with no id go to the latest call
+        // at their index.
+        assert_eq!(
+            assemble(&[
+                (Some(0), Some("a"), Some("x"), "{\"k\""),
+                (Some(0), Some("a"), None, ":1}"),
+                (Some(0), Some("b"), Some("y"), ""),
+                (Some(0), None, None, "{}"),
+            ]),
+            expected
+        );
+    }
+
+    /// A seeded property: however a server numbers and cuts the pieces (OpenAI's indexes,
+    /// Ollama's index 0, ids repeated on every piece, no index at all), the calls come out
+    /// whole and in order.
+    #[test]
+    fn stream_assembles_calls_in_every_known_server_style() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 33) as usize) % n.max(1)
+        };
+        for case in 0..3000 {
+            let n = 1 + next(4);
+            let calls: Vec<(String, String, String)> = (0..n)
+                .map(|i| {
+                    let args = json!({ "v": next(1000), "s": "ünï \"q\"" }).to_string();
+                    (format!("call_{case}_{i}"), format!("tool{}", next(3)), args)
+                })
+                .collect();
+            let style = case % 4;
+            let mut pieces = Vec::new();
+            for (i, (id, name, args)) in calls.iter().enumerate() {
+                let index = match style {
+                    0 | 2 => Some(i),
+                    1 => Some(0),
+                    _ => None,
+                };
+                // Cut the arguments at char boundaries.
+                let cuts: Vec<usize> = {
+                    let mut c: Vec<usize> = (0..next(4))
+                        .map(|_| next(args.len() + 1))
+                        .filter(|&k| args.is_char_boundary(k))
+                        .collect();
+                    c.sort_unstable();
+                    c.dedup();
+                    c
+                };
+                let mut start = 0;
+                let mut first = true;
+                for end in cuts.into_iter().chain([args.len()]) {
+                    let piece_id = (first || style == 2).then_some(id.as_str());
+                    let piece_name = first.then_some(name.as_str());
+                    pieces.push((index, piece_id, piece_name, &args[start..end]));
+                    start = end;
+                    first = false;
+                }
+            }
+            let got = assemble(&pieces);
+            let want: Vec<ToolCall> = calls
+                .iter()
+                .map(|(id, name, args)| {
+                    ToolCall::new(id, name, serde_json::from_str(args).unwrap())
+                })
+                .collect();
+            assert_eq!(got, want, "case {case}, style {style}: {pieces:?}");
+        }
     }
 
     #[test]
