@@ -623,6 +623,34 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn reasoning_is_content_kept_apart_from_text_and_round_trips_as_json() {
+        let m = Message::assistant("Answer.").with_reasoning([
+            Reasoning::signed("step 1\n\"quoted\"", "sig+/=="),
+            Reasoning::redacted("ENCRYPTED"),
+        ]);
+        assert_eq!(m.text(), "Answer.");
+        assert_eq!(m.content_len(), "Answer.".len());
+        assert_eq!(m.reasoning().count(), 2);
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"role": "assistant", "content": [
+                {"type": "reasoning", "text": "step 1\n\"quoted\"", "signature": "sig+/=="},
+                {"type": "reasoning", "redacted": "ENCRYPTED"},
+                {"type": "text", "text": "Answer."},
+            ]})
+        );
+        let back: Message = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+        // More reasoning goes after the reasoning already there, before the text.
+        let m = m.with_reasoning([
+            Reasoning::text("more").with_opaque(serde_json::json!({"id": "rs_1"}))
+        ]);
+        assert_eq!(m.content[2].as_reasoning().unwrap().text, "more");
+        assert_eq!(m.content[3].as_text(), Some("Answer."));
+    }
+
+    #[test]
     fn text_joins_parts_and_borrows_one() {
         let mut m = Message::user("a");
         assert!(matches!(m.text(), Cow::Borrowed("a")));
