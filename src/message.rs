@@ -1,6 +1,11 @@
 //! The conversation types: [`Message`], [`ToolCall`], [`ToolOutput`], [`ToolSpec`], [`Usage`],
 //! and the shared history [`Messages`].
 //!
+//! An assistant message may carry the model's reasoning as [`Content::Reasoning`] parts
+//! ([`Reasoning`]: text, signature, redacted data, an opaque provider item): they are saved
+//! with the thread like any content, are never part of [`Message::text`], and each provider
+//! sends them back as it requires.
+//!
 //! These are plain serde types with no tower in them. Every one is `Clone + Serialize +
 //! Deserialize`, and the common cases are one line:
 //!
@@ -72,6 +77,75 @@ pub enum Content {
         /// Where the image is.
         url: String,
     },
+    /// The model's reasoning (assistant messages only): kept with the message so that it can
+    /// be sent back as each provider requires, and never part of [`Message::text`]. See
+    /// [`Reasoning`].
+    Reasoning(Reasoning),
+}
+
+/// A piece of a model's reasoning ("thinking"), kept on the assistant [`Message`] that it
+/// preceded, in the order the model produced it.
+///
+/// Providers fill what they have and send back what the next request needs, unmodified:
+///
+/// - Anthropic: a `thinking` block is `text` + `signature`; a `redacted_thinking` block is
+///   `redacted` (its encrypted `data`). Both are sent back before the `tool_use` blocks of the
+///   same assistant message, as the API requires; reasoning without a signature (from another
+///   provider) is not sent to Anthropic.
+/// - OpenAI-compatible Chat Completions servers (DeepSeek, vLLM, Ollama, OpenRouter …):
+///   `reasoning_content` (or `reasoning`) is `text`, sent back as DeepSeek's rule asks (see
+///   [`ReasoningReplay`](crate::model::openai::ReasoningReplay)).
+/// - `opaque` holds a provider-specific item to be returned as it came (e.g. an encrypted
+///   reasoning item); providers that do not know it leave it out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Reasoning {
+    /// The reasoning text (or its summary), as the provider sent it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    /// The provider's signature over `text` (Anthropic `thinking.signature`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// Encrypted reasoning the provider did not show (Anthropic `redacted_thinking.data`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<String>,
+    /// A provider-specific item, returned to that provider unmodified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opaque: Option<Value>,
+}
+
+impl Reasoning {
+    /// Reasoning text with no signature.
+    pub fn text(text: impl Into<String>) -> Self {
+        Reasoning {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Signed reasoning text (an Anthropic `thinking` block).
+    pub fn signed(text: impl Into<String>, signature: impl Into<String>) -> Self {
+        Reasoning {
+            text: text.into(),
+            signature: Some(signature.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Redacted (encrypted) reasoning (an Anthropic `redacted_thinking` block).
+    pub fn redacted(data: impl Into<String>) -> Self {
+        Reasoning {
+            redacted: Some(data.into()),
+            ..Self::default()
+        }
+    }
+
+    /// This reasoning with a provider-specific opaque item.
+    #[must_use]
+    pub fn with_opaque(mut self, item: Value) -> Self {
+        self.opaque = Some(item);
+        self
+    }
 }
 
 impl Content {
@@ -84,7 +158,15 @@ impl Content {
     pub fn as_text(&self) -> Option<&str> {
         match self {
             Content::Text { text } => Some(text),
-            Content::Image { .. } => None,
+            Content::Image { .. } | Content::Reasoning(_) => None,
+        }
+    }
+
+    /// The reasoning in this part, if it is reasoning.
+    pub fn as_reasoning(&self) -> Option<&Reasoning> {
+        match self {
+            Content::Reasoning(r) => Some(r),
+            Content::Text { .. } | Content::Image { .. } => None,
         }
     }
 }
@@ -202,6 +284,25 @@ impl Message {
             .filter_map(Content::as_text)
             .map(str::len)
             .sum()
+    }
+
+    /// The reasoning parts, in order.
+    pub fn reasoning(&self) -> impl Iterator<Item = &Reasoning> + '_ {
+        self.content.iter().filter_map(Content::as_reasoning)
+    }
+
+    /// This message with `reasoning` inserted before its other parts (after the reasoning it
+    /// already has).
+    #[must_use]
+    pub fn with_reasoning(mut self, reasoning: impl IntoIterator<Item = Reasoning>) -> Self {
+        let at = self
+            .content
+            .iter()
+            .take_while(|c| c.as_reasoning().is_some())
+            .count();
+        self.content
+            .splice(at..at, reasoning.into_iter().map(Content::Reasoning));
+        self
     }
 
     /// Appends `text` as a new text part.
@@ -527,6 +628,34 @@ impl<'de> Deserialize<'de> for Messages {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn reasoning_is_content_kept_apart_from_text_and_round_trips_as_json() {
+        let m = Message::assistant("Answer.").with_reasoning([
+            Reasoning::signed("step 1\n\"quoted\"", "sig+/=="),
+            Reasoning::redacted("ENCRYPTED"),
+        ]);
+        assert_eq!(m.text(), "Answer.");
+        assert_eq!(m.content_len(), "Answer.".len());
+        assert_eq!(m.reasoning().count(), 2);
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"role": "assistant", "content": [
+                {"type": "reasoning", "text": "step 1\n\"quoted\"", "signature": "sig+/=="},
+                {"type": "reasoning", "redacted": "ENCRYPTED"},
+                {"type": "text", "text": "Answer."},
+            ]})
+        );
+        let back: Message = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+        // More reasoning goes after the reasoning already there, before the text.
+        let m = m.with_reasoning([
+            Reasoning::text("more").with_opaque(serde_json::json!({"id": "rs_1"}))
+        ]);
+        assert_eq!(m.content[2].as_reasoning().unwrap().text, "more");
+        assert_eq!(m.content[3].as_text(), Some("Answer."));
+    }
 
     #[test]
     fn text_joins_parts_and_borrows_one() {

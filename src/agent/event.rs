@@ -125,6 +125,14 @@ pub enum ModelDelta {
         /// The text.
         text: String,
     },
+    /// More reasoning ("thinking") text, separate from the answer text: Anthropic
+    /// `thinking_delta`s, and the `reasoning_content` / `reasoning` deltas of compatible
+    /// servers (DeepSeek, vLLM, Ollama, OpenRouter …). The whole reasoning is kept on the
+    /// response's message as [`Content::Reasoning`](crate::message::Content::Reasoning).
+    Reasoning {
+        /// The text.
+        text: String,
+    },
     /// A piece of a tool call: its id and name come first, its argument text in pieces.
     ToolCall {
         /// The call's position in the answer.

@@ -315,6 +315,14 @@ fn entry(message: &Message) -> (&'static str, Value) {
         Content::Image { url } => {
             json!({ "type": "image", "source": { "type": "url", "url": url } })
         }
+        Content::Reasoning(r) => match &r.redacted {
+            Some(data) => json!({ "type": "redacted_thinking", "data": data }),
+            None => json!({
+                "type": "thinking",
+                "thinking": r.text,
+                "signature": r.signature.as_deref().unwrap_or_default(),
+            }),
+        },
     }));
     content.extend(message.tool_calls.iter().map(|call| {
         json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments })

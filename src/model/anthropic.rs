@@ -33,7 +33,9 @@
 //! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message; consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{name, description, input_schema}]` |
 //! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `top_p`, `stop` → `stop_sequences`, `stream`; `tool_choice` (with tools) → `tool_choice: {type: auto \| any \| tool \| none}`, `parallel_tool_calls: false` → its `disable_parallel_tool_use: true`; `response_format` → `output_config: {format: {type: "json_schema", schema}}`; `extra_body` merged at the top level; `seed` is an [invalid-request](crate::model::ProviderError::is_invalid_request) error (the API has none) |
-//! | answer | `text` blocks joined as text, `tool_use` blocks as tool calls; other blocks (thinking) are skipped |
+//! | answer | `text` blocks joined as text, `tool_use` blocks as tool calls, `thinking` (with its `signature`) and `redacted_thinking` blocks as [`Content::Reasoning`] parts before the text, in their order; other blocks are skipped |
+//! | [`Content::Reasoning`] of an assistant message | sent back unmodified, first in the assistant message (before its text and `tool_use` blocks), as the API requires: `thinking {thinking, signature}` or `redacted_thinking {data}`; reasoning with neither a signature nor redacted data (from another provider) is not sent |
+//! | [`ModelSettings::thinking_budget`](crate::model::ModelSettings::thinking_budget) | `thinking: {type: "enabled", budget_tokens}` |
 //! | `usage` | `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens` → `input_tokens`; `output_tokens` → `output_tokens` |
 //! | `stop_reason` | `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`, `refusal`, `pause_turn` → the same [`StopReason`] (the agent loop ends a refused run [`Outcome::Refused`](crate::agent::Outcome::Refused) and continues a paused one by sending the answer back); others → `Other` |
 //!
@@ -43,12 +45,17 @@
 //!
 //! With [`ModelSettings::stream`](crate::model::ModelSettings::stream) on, the answer is read
 //! as server-sent events (`message_start`, `content_block_start`/`_delta`/`_stop`,
-//! `message_delta`, `message_stop`): text deltas and tool-input JSON deltas are sent to the
+//! `message_delta`, `message_stop`): text deltas, thinking deltas (as
+//! [`ModelDelta::Reasoning`]) and tool-input JSON deltas are sent to the
 //! run's events as [`AgentEvent::ModelDelta`] as they
 //! arrive, and the service returns one whole [`ModelResponse`]. An `error` event fails the
 //! call with its type (`overloaded_error` is a server error, so it is retried by
 //! [`RetryPolicy`](crate::model::RetryPolicy)); a stream that ends before `message_stop` is
 //! an error ([`is_incomplete`](crate::model::ProviderError::is_incomplete)).
+//!
+//! Thinking text and signatures count toward `max_response_bytes` with the text and
+//! tool-input JSON (16 MiB by default), and a started block (a `redacted_thinking` block's
+//! data included) counts its whole event.
 //!
 //! # Errors
 //!
@@ -76,7 +83,7 @@ use crate::{
     agent::{AgentEvent, ModelDelta},
     context::RunContext,
     error::BoxError,
-    message::{Content, Message, Role, StopReason, ToolCall, Usage},
+    message::{Content, Message, Reasoning, Role, StopReason, ToolCall, Usage},
 };
 
 const PROVIDER: &str = "anthropic";
@@ -350,6 +357,8 @@ struct MessagesRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<ThinkingConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     top_p: Option<f32>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     stop_sequences: &'a [String],
@@ -364,6 +373,14 @@ struct MessagesRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<String>,
     messages: Vec<ApiMessage<'a>>,
+}
+
+/// `thinking: {type: "enabled", budget_tokens}`.
+#[derive(Serialize)]
+struct ThinkingConfig {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
 }
 
 #[derive(Serialize)]
@@ -392,6 +409,15 @@ enum Block<'a> {
         id: &'a str,
         name: &'a str,
         input: Cow<'a, Value>,
+    },
+    /// Signed reasoning, sent back as it came.
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    /// Encrypted reasoning, sent back as it came.
+    RedactedThinking {
+        data: &'a str,
     },
     ToolResult {
         tool_use_id: &'a str,
@@ -453,6 +479,12 @@ fn request_body<'a>(
             .response_format
             .as_ref()
             .map(|f| serde_json::json!({"format": {"type": "json_schema", "schema": &*f.schema}})),
+        thinking: settings
+            .thinking_budget
+            .map(|budget_tokens| ThinkingConfig {
+                kind: "enabled",
+                budget_tokens,
+            }),
         stream: settings.stream,
     }
 }
@@ -542,8 +574,23 @@ fn content_blocks(m: &Message) -> Vec<Block<'_>> {
             Content::Image { url } => Some(Block::Image {
                 source: image_source(url),
             }),
+            Content::Reasoning(r) => thinking_block(r),
         })
         .collect()
+}
+
+/// A reasoning part as the API wants it back: `redacted_thinking` with its data, or
+/// `thinking` with its signature. Reasoning without either (from another provider) cannot be
+/// verified by the API and is not sent.
+fn thinking_block(r: &Reasoning) -> Option<Block<'_>> {
+    match (&r.redacted, &r.signature) {
+        (Some(data), _) => Some(Block::RedactedThinking { data }),
+        (None, Some(signature)) => Some(Block::Thinking {
+            thinking: &r.text,
+            signature,
+        }),
+        (None, None) => None,
+    }
 }
 
 /// A `data:<media type>;base64,<data>` URL as a base64 source, any other URL as a URL source.
@@ -576,6 +623,14 @@ struct MessagesResponse {
 enum ResponseBlock {
     Text {
         text: String,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        signature: Option<String>,
+    },
+    RedactedThinking {
+        data: String,
     },
     ToolUse {
         id: String,
@@ -622,9 +677,18 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
     };
     let mut text = String::new();
     let mut calls = Vec::new();
+    let mut reasoning = Vec::new();
     for block in content {
         match block {
             ResponseBlock::Text { text: t } => text.push_str(&t),
+            ResponseBlock::Thinking {
+                thinking,
+                signature,
+            } => reasoning.push(Reasoning {
+                signature,
+                ..Reasoning::text(thinking)
+            }),
+            ResponseBlock::RedactedThinking { data } => reasoning.push(Reasoning::redacted(data)),
             ResponseBlock::ToolUse { id, name, input } => {
                 calls.push(ToolCall::new(id, name, input))
             }
@@ -632,13 +696,15 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
         }
     }
     let usage = resp.usage.unwrap_or_default();
-    Ok(response(
+    let mut response = response(
         text,
         calls,
         resp.stop_reason.as_deref(),
         http::usage(usage.input(), usage.output_tokens),
         meta(resp.id, resp.model, resp.stop_reason.as_deref()),
-    ))
+    );
+    response.message = response.message.with_reasoning(reasoning);
+    Ok(response)
 }
 
 /// The response's metadata: provider `"anthropic"`, the message's id and model, and the
@@ -728,6 +794,15 @@ enum StartBlock {
         #[serde(default)]
         input: Value,
     },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
     #[serde(other)]
     Other,
 }
@@ -737,6 +812,12 @@ enum StartBlock {
 enum BlockDelta {
     TextDelta {
         text: String,
+    },
+    ThinkingDelta {
+        thinking: String,
+    },
+    SignatureDelta {
+        signature: String,
     },
     InputJsonDelta {
         partial_json: String,
@@ -759,6 +840,7 @@ enum Part {
         input: Value,
         json: String,
     },
+    Reasoning(Reasoning),
     Other,
 }
 
@@ -834,6 +916,25 @@ impl Assembly {
                             json: String::new(),
                         }
                     }
+                    StartBlock::Thinking {
+                        thinking,
+                        signature,
+                    } => {
+                        if !thinking.is_empty() {
+                            let text = thinking.clone();
+                            ctx.emit_with(|| AgentEvent::ModelDelta {
+                                step,
+                                delta: ModelDelta::Reasoning { text },
+                            });
+                        }
+                        Part::Reasoning(Reasoning {
+                            signature: (!signature.is_empty()).then_some(signature),
+                            ..Reasoning::text(thinking)
+                        })
+                    }
+                    StartBlock::RedactedThinking { data } => {
+                        Part::Reasoning(Reasoning::redacted(data))
+                    }
                     StartBlock::Other => Part::Other,
                 };
                 self.parts.insert(index, part);
@@ -864,6 +965,18 @@ impl Assembly {
                                 arguments: partial_json,
                             },
                         });
+                    }
+                    (Some(Part::Reasoning(r)), BlockDelta::ThinkingDelta { thinking }) => {
+                        self.kept = self.kept.saturating_add(thinking.len());
+                        r.text.push_str(&thinking);
+                        ctx.emit_with(|| AgentEvent::ModelDelta {
+                            step,
+                            delta: ModelDelta::Reasoning { text: thinking },
+                        });
+                    }
+                    (Some(Part::Reasoning(r)), BlockDelta::SignatureDelta { signature }) => {
+                        self.kept = self.kept.saturating_add(signature.len());
+                        r.signature.get_or_insert_default().push_str(&signature);
                     }
                     (None, _) => {
                         return Err(http::malformed(
@@ -898,9 +1011,11 @@ impl Assembly {
     fn finish(self) -> ModelResponse {
         let mut text = String::new();
         let mut calls = Vec::new();
+        let mut reasoning = Vec::new();
         for part in self.parts.into_values() {
             match part {
                 Part::Text(t) => text.push_str(&t),
+                Part::Reasoning(r) => reasoning.push(r),
                 Part::Tool {
                     id,
                     name,
@@ -923,13 +1038,15 @@ impl Assembly {
             }
         }
         let meta = meta(self.id, self.model, self.stop_reason.as_deref());
-        response(
+        let mut response = response(
             text,
             calls,
             self.stop_reason.as_deref(),
             http::usage(self.input_tokens, self.output_tokens),
             meta,
-        )
+        );
+        response.message = response.message.with_reasoning(reasoning);
+        response
     }
 }
 

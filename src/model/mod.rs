@@ -25,7 +25,8 @@
 //!   with a [malformed-response](ProviderError::is_malformed_response) error as soon as it
 //!   passes the provider's `max_response_bytes` (default [`DEFAULT_MAX_RESPONSE_BYTES`],
 //!   16 MiB; a `Content-Length` over it fails before the body is read). A streamed answer fails
-//!   the same way when the text and tool-call arguments put together from it pass that limit.
+//!   the same way when the text, reasoning and tool-call arguments put together from it pass
+//!   that limit.
 //! - **Server-sent events**: one event (its lines, buffered until the blank line that ends it)
 //!   may hold at most [`MAX_SSE_EVENT_BYTES`] (4 MiB, or `max_response_bytes` if smaller); a
 //!   longer line or event fails the call while it is being read. So a stream holds at most
@@ -174,7 +175,7 @@ impl ModelRequest {
         let sys = self.system_mut();
         match sys.content.iter_mut().rev().find_map(|c| match c {
             crate::message::Content::Text { text } => Some(text),
-            crate::message::Content::Image { .. } => None,
+            crate::message::Content::Image { .. } | crate::message::Content::Reasoning(_) => None,
         }) {
             Some(last) if !last.is_empty() => {
                 last.push_str("\n\n");
@@ -226,6 +227,45 @@ pub struct ModelSettings {
     /// Provider-specific fields merged into the top level of the request body (each key
     /// replaces a field of the same name). See [`ExtraBody`].
     pub extra_body: Option<ExtraBody>,
+    /// Extended thinking with this token budget: Anthropic
+    /// `thinking: {type: "enabled", budget_tokens}` (the API wants at least 1024, and less than
+    /// `max_tokens`). Chat Completions servers ignore it (use
+    /// [`reasoning_effort`](Self::reasoning_effort)).
+    pub thinking_budget: Option<u32>,
+    /// How hard a reasoning model should think: OpenAI's (and DeepSeek's) `reasoning_effort`.
+    /// Anthropic ignores it (use [`thinking_budget`](Self::thinking_budget)).
+    pub reasoning_effort: Option<ReasoningEffort>,
+}
+
+/// How hard a reasoning model should think: [`ModelSettings::reasoning_effort`], sent as
+/// Chat Completions' `reasoning_effort` (`"minimal"`, `"low"`, `"medium"`, `"high"`, or any
+/// other value a server documents).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReasoningEffort {
+    /// `"minimal"`.
+    Minimal,
+    /// `"low"`.
+    Low,
+    /// `"medium"`.
+    Medium,
+    /// `"high"`.
+    High,
+    /// Another value, sent as it is (e.g. `"none"`, `"xhigh"`, DeepSeek's `"max"`).
+    Other(Cow<'static, str>),
+}
+
+impl ReasoningEffort {
+    /// The value as sent.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+            ReasoningEffort::Other(other) => other,
+        }
+    }
 }
 
 impl ModelSettings {
@@ -307,6 +347,20 @@ impl ModelSettings {
             serde_json::Value::Object(map) => Some(Arc::new(map)),
             _ => None,
         };
+        self
+    }
+
+    /// These settings with extended thinking on, with a budget of `tokens`.
+    #[must_use]
+    pub fn thinking_budget(mut self, tokens: u32) -> Self {
+        self.thinking_budget = Some(tokens);
+        self
+    }
+
+    /// These settings with a reasoning effort.
+    #[must_use]
+    pub fn reasoning_effort(mut self, effort: ReasoningEffort) -> Self {
+        self.reasoning_effort = Some(effort);
         self
     }
 }

@@ -45,8 +45,9 @@
 //! | assistant tool calls | `tool_calls: [{id, type: "function", function: {name, arguments}}]`, `arguments` a JSON string |
 //! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag) |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", function: {name, description, parameters}}]` and `tool_choice` (`"auto"` unless [`ModelSettings::tool_choice`](crate::model::ModelSettings::tool_choice) says `"none"`, `"required"` or `{type: "function", function: {name}}`) |
-//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `stream` with `stream_options: {include_usage: true}`, `top_p`, `stop`, `seed`, `parallel_tool_calls` (with tools only), `response_format: {type: "json_schema", json_schema: {name, schema, strict}}`; `extra_body` merged at the top level (its keys win) |
-//! | answer | `choices[0].message`: `content` as text, `refusal` apart (stop reason [`StopReason::Refusal`], its text in [`ResponseMeta::refusal`](crate::model::ResponseMeta::refusal)), `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model |
+//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `reasoning_effort`, `stream` with `stream_options: {include_usage: true}`, `top_p`, `stop`, `seed`, `parallel_tool_calls` (with tools only), `response_format: {type: "json_schema", json_schema: {name, schema, strict}}`; `extra_body` merged at the top level (its keys win) |
+//! | answer | `choices[0].message`: `content` as text, `refusal` apart (stop reason [`StopReason::Refusal`], its text in [`ResponseMeta::refusal`](crate::model::ResponseMeta::refusal)), `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model; `reasoning_content` (DeepSeek, vLLM, llama.cpp) or else `reasoning` (OpenRouter, Ollama), when a string, as one [`Content::Reasoning`] part before the text |
+//! | [`Content::Reasoning`] of earlier assistant messages | `reasoning_content` on the assistant messages of turns that made tool calls (DeepSeek's rule), never to `api.openai.com`: see [`ReasoningReplay`] |
 //! | `usage` | `prompt_tokens` → `input_tokens`, `completion_tokens` → `output_tokens` |
 //! | `finish_reason` | `stop` → `EndTurn` (`ToolUse` if there are tool calls), `tool_calls` → `ToolUse`, `length` → `MaxTokens`, others → `Other` |
 //!
@@ -56,9 +57,21 @@
 //! as server-sent events: each text piece and each piece of a tool call (its id and name
 //! first, then its argument text) is sent to the run's events as an
 //! [`AgentEvent::ModelDelta`] as it arrives (built only
-//! if someone listens), and the service still returns one whole [`ModelResponse`]. A stream
+//! if someone listens), and the service still returns one whole [`ModelResponse`].
+//! `reasoning_content` / `reasoning` deltas are sent as [`ModelDelta::Reasoning`], apart
+//! from the text. Tool-call pieces are put together by their `index`, and by their id where
+//! the index cannot be trusted: a piece with a new id at an index already taken starts a new
+//! call (Ollama sends every call at `index: 0`), a repeated id is kept once, and a server that
+//! sends no `index` starts a new call with each new id. A stream
 //! that ends before `data: [DONE]` is an error
 //! ([`is_incomplete`](crate::model::ProviderError::is_incomplete)), never a short answer.
+//!
+//! # Limits
+//!
+//! Besides [the providers' limits](crate::model#limits): streamed reasoning counts toward
+//! `max_response_bytes` with the text and tool-call arguments (so endless reasoning fails the
+//! call at that size, 16 MiB by default), and each tool call started costs 128 bytes of it
+//! more, so a stream of empty calls is bounded too.
 //!
 //! # Errors
 //!
@@ -90,7 +103,7 @@ use crate::{
     agent::{AgentEvent, ModelDelta},
     context::RunContext,
     error::BoxError,
-    message::{Content, Message, Role, StopReason, ToolCall},
+    message::{Content, Message, Reasoning, Role, StopReason, ToolCall},
 };
 
 const PROVIDER: &str = "openai";
@@ -116,6 +129,26 @@ pub enum MaxTokensParam {
     MaxTokens,
 }
 
+/// Whether the reasoning of earlier assistant messages ([`Content::Reasoning`] text) goes
+/// back to the server, as `reasoning_content` on the assistant message.
+///
+/// DeepSeek's thinking mode (and servers that copy it) returns the model's reasoning as
+/// `reasoning_content` and documents: between two user messages, if the model made tool
+/// calls, the `reasoning_content` of those assistant messages must be sent back in all
+/// later requests (else the API answers 400); if it made none, that reasoning need not be
+/// sent (it is ignored). OpenAI's own API returns no reasoning in Chat Completions and must
+/// not get the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReasoningReplay {
+    /// DeepSeek's rule: `reasoning_content` on every assistant message of a turn (the
+    /// messages between two user messages) that made tool calls; none elsewhere. The default
+    /// for every base URL but `api.openai.com`.
+    ToolTurns,
+    /// Never send reasoning back (the default for `api.openai.com`).
+    Never,
+}
+
 /// A model service speaking the OpenAI Chat Completions API. See the
 /// [module docs](crate::model::openai).
 ///
@@ -134,6 +167,7 @@ struct Shared {
     max_tokens_param: MaxTokensParam,
     has_key: bool,
     max_response_bytes: usize,
+    reasoning_replay: ReasoningReplay,
 }
 
 impl OpenAiChat {
@@ -148,6 +182,7 @@ impl OpenAiChat {
             transport: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_tokens_param: MaxTokensParam::default(),
+            reasoning_replay: None,
         }
     }
 
@@ -210,6 +245,7 @@ pub struct OpenAiChatBuilder {
     transport: Option<Transport>,
     max_response_bytes: usize,
     max_tokens_param: MaxTokensParam,
+    reasoning_replay: Option<ReasoningReplay>,
 }
 
 impl OpenAiChatBuilder {
@@ -283,9 +319,26 @@ impl OpenAiChatBuilder {
         self
     }
 
+    /// Whether reasoning goes back to the server (default: [`ReasoningReplay::Never`] for
+    /// `api.openai.com`, else [`ReasoningReplay::ToolTurns`], DeepSeek's rule).
+    pub fn reasoning_replay(mut self, replay: ReasoningReplay) -> Self {
+        self.reasoning_replay = Some(replay);
+        self
+    }
+
     /// The provider. An invalid base URL or header does not fail here: every call then fails
     /// with [`ProviderError::is_config`].
     pub fn build(self) -> OpenAiChat {
+        let reasoning_replay = self.reasoning_replay.unwrap_or_else(|| {
+            let host = reqwest::Url::parse(&self.base_url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+            if host.as_deref() == Some("api.openai.com") {
+                ReasoningReplay::Never
+            } else {
+                ReasoningReplay::ToolTurns
+            }
+        });
         let (transport, config_error) = match self.transport {
             Some(t) => (t, None),
             None => http::default_transport(),
@@ -306,6 +359,7 @@ impl OpenAiChatBuilder {
                 max_tokens_param: self.max_tokens_param,
                 has_key: self.api_key.is_some(),
                 max_response_bytes: self.max_response_bytes,
+                reasoning_replay,
             }),
             transport,
         }
@@ -323,6 +377,7 @@ impl fmt::Debug for OpenAiChatBuilder {
             .field("transport", &self.transport.is_some())
             .field("max_response_bytes", &self.max_response_bytes)
             .field("max_tokens_param", &self.max_tokens_param)
+            .field("reasoning_replay", &self.reasoning_replay)
             .finish()
     }
 }
@@ -339,7 +394,10 @@ impl Service<ModelRequest> for OpenAiChat {
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
-        let body = request_body(&req, &self.shared.model, self.shared.max_tokens_param);
+        let mut body = request_body(&req, &self.shared.model, self.shared.max_tokens_param);
+        if self.shared.reasoning_replay == ReasoningReplay::ToolTurns {
+            replay_reasoning(&mut body.messages, &req);
+        }
         let http_req = match super::options::encode(&body, req.settings.extra_body.as_ref())
             .map_err(|e| {
                 ProviderError::new(PROVIDER, super::error::Kind::InvalidRequest)
@@ -396,6 +454,8 @@ struct ChatRequest<'a> {
     max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -425,6 +485,8 @@ enum ChatMessage<'a> {
     },
     Assistant {
         content: Option<Cow<'a, str>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<String>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ChatToolCall<'a>>,
     },
@@ -516,6 +578,7 @@ fn request_body<'a>(
         response_format: settings.response_format.as_ref().map(response_format),
         max_completion_tokens,
         max_tokens,
+        reasoning_effort: settings.reasoning_effort.as_ref().map(|e| e.as_str()),
         stream: settings.stream,
         stream_options: settings.stream.then_some(StreamOptions {
             include_usage: true,
@@ -547,17 +610,22 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
     match m.role {
         Role::System => ChatMessage::System { content: m.text() },
         Role::User => {
-            let content = if m.content.iter().all(|c| c.as_text().is_some()) {
+            let content = if m
+                .content
+                .iter()
+                .all(|c| !matches!(c, Content::Image { .. }))
+            {
                 UserContent::Text(m.text())
             } else {
                 UserContent::Parts(
                     m.content
                         .iter()
-                        .map(|c| match c {
-                            Content::Text { text } => Part::Text { text },
-                            Content::Image { url } => Part::ImageUrl {
+                        .filter_map(|c| match c {
+                            Content::Text { text } => Some(Part::Text { text }),
+                            Content::Image { url } => Some(Part::ImageUrl {
                                 image_url: ImageUrl { url },
-                            },
+                            }),
+                            Content::Reasoning(_) => None,
                         })
                         .collect(),
                 )
@@ -568,6 +636,7 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
             let text = m.text();
             ChatMessage::Assistant {
                 content: (!text.is_empty() || m.tool_calls.is_empty()).then_some(text),
+                reasoning_content: None,
                 tool_calls: m
                     .tool_calls
                     .iter()
@@ -594,6 +663,49 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
     }
 }
 
+/// Sets `reasoning_content` on the assistant messages of the turns that made tool calls
+/// ([`ReasoningReplay::ToolTurns`]): a turn is the messages between two user messages, as the
+/// server sees them. `out` is `req.messages` mapped one to one by `chat_message`.
+fn replay_reasoning(out: &mut [ChatMessage<'_>], req: &ModelRequest) {
+    let history: Vec<&Message> = req.messages.iter().collect();
+    debug_assert_eq!(out.len(), history.len());
+    let mut start = 0;
+    while start < history.len() {
+        let end = history[start + 1..]
+            .iter()
+            .position(|m| m.role == Role::User)
+            .map_or(history.len(), |i| start + 1 + i);
+        let turn = &history[start..end];
+        if turn
+            .iter()
+            .any(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
+        {
+            for (m, chat) in turn.iter().zip(&mut out[start..end]) {
+                if let ChatMessage::Assistant {
+                    reasoning_content, ..
+                } = chat
+                {
+                    let text: String = m.reasoning().map(|r| r.text.as_str()).collect();
+                    *reasoning_content = (!text.is_empty()).then_some(text);
+                }
+            }
+        }
+        start = end;
+    }
+}
+
+/// The reasoning text of a message or delta: `reasoning_content` (DeepSeek, vLLM, llama.cpp)
+/// or `reasoning` (OpenRouter, Ollama, newer vLLM), when it is a string.
+fn reasoning_text(reasoning_content: Option<Value>, reasoning: Option<Value>) -> Option<String> {
+    [reasoning_content, reasoning]
+        .into_iter()
+        .flatten()
+        .find_map(|v| match v {
+            Value::String(s) if !s.is_empty() => Some(s),
+            _ => None,
+        })
+}
+
 // ===== response =====
 
 // NOTE: `Option`s where a compatible server may send `null` rather than leave a field out.
@@ -616,6 +728,8 @@ struct Choice {
 struct ResponseMessage {
     content: Option<String>,
     refusal: Option<String>,
+    reasoning_content: Option<Value>,
+    reasoning: Option<Value>,
     tool_calls: Option<Vec<ResponseToolCall>>,
 }
 
@@ -648,6 +762,7 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
         );
     };
     let message = choice.message;
+    let reasoning = reasoning_text(message.reasoning_content, message.reasoning);
     let text = message.content.unwrap_or_default();
     let calls = message
         .tool_calls
@@ -658,7 +773,7 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
             ToolCall::new(c.id.unwrap_or_default(), c.function.name, arguments)
         })
         .collect();
-    Ok(refused(
+    let mut response = refused(
         response(
             text,
             calls,
@@ -667,7 +782,11 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
             meta(resp.id, resp.model, choice.finish_reason.as_deref()),
         ),
         message.refusal,
-    ))
+    );
+    response.message = response
+        .message
+        .with_reasoning(reasoning.map(Reasoning::text));
+    Ok(response)
 }
 
 /// The response's metadata: provider `"openai"`, the id and model the server named,
@@ -735,6 +854,8 @@ struct ChunkChoice {
 struct Delta {
     content: Option<String>,
     refusal: Option<String>,
+    reasoning_content: Option<Value>,
+    reasoning: Option<Value>,
     tool_calls: Option<Vec<DeltaToolCall>>,
 }
 
@@ -762,10 +883,14 @@ struct Assembly {
     /// against `max_response_bytes`.
     kept: usize,
     text: String,
-    calls: BTreeMap<usize, (String, String, String)>,
-    last_index: Option<usize>,
     /// The refusal, streamed apart from the text.
     refusal: String,
+    reasoning: String,
+    /// The calls (id, name, argument text), in the order they started.
+    calls: Vec<(String, String, String)>,
+    /// The server's `index` of a call → its place in `calls` (the latest call at that index).
+    slots: BTreeMap<usize, usize>,
+    last_slot: Option<usize>,
     finish_reason: Option<String>,
     usage: Option<ChatUsage>,
     /// The response id and model, from the first chunk that names them.
@@ -805,6 +930,14 @@ impl Assembly {
                 self.finish_reason = Some(reason);
             }
             let delta = choice.delta.unwrap_or_default();
+            if let Some(text) = reasoning_text(delta.reasoning_content, delta.reasoning) {
+                self.kept = self.kept.saturating_add(text.len());
+                self.reasoning.push_str(&text);
+                ctx.emit_with(|| AgentEvent::ModelDelta {
+                    step: ctx.step(),
+                    delta: ModelDelta::Reasoning { text },
+                });
+            }
             if let Some(refusal) = delta.refusal {
                 self.kept = self.kept.saturating_add(refusal.len());
                 self.refusal.push_str(&refusal);
@@ -825,30 +958,48 @@ impl Assembly {
     }
 
     fn push_call(&mut self, call: DeltaToolCall, ctx: &RunContext) {
-        // Servers that leave out `index` send a new id for each new call.
-        let index = call
-            .index
-            .unwrap_or_else(|| match (self.last_index, &call.id) {
-                (Some(last), Some(id)) if self.calls.get(&last).is_some_and(|c| &c.0 == id) => last,
+        let id = call.id.filter(|id| !id.is_empty());
+        let slot = match call.index {
+            // A new id at an index already taken is a new call: Ollama puts every call at
+            // `index: 0`, each with its own id.
+            Some(index) => match self.slots.get(&index) {
+                Some(&slot)
+                    if id.as_ref().is_none_or(|id| {
+                        self.calls[slot].0.is_empty() || self.calls[slot].0 == *id
+                    }) =>
+                {
+                    slot
+                }
+                _ => {
+                    self.slots.insert(index, self.calls.len());
+                    self.calls.len()
+                }
+            },
+            // Servers that leave out `index` send a new id for each new call.
+            None => match (self.last_slot, &id) {
+                (Some(last), Some(id)) if self.calls[last].0 == *id => last,
                 (Some(last), None) => last,
                 _ => self.calls.len(),
-            });
-        self.last_index = Some(index);
+            },
+        };
+        self.last_slot = Some(slot);
         let (name, arguments) = match call.function {
             Some(f) => (f.name, f.arguments.unwrap_or_default()),
             None => (None, String::new()),
         };
-        let added = call.id.as_ref().map_or(0, String::len)
+        let added = id.as_ref().map_or(0, String::len)
             + name.as_ref().map_or(0, String::len)
             + arguments.len();
-        let overhead = if self.calls.contains_key(&index) {
-            0
-        } else {
-            CALL_OVERHEAD
-        };
-        self.kept = self.kept.saturating_add(added + overhead);
-        let entry = self.calls.entry(index).or_default();
-        if let Some(id) = &call.id {
+        if slot == self.calls.len() {
+            self.kept = self.kept.saturating_add(CALL_OVERHEAD);
+            self.calls.push(Default::default());
+        }
+        self.kept = self.kept.saturating_add(added);
+        let entry = &mut self.calls[slot];
+        // Some servers repeat the id on every piece: it is set once.
+        if let Some(id) = &id
+            && entry.0.is_empty()
+        {
             entry.0.push_str(id);
         }
         if let Some(name) = &name {
@@ -858,8 +1009,8 @@ impl Assembly {
         ctx.emit_with(|| AgentEvent::ModelDelta {
             step: ctx.step(),
             delta: ModelDelta::ToolCall {
-                index,
-                id: call.id,
+                index: slot,
+                id,
                 name,
                 arguments,
             },
@@ -869,11 +1020,11 @@ impl Assembly {
     fn finish(self) -> ModelResponse {
         let calls = self
             .calls
-            .into_values()
+            .into_iter()
             .map(|(id, name, args)| ToolCall::new(id, name, http::parse_arguments(args)))
             .collect();
         let meta = meta(self.id, self.model, self.finish_reason.as_deref());
-        refused(
+        let mut response = refused(
             response(
                 self.text,
                 calls,
@@ -882,7 +1033,13 @@ impl Assembly {
                 meta,
             ),
             Some(self.refusal),
-        )
+        );
+        if !self.reasoning.is_empty() {
+            response.message = response
+                .message
+                .with_reasoning([Reasoning::text(self.reasoning)]);
+        }
+        response
     }
 }
 
@@ -998,6 +1155,116 @@ mod tests {
                 ToolCall::new("b", "y", json!({"k": 1}))
             ]
         );
+    }
+
+    /// A streamed piece of a tool call: `(index, id, name, arguments)`.
+    type Piece<'a> = (Option<usize>, Option<&'a str>, Option<&'a str>, &'a str);
+
+    /// The calls a stream of `pieces` puts together.
+    fn assemble(pieces: &[Piece<'_>]) -> Vec<ToolCall> {
+        let ctx = RunContext::new();
+        let mut a = Assembly::default();
+        for (index, id, name, args) in pieces {
+            let mut call = json!({ "function": { "arguments": args } });
+            if let Some(index) = index {
+                call["index"] = json!(index);
+            }
+            if let Some(id) = id {
+                call["id"] = json!(id);
+            }
+            if let Some(name) = name {
+                call["function"]["name"] = json!(name);
+            }
+            let chunk = json!({ "choices": [{ "index": 0, "delta": { "tool_calls": [call] } }] });
+            assert!(!a.push(&chunk.to_string(), &ctx).unwrap());
+        }
+        a.finish().message.tool_calls
+    }
+
+    #[test]
+    fn stream_keys_calls_by_id_when_the_index_repeats() {
+        let expected = vec![
+            ToolCall::new("a", "x", json!({"k": 1})),
+            ToolCall::new("b", "y", json!({})),
+        ];
+        // Ollama: every call at index 0, each whole with its own id.
+        assert_eq!(
+            assemble(&[
+                (Some(0), Some("a"), Some("x"), "{\"k\":1}"),
+                (Some(0), Some("b"), Some("y"), "{}"),
+            ]),
+            expected
+        );
+        // The id repeated on every piece is kept once; pieces with no id go to the latest call
+        // at their index.
+        assert_eq!(
+            assemble(&[
+                (Some(0), Some("a"), Some("x"), "{\"k\""),
+                (Some(0), Some("a"), None, ":1}"),
+                (Some(0), Some("b"), Some("y"), ""),
+                (Some(0), None, None, "{}"),
+            ]),
+            expected
+        );
+    }
+
+    /// A seeded property: however a server numbers and cuts the pieces (OpenAI's indexes,
+    /// Ollama's index 0, ids repeated on every piece, no index at all), the calls come out
+    /// whole and in order.
+    #[test]
+    fn stream_assembles_calls_in_every_known_server_style() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 33) as usize) % n.max(1)
+        };
+        for case in 0..3000 {
+            let n = 1 + next(4);
+            let calls: Vec<(String, String, String)> = (0..n)
+                .map(|i| {
+                    let args = json!({ "v": next(1000), "s": "ünï \"q\"" }).to_string();
+                    (format!("call_{case}_{i}"), format!("tool{}", next(3)), args)
+                })
+                .collect();
+            let style = case % 4;
+            let mut pieces = Vec::new();
+            for (i, (id, name, args)) in calls.iter().enumerate() {
+                let index = match style {
+                    0 | 2 => Some(i),
+                    1 => Some(0),
+                    _ => None,
+                };
+                // Cut the arguments at char boundaries.
+                let cuts: Vec<usize> = {
+                    let mut c: Vec<usize> = (0..next(4))
+                        .map(|_| next(args.len() + 1))
+                        .filter(|&k| args.is_char_boundary(k))
+                        .collect();
+                    c.sort_unstable();
+                    c.dedup();
+                    c
+                };
+                let mut start = 0;
+                let mut first = true;
+                for end in cuts.into_iter().chain([args.len()]) {
+                    let piece_id = (first || style == 2).then_some(id.as_str());
+                    let piece_name = first.then_some(name.as_str());
+                    pieces.push((index, piece_id, piece_name, &args[start..end]));
+                    start = end;
+                    first = false;
+                }
+            }
+            let got = assemble(&pieces);
+            let want: Vec<ToolCall> = calls
+                .iter()
+                .map(|(id, name, args)| {
+                    ToolCall::new(id, name, serde_json::from_str(args).unwrap())
+                })
+                .collect();
+            assert_eq!(got, want, "case {case}, style {style}: {pieces:?}");
+        }
     }
 
     #[test]
