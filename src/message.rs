@@ -130,6 +130,32 @@ pub struct Message {
     /// Set on a tool message whose output is an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// Provider-opaque items of an assistant message that its provider needs back unmodified
+    /// on the next request (e.g. the Responses API's `reasoning` items with their
+    /// `encrypted_content`). Each names the provider it came from; other providers never send
+    /// it. Persisted with the message (it is part of its serde form).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provider_items: Vec<ProviderItem>,
+}
+
+/// An item of an assistant [`Message`] that only the provider which produced it understands,
+/// kept so it can be sent back to that provider exactly as received.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderItem {
+    /// Which provider (and API) produced it, e.g. `"openai.responses"`.
+    pub provider: String,
+    /// The item, as the provider sent it.
+    pub item: Value,
+}
+
+impl ProviderItem {
+    /// An item from `provider`.
+    pub fn new(provider: impl Into<String>, item: Value) -> Self {
+        ProviderItem {
+            provider: provider.into(),
+            item,
+        }
+    }
 }
 
 impl Message {
@@ -146,6 +172,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             is_error: false,
+            provider_items: Vec::new(),
         }
     }
 
@@ -167,6 +194,7 @@ impl Message {
     /// The tool message that carries `output` back to the model.
     pub fn tool_result(output: &ToolOutput) -> Self {
         let mut msg = Self::new(Role::Tool, output.content.clone());
+        msg.content.extend(output.parts.iter().cloned());
         msg.tool_call_id = Some(output.call_id.clone());
         msg.is_error = output.is_error;
         msg
@@ -213,18 +241,21 @@ impl Message {
 impl From<ToolOutput> for Message {
     /// The tool message carrying `output` (moves the content, no copy).
     fn from(output: ToolOutput) -> Self {
+        let mut content = if output.content.is_empty() {
+            Vec::new()
+        } else {
+            vec![Content::Text {
+                text: output.content,
+            }]
+        };
+        content.extend(output.parts);
         Message {
             role: Role::Tool,
-            content: if output.content.is_empty() {
-                Vec::new()
-            } else {
-                vec![Content::Text {
-                    text: output.content,
-                }]
-            },
+            content,
             tool_calls: Vec::new(),
             tool_call_id: Some(output.call_id),
             is_error: output.is_error,
+            provider_items: Vec::new(),
         }
     }
 }
@@ -242,6 +273,11 @@ pub struct ToolOutput {
     /// Whether this is an error the model should react to.
     #[serde(default)]
     pub is_error: bool,
+    /// More parts the model sees after the text: images (a tool that reads a screenshot or a
+    /// picture). Providers map them to their tool-result form (see
+    /// [`ToolOutput::with_image`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<Content>,
     /// Data for layers and applications; not sent to the model.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
@@ -254,6 +290,7 @@ impl ToolOutput {
             call_id: call_id.into(),
             content: content.into(),
             is_error: false,
+            parts: Vec::new(),
             metadata: Map::new(),
         }
     }
@@ -269,6 +306,17 @@ impl ToolOutput {
     /// A successful output holding `value` as JSON text.
     pub fn json(call_id: impl Into<String>, value: &Value) -> Self {
         Self::text(call_id, value.to_string())
+    }
+
+    /// This output with an image after its text: `url` is an `https:` URL or a
+    /// `data:<media type>;base64,<data>` URL. Anthropic receives it as an `image` block of the
+    /// `tool_result`, the Responses API as an `input_image` part of the
+    /// `function_call_output`; Chat Completions, whose tool messages hold only text, receives
+    /// it in a user message right after the tool results (the documented workaround).
+    #[must_use]
+    pub fn with_image(mut self, url: impl Into<String>) -> Self {
+        self.parts.push(Content::Image { url: url.into() });
+        self
     }
 
     /// This output with one more metadata entry.
@@ -309,6 +357,17 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Tokens generated.
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache (OpenAI
+    /// `cached_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of `output_tokens`, those spent reasoning (OpenAI `reasoning_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -322,6 +381,8 @@ impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, rhs: Self) {
         self.input_tokens += rhs.input_tokens;
         self.output_tokens += rhs.output_tokens;
+        self.cache_read_tokens += rhs.cache_read_tokens;
+        self.reasoning_tokens += rhs.reasoning_tokens;
     }
 }
 

@@ -136,6 +136,11 @@ pub enum ModelDelta {
         /// More argument text (JSON, possibly cut anywhere).
         arguments: String,
     },
+    /// More reasoning text (e.g. a reasoning summary), separate from the answer's text.
+    Reasoning {
+        /// The text.
+        text: String,
+    },
 }
 
 /// The events of a run, as a [`Stream`]. See [`Agent::stream`](crate::Agent::stream).

@@ -43,7 +43,7 @@
 //! |---|---|
 //! | system / user / assistant messages | `messages[]` with `role` `system` / `user` / `assistant` (text as a string; a user message with images as `text` / `image_url` parts) |
 //! | assistant tool calls | `tool_calls: [{id, type: "function", function: {name, arguments}}]`, `arguments` a JSON string |
-//! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag) |
+//! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag); images a tool returned ([`ToolOutput::with_image`](crate::message::ToolOutput::with_image)) follow the run of tool results in one `user` message of `image_url` parts, as a tool message holds only text |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", function: {name, description, parameters}}]` and `tool_choice: "auto"` |
 //! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `stream` with `stream_options: {include_usage: true}` |
 //! | answer | `choices[0].message`: `content` (or `refusal`) as text, `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model |
@@ -430,7 +430,7 @@ enum UserContent<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Part<'a> {
-    Text { text: &'a str },
+    Text { text: Cow<'a, str> },
     ImageUrl { image_url: ImageUrl<'a> },
 }
 
@@ -491,7 +491,7 @@ fn request_body<'a>(
     };
     ChatRequest {
         model: settings.model.as_deref().unwrap_or(default_model),
-        messages: req.messages.iter().map(chat_message).collect(),
+        messages: chat_messages(req.messages.iter()),
         tool_choice: (!tools.is_empty()).then_some("auto"),
         tools,
         temperature: settings.temperature,
@@ -502,6 +502,46 @@ fn request_body<'a>(
             include_usage: true,
         }),
     }
+}
+
+/// The conversation as Chat Completions messages. A `tool` message holds only text, so the
+/// images a tool returned go in one `user` message right after the run of tool results, each
+/// run of images introduced by the call id it came from (the workaround OpenAI's forum and the
+/// peers use; the API has no image in a tool message).
+fn chat_messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<ChatMessage<'a>> {
+    let mut out = Vec::new();
+    let mut images: Vec<Part<'a>> = Vec::new();
+    for m in history {
+        if m.role != Role::Tool && !images.is_empty() {
+            out.push(ChatMessage::User {
+                content: UserContent::Parts(std::mem::take(&mut images)),
+            });
+        }
+        if m.role == Role::Tool {
+            let mut urls = m.content.iter().filter_map(|c| match c {
+                Content::Image { url } => Some(url),
+                Content::Text { .. } => None,
+            });
+            if let Some(first) = urls.next() {
+                let id = m.tool_call_id.as_deref().unwrap_or_default();
+                images.push(Part::Text {
+                    text: Cow::Owned(format!("The images returned by tool call {id}:")),
+                });
+                for url in std::iter::once(first).chain(urls) {
+                    images.push(Part::ImageUrl {
+                        image_url: ImageUrl { url },
+                    });
+                }
+            }
+        }
+        out.push(chat_message(m));
+    }
+    if !images.is_empty() {
+        out.push(ChatMessage::User {
+            content: UserContent::Parts(images),
+        });
+    }
+    out
 }
 
 fn chat_message(m: &Message) -> ChatMessage<'_> {
@@ -515,7 +555,9 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
                     m.content
                         .iter()
                         .map(|c| match c {
-                            Content::Text { text } => Part::Text { text },
+                            Content::Text { text } => Part::Text {
+                                text: Cow::Borrowed(text),
+                            },
                             Content::Image { url } => Part::ImageUrl {
                                 image_url: ImageUrl { url },
                             },
