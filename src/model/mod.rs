@@ -11,9 +11,11 @@
 //! - [`OpenAiChat`] (feature `openai`, on by default): the OpenAI Chat
 //!   Completions API, for OpenAI and every compatible server (vLLM, Ollama, llama.cpp,
 //!   LiteLLM);
+//! - [`OpenAiResponses`] (feature `openai`): the OpenAI Responses API, stateless
+//!   (`store: false`), reasoning items carried across turns encrypted;
 //! - [`Anthropic`] (feature `anthropic`): the Anthropic Messages API.
 //!
-//! Both stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
+//! They all stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
 //! retry transient failures under tower's `retry` with [`RetryPolicy`].
 //!
 //! # Limits
@@ -75,6 +77,9 @@ mod http;
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub mod openai;
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
+pub mod responses;
 pub mod retry;
 mod scripted;
 
@@ -86,6 +91,8 @@ use tower::util::BoxCloneSyncService;
 pub use self::anthropic::Anthropic;
 #[cfg(feature = "openai")]
 pub use self::openai::OpenAiChat;
+#[cfg(feature = "openai")]
+pub use self::responses::OpenAiResponses;
 pub use self::{
     error::ProviderError,
     retry::RetryPolicy,
