@@ -22,7 +22,7 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_agent::{
     Agent, AgentRequest, BoxError,
     agent::{AgentEvent, ModelDelta},
-    message::{Message, StopReason, ToolCall, ToolOutput, Usage},
+    message::{Message, StopReason, ToolOutput, Usage},
     model::{ModelRequest, ModelSettings, ProviderError, RetryPolicy, responses::OpenAiResponses},
     tool::{Tool, tool_fn},
 };
@@ -524,40 +524,5 @@ async fn an_image_tool_result_is_an_input_image_of_the_function_call_output() {
                 {"type": "input_image", "image_url": PNG, "detail": "auto"}
             ]
         })
-    );
-}
-
-#[tokio::test]
-async fn chat_completions_gets_tool_images_in_a_user_message_after_the_results() {
-    let server = Server::start();
-    server.reply(Reply::json(
-        json!({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}).to_string(),
-    ));
-    let chat = tower_agent::model::OpenAiChat::builder()
-        .base_url(format!("{}/v1", server.url()))
-        .client(loopback::client())
-        .build();
-    chat.oneshot(ModelRequest::new(vec![
-        Message::user("Radar of Oslo and Bergen?"),
-        Message::assistant("").with_tool_calls(vec![
-            ToolCall::new("call_1", "radar", json!({"city": "Oslo"})),
-            ToolCall::new("call_2", "radar", json!({"city": "Bergen"})),
-        ]),
-        Message::tool_result(&ToolOutput::text("call_1", "radar:").with_image(PNG)),
-        Message::tool_result(&ToolOutput::text("call_2", "no radar")),
-    ]))
-    .await
-    .unwrap();
-    let messages = &server.requests()[0].body["messages"];
-    assert_eq!(
-        messages.as_array().unwrap()[2..],
-        [
-            json!({"role": "tool", "tool_call_id": "call_1", "content": "radar:"}),
-            json!({"role": "tool", "tool_call_id": "call_2", "content": "no radar"}),
-            json!({"role": "user", "content": [
-                {"type": "text", "text": "The images returned by tool call call_1:"},
-                {"type": "image_url", "image_url": {"url": PNG}}
-            ]}),
-        ]
     );
 }
