@@ -526,3 +526,53 @@ async fn an_image_tool_result_is_an_input_image_of_the_function_call_output() {
         })
     );
 }
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn reasoning_items_survive_the_sqlite_store_and_go_back_on_the_next_run() {
+    use tower_agent::store::Sqlite;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    let server = Server::start();
+    server.reply(Reply::json(function_call_response().to_string()));
+    server.reply(Reply::json(text_response().to_string()));
+    // First agent (and store) : one tool step, then the answer; dropped afterwards.
+    {
+        let agent = Agent::builder()
+            .model(provider(&server))
+            .tool(weather_tool(Arc::new(AtomicUsize::new(0))))
+            .store(Sqlite::open(&path).unwrap())
+            .build();
+        let resp = agent
+            .run(AgentRequest::new("Weather in Oslo?").thread("t1"))
+            .await
+            .unwrap();
+        assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
+    }
+    // A new agent on the same file continues the thread: both answers' reasoning items are
+    // read back from the store and sent again, unmodified.
+    server.reply(Reply::json(text_response().to_string()));
+    let agent = Agent::builder()
+        .model(provider(&server))
+        .tool(weather_tool(Arc::new(AtomicUsize::new(0))))
+        .store(Sqlite::open(&path).unwrap())
+        .build();
+    agent
+        .run(AgentRequest::new("And tomorrow?").thread("t1"))
+        .await
+        .unwrap();
+    let input = server.requests()[2].body["input"].clone();
+    let reasoning: Vec<&Value> = input
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "reasoning")
+        .collect();
+    assert_eq!(reasoning.len(), 2, "{input:#}");
+    assert_eq!(reasoning[0], &reasoning_item());
+    assert_eq!(
+        reasoning[1]["encrypted_content"],
+        json!("gAAAAABoRz4aSecondTurn==")
+    );
+}

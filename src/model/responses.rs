@@ -691,3 +691,108 @@ async fn read_stream(
     }
     assembly.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Event-shaped JSON: the event types this module reads, with fields of any JSON type.
+    fn event() -> impl Strategy<Value = String> {
+        let kind = prop_oneof![
+            Just("response.output_text.delta"),
+            Just("response.refusal.delta"),
+            Just("response.reasoning_summary_text.delta"),
+            Just("response.output_item.added"),
+            Just("response.output_item.done"),
+            Just("response.function_call_arguments.delta"),
+            Just("response.completed"),
+            Just("response.incomplete"),
+            Just("response.failed"),
+            Just("error"),
+            Just("other"),
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            ".{0,8}".prop_map(Value::String),
+        ];
+        let value = leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("type".to_owned()),
+                        Just("output".to_owned()),
+                        Just("content".to_owned()),
+                        Just("text".to_owned()),
+                        Just("status".to_owned()),
+                        Just("usage".to_owned()),
+                        Just("error".to_owned()),
+                        Just("arguments".to_owned()),
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        (kind, value.clone(), value.clone(), value, any::<u8>()).prop_map(
+            |(kind, item, response, delta, index)| {
+                json!({
+                    "type": kind,
+                    "output_index": index,
+                    "item": item,
+                    "response": response,
+                    "delta": delta,
+                })
+                .to_string()
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Whatever a server streams, the assembly returns a response or a typed error, never
+        /// panics, and counts at least what it keeps of the text and the items.
+        #[test]
+        fn any_event_sequence_is_an_answer_or_an_error(
+            events in proptest::collection::vec(prop_oneof![event(), ".{0,16}"], 0..12)
+        ) {
+            let ctx = RunContext::new();
+            let mut a = Assembly::default();
+            let mut total = 0usize;
+            for data in &events {
+                total += data.len();
+                match a.push(data, &ctx) {
+                    Ok(true) | Err(_) => break,
+                    Ok(false) => {}
+                }
+            }
+            prop_assert!(a.kept <= total);
+            let _ = a.finish();
+        }
+    }
+
+    #[test]
+    fn failed_and_incomplete_statuses_map_to_errors_and_stop_reasons() {
+        let failed: ApiResponse = serde_json::from_value(json!({
+            "status": "failed",
+            "error": {"code": "rate_limit_exceeded", "message": "slow down"}
+        }))
+        .unwrap();
+        let err = response(failed, Vec::new()).unwrap_err();
+        assert!(err.is_rate_limited(), "{err}");
+        let incomplete: ApiResponse = serde_json::from_value(json!({
+            "status": "incomplete",
+            "incomplete_details": {"reason": "content_filter"},
+            "output": []
+        }))
+        .unwrap();
+        let resp = response(incomplete, Vec::new()).unwrap();
+        assert_eq!(resp.stop_reason, StopReason::Other("content_filter".into()));
+    }
+}
