@@ -72,6 +72,16 @@ pub enum Content {
         /// Where the image is.
         url: String,
     },
+    /// A document (a PDF), by URL: a `data:application/pdf;base64,…` URL, or an `https:` URL
+    /// where the provider fetches URLs (Anthropic, the Responses API; Chat Completions takes
+    /// only `data:` URLs and refuses the call otherwise).
+    Document {
+        /// Where the document is.
+        url: String,
+        /// Its file name, if known (sent as the `filename` / `title` where the API has one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
 }
 
 impl Content {
@@ -84,7 +94,7 @@ impl Content {
     pub fn as_text(&self) -> Option<&str> {
         match self {
             Content::Text { text } => Some(text),
-            Content::Image { .. } => None,
+            Content::Image { .. } | Content::Document { .. } => None,
         }
     }
 }
@@ -316,6 +326,20 @@ impl ToolOutput {
     #[must_use]
     pub fn with_image(mut self, url: impl Into<String>) -> Self {
         self.parts.push(Content::Image { url: url.into() });
+        self
+    }
+
+    /// This output with a document (a PDF) after its text: a `data:application/pdf;base64,…`
+    /// URL, or an `https:` URL for the providers that fetch URLs. Anthropic receives it as a
+    /// `document` block of the `tool_result`, the Responses API as an `input_file` part, Chat
+    /// Completions as a `file` part of the user message after the tool results (a `data:` URL
+    /// only).
+    #[must_use]
+    pub fn with_document(mut self, url: impl Into<String>, name: Option<String>) -> Self {
+        self.parts.push(Content::Document {
+            url: url.into(),
+            name,
+        });
         self
     }
 

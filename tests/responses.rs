@@ -576,3 +576,37 @@ async fn reasoning_items_survive_the_sqlite_store_and_go_back_on_the_next_run() 
         json!("gAAAAABoRz4aSecondTurn==")
     );
 }
+
+#[tokio::test]
+async fn a_document_tool_result_is_an_input_file() {
+    let server = Server::start();
+    server.reply(Reply::json(text_response().to_string()));
+    let pdf = "data:application/pdf;base64,JVBERi0xLjQK";
+    provider(&server)
+        .oneshot(ModelRequest::new(vec![
+            Message::user("Summarize the reports."),
+            Message::assistant("").with_tool_calls(vec![tower_agent::message::ToolCall::new(
+                "call_1",
+                "report",
+                json!({}),
+            )]),
+            Message::tool_result(
+                &ToolOutput::text("call_1", "")
+                    .with_document(pdf, Some("q3.pdf".into()))
+                    .with_document("https://example.com/q4.pdf", None),
+            ),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(
+        server.requests()[0].body["input"][2],
+        json!({
+            "type": "function_call_output",
+            "call_id": "call_1",
+            "output": [
+                {"type": "input_file", "file_data": pdf, "filename": "q3.pdf"},
+                {"type": "input_file", "file_url": "https://example.com/q4.pdf"}
+            ]
+        })
+    );
+}

@@ -154,9 +154,99 @@ async fn chat_completions_gets_tool_images_in_a_user_message_after_the_results()
             json!({"role": "tool", "tool_call_id": "call_1", "content": "radar:"}),
             json!({"role": "tool", "tool_call_id": "call_2", "content": "no radar"}),
             json!({"role": "user", "content": [
-                {"type": "text", "text": "The images returned by tool call call_1:"},
+                {"type": "text", "text": "What tool call call_1 returned:"},
                 {"type": "image_url", "image_url": {"url": png()}}
             ]}),
         ]
     );
+}
+
+/// The smallest PDF header, as base64: enough to check that the bytes go through unmodified.
+const PDF_DATA: &str = "JVBERi0xLjQKJcOkw7zDtsOfCjEgMCBvYmoKPDwvVHlwZS9DYXRhbG9nPj4KZW5kb2JqCg==";
+
+fn pdf() -> String {
+    format!("data:application/pdf;base64,{PDF_DATA}")
+}
+
+#[tokio::test]
+async fn documents_reach_anthropic_and_chat_completions_and_a_remote_one_is_refused_by_chat() {
+    let history = |url: String| {
+        vec![
+            Message::user("Summarize the report."),
+            Message::assistant("").with_tool_calls(vec![ToolCall::new(
+                "call_1",
+                "report",
+                json!({}),
+            )]),
+            Message::tool_result(
+                &ToolOutput::text("call_1", "The report:")
+                    .with_document(url, Some("q3.pdf".into())),
+            ),
+        ]
+    };
+    let ok_anthropic = json!({"id": "msg_1", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}});
+
+    // Anthropic: a `document` block of the tool_result, base64 or by URL.
+    let server = Server::start();
+    server.reply(Reply::json(ok_anthropic.to_string()));
+    server.reply(Reply::json(ok_anthropic.to_string()));
+    let anthropic = Anthropic::builder()
+        .base_url(server.url())
+        .client(loopback::client())
+        .build();
+    anthropic
+        .clone()
+        .oneshot(ModelRequest::new(history(pdf())))
+        .await
+        .unwrap();
+    anthropic
+        .oneshot(ModelRequest::new(history(
+            "https://example.com/q3.pdf".into(),
+        )))
+        .await
+        .unwrap();
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].body["messages"][2]["content"][0]["content"],
+        json!([
+            {"type": "text", "text": "The report:"},
+            {"type": "document", "title": "q3.pdf", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF_DATA}}
+        ])
+    );
+    assert_eq!(
+        requests[1].body["messages"][2]["content"][0]["content"][1]["source"],
+        json!({"type": "url", "url": "https://example.com/q3.pdf"})
+    );
+
+    // Chat Completions: a `file` part of the user message after the results…
+    let server = Server::start();
+    server.reply(Reply::json(
+        json!({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}).to_string(),
+    ));
+    let chat = OpenAiChat::builder()
+        .base_url(format!("{}/v1", server.url()))
+        .client(loopback::client())
+        .build();
+    chat.clone()
+        .oneshot(ModelRequest::new(history(pdf())))
+        .await
+        .unwrap();
+    assert_eq!(
+        server.requests()[0].body["messages"][3],
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "What tool call call_1 returned:"},
+            {"type": "file", "file": {"file_data": pdf(), "filename": "q3.pdf"}}
+        ]})
+    );
+    // …and a document by URL is refused before anything is sent.
+    let err = chat
+        .oneshot(ModelRequest::new(history(
+            "https://example.com/q3.pdf".into(),
+        )))
+        .await
+        .unwrap_err();
+    let err = tower_agent::model::ProviderError::find(&*err).expect("a ProviderError");
+    assert!(err.is_invalid_request(), "{err}");
+    assert!(err.to_string().contains("data:"), "{err}");
+    assert_eq!(server.requests().len(), 1);
 }

@@ -315,6 +315,9 @@ fn entry(message: &Message) -> (&'static str, Value) {
         Content::Image { url } => {
             json!({ "type": "image", "source": { "type": "url", "url": url } })
         }
+        Content::Document { url, .. } => {
+            json!({ "type": "document", "source": { "type": "url", "url": url } })
+        }
     }));
     content.extend(message.tool_calls.iter().map(|call| {
         json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments })

@@ -30,7 +30,7 @@
 //! | system messages | the top-level `system` string (several are joined by blank lines) |
 //! | user / assistant messages | `messages[]`; `content` is a string for one text part, else blocks (`text`, `image` with a `url` or `base64` source from a `data:` URL) |
 //! | assistant tool calls | `tool_use` blocks `{id, name, input}` after the text (`input` is `{}` for arguments that were not a JSON object) |
-//! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message (`content` is the text, or `text` and `image` blocks when the tool returned images: [`ToolOutput::with_image`](crate::message::ToolOutput::with_image)); consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
+//! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message (`content` is the text, or `text`, `image` and `document` blocks when the tool returned images or documents: [`ToolOutput::with_image`](crate::message::ToolOutput::with_image), [`with_document`](crate::message::ToolOutput::with_document)); consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{name, description, input_schema}]` |
 //! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `stream` |
 //! | answer | `text` blocks joined as text, `tool_use` blocks as tool calls; other blocks (thinking) are skipped |
@@ -373,6 +373,11 @@ enum Block<'a> {
     Image {
         source: ImageSource<'a>,
     },
+    Document {
+        source: ImageSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<&'a str>,
+    },
     ToolUse {
         id: &'a str,
         name: &'a str,
@@ -519,6 +524,10 @@ fn content_blocks(m: &Message) -> Vec<Block<'_>> {
             Content::Text { text } => Some(Block::Text { text }),
             Content::Image { url } => Some(Block::Image {
                 source: image_source(url),
+            }),
+            Content::Document { url, name } => Some(Block::Document {
+                source: image_source(url),
+                title: name.as_deref(),
             }),
         })
         .collect()

@@ -179,7 +179,7 @@ impl ModelRequest {
         let sys = self.system_mut();
         match sys.content.iter_mut().rev().find_map(|c| match c {
             crate::message::Content::Text { text } => Some(text),
-            crate::message::Content::Image { .. } => None,
+            _ => None,
         }) {
             Some(last) if !last.is_empty() => {
                 last.push_str("\n\n");

@@ -43,7 +43,7 @@
 //! |---|---|
 //! | system / user / assistant messages | `messages[]` with `role` `system` / `user` / `assistant` (text as a string; a user message with images as `text` / `image_url` parts) |
 //! | assistant tool calls | `tool_calls: [{id, type: "function", function: {name, arguments}}]`, `arguments` a JSON string |
-//! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag); images a tool returned ([`ToolOutput::with_image`](crate::message::ToolOutput::with_image)) follow the run of tool results in one `user` message of `image_url` parts, as a tool message holds only text |
+//! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag); images a tool returned ([`ToolOutput::with_image`](crate::message::ToolOutput::with_image)) follow the run of tool results in one `user` message of `image_url` parts, as a tool message holds only text; documents ([`Content::Document`]) are `file` parts `{file_data, filename}`, and a document by `https:` URL fails the call as an invalid request (the API takes only data) |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", function: {name, description, parameters}}]` and `tool_choice: "auto"` |
 //! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `stream` with `stream_options: {include_usage: true}` |
 //! | answer | `choices[0].message`: `content` (or `refusal`) as text, `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model |
@@ -338,6 +338,16 @@ impl Service<ModelRequest> for OpenAiChat {
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
+        if let Some(url) = remote_document(&req) {
+            return ResponseFuture::failed(
+                ProviderError::new(PROVIDER, super::error::Kind::InvalidRequest).with_message(
+                    format!(
+                        "Chat Completions takes a document only as a `data:` URL, not {}",
+                        url.chars().take(100).collect::<String>()
+                    ),
+                ),
+            );
+        }
         let body = request_body(&req, &self.shared.model, self.shared.max_tokens_param);
         let http_req = match serde_json::to_vec(&body)
             .map_err(|e| {
@@ -432,6 +442,13 @@ enum UserContent<'a> {
 enum Part<'a> {
     Text { text: Cow<'a, str> },
     ImageUrl { image_url: ImageUrl<'a> },
+    File { file: FileData<'a> },
+}
+
+#[derive(Serialize)]
+struct FileData<'a> {
+    file_data: &'a str,
+    filename: &'a str,
 }
 
 #[derive(Serialize)]
@@ -505,8 +522,8 @@ fn request_body<'a>(
 }
 
 /// The conversation as Chat Completions messages. A `tool` message holds only text, so the
-/// images a tool returned go in one `user` message right after the run of tool results, each
-/// run of images introduced by the call id it came from (the workaround OpenAI's forum and the
+/// images and documents a tool returned go in one `user` message right after the run of tool
+/// results, each tool's introduced by the call id it came from (the workaround OpenAI's forum and the
 /// peers use; the API has no image in a tool message).
 fn chat_messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<ChatMessage<'a>> {
     let mut out = Vec::new();
@@ -518,20 +535,13 @@ fn chat_messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<ChatMess
             });
         }
         if m.role == Role::Tool {
-            let mut urls = m.content.iter().filter_map(|c| match c {
-                Content::Image { url } => Some(url),
-                Content::Text { .. } => None,
-            });
-            if let Some(first) = urls.next() {
+            let mut media = m.content.iter().filter(|c| c.as_text().is_none());
+            if let Some(first) = media.next() {
                 let id = m.tool_call_id.as_deref().unwrap_or_default();
                 images.push(Part::Text {
-                    text: Cow::Owned(format!("The images returned by tool call {id}:")),
+                    text: Cow::Owned(format!("What tool call {id} returned:")),
                 });
-                for url in std::iter::once(first).chain(urls) {
-                    images.push(Part::ImageUrl {
-                        image_url: ImageUrl { url },
-                    });
-                }
+                images.extend(std::iter::once(first).chain(media).map(part));
             }
         }
         out.push(chat_message(m));
@@ -544,6 +554,36 @@ fn chat_messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<ChatMess
     out
 }
 
+/// A content part: `text`, `image_url`, or `file` (a document as a `data:` URL).
+fn part(c: &Content) -> Part<'_> {
+    match c {
+        Content::Text { text } => Part::Text {
+            text: Cow::Borrowed(text),
+        },
+        Content::Image { url } => Part::ImageUrl {
+            image_url: ImageUrl { url },
+        },
+        Content::Document { url, name } => Part::File {
+            file: FileData {
+                file_data: url,
+                filename: name.as_deref().unwrap_or("document.pdf"),
+            },
+        },
+    }
+}
+
+/// The first document of the history given by an `https:` (not a `data:`) URL: Chat
+/// Completions takes a file only as data or as an uploaded file's id.
+fn remote_document(req: &ModelRequest) -> Option<&str> {
+    req.messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .find_map(|c| match c {
+            Content::Document { url, .. } if !url.starts_with("data:") => Some(url.as_str()),
+            _ => None,
+        })
+}
+
 fn chat_message(m: &Message) -> ChatMessage<'_> {
     match m.role {
         Role::System => ChatMessage::System { content: m.text() },
@@ -551,19 +591,7 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
             let content = if m.content.iter().all(|c| c.as_text().is_some()) {
                 UserContent::Text(m.text())
             } else {
-                UserContent::Parts(
-                    m.content
-                        .iter()
-                        .map(|c| match c {
-                            Content::Text { text } => Part::Text {
-                                text: Cow::Borrowed(text),
-                            },
-                            Content::Image { url } => Part::ImageUrl {
-                                image_url: ImageUrl { url },
-                            },
-                        })
-                        .collect(),
-                )
+                UserContent::Parts(m.content.iter().map(part).collect())
             };
             ChatMessage::User { content }
         }

@@ -36,7 +36,7 @@
 //! |---|---|
 //! | system / user messages | `input[]` messages `{role, content}` (text as a string; a user message with images as `input_text` / `input_image` parts) |
 //! | assistant message | its [`ProviderItem`]s from this API (`reasoning` items, unmodified), then `{role: "assistant", content}` if it has text, then one `{type: "function_call", call_id, name, arguments}` per tool call (`arguments` a JSON string) |
-//! | tool results | `{type: "function_call_output", call_id, output}`: the text, or `input_text` / `input_image` parts when the tool returned images ([`ToolOutput::with_image`](crate::message::ToolOutput::with_image)) |
+//! | tool results | `{type: "function_call_output", call_id, output}`: the text, or `input_text` / `input_image` / `input_file` parts when the tool returned images or documents ([`ToolOutput::with_image`](crate::message::ToolOutput::with_image), [`with_document`](crate::message::ToolOutput::with_document)); a document is `file_data` + `filename` (a `data:` URL) or `file_url` |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", name, description, parameters, strict: false}]`, `tool_choice: "auto"` |
 //! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_output_tokens`, `stream` |
 //! | always | `store: false`, and `include: ["reasoning.encrypted_content"]` unless [turned off](OpenAiResponsesBuilder::encrypted_reasoning) (models without reasoning refuse it) |
@@ -444,6 +444,16 @@ fn parts(m: &Message) -> Vec<Value> {
             Content::Text { text } => json!({ "type": "input_text", "text": text }),
             Content::Image { url } => {
                 json!({ "type": "input_image", "image_url": url, "detail": "auto" })
+            }
+            Content::Document { url, name } => {
+                let mut part = json!({ "type": "input_file" });
+                if url.starts_with("data:") {
+                    part["file_data"] = json!(url);
+                    part["filename"] = json!(name.as_deref().unwrap_or("document.pdf"));
+                } else {
+                    part["file_url"] = json!(url);
+                }
+                part
             }
         })
         .collect()

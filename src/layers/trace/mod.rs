@@ -477,6 +477,9 @@ fn message_json(m: &Message, finish_reason: Option<&str>, max_chars: usize) -> V
                 Content::Image { url } => {
                     json!({ "type": "uri", "modality": "image", "uri": preview(url, max_chars) })
                 }
+                Content::Document { url, .. } => {
+                    json!({ "type": "uri", "modality": "document", "uri": preview(url, max_chars) })
+                }
             });
         }
     }
