@@ -6,6 +6,7 @@
 #![cfg(feature = "openai")]
 
 mod loopback;
+mod support;
 
 use std::{
     sync::{
@@ -609,4 +610,105 @@ async fn a_document_tool_result_is_an_input_file() {
             ]
         })
     );
+}
+
+// ===== peak memory, measured in a child process =====
+
+#[cfg(target_os = "linux")]
+mod memory {
+    use super::*;
+    use crate::support::{passed, peak_rss_kib, reported, reported_number, rerun};
+
+    const MIB: u64 = 1 << 20;
+    const CASE: &str = "TOWER_AGENT_RESPONSES_MEMORY_CASE";
+    const URL: &str = "TOWER_AGENT_RESPONSES_MEMORY_URL";
+    /// What the child costs besides the answer (the binary, its runtime, the client).
+    const BASELINE: u64 = 24 * MIB;
+
+    /// The child: one call against the parent's server, then its peak resident memory.
+    #[test]
+    #[ignore = "the child process of the memory tests, run by them"]
+    fn memory_child() {
+        let (Ok(case), Ok(url)) = (std::env::var(CASE), std::env::var(URL)) else {
+            return;
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let result = rt.block_on(async {
+            let mut req = ModelRequest::new(vec![Message::user("Hi")]);
+            req.settings = ModelSettings::default().stream(case == "stream");
+            OpenAiResponses::builder()
+                .base_url(format!("{url}/v1"))
+                .client(loopback::client())
+                .build()
+                .oneshot(req)
+                .await
+        });
+        match result {
+            Ok(resp) => println!("answer of {} bytes", resp.message.text().len()),
+            Err(err) => println!("error={}", provider_error(&err)),
+        }
+        println!("peak_kib={}", peak_rss_kib());
+    }
+
+    fn peak_of(case: &str, reply: Reply) -> (u64, String) {
+        let server = Server::start();
+        server.reply(reply);
+        let out = rerun("memory::memory_child")
+            .env(CASE, case)
+            .env(URL, server.url())
+            .output()
+            .unwrap();
+        let stdout = passed(&out, case);
+        let peak = reported_number(&out, "peak_kib") * 1024;
+        let error = reported(&stdout, "error").unwrap_or_default().to_owned();
+        eprintln!("{case}: peak resident memory {} KiB", peak / 1024);
+        (peak, error)
+    }
+
+    #[test]
+    fn a_300_mb_response_costs_at_most_the_limit() {
+        let (peak, error) = peak_of(
+            "json",
+            Reply::generated(
+                200,
+                "application/json",
+                r#"{"id":"resp_1","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":""#,
+                b'a',
+                300 * MIB,
+                r#""}]}]}"#,
+            ),
+        );
+        assert!(error.contains("larger than the limit of 16 MiB"), "{error}");
+        assert!(peak < 16 * MIB + BASELINE, "peak {} MiB", peak / MIB);
+    }
+
+    #[test]
+    fn a_stream_of_100_one_mib_items_costs_at_most_the_limit() {
+        // Each `output_item.done` holds a 1 MiB reasoning item: kept until the answer is
+        // built, so the stream fails once they pass the 16 MiB limit.
+        let blob = "e".repeat(MIB as usize - 200);
+        let mut text = String::new();
+        for i in 0..100 {
+            let event = json!({"type": "response.output_item.done", "output_index": i, "item": {"type": "reasoning", "id": format!("rs_{i}"), "summary": [], "encrypted_content": blob}});
+            text.push_str(&format!(
+                "event: response.output_item.done\ndata: {event}\n\n"
+            ));
+        }
+        let (peak, error) = peak_of(
+            "stream",
+            Reply::Sse {
+                text,
+                chunk_bytes: 64 * 1024,
+                end: End::Clean,
+            },
+        );
+        assert!(
+            error.contains("streamed answer is larger than the limit of 16 MiB"),
+            "{error}"
+        );
+        assert!(peak < 2 * 16 * MIB + BASELINE, "peak {} MiB", peak / MIB);
+    }
 }
