@@ -634,6 +634,37 @@ mod tests {
     }
 
     #[test]
+    fn tool_output_parts_reach_the_tool_message_and_round_trip() {
+        let out = ToolOutput::text("c1", "see:")
+            .with_image("data:image/png;base64,AAAA")
+            .with_document("https://example.com/a.pdf", Some("a.pdf".into()));
+        let s = serde_json::to_string(&out).unwrap();
+        assert_eq!(serde_json::from_str::<ToolOutput>(&s).unwrap(), out);
+        let expected = vec![
+            Content::text("see:"),
+            Content::Image {
+                url: "data:image/png;base64,AAAA".into(),
+            },
+            Content::Document {
+                url: "https://example.com/a.pdf".into(),
+                name: Some("a.pdf".into()),
+            },
+        ];
+        assert_eq!(Message::tool_result(&out).content, expected);
+        assert_eq!(Message::from(out).content, expected);
+        // A message without the new fields reads as before, and writes as before.
+        let old = json!({"role": "assistant", "content": [{"type": "text", "text": "hi"}]});
+        let m: Message = serde_json::from_value(old.clone()).unwrap();
+        assert!(m.provider_items.is_empty());
+        assert_eq!(serde_json::to_value(&m).unwrap(), old);
+        let mut m = m;
+        m.provider_items
+            .push(ProviderItem::new("p", json!({"type": "reasoning"})));
+        let back: Message = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
     fn messages_copy_on_write() {
         let mut a = Messages::from(vec![Message::system("s"), Message::user("u")]);
         let b = a.clone();

@@ -53,7 +53,8 @@
 //! added and its `response.function_call_arguments.delta`s become [`ModelDelta::ToolCall`]
 //! (`index` is the item's `output_index`). The answer is the `response` of
 //! `response.completed` (or `response.incomplete`), or, if that lists no output, the items of
-//! the `response.output_item.done` events. `response.failed` and `error` events fail the call
+//! the `response.output_item.done` events, or, if there were none, the text and calls put
+//! together from the deltas. `response.failed` and `error` events fail the call
 //! with a typed error; a stream that ends before a terminal event fails as
 //! [incomplete](ProviderError::is_incomplete).
 //!
@@ -592,6 +593,10 @@ struct Assembly {
     items: BTreeMap<u64, Value>,
     /// The final response, once a terminal event came.
     done: Option<ApiResponse>,
+    /// The text and calls put together from the deltas: the answer when a server sends
+    /// neither finished items nor a final output.
+    text: String,
+    calls: BTreeMap<u64, (String, String, String)>,
 }
 
 impl Assembly {
@@ -610,6 +615,7 @@ impl Assembly {
             "response.output_text.delta" | "response.refusal.delta" => {
                 let text = delta();
                 self.kept = self.kept.saturating_add(text.len());
+                self.text.push_str(&text);
                 ctx.emit_with(|| AgentEvent::ModelDelta {
                     step: ctx.step(),
                     delta: ModelDelta::Text { text },
@@ -627,6 +633,9 @@ impl Assembly {
                 let item = event.get("item").unwrap_or(&Value::Null);
                 if str_field(item, "type") == Some("function_call") {
                     self.kept = self.kept.saturating_add(data.len());
+                    let call = self.calls.entry(index.unwrap_or_default()).or_default();
+                    call.0 = str_field(item, "call_id").unwrap_or_default().to_owned();
+                    call.1 = str_field(item, "name").unwrap_or_default().to_owned();
                     ctx.emit_with(|| AgentEvent::ModelDelta {
                         step: ctx.step(),
                         delta: ModelDelta::ToolCall {
@@ -641,6 +650,9 @@ impl Assembly {
             "response.function_call_arguments.delta" => {
                 let arguments = delta();
                 self.kept = self.kept.saturating_add(arguments.len());
+                if let Some(call) = self.calls.get_mut(&index.unwrap_or_default()) {
+                    call.2.push_str(&arguments);
+                }
                 ctx.emit_with(|| AgentEvent::ModelDelta {
                     step: ctx.step(),
                     delta: ModelDelta::ToolCall {
@@ -677,10 +689,25 @@ impl Assembly {
     }
 
     fn finish(self) -> Result<ModelResponse, ProviderError> {
-        response(
-            self.done.unwrap_or_default(),
-            self.items.into_values().collect(),
-        )
+        let mut items: Vec<Value> = self.items.into_values().collect();
+        if items.is_empty() {
+            if !self.text.is_empty() {
+                items.push(json!({
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{ "type": "output_text", "text": self.text }],
+                }));
+            }
+            items.extend(self.calls.into_values().map(|(call_id, name, arguments)| {
+                json!({
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": name,
+                    "arguments": arguments,
+                })
+            }));
+        }
+        response(self.done.unwrap_or_default(), items)
     }
 }
 
@@ -785,6 +812,35 @@ mod tests {
             prop_assert!(a.kept <= total);
             let _ = a.finish();
         }
+    }
+
+    #[test]
+    fn a_stream_of_deltas_only_is_assembled() {
+        let ctx = RunContext::new();
+        let mut a = Assembly::default();
+        for data in [
+            r#"{"type":"response.output_text.delta","output_index":0,"delta":"Let me "}"#,
+            r#"{"type":"response.output_text.delta","output_index":0,"delta":"check."}"#,
+            r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","call_id":"call_1","name":"ls","arguments":""}}"#,
+            r#"{"type":"response.function_call_arguments.delta","output_index":1,"delta":"{\"path\":"}"#,
+            r#"{"type":"response.function_call_arguments.delta","output_index":1,"delta":"\".\"}"}"#,
+        ] {
+            assert!(!a.push(data, &ctx).unwrap());
+        }
+        assert!(
+            a.push(
+                r#"{"type":"response.completed","response":{"status":"completed"}}"#,
+                &ctx
+            )
+            .unwrap()
+        );
+        let resp = a.finish().unwrap();
+        assert_eq!(resp.message.text(), "Let me check.");
+        assert_eq!(
+            resp.message.tool_calls,
+            [ToolCall::new("call_1", "ls", json!({"path": "."}))]
+        );
+        assert_eq!(resp.stop_reason, StopReason::ToolUse);
     }
 
     #[test]
