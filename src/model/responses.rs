@@ -142,6 +142,32 @@ impl OpenAiResponses {
         }
     }
 
+    /// The provider configured from the environment, if `OPENAI_API_KEY` or
+    /// `OPENAI_BASE_URL` is set: the key, the base URL, the model from `TOWER_AGENT_MODEL`
+    /// (else [`DEFAULT_MODEL`]) and the organization from `OPENAI_ORG_ID`, as
+    /// [`OpenAiChat::from_env`](super::OpenAiChat::from_env). Empty variables count as unset.
+    pub fn from_env() -> Option<Self> {
+        let key = http::env("OPENAI_API_KEY");
+        let base_url = http::env("OPENAI_BASE_URL");
+        if key.is_none() && base_url.is_none() {
+            return None;
+        }
+        let mut builder = Self::builder();
+        if let Some(key) = key {
+            builder = builder.api_key(key);
+        }
+        if let Some(url) = base_url {
+            builder = builder.base_url(url);
+        }
+        if let Some(model) = http::env("TOWER_AGENT_MODEL") {
+            builder = builder.model(model);
+        }
+        if let Some(org) = http::env("OPENAI_ORG_ID") {
+            builder = builder.organization(org);
+        }
+        Some(builder.build())
+    }
+
     /// The model asked for when a request names none.
     pub fn model(&self) -> &str {
         &self.shared.model
@@ -812,6 +838,21 @@ mod tests {
             prop_assert!(a.kept <= total);
             let _ = a.finish();
         }
+    }
+
+    #[test]
+    fn url_defaults_and_redacted_key() {
+        let p = OpenAiResponses::builder()
+            .base_url("http://127.0.0.1:9/v1/")
+            .api_key("sk-secret")
+            .build();
+        assert_eq!(p.url(), "http://127.0.0.1:9/v1/responses");
+        assert_eq!(p.model(), DEFAULT_MODEL);
+        let debug = format!(
+            "{p:?} {:?}",
+            OpenAiResponses::builder().api_key("sk-secret")
+        );
+        assert!(!debug.contains("sk-secret"), "{debug}");
     }
 
     #[test]
