@@ -77,6 +77,16 @@ pub enum Content {
         /// Where the image is.
         url: String,
     },
+    /// A document (a PDF), by URL: a `data:application/pdf;base64,…` URL, or an `https:` URL
+    /// where the provider fetches URLs (Anthropic, the Responses API; Chat Completions takes
+    /// only `data:` URLs and refuses the call otherwise).
+    Document {
+        /// Where the document is.
+        url: String,
+        /// Its file name, if known (sent as the `filename` / `title` where the API has one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
     /// The model's reasoning (assistant messages only): kept with the message so that it can
     /// be sent back as each provider requires, and never part of [`Message::text`]. See
     /// [`Reasoning`].
@@ -158,7 +168,7 @@ impl Content {
     pub fn as_text(&self) -> Option<&str> {
         match self {
             Content::Text { text } => Some(text),
-            Content::Image { .. } | Content::Reasoning(_) => None,
+            Content::Image { .. } | Content::Reasoning(_) | Content::Document { .. } => None,
         }
     }
 
@@ -166,7 +176,7 @@ impl Content {
     pub fn as_reasoning(&self) -> Option<&Reasoning> {
         match self {
             Content::Reasoning(r) => Some(r),
-            Content::Text { .. } | Content::Image { .. } => None,
+            Content::Text { .. } | Content::Image { .. } | Content::Document { .. } => None,
         }
     }
 }
@@ -212,6 +222,32 @@ pub struct Message {
     /// Set on a tool message whose output is an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// Provider-opaque items of an assistant message that its provider needs back unmodified
+    /// on the next request (e.g. the Responses API's `reasoning` items with their
+    /// `encrypted_content`). Each names the provider it came from; other providers never send
+    /// it. Persisted with the message (it is part of its serde form).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provider_items: Vec<ProviderItem>,
+}
+
+/// An item of an assistant [`Message`] that only the provider which produced it understands,
+/// kept so it can be sent back to that provider exactly as received.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderItem {
+    /// Which provider (and API) produced it, e.g. `"openai.responses"`.
+    pub provider: String,
+    /// The item, as the provider sent it.
+    pub item: Value,
+}
+
+impl ProviderItem {
+    /// An item from `provider`.
+    pub fn new(provider: impl Into<String>, item: Value) -> Self {
+        ProviderItem {
+            provider: provider.into(),
+            item,
+        }
+    }
 }
 
 impl Message {
@@ -228,6 +264,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             is_error: false,
+            provider_items: Vec::new(),
         }
     }
 
@@ -249,6 +286,7 @@ impl Message {
     /// The tool message that carries `output` back to the model.
     pub fn tool_result(output: &ToolOutput) -> Self {
         let mut msg = Self::new(Role::Tool, output.content.clone());
+        msg.content.extend(output.parts.iter().cloned());
         msg.tool_call_id = Some(output.call_id.clone());
         msg.is_error = output.is_error;
         msg
@@ -314,18 +352,21 @@ impl Message {
 impl From<ToolOutput> for Message {
     /// The tool message carrying `output` (moves the content, no copy).
     fn from(output: ToolOutput) -> Self {
+        let mut content = if output.content.is_empty() {
+            Vec::new()
+        } else {
+            vec![Content::Text {
+                text: output.content,
+            }]
+        };
+        content.extend(output.parts);
         Message {
             role: Role::Tool,
-            content: if output.content.is_empty() {
-                Vec::new()
-            } else {
-                vec![Content::Text {
-                    text: output.content,
-                }]
-            },
+            content,
             tool_calls: Vec::new(),
             tool_call_id: Some(output.call_id),
             is_error: output.is_error,
+            provider_items: Vec::new(),
         }
     }
 }
@@ -343,6 +384,11 @@ pub struct ToolOutput {
     /// Whether this is an error the model should react to.
     #[serde(default)]
     pub is_error: bool,
+    /// More parts the model sees after the text: images (a tool that reads a screenshot or a
+    /// picture). Providers map them to their tool-result form (see
+    /// [`ToolOutput::with_image`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<Content>,
     /// Data for layers and applications; not sent to the model.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
@@ -355,6 +401,7 @@ impl ToolOutput {
             call_id: call_id.into(),
             content: content.into(),
             is_error: false,
+            parts: Vec::new(),
             metadata: Map::new(),
         }
     }
@@ -370,6 +417,31 @@ impl ToolOutput {
     /// A successful output holding `value` as JSON text.
     pub fn json(call_id: impl Into<String>, value: &Value) -> Self {
         Self::text(call_id, value.to_string())
+    }
+
+    /// This output with an image after its text: `url` is an `https:` URL or a
+    /// `data:<media type>;base64,<data>` URL. Anthropic receives it as an `image` block of the
+    /// `tool_result`, the Responses API as an `input_image` part of the
+    /// `function_call_output`; Chat Completions, whose tool messages hold only text, receives
+    /// it in a user message right after the tool results (the documented workaround).
+    #[must_use]
+    pub fn with_image(mut self, url: impl Into<String>) -> Self {
+        self.parts.push(Content::Image { url: url.into() });
+        self
+    }
+
+    /// This output with a document (a PDF) after its text: a `data:application/pdf;base64,…`
+    /// URL, or an `https:` URL for the providers that fetch URLs. Anthropic receives it as a
+    /// `document` block of the `tool_result`, the Responses API as an `input_file` part, Chat
+    /// Completions as a `file` part of the user message after the tool results (a `data:` URL
+    /// only).
+    #[must_use]
+    pub fn with_document(mut self, url: impl Into<String>, name: Option<String>) -> Self {
+        self.parts.push(Content::Document {
+            url: url.into(),
+            name,
+        });
+        self
     }
 
     /// This output with one more metadata entry.
@@ -410,6 +482,17 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Tokens generated.
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache (OpenAI
+    /// `cached_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of `output_tokens`, those spent reasoning (OpenAI `reasoning_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -423,6 +506,8 @@ impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, rhs: Self) {
         self.input_tokens += rhs.input_tokens;
         self.output_tokens += rhs.output_tokens;
+        self.cache_read_tokens += rhs.cache_read_tokens;
+        self.reasoning_tokens += rhs.reasoning_tokens;
     }
 }
 
@@ -682,6 +767,37 @@ mod tests {
         let hist = Messages::from(vec![m.clone(), Message::tool_result(&out)]);
         let s = serde_json::to_string(&hist).unwrap();
         assert_eq!(serde_json::from_str::<Messages>(&s).unwrap(), hist);
+    }
+
+    #[test]
+    fn tool_output_parts_reach_the_tool_message_and_round_trip() {
+        let out = ToolOutput::text("c1", "see:")
+            .with_image("data:image/png;base64,AAAA")
+            .with_document("https://example.com/a.pdf", Some("a.pdf".into()));
+        let s = serde_json::to_string(&out).unwrap();
+        assert_eq!(serde_json::from_str::<ToolOutput>(&s).unwrap(), out);
+        let expected = vec![
+            Content::text("see:"),
+            Content::Image {
+                url: "data:image/png;base64,AAAA".into(),
+            },
+            Content::Document {
+                url: "https://example.com/a.pdf".into(),
+                name: Some("a.pdf".into()),
+            },
+        ];
+        assert_eq!(Message::tool_result(&out).content, expected);
+        assert_eq!(Message::from(out).content, expected);
+        // A message without the new fields reads as before, and writes as before.
+        let old = json!({"role": "assistant", "content": [{"type": "text", "text": "hi"}]});
+        let m: Message = serde_json::from_value(old.clone()).unwrap();
+        assert!(m.provider_items.is_empty());
+        assert_eq!(serde_json::to_value(&m).unwrap(), old);
+        let mut m = m;
+        m.provider_items
+            .push(ProviderItem::new("p", json!({"type": "reasoning"})));
+        let back: Message = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
     }
 
     #[test]

@@ -598,6 +598,7 @@ async fn usage_is_summed_over_the_model_calls_of_a_run() {
     let usage = |input, output| Usage {
         input_tokens: input,
         output_tokens: output,
+        ..Usage::default()
     };
     let model = ScriptedModel::new()
         .respond(

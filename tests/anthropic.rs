@@ -163,7 +163,8 @@ async fn sends_the_documented_request_and_reads_tool_use() {
         resp.usage,
         Some(Usage {
             input_tokens: 412,
-            output_tokens: 96
+            output_tokens: 96,
+            ..Usage::default()
         })
     );
 }
@@ -187,7 +188,8 @@ async fn reads_text_and_counts_cached_input() {
         resp.usage,
         Some(Usage {
             input_tokens: 690,
-            output_tokens: 25
+            output_tokens: 25,
+            ..Usage::default()
         })
     );
     assert_eq!(
@@ -226,7 +228,8 @@ async fn streams_text_and_tool_input_deltas_and_assembles_one_response() {
         resp.usage,
         Usage {
             input_tokens: 412 + 590,
-            output_tokens: 96 + 15
+            output_tokens: 96 + 15,
+            ..Usage::default()
         }
     );
 
@@ -468,7 +471,8 @@ async fn a_whole_agent_run_with_trace_and_summarize_on_the_model_path() {
         resp.usage,
         Usage {
             input_tokens: 412 + 690,
-            output_tokens: 96 + 25
+            output_tokens: 96 + 25,
+            ..Usage::default()
         }
     );
     assert_eq!(calls.load(Ordering::SeqCst), 2);

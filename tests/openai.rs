@@ -176,7 +176,8 @@ async fn sends_the_documented_request_and_reads_several_tool_calls() {
         resp.usage,
         Some(Usage {
             input_tokens: 82,
-            output_tokens: 61
+            output_tokens: 61,
+            ..Usage::default()
         })
     );
 }
@@ -256,7 +257,8 @@ async fn streams_deltas_to_the_run_and_assembles_one_response() {
         resp.usage,
         Usage {
             input_tokens: 82 + 171,
-            output_tokens: 64 + 15
+            output_tokens: 64 + 15,
+            ..Usage::default()
         }
     );
     assert_eq!(calls.load(Ordering::SeqCst), 2);
@@ -635,7 +637,8 @@ async fn a_whole_agent_run_with_trace_and_summarize_on_the_model_path() {
         resp.usage,
         Usage {
             input_tokens: 82 + 171,
-            output_tokens: 61 + 23
+            output_tokens: 61 + 23,
+            ..Usage::default()
         }
     );
     assert_eq!(calls.load(Ordering::SeqCst), 2);

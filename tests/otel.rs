@@ -157,11 +157,13 @@ fn scripted_agent(trace: TraceLayer) -> Agent {
             .with_usage(Usage {
                 input_tokens: 11,
                 output_tokens: 7,
+                ..Usage::default()
             }),
         )
         .respond(ModelResponse::text("It says 42.").with_usage(Usage {
             input_tokens: 20,
             output_tokens: 5,
+            ..Usage::default()
         }));
     Agent::builder()
         .name("support")

@@ -240,6 +240,7 @@ async fn model_span_records_request_and_response_fields() {
     .with_usage(Usage {
         input_tokens: 120,
         output_tokens: 7,
+        ..Usage::default()
     })
     .with_meta(
         ResponseMeta::new("openai")
@@ -750,6 +751,7 @@ async fn without_subscriber_responses_pass_through_unchanged() {
         .with_usage(Usage {
             input_tokens: 1,
             output_tokens: 2,
+            ..Usage::default()
         });
         let inner_resp = resp.clone();
         let mut model = ServiceBuilder::new()

@@ -127,7 +127,8 @@ pub enum ModelDelta {
     },
     /// More reasoning ("thinking") text, separate from the answer text: Anthropic
     /// `thinking_delta`s, and the `reasoning_content` / `reasoning` deltas of compatible
-    /// servers (DeepSeek, vLLM, Ollama, OpenRouter …). The whole reasoning is kept on the
+    /// servers (DeepSeek, vLLM, Ollama, OpenRouter …), and the Responses API's reasoning (summary)
+    /// deltas. The whole reasoning is kept on the
     /// response's message as [`Content::Reasoning`](crate::message::Content::Reasoning).
     Reasoning {
         /// The text.

@@ -323,6 +323,9 @@ fn entry(message: &Message) -> (&'static str, Value) {
                 "signature": r.signature.as_deref().unwrap_or_default(),
             }),
         },
+        Content::Document { url, .. } => {
+            json!({ "type": "document", "source": { "type": "url", "url": url } })
+        }
     }));
     content.extend(message.tool_calls.iter().map(|call| {
         json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments })

@@ -30,7 +30,7 @@
 //! | system messages | the top-level `system` string (several are joined by blank lines) |
 //! | user / assistant messages | `messages[]`; `content` is a string for one text part, else blocks (`text`, `image` with a `url` or `base64` source from a `data:` URL) |
 //! | assistant tool calls | `tool_use` blocks `{id, name, input}` after the text (`input` is `{}` for arguments that were not a JSON object) |
-//! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message; consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
+//! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message (`content` is the text, or `text`, `image` and `document` blocks when the tool returned images or documents: [`ToolOutput::with_image`](crate::message::ToolOutput::with_image), [`with_document`](crate::message::ToolOutput::with_document)); consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{name, description, input_schema}]` |
 //! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `top_p`, `stop` → `stop_sequences`, `stream`; `tool_choice` (with tools) → `tool_choice: {type: auto \| any \| tool \| none}`, `parallel_tool_calls: false` → its `disable_parallel_tool_use: true`; `response_format` → `output_config: {format: {type: "json_schema", schema}}`; `extra_body` merged at the top level; `seed` is an [invalid-request](crate::model::ProviderError::is_invalid_request) error (the API has none) |
 //! | answer | `text` blocks joined as text, `tool_use` blocks as tool calls, `thinking` (with its `signature`) and `redacted_thinking` blocks as [`Content::Reasoning`] parts before the text, in their order; other blocks are skipped |
@@ -405,6 +405,11 @@ enum Block<'a> {
     Image {
         source: ImageSource<'a>,
     },
+    Document {
+        source: ImageSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<&'a str>,
+    },
     ToolUse {
         id: &'a str,
         name: &'a str,
@@ -421,11 +426,39 @@ enum Block<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
-        #[serde(skip_serializing_if = "str::is_empty")]
-        content: Cow<'a, str>,
+        #[serde(skip_serializing_if = "ToolResultContent::is_empty")]
+        content: ToolResultContent<'a>,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+}
+
+/// A `tool_result`'s content: its text, or text and image blocks when the tool returned
+/// images.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolResultContent<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<Block<'a>>),
+}
+
+impl ToolResultContent<'_> {
+    fn is_empty(&self) -> bool {
+        match self {
+            ToolResultContent::Text(text) => text.is_empty(),
+            ToolResultContent::Blocks(blocks) => blocks.is_empty(),
+        }
+    }
+}
+
+/// A tool message's content: plain text when it has only text (the form the API documents
+/// first), else `text` and `image` blocks in order.
+fn tool_result_content(m: &Message) -> ToolResultContent<'_> {
+    if m.content.iter().all(|c| c.as_text().is_some()) {
+        ToolResultContent::Text(m.text())
+    } else {
+        ToolResultContent::Blocks(content_blocks(m))
+    }
 }
 
 #[derive(Serialize)]
@@ -540,7 +573,7 @@ fn messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<ApiMessage<'a
                 "user",
                 vec![Block::ToolResult {
                     tool_use_id: m.tool_call_id.as_deref().unwrap_or_default(),
-                    content: m.text(),
+                    content: tool_result_content(m),
                     is_error: m.is_error,
                 }],
             ),
@@ -575,6 +608,10 @@ fn content_blocks(m: &Message) -> Vec<Block<'_>> {
                 source: image_source(url),
             }),
             Content::Reasoning(r) => thinking_block(r),
+            Content::Document { url, name } => Some(Block::Document {
+                source: image_source(url),
+                title: name.as_deref(),
+            }),
         })
         .collect()
 }

@@ -484,6 +484,7 @@ pub(crate) fn usage(input: Option<u64>, output: Option<u64>) -> Option<Usage> {
     (input.is_some() || output.is_some()).then(|| Usage {
         input_tokens: input.unwrap_or_default(),
         output_tokens: output.unwrap_or_default(),
+        ..Usage::default()
     })
 }
 

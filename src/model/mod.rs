@@ -11,9 +11,11 @@
 //! - [`OpenAiChat`] (feature `openai`, on by default): the OpenAI Chat
 //!   Completions API, for OpenAI and every compatible server (vLLM, Ollama, llama.cpp,
 //!   LiteLLM);
+//! - [`OpenAiResponses`] (feature `openai`): the OpenAI Responses API, stateless
+//!   (`store: false`), reasoning items carried across turns encrypted;
 //! - [`Anthropic`] (feature `anthropic`): the Anthropic Messages API.
 //!
-//! Both stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
+//! They all stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
 //! retry transient failures under tower's `retry` with [`RetryPolicy`].
 //!
 //! # Limits
@@ -77,6 +79,9 @@ mod http;
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub mod openai;
 pub mod options;
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
+pub mod responses;
 pub mod retry;
 mod scripted;
 
@@ -88,6 +93,8 @@ use tower::util::BoxCloneSyncService;
 pub use self::anthropic::Anthropic;
 #[cfg(feature = "openai")]
 pub use self::openai::OpenAiChat;
+#[cfg(feature = "openai")]
+pub use self::responses::OpenAiResponses;
 pub use self::{
     error::ProviderError,
     options::{ExtraBody, OutputError, ResponseFormat, ToolChoice},
@@ -175,7 +182,9 @@ impl ModelRequest {
         let sys = self.system_mut();
         match sys.content.iter_mut().rev().find_map(|c| match c {
             crate::message::Content::Text { text } => Some(text),
-            crate::message::Content::Image { .. } | crate::message::Content::Reasoning(_) => None,
+            crate::message::Content::Image { .. }
+            | crate::message::Content::Reasoning(_)
+            | crate::message::Content::Document { .. } => None,
         }) {
             Some(last) if !last.is_empty() => {
                 last.push_str("\n\n");

@@ -43,7 +43,7 @@
 //! |---|---|
 //! | system / user / assistant messages | `messages[]` with `role` `system` / `user` / `assistant` (text as a string; a user message with images as `text` / `image_url` parts) |
 //! | assistant tool calls | `tool_calls: [{id, type: "function", function: {name, arguments}}]`, `arguments` a JSON string |
-//! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag) |
+//! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag); images a tool returned ([`ToolOutput::with_image`](crate::message::ToolOutput::with_image)) follow the run of tool results in one `user` message of `image_url` parts, as a tool message holds only text; documents ([`Content::Document`]) are `file` parts `{file_data, filename}`, and a document by `https:` URL fails the call as an invalid request (the API takes only data) |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", function: {name, description, parameters}}]` and `tool_choice` (`"auto"` unless [`ModelSettings::tool_choice`](crate::model::ModelSettings::tool_choice) says `"none"`, `"required"` or `{type: "function", function: {name}}`) |
 //! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `reasoning_effort`, `stream` with `stream_options: {include_usage: true}`, `top_p`, `stop`, `seed`, `parallel_tool_calls` (with tools only), `response_format: {type: "json_schema", json_schema: {name, schema, strict}}`; `extra_body` merged at the top level (its keys win) |
 //! | answer | `choices[0].message`: `content` as text, `refusal` apart (stop reason [`StopReason::Refusal`], its text in [`ResponseMeta::refusal`](crate::model::ResponseMeta::refusal)), `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model; `reasoning_content` (DeepSeek, vLLM, llama.cpp) or else `reasoning` (OpenRouter, Ollama), when a string, as one [`Content::Reasoning`] part before the text |
@@ -394,6 +394,16 @@ impl Service<ModelRequest> for OpenAiChat {
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
+        if let Some(url) = remote_document(&req) {
+            return ResponseFuture::failed(
+                ProviderError::new(PROVIDER, super::error::Kind::InvalidRequest).with_message(
+                    format!(
+                        "Chat Completions takes a document only as a `data:` URL, not {}",
+                        url.chars().take(100).collect::<String>()
+                    ),
+                ),
+            );
+        }
         let mut body = request_body(&req, &self.shared.model, self.shared.max_tokens_param);
         if self.shared.reasoning_replay == ReasoningReplay::ToolTurns {
             replay_reasoning(&mut body.messages, &req);
@@ -506,8 +516,15 @@ enum UserContent<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Part<'a> {
-    Text { text: &'a str },
+    Text { text: Cow<'a, str> },
     ImageUrl { image_url: ImageUrl<'a> },
+    File { file: FileData<'a> },
+}
+
+#[derive(Serialize)]
+struct FileData<'a> {
+    file_data: &'a str,
+    filename: &'a str,
 }
 
 #[derive(Serialize)]
@@ -567,7 +584,7 @@ fn request_body<'a>(
     };
     ChatRequest {
         model: settings.model.as_deref().unwrap_or(default_model),
-        messages: req.messages.iter().map(chat_message).collect(),
+        messages: chat_messages(req.messages.iter()),
         tool_choice: (!tools.is_empty()).then(|| tool_choice(settings.tool_choice.as_ref())),
         parallel_tool_calls: settings.parallel_tool_calls.filter(|_| !tools.is_empty()),
         tools,
@@ -606,6 +623,74 @@ fn response_format(format: &ResponseFormat) -> Value {
     })
 }
 
+/// The conversation as Chat Completions messages. A `tool` message holds only text, so the
+/// images and documents a tool returned go in one `user` message right after the run of tool
+/// results, each tool's introduced by the call id it came from (the workaround OpenAI's forum and the
+/// peers use; the API has no image in a tool message).
+fn chat_messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<ChatMessage<'a>> {
+    let mut out = Vec::new();
+    let mut images: Vec<Part<'a>> = Vec::new();
+    for m in history {
+        if m.role != Role::Tool && !images.is_empty() {
+            out.push(ChatMessage::User {
+                content: UserContent::Parts(std::mem::take(&mut images)),
+            });
+        }
+        if m.role == Role::Tool {
+            let mut media = m
+                .content
+                .iter()
+                .filter(|c| c.as_text().is_none() && c.as_reasoning().is_none());
+            if let Some(first) = media.next() {
+                let id = m.tool_call_id.as_deref().unwrap_or_default();
+                images.push(Part::Text {
+                    text: Cow::Owned(format!("What tool call {id} returned:")),
+                });
+                images.extend(std::iter::once(first).chain(media).filter_map(part));
+            }
+        }
+        out.push(chat_message(m));
+    }
+    if !images.is_empty() {
+        out.push(ChatMessage::User {
+            content: UserContent::Parts(images),
+        });
+    }
+    out
+}
+
+/// A content part: `text`, `image_url`, or `file` (a document as a `data:` URL); reasoning
+/// is never a part.
+fn part(c: &Content) -> Option<Part<'_>> {
+    Some(match c {
+        Content::Text { text } => Part::Text {
+            text: Cow::Borrowed(text),
+        },
+        Content::Image { url } => Part::ImageUrl {
+            image_url: ImageUrl { url },
+        },
+        Content::Document { url, name } => Part::File {
+            file: FileData {
+                file_data: url,
+                filename: name.as_deref().unwrap_or("document.pdf"),
+            },
+        },
+        Content::Reasoning(_) => return None,
+    })
+}
+
+/// The first document of the history given by an `https:` (not a `data:`) URL: Chat
+/// Completions takes a file only as data or as an uploaded file's id.
+fn remote_document(req: &ModelRequest) -> Option<&str> {
+    req.messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .find_map(|c| match c {
+            Content::Document { url, .. } if !url.starts_with("data:") => Some(url.as_str()),
+            _ => None,
+        })
+}
+
 fn chat_message(m: &Message) -> ChatMessage<'_> {
     match m.role {
         Role::System => ChatMessage::System { content: m.text() },
@@ -617,18 +702,7 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
             {
                 UserContent::Text(m.text())
             } else {
-                UserContent::Parts(
-                    m.content
-                        .iter()
-                        .filter_map(|c| match c {
-                            Content::Text { text } => Some(Part::Text { text }),
-                            Content::Image { url } => Some(Part::ImageUrl {
-                                image_url: ImageUrl { url },
-                            }),
-                            Content::Reasoning(_) => None,
-                        })
-                        .collect(),
-                )
+                UserContent::Parts(m.content.iter().filter_map(part).collect())
             };
             ChatMessage::User { content }
         }
@@ -665,27 +739,36 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
 
 /// Sets `reasoning_content` on the assistant messages of the turns that made tool calls
 /// ([`ReasoningReplay::ToolTurns`]): a turn is the messages between two user messages, as the
-/// server sees them. `out` is `req.messages` mapped one to one by `chat_message`.
+/// server sees them (`out`, the messages as sent). `chat_messages` keeps the assistant
+/// messages one to one and in order (it only adds user messages for tools' images), so the
+/// n-th assistant message of `out` is the n-th of the history.
 fn replay_reasoning(out: &mut [ChatMessage<'_>], req: &ModelRequest) {
-    let history: Vec<&Message> = req.messages.iter().collect();
-    debug_assert_eq!(out.len(), history.len());
+    let mut assistants = req.messages.iter().filter(|m| m.role == Role::Assistant);
     let mut start = 0;
-    while start < history.len() {
-        let end = history[start + 1..]
+    while start < out.len() {
+        let end = out[start + 1..]
             .iter()
-            .position(|m| m.role == Role::User)
-            .map_or(history.len(), |i| start + 1 + i);
-        let turn = &history[start..end];
-        if turn
+            .position(|m| matches!(m, ChatMessage::User { .. }))
+            .map_or(out.len(), |i| start + 1 + i);
+        let turn = &mut out[start..end];
+        // Each assistant message's reasoning text, and whether it made tool calls.
+        let replies: Vec<(String, bool)> = turn
             .iter()
-            .any(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
-        {
-            for (m, chat) in turn.iter().zip(&mut out[start..end]) {
+            .filter(|m| matches!(m, ChatMessage::Assistant { .. }))
+            .map_while(|_| assistants.next())
+            .map(|m| {
+                let text = m.reasoning().map(|r| r.text.as_str()).collect();
+                (text, !m.tool_calls.is_empty())
+            })
+            .collect();
+        if replies.iter().any(|(_, calls)| *calls) {
+            let mut replies = replies.into_iter();
+            for chat in turn.iter_mut() {
                 if let ChatMessage::Assistant {
                     reasoning_content, ..
                 } = chat
+                    && let Some((text, _)) = replies.next()
                 {
-                    let text: String = m.reasoning().map(|r| r.text.as_str()).collect();
                     *reasoning_content = (!text.is_empty()).then_some(text);
                 }
             }

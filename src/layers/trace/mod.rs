@@ -480,6 +480,9 @@ fn message_json(m: &Message, finish_reason: Option<&str>, max_chars: usize) -> V
                 Content::Reasoning(r) => {
                     json!({ "type": "reasoning", "content": preview(&r.text, max_chars) })
                 }
+                Content::Document { url, .. } => {
+                    json!({ "type": "uri", "modality": "document", "uri": preview(url, max_chars) })
+                }
             });
         }
     }
