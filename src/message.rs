@@ -483,9 +483,13 @@ pub struct Usage {
     /// Tokens generated.
     pub output_tokens: u64,
     /// Of `input_tokens`, those read from the provider's prompt cache (OpenAI
-    /// `cached_tokens`).
+    /// `cached_tokens`, Anthropic `cache_read_input_tokens`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_read_tokens: u64,
+    /// Of `input_tokens`, those written to the provider's prompt cache (Anthropic
+    /// `cache_creation_input_tokens`; OpenAI writes its cache without reporting it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
     /// Of `output_tokens`, those spent reasoning (OpenAI `reasoning_tokens`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
@@ -507,6 +511,7 @@ impl std::ops::AddAssign for Usage {
         self.input_tokens += rhs.input_tokens;
         self.output_tokens += rhs.output_tokens;
         self.cache_read_tokens += rhs.cache_read_tokens;
+        self.cache_write_tokens += rhs.cache_write_tokens;
         self.reasoning_tokens += rhs.reasoning_tokens;
     }
 }

@@ -183,12 +183,13 @@ async fn reads_text_and_counts_cached_input() {
         "Oslo: rain, 9°C. Lisbon: sunny, 24°C. Pack an umbrella for Oslo."
     );
     assert_eq!(resp.stop_reason, StopReason::EndTurn);
-    // input_tokens + cache_read_input_tokens.
+    // input_tokens + cache_read_input_tokens, the cache read also kept apart.
     assert_eq!(
         resp.usage,
         Some(Usage {
             input_tokens: 690,
             output_tokens: 25,
+            cache_read_tokens: 100,
             ..Usage::default()
         })
     );
@@ -472,6 +473,7 @@ async fn a_whole_agent_run_with_trace_and_summarize_on_the_model_path() {
         Usage {
             input_tokens: 412 + 690,
             output_tokens: 96 + 25,
+            cache_read_tokens: 100,
             ..Usage::default()
         }
     );

@@ -594,3 +594,96 @@ async fn an_anthropic_run_reports_its_own_stop_reason() {
         "anthropic"
     );
 }
+
+// Prompt caching (issue 13): Anthropic reports cache reads and writes apart from the other
+// input tokens; `Usage` keeps them apart (all counted in `input_tokens`, as the conventions
+// count them), and the chat span records them as `gen_ai.usage.cache_read.input_tokens` and
+// `gen_ai.usage.cache_creation.input_tokens`.
+#[tokio::test]
+async fn anthropic_cache_reads_and_writes_are_reported_apart() {
+    use tower_agent::model::anthropic::Anthropic;
+
+    let server = Server::start();
+    server.reply(Reply::json(
+        json!({
+            "type": "message", "id": "msg_cache", "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [{ "type": "text", "text": "Hello." }],
+            "stop_reason": "end_turn",
+            "usage": {
+                "input_tokens": 50, "output_tokens": 7,
+                "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 2000
+            },
+        })
+        .to_string(),
+    ));
+    let otel = otel();
+    let claude = Anthropic::builder()
+        .base_url(server.url())
+        .api_key("sk-ant-test")
+        .model("claude-sonnet-4-5")
+        .client(loopback::client())
+        .build();
+    let agent = Agent::builder()
+        .model(
+            ServiceBuilder::new()
+                .layer(TraceLayer::new())
+                .service(claude),
+        )
+        .build();
+    let resp = agent.run("Hi").await.unwrap();
+
+    assert_eq!(resp.usage.input_tokens, 3050);
+    assert_eq!(resp.usage.cache_read_tokens, 2000);
+    assert_eq!(resp.usage.cache_write_tokens, 1000);
+    assert_eq!(resp.usage.output_tokens, 7);
+    let spans = otel.spans();
+    let chat = only(&spans, "chat claude-sonnet-4-5");
+    assert_eq!(int(chat, "gen_ai.usage.input_tokens"), 3050);
+    assert_eq!(int(chat, "gen_ai.usage.cache_read.input_tokens"), 2000);
+    assert_eq!(int(chat, "gen_ai.usage.cache_creation.input_tokens"), 1000);
+}
+
+// OpenAI Chat Completions: `prompt_tokens_details.cached_tokens` and
+// `completion_tokens_details.reasoning_tokens` are kept apart; no cache write is reported, so
+// none is recorded.
+#[tokio::test]
+async fn openai_cached_and_reasoning_tokens_are_reported_apart() {
+    let server = Server::start();
+    server.reply(Reply::json(
+        json!({
+            "id": "chatcmpl-cache", "object": "chat.completion", "model": "gpt-4o-2024-08-06",
+            "choices": [{ "index": 0, "finish_reason": "stop",
+                "message": { "role": "assistant", "content": "Hello." } }],
+            "usage": {
+                "prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+                "prompt_tokens_details": { "cached_tokens": 1920 },
+                "completion_tokens_details": { "reasoning_tokens": 256 }
+            }
+        })
+        .to_string(),
+    ));
+    let otel = otel();
+    let agent = Agent::builder()
+        .model(
+            ServiceBuilder::new()
+                .layer(TraceLayer::new())
+                .service(openai(&server)),
+        )
+        .build();
+    let resp = agent.run("Hi").await.unwrap();
+
+    assert_eq!(resp.usage.input_tokens, 2006);
+    assert_eq!(resp.usage.cache_read_tokens, 1920);
+    assert_eq!(resp.usage.cache_write_tokens, 0);
+    assert_eq!(resp.usage.reasoning_tokens, 256);
+    let spans = otel.spans();
+    let chat = named(&spans, "invoke_agent");
+    assert_eq!(chat.len(), 1);
+    let chat = spans
+        .iter()
+        .find(|s| s.name.starts_with("chat "))
+        .expect("a chat span");
+    assert_eq!(int(chat, "gen_ai.usage.cache_read.input_tokens"), 1920);
+    assert!(attr(chat, "gen_ai.usage.cache_creation.input_tokens").is_none());
+}

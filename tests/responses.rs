@@ -171,6 +171,7 @@ async fn agent_run_sends_the_reasoning_item_back_with_its_encrypted_content() {
             output_tokens: 154 + 40,
             cache_read_tokens: 384,
             reasoning_tokens: 128 + 24,
+            ..Usage::default()
         }
     );
 
@@ -334,6 +335,7 @@ async fn streamed_agent_run_emits_reasoning_call_and_text_deltas() {
             output_tokens: 55,
             cache_read_tokens: 64 + 128,
             reasoning_tokens: 30,
+            ..Usage::default()
         }
     );
     assert_eq!(

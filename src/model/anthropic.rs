@@ -36,7 +36,7 @@
 //! | answer | `text` blocks joined as text, `tool_use` blocks as tool calls, `thinking` (with its `signature`) and `redacted_thinking` blocks as [`Content::Reasoning`] parts before the text, in their order; other blocks are skipped |
 //! | [`Content::Reasoning`] of an assistant message | sent back unmodified, first in the assistant message (before its text and `tool_use` blocks), as the API requires: `thinking {thinking, signature}` or `redacted_thinking {data}`; reasoning with neither a signature nor redacted data (from another provider) is not sent |
 //! | [`ModelSettings::thinking_budget`](crate::model::ModelSettings::thinking_budget) | `thinking: {type: "enabled", budget_tokens}` |
-//! | `usage` | `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens` → `input_tokens`; `output_tokens` → `output_tokens` |
+//! | `usage` | `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens` → `input_tokens` (all the prompt's tokens), with `cache_read_input_tokens` → `cache_read_tokens` and `cache_creation_input_tokens` → `cache_write_tokens` among them; `output_tokens` → `output_tokens` |
 //! | `stop_reason` | `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`, `refusal`, `pause_turn` → the same [`StopReason`] (the agent loop ends a refused run [`Outcome::Refused`](crate::agent::Outcome::Refused) and continues a paused one by sending the answer back); others → `Other` |
 //!
 //! Headers: `x-api-key`, `anthropic-version: 2023-06-01`, `content-type: application/json`.
@@ -688,6 +688,15 @@ struct ApiUsage {
 }
 
 impl ApiUsage {
+    /// The usage: input tokens cached or not (as OpenTelemetry's `gen_ai.usage.input_tokens`
+    /// counts them), with the cache reads and writes among them apart.
+    fn usage(&self) -> Option<Usage> {
+        let mut usage = http::usage(self.input(), self.output_tokens)?;
+        usage.cache_read_tokens = self.cache_read_input_tokens.unwrap_or_default();
+        usage.cache_write_tokens = self.cache_creation_input_tokens.unwrap_or_default();
+        Some(usage)
+    }
+
     /// All the prompt's tokens, cached or not.
     fn input(&self) -> Option<u64> {
         self.input_tokens.map(|n| {
@@ -737,7 +746,7 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
         text,
         calls,
         resp.stop_reason.as_deref(),
-        http::usage(usage.input(), usage.output_tokens),
+        usage.usage(),
         meta(resp.id, resp.model, resp.stop_reason.as_deref()),
     );
     response.message = response.message.with_reasoning(reasoning);
@@ -892,6 +901,8 @@ struct Assembly {
     stop_reason: Option<String>,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    /// Cache reads and writes among the input tokens.
+    cache_tokens: (u64, u64),
     /// The message's id and model, from `message_start`.
     id: Option<String>,
     model: Option<String>,
@@ -915,6 +926,10 @@ impl Assembly {
                 if let Some(usage) = message.usage {
                     self.input_tokens = usage.input();
                     self.output_tokens = usage.output_tokens;
+                    self.cache_tokens = (
+                        usage.cache_read_input_tokens.unwrap_or_default(),
+                        usage.cache_creation_input_tokens.unwrap_or_default(),
+                    );
                 }
             }
             StreamEvent::ContentBlockStart {
@@ -1032,6 +1047,10 @@ impl Assembly {
                 if let Some(usage) = usage {
                     if let Some(input) = usage.input() {
                         self.input_tokens = Some(input);
+                        self.cache_tokens = (
+                            usage.cache_read_input_tokens.unwrap_or_default(),
+                            usage.cache_creation_input_tokens.unwrap_or_default(),
+                        );
                     }
                     if let Some(output) = usage.output_tokens {
                         self.output_tokens = Some(output);
@@ -1079,7 +1098,10 @@ impl Assembly {
             text,
             calls,
             self.stop_reason.as_deref(),
-            http::usage(self.input_tokens, self.output_tokens),
+            http::usage(self.input_tokens, self.output_tokens).map(|mut usage| {
+                (usage.cache_read_tokens, usage.cache_write_tokens) = self.cache_tokens;
+                usage
+            }),
             meta,
         );
         response.message = response.message.with_reasoning(reasoning);

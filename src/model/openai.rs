@@ -48,7 +48,7 @@
 //! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `reasoning_effort`, `stream` with `stream_options: {include_usage: true}`, `top_p`, `stop`, `seed`, `parallel_tool_calls` (with tools only), `response_format: {type: "json_schema", json_schema: {name, schema, strict}}`; `extra_body` merged at the top level (its keys win) |
 //! | answer | `choices[0].message`: `content` as text, `refusal` apart (stop reason [`StopReason::Refusal`], its text in [`ResponseMeta::refusal`](crate::model::ResponseMeta::refusal)), `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model; `reasoning_content` (DeepSeek, vLLM, llama.cpp) or else `reasoning` (OpenRouter, Ollama), when a string, as one [`Content::Reasoning`] part before the text |
 //! | [`Content::Reasoning`] of earlier assistant messages | `reasoning_content` on the assistant messages of turns that made tool calls (DeepSeek's rule), never to `api.openai.com`: see [`ReasoningReplay`] |
-//! | `usage` | `prompt_tokens` → `input_tokens`, `completion_tokens` → `output_tokens` |
+//! | `usage` | `prompt_tokens` → `input_tokens`, `completion_tokens` → `output_tokens`; `prompt_tokens_details.cached_tokens` → `cache_read_tokens` and `completion_tokens_details.reasoning_tokens` → `reasoning_tokens` (among them) |
 //! | `finish_reason` | `stop` → `EndTurn` (`ToolUse` if there are tool calls), `tool_calls` → `ToolUse`, `length` → `MaxTokens`, others → `Other` |
 //!
 //! # Streaming
@@ -832,6 +832,34 @@ struct ResponseFunction {
 struct ChatUsage {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<PromptTokensDetails>,
+    completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+struct PromptTokensDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+struct CompletionTokensDetails {
+    reasoning_tokens: Option<u64>,
+}
+
+impl ChatUsage {
+    /// The usage, with the cached prompt tokens and the reasoning tokens among the others.
+    fn usage(self) -> Option<crate::message::Usage> {
+        let mut usage = http::usage(self.prompt_tokens, self.completion_tokens)?;
+        usage.cache_read_tokens = self
+            .prompt_tokens_details
+            .and_then(|d| d.cached_tokens)
+            .unwrap_or_default();
+        usage.reasoning_tokens = self
+            .completion_tokens_details
+            .and_then(|d| d.reasoning_tokens)
+            .unwrap_or_default();
+        Some(usage)
+    }
 }
 
 fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderError> {
@@ -899,7 +927,7 @@ fn response(
     };
     ModelResponse {
         message: Message::assistant(text).with_tool_calls(calls),
-        usage: usage.and_then(|u| http::usage(u.prompt_tokens, u.completion_tokens)),
+        usage: usage.and_then(ChatUsage::usage),
         stop_reason,
         meta,
     }

@@ -109,6 +109,7 @@
 //! | `gen_ai.response.model`, `gen_ai.response.id` † | as the provider reports them |
 //! | `gen_ai.response.finish_reasons` † | the provider's own values (`["stop"]`, `["tool_calls"]`; `["end_turn"]` for Anthropic): an **array** with the `opentelemetry` feature, else its JSON text |
 //! | `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens` † | from the response's usage, if reported |
+//! | `gen_ai.usage.cache_read.input_tokens`, `gen_ai.usage.cache_creation.input_tokens` † | the prompt-cache reads and writes among the input tokens ([`Usage::cache_read_tokens`](crate::message::Usage::cache_read_tokens), [`cache_write_tokens`](crate::message::Usage::cache_write_tokens)), when the provider reports them |
 //! | `gen_ai.input.messages`, `gen_ai.output.messages` † | **opt-in** ([`capture_content`](TraceLayer::capture_content)): JSON text in the conventions' message schema |
 //! | `tower_agent.run.id`, `tower_agent.step`, `tower_agent.message_count`, `tower_agent.tool_calls` † | the run, the step, the messages sent, the tool calls asked for |
 //! | `error.type` † | see [below](#errors) |

@@ -53,6 +53,15 @@ impl Record for ModelResponse {
         if let Some(usage) = self.usage {
             span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
             span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
+            // Among the input tokens (as the conventions count them), when reported.
+            if usage.cache_read_tokens > 0 {
+                let n = int(usage.cache_read_tokens);
+                span.record("gen_ai.usage.cache_read.input_tokens", n);
+            }
+            if usage.cache_write_tokens > 0 {
+                let n = int(usage.cache_write_tokens);
+                span.record("gen_ai.usage.cache_creation.input_tokens", n);
+            }
         }
         span.record("tower_agent.tool_calls", int(self.message.tool_calls.len()));
         if config.capture_content {

@@ -106,6 +106,8 @@ where
                 gen_ai.response.finish_reasons = Empty,
                 gen_ai.usage.input_tokens = Empty,
                 gen_ai.usage.output_tokens = Empty,
+                gen_ai.usage.cache_read.input_tokens = Empty,
+                gen_ai.usage.cache_creation.input_tokens = Empty,
                 gen_ai.input.messages = Empty,
                 gen_ai.output.messages = Empty,
                 error.type = Empty,
