@@ -29,6 +29,8 @@ use tower_agent::{
     tool::{Tool, tool_fn},
 };
 
+/// The provider of these tests, without prompt caching: they check the documented request
+/// shape field by field (caching's breakpoints have their own test below).
 fn provider(server: &Server) -> Anthropic {
     Anthropic::builder()
         .base_url(server.url())
@@ -36,6 +38,7 @@ fn provider(server: &Server) -> Anthropic {
         .model("claude-sonnet-4-5")
         .header("anthropic-beta", "token-efficient-tools-2025-02-19")
         .client(loopback::client())
+        .prompt_caching(false)
         .build()
 }
 
@@ -505,4 +508,58 @@ fn keys_are_redacted_and_defaults_documented() {
     );
     assert_eq!(claude.url(), "https://api.anthropic.com/v1/messages");
     assert_eq!(claude.model(), "claude-sonnet-4-5");
+}
+
+// Prompt caching (issue 13): by default every request marks three `cache_control`
+// breakpoints, within the API's limit of four — the last tool, the system prompt (as a text
+// block), and the last block the next request repeats, which is before a trailing
+// `<system-reminder>` (that one changes from request to request).
+#[tokio::test]
+async fn prompt_caching_marks_tools_system_and_the_repeated_conversation() {
+    let server = Server::start();
+    server.reply(Reply::fixture("anthropic_tool_use.json"));
+    let mut req = ModelRequest::new(vec![
+        Message::system("You are a weather bot."),
+        Message::user("Weather in Oslo?"),
+        Message::assistant("Checking.").with_tool_calls(vec![ToolCall::new(
+            "toolu_prev_1",
+            "get_weather",
+            json!({ "city": "Oslo" }),
+        )]),
+        Message::tool_result(&ToolOutput::text("toolu_prev_1", "rain, 9°C")),
+    ]);
+    req.append_reminder("Your todo list: - [pending] 1: answer");
+    req.tools = Arc::new(vec![
+        ToolSpec::new("get_time", "The time", json!({"type": "object"})),
+        ToolSpec::new("get_weather", "Current weather in a city", weather_schema()),
+    ]);
+    let cached = Anthropic::builder()
+        .base_url(server.url())
+        .api_key("sk-ant-test")
+        .client(loopback::client())
+        .build();
+    cached.oneshot(req).await.unwrap();
+
+    let body = &server.requests()[0].body;
+    let ephemeral = json!({ "type": "ephemeral" });
+    assert!(body["tools"][0].get("cache_control").is_none());
+    assert_eq!(body["tools"][1]["cache_control"], ephemeral);
+    assert_eq!(
+        body["system"],
+        json!([{ "type": "text", "text": "You are a weather bot.", "cache_control": ephemeral }])
+    );
+    // The tool result and the reminder share the last user message; the breakpoint is on the
+    // result, the reminder after it is left out.
+    let last = &body["messages"][2]["content"];
+    assert_eq!(last[0]["type"], "tool_result");
+    assert_eq!(last[0]["cache_control"], ephemeral);
+    assert!(
+        last[1]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("<system-reminder>")
+    );
+    assert!(last[1].get("cache_control").is_none());
+    let marks = body.to_string().matches("cache_control").count();
+    assert_eq!(marks, 3, "{body}");
 }

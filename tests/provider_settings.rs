@@ -40,6 +40,7 @@ fn anthropic(server: &Server) -> Anthropic {
         .base_url(server.url())
         .api_key("sk-ant-test")
         .client(loopback::client())
+        .prompt_caching(false) // these tests check the request shape; caching has its own tests
         .build()
 }
 

@@ -61,6 +61,7 @@ async fn an_image_tool_result_reaches_anthropic_as_a_tool_result_image_block() {
                 .base_url(server.url())
                 .api_key("sk-ant-test")
                 .client(loopback::client())
+                .prompt_caching(false) // these tests check the request shape; caching has its own tests
                 .build(),
         )
         .tool(tool_fn(
@@ -101,6 +102,7 @@ async fn an_image_by_url_is_a_url_source_and_text_only_results_stay_strings() {
     Anthropic::builder()
         .base_url(server.url())
         .client(loopback::client())
+        .prompt_caching(false) // these tests check the request shape; caching has its own tests
         .build()
         .oneshot(ModelRequest::new(vec![
             Message::user("Charts?"),
@@ -193,6 +195,7 @@ async fn documents_reach_anthropic_and_chat_completions_and_a_remote_one_is_refu
     let anthropic = Anthropic::builder()
         .base_url(server.url())
         .client(loopback::client())
+        .prompt_caching(false) // these tests check the request shape; caching has its own tests
         .build();
     anthropic
         .clone()

@@ -36,6 +36,7 @@
 //! | answer | `text` blocks joined as text, `tool_use` blocks as tool calls, `thinking` (with its `signature`) and `redacted_thinking` blocks as [`Content::Reasoning`] parts before the text, in their order; other blocks are skipped |
 //! | [`Content::Reasoning`] of an assistant message | sent back unmodified, first in the assistant message (before its text and `tool_use` blocks), as the API requires: `thinking {thinking, signature}` or `redacted_thinking {data}`; reasoning with neither a signature nor redacted data (from another provider) is not sent |
 //! | [`ModelSettings::thinking_budget`](crate::model::ModelSettings::thinking_budget) | `thinking: {type: "enabled", budget_tokens}` |
+//! | prompt caching (default on; [`AnthropicBuilder::prompt_caching`]) | `cache_control: {type: "ephemeral"}` on the last tool, on the system prompt (then one text block) and on the last block the next request repeats (before a trailing `<system-reminder>`): three breakpoints of the API's four |
 //! | `usage` | `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens` → `input_tokens` (all the prompt's tokens), with `cache_read_input_tokens` → `cache_read_tokens` and `cache_creation_input_tokens` → `cache_write_tokens` among them; `output_tokens` → `output_tokens` |
 //! | `stop_reason` | `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`, `refusal`, `pause_turn` → the same [`StopReason`] (the agent loop ends a refused run [`Outcome::Refused`](crate::agent::Outcome::Refused) and continues a paused one by sending the answer back); others → `Other` |
 //!
@@ -115,6 +116,7 @@ struct Shared {
     max_tokens: u32,
     has_key: bool,
     max_response_bytes: usize,
+    prompt_caching: bool,
 }
 
 impl Anthropic {
@@ -130,6 +132,7 @@ impl Anthropic {
             headers: Vec::new(),
             transport: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            prompt_caching: true,
         }
     }
 
@@ -180,6 +183,7 @@ pub struct AnthropicBuilder {
     headers: Vec<(String, String)>,
     transport: Option<Transport>,
     max_response_bytes: usize,
+    prompt_caching: bool,
 }
 
 impl AnthropicBuilder {
@@ -252,6 +256,18 @@ impl AnthropicBuilder {
         self
     }
 
+    /// Prompt caching (default on): every request marks three cache breakpoints — the last
+    /// tool, the system prompt, and the last block of the conversation the next request will
+    /// repeat (a trailing `<system-reminder>` is left after it) — so a run's growing prefix is
+    /// read from Anthropic's prompt cache instead of processed again. `false` sends no
+    /// `cache_control` (and the system prompt as a string). The request goes through a JSON
+    /// value to be marked. Cache reads and writes are reported in
+    /// [`Usage`].
+    pub fn prompt_caching(mut self, on: bool) -> Self {
+        self.prompt_caching = on;
+        self
+    }
+
     /// The provider. An invalid base URL or header does not fail here: every call then fails
     /// with [`ProviderError::is_config`].
     pub fn build(self) -> Anthropic {
@@ -273,6 +289,7 @@ impl AnthropicBuilder {
                 max_tokens: self.max_tokens,
                 has_key: self.api_key.is_some(),
                 max_response_bytes: self.max_response_bytes,
+                prompt_caching: self.prompt_caching,
             }),
             transport,
         }
@@ -309,7 +326,10 @@ impl Service<ModelRequest> for Anthropic {
         if let Some(err) = unsupported(&req.settings) {
             return ResponseFuture::failed(err);
         }
-        let body = request_body(&req, &self.shared.model, self.shared.max_tokens);
+        let mut body = request_body(&req, &self.shared.model, self.shared.max_tokens);
+        if self.shared.prompt_caching {
+            body.cache_breakpoints();
+        }
         let http_req = match super::options::encode(&body, req.settings.extra_body.as_ref())
             .map_err(|e| {
                 ProviderError::new(PROVIDER, Kind::InvalidRequest)
@@ -371,8 +391,115 @@ struct MessagesRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<String>,
+    system: Option<SystemPrompt>,
     messages: Vec<ApiMessage<'a>>,
+}
+
+/// The system prompt: a string, or one text block when it carries a cache breakpoint.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum SystemPrompt {
+    Text(String),
+    Blocks([SystemBlock; 1]),
+}
+
+#[derive(Serialize)]
+struct SystemBlock {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: String,
+    cache_control: CacheControl,
+}
+
+/// A prompt-caching breakpoint: `{type: "ephemeral"}`.
+#[derive(Serialize, Clone, Copy)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+
+impl MessagesRequest<'_> {
+    /// Prompt-caching breakpoints ([`AnthropicBuilder::prompt_caching`]): on the last tool, on
+    /// the system prompt (then sent as one text block), and on the last block of the
+    /// conversation that the next request repeats — the last one that is not a
+    /// `<system-reminder>` text
+    /// ([`ModelRequest::append_reminder`](crate::model::ModelRequest::append_reminder)), which
+    /// the next request replaces. Three breakpoints, within the API's limit of four; thinking
+    /// blocks are never marked (the API does not allow it).
+    fn cache_breakpoints(&mut self) {
+        if let Some(tool) = self.tools.last_mut() {
+            tool.cache_control = Some(EPHEMERAL);
+        }
+        if let Some(SystemPrompt::Text(text)) = self.system.take() {
+            self.system = Some(SystemPrompt::Blocks([SystemBlock {
+                kind: "text",
+                text,
+                cache_control: EPHEMERAL,
+            }]));
+        }
+        let is_reminder = |text: &str| text.starts_with("<system-reminder>");
+        for message in self.messages.iter_mut().rev() {
+            match &mut message.content {
+                ApiContent::Text(text) if is_reminder(text) => {}
+                ApiContent::Text(text) => {
+                    let text: &str = text;
+                    message.content = ApiContent::Blocks(MarkedBlocks {
+                        blocks: vec![Block::Text { text }],
+                        mark: Some(0),
+                    });
+                    return;
+                }
+                ApiContent::Blocks(marked) => {
+                    let last = marked.blocks.iter().rposition(|b| match b {
+                        Block::Text { text } => !is_reminder(text),
+                        Block::Image { .. }
+                        | Block::Document { .. }
+                        | Block::ToolUse { .. }
+                        | Block::ToolResult { .. } => true,
+                        Block::Thinking { .. } | Block::RedactedThinking { .. } => false,
+                    });
+                    if let Some(i) = last {
+                        marked.mark = Some(i);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A message's blocks, one of which may carry a cache breakpoint.
+struct MarkedBlocks<'a> {
+    blocks: Vec<Block<'a>>,
+    mark: Option<usize>,
+}
+
+impl Serialize for MarkedBlocks<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+
+        #[derive(Serialize)]
+        struct Marked<'b, 'a> {
+            #[serde(flatten)]
+            block: &'b Block<'a>,
+            cache_control: CacheControl,
+        }
+
+        let mut seq = serializer.serialize_seq(Some(self.blocks.len()))?;
+        for (i, block) in self.blocks.iter().enumerate() {
+            if self.mark == Some(i) {
+                seq.serialize_element(&Marked {
+                    block,
+                    cache_control: EPHEMERAL,
+                })?;
+            } else {
+                seq.serialize_element(block)?;
+            }
+        }
+        seq.end()
+    }
 }
 
 /// `thinking: {type: "enabled", budget_tokens}`.
@@ -393,7 +520,7 @@ struct ApiMessage<'a> {
 #[serde(untagged)]
 enum ApiContent<'a> {
     Text(&'a str),
-    Blocks(Vec<Block<'a>>),
+    Blocks(MarkedBlocks<'a>),
 }
 
 #[derive(Serialize)]
@@ -473,6 +600,8 @@ struct ApiTool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 fn request_body<'a>(
@@ -491,7 +620,7 @@ fn request_body<'a>(
     MessagesRequest {
         model: settings.model.as_deref().unwrap_or(default_model),
         max_tokens: settings.max_tokens.unwrap_or(default_max),
-        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        system: (!system.is_empty()).then(|| SystemPrompt::Text(system.join("\n\n"))),
         messages: messages(req.messages.iter()),
         tools: req
             .tools
@@ -500,6 +629,7 @@ fn request_body<'a>(
                 name: &spec.name,
                 description: &spec.description,
                 input_schema: &spec.parameters,
+                cache_control: None,
             })
             .collect(),
         tool_choice: (!req.tools.is_empty())
@@ -591,7 +721,10 @@ fn messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<ApiMessage<'a
         .map(|(role, mut blocks)| {
             let content = match blocks.as_slice() {
                 [Block::Text { text }] => ApiContent::Text(text),
-                _ => ApiContent::Blocks(std::mem::take(&mut blocks)),
+                _ => ApiContent::Blocks(MarkedBlocks {
+                    blocks: std::mem::take(&mut blocks),
+                    mark: None,
+                }),
             };
             ApiMessage { role, content }
         })
