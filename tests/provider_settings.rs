@@ -102,6 +102,7 @@ async fn openai_settings_are_in_the_body_as_documented() {
         .stop(["\n\nUser:", "END"])
         .top_p(0.25)
         .seed(42)
+        .prompt_cache_key("thread-7")
         .extra_body(json!({"service_tier": "flex", "top_p": 0.5, "metadata": {"run": "t1"}}));
     call(openai(&server), request_with_tool(settings.clone()))
         .await
@@ -121,6 +122,7 @@ async fn openai_settings_are_in_the_body_as_documented() {
     assert_eq!(body["parallel_tool_calls"], json!(false));
     assert_eq!(body["stop"], json!(["\n\nUser:", "END"]));
     assert_eq!(body["seed"], json!(42));
+    assert_eq!(body["prompt_cache_key"], json!("thread-7"));
     // Extra fields are merged at the top and win over the built ones.
     assert_eq!(body["top_p"], json!(0.5));
     assert_eq!(body["service_tier"], json!("flex"));

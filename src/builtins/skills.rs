@@ -869,6 +869,9 @@ mod tests {
         assert!(load("a: 1\na: 2\n").unwrap_err().contains("duplicated key"));
         assert!(load("a: *b\n").unwrap_err().contains("invalid YAML"));
         assert_eq!(load(""), Ok(Yaml::Null));
+        // Only the first document is front matter: an alias in a later document to an anchor
+        // of another one (an error for yaml-rust2, which reads them all) is not read.
+        assert!(load("a---\n---\n&a ---\n---\n*a ").is_ok());
         assert_eq!(
             load("a: &x [1, 'two']\nb: *x\n").unwrap()["b"],
             Yaml::Array(vec![Yaml::Integer(1), Yaml::String("two".into())])
@@ -903,7 +906,17 @@ mod tests {
                     );
                 }
                 (Ok(Err(e)), ours) => {
-                    proptest::prop_assert!(ours.is_err(), "{:?}: yaml-rust2: {}", yaml, e);
+                    // yaml-rust2 reads every document of the stream; the front matter is its
+                    // first, and an error in a later one (an alias to an anchor of another
+                    // document) is none of ours.
+                    let later_documents = yaml
+                        .match_indices("---\n")
+                        .chain(yaml.match_indices("...\n"))
+                        .any(|(at, _)| at > 0);
+                    proptest::prop_assert!(
+                        ours.is_err() || later_documents,
+                        "{:?}: yaml-rust2: {}", yaml, e
+                    );
                 }
             }
         }

@@ -236,6 +236,11 @@ pub struct ModelSettings {
     /// Provider-specific fields merged into the top level of the request body (each key
     /// replaces a field of the same name). See [`ExtraBody`].
     pub extra_body: Option<ExtraBody>,
+    /// OpenAI's `prompt_cache_key` (Chat Completions and Responses): requests with the same
+    /// key and prefix are routed to the same prompt cache, e.g. one key per thread. Anthropic
+    /// caches by breakpoints instead (see
+    /// [`AnthropicBuilder::prompt_caching`](crate::model::anthropic::AnthropicBuilder::prompt_caching)).
+    pub prompt_cache_key: Option<Arc<str>>,
     /// Extended thinking with this token budget: Anthropic
     /// `thinking: {type: "enabled", budget_tokens}` (the API wants at least 1024, and less than
     /// `max_tokens`). Chat Completions servers ignore it (use
@@ -345,6 +350,13 @@ impl ModelSettings {
     #[must_use]
     pub fn response_format(mut self, format: ResponseFormat) -> Self {
         self.response_format = Some(format);
+        self
+    }
+
+    /// These settings with an OpenAI `prompt_cache_key`.
+    #[must_use]
+    pub fn prompt_cache_key(mut self, key: impl Into<Arc<str>>) -> Self {
+        self.prompt_cache_key = Some(key.into());
         self
     }
 

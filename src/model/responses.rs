@@ -393,6 +393,9 @@ fn request_body(req: &ModelRequest, shared: &Shared) -> Value {
         body.insert("tool_choice".into(), json!("auto"));
     }
     body.insert("store".into(), json!(false));
+    if let Some(key) = &settings.prompt_cache_key {
+        body.insert("prompt_cache_key".into(), json!(&**key));
+    }
     if shared.encrypted_reasoning {
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     }
