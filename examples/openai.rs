@@ -7,7 +7,12 @@
 //! OPENAI_BASE_URL=http://localhost:11434/v1 TOWER_AGENT_MODEL=qwen3:8b cargo run --example openai
 //! ```
 //!
-//! `TOWER_AGENT_MODEL` picks the model (default `gpt-4.1-mini`). Without `OPENAI_API_KEY` or
+//! `TOWER_AGENT_MODEL` picks the model (default `gpt-4.1-mini`),
+//! `TOWER_AGENT_REASONING_EFFORT` (`minimal`, `low`, `medium`, `high` …) asks a reasoning model
+//! to think that hard; its reasoning is streamed to stderr. After the run it prints the
+//! tokens, the prompt-cache reads and the reasoning tokens the provider reported, then asks for
+//! a **structured answer** (a JSON schema derived from a Rust type) and parses it into that
+//! type. Without `OPENAI_API_KEY` or
 //! `OPENAI_BASE_URL` the example says how to set them and exits successfully, so it can run
 //! where there is no network (CI runs every example).
 //!
@@ -30,8 +35,17 @@ async fn main() -> Result<(), tower_agent::BoxError> {
         agent::{AgentEvent, ModelDelta},
         builtins::filesystem::Filesystem,
         layers::{summarize::SummarizeLayer, trace::TraceLayer},
-        model::{ModelSettings, RetryPolicy, openai::OpenAiChat},
+        model::{ModelSettings, ReasoningEffort, ResponseFormat, RetryPolicy, openai::OpenAiChat},
     };
+
+    /// The structured answer of the second run: its JSON schema is derived from this type.
+    #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+    struct NotesDigest {
+        /// One line per point of the notes.
+        points: Vec<String>,
+        /// How many TODO items the notes hold.
+        todos: u32,
+    }
     use tracing_subscriber::fmt::format::FmtSpan;
 
     let Some(model) = OpenAiChat::from_env() else {
@@ -72,6 +86,17 @@ async fn main() -> Result<(), tower_agent::BoxError> {
         model.url(),
         root.display()
     );
+    let agent_model = model.clone();
+    let mut settings = ModelSettings::default();
+    if let Ok(effort) = std::env::var("TOWER_AGENT_REASONING_EFFORT") {
+        settings = settings.reasoning_effort(match effort.as_str() {
+            "minimal" => ReasoningEffort::Minimal,
+            "low" => ReasoningEffort::Low,
+            "medium" => ReasoningEffort::Medium,
+            "high" => ReasoningEffort::High,
+            _ => ReasoningEffort::Other(effort.into()),
+        });
+    }
     let agent = Agent::builder()
         // Model path: tracing outermost (it covers the retries), then summarization, then
         // retries and a per-attempt timeout around the provider.
@@ -81,7 +106,7 @@ async fn main() -> Result<(), tower_agent::BoxError> {
                 .layer(SummarizeLayer::new(model.clone()))
                 .retry(RetryPolicy::new())
                 .timeout(Duration::from_secs(180))
-                .service(model),
+                .service(model.clone()),
         )
         .tool_layer(
             ServiceBuilder::new()
@@ -93,7 +118,7 @@ async fn main() -> Result<(), tower_agent::BoxError> {
             "You are a careful assistant working in a project directory. Look at the files \
              with your tools before you answer, and keep answers short.",
         )
-        .settings(ModelSettings::default().stream(true))
+        .settings(settings.clone().stream(true))
         .cwd(&root)
         .max_steps(12)
         .build();
@@ -105,6 +130,10 @@ async fn main() -> Result<(), tower_agent::BoxError> {
     let mut streaming = false;
     while let Some(event) = events.next().await {
         match event {
+            AgentEvent::ModelDelta {
+                delta: ModelDelta::Reasoning { text },
+                ..
+            } => eprint!("{text}"),
             AgentEvent::ModelDelta {
                 delta: ModelDelta::Text { text },
                 ..
@@ -131,8 +160,12 @@ async fn main() -> Result<(), tower_agent::BoxError> {
                 ..
             } => {
                 println!(
-                    "\n■ {outcome:?} after {steps} steps, {} tokens in, {} out",
-                    usage.input_tokens, usage.output_tokens
+                    "\n■ {outcome:?} after {steps} steps, {} tokens in ({} read from the \
+                     prompt cache), {} out ({} reasoning)",
+                    usage.input_tokens,
+                    usage.cache_read_tokens,
+                    usage.output_tokens,
+                    usage.reasoning_tokens
                 );
             }
             _ => {}
@@ -145,10 +178,31 @@ async fn main() -> Result<(), tower_agent::BoxError> {
     if let Ok(summary) = std::fs::read_to_string(root.join("summary.md")) {
         println!("\nsummary.md:\n{summary}");
     }
-    std::fs::remove_dir_all(&root)?;
     let resp = result?;
     if !resp.outcome.is_finished() {
         return Err(format!("the run did not finish: {:?}", resp.outcome).into());
     }
+
+    // Structured output: the same agent's model, asked for JSON of `NotesDigest`.
+    let digest_agent = Agent::builder()
+        .model(agent_model)
+        .setup(Filesystem::local(&root))
+        .settings(settings.response_format(ResponseFormat::of::<NotesDigest>()))
+        .cwd(&root)
+        .max_steps(6)
+        .build();
+    let digest = digest_agent
+        .run("Read notes.md and answer with its points and its number of TODO items.")
+        .await?;
+    let parsed: NotesDigest = digest.parse()?;
+    println!(
+        "\nstructured answer, parsed into a Rust type: {} points, {} TODO items",
+        parsed.points.len(),
+        parsed.todos
+    );
+    for point in &parsed.points {
+        println!("  - {point}");
+    }
+    std::fs::remove_dir_all(&root)?;
     Ok(())
 }
