@@ -577,9 +577,15 @@ pub(crate) fn transcript_file_name(session_id: &str) -> String {
 
 /// Now, as RFC 3339 UTC with milliseconds (for transcripts and hook inputs).
 pub(crate) fn timestamp() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    timestamp_at(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default(),
+    )
+}
+
+/// [`timestamp`] of a time since the Unix epoch.
+fn timestamp_at(now: std::time::Duration) -> String {
     let secs = now.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -676,6 +682,16 @@ mod tests {
         assert_eq!(ext.remove_for::<u8>(b), Some(12));
         assert_eq!(ext.get::<u8>(), Some(&3));
         assert_eq!(ext.get_for::<u8>(b), None);
+    }
+
+    #[test]
+    fn timestamps() {
+        let at = |secs: u64, millis: u64| {
+            timestamp_at(std::time::Duration::from_millis(secs * 1000 + millis))
+        };
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400, 7), "2000-02-29T00:00:00.007Z");
+        assert_eq!(at(1_700_000_000, 999), "2023-11-14T22:13:20.999Z");
     }
 
     #[test]

@@ -439,7 +439,7 @@ impl MessagesRequest<'_> {
                 cache_control: EPHEMERAL,
             }]));
         }
-        let is_reminder = |text: &str| text.starts_with("<system-reminder>");
+        let is_reminder = |text: &str| text.starts_with(super::REMINDER_OPEN);
         for message in self.messages.iter_mut().rev() {
             match &mut message.content {
                 ApiContent::Text(text) if is_reminder(text) => {}

@@ -200,10 +200,14 @@ impl ModelRequest {
     /// byte-identical prefix of the next one, which a provider's prompt cache serves; in the
     /// system message it would change the request's first bytes at every change.
     pub fn append_reminder(&mut self, text: &str) {
-        let text = format!("<system-reminder>\n{text}\n</system-reminder>");
+        let text = format!("{REMINDER_OPEN}\n{text}\n</system-reminder>");
         self.messages.push(Message::user(text));
     }
 }
+
+/// How a reminder of [`ModelRequest::append_reminder`] starts: providers recognise it to keep
+/// it out of what they mark for prompt caching.
+pub(crate) const REMINDER_OPEN: &str = "<system-reminder>";
 
 /// Settings of a model call. Providers map what they support and ignore the rest.
 #[derive(Debug, Clone, Default, PartialEq)]

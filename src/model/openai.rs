@@ -746,6 +746,10 @@ fn chat_message(m: &Message) -> ChatMessage<'_> {
 /// messages one to one and in order (it only adds user messages for tools' images), so the
 /// n-th assistant message of `out` is the n-th of the history.
 fn replay_reasoning(out: &mut [ChatMessage<'_>], req: &ModelRequest) {
+    // The common case (a model that does not reason): nothing to send back, nothing built.
+    if !req.messages.iter().any(|m| m.reasoning().next().is_some()) {
+        return;
+    }
     let mut assistants = req.messages.iter().filter(|m| m.role == Role::Assistant);
     let mut start = 0;
     while start < out.len() {

@@ -263,7 +263,7 @@ impl Dialect {
         if let Some(name) = gemini_name(event) {
             map.insert("hook_event_name".into(), name.into());
         }
-        map.insert("timestamp".into(), timestamp().into());
+        map.insert("timestamp".into(), crate::context::timestamp().into());
         match event {
             HookEvent::PostToolUse => {
                 if let Some(response) = map.remove("tool_response") {
@@ -356,44 +356,25 @@ impl Dialect {
     }
 }
 
-/// Now as an RFC 3339 UTC timestamp (seconds).
-fn timestamp() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    httpdate_free(secs)
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` from seconds since the epoch (civil-from-days).
-fn httpdate_free(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A hostile Codex `config.toml` (4 MiB is allowed) nested 200,000 levels deep is a clear
+    /// error, not a stack overflow.
     #[test]
-    fn timestamps() {
-        assert_eq!(httpdate_free(0), "1970-01-01T00:00:00Z");
-        assert_eq!(httpdate_free(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(httpdate_free(1_700_000_000), "2023-11-14T22:13:20Z");
+    fn deeply_nested_toml_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let depth = 200_000;
+        std::fs::write(
+            &path,
+            format!("a = {}{}\n", "[".repeat(depth), "]".repeat(depth)),
+        )
+        .unwrap();
+        let mut config = Config::default();
+        let err = load_codex(&path, dir.path(), &mut config).unwrap_err();
+        assert!(err.to_string().contains("invalid TOML"), "{err}");
     }
 
     fn reply(stdout: &str) -> Reply {
