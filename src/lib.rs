@@ -128,6 +128,9 @@ pub mod builtins;
 pub mod context;
 pub mod error;
 pub mod layers;
+#[cfg(feature = "mcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
+pub mod mcp;
 pub mod message;
 pub mod model;
 mod process;

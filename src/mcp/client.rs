@@ -1,0 +1,1 @@
+//! MCP servers' tools as tool services.

@@ -1,0 +1,10 @@
+//! Model Context Protocol (feature `mcp`), over the official Rust SDK, [`rmcp`].
+//!
+//! - [`client`]: MCP servers' tools as tool services (`mcp__<server>__<tool>`), over stdio
+//!   and streamable HTTP, configured from Claude Code's `.mcp.json` format or a builder.
+//! - [`server`]: a [`ToolRouter`](crate::tool::ToolRouter) (with its tool layer stack) or an
+//!   [`Agent`](crate::Agent) served as an MCP server, over streamable HTTP in an axum
+//!   `Router` or over stdio.
+
+pub mod client;
+pub mod server;

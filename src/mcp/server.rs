@@ -1,0 +1,1 @@
+//! Tool routers and agents served over MCP.
