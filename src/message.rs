@@ -2,9 +2,16 @@
 //! and the shared history [`Messages`].
 //!
 //! An assistant message may carry the model's reasoning as [`Content::Reasoning`] parts
-//! ([`Reasoning`]: text, signature, redacted data, an opaque provider item): they are saved
-//! with the thread like any content, are never part of [`Message::text`], and each provider
-//! sends them back as it requires.
+//! ([`Reasoning`]: text, signature, redacted data, an opaque provider item), and items only
+//! its provider understands (an Anthropic `server_tool_use` or `web_search_tool_result`
+//! block, …) as [`Content::Provider`] parts, in the order the model produced them among its
+//! text: they are saved with the thread like any content, are never part of
+//! [`Message::text`], and each provider sends back, unmodified, what it requires (and never
+//! what another provider produced).
+//!
+//! A provider item is kept whole, so it is as large as the provider sent it: it is bounded
+//! by the provider's response-size cap (`max_response_bytes`, 16 MiB by default, see
+//! [the limits](crate::model#limits)) like the rest of the answer.
 //!
 //! These are plain serde types with no tower in them. Every one is `Clone + Serialize +
 //! Deserialize`, and the common cases are one line:
@@ -91,6 +98,12 @@ pub enum Content {
     /// be sent back as each provider requires, and never part of [`Message::text`]. See
     /// [`Reasoning`].
     Reasoning(Reasoning),
+    /// An item of an assistant message that only the provider which produced it understands
+    /// (an Anthropic server-tool block such as `server_tool_use` or `web_search_tool_result`,
+    /// a Responses API output item other than a message, function call or reasoning), kept at
+    /// its place among the other parts and sent back unmodified to that provider only; other
+    /// providers leave it out. Never part of [`Message::text`].
+    Provider(ProviderItem),
 }
 
 /// A piece of a model's reasoning ("thinking"), kept on the assistant [`Message`] that it
@@ -105,8 +118,12 @@ pub enum Content {
 /// - OpenAI-compatible Chat Completions servers (DeepSeek, vLLM, Ollama, OpenRouter …):
 ///   `reasoning_content` (or `reasoning`) is `text`, sent back as DeepSeek's rule asks (see
 ///   [`ReasoningReplay`](crate::model::openai::ReasoningReplay)).
-/// - `opaque` holds a provider-specific item to be returned as it came (e.g. an encrypted
-///   reasoning item); providers that do not know it leave it out.
+/// - OpenAI Responses API: a `reasoning` item is `text` (its summary text) + `opaque` (the
+///   whole item, its `encrypted_content` included, tagged
+///   [`ITEM_PROVIDER`](crate::model::responses::ITEM_PROVIDER)), sent back unmodified to that
+///   API only.
+/// - `opaque` holds a provider-specific item, tagged with the provider it came from, to be
+///   returned to that provider as it came; every other provider leaves it out.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Reasoning {
@@ -119,9 +136,10 @@ pub struct Reasoning {
     /// Encrypted reasoning the provider did not show (Anthropic `redacted_thinking.data`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redacted: Option<String>,
-    /// A provider-specific item, returned to that provider unmodified.
+    /// A provider-specific item (e.g. a Responses API `reasoning` item with its
+    /// `encrypted_content`), returned unmodified to the provider it names, and to no other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opaque: Option<Value>,
+    pub opaque: Option<ProviderItem>,
 }
 
 impl Reasoning {
@@ -150,11 +168,19 @@ impl Reasoning {
         }
     }
 
-    /// This reasoning with a provider-specific opaque item.
+    /// This reasoning with a provider-specific opaque item (see [`ProviderItem`]).
     #[must_use]
-    pub fn with_opaque(mut self, item: Value) -> Self {
+    pub fn with_opaque(mut self, item: ProviderItem) -> Self {
         self.opaque = Some(item);
         self
+    }
+
+    /// The opaque item of this reasoning, if it came from `provider`.
+    pub fn opaque_from(&self, provider: &str) -> Option<&Value> {
+        self.opaque
+            .as_ref()
+            .filter(|p| p.provider == provider)
+            .map(|p| &p.item)
     }
 }
 
@@ -168,7 +194,10 @@ impl Content {
     pub fn as_text(&self) -> Option<&str> {
         match self {
             Content::Text { text } => Some(text),
-            Content::Image { .. } | Content::Reasoning(_) | Content::Document { .. } => None,
+            Content::Image { .. }
+            | Content::Reasoning(_)
+            | Content::Document { .. }
+            | Content::Provider(_) => None,
         }
     }
 
@@ -176,7 +205,18 @@ impl Content {
     pub fn as_reasoning(&self) -> Option<&Reasoning> {
         match self {
             Content::Reasoning(r) => Some(r),
-            Content::Text { .. } | Content::Image { .. } | Content::Document { .. } => None,
+            Content::Text { .. }
+            | Content::Image { .. }
+            | Content::Document { .. }
+            | Content::Provider(_) => None,
+        }
+    }
+
+    /// The provider item in this part, if it is one from `provider`.
+    pub fn provider_item(&self, provider: &str) -> Option<&Value> {
+        match self {
+            Content::Provider(p) if p.provider == provider => Some(&p.item),
+            _ => None,
         }
     }
 }
@@ -206,7 +246,13 @@ impl ToolCall {
 }
 
 /// A message of the conversation.
+///
+/// Its serde form is the one of earlier versions: a stored message with the former
+/// `provider_items` field (the Responses API's reasoning items) still reads, each item
+/// becoming a [`Content::Reasoning`] (a `reasoning` item) or a [`Content::Provider`] part
+/// before the message's other parts, where it was sent from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredMessage")]
 pub struct Message {
     /// Who wrote it.
     pub role: Role,
@@ -222,19 +268,75 @@ pub struct Message {
     /// Set on a tool message whose output is an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
-    /// Provider-opaque items of an assistant message that its provider needs back unmodified
-    /// on the next request (e.g. the Responses API's `reasoning` items with their
-    /// `encrypted_content`). Each names the provider it came from; other providers never send
-    /// it. Persisted with the message (it is part of its serde form).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub provider_items: Vec<ProviderItem>,
+}
+
+/// A [`Message`] as stored, including the `provider_items` field of earlier versions.
+#[derive(Deserialize)]
+struct StoredMessage {
+    role: Role,
+    #[serde(default)]
+    content: Vec<Content>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    is_error: bool,
+    #[serde(default)]
+    provider_items: Vec<ProviderItem>,
+}
+
+impl From<StoredMessage> for Message {
+    fn from(m: StoredMessage) -> Self {
+        let mut content = m.content;
+        if !m.provider_items.is_empty() {
+            // Where they were sent from: before the message's text.
+            let legacy = m.provider_items.into_iter().map(|p| {
+                if p.item.get("type").and_then(Value::as_str) == Some("reasoning") {
+                    Content::Reasoning(Reasoning::text(summary_text(&p.item)).with_opaque(p))
+                } else {
+                    Content::Provider(p)
+                }
+            });
+            content.splice(0..0, legacy);
+        }
+        Message {
+            role: m.role,
+            content,
+            tool_calls: m.tool_calls,
+            tool_call_id: m.tool_call_id,
+            is_error: m.is_error,
+        }
+    }
+}
+
+/// The summary text of a Responses API `reasoning` item: its `summary[].text` joined by
+/// blank lines.
+pub(crate) fn summary_text(item: &Value) -> String {
+    let texts = item.get("summary").and_then(Value::as_array);
+    let mut out = String::new();
+    for text in texts
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.get("text").and_then(Value::as_str))
+    {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(text);
+    }
+    out
 }
 
 /// An item of an assistant [`Message`] that only the provider which produced it understands,
-/// kept so it can be sent back to that provider exactly as received.
+/// kept so it can be sent back to that provider exactly as received: the item of a
+/// [`Content::Provider`] part, or the opaque item of a [`Reasoning`].
+///
+/// `item` is the item as parsed JSON: every field and value is kept (the order of an
+/// object's keys is serde_json's).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderItem {
-    /// Which provider (and API) produced it, e.g. `"openai.responses"`.
+    /// Which provider (and API) produced it, e.g. `"anthropic"` or `"openai.responses"`.
     pub provider: String,
     /// The item, as the provider sent it.
     pub item: Value,
@@ -264,7 +366,6 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             is_error: false,
-            provider_items: Vec::new(),
         }
     }
 
@@ -366,7 +467,6 @@ impl From<ToolOutput> for Message {
             tool_calls: Vec::new(),
             tool_call_id: Some(output.call_id),
             is_error: output.is_error,
-            provider_items: Vec::new(),
         }
     }
 }
@@ -741,7 +841,7 @@ mod tests {
         assert_eq!(back, m);
         // More reasoning goes after the reasoning already there, before the text.
         let m = m.with_reasoning([
-            Reasoning::text("more").with_opaque(serde_json::json!({"id": "rs_1"}))
+            Reasoning::text("more").with_opaque(ProviderItem::new("p", json!({"id": "rs_1"})))
         ]);
         assert_eq!(m.content[2].as_reasoning().unwrap().text, "more");
         assert_eq!(m.content[3].as_text(), Some("Answer."));
@@ -796,13 +896,50 @@ mod tests {
         // A message without the new fields reads as before, and writes as before.
         let old = json!({"role": "assistant", "content": [{"type": "text", "text": "hi"}]});
         let m: Message = serde_json::from_value(old.clone()).unwrap();
-        assert!(m.provider_items.is_empty());
+        assert_eq!(m.content, [Content::text("hi")]);
         assert_eq!(serde_json::to_value(&m).unwrap(), old);
         let mut m = m;
-        m.provider_items
-            .push(ProviderItem::new("p", json!({"type": "reasoning"})));
+        m.content.push(Content::Provider(ProviderItem::new(
+            "anthropic",
+            json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}}),
+        )));
         let back: Message = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back, m);
+        assert_eq!(back.text(), "hi");
+    }
+
+    #[test]
+    fn stored_provider_items_of_earlier_versions_still_read() {
+        let reasoning = json!({
+            "type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAA",
+            "summary": [{"type": "summary_text", "text": "Plan."}, {"type": "summary_text", "text": "Act."}],
+        });
+        let other = json!({"type": "web_search_call", "id": "ws_1", "status": "completed"});
+        let old = json!({"role": "assistant", "content": [{"type": "text", "text": "Done."}],
+        "provider_items": [
+            {"provider": "openai.responses", "item": reasoning},
+            {"provider": "openai.responses", "item": other},
+        ]});
+        let m: Message = serde_json::from_value(old).unwrap();
+        assert_eq!(m.text(), "Done.");
+        assert_eq!(
+            m.content,
+            [
+                Content::Reasoning(
+                    Reasoning::text("Plan.\n\nAct.")
+                        .with_opaque(ProviderItem::new("openai.responses", reasoning))
+                ),
+                Content::Provider(ProviderItem::new("openai.responses", other)),
+                Content::text("Done."),
+            ]
+        );
+        // It is written in the current form, which reads back the same.
+        let s = serde_json::to_string(&m).unwrap();
+        assert!(!s.contains("provider_items"), "{s}");
+        assert_eq!(serde_json::from_str::<Message>(&s).unwrap(), m);
+        // An unknown field still reads, a message without a role does not.
+        assert!(serde_json::from_value::<Message>(json!({"role": "user", "x": 1})).is_ok());
+        assert!(serde_json::from_value::<Message>(json!({"content": []})).is_err());
     }
 
     #[test]

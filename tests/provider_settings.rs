@@ -19,7 +19,7 @@ use tower_agent::{
     Agent, AgentRequest, BoxError,
     agent::Outcome,
     layers::summarize::SummarizeLayer,
-    message::{Message, StopReason, ToolSpec},
+    message::{Message, Role, StopReason, ToolSpec},
     model::{
         Anthropic, ModelRequest, ModelResponse, ModelSettings, OpenAiChat, ProviderError,
         ResponseFormat, ScriptedModel, ToolChoice,
@@ -354,6 +354,179 @@ async fn pause_turn_is_continued_with_the_paused_content() {
             {"role": "assistant", "content": "Searching the web for that…"},
         ])
     );
+}
+
+/// The content of a web-search turn as the web search tool's documentation shows it: text, the
+/// `server_tool_use` block, its `web_search_tool_result` (with `encrypted_content`, which the
+/// API needs back to continue), more text.
+fn web_search_blocks() -> Vec<Value> {
+    vec![
+        json!({"type": "text", "text": "I'll search for when Claude Shannon was born."}),
+        json!({
+            "type": "server_tool_use",
+            "id": "srvtoolu_01WYG3ziw53XMcoyKL4XcZmE",
+            "name": "web_search",
+            "input": {"query": "claude shannon birth date"}
+        }),
+        json!({
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_01WYG3ziw53XMcoyKL4XcZmE",
+            "content": [{
+                "type": "web_search_result",
+                "url": "https://en.wikipedia.org/wiki/Claude_Shannon",
+                "title": "Claude Shannon - Wikipedia",
+                "encrypted_content": "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5LTQ1NGUtODgxNC1kNjNjNTk1ZWI3Y",
+                "page_age": "April 30, 2025"
+            }]
+        }),
+        json!({"type": "text", "text": "Based on the search results, "}),
+    ]
+}
+
+/// Where each of `blocks` (as serde_json writes it) is in `raw`, which must hold them all in
+/// this order.
+fn positions_in_order(raw: &[u8], blocks: &[Value]) -> Vec<usize> {
+    let raw = std::str::from_utf8(raw).unwrap();
+    let mut from = 0;
+    blocks
+        .iter()
+        .map(|block| {
+            let bytes = block.to_string();
+            let at = raw[from..].find(&bytes).unwrap_or_else(|| {
+                panic!("{bytes} is not in the request after byte {from}: {raw}")
+            }) + from;
+            from = at + bytes.len();
+            at
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn pause_turn_sends_the_server_tool_blocks_back_in_order() {
+    let server = Server::start();
+    server.reply(Reply::json(
+        json!({
+            "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": web_search_blocks(),
+            "stop_reason": "pause_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 2679, "output_tokens": 110, "server_tool_use": {"web_search_requests": 1}}
+        })
+        .to_string(),
+    ));
+    server.reply(Reply::json(anthropic_text(
+        "Claude Shannon was born on April 30, 1916.",
+        "end_turn",
+    )));
+    let agent = Agent::builder().model(anthropic(&server)).build();
+    let resp = agent.run("When was Claude Shannon born?").await.unwrap();
+    assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
+    assert_eq!(resp.text, "Claude Shannon was born on April 30, 1916.");
+    assert_eq!(resp.steps, 2);
+    let sent = server.requests();
+    assert_eq!(sent.len(), 2, "the loop called the model again");
+    // The paused turn goes back as it came: the same blocks in the same order, the server
+    // tool's call and result whole among the text.
+    let messages = sent[1].body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(
+        messages[1],
+        json!({"role": "assistant", "content": web_search_blocks()})
+    );
+    let at = positions_in_order(&sent[1].raw, &web_search_blocks()[1..3]);
+    assert!(at[0] < at[1]);
+    // The blocks are not text: the paused answer's text is its text blocks only.
+    let history = &resp.messages;
+    let paused = history.iter().find(|m| m.role == Role::Assistant).unwrap();
+    assert_eq!(
+        paused.text(),
+        "I'll search for when Claude Shannon was born.Based on the search results, "
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_pause_turn_keeps_the_server_tool_blocks_whole() {
+    // The events of a streamed web search, as the web search tool's documentation shows them.
+    let events = json!([
+        {"event": "message_start", "data": {"type": "message_start", "message": {"id": "msg_abc123", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}},
+        {"event": "content_block_start", "data": {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}},
+        {"event": "content_block_delta", "data": {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "I'll search for that."}}},
+        {"event": "content_block_stop", "data": {"type": "content_block_stop", "index": 0}},
+        {"event": "content_block_start", "data": {"type": "content_block_start", "index": 1, "content_block": {"type": "server_tool_use", "id": "srvtoolu_xyz789", "name": "web_search"}}},
+        {"event": "content_block_delta", "data": {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"query\":\"latest quantum "}}},
+        {"event": "content_block_delta", "data": {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "computing breakthroughs 2025\"}"}}},
+        {"event": "content_block_stop", "data": {"type": "content_block_stop", "index": 1}},
+        {"event": "content_block_start", "data": {"type": "content_block_start", "index": 2, "content_block": {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_xyz789", "content": [{"type": "web_search_result", "title": "Quantum Computing Breakthroughs in 2025", "url": "https://example.com", "encrypted_content": "EqgfCioIARgBIiQ3YTAw"}]}}},
+        {"event": "content_block_stop", "data": {"type": "content_block_stop", "index": 2}},
+        {"event": "message_delta", "data": {"type": "message_delta", "delta": {"stop_reason": "pause_turn", "stop_sequence": null}, "usage": {"output_tokens": 89}}},
+        {"event": "message_stop", "data": {"type": "message_stop"}}
+    ]);
+    let server = Server::start();
+    server.reply(Reply::anthropic_events(&events));
+    server.reply(Reply::json(anthropic_text(
+        "Here is what I found.",
+        "end_turn",
+    )));
+    let agent = Agent::builder()
+        .model(anthropic(&server))
+        .settings(ModelSettings::default().stream(true))
+        .build();
+    let resp = agent
+        .run("Latest quantum computing breakthroughs?")
+        .await
+        .unwrap();
+    assert_eq!(resp.text, "Here is what I found.");
+    assert_eq!(resp.steps, 2);
+    let sent = server.requests();
+    assert_eq!(sent.len(), 2);
+    let expected = [
+        json!({"type": "text", "text": "I'll search for that."}),
+        json!({
+            "type": "server_tool_use", "id": "srvtoolu_xyz789", "name": "web_search",
+            "input": {"query": "latest quantum computing breakthroughs 2025"}
+        }),
+        events[8]["data"]["content_block"].clone(),
+    ];
+    assert_eq!(
+        sent[1].body["messages"][1],
+        json!({"role": "assistant", "content": expected})
+    );
+    positions_in_order(&sent[1].raw, &expected[1..]);
+}
+
+#[tokio::test]
+async fn server_tool_blocks_go_to_anthropic_only() {
+    // A paused Anthropic answer, then the same history sent to Chat Completions: the blocks
+    // are Anthropic's and stay out of the other provider's request.
+    let server = Server::start();
+    server.reply(Reply::json(
+        json!({
+            "type": "message", "role": "assistant", "content": web_search_blocks(),
+            "stop_reason": "pause_turn", "usage": {"input_tokens": 1, "output_tokens": 1}
+        })
+        .to_string(),
+    ));
+    let resp = call(
+        anthropic(&server),
+        ModelRequest::new(vec![Message::user("When was Claude Shannon born?")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.stop_reason, StopReason::PauseTurn);
+    // Kept through the thread store's serde form.
+    let stored: Message =
+        serde_json::from_str(&serde_json::to_string(&resp.message).unwrap()).unwrap();
+    assert_eq!(stored, resp.message);
+    server.reply(Reply::json(openai_text("ok")));
+    call(
+        openai(&server),
+        ModelRequest::new(vec![Message::user("When was Claude Shannon born?"), stored]),
+    )
+    .await
+    .unwrap();
+    let body = String::from_utf8(server.requests()[1].raw.to_vec()).unwrap();
+    assert!(!body.contains("srvtoolu_"), "{body}");
+    assert!(!body.contains("EqgfCioIARgB"), "{body}");
+    assert!(body.contains("Based on the search results"), "{body}");
 }
 
 // ===== context length =====

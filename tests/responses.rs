@@ -24,7 +24,10 @@ use tower_agent::{
     Agent, AgentRequest, BoxError,
     agent::{AgentEvent, ModelDelta},
     message::{Message, StopReason, ToolOutput, Usage},
-    model::{ModelRequest, ModelSettings, ProviderError, RetryPolicy, responses::OpenAiResponses},
+    model::{
+        ModelRequest, ModelSettings, ProviderError, RetryPolicy,
+        responses::{ITEM_PROVIDER, OpenAiResponses},
+    },
     tool::{Tool, tool_fn},
 };
 
@@ -240,8 +243,20 @@ async fn reasoning_items_are_not_sent_to_chat_completions_and_survive_serde() {
         .await
         .unwrap();
     assert_eq!(resp.stop_reason, StopReason::ToolUse);
-    assert_eq!(resp.message.provider_items.len(), 1);
-    assert_eq!(resp.message.provider_items[0].item, reasoning_item());
+    // The reasoning item is one reasoning part: its summary as text, the item whole as the
+    // opaque item of this provider, before the (empty) text.
+    let reasoning: Vec<_> = resp.message.reasoning().collect();
+    assert_eq!(reasoning.len(), 1);
+    assert_eq!(
+        reasoning[0].text,
+        "**Checking the weather**\n\nThe user wants Oslo's weather; call get_weather."
+    );
+    assert_eq!(
+        reasoning[0].opaque_from(ITEM_PROVIDER),
+        Some(&reasoning_item())
+    );
+    assert_eq!(reasoning[0].opaque_from("anthropic"), None);
+    assert_eq!(resp.message.text(), "");
     let stored = serde_json::to_string(&resp.message).unwrap();
     let back: Message = serde_json::from_str(&stored).unwrap();
     assert_eq!(back, resp.message);

@@ -310,22 +310,26 @@ fn entry(message: &Message) -> (&'static str, Value) {
         }));
         return ("user", json!({ "role": "user", "content": content }));
     }
-    content.extend(message.content.iter().map(|part| match part {
-        Content::Text { text } => json!({ "type": "text", "text": text }),
-        Content::Image { url } => {
-            json!({ "type": "image", "source": { "type": "url", "url": url } })
-        }
-        Content::Reasoning(r) => match &r.redacted {
-            Some(data) => json!({ "type": "redacted_thinking", "data": data }),
-            None => json!({
-                "type": "thinking",
-                "thinking": r.text,
-                "signature": r.signature.as_deref().unwrap_or_default(),
-            }),
-        },
-        Content::Document { url, .. } => {
-            json!({ "type": "document", "source": { "type": "url", "url": url } })
-        }
+    content.extend(message.content.iter().filter_map(|part| {
+        Some(match part {
+            Content::Text { text } => json!({ "type": "text", "text": text }),
+            Content::Image { url } => {
+                json!({ "type": "image", "source": { "type": "url", "url": url } })
+            }
+            Content::Reasoning(r) => match &r.redacted {
+                Some(data) => json!({ "type": "redacted_thinking", "data": data }),
+                None => json!({
+                    "type": "thinking",
+                    "thinking": r.text,
+                    "signature": r.signature.as_deref().unwrap_or_default(),
+                }),
+            },
+            Content::Document { url, .. } => {
+                json!({ "type": "document", "source": { "type": "url", "url": url } })
+            }
+            // Anthropic's own blocks (server tools) are Claude Code's as they are.
+            Content::Provider(_) => return part.provider_item("anthropic").cloned(),
+        })
     }));
     content.extend(message.tool_calls.iter().map(|call| {
         json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments })

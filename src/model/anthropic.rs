@@ -33,7 +33,8 @@
 //! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message (`content` is the text, or `text`, `image` and `document` blocks when the tool returned images or documents: [`ToolOutput::with_image`](crate::message::ToolOutput::with_image), [`with_document`](crate::message::ToolOutput::with_document)); consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{name, description, input_schema}]` |
 //! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `top_p`, `stop` → `stop_sequences`, `stream`; `tool_choice` (with tools) → `tool_choice: {type: auto \| any \| tool \| none}`, `parallel_tool_calls: false` → its `disable_parallel_tool_use: true`; `response_format` → `output_config: {format: {type: "json_schema", schema}}`; `extra_body` merged at the top level; `seed` is an [invalid-request](crate::model::ProviderError::is_invalid_request) error (the API has none) |
-//! | answer | `text` blocks joined as text, `tool_use` blocks as tool calls, `thinking` (with its `signature`) and `redacted_thinking` blocks as [`Content::Reasoning`] parts before the text, in their order; other blocks are skipped |
+//! | answer | the content blocks in their order: consecutive `text` blocks joined as one text part (their `citations` are not kept), `thinking` (with its `signature`) and `redacted_thinking` blocks as [`Content::Reasoning`] parts, `tool_use` blocks as tool calls, and every other block (a server tool's `server_tool_use`, `web_search_tool_result`, `web_fetch_tool_result`, `code_execution_tool_result`, `mcp_tool_use`, `mcp_tool_result`, `container_upload`, …) kept whole as a [`Content::Provider`] part (provider `"anthropic"`) at its place |
+//! | [`Content::Provider`] of an assistant message | from `"anthropic"`: the block sent back as it came, at its place among the text and thinking blocks (before the `tool_use` blocks), so a turn paused with `pause_turn` continues where it stopped; from another provider: not sent |
 //! | [`Content::Reasoning`] of an assistant message | sent back unmodified, first in the assistant message (before its text and `tool_use` blocks), as the API requires: `thinking {thinking, signature}` or `redacted_thinking {data}`; reasoning with neither a signature nor redacted data (from another provider) is not sent |
 //! | [`ModelSettings::thinking_budget`](crate::model::ModelSettings::thinking_budget) | `thinking: {type: "enabled", budget_tokens}` |
 //! | prompt caching (default on; [`AnthropicBuilder::prompt_caching`]) | `cache_control: {type: "ephemeral"}` on the last tool, on the system prompt (then one text block) and on the last block the next request repeats (before a trailing `<system-reminder>`): three breakpoints of the API's four |
@@ -54,9 +55,14 @@
 //! [`RetryPolicy`](crate::model::RetryPolicy)); a stream that ends before `message_stop` is
 //! an error ([`is_incomplete`](crate::model::ProviderError::is_incomplete)).
 //!
+//! A block this crate does not model (a server tool's call or result) is kept whole from its
+//! `content_block_start`, with the `input_json_delta`s that follow put together as its
+//! `input` (a `server_tool_use`'s); no event is sent for it.
+//!
 //! Thinking text and signatures count toward `max_response_bytes` with the text and
 //! tool-input JSON (16 MiB by default), and a started block (a `redacted_thinking` block's
-//! data included) counts its whole event.
+//! data, a server tool's block, included) counts its whole event. A block kept whole is thus
+//! bounded by the same cap, streamed or not (a whole body is read up to `max_response_bytes`).
 //!
 //! # Errors
 //!
@@ -84,7 +90,7 @@ use crate::{
     agent::{AgentEvent, ModelDelta},
     context::RunContext,
     error::BoxError,
-    message::{Content, Message, Reasoning, Role, StopReason, ToolCall, Usage},
+    message::{Content, Message, ProviderItem, Reasoning, Role, StopReason, ToolCall, Usage},
 };
 
 const PROVIDER: &str = "anthropic";
@@ -427,7 +433,8 @@ impl MessagesRequest<'_> {
     /// `<system-reminder>` text
     /// ([`ModelRequest::append_reminder`](crate::model::ModelRequest::append_reminder)), which
     /// the next request replaces. Three breakpoints, within the API's limit of four; thinking
-    /// blocks are never marked (the API does not allow it).
+    /// blocks are never marked (the API does not allow it), nor the blocks kept verbatim
+    /// ([`Content::Provider`]), which go back exactly as they came.
     fn cache_breakpoints(&mut self) {
         if let Some(tool) = self.tools.last_mut() {
             tool.cache_control = Some(EPHEMERAL);
@@ -458,7 +465,9 @@ impl MessagesRequest<'_> {
                         | Block::Document { .. }
                         | Block::ToolUse { .. }
                         | Block::ToolResult { .. } => true,
-                        Block::Thinking { .. } | Block::RedactedThinking { .. } => false,
+                        Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::Raw(_) => {
+                            false
+                        }
                     });
                     if let Some(i) = last {
                         marked.mark = Some(i);
@@ -558,6 +567,10 @@ enum Block<'a> {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// A block of the API's that this crate does not model (a server tool's call or result),
+    /// sent back as it came.
+    #[serde(untagged)]
+    Raw(&'a Value),
 }
 
 /// A `tool_result`'s content: its text, or text and image blocks when the tool returned
@@ -745,6 +758,7 @@ fn content_blocks(m: &Message) -> Vec<Block<'_>> {
                 source: image_source(url),
                 title: name.as_deref(),
             }),
+            Content::Provider(_) => c.provider_item(PROVIDER).map(Block::Raw),
         })
         .collect()
 }
@@ -780,7 +794,7 @@ fn image_source(url: &str) -> ImageSource<'_> {
 struct MessagesResponse {
     id: Option<String>,
     model: Option<String>,
-    content: Option<Vec<ResponseBlock>>,
+    content: Option<Vec<Value>>,
     stop_reason: Option<String>,
     usage: Option<ApiUsage>,
     #[serde(rename = "type")]
@@ -808,8 +822,41 @@ enum ResponseBlock {
         #[serde(default)]
         input: Value,
     },
-    #[serde(other)]
-    Other,
+}
+
+/// The block types this crate models; every other block is kept whole as a
+/// [`Content::Provider`].
+const KNOWN_BLOCKS: [&str; 4] = ["text", "thinking", "redacted_thinking", "tool_use"];
+
+fn is_known(block: &Value) -> bool {
+    block
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| KNOWN_BLOCKS.contains(&t))
+}
+
+/// An answer's parts put together in order: consecutive text in one part, reasoning and
+/// provider blocks where they came, tool calls apart.
+#[derive(Default)]
+struct Parts {
+    content: Vec<Content>,
+    calls: Vec<ToolCall>,
+}
+
+impl Parts {
+    fn text(&mut self, text: String) {
+        if text.is_empty() {
+            return;
+        }
+        match self.content.last_mut() {
+            Some(Content::Text { text: last }) => last.push_str(&text),
+            _ => self.content.push(Content::Text { text }),
+        }
+    }
+
+    fn push(&mut self, part: Content) {
+        self.content.push(part);
+    }
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
@@ -854,36 +901,40 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
             );
         }
     };
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    let mut reasoning = Vec::new();
+    let mut parts = Parts::default();
     for block in content {
+        if !is_known(&block) {
+            parts.push(Content::Provider(ProviderItem::new(PROVIDER, block)));
+            continue;
+        }
+        let block: ResponseBlock = serde_json::from_value(block).map_err(|e| {
+            http::malformed(PROVIDER, format!("a content block is not valid: {e}"), body)
+                .with_status(status)
+        })?;
         match block {
-            ResponseBlock::Text { text: t } => text.push_str(&t),
+            ResponseBlock::Text { text } => parts.text(text),
             ResponseBlock::Thinking {
                 thinking,
                 signature,
-            } => reasoning.push(Reasoning {
+            } => parts.push(Content::Reasoning(Reasoning {
                 signature,
                 ..Reasoning::text(thinking)
-            }),
-            ResponseBlock::RedactedThinking { data } => reasoning.push(Reasoning::redacted(data)),
-            ResponseBlock::ToolUse { id, name, input } => {
-                calls.push(ToolCall::new(id, name, input))
+            })),
+            ResponseBlock::RedactedThinking { data } => {
+                parts.push(Content::Reasoning(Reasoning::redacted(data)))
             }
-            ResponseBlock::Other => {}
+            ResponseBlock::ToolUse { id, name, input } => {
+                parts.calls.push(ToolCall::new(id, name, input))
+            }
         }
     }
     let usage = resp.usage.unwrap_or_default();
-    let mut response = response(
-        text,
-        calls,
+    Ok(response(
+        parts,
         resp.stop_reason.as_deref(),
         usage.usage(),
         meta(resp.id, resp.model, resp.stop_reason.as_deref()),
-    );
-    response.message = response.message.with_reasoning(reasoning);
-    Ok(response)
+    ))
 }
 
 /// The response's metadata: provider `"anthropic"`, the message's id and model, and the
@@ -897,12 +948,12 @@ fn meta(id: Option<String>, model: Option<String>, stop_reason: Option<&str>) ->
 }
 
 fn response(
-    text: String,
-    calls: Vec<ToolCall>,
+    parts: Parts,
     stop_reason: Option<&str>,
     usage: Option<Usage>,
     meta: ResponseMeta,
 ) -> ModelResponse {
+    let Parts { content, calls } = parts;
     let stop_reason = match stop_reason {
         Some("end_turn") => StopReason::EndTurn,
         Some("tool_use") => StopReason::ToolUse,
@@ -914,8 +965,10 @@ fn response(
         None if calls.is_empty() => StopReason::EndTurn,
         None => StopReason::ToolUse,
     };
+    let mut message = Message::assistant("").with_tool_calls(calls);
+    message.content = content;
     ModelResponse {
-        message: Message::assistant(text).with_tool_calls(calls),
+        message,
         usage,
         stop_reason,
         meta,
@@ -932,7 +985,7 @@ enum StreamEvent {
     },
     ContentBlockStart {
         index: usize,
-        content_block: StartBlock,
+        content_block: Value,
     },
     ContentBlockDelta {
         index: usize,
@@ -982,8 +1035,6 @@ enum StartBlock {
     RedactedThinking {
         data: String,
     },
-    #[serde(other)]
-    Other,
 }
 
 #[derive(Deserialize)]
@@ -1020,7 +1071,12 @@ enum Part {
         json: String,
     },
     Reasoning(Reasoning),
-    Other,
+    /// A block this crate does not model, kept whole; its `input_json_delta`s (a
+    /// `server_tool_use`'s input) put together in `json`.
+    Provider {
+        block: Value,
+        json: String,
+    },
 }
 
 /// A streamed answer being put together.
@@ -1070,6 +1126,23 @@ impl Assembly {
                 content_block,
             } => {
                 self.kept = self.kept.saturating_add(data.len());
+                if !is_known(&content_block) {
+                    self.parts.insert(
+                        index,
+                        Part::Provider {
+                            block: content_block,
+                            json: String::new(),
+                        },
+                    );
+                    return Ok(false);
+                }
+                let content_block = StartBlock::deserialize(&content_block).map_err(|e| {
+                    http::malformed(
+                        PROVIDER,
+                        format!("a started content block is not valid: {e}"),
+                        data.as_bytes(),
+                    )
+                })?;
                 let part = match content_block {
                     StartBlock::Text { text } => {
                         if !text.is_empty() {
@@ -1120,7 +1193,6 @@ impl Assembly {
                     StartBlock::RedactedThinking { data } => {
                         Part::Reasoning(Reasoning::redacted(data))
                     }
-                    StartBlock::Other => Part::Other,
                 };
                 self.parts.insert(index, part);
             }
@@ -1163,6 +1235,13 @@ impl Assembly {
                         self.kept = self.kept.saturating_add(signature.len());
                         r.signature.get_or_insert_default().push_str(&signature);
                     }
+                    (
+                        Some(Part::Provider { json, .. }),
+                        BlockDelta::InputJsonDelta { partial_json },
+                    ) => {
+                        self.kept = self.kept.saturating_add(partial_json.len());
+                        json.push_str(&partial_json);
+                    }
                     (None, _) => {
                         return Err(http::malformed(
                             PROVIDER,
@@ -1198,13 +1277,19 @@ impl Assembly {
     }
 
     fn finish(self) -> ModelResponse {
-        let mut text = String::new();
-        let mut calls = Vec::new();
-        let mut reasoning = Vec::new();
+        let mut parts = Parts::default();
         for part in self.parts.into_values() {
             match part {
-                Part::Text(t) => text.push_str(&t),
-                Part::Reasoning(r) => reasoning.push(r),
+                Part::Text(t) => parts.text(t),
+                Part::Reasoning(r) => parts.push(Content::Reasoning(r)),
+                Part::Provider { mut block, json } => {
+                    if !json.is_empty()
+                        && let Some(fields) = block.as_object_mut()
+                    {
+                        fields.insert("input".to_owned(), http::parse_arguments(json));
+                    }
+                    parts.push(Content::Provider(ProviderItem::new(PROVIDER, block)));
+                }
                 Part::Tool {
                     id,
                     name,
@@ -1221,24 +1306,20 @@ impl Assembly {
                     } else {
                         http::parse_arguments(json)
                     };
-                    calls.push(ToolCall::new(id, name, arguments));
+                    parts.calls.push(ToolCall::new(id, name, arguments));
                 }
-                Part::Other => {}
             }
         }
         let meta = meta(self.id, self.model, self.stop_reason.as_deref());
-        let mut response = response(
-            text,
-            calls,
+        response(
+            parts,
             self.stop_reason.as_deref(),
             http::usage(self.input_tokens, self.output_tokens).map(|mut usage| {
                 (usage.cache_read_tokens, usage.cache_write_tokens) = self.cache_tokens;
                 usage
             }),
             meta,
-        );
-        response.message = response.message.with_reasoning(reasoning);
-        response
+        )
     }
 }
 

@@ -184,7 +184,8 @@ impl ModelRequest {
             crate::message::Content::Text { text } => Some(text),
             crate::message::Content::Image { .. }
             | crate::message::Content::Reasoning(_)
-            | crate::message::Content::Document { .. } => None,
+            | crate::message::Content::Document { .. }
+            | crate::message::Content::Provider(_) => None,
         }) {
             Some(last) if !last.is_empty() => {
                 last.push_str("\n\n");

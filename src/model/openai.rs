@@ -643,7 +643,7 @@ fn chat_messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<ChatMess
             let mut media = m
                 .content
                 .iter()
-                .filter(|c| c.as_text().is_none() && c.as_reasoning().is_none());
+                .filter(|c| matches!(c, Content::Image { .. } | Content::Document { .. }));
             if let Some(first) = media.next() {
                 let id = m.tool_call_id.as_deref().unwrap_or_default();
                 images.push(Part::Text {
@@ -678,7 +678,7 @@ fn part(c: &Content) -> Option<Part<'_>> {
                 filename: name.as_deref().unwrap_or("document.pdf"),
             },
         },
-        Content::Reasoning(_) => return None,
+        Content::Reasoning(_) | Content::Provider(_) => return None,
     })
 }
 

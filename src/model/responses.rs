@@ -5,9 +5,10 @@
 //! nothing is kept on OpenAI's side; the reasoning of a reasoning model is carried across
 //! turns by its encrypted form: the request asks for `include: ["reasoning.encrypted_content"]`,
 //! each `reasoning` item of the answer is kept on the assistant [`Message`] as a
-//! [`ProviderItem`] (provider [`ITEM_PROVIDER`]) and is sent back unmodified, before the
-//! message's text and function calls, on every later request. That is what lets a reasoning
-//! model continue its reasoning after a tool call.
+//! [`Content::Reasoning`] part (its summary text as [`Reasoning::text`], the whole item as its
+//! [`opaque`](Reasoning::opaque) item, provider [`ITEM_PROVIDER`]) and is sent back
+//! unmodified, at its place before the message's text and function calls, on every later
+//! request. That is what lets a reasoning model continue its reasoning after a tool call.
 //!
 //! # Example
 //!
@@ -35,12 +36,12 @@
 //! | tower-agent | Responses API |
 //! |---|---|
 //! | system / user messages | `input[]` messages `{role, content}` (text as a string; a user message with images as `input_text` / `input_image` parts) |
-//! | assistant message | its [`ProviderItem`]s from this API (`reasoning` items, unmodified), then `{role: "assistant", content}` if it has text, then one `{type: "function_call", call_id, name, arguments}` per tool call (`arguments` a JSON string) |
+//! | assistant message | its parts in order: the [`opaque`](Reasoning::opaque) item of a [`Content::Reasoning`] and the item of a [`Content::Provider`] from this API ([`ITEM_PROVIDER`]) unmodified, text as `{role: "assistant", content}` (consecutive text parts in one); then one `{type: "function_call", call_id, name, arguments}` per tool call (`arguments` a JSON string). Reasoning and items from another provider are not sent |
 //! | tool results | `{type: "function_call_output", call_id, output}`: the text, or `input_text` / `input_image` / `input_file` parts when the tool returned images or documents ([`ToolOutput::with_image`](crate::message::ToolOutput::with_image), [`with_document`](crate::message::ToolOutput::with_document)); a document is `file_data` + `filename` (a `data:` URL) or `file_url` |
 //! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", name, description, parameters, strict: false}]`, `tool_choice: "auto"` |
 //! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_output_tokens`, `stream` |
 //! | always | `store: false`, and `include: ["reasoning.encrypted_content"]` unless [turned off](OpenAiResponsesBuilder::encrypted_reasoning) (models without reasoning refuse it) |
-//! | answer | `output[]`: `message` items' `output_text` (and `refusal`) as text, `function_call` items as tool calls (arguments that are not JSON kept as a JSON string), `reasoning` items kept whole as [`ProviderItem`]s; other items are ignored |
+//! | answer | `output[]` in order: `message` items' `output_text` (and `refusal`) as text, `function_call` items as tool calls (arguments that are not JSON kept as a JSON string), `reasoning` items as [`Content::Reasoning`] parts (`text`: the `summary[].text`s joined by blank lines; the whole item, `encrypted_content` included, as the opaque item), any other item (a built-in tool's call such as `web_search_call`) kept whole as a [`Content::Provider`] part |
 //! | `usage` | `input_tokens`, `output_tokens`, `input_tokens_details.cached_tokens` → [`Usage::cache_read_tokens`], `output_tokens_details.reasoning_tokens` → [`Usage::reasoning_tokens`] |
 //! | `status` | `completed` → `EndTurn` (`ToolUse` with function calls), `incomplete` with reason `max_output_tokens` → `MaxTokens`, another reason → `Other(reason)`; `failed` (or an `error` object) → a typed [`ProviderError`] |
 //!
@@ -93,12 +94,13 @@ use crate::{
     agent::{AgentEvent, ModelDelta},
     context::RunContext,
     error::BoxError,
-    message::{Content, Message, ProviderItem, Role, StopReason, ToolCall, Usage},
+    message::{Content, Message, ProviderItem, Reasoning, Role, StopReason, ToolCall, Usage},
 };
 
 const PROVIDER: &str = "openai";
 
-/// The [`ProviderItem::provider`] of the items this provider keeps (and sends back).
+/// The [`ProviderItem::provider`] of the items this provider keeps (and sends back): the
+/// opaque items of its [`Content::Reasoning`] parts and its [`Content::Provider`] parts.
 pub const ITEM_PROVIDER: &str = "openai.responses";
 
 /// The base URL used when none is set.
@@ -420,16 +422,29 @@ fn input_items(m: &Message, out: &mut Vec<Value>) {
         Role::System => out.push(json!({ "role": "system", "content": m.text() })),
         Role::User => out.push(json!({ "role": "user", "content": user_content(m) })),
         Role::Assistant => {
-            out.extend(
-                m.provider_items
-                    .iter()
-                    .filter(|p| p.provider == ITEM_PROVIDER)
-                    .map(|p| p.item.clone()),
-            );
-            let text = m.text();
-            if !text.is_empty() {
-                out.push(json!({ "role": "assistant", "content": text }));
+            let mut text = String::new();
+            let flush = |text: &mut String, out: &mut Vec<Value>| {
+                if !text.is_empty() {
+                    let text = std::mem::take(text);
+                    out.push(json!({ "role": "assistant", "content": text }));
+                }
+            };
+            for part in &m.content {
+                let item = match part {
+                    Content::Text { text: t } => {
+                        text.push_str(t);
+                        continue;
+                    }
+                    Content::Reasoning(r) => r.opaque_from(ITEM_PROVIDER),
+                    Content::Provider(_) => part.provider_item(ITEM_PROVIDER),
+                    Content::Image { .. } | Content::Document { .. } => None,
+                };
+                if let Some(item) = item {
+                    flush(&mut text, out);
+                    out.push(item.clone());
+                }
             }
+            flush(&mut text, out);
             for call in &m.tool_calls {
                 let arguments = match &call.arguments {
                     Value::String(raw) => raw.clone(),
@@ -466,8 +481,8 @@ fn user_content(m: &Message) -> Value {
     }
 }
 
-/// A message's content as `input_text` / `input_image` / `input_file` parts (reasoning is
-/// never a part: this API's reasoning items travel as [`ProviderItem`]s).
+/// A message's content as `input_text` / `input_image` / `input_file` parts (reasoning and
+/// provider items are never parts: they travel as input items of an assistant message).
 fn parts(m: &Message) -> Vec<Value> {
     m.content
         .iter()
@@ -487,7 +502,7 @@ fn parts(m: &Message) -> Vec<Value> {
                     }
                     part
                 }
-                Content::Reasoning(_) => return None,
+                Content::Reasoning(_) | Content::Provider(_) => return None,
             })
         })
         .collect()
@@ -589,10 +604,17 @@ fn response(resp: ApiResponse, streamed: Vec<Value>) -> Result<ModelResponse, Pr
                     http::parse_arguments(arguments.to_owned()),
                 ));
             }
-            Some("reasoning") => message
-                .provider_items
-                .push(ProviderItem::new(ITEM_PROVIDER, item)),
-            _ => {}
+            Some("reasoning") => {
+                let text = crate::message::summary_text(&item);
+                message.content.push(Content::Reasoning(
+                    Reasoning::text(text).with_opaque(ProviderItem::new(ITEM_PROVIDER, item)),
+                ));
+            }
+            // Another item of this API (a built-in tool's call): kept to be sent back.
+            Some(_) => message
+                .content
+                .push(Content::Provider(ProviderItem::new(ITEM_PROVIDER, item))),
+            None => {}
         }
     }
     let reason = resp.incomplete_details.and_then(|d| d.reason);

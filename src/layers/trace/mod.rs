@@ -484,6 +484,11 @@ fn message_json(m: &Message, finish_reason: Option<&str>, max_chars: usize) -> V
                 Content::Document { url, .. } => {
                     json!({ "type": "uri", "modality": "document", "uri": preview(url, max_chars) })
                 }
+                // A provider's own item (a server-tool call or result): its type only.
+                Content::Provider(p) => json!({
+                    "type": p.item.get("type").and_then(Value::as_str).unwrap_or("provider"),
+                    "provider": p.provider,
+                }),
             });
         }
     }
