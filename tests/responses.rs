@@ -729,3 +729,155 @@ mod memory {
         assert!(peak < 2 * 16 * MIB + BASELINE, "peak {} MiB", peak / MIB);
     }
 }
+
+#[tokio::test]
+async fn a_built_in_tool_item_is_kept_in_content_order_and_sent_back() {
+    // A web search turn as the API reference shows it: reasoning, the `web_search_call` item,
+    // the message. Every item is kept at its place and goes back unmodified.
+    let web_search_call = json!({
+        "type": "web_search_call",
+        "id": "ws_67c9fa0502748190b7dd390736892e100be649c1a5ff9609",
+        "status": "completed"
+    });
+    let mut answer = text_response();
+    answer["output"]
+        .as_array_mut()
+        .unwrap()
+        .insert(1, web_search_call.clone());
+    let first_reasoning = answer["output"][0].clone();
+    let server = Server::start();
+    server.reply(Reply::json(answer.to_string()));
+    let resp = provider(&server)
+        .oneshot(ModelRequest::new(vec![Message::user("Weather in Oslo?")]))
+        .await
+        .unwrap();
+    let m = &resp.message;
+    assert_eq!(m.text(), "Oslo: rain, 9°C.");
+    assert_eq!(m.content.len(), 3, "{m:?}");
+    assert_eq!(
+        m.content[0]
+            .as_reasoning()
+            .and_then(|r| r.opaque_from(ITEM_PROVIDER)),
+        Some(&first_reasoning)
+    );
+    assert_eq!(
+        m.content[1].provider_item(ITEM_PROVIDER),
+        Some(&web_search_call)
+    );
+    assert_eq!(m.content[2].as_text(), Some("Oslo: rain, 9°C."));
+
+    server.reply(Reply::json(text_response().to_string()));
+    provider(&server)
+        .oneshot(ModelRequest::new(vec![
+            Message::user("Weather in Oslo?"),
+            resp.message.clone(),
+            Message::user("Thanks."),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(
+        server.requests()[1].body["input"],
+        json!([
+            {"role": "user", "content": "Weather in Oslo?"},
+            first_reasoning,
+            web_search_call,
+            {"role": "assistant", "content": "Oslo: rain, 9°C."},
+            {"role": "user", "content": "Thanks."},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_thread_stored_with_provider_items_still_reads_and_goes_back() {
+    // An assistant message as earlier versions stored it, the reasoning item in
+    // `provider_items`: it reads, and the item goes back before the text as it did.
+    let stored = json!({
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Checking."}],
+        "tool_calls": [{"id": "call_unLAR8MvFNptuiZK6K6HCy5k", "name": "get_weather", "arguments": {"city": "Oslo"}}],
+        "provider_items": [{"provider": "openai.responses", "item": reasoning_item()}]
+    });
+    let old: Message = serde_json::from_value(stored).unwrap();
+    assert_eq!(old.text(), "Checking.");
+    assert_eq!(old.reasoning().count(), 1);
+    let server = Server::start();
+    server.reply(Reply::json(text_response().to_string()));
+    provider(&server)
+        .oneshot(ModelRequest::new(vec![
+            Message::user("Weather in Oslo?"),
+            old,
+            Message::tool_result(&ToolOutput::text("call_unLAR8MvFNptuiZK6K6HCy5k", "rain")),
+        ]))
+        .await
+        .unwrap();
+    let input = &server.requests()[0].body["input"];
+    assert_eq!(input[1], reasoning_item());
+    assert_eq!(
+        input[2],
+        json!({"role": "assistant", "content": "Checking."})
+    );
+    assert_eq!(input[3]["type"], json!("function_call"));
+}
+
+#[cfg(feature = "anthropic")]
+#[tokio::test]
+async fn opaque_reasoning_goes_to_its_own_provider_only() {
+    use tower_agent::{message::Reasoning, model::Anthropic};
+
+    // Responses reasoning (summary + encrypted item) and Anthropic signed thinking in one
+    // history: each provider receives its own and never the other's.
+    let server = Server::start();
+    server.reply(Reply::json(function_call_response().to_string()));
+    let from_responses = provider(&server)
+        .oneshot(ModelRequest::new(vec![Message::user("Weather in Oslo?")]))
+        .await
+        .unwrap()
+        .message;
+    let from_anthropic = Message::assistant("Let me look.").with_reasoning([Reasoning::signed(
+        "Oslo, so weather.",
+        "EqQBCgIYAhIM1gbcDa9GJwZA",
+    )]);
+    let history = || {
+        ModelRequest::new(vec![
+            Message::user("Weather in Oslo?"),
+            from_responses.clone(),
+            Message::tool_result(&ToolOutput::text("call_unLAR8MvFNptuiZK6K6HCy5k", "rain")),
+            from_anthropic.clone(),
+            Message::user("And tomorrow?"),
+        ])
+    };
+
+    server.reply(Reply::json(text_response().to_string()));
+    provider(&server).oneshot(history()).await.unwrap();
+    let to_responses = String::from_utf8(server.requests()[1].raw.to_vec()).unwrap();
+    assert!(to_responses.contains(ENCRYPTED), "{to_responses}");
+    assert!(
+        !to_responses.contains("EqQBCgIYAhIM1gbcDa9GJwZA"),
+        "{to_responses}"
+    );
+    assert!(
+        !to_responses.contains("Oslo, so weather."),
+        "{to_responses}"
+    );
+
+    server.reply(Reply::json(
+        json!({"type": "message", "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+               "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}})
+        .to_string(),
+    ));
+    Anthropic::builder()
+        .base_url(server.url())
+        .client(loopback::client())
+        .build()
+        .oneshot(history())
+        .await
+        .unwrap();
+    let to_anthropic = &server.requests()[2];
+    let raw = String::from_utf8(to_anthropic.raw.to_vec()).unwrap();
+    assert!(!raw.contains(ENCRYPTED), "{raw}");
+    assert!(!raw.contains("Checking the weather"), "{raw}");
+    assert_eq!(
+        to_anthropic.body["messages"][3]["content"][0],
+        json!({"type": "thinking", "thinking": "Oslo, so weather.", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA"})
+    );
+}
