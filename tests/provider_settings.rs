@@ -529,6 +529,32 @@ async fn server_tool_blocks_go_to_anthropic_only() {
     assert!(body.contains("Based on the search results"), "{body}");
 }
 
+#[tokio::test]
+async fn a_streamed_server_tool_block_is_bounded_by_max_response_bytes() {
+    // A `server_tool_use` whose input grows without end (1 KiB deltas): the block is kept
+    // whole, so its deltas count toward `max_response_bytes` and the call fails past it.
+    let mut events = vec![
+        json!({"event": "message_start", "data": {"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 1}}}}),
+        json!({"event": "content_block_start", "data": {"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}}}),
+    ];
+    let piece = "a".repeat(1024);
+    events.extend((0..200).map(|_| {
+        json!({"event": "content_block_delta", "data": {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": piece}}})
+    }));
+    let server = Server::start();
+    server.reply(Reply::anthropic_events(&Value::Array(events)));
+    let model = Anthropic::builder()
+        .base_url(server.url())
+        .client(loopback::client())
+        .max_response_bytes(64 * 1024)
+        .build();
+    let mut req = ModelRequest::new(vec![Message::user("Search.")]);
+    req.settings = ModelSettings::default().stream(true);
+    let err = call(model, req).await.unwrap_err();
+    let err = ProviderError::find(&*err).expect("a ProviderError");
+    assert!(err.is_malformed_response(), "{err}");
+}
+
 // ===== context length =====
 
 /// Error bodies for "the conversation is too long", written from each server's documentation
