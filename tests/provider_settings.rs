@@ -327,6 +327,29 @@ async fn an_anthropic_refusal_ends_the_run_refused() {
     assert_eq!(resp.steps, 1);
 }
 
+/// Runs `prompt` on an agent over `server`'s Anthropic API (whose first scripted answer
+/// pauses), with `settings`, and checks that the run finished with `answer` after calling
+/// the model again; returns the run and the two requests sent.
+async fn run_paused(
+    server: &Server,
+    settings: ModelSettings,
+    prompt: &str,
+    answer: &str,
+) -> (tower_agent::AgentResponse, Vec<loopback::Recorded>) {
+    server.reply(Reply::json(anthropic_text(answer, "end_turn")));
+    let agent = Agent::builder()
+        .model(anthropic(server))
+        .settings(settings)
+        .build();
+    let resp = agent.run(prompt).await.unwrap();
+    assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
+    assert_eq!(resp.text, answer);
+    assert_eq!(resp.steps, 2);
+    let sent = server.requests();
+    assert_eq!(sent.len(), 2, "the loop called the model again");
+    (resp, sent)
+}
+
 #[tokio::test]
 async fn pause_turn_is_continued_with_the_paused_content() {
     let server = Server::start();
@@ -334,17 +357,13 @@ async fn pause_turn_is_continued_with_the_paused_content() {
         "Searching the web for that…",
         "pause_turn",
     )));
-    server.reply(Reply::json(anthropic_text(
+    let (_, sent) = run_paused(
+        &server,
+        ModelSettings::default(),
+        "How many people live in Oslo?",
         "Oslo has 709,037 people.",
-        "end_turn",
-    )));
-    let agent = Agent::builder().model(anthropic(&server)).build();
-    let resp = agent.run("How many people live in Oslo?").await.unwrap();
-    assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
-    assert_eq!(resp.text, "Oslo has 709,037 people.");
-    assert_eq!(resp.steps, 2);
-    let sent = server.requests();
-    assert_eq!(sent.len(), 2, "the loop called the model again");
+    )
+    .await;
     // The second request is the first plus the paused assistant turn, as it was: no user
     // message in between.
     assert_eq!(
@@ -413,17 +432,13 @@ async fn pause_turn_sends_the_server_tool_blocks_back_in_order() {
         })
         .to_string(),
     ));
-    server.reply(Reply::json(anthropic_text(
+    let (resp, sent) = run_paused(
+        &server,
+        ModelSettings::default(),
+        "When was Claude Shannon born?",
         "Claude Shannon was born on April 30, 1916.",
-        "end_turn",
-    )));
-    let agent = Agent::builder().model(anthropic(&server)).build();
-    let resp = agent.run("When was Claude Shannon born?").await.unwrap();
-    assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
-    assert_eq!(resp.text, "Claude Shannon was born on April 30, 1916.");
-    assert_eq!(resp.steps, 2);
-    let sent = server.requests();
-    assert_eq!(sent.len(), 2, "the loop called the model again");
+    )
+    .await;
     // The paused turn goes back as it came: the same blocks in the same order, the server
     // tool's call and result whole among the text.
     let messages = sent[1].body["messages"].as_array().unwrap();
@@ -462,22 +477,13 @@ async fn a_streamed_pause_turn_keeps_the_server_tool_blocks_whole() {
     ]);
     let server = Server::start();
     server.reply(Reply::anthropic_events(&events));
-    server.reply(Reply::json(anthropic_text(
+    let (_, sent) = run_paused(
+        &server,
+        ModelSettings::default().stream(true),
+        "Latest quantum computing breakthroughs?",
         "Here is what I found.",
-        "end_turn",
-    )));
-    let agent = Agent::builder()
-        .model(anthropic(&server))
-        .settings(ModelSettings::default().stream(true))
-        .build();
-    let resp = agent
-        .run("Latest quantum computing breakthroughs?")
-        .await
-        .unwrap();
-    assert_eq!(resp.text, "Here is what I found.");
-    assert_eq!(resp.steps, 2);
-    let sent = server.requests();
-    assert_eq!(sent.len(), 2);
+    )
+    .await;
     let expected = [
         json!({"type": "text", "text": "I'll search for that."}),
         json!({

@@ -113,6 +113,15 @@ fn function_call_response() -> Value {
     })
 }
 
+/// The answer to "Weather in Oslo?" from `server`, scripted as [`function_call_response`].
+async fn first_answer(server: &Server) -> tower_agent::model::ModelResponse {
+    server.reply(Reply::json(function_call_response().to_string()));
+    provider(server)
+        .oneshot(ModelRequest::new(vec![Message::user("Weather in Oslo?")]))
+        .await
+        .unwrap()
+}
+
 fn text_response() -> Value {
     json!({
         "id": "resp_67ccd3a9da748190baa7f1570fe91ac604becb25c45c1d41",
@@ -237,11 +246,7 @@ async fn reasoning_items_are_not_sent_to_chat_completions_and_survive_serde() {
     // A history produced by the Responses provider, then read back from JSON (as the thread
     // store keeps it), still carries the item; the Chat Completions provider leaves it out.
     let server = Server::start();
-    server.reply(Reply::json(function_call_response().to_string()));
-    let resp = provider(&server)
-        .oneshot(ModelRequest::new(vec![Message::user("Weather in Oslo?")]))
-        .await
-        .unwrap();
+    let resp = first_answer(&server).await;
     assert_eq!(resp.stop_reason, StopReason::ToolUse);
     // The reasoning item is one reasoning part: its summary as text, the item whole as the
     // opaque item of this provider, before the (empty) text.
@@ -827,12 +832,7 @@ async fn opaque_reasoning_goes_to_its_own_provider_only() {
     // Responses reasoning (summary + encrypted item) and Anthropic signed thinking in one
     // history: each provider receives its own and never the other's.
     let server = Server::start();
-    server.reply(Reply::json(function_call_response().to_string()));
-    let from_responses = provider(&server)
-        .oneshot(ModelRequest::new(vec![Message::user("Weather in Oslo?")]))
-        .await
-        .unwrap()
-        .message;
+    let from_responses = first_answer(&server).await.message;
     let from_anthropic = Message::assistant("Let me look.").with_reasoning([Reasoning::signed(
         "Oslo, so weather.",
         "EqQBCgIYAhIM1gbcDa9GJwZA",
