@@ -27,8 +27,9 @@
 //!   with a [malformed-response](ProviderError::is_malformed_response) error as soon as it
 //!   passes the provider's `max_response_bytes` (default [`DEFAULT_MAX_RESPONSE_BYTES`],
 //!   16 MiB; a `Content-Length` over it fails before the body is read). A streamed answer fails
-//!   the same way when the text, reasoning and tool-call arguments put together from it pass
-//!   that limit.
+//!   the same way when the text, reasoning, tool-call arguments and provider items
+//!   ([`Content::Provider`](crate::message::Content::Provider), kept whole) put together from
+//!   it pass that limit.
 //! - **Server-sent events**: one event (its lines, buffered until the blank line that ends it)
 //!   may hold at most [`MAX_SSE_EVENT_BYTES`] (4 MiB, or `max_response_bytes` if smaller); a
 //!   longer line or event fails the call while it is being read. So a stream holds at most
