@@ -828,11 +828,11 @@ enum ResponseBlock {
 /// [`Content::Provider`].
 const KNOWN_BLOCKS: [&str; 4] = ["text", "thinking", "redacted_thinking", "tool_use"];
 
-fn is_known(block: &Value) -> bool {
-    block
-        .get("type")
-        .and_then(Value::as_str)
-        .is_some_and(|t| KNOWN_BLOCKS.contains(&t))
+/// Whether `block` is of a type this crate models; `None` if it is not a block at all (not
+/// an object with a string `type`), which is a malformed answer, not an item to send back.
+fn is_known(block: &Value) -> Option<bool> {
+    let kind = block.as_object()?.get("type")?.as_str()?;
+    Some(KNOWN_BLOCKS.contains(&kind))
 }
 
 /// An answer's parts put together in order: consecutive text in one part, reasoning and
@@ -903,7 +903,13 @@ fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, ProviderErr
     };
     let mut parts = Parts::default();
     for block in content {
-        if !is_known(&block) {
+        let Some(known) = is_known(&block) else {
+            return Err(
+                http::malformed(PROVIDER, "a content block has no `type`", body)
+                    .with_status(status),
+            );
+        };
+        if !known {
             parts.push(Content::Provider(ProviderItem::new(PROVIDER, block)));
             continue;
         }
@@ -1126,7 +1132,14 @@ impl Assembly {
                 content_block,
             } => {
                 self.kept = self.kept.saturating_add(data.len());
-                if !is_known(&content_block) {
+                let Some(known) = is_known(&content_block) else {
+                    return Err(http::malformed(
+                        PROVIDER,
+                        "a started content block has no `type`",
+                        data.as_bytes(),
+                    ));
+                };
+                if !known {
                     self.parts.insert(
                         index,
                         Part::Provider {
@@ -1391,6 +1404,48 @@ mod tests {
                 "temperature": 0.0,
             })
         );
+    }
+
+    #[test]
+    fn unknown_blocks_are_kept_in_order_and_blocks_without_a_type_are_malformed() {
+        let server_tool = json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}});
+        let body = json!({
+            "type": "message",
+            "content": [
+                {"type": "text", "text": "a"},
+                server_tool,
+                {"type": "text", "text": "b"},
+                {"type": "text", "text": "c"},
+            ],
+            "stop_reason": "pause_turn",
+        });
+        let resp = parse_response(200, body.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            resp.message.content,
+            [
+                Content::text("a"),
+                Content::Provider(ProviderItem::new(PROVIDER, server_tool)),
+                Content::text("bc"),
+            ]
+        );
+        assert_eq!(resp.stop_reason, StopReason::PauseTurn);
+        for block in [
+            json!("text"),
+            json!({"text": "no type"}),
+            json!({"type": 7}),
+            json!({"type": "text"}),
+        ] {
+            let body = json!({"type": "message", "content": [block]});
+            let err = parse_response(200, body.to_string().as_bytes()).unwrap_err();
+            assert!(err.is_malformed_response(), "{block}: {err}");
+            if block == json!({"type": "text"}) {
+                continue; // a streamed text block may start without its text
+            }
+            let ctx = RunContext::new();
+            let start = json!({"type": "content_block_start", "index": 0, "content_block": block});
+            let err = Assembly::default().push(&start.to_string(), &ctx).err();
+            assert!(err.is_some_and(|e| e.is_malformed_response()), "{block}");
+        }
     }
 
     #[test]
