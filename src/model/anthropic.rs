@@ -1356,10 +1356,100 @@ async fn read_stream(
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
     use crate::message::{ToolOutput, ToolSpec};
+
+    /// Event-shaped JSON: the events and block types this module reads, and blocks it does
+    /// not model, with fields of any JSON type.
+    fn event() -> impl Strategy<Value = String> {
+        let kind = prop_oneof![
+            Just("message_start"),
+            Just("content_block_start"),
+            Just("content_block_delta"),
+            Just("message_delta"),
+            Just("message_stop"),
+            Just("ping"),
+        ];
+        let block_type = prop_oneof![
+            Just(json!("text")),
+            Just(json!("tool_use")),
+            Just(json!("thinking")),
+            Just(json!("redacted_thinking")),
+            Just(json!("server_tool_use")),
+            Just(json!("web_search_tool_result")),
+            Just(json!(7)),
+            Just(Value::Null),
+        ];
+        let delta_type = prop_oneof![
+            Just("text_delta"),
+            Just("input_json_delta"),
+            Just("thinking_delta"),
+            Just("signature_delta"),
+            Just("citations_delta"),
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            ".{0,8}".prop_map(Value::String),
+        ];
+        let value = leaf.prop_recursive(2, 12, 3, |inner| {
+            proptest::collection::vec(inner, 0..3).prop_map(Value::Array)
+        });
+        (
+            kind,
+            block_type,
+            delta_type,
+            value.clone(),
+            value,
+            0usize..4,
+        )
+            .prop_map(|(kind, block_type, delta_type, a, b, index)| {
+                json!({
+                    "type": kind,
+                    "index": index,
+                    "message": {"id": "msg_1", "usage": {"input_tokens": 1}},
+                    "content_block": {
+                        "type": block_type, "text": a, "id": "x", "name": "y", "input": b,
+                        "thinking": "t", "data": "d",
+                    },
+                    "delta": {
+                        "type": delta_type, "text": a, "partial_json": "{\"q\":", "thinking": "t",
+                        "signature": "s", "stop_reason": "pause_turn",
+                    },
+                })
+                .to_string()
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Whatever a server streams, known blocks or not, the assembly returns an answer or
+        /// a typed error, never panics, and counts at least what it keeps.
+        #[test]
+        fn any_event_sequence_is_an_answer_or_an_error(
+            events in proptest::collection::vec(prop_oneof![event(), ".{0,16}"], 0..12)
+        ) {
+            let ctx = RunContext::new();
+            let mut a = Assembly::default();
+            let mut total = 0usize;
+            for data in &events {
+                total += data.len();
+                match a.push(data, &ctx) {
+                    Ok(true) | Err(_) => break,
+                    Ok(false) => {}
+                }
+            }
+            prop_assert!(a.kept <= total);
+            let resp = a.finish();
+            // What is kept goes back as blocks without panicking.
+            let _ = serde_json::to_vec(&messages([&resp.message].into_iter()));
+        }
+    }
 
     #[test]
     fn body_splits_system_and_groups_tool_results() {
