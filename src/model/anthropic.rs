@@ -1390,12 +1390,7 @@ mod tests {
             Just("signature_delta"),
             Just("citations_delta"),
         ];
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            ".{0,8}".prop_map(Value::String),
-        ];
+        let leaf = http::fuzz::leaf();
         let value = leaf.prop_recursive(2, 12, 3, |inner| {
             proptest::collection::vec(inner, 0..3).prop_map(Value::Array)
         });
@@ -1436,14 +1431,7 @@ mod tests {
         ) {
             let ctx = RunContext::new();
             let mut a = Assembly::default();
-            let mut total = 0usize;
-            for data in &events {
-                total += data.len();
-                match a.push(data, &ctx) {
-                    Ok(true) | Err(_) => break,
-                    Ok(false) => {}
-                }
-            }
+            let total = http::fuzz::feed(&events, |data| a.push(data, &ctx));
             prop_assert!(a.kept <= total);
             let resp = a.finish();
             // What is kept goes back as blocks without panicking.

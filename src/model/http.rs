@@ -690,6 +690,41 @@ pub(crate) fn incomplete(provider: &'static str, marker: &str) -> ProviderError 
     ))
 }
 
+/// Helpers for the providers' property tests of their stream assemblies.
+#[cfg(test)]
+pub(crate) mod fuzz {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::ProviderError;
+
+    /// A JSON leaf of any type.
+    pub(crate) fn leaf() -> impl Strategy<Value = Value> + Clone {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            ".{0,8}".prop_map(Value::String),
+        ]
+    }
+
+    /// Feeds `events` to `push` until it says the stream ended or fails; the bytes fed.
+    pub(crate) fn feed(
+        events: &[String],
+        mut push: impl FnMut(&str) -> Result<bool, ProviderError>,
+    ) -> usize {
+        let mut total = 0;
+        for data in events {
+            total += data.len();
+            match push(data) {
+                Ok(true) | Err(_) => break,
+                Ok(false) => {}
+            }
+        }
+        total
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::UNIX_EPOCH;

@@ -805,12 +805,7 @@ mod tests {
             Just("error"),
             Just("other"),
         ];
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            ".{0,8}".prop_map(Value::String),
-        ];
+        let leaf = http::fuzz::leaf();
         let value = leaf.prop_recursive(3, 24, 4, |inner| {
             prop_oneof![
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
@@ -856,14 +851,7 @@ mod tests {
         ) {
             let ctx = RunContext::new();
             let mut a = Assembly::default();
-            let mut total = 0usize;
-            for data in &events {
-                total += data.len();
-                match a.push(data, &ctx) {
-                    Ok(true) | Err(_) => break,
-                    Ok(false) => {}
-                }
-            }
+            let total = http::fuzz::feed(&events, |data| a.push(data, &ctx));
             prop_assert!(a.kept <= total);
             let _ = a.finish();
         }
