@@ -1,5 +1,6 @@
-//! Thread state: [`ThreadStore`], the in-memory [`MemoryStore`] and, with the `sqlite`
-//! feature, the persistent `Sqlite` store.
+//! Thread state: [`ThreadStore`], the in-memory [`MemoryStore`] and the persistent stores:
+//! `Sqlite` (feature `sqlite`, a database file) and `Postgres` (feature `postgres`, one
+//! database shared by server replicas).
 //!
 //! A run with a thread id loads the thread (messages, todos, files) before it starts, saves it
 //! after every step and at the end, and so continues the conversation of an earlier run with
@@ -9,6 +10,8 @@
 //! means "this is the thread now"; the stored thread is always one save's thread, never a mix
 //! of two, also with several `Sqlite` stores on one file). Serialize
 //! runs per thread (e.g. one at a time per conversation in your server) if that matters.
+//! `Postgres` goes further across replicas: a save over a thread that another store wrote or
+//! deleted since this store last read or saved it fails with a conflict error instead.
 //!
 //! # Example
 //!
@@ -58,6 +61,31 @@ pub mod sqlite;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use self::sqlite::Sqlite;
+
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
+
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use self::postgres::Postgres;
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod rows;
+
+/// A thread as the SQL stores list it (`Sqlite::list_threads`, `Postgres::list_threads`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadInfo {
+    /// The thread id.
+    pub id: String,
+    /// How many messages it holds.
+    pub messages: usize,
+    /// When it was first saved.
+    pub created_at: std::time::SystemTime,
+    /// When it was last saved.
+    pub updated_at: std::time::SystemTime,
+}
 
 /// A conversation thread as it is persisted.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -8,6 +8,8 @@
 
 #[cfg(unix)]
 pub mod command;
+#[cfg(all(unix, feature = "postgres"))]
+pub mod postgres;
 
 use std::{
     collections::HashSet,

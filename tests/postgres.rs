@@ -1,0 +1,693 @@
+//! `store::Postgres` against a real PostgreSQL server the tests start themselves
+//! (`support::postgres`), and the scenarios it shares with `store::Sqlite`, run against both
+//! stores from one body: threads survive the store and continue, appends and rewrites,
+//! stores that see each other's writes, concurrent runs, a dropped run. Then what only
+//! Postgres does: compare-and-swap between replicas (a conflict error, never a lost update),
+//! migrations, a newer schema refused, connection errors that name the server and hide the
+//! password.
+#![cfg(all(feature = "postgres", feature = "sqlite", unix))]
+
+mod support;
+
+use std::{sync::Arc, time::Duration};
+
+use futures_util::future::BoxFuture;
+use serde_json::json;
+use tower_agent::{
+    Agent, AgentRequest, BoxError,
+    context::{Todo, TodoStatus},
+    message::{Message, Role},
+    model::{ModelResponse, ScriptedModel},
+    store::{
+        Postgres, Sqlite, Thread, ThreadInfo, ThreadStore,
+        postgres::{Conflict, ConnectError},
+    },
+    tool::tool_fn,
+};
+
+use support::{any_object, assert_history_valid, postgres as pg};
+
+// ===== the stores, as the shared scenarios use them =====
+
+/// What the scenarios need of a store besides [`ThreadStore`].
+trait Store: ThreadStore + Clone {
+    fn list(&self) -> BoxFuture<'_, Vec<ThreadInfo>>;
+    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, ()>;
+}
+
+impl Store for Sqlite {
+    fn list(&self) -> BoxFuture<'_, Vec<ThreadInfo>> {
+        Box::pin(async { self.list_threads().await.unwrap() })
+    }
+    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async { self.delete_thread(id).await.unwrap() })
+    }
+}
+
+impl Store for Postgres {
+    fn list(&self) -> BoxFuture<'_, Vec<ThreadInfo>> {
+        Box::pin(async { self.list_threads().await.unwrap() })
+    }
+    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async { self.delete_thread(id).await.unwrap() })
+    }
+}
+
+/// Opens another store on the same database (another process, another replica).
+type Open<S> = Arc<dyn Fn() -> BoxFuture<'static, S> + Send + Sync>;
+
+fn sqlite() -> (Open<Sqlite>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    let open: Open<Sqlite> = Arc::new(move || {
+        let path = path.clone();
+        Box::pin(async move { Sqlite::open(&path).unwrap() })
+    });
+    (open, dir)
+}
+
+async fn postgres() -> (Open<Postgres>, String) {
+    let url = pg::database().await;
+    let open_url = url.clone();
+    let open: Open<Postgres> = Arc::new(move || {
+        let url = open_url.clone();
+        Box::pin(async move { Postgres::connect(&url).await.unwrap() })
+    });
+    (open, url)
+}
+
+/// Runs a shared scenario against both stores.
+macro_rules! both {
+    ($($scenario:ident),* $(,)?) => {
+        mod sqlite_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    let (open, _dir) = super::sqlite();
+                    super::$scenario(open).await;
+                }
+            )*
+        }
+        mod postgres_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    let (open, _url) = super::postgres().await;
+                    super::$scenario(open).await;
+                }
+            )*
+        }
+    };
+}
+
+both!(
+    thread_survives_the_store_and_continues,
+    appends_and_rewrites,
+    stores_see_each_others_writes,
+    concurrent_runs_on_different_threads,
+    a_dropped_run_keeps_its_finished_steps,
+);
+
+// ===== shared scenarios =====
+
+/// A tool that adds a todo and writes a file in the run state.
+fn planner() -> impl tower_agent::tool::Tool {
+    tool_fn(
+        "plan",
+        "adds a todo",
+        any_object(),
+        |args, ctx| async move {
+            let title = args["title"].as_str().unwrap_or("untitled").to_owned();
+            let mut todos = tower_agent::builtins::todo::todos(&ctx);
+            let id = (todos.len() + 1).to_string();
+            todos.push(Todo::new(id.clone(), title.clone()));
+            tower_agent::builtins::todo::set_todos(&ctx, todos);
+            let path = format!("/notes/{id}.md");
+            tower_agent::builtins::filesystem::record_file(&ctx, path, Arc::from(title));
+            Ok::<_, BoxError>("planned")
+        },
+    )
+}
+
+fn texts(thread: &Thread) -> Vec<String> {
+    thread
+        .messages
+        .iter()
+        .map(|m| m.text().into_owned())
+        .collect()
+}
+
+fn user_thread(id: &str, texts: &[&str]) -> Thread {
+    let mut t = Thread::new(id);
+    t.messages = texts.iter().map(|t| Message::user(*t)).collect();
+    t
+}
+
+async fn thread_survives_the_store_and_continues<S: Store>(open: Open<S>) {
+    // First agent (process, replica): one tool step (a todo and a file), then the answer.
+    {
+        let agent = Agent::builder()
+            .model(
+                ScriptedModel::new()
+                    .tool_call("plan", json!({"title": "write the tests"}))
+                    .text("Planned."),
+            )
+            .tool(planner())
+            .system_prompt("You plan.")
+            .store(open().await)
+            .build();
+        let resp = agent
+            .run(AgentRequest::new("Plan the work.").thread("t1"))
+            .await
+            .unwrap();
+        assert!(resp.outcome.is_finished());
+    }
+
+    // Second agent on a new store: the model sees the first run's messages.
+    let store = open().await;
+    let loaded = store.load("t1").await.unwrap().expect("thread saved");
+    assert_eq!(loaded.messages.len(), 5); // system, user, assistant (call), tool, assistant
+    assert_eq!(loaded.todos, vec![Todo::new("1", "write the tests")]);
+    assert_eq!(loaded.files["/notes/1.md"].as_ref(), "write the tests");
+
+    let model = ScriptedModel::from_fn(|req| {
+        let users: Vec<String> = req
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.text().into_owned())
+            .collect();
+        Ok(ModelResponse::text(format!(
+            "I have seen: {}",
+            users.join(" | ")
+        )))
+    });
+    let agent = Agent::builder()
+        .model(model)
+        .tool(planner())
+        .store(store.clone())
+        .build();
+    let resp = agent
+        .run(AgentRequest::new("What did I ask?").thread("t1"))
+        .await
+        .unwrap();
+    assert_eq!(resp.text, "I have seen: Plan the work. | What did I ask?");
+
+    let thread = open().await.load("t1").await.unwrap().unwrap();
+    assert_eq!(thread.messages.len(), 7);
+    assert_eq!(thread.messages[0].role, Role::System);
+    assert_eq!(
+        thread.todos.len(),
+        1,
+        "todos survive a run that does not touch them"
+    );
+    assert_history_valid(&thread.messages);
+
+    let threads = store.list().await;
+    assert_eq!(threads.len(), 1);
+    assert_eq!((threads[0].id.as_str(), threads[0].messages), ("t1", 7));
+    assert!(threads[0].updated_at >= threads[0].created_at);
+
+    store.remove("t1").await;
+    assert!(store.load("t1").await.unwrap().is_none());
+    assert!(open().await.list().await.is_empty());
+}
+
+async fn appends_and_rewrites<S: Store>(open: Open<S>) {
+    let store = open().await;
+    assert!(store.load("t").await.unwrap().is_none());
+
+    let mut t = user_thread("t", &["a", "b"]);
+    t.todos.push(Todo::new("1", "x"));
+    t.files.insert("/f".into(), "one".into());
+    store.save(&t).await.unwrap();
+
+    // Append: the history shares its prefix with what was saved.
+    t.messages.push(Message::assistant("c"));
+    t.todos[0].status = TodoStatus::Done;
+    t.files.insert("/g".into(), "two".into());
+    store.save(&t).await.unwrap();
+    assert_eq!(open().await.load("t").await.unwrap().unwrap(), t);
+
+    // Compaction: rewrite from the first difference; a file removed.
+    t.messages.splice(0..2, [Message::user("summary")]);
+    t.files.remove("/f");
+    store.save(&t).await.unwrap();
+    assert_eq!(open().await.load("t").await.unwrap().unwrap(), t);
+
+    // An equal but not shared copy with an edited middle message, through a store that
+    // loaded it.
+    let other_store = open().await;
+    let mut other = other_store.load("t").await.unwrap().unwrap();
+    other.messages = other.messages.iter().cloned().collect();
+    other.messages.get_mut(1).unwrap().push_text("!");
+    other.messages.push(Message::user("d"));
+    other_store.save(&other).await.unwrap();
+    assert_eq!(open().await.load("t").await.unwrap().unwrap(), other);
+
+    // A store that never saw the thread replaces it: a shorter history.
+    let fresh = open().await;
+    let short = user_thread("t", &["only"]);
+    fresh.save(&short).await.unwrap();
+    assert_eq!(open().await.load("t").await.unwrap().unwrap(), short);
+
+    fresh.remove("t").await;
+    assert!(open().await.load("t").await.unwrap().is_none());
+    fresh.remove("t").await;
+    // Saved again after the delete: a new thread, nothing of the old one.
+    fresh.save(&user_thread("t", &["new"])).await.unwrap();
+    assert_eq!(
+        texts(&open().await.load("t").await.unwrap().unwrap()),
+        ["new"]
+    );
+}
+
+async fn stores_see_each_others_writes<S: Store>(open: Open<S>) {
+    let (a, b) = (open().await, open().await);
+    let model =
+        || ScriptedModel::from_fn(|req| Ok(ModelResponse::text(format!("{}", req.messages.len()))));
+    let agent_a = Agent::builder().model(model()).store(a.clone()).build();
+    let agent_b = Agent::builder().model(model()).store(b.clone()).build();
+
+    agent_a
+        .run(AgentRequest::new("1").thread("t"))
+        .await
+        .unwrap();
+    agent_b
+        .run(AgentRequest::new("2").thread("t"))
+        .await
+        .unwrap();
+    let resp = agent_a
+        .run(AgentRequest::new("3").thread("t"))
+        .await
+        .unwrap();
+    assert_eq!(resp.text, "5", "a saw b's run");
+    let thread = b.load("t").await.unwrap().unwrap();
+    assert_eq!(texts(&thread), ["1", "1", "2", "3", "3", "5"]);
+}
+
+async fn concurrent_runs_on_different_threads<S: Store>(open: Open<S>) {
+    let store = open().await;
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("plan", json!({"title": "x"}))
+                .tool_call("plan", json!({"title": "y"}))
+                .text("done")
+                .per_run(),
+        )
+        .tool(planner())
+        .store(store.clone())
+        .build();
+    let runs = (0..20).map(|i| {
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            agent
+                .run(AgentRequest::new("go").thread(format!("t{i}")))
+                .await
+        })
+    });
+    for run in futures_util::future::join_all(runs).await {
+        assert!(run.unwrap().unwrap().outcome.is_finished());
+    }
+    let reader = open().await;
+    let threads = reader.list().await;
+    assert_eq!(threads.len(), 20);
+    for info in threads {
+        let thread = reader.load(&info.id).await.unwrap().unwrap();
+        assert_eq!(thread.messages.len(), 6, "{}", info.id);
+        assert_history_valid(&thread.messages);
+        assert_eq!(thread.todos.len(), 2);
+        assert_eq!(thread.files.len(), 2);
+    }
+}
+
+async fn a_dropped_run_keeps_its_finished_steps<S: Store>(open: Open<S>) {
+    // A process that dies mid-step loses only that step: the steps before it were committed.
+    let hang = tool_fn("hang", "never ends", any_object(), |_, _| async {
+        std::future::pending::<()>().await;
+        Ok::<_, BoxError>("unreachable")
+    });
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("plan", json!({"title": "a"}))
+                .tool_call("hang", json!({}))
+                .text("never"),
+        )
+        .tool(planner())
+        .tool(hang)
+        .store(open().await)
+        .build();
+    let run = agent.run(AgentRequest::new("go").thread("t"));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), run)
+            .await
+            .is_err()
+    );
+    drop(agent);
+
+    let thread = open().await.load("t").await.unwrap().unwrap();
+    // user, assistant (plan), tool (planned): the hanging step is not there.
+    assert_eq!(thread.messages.len(), 3);
+    assert_eq!(thread.messages[2].text(), "planned");
+    assert_eq!(thread.todos.len(), 1);
+}
+
+// ===== Postgres only: incremental appends, compare-and-swap =====
+
+/// The transaction that last wrote each message row of thread `id` (`xmin`), by position.
+async fn row_versions(url: &str, id: &str) -> Vec<Option<String>> {
+    pg::column(
+        url,
+        &format!(
+            "SELECT xmin::text FROM tower_agent_messages WHERE thread_id = '{id}' ORDER BY seq"
+        ),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_step_appends_rows_and_leaves_the_stored_ones() {
+    let (open, url) = postgres().await;
+    let store = open().await;
+    let mut t = user_thread("t", &["a", "b", "c"]);
+    t.files.insert("/kept".into(), "same".into());
+    store.save(&t).await.unwrap();
+    let before = row_versions(&url, "t").await;
+    let files_before = pg::column(&url, "SELECT xmin::text FROM tower_agent_files").await;
+
+    t.messages.push(Message::assistant("d"));
+    store.save(&t).await.unwrap();
+    let after = row_versions(&url, "t").await;
+    assert_eq!(after.len(), 4);
+    assert_eq!(after[..3], before[..], "the stored rows were rewritten");
+    assert_ne!(after[3], after[0]);
+    let files_after = pg::column(&url, "SELECT xmin::text FROM tower_agent_files").await;
+    assert_eq!(files_after, files_before, "an unchanged file was rewritten");
+
+    // A compaction rewrites from the first difference only.
+    t.messages.get_mut(2).unwrap().push_text("!");
+    store.save(&t).await.unwrap();
+    let rewritten = row_versions(&url, "t").await;
+    assert_eq!(rewritten[..2], before[..2]);
+    assert_ne!(rewritten[2], before[2]);
+}
+
+#[tokio::test]
+async fn the_loser_of_two_replicas_gets_a_conflict_and_nothing_is_mixed() {
+    let (open, _url) = postgres().await;
+    let (a, b) = (open().await, open().await);
+
+    let mut mine = user_thread("t", &["a1", "a2"]);
+    a.save(&mine).await.unwrap();
+    let mut theirs = b.load("t").await.unwrap().unwrap();
+    theirs.messages.push(Message::user("b3"));
+    b.save(&theirs).await.unwrap();
+
+    // A's history is stale: refused, nothing written, and it stays refused.
+    mine.messages.push(Message::user("a3"));
+    let err = a.save(&mine).await.unwrap_err();
+    let conflict = Conflict::find(&*err).expect("a conflict error");
+    assert_eq!(conflict.thread(), "t");
+    assert!(err.to_string().contains("another writer"), "{err}");
+    assert_eq!(
+        texts(&open().await.load("t").await.unwrap().unwrap()),
+        ["a1", "a2", "b3"]
+    );
+    mine.messages.push(Message::user("a4"));
+    assert!(Conflict::find(&*a.save(&mine).await.unwrap_err()).is_some());
+
+    // Loaded again: A continues from B's thread.
+    let mut mine = a.load("t").await.unwrap().unwrap();
+    mine.messages.push(Message::user("a5"));
+    a.save(&mine).await.unwrap();
+    assert_eq!(
+        texts(&open().await.load("t").await.unwrap().unwrap()),
+        ["a1", "a2", "b3", "a5"]
+    );
+
+    // Deleted by B: A's next save is refused too (the thread stays deleted).
+    b.delete("t").await.unwrap();
+    mine.messages.push(Message::user("a6"));
+    let err = a.save(&mine).await.unwrap_err();
+    assert!(err.to_string().contains("deleted"), "{err}");
+    assert!(open().await.load("t").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_appending_to_one_thread_lose_no_update() {
+    // Each writer loads, appends one message, saves, and retries on a conflict. Without the
+    // compare-and-swap one writer's save replaces the other's: updates are lost.
+    const EACH: usize = 40;
+    let (open, _url) = postgres().await;
+    let writers = ["x", "y"].map(|w| {
+        let open = open.clone();
+        tokio::spawn(async move {
+            let store = open().await;
+            let mut conflicts = 0;
+            for i in 0..EACH {
+                loop {
+                    let mut t = store
+                        .load("t")
+                        .await
+                        .unwrap()
+                        .unwrap_or_else(|| Thread::new("t"));
+                    t.messages.push(Message::user(format!("{w}-{i}")));
+                    match store.save(&t).await {
+                        Ok(()) => break,
+                        Err(e) if Conflict::find(&*e).is_some() => conflicts += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            conflicts
+        })
+    });
+    let mut conflicts = 0;
+    for w in writers {
+        conflicts += w.await.unwrap();
+    }
+    let stored = texts(&open().await.load("t").await.unwrap().unwrap());
+    assert_eq!(
+        stored.len(),
+        2 * EACH,
+        "lost updates ({conflicts} conflicts)"
+    );
+    for w in ["x", "y"] {
+        let mine: Vec<&String> = stored.iter().filter(|t| t.starts_with(w)).collect();
+        let expected: Vec<String> = (0..EACH).map(|i| format!("{w}-{i}")).collect();
+        assert_eq!(mine, expected.iter().collect::<Vec<_>>());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_whose_thread_another_replica_wrote_fails_with_a_conflict() {
+    // Replica A's run is in a tool call while replica B runs the same thread to the end.
+    let (open, _url) = postgres().await;
+    let (a, b) = (open().await, open().await);
+    let agent_b = Agent::builder()
+        .model(ScriptedModel::new().text("B answered."))
+        .store(b.clone())
+        .build();
+    let meanwhile = tool_fn("wait", "meanwhile", any_object(), move |_, _| {
+        let agent_b = agent_b.clone();
+        async move {
+            agent_b
+                .run(AgentRequest::new("B asks.").thread("t"))
+                .await
+                .unwrap();
+            Ok::<_, BoxError>("waited")
+        }
+    });
+    let agent_a = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .text("A's first run.")
+                .tool_call("wait", json!({}))
+                .text("A answered."),
+        )
+        .tool(meanwhile)
+        .store(a.clone())
+        .build();
+    agent_a
+        .run(AgentRequest::new("A starts.").thread("t"))
+        .await
+        .unwrap();
+    let err = agent_a
+        .run(AgentRequest::new("A asks.").thread("t"))
+        .await
+        .unwrap_err();
+    assert!(Conflict::find(&err).is_some(), "{err}");
+
+    // The thread is A's first run, A's question (saved before the step) and B's run (which
+    // loaded it); nothing of A's refused step. A resumes from there.
+    let thread = open().await.load("t").await.unwrap().unwrap();
+    assert_eq!(
+        texts(&thread),
+        [
+            "A starts.",
+            "A's first run.",
+            "A asks.",
+            "B asks.",
+            "B answered."
+        ]
+    );
+    let agent_a2 = Agent::builder()
+        .model(ScriptedModel::from_fn(|req| {
+            Ok(ModelResponse::text(format!(
+                "{} messages",
+                req.messages.len()
+            )))
+        }))
+        .store(open().await)
+        .build();
+    let resp = agent_a2
+        .run(AgentRequest::new("Again.").thread("t"))
+        .await
+        .unwrap();
+    assert_eq!(resp.text, "6 messages");
+    assert_history_valid(&open().await.load("t").await.unwrap().unwrap().messages);
+}
+
+#[tokio::test]
+async fn text_postgres_cannot_hold_is_refused_and_file_bytes_are_kept() {
+    let (open, _url) = postgres().await;
+    let store = open().await;
+    let err = store.save(&user_thread("a\0b", &["x"])).await.unwrap_err();
+    assert!(err.to_string().contains("NUL"), "{err}");
+    let mut t = user_thread("t", &["with \0 inside"]);
+    t.files
+        .insert("/bin".into(), Arc::from("nul \0 and ünïcode"));
+    let err = {
+        let mut bad = t.clone();
+        bad.files.insert("/a\0b".into(), "x".into());
+        store.save(&bad).await.unwrap_err()
+    };
+    assert!(err.to_string().contains("file path"), "{err}");
+    assert!(store.list().await.is_empty(), "nothing was saved");
+    store.save(&t).await.unwrap();
+    assert_eq!(open().await.load("t").await.unwrap().unwrap(), t);
+}
+
+// ===== migrations and errors =====
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_starting_together_create_the_schema_once() {
+    let url = pg::database().await;
+    let connects = (0..8).map(|_| {
+        let url = url.clone();
+        tokio::spawn(async move { Postgres::connect(&url).await })
+    });
+    for store in futures_util::future::join_all(connects).await {
+        store.unwrap().unwrap();
+    }
+    assert_eq!(
+        pg::column(&url, "SELECT version::text FROM tower_agent_schema").await,
+        [Some(
+            tower_agent::store::postgres::SCHEMA_VERSION.to_string()
+        )]
+    );
+    let tables = pg::column(
+        &url,
+        "SELECT tablename::text FROM pg_tables WHERE tablename LIKE 'tower_agent_%' ORDER BY 1",
+    )
+    .await;
+    assert_eq!(
+        tables,
+        [
+            "tower_agent_files",
+            "tower_agent_messages",
+            "tower_agent_schema",
+            "tower_agent_threads"
+        ]
+        .map(|t| Some(t.to_owned()))
+    );
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused_and_left_untouched() {
+    let url = pg::database().await;
+    let store = Postgres::connect(&url).await.unwrap();
+    store.save(&user_thread("t", &["kept"])).await.unwrap();
+    let newer = tower_agent::store::postgres::SCHEMA_VERSION + 1;
+    pg::sql(
+        &url,
+        &format!("UPDATE tower_agent_schema SET version = {newer}"),
+    )
+    .await;
+
+    let err = Postgres::connect(&url).await.unwrap_err();
+    assert!(err.is_too_new(), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("schema version is {newer}")),
+        "{text}"
+    );
+    assert!(text.contains("upgrade tower-agent"), "{text}");
+    assert_eq!(
+        pg::column(&url, "SELECT version::text FROM tower_agent_schema").await,
+        [Some(newer.to_string())]
+    );
+    assert_eq!(
+        pg::column(&url, "SELECT body FROM tower_agent_messages")
+            .await
+            .len(),
+        1
+    );
+}
+
+fn assert_names(err: &ConnectError, host: &str, db: &str) {
+    let text = err.to_string();
+    assert!(text.contains(host), "no host in: {text}");
+    assert!(text.contains(db), "no database in: {text}");
+    assert!(!text.contains("s3cr3t"), "the password in: {text}");
+    assert!(
+        !format!("{err:?}").contains("s3cr3t"),
+        "the password in: {err:?}"
+    );
+}
+
+#[tokio::test]
+async fn connect_errors_name_the_server_and_hide_the_password() {
+    // A bad URL.
+    let err = Postgres::connect("postgresql://ada:s3cr3t@db.internal:notaport/agents")
+        .await
+        .unwrap_err();
+    assert!(err.is_bad_url(), "{err:?}");
+    assert_names(&err, "db.internal", "agents");
+
+    // Nobody listening.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("postgresql://ada:s3cr3t@127.0.0.1:{port}/agents");
+    let err = Postgres::connect(&url).await.unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    assert_names(&err, &format!("127.0.0.1:{port}"), "`agents`");
+    assert!(err.to_string().contains("refused"), "{err}");
+
+    // A server that accepts and never answers: the connect timeout of the URL.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let url = format!("postgresql://ada:s3cr3t@127.0.0.1:{port}/agents?connect_timeout=1");
+    let started = std::time::Instant::now();
+    let err = Postgres::connect(&url).await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(err.is_connect(), "{err:?}");
+    assert_names(&err, &format!("127.0.0.1:{port}"), "`agents`");
+
+    // The real server, a database that does not exist.
+    let server = tokio::task::spawn_blocking(pg::server).await.unwrap();
+    let err = Postgres::connect(&format!("{} password=s3cr3t", server.url("nope")))
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    assert_names(&err, &server.root.display().to_string(), "`nope`");
+    assert!(err.to_string().contains("does not exist"), "{err}");
+}
