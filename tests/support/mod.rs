@@ -10,6 +10,8 @@
 pub mod command;
 #[cfg(all(unix, feature = "postgres"))]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub mod stores;
 
 use std::{
     collections::HashSet,

@@ -133,6 +133,15 @@ pub async fn column(url: &str, query: &str) -> Vec<Option<String>> {
 }
 
 fn start() -> Result<Server, String> {
+    if let Some(dir) = std::env::var_os("TOWER_AGENT_PG_BIN") {
+        let dir = PathBuf::from(dir);
+        if !usable(&dir) {
+            return Err(format!(
+                "TOWER_AGENT_PG_BIN is `{}`, which holds no `initdb` and `pg_ctl`",
+                dir.display()
+            ));
+        }
+    }
     let bin = match find_binaries() {
         Some(bin) => bin,
         None => {
@@ -196,10 +205,8 @@ fn start() -> Result<Server, String> {
 
 /// The directory holding `initdb` and `pg_ctl`.
 fn find_binaries() -> Option<PathBuf> {
-    let usable = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
     if let Some(dir) = std::env::var_os("TOWER_AGENT_PG_BIN") {
-        let dir = PathBuf::from(dir);
-        return usable(&dir).then_some(dir);
+        return Some(PathBuf::from(dir)).filter(|d| usable(d));
     }
     let on_path = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -231,6 +238,11 @@ fn find_binaries() -> Option<PathBuf> {
             .collect::<Vec<_>>()
     });
     candidates.pop()
+}
+
+/// Whether `dir` holds `initdb` and `pg_ctl`.
+fn usable(dir: &Path) -> bool {
+    dir.join("initdb").is_file() && dir.join("pg_ctl").is_file()
 }
 
 /// Runs `.ci/install-postgres` (it takes its own lock).
