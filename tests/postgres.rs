@@ -114,6 +114,17 @@ async fn the_loser_of_two_replicas_gets_a_conflict_and_nothing_is_mixed() {
         ["a1", "a2", "b3", "a5"]
     );
 
+    // Two replicas starting the same new thread: both found none, the second save loses.
+    assert!(a.load("new").await.unwrap().is_none());
+    assert!(b.load("new").await.unwrap().is_none());
+    b.save(&user_thread("new", &["b"])).await.unwrap();
+    let err = a.save(&user_thread("new", &["a"])).await.unwrap_err();
+    assert!(err.to_string().contains("no thread expected"), "{err}");
+    assert_eq!(
+        texts(&open().await.load("new").await.unwrap().unwrap()),
+        ["b"]
+    );
+
     // Deleted by B: A's next save is refused too (the thread stays deleted).
     b.delete("t").await.unwrap();
     mine.messages.push(Message::user("a6"));
@@ -255,6 +266,49 @@ async fn text_postgres_cannot_hold_is_refused_and_file_bytes_are_kept() {
     assert!(store.list().await.is_empty(), "nothing was saved");
     store.save(&t).await.unwrap();
     assert_eq!(open().await.load("t").await.unwrap().unwrap(), t);
+}
+
+#[tokio::test]
+async fn an_operation_blocked_in_the_database_times_out_and_the_store_recovers() {
+    let (open, url) = postgres().await;
+    let store = open()
+        .await
+        .with_operation_timeout(Duration::from_millis(500));
+    store.save(&user_thread("t", &["a"])).await.unwrap();
+
+    // Another session locks the threads table: every operation of the store waits on it.
+    let (blocker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    blocker
+        .batch_execute("BEGIN; LOCK TABLE tower_agent_threads IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = store.load("t").await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(err.to_string().contains("took longer than"), "{err}");
+    let err = store
+        .save(&user_thread("t", &["a", "b"]))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("took longer than"), "{err}");
+
+    // Released: the store works again, on fresh connections, and nothing was half written.
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+    drop(blocker);
+    let _ = connection.await;
+    assert_eq!(texts(&store.load("t").await.unwrap().unwrap()), ["a"]);
+    store.save(&user_thread("t", &["c"])).await.unwrap();
+    assert_eq!(
+        texts(&open().await.load("t").await.unwrap().unwrap()),
+        ["c"]
+    );
 }
 
 // ===== migrations and errors =====

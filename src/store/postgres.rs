@@ -60,6 +60,9 @@
 //!   with a [`Conflict`] naming the thread (find it with [`Conflict::find`]). The store keeps
 //!   its memory, so later saves of the same stale history fail too until the thread is loaded
 //!   again: two replicas never interleave a thread's history, the loser is told;
+//!   A store that loaded a thread and found none remembers that too: if another store created
+//!   the thread meanwhile, the save is a conflict as well (two replicas starting the same new
+//!   thread);
 //! - if the store does not remember the thread (it never loaded it, or forgot it, see below),
 //!   the save creates it or replaces it, comparing the stored rows with the new history.
 //!
@@ -73,8 +76,9 @@
 //! The store holds a pool of at most [`DEFAULT_MAX_CONNECTIONS`] (16) connections
 //! ([`connect_with`](Postgres::connect_with) sets another size). Connecting times out after
 //! 10 seconds (unless the URL sets `connect_timeout`), logging in after twice that, waiting for a free connection after 30,
-//! and every operation (load, save, delete, list) after [`OPERATION_TIMEOUT`] (60 seconds); a
-//! connection whose operation timed out is closed, never reused. Errors name the server and
+//! and every operation (load, save, delete, list) after [`OPERATION_TIMEOUT`] (60 seconds,
+//! [`with_operation_timeout`](Postgres::with_operation_timeout) sets another); a connection
+//! whose operation timed out is closed, never reused (the server ends its transaction). Errors name the server and
 //! the database (``postgres thread store `agents` on db.internal:5432 as agent: …``), never
 //! the password: [`ConnectError`] for [`connect`](Postgres::connect) (a bad URL, an unreachable
 //! server, a refused login, a schema too new), a [`Conflict`] for a lost compare-and-swap.
@@ -163,6 +167,9 @@ const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// the thread id.
 const LOCK_SPACE: i32 = i32::from_be_bytes(*b"tagt");
 
+/// The revision a store remembers for a thread it found absent (the sequence starts at 1).
+const ABSENT: i64 = 0;
+
 /// The advisory lock (one-key form) held while the schema is created or migrated.
 const MIGRATION_LOCK: i64 = i64::from_be_bytes(*b"tagtschm");
 
@@ -172,6 +179,7 @@ const MIGRATION_LOCK: i64 = i64::from_be_bytes(*b"tagtschm");
 #[derive(Clone)]
 pub struct Postgres {
     shared: Arc<Shared>,
+    timeout: Duration,
 }
 
 struct Shared {
@@ -260,7 +268,15 @@ impl Postgres {
                 target,
                 cache: Mutex::new(Cache::new(DEFAULT_CACHE_THREADS)),
             }),
+            timeout: OPERATION_TIMEOUT,
         })
+    }
+
+    /// This store with another limit on each operation than [`OPERATION_TIMEOUT`] (clones
+    /// made from it keep it; the connections and the memory of threads stay shared).
+    pub fn with_operation_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// The server and database this store uses, as errors name them (no password).
@@ -323,14 +339,14 @@ impl Postgres {
         self.shared.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs `op` with a pooled connection, within [`OPERATION_TIMEOUT`]; errors name the
+    /// Runs `op` with a pooled connection, within the operation timeout; errors name the
     /// target. A connection whose operation timed out is closed, not returned to the pool.
     async fn with_client<T>(
         &self,
         op: impl AsyncFnOnce(&mut Object) -> Result<T, BoxError>,
     ) -> Result<T, BoxError> {
         let target = &self.shared.target;
-        let deadline = tokio::time::Instant::now() + OPERATION_TIMEOUT;
+        let deadline = tokio::time::Instant::now() + self.timeout;
         let mut client = tokio::time::timeout_at(deadline, self.shared.pool.get())
             .await
             .map_err(|_| format!("postgres thread store {target}: no connection in time"))?
@@ -343,8 +359,9 @@ impl Postgres {
             Err(_) => {
                 drop(Object::take(client));
                 Err(format!(
-                    "postgres thread store {target}: the operation took longer than {} s",
-                    OPERATION_TIMEOUT.as_secs()
+                    "postgres thread store {target}: the operation took longer than {:?} (the \
+                     connection was closed)",
+                    self.timeout
                 )
                 .into())
             }
@@ -358,13 +375,16 @@ impl ThreadStore for Postgres {
             let loaded = self
                 .with_client(async |client| load(client, id).await)
                 .await?;
-            Ok(loaded.map(|(revision, thread)| {
-                self.cache().put(
-                    thread.id.clone(),
-                    Cached::new(revision, thread.messages.clone(), thread.files.clone()),
-                );
-                thread
-            }))
+            let remembered = match &loaded {
+                Some((revision, thread)) => {
+                    Cached::new(*revision, thread.messages.clone(), thread.files.clone())
+                }
+                // Remembered as absent: a save that finds the thread created meanwhile by
+                // another store is a conflict, not a replacement.
+                None => Cached::new(ABSENT, Messages::new(), BTreeMap::new()),
+            };
+            self.cache().put(id.to_owned(), remembered);
+            Ok(loaded.map(|(_, thread)| thread))
         })
     }
 
@@ -475,15 +495,20 @@ async fn save(
         )
         .await?
         .map(|row| (row.get(0), row.get(1)));
-    if let Some(remembered) = remembered
-        && !is_current(stored, remembered)
-    {
-        return Err(Box::new(Conflict {
-            thread: id.to_owned(),
-            expected: remembered.revision,
-            found: stored.map(|(revision, _)| revision),
-        }));
-    }
+    // What this store remembers must still be what the database holds.
+    let current = match remembered {
+        None => None,
+        Some(r) if r.revision == ABSENT && stored.is_none() => None,
+        Some(r) if r.revision != ABSENT && is_current(stored, r) => Some(r),
+        Some(r) => {
+            return Err(Box::new(Conflict {
+                thread: id.to_owned(),
+                expected: (r.revision != ABSENT).then_some(r.revision),
+                found: stored.map(|(revision, _)| revision),
+            }));
+        }
+    };
+    let remembered = current;
 
     // 1. Messages: append, or rewrite from the first difference.
     let keep = match plan(stored, remembered, new) {
@@ -664,7 +689,9 @@ async fn migrate(client: &mut Object) -> Result<(), (ConnectErrorKind, Option<Bo
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
     thread: String,
-    expected: i64,
+    /// `None`: the store found no thread.
+    expected: Option<i64>,
+    /// `None`: the thread was deleted.
     found: Option<i64>,
 }
 
@@ -690,10 +717,13 @@ impl fmt::Display for Conflict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "thread `{}` was changed by another writer since this store read it (revision {} \
-             expected, ",
-            self.thread, self.expected
+            "thread `{}` was changed by another writer since this store read it (",
+            self.thread
         )?;
+        match self.expected {
+            Some(expected) => write!(f, "revision {expected} expected, ")?,
+            None => f.write_str("no thread expected, ")?,
+        }
         match self.found {
             Some(found) => write!(f, "{found} found")?,
             None => f.write_str("the thread was deleted")?,
