@@ -5,7 +5,7 @@
 //! Postgres does: compare-and-swap between replicas (a conflict error, never a lost update),
 //! migrations, a newer schema refused, connection errors that name the server and hide the
 //! password.
-#![cfg(all(feature = "postgres", unix))]
+#![cfg(all(feature = "postgres", feature = "axum", unix))]
 
 mod support;
 
@@ -17,7 +17,7 @@ use tower_agent::{
     message::Message,
     model::{ModelResponse, ScriptedModel},
     store::{
-        Postgres, Thread, ThreadStore,
+        Postgres, Thread, ThreadBusy, ThreadStore,
         postgres::{Conflict, ConnectError},
     },
     tool::tool_fn,
@@ -431,4 +431,167 @@ async fn connect_errors_name_the_server_and_hide_the_password() {
     assert!(err.is_connect(), "{err:?}");
     assert_names(&err, &server.root.display().to_string(), "`nope`");
     assert!(err.to_string().contains("does not exist"), "{err}");
+}
+
+// ===== run leases across replicas (issue 15, item 2) =====
+
+/// Takes the lease of `id` through `store`, retrying for up to 5 s while it is busy.
+async fn lease_within_5s(store: &Postgres, id: &str) -> tower_agent::store::Lease {
+    let started = std::time::Instant::now();
+    loop {
+        match store.lease(id).await {
+            Ok(lease) => return lease,
+            Err(e) if e.is::<ThreadBusy>() && started.elapsed() < Duration::from_secs(5) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("no lease within 5 s: {e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_thread_leased_by_one_replica_is_busy_for_another_until_released() {
+    let (open, _url) = postgres().await;
+    let (a, b) = (open().await, open().await);
+    let lease = a.lease("t").await.unwrap();
+    let err = b.lease("t").await.unwrap_err();
+    let busy = err.downcast_ref::<ThreadBusy>().expect("ThreadBusy");
+    assert_eq!(busy.thread(), "t");
+    assert!(
+        err.to_string().contains("already going on thread `t`"),
+        "{err}"
+    );
+    // Same store, same thread: busy too; other threads are free.
+    assert!(a.lease("t").await.unwrap_err().is::<ThreadBusy>());
+    let other = b.lease("u").await.unwrap();
+
+    // Released by dropping: the next lease is given without waiting for the holder's
+    // connection to close.
+    drop(lease);
+    let again = b.lease("t").await.expect("free once released");
+    assert!(a.lease("t").await.unwrap_err().is::<ThreadBusy>());
+    drop((again, other));
+}
+
+/// Environment of the child role below.
+const CHILD_URL: &str = "TOWER_AGENT_TEST_CHILD_PG_URL";
+
+/// Child role: takes the lease of thread `t`, says so, and sleeps until killed.
+#[tokio::test]
+#[ignore = "a child role: run by its parent test through `rerun`"]
+async fn child_holds_a_lease() {
+    let Ok(url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let store = Postgres::connect(&url).await.unwrap();
+    let _lease = store.lease("t").await.unwrap();
+    println!("LEASED=1");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_with_sigkill_releases_its_lease() {
+    use std::io::BufRead;
+    let (open, url) = postgres().await;
+    let mut child = support::rerun("child_holds_a_lease")
+        .env(CHILD_URL, &url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let leased = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("LEASED=1"))
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_secs(30), leased)
+            .await
+            .unwrap()
+            .unwrap(),
+        "the child did not take the lease"
+    );
+    let store = open().await;
+    assert!(store.lease("t").await.unwrap_err().is::<ThreadBusy>());
+
+    child.kill().unwrap(); // SIGKILL: no destructor runs, no unlock is sent
+    child.wait().unwrap();
+    let started = std::time::Instant::now();
+    let _lease = lease_within_5s(&store, "t").await;
+    println!("released {:?} after the kill", started.elapsed());
+}
+
+/// An HTTP replica on 127.0.0.1 over `agent` (it runs until the test ends).
+async fn replica(agent: Agent) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let serve = tower_agent::server::serve(listener, agent, std::future::pending::<()>());
+    let url = format!("http://{}", serve.local_addr().unwrap());
+    tokio::spawn(std::future::IntoFuture::into_future(serve));
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_http_replicas_run_one_thread_one_at_a_time() {
+    let (open, _url) = postgres().await;
+    let started = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let held = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let agent = |store: Postgres| {
+        let (started, release, held) = (started.clone(), release.clone(), held.clone());
+        let hold = tool_fn("hold", "holds the first run", any_object(), move |_, _| {
+            let (started, release, held) = (started.clone(), release.clone(), held.clone());
+            async move {
+                if !held.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    started.notify_one();
+                    release.notified().await;
+                }
+                Ok::<_, BoxError>("held")
+            }
+        });
+        Agent::builder()
+            .model(
+                ScriptedModel::new()
+                    .tool_call("hold", json!({}))
+                    .text("done")
+                    .per_run(),
+            )
+            .tool(hold)
+            .store(store)
+            .build()
+    };
+    let one = replica(agent(open().await)).await;
+    let two = replica(agent(open().await)).await;
+    let http = reqwest::Client::new();
+    let post = |base: &str| {
+        http.post(format!("{base}/threads/t/runs"))
+            .json(&json!({"prompt": "go"}))
+            .send()
+    };
+
+    let first = tokio::spawn(post(&one));
+    tokio::time::timeout(Duration::from_secs(30), started.notified())
+        .await
+        .expect("the first run started");
+    // The other replica refuses the thread while the first run goes on; so does the first.
+    for base in [&two, &one] {
+        let refused = post(base).await.unwrap();
+        assert_eq!(refused.status(), reqwest::StatusCode::CONFLICT);
+        let body: serde_json::Value = refused.json().await.unwrap();
+        assert!(
+            body["error"].as_str().unwrap().contains("already going"),
+            "{body}"
+        );
+    }
+    release.notify_one();
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.status(), reqwest::StatusCode::OK);
+
+    // Once it ended, the other replica runs the thread, continuing it.
+    let second = post(&two).await.unwrap();
+    assert_eq!(second.status(), reqwest::StatusCode::OK);
+    let thread = open().await.load("t").await.unwrap().unwrap();
+    assert_eq!(thread.messages.len(), 8); // (user, call, result, answer) × 2
+    assert_history_valid(&thread.messages);
 }

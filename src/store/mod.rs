@@ -149,7 +149,73 @@ pub trait ThreadStore: Send + Sync + 'static {
 
     /// Deletes the thread `id`; deleting a missing thread is not an error.
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>>;
+
+    /// Takes the lease of thread `id` for a run: while the returned [`Lease`] lives, no other
+    /// lease of the thread is given, by this store or any other on the same database (other
+    /// replicas); dropping it releases it. A thread leased elsewhere is a [`ThreadBusy`]
+    /// error. The HTTP server ([`AgentRoutes`](crate::server)) takes one for every run, and
+    /// answers `409` when the thread is busy.
+    ///
+    /// The default gives every lease at once (a store of one process: the server's own
+    /// one-run-per-thread rule is enough); `Postgres` leases across replicas.
+    fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
+        let _ = id;
+        Box::pin(async { Ok(Lease::free()) })
+    }
 }
+
+/// A run's hold on a thread, from [`ThreadStore::lease`]: released when dropped.
+pub struct Lease {
+    _held: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl Lease {
+    /// A lease that holds nothing (for stores with nothing to hold across processes).
+    pub fn free() -> Self {
+        Lease { _held: None }
+    }
+
+    /// A lease held by `held`: released when `held` is dropped.
+    pub fn held_by(held: impl std::any::Any + Send + Sync) -> Self {
+        Lease {
+            _held: Some(Box::new(held)),
+        }
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("held", &self._held.is_some())
+            .finish()
+    }
+}
+
+/// A lease refused: another run (of this or another replica) holds the thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadBusy {
+    thread: String,
+}
+
+impl ThreadBusy {
+    /// The error for the thread `id`.
+    pub fn new(id: impl Into<String>) -> Self {
+        ThreadBusy { thread: id.into() }
+    }
+
+    /// The busy thread.
+    pub fn thread(&self) -> &str {
+        &self.thread
+    }
+}
+
+impl fmt::Display for ThreadBusy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a run is already going on thread `{}`", self.thread)
+    }
+}
+
+impl std::error::Error for ThreadBusy {}
 
 impl<T: ThreadStore> ThreadStore for Arc<T> {
     fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
@@ -162,6 +228,10 @@ impl<T: ThreadStore> ThreadStore for Arc<T> {
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
         (**self).delete(id)
+    }
+
+    fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
+        (**self).lease(id)
     }
 }
 

@@ -71,6 +71,21 @@
 //! save (it is replaced, as a `Sqlite` save would). Two runs on one thread through the *same*
 //! store are not told apart (the store does not know runs): serialize them as before.
 //!
+//! # Run leases across replicas
+//!
+//! [`lease`](ThreadStore::lease) (which the HTTP server takes for every run) holds a session
+//! advisory lock on the thread (64 bits of the SHA-256 of its id) on a connection of its own,
+//! out of the pool, for as long as the [`Lease`] lives: a second run on the thread, through
+//! any replica, gets a [`ThreadBusy`] error (`409` from the server) after waiting 250 ms for
+//! the thread to become free. Dropping the lease unlocks it (at once, in a task of its own). A lock of a session is released by the server when the session ends, so a
+//! replica that dies — `kill -9`, a crash — releases its runs' threads as soon as the server
+//! sees its connections close (at once when the process dies and its kernel closes the
+//! sockets; a vanished host is detected by TCP keepalives, set to about a minute on lease
+//! connections). There is no expiry to tune and no clock to trust. A run whose lease
+//! connection broke (a restarted server) may go on without it: the compare-and-swap of its
+//! saves still keeps it from overwriting a newer run's thread. Each running run uses one
+//! server connection besides the pool.
+//!
 //! # Connections, timeouts and errors
 //!
 //! The store holds a pool of at most [`DEFAULT_MAX_CONNECTIONS`] (16) connections
@@ -105,13 +120,16 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    ClientWrapper, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime,
+};
 use futures_util::future::BoxFuture;
 use sha2::{Digest, Sha256};
+use tokio::runtime::Handle;
 use tokio_postgres::{IsolationLevel, NoTls, config::Host};
 
 use super::{
-    Thread, ThreadInfo, ThreadStore,
+    Lease, Thread, ThreadBusy, ThreadInfo, ThreadStore,
     rows::{
         Cache, Cached, DEFAULT_CACHE_THREADS, FirstDifference, Head, Plan, file_changes,
         from_millis, is_current, plan, serialize, to_millis,
@@ -166,6 +184,9 @@ const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The first key of this crate's two-key advisory locks (`"tagt"`); the second is a hash of
 /// the thread id.
 const LOCK_SPACE: i32 = i32::from_be_bytes(*b"tagt");
+
+/// How long a lease waits for a thread that is busy before it is refused ([`ThreadBusy`]).
+const LEASE_GRACE: Duration = Duration::from_millis(250);
 
 /// The revision a store remembers for a thread it found absent (the sequence starts at 1).
 const ABSENT: i64 = 0;
@@ -335,6 +356,65 @@ impl Postgres {
         .await
     }
 
+    /// Takes the lease of thread `id` (see [`ThreadStore::lease`] and the module docs):
+    /// a session advisory lock held on a connection of its own until the lease drops.
+    ///
+    /// # Errors
+    ///
+    /// [`ThreadBusy`] if another run (of any replica) holds the thread; an error naming the
+    /// server if it cannot be reached in time.
+    pub async fn lease_thread(&self, id: &str) -> Result<Lease, BoxError> {
+        let target = &self.shared.target;
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let client = tokio::time::timeout_at(deadline, self.shared.pool.get())
+            .await
+            .map_err(|_| format!("postgres thread store {target}: no connection in time"))?
+            .map_err(|e| format!("postgres thread store {target}: cannot connect: {e}"))?;
+        // Out of the pool: the connection lives as long as the lease, and closes with it.
+        let client = Object::take(client);
+        let key = lease_key(id);
+        let take = async {
+            // A peer host that vanishes (no FIN) is found dead by the server in about a minute
+            // (TCP connections only).
+            client
+                .batch_execute(
+                    "SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; \
+                     SET tcp_keepalives_count = 3",
+                )
+                .await?;
+            // A lease just dropped is unlocked by a task of its own: a moment's grace, so that
+            // the next run of a conversation is not refused for it.
+            let grace = tokio::time::Instant::now() + LEASE_GRACE;
+            loop {
+                let row = client
+                    .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+                    .await?;
+                let now = tokio::time::Instant::now();
+                if row.get(0) || now >= grace {
+                    return Ok::<bool, tokio_postgres::Error>(row.get(0));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        match tokio::time::timeout_at(deadline, take).await {
+            Ok(Ok(true)) => Ok(Lease::held_by(LeaseConnection {
+                client: Some(client),
+                key,
+            })),
+            Ok(Ok(false)) => Err(Box::new(ThreadBusy::new(id))),
+            Ok(Err(e)) => Err(format!(
+                "postgres thread store {target}: cannot lease thread `{id}`: {}",
+                chain(&e)
+            )
+            .into()),
+            Err(_) => Err(format!(
+                "postgres thread store {target}: cannot lease thread `{id}`: no answer within {:?}",
+                self.timeout
+            )
+            .into()),
+        }
+    }
+
     fn cache(&self) -> MutexGuard<'_, Cache> {
         self.shared.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -412,6 +492,42 @@ impl ThreadStore for Postgres {
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(self.delete_thread(id))
     }
+
+    fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
+        Box::pin(self.lease_thread(id))
+    }
+}
+
+/// The connection that holds a lease's advisory lock; it unlocks (or closes) when dropped.
+struct LeaseConnection {
+    client: Option<ClientWrapper>,
+    key: i64,
+}
+
+impl Drop for LeaseConnection {
+    fn drop(&mut self) {
+        let (Some(client), Ok(runtime)) = (self.client.take(), Handle::try_current()) else {
+            // No runtime: the connection closes with the client, which releases the lock.
+            return;
+        };
+        let key = self.key;
+        // Unlock first, so that the next lease of the thread is given at once, then close.
+        runtime.spawn(async move {
+            let _ = client
+                .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                .await;
+        });
+    }
+}
+
+/// The advisory lock (one-key form) of the lease of thread `id`: 64 bits of its SHA-256, so
+/// two threads practically never share one (a shared key would make a run wait for another
+/// thread's).
+fn lease_key(id: &str) -> i64 {
+    let digest = Sha256::digest(id.as_bytes());
+    let mut key = [0; 8];
+    key.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(key)
 }
 
 // ===== load and save =====
