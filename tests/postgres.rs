@@ -595,3 +595,119 @@ async fn two_http_replicas_run_one_thread_one_at_a_time() {
     assert_eq!(thread.messages.len(), 8); // (user, call, result, answer) × 2
     assert_history_valid(&thread.messages);
 }
+
+// ===== two server processes on one database =====
+
+/// How long the child replicas' tool takes: long enough that a run on a thread is still going
+/// when the other replica is asked for one (which waits 250 ms for a busy thread).
+const NAP_MS: u64 = 1000;
+
+/// Child role: an HTTP replica on 127.0.0.1 over the database of `CHILD_URL` (a run: one call
+/// of the tool `nap`, then an answer), printing its address; it serves until killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child role: run by its parent test through `rerun`"]
+async fn child_replica() {
+    let Ok(url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let nap = tool_fn("nap", "takes a while", any_object(), |_, _| async {
+        tokio::time::sleep(Duration::from_millis(NAP_MS)).await;
+        Ok::<_, BoxError>("rested")
+    });
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("nap", json!({}))
+                .text("done")
+                .per_run(),
+        )
+        .tool(nap)
+        .store(Postgres::connect(&url).await.unwrap())
+        .build();
+    println!("REPLICA={}", replica(agent).await);
+    std::future::pending::<()>().await;
+}
+
+/// A child process, killed when dropped (also when the test panics).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a replica process; its base URL.
+async fn replica_process(db: &str) -> (Killed, String) {
+    use std::io::BufRead;
+    let mut child = support::rerun("child_replica")
+        .env(CHILD_URL, db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let child = Killed(child);
+    let url = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| support::reported(&l, "REPLICA").map(str::to_owned))
+    });
+    let url = tokio::time::timeout(Duration::from_secs(30), url)
+        .await
+        .expect("the replica started in time")
+        .unwrap()
+        .expect("the replica printed its address");
+    (child, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_server_processes_run_each_thread_one_at_a_time() {
+    // 50 threads; for each, 4 rounds of two requests at once, one per replica process: in
+    // each round exactly one runs and the other is refused with 409. 200 runs in all.
+    const THREADS: usize = 50;
+    const ROUNDS: usize = 4;
+    let (open, db) = postgres().await;
+    let ((_a, a), (_b, b)) = tokio::join!(replica_process(&db), replica_process(&db));
+    let http = reqwest::Client::new();
+    let threads = (0..THREADS).map(|t| {
+        let (http, a, b) = (http.clone(), a.clone(), b.clone());
+        tokio::spawn(async move {
+            for round in 0..ROUNDS {
+                let post = |base: &str| {
+                    http.post(format!("{base}/threads/t{t}/runs"))
+                        .json(&json!({"prompt": format!("round {round}")}))
+                        .send()
+                };
+                let (x, y) = tokio::join!(post(&a), post(&b));
+                let mut statuses = [x.unwrap().status(), y.unwrap().status()];
+                statuses.sort();
+                assert_eq!(
+                    statuses,
+                    [reqwest::StatusCode::OK, reqwest::StatusCode::CONFLICT],
+                    "thread t{t}, round {round}"
+                );
+            }
+        })
+    });
+    for thread in futures_util::future::join_all(threads).await {
+        thread.unwrap();
+    }
+    let store = open().await;
+    assert_eq!(store.list_threads().await.unwrap().len(), THREADS);
+    for t in 0..THREADS {
+        let thread = store.load(&format!("t{t}")).await.unwrap().unwrap();
+        assert_history_valid(&thread.messages);
+        let prompts: Vec<String> = thread
+            .messages
+            .iter()
+            .filter(|m| m.role == tower_agent::message::Role::User)
+            .map(|m| m.text().into_owned())
+            .collect();
+        let expected: Vec<String> = (0..ROUNDS).map(|r| format!("round {r}")).collect();
+        assert_eq!(prompts, expected, "thread t{t}");
+        assert_eq!(thread.messages.len(), 4 * ROUNDS, "thread t{t}");
+    }
+}
