@@ -59,10 +59,9 @@
 //!   thread** (another store saved or deleted it since), nothing is written and the save fails
 //!   with a [`Conflict`] naming the thread (find it with [`Conflict::find`]). The store keeps
 //!   its memory, so later saves of the same stale history fail too until the thread is loaded
-//!   again: two replicas never interleave a thread's history, the loser is told;
-//!   A store that loaded a thread and found none remembers that too: if another store created
-//!   the thread meanwhile, the save is a conflict as well (two replicas starting the same new
-//!   thread);
+//!   again: two replicas never interleave a thread's history, the loser is told. A store that
+//!   loaded a thread and found none remembers that too: if another store created the thread
+//!   meanwhile, the save is a conflict as well (two replicas starting the same new thread);
 //! - if the store does not remember the thread (it never loaded it, or forgot it, see below),
 //!   the save creates it or replaces it, comparing the stored rows with the new history.
 //!
@@ -77,8 +76,9 @@
 //! advisory lock on the thread (64 bits of the SHA-256 of its id) on a connection of its own,
 //! out of the pool, for as long as the [`Lease`] lives: a second run on the thread, through
 //! any replica, gets a [`ThreadBusy`] error (`409` from the server) after waiting 250 ms for
-//! the thread to become free. Dropping the lease unlocks it (at once, in a task of its own). A lock of a session is released by the server when the session ends, so a
-//! replica that dies — `kill -9`, a crash — releases its runs' threads as soon as the server
+//! the thread to become free. Dropping the lease unlocks it (at once, in a task of its own).
+//! A lock of a session is released by the server when the session ends, so a replica that
+//! dies — `kill -9`, a crash — releases its runs' threads as soon as the server
 //! sees its connections close (at once when the process dies and its kernel closes the
 //! sockets; a vanished host is detected by TCP keepalives, set to about a minute on lease
 //! connections). There is no expiry to tune and no clock to trust. A run whose lease
@@ -89,13 +89,14 @@
 //! # Connections, timeouts and errors
 //!
 //! The store holds a pool of at most [`DEFAULT_MAX_CONNECTIONS`] (16) connections
-//! ([`connect_with`](Postgres::connect_with) sets another size). Connecting times out after
-//! 10 seconds (unless the URL sets `connect_timeout`), logging in after twice that, waiting for a free connection after 30,
-//! and every operation (load, save, delete, list) after [`OPERATION_TIMEOUT`] (60 seconds,
+//! ([`connect_with`](Postgres::connect_with) sets another size). Reaching the server times
+//! out after 10 seconds (unless the URL sets `connect_timeout`), logging in after twice that,
+//! waiting for a free connection after 30, and every operation (load, save, delete, list,
+//! lease) after [`OPERATION_TIMEOUT`] (60 seconds,
 //! [`with_operation_timeout`](Postgres::with_operation_timeout) sets another); a connection
-//! whose operation timed out is closed, never reused (the server ends its transaction). Errors name the server and
-//! the database (``postgres thread store `agents` on db.internal:5432 as agent: …``), never
-//! the password: [`ConnectError`] for [`connect`](Postgres::connect) (a bad URL, an unreachable
+//! whose operation timed out is closed, never reused (the server ends its transaction).
+//! Errors name the server and the database (``postgres thread store `agents` on
+//! db.internal:5432 as agent: …``), never the password: [`ConnectError`] for [`connect`](Postgres::connect) (a bad URL, an unreachable
 //! server, a refused login, a schema too new), a [`Conflict`] for a lost compare-and-swap.
 //! Thread ids and file paths are PostgreSQL `text`, which cannot hold the NUL character: a
 //! save of such an id or path fails with an error saying so, and nothing is written. File
