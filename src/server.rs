@@ -44,8 +44,10 @@
 //! A run continues the thread `{id}` (it is created by its first run), and is saved after every
 //! step in the agent's [store](crate::store) — use [`Sqlite`](crate::store) for threads that
 //! outlive the process. One run at a time per thread: a run asked for on a thread that has one
-//! going is refused with `409` (within this router; replicas sharing a store don't see each
-//! other's runs).
+//! going is refused with `409`: within this router, and across replicas whose store leases
+//! threads across processes ([`ThreadStore::lease`]: `Postgres` does; with `Sqlite` or the
+//! in-memory store, replicas don't see each other's runs). A run whose save found the thread
+//! written by another replica meanwhile (a `Postgres` conflict) is a `409` too.
 //!
 //! Every error is JSON, [`ErrorResponse`] `{"error": "..."}`: `400` for a body that is not
 //! JSON, lacks `prompt` or has an empty one (`415` without a JSON content type, `413` for a
@@ -208,7 +210,7 @@ use crate::{
     agent::AgentEvent,
     context::Todo,
     message::{Messages, Usage},
-    store::ThreadStore,
+    store::{Lease, ThreadBusy, ThreadStore},
 };
 
 /// The routes of the [module docs](crate::server) over `agent`, ready to serve or to layer:
@@ -407,20 +409,40 @@ struct AppState {
 }
 
 impl AppState {
-    /// Marks the thread `id` busy until the returned guard drops, or answers `409` if a run
-    /// is already going on it.
-    fn claim(&self, id: &str) -> Result<Busy, ApiError> {
-        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
-        if !busy.insert(id.to_owned()) {
-            return Err(ApiError::new(
+    /// Marks the thread `id` busy and takes its lease in the store until the returned guard
+    /// drops, or answers `409` if a run is already going on it (here, or in another replica
+    /// sharing a store that leases across processes).
+    async fn claim(&self, id: &str) -> Result<Busy, ApiError> {
+        let busy_here = || {
+            ApiError::new(
                 StatusCode::CONFLICT,
                 format!("a run is already going on thread `{id}`"),
-            ));
+            )
+        };
+        let mut claim = {
+            let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+            if !busy.insert(id.to_owned()) {
+                return Err(busy_here());
+            }
+            Busy {
+                set: Arc::clone(&self.busy),
+                id: id.to_owned(),
+                _lease: None,
+            }
+        };
+        if let Some(store) = &self.store {
+            match store.lease(id).await {
+                Ok(lease) => claim._lease = Some(lease),
+                Err(e) if e.is::<ThreadBusy>() => return Err(busy_here()),
+                Err(e) => {
+                    return Err(ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        crate::error::error_chain(&*e),
+                    ));
+                }
+            }
         }
-        Ok(Busy {
-            set: Arc::clone(&self.busy),
-            id: id.to_owned(),
-        })
+        Ok(claim)
     }
 
     fn shutting_down(&self) -> bool {
@@ -446,10 +468,12 @@ impl AppState {
     }
 }
 
-/// A thread marked busy; unmarks it when dropped (when the run ends or is dropped).
+/// A thread marked busy, with its lease in the store; unmarks it and releases the lease when
+/// dropped (when the run ends or is dropped).
 struct Busy {
     set: Arc<Mutex<HashSet<String>>>,
     id: String,
+    _lease: Option<Lease>,
 }
 
 impl Drop for Busy {
@@ -603,6 +627,11 @@ fn service_error_status(err: &(dyn std::error::Error + 'static)) -> StatusCode {
         if e.is::<tower::load_shed::error::Overloaded>() {
             return StatusCode::SERVICE_UNAVAILABLE;
         }
+        // A save refused because another replica wrote the thread meanwhile.
+        #[cfg(feature = "postgres")]
+        if e.is::<crate::store::postgres::Conflict>() {
+            return StatusCode::CONFLICT;
+        }
         cur = e.source();
     }
     StatusCode::INTERNAL_SERVER_ERROR
@@ -633,7 +662,7 @@ async fn agent_request(
         ));
     }
     state.check_access(&parts, &id, ThreadAction::Run).await?;
-    let busy = state.claim(&id)?;
+    let busy = state.claim(&id).await?;
     let mut request = AgentRequest::new(body.prompt).thread(id);
     *request.extensions_mut() = parts.extensions;
     Ok((request, busy))

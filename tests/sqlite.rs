@@ -1,5 +1,6 @@
-//! `store::Sqlite` end to end: threads survive the store, saves are per step, a file that is
-//! not a database is refused and left as it was, concurrent runs on different threads.
+//! `store::Sqlite` end to end: the scenarios every store passes (`support::stores`: threads
+//! survive the store, saves are per step, concurrent runs on different threads), a file that
+//! is not a database is refused and left as it was, several writers on one file.
 #![cfg(feature = "sqlite")]
 
 mod support;
@@ -8,34 +9,30 @@ use std::{path::Path, sync::Arc, time::Duration};
 
 use serde_json::json;
 use tower_agent::{
-    Agent, AgentRequest, BoxError,
-    context::{Todo, TodoStatus},
-    message::Role,
-    model::{ModelResponse, ScriptedModel},
+    context::Todo,
     store::{Sqlite, Thread, ThreadStore},
-    tool::tool_fn,
 };
 
-use support::{any_object, assert_history_valid, passed, rerun, rerun_after};
+use support::{
+    passed, rerun, rerun_after,
+    stores::{Open, user_thread},
+};
 
-/// A tool that adds a todo and writes a file in the run state.
-fn planner() -> impl tower_agent::tool::Tool {
-    tool_fn(
-        "plan",
-        "adds a todo",
-        any_object(),
-        |args, ctx| async move {
-            let title = args["title"].as_str().unwrap_or("untitled").to_owned();
-            let mut todos = tower_agent::builtins::todo::todos(&ctx);
-            let id = (todos.len() + 1).to_string();
-            todos.push(Todo::new(id.clone(), title.clone()));
-            tower_agent::builtins::todo::set_todos(&ctx, todos);
-            let path = format!("/notes/{id}.md");
-            tower_agent::builtins::filesystem::record_file(&ctx, path, Arc::from(title));
-            Ok::<_, BoxError>("planned")
-        },
-    )
+/// A database file in a fresh directory, and how to open a store on it.
+async fn sqlite() -> (Open<Sqlite>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    let open: Open<Sqlite> = Arc::new(move || {
+        let path = path.clone();
+        Box::pin(async move { Sqlite::open(&path).unwrap() })
+    });
+    (open, dir)
 }
+
+// Threads survive the store and continue, appends and rewrites, stores on one file see each
+// other's writes, concurrent runs on different threads, a dropped run keeps its finished
+// steps: the scenarios `Postgres` passes too (`support::stores`).
+store_scenarios!(shared, sqlite());
 
 fn siblings(path: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
@@ -44,121 +41,6 @@ fn siblings(path: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-#[tokio::test]
-async fn thread_survives_the_store_and_continues() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("threads.db");
-
-    // First process: one tool step (a todo and a file), then the answer.
-    {
-        let agent = Agent::builder()
-            .model(
-                ScriptedModel::new()
-                    .tool_call("plan", json!({"title": "write the tests"}))
-                    .text("Planned."),
-            )
-            .tool(planner())
-            .system_prompt("You plan.")
-            .store(Sqlite::open(&path).unwrap())
-            .build();
-        let resp = agent
-            .run(AgentRequest::new("Plan the work.").thread("t1"))
-            .await
-            .unwrap();
-        assert!(resp.outcome.is_finished());
-        // agent and store dropped here
-    }
-
-    // Second process: the model sees the first run's messages; the todos are still there.
-    let store = Sqlite::open(&path).unwrap();
-    let loaded = store.load("t1").await.unwrap().expect("thread saved");
-    assert_eq!(loaded.messages.len(), 5); // system, user, assistant (call), tool, assistant
-    assert_eq!(loaded.todos, vec![Todo::new("1", "write the tests")]);
-    assert_eq!(loaded.files["/notes/1.md"].as_ref(), "write the tests");
-
-    let model = ScriptedModel::from_fn(|req| {
-        let users: Vec<String> = req
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::User)
-            .map(|m| m.text().into_owned())
-            .collect();
-        Ok(ModelResponse::text(format!(
-            "I have seen: {}",
-            users.join(" | ")
-        )))
-    });
-    let agent = Agent::builder()
-        .model(model)
-        .tool(planner())
-        .store(store.clone())
-        .build();
-    let resp = agent
-        .run(AgentRequest::new("What did I ask?").thread("t1"))
-        .await
-        .unwrap();
-    assert_eq!(resp.text, "I have seen: Plan the work. | What did I ask?");
-
-    let thread = store.load("t1").await.unwrap().unwrap();
-    assert_eq!(thread.messages.len(), 7);
-    assert_eq!(thread.messages[0].role, Role::System);
-    assert_eq!(
-        thread.todos.len(),
-        1,
-        "todos survive a run that does not touch them"
-    );
-    assert_history_valid(&thread.messages);
-
-    let threads = store.list_threads().await.unwrap();
-    assert_eq!(threads.len(), 1);
-    assert_eq!((threads[0].id.as_str(), threads[0].messages), ("t1", 7));
-    assert!(threads[0].updated_at >= threads[0].created_at);
-
-    store.delete_thread("t1").await.unwrap();
-    assert!(store.load("t1").await.unwrap().is_none());
-    assert!(store.list_threads().await.unwrap().is_empty());
-}
-
-#[tokio::test]
-async fn a_dropped_run_keeps_its_finished_steps() {
-    // A process that dies mid-step loses only that step: the steps before it were committed.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("threads.db");
-    let hang = tool_fn("hang", "never ends", any_object(), |_, _| async {
-        std::future::pending::<()>().await;
-        Ok::<_, BoxError>("unreachable")
-    });
-    let agent = Agent::builder()
-        .model(
-            ScriptedModel::new()
-                .tool_call("plan", json!({"title": "a"}))
-                .tool_call("hang", json!({}))
-                .text("never"),
-        )
-        .tool(planner())
-        .tool(hang)
-        .store(Sqlite::open(&path).unwrap())
-        .build();
-    let run = agent.run(AgentRequest::new("go").thread("t"));
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), run)
-            .await
-            .is_err()
-    );
-    drop(agent);
-
-    let thread = Sqlite::open(&path)
-        .unwrap()
-        .load("t")
-        .await
-        .unwrap()
-        .unwrap();
-    // user, assistant (plan), tool (planned): the hanging step is not there.
-    assert_eq!(thread.messages.len(), 3);
-    assert_eq!(thread.messages[2].text(), "planned");
-    assert_eq!(thread.todos.len(), 1);
 }
 
 #[tokio::test]
@@ -276,81 +158,6 @@ async fn schema_and_pragmas() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_runs_on_different_threads() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Sqlite::open(dir.path().join("threads.db")).unwrap();
-    let agent = Agent::builder()
-        .model(
-            ScriptedModel::new()
-                .tool_call("plan", json!({"title": "x"}))
-                .tool_call("plan", json!({"title": "y"}))
-                .text("done")
-                .per_run(),
-        )
-        .tool(planner())
-        .store(store.clone())
-        .build();
-    let runs = (0..20).map(|i| {
-        let agent = agent.clone();
-        tokio::spawn(async move {
-            agent
-                .run(AgentRequest::new("go").thread(format!("t{i}")))
-                .await
-        })
-    });
-    for run in futures_util::future::join_all(runs).await {
-        assert!(run.unwrap().unwrap().outcome.is_finished());
-    }
-    let threads = store.list_threads().await.unwrap();
-    assert_eq!(threads.len(), 20);
-    for info in threads {
-        let thread = store.load(&info.id).await.unwrap().unwrap();
-        assert_eq!(thread.messages.len(), 6, "{}", info.id);
-        assert_history_valid(&thread.messages);
-        assert_eq!(thread.todos.len(), 2);
-        assert!(thread.todos.iter().all(|t| t.status == TodoStatus::Pending));
-        assert_eq!(thread.files.len(), 2);
-    }
-}
-
-#[tokio::test]
-async fn two_stores_on_one_file_see_each_others_writes() {
-    // Each store remembers what it saved; a write by the other must not be overwritten by a
-    // stale append.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("threads.db");
-    let (a, b) = (Sqlite::open(&path).unwrap(), Sqlite::open(&path).unwrap());
-    let model =
-        || ScriptedModel::from_fn(|req| Ok(ModelResponse::text(format!("{}", req.messages.len()))));
-    let agent_a = Agent::builder().model(model()).store(a.clone()).build();
-    let agent_b = Agent::builder().model(model()).store(b.clone()).build();
-
-    agent_a
-        .run(AgentRequest::new("1").thread("t"))
-        .await
-        .unwrap();
-    agent_b
-        .run(AgentRequest::new("2").thread("t"))
-        .await
-        .unwrap();
-    let resp = agent_a
-        .run(AgentRequest::new("3").thread("t"))
-        .await
-        .unwrap();
-    assert_eq!(resp.text, "5", "a saw b's run");
-    let texts: Vec<String> = b
-        .load("t")
-        .await
-        .unwrap()
-        .unwrap()
-        .messages
-        .iter()
-        .map(|m| m.text().into_owned())
-        .collect();
-    assert_eq!(texts, ["1", "1", "2", "3", "3", "5"]);
-}
-
 #[tokio::test]
 async fn stale_store_rewrites_instead_of_appending() {
     use tower_agent::message::Message;
@@ -384,15 +191,6 @@ async fn stored_texts(path: &Path, id: &str) -> Option<Vec<String>> {
             .map(|m| m.text().into_owned())
             .collect(),
     )
-}
-
-fn user_thread(id: &str, texts: &[&str]) -> Thread {
-    let mut t = Thread::new(id);
-    t.messages = texts
-        .iter()
-        .map(|t| tower_agent::message::Message::user(*t))
-        .collect();
-    t
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! Thread state: [`ThreadStore`], the in-memory [`MemoryStore`] and, with the `sqlite`
-//! feature, the persistent `Sqlite` store.
+//! Thread state: [`ThreadStore`], the in-memory [`MemoryStore`] and the persistent stores:
+//! `Sqlite` (feature `sqlite`, a database file) and `Postgres` (feature `postgres`, one
+//! database shared by server replicas).
 //!
 //! A run with a thread id loads the thread (messages, todos, files) before it starts, saves it
 //! after every step and at the end, and so continues the conversation of an earlier run with
@@ -9,6 +10,8 @@
 //! means "this is the thread now"; the stored thread is always one save's thread, never a mix
 //! of two, also with several `Sqlite` stores on one file). Serialize
 //! runs per thread (e.g. one at a time per conversation in your server) if that matters.
+//! `Postgres` goes further across replicas: a save over a thread that another store wrote or
+//! deleted since this store last read or saved it fails with a conflict error instead.
 //!
 //! # Example
 //!
@@ -58,6 +61,31 @@ pub mod sqlite;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use self::sqlite::Sqlite;
+
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
+
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use self::postgres::Postgres;
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod rows;
+
+/// A thread as the SQL stores list it (`Sqlite::list_threads`, `Postgres::list_threads`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadInfo {
+    /// The thread id.
+    pub id: String,
+    /// How many messages it holds.
+    pub messages: usize,
+    /// When it was first saved.
+    pub created_at: std::time::SystemTime,
+    /// When it was last saved.
+    pub updated_at: std::time::SystemTime,
+}
 
 /// A conversation thread as it is persisted.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -121,7 +149,73 @@ pub trait ThreadStore: Send + Sync + 'static {
 
     /// Deletes the thread `id`; deleting a missing thread is not an error.
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>>;
+
+    /// Takes the lease of thread `id` for a run: while the returned [`Lease`] lives, no other
+    /// lease of the thread is given, by this store or any other on the same database (other
+    /// replicas); dropping it releases it. A thread leased elsewhere is a [`ThreadBusy`]
+    /// error. The HTTP server ([`AgentRoutes`](crate::server)) takes one for every run, and
+    /// answers `409` when the thread is busy.
+    ///
+    /// The default gives every lease at once (a store of one process: the server's own
+    /// one-run-per-thread rule is enough); `Postgres` leases across replicas.
+    fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
+        let _ = id;
+        Box::pin(async { Ok(Lease::free()) })
+    }
 }
+
+/// A run's hold on a thread, from [`ThreadStore::lease`]: released when dropped.
+pub struct Lease {
+    _held: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl Lease {
+    /// A lease that holds nothing (for stores with nothing to hold across processes).
+    pub fn free() -> Self {
+        Lease { _held: None }
+    }
+
+    /// A lease held by `held`: released when `held` is dropped.
+    pub fn held_by(held: impl std::any::Any + Send + Sync) -> Self {
+        Lease {
+            _held: Some(Box::new(held)),
+        }
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("held", &self._held.is_some())
+            .finish()
+    }
+}
+
+/// A lease refused: another run (of this or another replica) holds the thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadBusy {
+    thread: String,
+}
+
+impl ThreadBusy {
+    /// The error for the thread `id`.
+    pub fn new(id: impl Into<String>) -> Self {
+        ThreadBusy { thread: id.into() }
+    }
+
+    /// The busy thread.
+    pub fn thread(&self) -> &str {
+        &self.thread
+    }
+}
+
+impl fmt::Display for ThreadBusy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a run is already going on thread `{}`", self.thread)
+    }
+}
+
+impl std::error::Error for ThreadBusy {}
 
 impl<T: ThreadStore> ThreadStore for Arc<T> {
     fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
@@ -134,6 +228,10 @@ impl<T: ThreadStore> ThreadStore for Arc<T> {
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
         (**self).delete(id)
+    }
+
+    fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
+        (**self).lease(id)
     }
 }
 

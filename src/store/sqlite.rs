@@ -98,20 +98,27 @@
 //! wins (see the [store module docs](crate::store)).
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::BTreeMap,
     error::Error as StdError,
     fmt,
     fs::OpenOptions,
     io::{self, Read},
     path::{Path, PathBuf},
     sync::{Arc, Mutex, MutexGuard},
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, SystemTime},
 };
 
 use futures_util::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use super::{Thread, ThreadStore};
+pub use super::ThreadInfo;
+use super::{
+    Thread, ThreadStore,
+    rows::{
+        Cache, Cached, DEFAULT_CACHE_THREADS, FirstDifference, Plan, file_changes, from_millis,
+        is_current, plan, serialize, to_millis,
+    },
+};
 use crate::{
     context::Todo,
     error::BoxError,
@@ -123,9 +130,6 @@ const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
 /// How long a writer waits for a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How many threads the store remembers the last saved state of (see the module docs).
-const DEFAULT_CACHE_THREADS: usize = 1024;
 
 /// The schema migrations: `MIGRATIONS[n]` takes `user_version` from `n` to `n + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -425,20 +429,6 @@ impl ThreadStore for Sqlite {
     }
 }
 
-/// A thread as [`Sqlite::list_threads`] lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ThreadInfo {
-    /// The thread id.
-    pub id: String,
-    /// How many messages it holds.
-    pub messages: usize,
-    /// When it was first saved.
-    pub created_at: SystemTime,
-    /// When it was last saved.
-    pub updated_at: SystemTime,
-}
-
 // ===== opening =====
 
 /// Checks the file before SQLite touches it, so that the errors name their cause:
@@ -719,12 +709,7 @@ fn load(state: &mut State, id: String) -> Result<Option<Thread>, BoxError> {
 
     state.cache.put(
         id.clone(),
-        Cached {
-            revision,
-            messages: messages.clone(),
-            files: files.clone(),
-            used: 0,
-        },
+        Cached::new(revision, messages.clone(), files.clone()),
     );
     Ok(Some(Thread {
         id,
@@ -743,81 +728,58 @@ fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
         .prepare_cached("SELECT revision, message_count FROM threads WHERE id = ?1")?
         .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
-    // What this store last wrote or read is still what the database holds.
-    let cached = match (stored, cache.get(id)) {
-        (Some((revision, count)), Some(c))
-            if c.revision == revision && c.messages.len() as i64 == count =>
-        {
-            Some(c)
-        }
-        _ => None,
-    };
+    // What this store last wrote or read, if it is still what the database holds.
+    let cached = cache.get(id).filter(|c| is_current(stored, c));
 
     // 1. Messages: append, or rewrite from the first difference.
-    let keep = match (&cached, stored) {
-        (None, None) => {
+    let keep = match plan(stored, cached, new) {
+        Plan::Fresh => {
             // No thread row: nothing of this id may survive (rows of a half-deleted thread
             // would make the inserts below fail).
             tx.prepare_cached("DELETE FROM messages WHERE thread_id = ?1")?
                 .execute([id])?;
             0
         }
-        (Some(c), _) if shares_prefix(new, &c.messages) => c.messages.len(),
-        (_, Some(_)) => {
-            // Compacted, edited, or written elsewhere: compare row by row.
-            let first_difference = {
+        Plan::Append(keep) => keep,
+        Plan::Compare => {
+            let mut first_difference = FirstDifference::new(new);
+            {
                 let mut stmt = tx.prepare_cached(
                     "SELECT seq, body FROM messages WHERE thread_id = ?1 ORDER BY seq",
                 )?;
                 let mut rows = stmt.query([id])?;
-                let mut i = 0;
                 while let Some(row) = rows.next()? {
-                    let (seq, body): (i64, &str) = (row.get(0)?, row.get_ref(1)?.as_str()?);
-                    match new.get(i) {
-                        Some(m) if seq == i as i64 && serde_json::to_string(m)? == body => i += 1,
-                        _ => break,
+                    if !first_difference.row(row.get(0)?, row.get_ref(1)?.as_str()?)? {
+                        break;
                     }
                 }
-                i
-            };
+            }
+            let same = first_difference.same();
             tx.prepare_cached("DELETE FROM messages WHERE thread_id = ?1 AND seq >= ?2")?
-                .execute(params![id, first_difference as i64])?;
-            first_difference
+                .execute(params![id, same as i64])?;
+            same
         }
-        (Some(_), None) => unreachable!("a cached entry implies a stored thread"),
     };
     {
         let mut insert =
             tx.prepare_cached("INSERT INTO messages (thread_id, seq, body) VALUES (?1, ?2, ?3)")?;
         for (seq, message) in new.iter().enumerate().skip(keep) {
-            insert.execute(params![id, seq as i64, serde_json::to_string(message)?])?;
+            insert.execute(params![id, seq as i64, serialize(message)?])?;
         }
     }
 
     // 2. Files: only the ones that changed.
-    match &cached {
-        Some(c) => {
-            for path in c.files.keys().filter(|p| !thread.files.contains_key(*p)) {
-                tx.prepare_cached("DELETE FROM files WHERE thread_id = ?1 AND path = ?2")?
-                    .execute(params![id, path])?;
-            }
-            for (path, content) in &thread.files {
-                let same = c
-                    .files
-                    .get(path)
-                    .is_some_and(|old| Arc::ptr_eq(old, content) || old == content);
-                if !same {
-                    upsert_file(&tx, id, path, content)?;
-                }
-            }
-        }
-        None => {
-            tx.prepare_cached("DELETE FROM files WHERE thread_id = ?1")?
-                .execute([id])?;
-            for (path, content) in &thread.files {
-                upsert_file(&tx, id, path, content)?;
-            }
-        }
+    let files = file_changes(cached.map(|c| &c.files), &thread.files);
+    if files.delete_all {
+        tx.prepare_cached("DELETE FROM files WHERE thread_id = ?1")?
+            .execute([id])?;
+    }
+    for path in files.deleted {
+        tx.prepare_cached("DELETE FROM files WHERE thread_id = ?1 AND path = ?2")?
+            .execute(params![id, path])?;
+    }
+    for (path, content) in files.upserts {
+        upsert_file(&tx, id, path, content)?;
     }
 
     // 3. The thread row: count, todos, a new revision (never given before in this database).
@@ -845,21 +807,9 @@ fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
 
     cache.put(
         id.to_owned(),
-        Cached {
-            revision,
-            messages: new.clone(),
-            files: thread.files.clone(),
-            used: 0,
-        },
+        Cached::new(revision, new.clone(), thread.files.clone()),
     );
     Ok(())
-}
-
-/// Whether `new` starts with the very messages of `old` (the same shared allocations, not
-/// just equal ones): true when the history only grew since `old` was cloned from it. One
-/// pointer comparison per message, by sequential iteration (cheaper than indexed access).
-fn shares_prefix(new: &Messages, old: &Messages) -> bool {
-    old.len() <= new.len() && new.iter().zip(old.iter()).all(|(a, b)| std::ptr::eq(a, b))
 }
 
 fn upsert_file(
@@ -873,75 +823,6 @@ fn upsert_file(
          ON CONFLICT (thread_id, path) DO UPDATE SET content = excluded.content",
     )?
     .execute(params![id, path, content])
-}
-
-fn to_millis(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-fn from_millis(ms: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
-}
-
-// ===== Cache =====
-
-/// What the store last wrote or read for a thread: the shared history (an O(1) clone of the
-/// run's), the files, and the revision the database had then.
-struct Cached {
-    revision: i64,
-    messages: Messages,
-    files: BTreeMap<String, Arc<str>>,
-    /// When it was last used (the cache's clock), to evict the least recently used.
-    used: u64,
-}
-
-/// A small least-recently-used map of [`Cached`] entries.
-struct Cache {
-    entries: HashMap<String, Cached>,
-    capacity: usize,
-    clock: u64,
-}
-
-impl Cache {
-    fn new(capacity: usize) -> Self {
-        Cache {
-            entries: HashMap::new(),
-            capacity,
-            clock: 0,
-        }
-    }
-
-    fn get(&mut self, id: &str) -> Option<&Cached> {
-        self.clock += 1;
-        let clock = self.clock;
-        self.entries.get_mut(id).map(|c| {
-            c.used = clock;
-            &*c
-        })
-    }
-
-    fn put(&mut self, id: String, mut cached: Cached) {
-        self.clock += 1;
-        cached.used = self.clock;
-        if self.entries.len() >= self.capacity && !self.entries.contains_key(&id) {
-            // O(capacity), only when full: evict the least recently used.
-            if let Some(oldest) = self
-                .entries
-                .iter()
-                .min_by_key(|(_, c)| c.used)
-                .map(|(k, _)| k.clone())
-            {
-                self.entries.remove(&oldest);
-            }
-        }
-        self.entries.insert(id, cached);
-    }
-
-    fn remove(&mut self, id: &str) {
-        self.entries.remove(id);
-    }
 }
 
 #[cfg(test)]
@@ -1026,23 +907,6 @@ mod tests {
         other.messages.push(Message::user("c"));
         store.save(&other).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), other);
-    }
-
-    #[test]
-    fn cache_evicts_least_recently_used() {
-        let mut cache = Cache::new(2);
-        let entry = || Cached {
-            revision: 1,
-            messages: Messages::new(),
-            files: BTreeMap::new(),
-            used: 0,
-        };
-        cache.put("a".into(), entry());
-        cache.put("b".into(), entry());
-        assert!(cache.get("a").is_some());
-        cache.put("c".into(), entry());
-        assert!(cache.get("b").is_none());
-        assert!(cache.get("a").is_some() && cache.get("c").is_some());
     }
 
     #[test]

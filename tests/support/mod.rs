@@ -8,6 +8,10 @@
 
 #[cfg(unix)]
 pub mod command;
+#[cfg(all(unix, feature = "postgres"))]
+pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub mod stores;
 
 use std::{
     collections::HashSet,

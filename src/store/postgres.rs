@@ -1,0 +1,1032 @@
+//! [`Postgres`]: a [`ThreadStore`] in a PostgreSQL database (feature `postgres`), shared by
+//! the replicas of a server.
+//!
+//! It keeps the semantics of [`Sqlite`](crate::store::sqlite) (one transaction per save,
+//! incremental appends, migrations, errors that say what is wrong) in a database that any
+//! number of processes on any number of machines use at once, and adds one rule they need:
+//! **a save never overwrites a thread another writer changed since this store read it**.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use tower_agent::{Agent, AgentRequest, model::ScriptedModel, store::Postgres};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! let store = Postgres::connect("postgresql://agent:secret@db.internal/agents").await?;
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new().text("Nice to meet you, Ada."))
+//!     .store(store.clone())
+//!     .build();
+//! agent.run(AgentRequest::new("I am Ada.").thread("t1")).await?;
+//! assert_eq!(store.list_threads().await?[0].messages, 2); // user, assistant
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What is stored
+//!
+//! | table | one row per | columns |
+//! |---|---|---|
+//! | `tower_agent_threads` | thread | id, revision, message count, todos (JSON), created/updated (Unix ms) |
+//! | `tower_agent_messages` | message | thread id, position, the [`Message`](crate::message::Message) as JSON |
+//! | `tower_agent_files` | file written in the thread | thread id, path, content (bytes) |
+//! | `tower_agent_schema` | (one row) | the schema version |
+//!
+//! and the sequence `tower_agent_revisions`. Every name starts with `tower_agent_`, so the
+//! store can share a database (or a schema, chosen with the URL's `options=-c search_path=…`)
+//! with an application's own tables.
+//!
+//! # Migrations
+//!
+//! [`connect`](Postgres::connect) creates the schema in a database that has none and migrates
+//! an older one (the version is in `tower_agent_schema`; this version writes version
+//! [`SCHEMA_VERSION`]), in one transaction under an advisory lock, so replicas that start
+//! together migrate once. A database whose schema version is newer than this crate knows is
+//! refused ([`ConnectError::is_too_new`]) and left untouched.
+//!
+//! # Several writers: compare-and-swap on a revision
+//!
+//! Every save gives the thread a new revision from the sequence (never given twice, not even
+//! to a thread deleted and created again). The store remembers, per thread, the revision it
+//! last loaded or saved. A save takes a per-thread advisory lock for its transaction, reads
+//! the thread's revision and:
+//!
+//! - if the store remembers the thread and the database still holds that revision, it
+//!   appends the new messages (when the stored ones are a prefix of the new history, the usual
+//!   step) or rewrites from the first difference, and writes only the files that changed;
+//! - if the store remembers the thread but the database holds **another revision, or no
+//!   thread** (another store saved or deleted it since), nothing is written and the save fails
+//!   with a [`Conflict`] naming the thread (find it with [`Conflict::find`]). The store keeps
+//!   its memory, so later saves of the same stale history fail too until the thread is loaded
+//!   again: two replicas never interleave a thread's history, the loser is told. A store that
+//!   loaded a thread and found none remembers that too: if another store created the thread
+//!   meanwhile, the save is a conflict as well (two replicas starting the same new thread);
+//! - if the store does not remember the thread (it never loaded it, or forgot it, see below),
+//!   the save creates it or replaces it, comparing the stored rows with the new history.
+//!
+//! The store remembers up to 1,024 threads (the least recently used is forgotten first): a
+//! thread forgotten between the load and a save of a run loses the conflict check for that
+//! save (it is replaced, as a `Sqlite` save would). Two runs on one thread through the *same*
+//! store are not told apart (the store does not know runs): serialize them as before.
+//!
+//! # Run leases across replicas
+//!
+//! [`lease`](ThreadStore::lease) (which the HTTP server takes for every run) holds a session
+//! advisory lock on the thread (64 bits of the SHA-256 of its id) on a connection of its own,
+//! out of the pool, for as long as the [`Lease`] lives: a second run on the thread, through
+//! any replica, gets a [`ThreadBusy`] error (`409` from the server) after waiting 250 ms for
+//! the thread to become free. Dropping the lease unlocks it (at once, in a task of its own).
+//! A lock of a session is released by the server when the session ends, so a replica that
+//! dies — `kill -9`, a crash — releases its runs' threads as soon as the server
+//! sees its connections close (at once when the process dies and its kernel closes the
+//! sockets; a vanished host is detected by TCP keepalives, set to about a minute on lease
+//! connections). There is no expiry to tune and no clock to trust. A run whose lease
+//! connection broke (a restarted server) may go on without it: the compare-and-swap of its
+//! saves still keeps it from overwriting a newer run's thread. Each running run uses one
+//! server connection besides the pool.
+//!
+//! # Connections, timeouts and errors
+//!
+//! The store holds a pool of at most [`DEFAULT_MAX_CONNECTIONS`] (16) connections
+//! ([`connect_with`](Postgres::connect_with) sets another size). Reaching the server times
+//! out after 10 seconds (unless the URL sets `connect_timeout`), logging in after twice that,
+//! waiting for a free connection after 30, and every operation (load, save, delete, list,
+//! lease) after [`OPERATION_TIMEOUT`] (60 seconds,
+//! [`with_operation_timeout`](Postgres::with_operation_timeout) sets another); a connection
+//! whose operation timed out is closed, never reused (the server ends its transaction).
+//! Errors name the server and the database (``postgres thread store `agents` on
+//! db.internal:5432 as agent: …``), never the password: [`ConnectError`] for [`connect`](Postgres::connect) (a bad URL, an unreachable
+//! server, a refused login, a schema too new), a [`Conflict`] for a lost compare-and-swap.
+//! Thread ids and file paths are PostgreSQL `text`, which cannot hold the NUL character: a
+//! save of such an id or path fails with an error saying so, and nothing is written. File
+//! contents are stored as bytes, so any text is kept.
+//!
+//! TLS is not built in: connect over a private network, a unix socket
+//! (`postgresql:///agents?host=/run/postgresql`) or a TLS tunnel (a URL with
+//! `sslmode=require` fails to connect with an error saying no TLS is configured).
+//!
+//! # Why tokio-postgres and deadpool
+//!
+//! `tokio-postgres` (rust-postgres) and `deadpool-postgres` are the most used asynchronous
+//! PostgreSQL client and pool, both actively released; they are a fraction of `sqlx`'s build
+//! (no query macros, no `any` driver, no second runtime abstraction), and this store needs only
+//! plain parameterised statements.
+
+use std::{
+    collections::BTreeMap,
+    error::Error as StdError,
+    fmt,
+    sync::{Arc, Mutex, MutexGuard},
+    time::{Duration, SystemTime},
+};
+
+use deadpool_postgres::{
+    ClientWrapper, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime,
+};
+use futures_util::future::BoxFuture;
+use sha2::{Digest, Sha256};
+use tokio::runtime::Handle;
+use tokio_postgres::{IsolationLevel, NoTls, config::Host};
+
+use super::{
+    Lease, Thread, ThreadBusy, ThreadInfo, ThreadStore,
+    rows::{
+        Cache, Cached, DEFAULT_CACHE_THREADS, FirstDifference, Head, Plan, file_changes,
+        from_millis, is_current, plan, serialize, to_millis,
+    },
+};
+use crate::{context::Todo, error::BoxError, message::Messages};
+
+/// The schema migrations: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: threads, their messages (one row each), the files written in them, and one revision
+    // sequence for the whole database.
+    "CREATE TABLE tower_agent_threads (
+        id text PRIMARY KEY,
+        revision bigint NOT NULL,
+        message_count bigint NOT NULL,
+        todos text NOT NULL,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL
+    );
+    CREATE INDEX tower_agent_threads_updated_at ON tower_agent_threads (updated_at);
+    CREATE TABLE tower_agent_messages (
+        thread_id text NOT NULL,
+        seq bigint NOT NULL,
+        body text NOT NULL,
+        PRIMARY KEY (thread_id, seq)
+    );
+    CREATE TABLE tower_agent_files (
+        thread_id text NOT NULL,
+        path text NOT NULL,
+        content bytea NOT NULL,
+        PRIMARY KEY (thread_id, path)
+    );
+    CREATE SEQUENCE tower_agent_revisions;",
+];
+
+/// The schema version this crate writes (and the newest it accepts).
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// How many connections [`Postgres::connect`] pools at most.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
+
+/// How long one operation (load, save, delete, list) may take, waiting for its connection
+/// and its locks included.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long connecting may take when the URL does not say (`connect_timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an operation waits for a free connection of the pool.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The first key of this crate's two-key advisory locks (`"tagt"`); the second is a hash of
+/// the thread id.
+const LOCK_SPACE: i32 = i32::from_be_bytes(*b"tagt");
+
+/// How long a lease waits for a thread that is busy before it is refused ([`ThreadBusy`]).
+const LEASE_GRACE: Duration = Duration::from_millis(250);
+
+/// The revision a store remembers for a thread it found absent (the sequence starts at 1).
+const ABSENT: i64 = 0;
+
+/// The advisory lock (one-key form) held while the schema is created or migrated.
+const MIGRATION_LOCK: i64 = i64::from_be_bytes(*b"tagtschm");
+
+/// A [`ThreadStore`] in a PostgreSQL database. See the [module docs](self).
+///
+/// Cloning is one reference count; clones share the pool and the memory of saved threads.
+#[derive(Clone)]
+pub struct Postgres {
+    shared: Arc<Shared>,
+    timeout: Duration,
+}
+
+struct Shared {
+    pool: Pool,
+    /// The server and database, for errors: never the password.
+    target: String,
+    cache: Mutex<Cache>,
+}
+
+impl fmt::Debug for Postgres {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Postgres")
+            .field("target", &self.shared.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Postgres {
+    /// Connects to the database at `url` (a `postgresql://` URL or `key=value` pairs, as
+    /// libpq takes them) with a pool of at most [`DEFAULT_MAX_CONNECTIONS`] connections, and
+    /// creates or migrates the schema.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] naming the server and database (never the password) if the URL is
+    /// malformed, the server cannot be reached or refuses the login, the schema is newer than
+    /// this crate knows, or a migration fails.
+    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
+        Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
+    }
+
+    /// [`connect`](Self::connect) with a pool of at most `max_connections` (at least 1).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_with(url: &str, max_connections: usize) -> Result<Self, ConnectError> {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| ConnectError {
+            target: redact_url(url),
+            kind: ConnectErrorKind::Url,
+            source: Some(Box::new(e)),
+        })?;
+        let target = describe(&config);
+        let fail = |kind, source: Option<BoxError>| ConnectError {
+            target: target.clone(),
+            kind,
+            source,
+        };
+        // Covers reaching the server; the pool's creation timeout covers the login too (a
+        // server that accepts and never answers).
+        let connect_timeout = config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(CONNECT_TIMEOUT);
+        config.connect_timeout(connect_timeout);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(max_connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(WAIT_TIMEOUT))
+            .create_timeout(Some(connect_timeout * 2))
+            .build()
+            .map_err(|e| fail(ConnectErrorKind::Connect, Some(e.into())))?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|e| fail(ConnectErrorKind::Connect, Some(e.into())))?;
+        match tokio::time::timeout(OPERATION_TIMEOUT, migrate(&mut client)).await {
+            Ok(Ok(())) => {}
+            Ok(Err((kind, source))) => return Err(fail(kind, source)),
+            Err(elapsed) => {
+                drop(Object::take(client));
+                return Err(fail(ConnectErrorKind::Connect, Some(elapsed.into())));
+            }
+        }
+        drop(client);
+        Ok(Postgres {
+            shared: Arc::new(Shared {
+                pool,
+                target,
+                cache: Mutex::new(Cache::new(DEFAULT_CACHE_THREADS)),
+            }),
+            timeout: OPERATION_TIMEOUT,
+        })
+    }
+
+    /// This store with another limit on each operation than [`OPERATION_TIMEOUT`] (clones
+    /// made from it keep it; the connections and the memory of threads stay shared).
+    pub fn with_operation_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The server and database this store uses, as errors name them (no password).
+    pub fn target(&self) -> &str {
+        &self.shared.target
+    }
+
+    /// The threads in the store, most recently updated first.
+    ///
+    /// # Errors
+    ///
+    /// Fails if the database cannot be read.
+    pub async fn list_threads(&self) -> Result<Vec<ThreadInfo>, BoxError> {
+        self.with_client(async |client| {
+            let rows = client
+                .query(
+                    "SELECT id, message_count, created_at, updated_at FROM tower_agent_threads
+                     ORDER BY updated_at DESC, id",
+                    &[],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|row| ThreadInfo {
+                    id: row.get(0),
+                    messages: row.get::<_, i64>(1).try_into().unwrap_or(0),
+                    created_at: from_millis(row.get(2)),
+                    updated_at: from_millis(row.get(3)),
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// Deletes the thread `id` (messages, todos and files); deleting a missing thread is not
+    /// an error. The same as [`ThreadStore::delete`].
+    ///
+    /// # Errors
+    ///
+    /// Fails if the database cannot be written.
+    pub async fn delete_thread(&self, id: &str) -> Result<(), BoxError> {
+        self.cache().remove(id);
+        self.with_client(async |client| {
+            let tx = client.transaction().await?;
+            lock_thread(&tx, id).await?;
+            for sql in [
+                "DELETE FROM tower_agent_messages WHERE thread_id = $1",
+                "DELETE FROM tower_agent_files WHERE thread_id = $1",
+                "DELETE FROM tower_agent_threads WHERE id = $1",
+            ] {
+                tx.execute(sql, &[&id]).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Takes the lease of thread `id` (see [`ThreadStore::lease`] and the module docs):
+    /// a session advisory lock held on a connection of its own until the lease drops.
+    ///
+    /// # Errors
+    ///
+    /// [`ThreadBusy`] if another run (of any replica) holds the thread; an error naming the
+    /// server if it cannot be reached in time.
+    pub async fn lease_thread(&self, id: &str) -> Result<Lease, BoxError> {
+        let target = &self.shared.target;
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let client = tokio::time::timeout_at(deadline, self.shared.pool.get())
+            .await
+            .map_err(|_| format!("postgres thread store {target}: no connection in time"))?
+            .map_err(|e| format!("postgres thread store {target}: cannot connect: {e}"))?;
+        // Out of the pool: the connection lives as long as the lease, and closes with it.
+        let client = Object::take(client);
+        let key = lease_key(id);
+        let take = async {
+            // A peer host that vanishes (no FIN) is found dead by the server in about a minute
+            // (TCP connections only).
+            client
+                .batch_execute(
+                    "SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; \
+                     SET tcp_keepalives_count = 3",
+                )
+                .await?;
+            // A lease just dropped is unlocked by a task of its own: a moment's grace, so that
+            // the next run of a conversation is not refused for it.
+            let grace = tokio::time::Instant::now() + LEASE_GRACE;
+            loop {
+                let row = client
+                    .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+                    .await?;
+                let now = tokio::time::Instant::now();
+                if row.get(0) || now >= grace {
+                    return Ok::<bool, tokio_postgres::Error>(row.get(0));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        match tokio::time::timeout_at(deadline, take).await {
+            Ok(Ok(true)) => Ok(Lease::held_by(LeaseConnection {
+                client: Some(client),
+                key,
+            })),
+            Ok(Ok(false)) => Err(Box::new(ThreadBusy::new(id))),
+            Ok(Err(e)) => Err(format!(
+                "postgres thread store {target}: cannot lease thread `{id}`: {}",
+                chain(&e)
+            )
+            .into()),
+            Err(_) => Err(format!(
+                "postgres thread store {target}: cannot lease thread `{id}`: no answer within {:?}",
+                self.timeout
+            )
+            .into()),
+        }
+    }
+
+    fn cache(&self) -> MutexGuard<'_, Cache> {
+        self.shared.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `op` with a pooled connection, within the operation timeout; errors name the
+    /// target. A connection whose operation timed out is closed, not returned to the pool.
+    async fn with_client<T>(
+        &self,
+        op: impl AsyncFnOnce(&mut Object) -> Result<T, BoxError>,
+    ) -> Result<T, BoxError> {
+        let target = &self.shared.target;
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut client = tokio::time::timeout_at(deadline, self.shared.pool.get())
+            .await
+            .map_err(|_| format!("postgres thread store {target}: no connection in time"))?
+            .map_err(|e| format!("postgres thread store {target}: cannot connect: {e}"))?;
+        match tokio::time::timeout_at(deadline, op(&mut client)).await {
+            Ok(Ok(value)) => Ok(value),
+            // A conflict is the caller's to find by type: not wrapped.
+            Ok(Err(e)) if e.is::<Conflict>() => Err(e),
+            Ok(Err(e)) => Err(format!("postgres thread store {target}: {}", chain(&*e)).into()),
+            Err(_) => {
+                drop(Object::take(client));
+                Err(format!(
+                    "postgres thread store {target}: the operation took longer than {:?} (the \
+                     connection was closed)",
+                    self.timeout
+                )
+                .into())
+            }
+        }
+    }
+}
+
+impl ThreadStore for Postgres {
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
+        Box::pin(async move {
+            let loaded = self
+                .with_client(async |client| load(client, id).await)
+                .await?;
+            let remembered = match &loaded {
+                Some((revision, thread)) => {
+                    Cached::new(*revision, thread.messages.clone(), thread.files.clone())
+                }
+                // Remembered as absent: a save that finds the thread created meanwhile by
+                // another store is a conflict, not a replacement.
+                None => Cached::new(ABSENT, Messages::new(), BTreeMap::new()),
+            };
+            self.cache().put(id.to_owned(), remembered);
+            Ok(loaded.map(|(_, thread)| thread))
+        })
+    }
+
+    fn save<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            // An O(1) copy of the history, and of the file contents (shared).
+            let remembered = self.cache().get(&thread.id).cloned();
+            let result = self
+                .with_client(async |client| save(client, thread, remembered.as_ref()).await)
+                .await;
+            match &result {
+                Ok(revision) => self.cache().put(
+                    thread.id.clone(),
+                    Cached::new(*revision, thread.messages.clone(), thread.files.clone()),
+                ),
+                // Remembered as it was: this stale history keeps failing until a load.
+                Err(e) if e.is::<Conflict>() => {}
+                // Unknown whether it was committed: compare the rows next time.
+                Err(_) => self.cache().remove(&thread.id),
+            }
+            result.map(drop)
+        })
+    }
+
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(self.delete_thread(id))
+    }
+
+    fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
+        Box::pin(self.lease_thread(id))
+    }
+}
+
+/// The connection that holds a lease's advisory lock; it unlocks (or closes) when dropped.
+struct LeaseConnection {
+    client: Option<ClientWrapper>,
+    key: i64,
+}
+
+impl Drop for LeaseConnection {
+    fn drop(&mut self) {
+        let (Some(client), Ok(runtime)) = (self.client.take(), Handle::try_current()) else {
+            // No runtime: the connection closes with the client, which releases the lock.
+            return;
+        };
+        let key = self.key;
+        // Unlock first, so that the next lease of the thread is given at once, then close.
+        runtime.spawn(async move {
+            let _ = client
+                .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                .await;
+        });
+    }
+}
+
+/// The advisory lock (one-key form) of the lease of thread `id`: 64 bits of its SHA-256, so
+/// two threads practically never share one (a shared key would make a run wait for another
+/// thread's).
+fn lease_key(id: &str) -> i64 {
+    let digest = Sha256::digest(id.as_bytes());
+    let mut key = [0; 8];
+    key.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(key)
+}
+
+// ===== load and save =====
+
+/// The thread `id` and its revision, read in one snapshot.
+async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, BoxError> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let Some(head) = tx
+        .query_opt(
+            "SELECT revision, todos FROM tower_agent_threads WHERE id = $1",
+            &[&id],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let revision: i64 = head.get(0);
+    let todos: Vec<Todo> = serde_json::from_str(head.get(1))
+        .map_err(|e| format!("thread `{id}`: bad todos JSON: {e}"))?;
+    let mut messages = Messages::new();
+    for row in tx
+        .query(
+            "SELECT seq, body FROM tower_agent_messages WHERE thread_id = $1 ORDER BY seq",
+            &[&id],
+        )
+        .await?
+    {
+        let seq: i64 = row.get(0);
+        messages.push(
+            serde_json::from_str(row.get(1))
+                .map_err(|e| format!("thread `{id}`: bad message {seq}: {e}"))?,
+        );
+    }
+    let mut files = BTreeMap::new();
+    for row in tx
+        .query(
+            "SELECT path, content FROM tower_agent_files WHERE thread_id = $1",
+            &[&id],
+        )
+        .await?
+    {
+        let path: String = row.get(0);
+        let content = String::from_utf8(row.get(1))
+            .map_err(|e| format!("thread `{id}`: file `{path}` is not UTF-8: {e}"))?;
+        files.insert(path, Arc::<str>::from(content));
+    }
+    tx.commit().await?;
+    let thread = Thread {
+        id: id.to_owned(),
+        messages,
+        todos,
+        files,
+    };
+    Ok(Some((revision, thread)))
+}
+
+/// Saves `thread` in one transaction; the new revision. `remembered`: what this store last
+/// loaded or saved of the thread.
+async fn save(
+    client: &mut Object,
+    thread: &Thread,
+    remembered: Option<&Cached>,
+) -> Result<i64, BoxError> {
+    let id = thread.id.as_str();
+    no_nul("thread id", id)?;
+    for path in thread.files.keys() {
+        no_nul("file path", path)?;
+    }
+    let new = &thread.messages;
+    let tx = client.transaction().await?;
+    lock_thread(&tx, id).await?;
+    let stored: Option<Head> = tx
+        .query_opt(
+            "SELECT revision, message_count FROM tower_agent_threads WHERE id = $1",
+            &[&id],
+        )
+        .await?
+        .map(|row| (row.get(0), row.get(1)));
+    // What this store remembers must still be what the database holds.
+    let current = match remembered {
+        None => None,
+        Some(r) if r.revision == ABSENT && stored.is_none() => None,
+        Some(r) if r.revision != ABSENT && is_current(stored, r) => Some(r),
+        Some(r) => {
+            return Err(Box::new(Conflict {
+                thread: id.to_owned(),
+                expected: (r.revision != ABSENT).then_some(r.revision),
+                found: stored.map(|(revision, _)| revision),
+            }));
+        }
+    };
+    let remembered = current;
+
+    // 1. Messages: append, or rewrite from the first difference.
+    let keep = match plan(stored, remembered, new) {
+        Plan::Fresh => {
+            // No thread row: nothing of this id may survive.
+            tx.execute(
+                "DELETE FROM tower_agent_messages WHERE thread_id = $1",
+                &[&id],
+            )
+            .await?;
+            0
+        }
+        Plan::Append(keep) => keep,
+        Plan::Compare => {
+            let rows = tx
+                .query(
+                    "SELECT seq, body FROM tower_agent_messages WHERE thread_id = $1 ORDER BY seq",
+                    &[&id],
+                )
+                .await?;
+            let mut first_difference = FirstDifference::new(new);
+            for row in &rows {
+                if !first_difference.row(row.get(0), row.get(1))? {
+                    break;
+                }
+            }
+            let same = first_difference.same();
+            tx.execute(
+                "DELETE FROM tower_agent_messages WHERE thread_id = $1 AND seq >= $2",
+                &[&id, &(same as i64)],
+            )
+            .await?;
+            same
+        }
+    };
+    if keep < new.len() {
+        let seqs: Vec<i64> = (keep as i64..new.len() as i64).collect();
+        let bodies = new
+            .iter()
+            .skip(keep)
+            .map(serialize)
+            .collect::<Result<Vec<String>, _>>()?;
+        tx.execute(
+            "INSERT INTO tower_agent_messages (thread_id, seq, body)
+             SELECT $1, s, b FROM unnest($2::int8[], $3::text[]) AS t (s, b)",
+            &[&id, &seqs, &bodies],
+        )
+        .await?;
+    }
+
+    // 2. Files: only the ones that changed.
+    let files = file_changes(remembered.map(|c| &c.files), &thread.files);
+    if files.delete_all {
+        tx.execute("DELETE FROM tower_agent_files WHERE thread_id = $1", &[&id])
+            .await?;
+    }
+    if !files.deleted.is_empty() {
+        tx.execute(
+            "DELETE FROM tower_agent_files WHERE thread_id = $1 AND path = ANY ($2)",
+            &[&id, &files.deleted],
+        )
+        .await?;
+    }
+    if !files.upserts.is_empty() {
+        let (paths, contents): (Vec<&str>, Vec<&[u8]>) = files
+            .upserts
+            .iter()
+            .map(|(path, content)| (*path, content.as_bytes()))
+            .unzip();
+        tx.execute(
+            "INSERT INTO tower_agent_files (thread_id, path, content)
+             SELECT $1, p, c FROM unnest($2::text[], $3::bytea[]) AS t (p, c)
+             ON CONFLICT (thread_id, path) DO UPDATE SET content = excluded.content",
+            &[&id, &paths, &contents],
+        )
+        .await?;
+    }
+
+    // 3. The thread row: count, todos, a new revision (never given before in this database).
+    let now = to_millis(SystemTime::now());
+    let revision: i64 = tx
+        .query_one("SELECT nextval('tower_agent_revisions')", &[])
+        .await?
+        .get(0);
+    tx.execute(
+        "INSERT INTO tower_agent_threads
+            (id, revision, message_count, todos, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $5)
+         ON CONFLICT (id) DO UPDATE SET
+            revision = excluded.revision,
+            message_count = excluded.message_count,
+            todos = excluded.todos,
+            updated_at = excluded.updated_at",
+        &[
+            &id,
+            &revision,
+            &(new.len() as i64),
+            &serde_json::to_string(&thread.todos)?,
+            &now,
+        ],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(revision)
+}
+
+/// Takes the advisory lock of thread `id` until the end of the transaction: saves and
+/// deletes of one thread take turns (a hash collision only makes two threads take turns).
+async fn lock_thread(tx: &deadpool_postgres::Transaction<'_>, id: &str) -> Result<(), BoxError> {
+    let digest = Sha256::digest(id.as_bytes());
+    let key = i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+    tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&LOCK_SPACE, &key])
+        .await?;
+    Ok(())
+}
+
+/// PostgreSQL `text` cannot hold NUL: refuse it with an error that says so.
+fn no_nul(what: &str, text: &str) -> Result<(), BoxError> {
+    if text.contains('\0') {
+        Err(format!("the {what} {text:?} contains a NUL character, which PostgreSQL text cannot hold; nothing was saved").into())
+    } else {
+        Ok(())
+    }
+}
+
+/// Creates or migrates the schema, under the migration lock.
+async fn migrate(client: &mut Object) -> Result<(), (ConnectErrorKind, Option<BoxError>)> {
+    let db = |e: tokio_postgres::Error| (ConnectErrorKind::Schema, Some(e.into()));
+    let tx = client.transaction().await.map_err(db)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(db)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS tower_agent_schema (
+            id int PRIMARY KEY CHECK (id = 0),
+            version int NOT NULL
+        )",
+    )
+    .await
+    .map_err(db)?;
+    let version: i32 = tx
+        .query_opt("SELECT version FROM tower_agent_schema WHERE id = 0", &[])
+        .await
+        .map_err(db)?
+        .map_or(0, |row| row.get(0));
+    if version > SCHEMA_VERSION {
+        // Rolled back when `tx` drops: the database is left as it was.
+        return Err((ConnectErrorKind::TooNew { found: version }, None));
+    }
+    if version == SCHEMA_VERSION {
+        return tx.commit().await.map_err(db);
+    }
+    for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.batch_execute(migration).await.map_err(|e| {
+            (
+                ConnectErrorKind::Migration {
+                    to: from as i32 + 1,
+                },
+                Some(e.into()),
+            )
+        })?;
+    }
+    tx.execute(
+        "INSERT INTO tower_agent_schema (id, version) VALUES (0, $1)
+         ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+        &[&SCHEMA_VERSION],
+    )
+    .await
+    .map_err(db)?;
+    tx.commit().await.map_err(db)
+}
+
+// ===== errors =====
+
+/// A save lost its compare-and-swap: another store saved or deleted the thread since this
+/// store last loaded or saved it. Nothing was written. Load the thread again to continue
+/// from what the other writer saved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    thread: String,
+    /// `None`: the store found no thread.
+    expected: Option<i64>,
+    /// `None`: the thread was deleted.
+    found: Option<i64>,
+}
+
+impl Conflict {
+    /// The thread whose save was refused.
+    pub fn thread(&self) -> &str {
+        &self.thread
+    }
+
+    /// The conflict in an error chain (e.g. an [`Error`](crate::Error) of a run whose save
+    /// was refused), if there is one.
+    pub fn find<'e>(mut error: &'e (dyn StdError + 'static)) -> Option<&'e Conflict> {
+        loop {
+            if let Some(conflict) = error.downcast_ref::<Conflict>() {
+                return Some(conflict);
+            }
+            error = error.source()?;
+        }
+    }
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "thread `{}` was changed by another writer since this store read it (",
+            self.thread
+        )?;
+        match self.expected {
+            Some(expected) => write!(f, "revision {expected} expected, ")?,
+            None => f.write_str("no thread expected, ")?,
+        }
+        match self.found {
+            Some(found) => write!(f, "{found} found")?,
+            None => f.write_str("the thread was deleted")?,
+        }
+        f.write_str("); nothing was saved: load the thread again")
+    }
+}
+
+impl StdError for Conflict {}
+
+/// Why [`Postgres::connect`] failed. Its `Display` names the server and database, never the
+/// password.
+pub struct ConnectError {
+    target: String,
+    kind: ConnectErrorKind,
+    source: Option<BoxError>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnectErrorKind {
+    Url,
+    Connect,
+    Schema,
+    TooNew { found: i32 },
+    Migration { to: i32 },
+}
+
+impl ConnectError {
+    /// The server and database, as the error names them (no password).
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// The URL could not be parsed.
+    pub fn is_bad_url(&self) -> bool {
+        self.kind == ConnectErrorKind::Url
+    }
+
+    /// The server could not be reached, or refused the connection or the login.
+    pub fn is_connect(&self) -> bool {
+        self.kind == ConnectErrorKind::Connect
+    }
+
+    /// The database was written by a newer version of this crate (its schema version is
+    /// higher than [`SCHEMA_VERSION`]); it was left untouched.
+    pub fn is_too_new(&self) -> bool {
+        matches!(self.kind, ConnectErrorKind::TooNew { .. })
+    }
+}
+
+impl fmt::Debug for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectError")
+            .field("target", &self.target)
+            .field("kind", &self.kind)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl fmt::Display for ConnectError {
+    /// ``cannot open postgres thread store TARGET: WHAT IS WRONG: THE CAUSE``.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot open postgres thread store {}: ", self.target)?;
+        match self.kind {
+            ConnectErrorKind::Url => f.write_str("bad database URL"),
+            ConnectErrorKind::Connect => f.write_str("cannot connect"),
+            ConnectErrorKind::Schema => f.write_str("cannot read or create the schema"),
+            ConnectErrorKind::TooNew { found } => write!(
+                f,
+                "its schema version is {found}, newer than the {SCHEMA_VERSION} this version of \
+                 tower-agent knows; upgrade tower-agent (the database was left untouched)"
+            ),
+            ConnectErrorKind::Migration { to } => {
+                write!(f, "cannot migrate its schema to version {to}")
+            }
+        }?;
+        match &self.source {
+            Some(source) => write!(f, ": {}", chain(&**source)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl StdError for ConnectError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+/// An error and its causes, `: `-separated (tokio-postgres puts the server's message and the
+/// OS error in the causes).
+fn chain(e: &(dyn StdError + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `` `DB` on HOST:PORT as USER `` (no password).
+fn describe(config: &tokio_postgres::Config) -> String {
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            match host {
+                Host::Tcp(name) => format!("{name}:{port}"),
+                #[cfg(unix)]
+                Host::Unix(dir) => format!("{}/.s.PGSQL.{port}", dir.display()),
+            }
+        })
+        .collect();
+    let hosts = if hosts.is_empty() {
+        "localhost:5432".to_owned()
+    } else {
+        hosts.join(",")
+    };
+    let user = config.get_user().unwrap_or("(default user)");
+    let db = config.get_dbname().unwrap_or(user);
+    format!("`{db}` on {hosts} as {user}")
+}
+
+/// A URL that could not be parsed, with any `user:password@` part's password removed.
+fn redact_url(url: &str) -> String {
+    let text = match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if scheme < at => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &userinfo[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    };
+    // A `key=value` string may carry `password=…`.
+    let text = match text.find("password=") {
+        Some(at) => {
+            let rest = &text[at + "password=".len()..];
+            let end = rest.find(' ').map_or(text.len(), |i| at + 9 + i);
+            format!("{}password=***{}", &text[..at], &text[end..])
+        }
+        None => text,
+    };
+    format!("`{text}`")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_redacted() {
+        assert_eq!(
+            redact_url("postgres://ada:s3cret@db:5x/app"),
+            "`postgres://ada:***@db:5x/app`"
+        );
+        assert_eq!(
+            redact_url("host=db password=s3cret port=x"),
+            "`host=db password=*** port=x`"
+        );
+        assert_eq!(redact_url("password=s3cret"), "`password=***`");
+        assert_eq!(redact_url("postgres://db/app"), "`postgres://db/app`");
+    }
+
+    #[test]
+    fn targets_name_host_and_database() {
+        let config: tokio_postgres::Config = "postgresql://ada:s3cret@db.internal:6543/agents"
+            .parse()
+            .unwrap();
+        assert_eq!(describe(&config), "`agents` on db.internal:6543 as ada");
+    }
+}

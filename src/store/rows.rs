@@ -1,0 +1,255 @@
+//! What the SQL stores (`Sqlite`, `Postgres`) share: the per-thread memory of the last save,
+//! the append-or-rewrite decision, the first stored row that differs, and which files a save
+//! writes. Each store runs the SQL; the decisions are made here, once.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use crate::message::{Message, Messages};
+
+/// How many threads a store remembers the last saved state of.
+pub(super) const DEFAULT_CACHE_THREADS: usize = 1024;
+
+/// What the store last wrote or read for a thread: the shared history (an O(1) clone of the
+/// run's), the files, and the revision the database had then.
+#[derive(Clone)]
+pub(super) struct Cached {
+    pub(super) revision: i64,
+    pub(super) messages: Messages,
+    pub(super) files: BTreeMap<String, Arc<str>>,
+    /// When it was last used (the cache's clock), to evict the least recently used.
+    pub(super) used: u64,
+}
+
+impl Cached {
+    pub(super) fn new(
+        revision: i64,
+        messages: Messages,
+        files: BTreeMap<String, Arc<str>>,
+    ) -> Self {
+        Cached {
+            revision,
+            messages,
+            files,
+            used: 0,
+        }
+    }
+}
+
+/// A small least-recently-used map of [`Cached`] entries.
+pub(super) struct Cache {
+    entries: HashMap<String, Cached>,
+    capacity: usize,
+    clock: u64,
+}
+
+impl Cache {
+    pub(super) fn new(capacity: usize) -> Self {
+        Cache {
+            entries: HashMap::new(),
+            capacity,
+            clock: 0,
+        }
+    }
+
+    pub(super) fn get(&mut self, id: &str) -> Option<&Cached> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.entries.get_mut(id).map(|c| {
+            c.used = clock;
+            &*c
+        })
+    }
+
+    pub(super) fn put(&mut self, id: String, mut cached: Cached) {
+        self.clock += 1;
+        cached.used = self.clock;
+        if self.entries.len() >= self.capacity && !self.entries.contains_key(&id) {
+            // O(capacity), only when full: evict the least recently used.
+            if let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, c)| c.used)
+                .map(|(k, _)| k.clone())
+            {
+                self.entries.remove(&oldest);
+            }
+        }
+        self.entries.insert(id, cached);
+    }
+
+    pub(super) fn remove(&mut self, id: &str) {
+        self.entries.remove(id);
+    }
+}
+
+/// The thread row as a save finds it in the database: its revision and message count.
+pub(super) type Head = (i64, i64);
+
+/// What the store remembers is still what the database holds (`stored`): the same revision
+/// (revisions are never given twice) and message count.
+pub(super) fn is_current(stored: Option<Head>, cached: &Cached) -> bool {
+    stored.is_some_and(|(revision, count)| {
+        cached.revision == revision && cached.messages.len() as i64 == count
+    })
+}
+
+/// How a save writes the messages of a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Plan {
+    /// No thread row: delete any leftover rows of the id, insert every message.
+    Fresh,
+    /// The stored messages are the first `n` of the new history: insert the rest.
+    Append(usize),
+    /// Compacted, edited, or written elsewhere: compare the stored rows with the new history
+    /// ([`FirstDifference`]), delete from the first difference on and insert the rest.
+    Compare,
+}
+
+/// The plan of a save of `new`, given the thread row found (`stored`) and what the store
+/// remembers of the thread if that is still current (see [`is_current`]).
+pub(super) fn plan(stored: Option<Head>, current: Option<&Cached>, new: &Messages) -> Plan {
+    match (current, stored) {
+        (None, None) => Plan::Fresh,
+        (Some(c), Some(_)) if shares_prefix(new, &c.messages) => Plan::Append(c.messages.len()),
+        _ => Plan::Compare,
+    }
+}
+
+/// Whether `new` starts with the very messages of `old` (the same shared allocations, not
+/// just equal ones): true when the history only grew since `old` was cloned from it. One
+/// pointer comparison per message, by sequential iteration (cheaper than indexed access).
+pub(super) fn shares_prefix(new: &Messages, old: &Messages) -> bool {
+    old.len() <= new.len() && new.iter().zip(old.iter()).all(|(a, b)| std::ptr::eq(a, b))
+}
+
+/// Walks the stored `(seq, body)` rows of a thread in order, to find the first one that is
+/// not the new history's message at that position (serialized the same way).
+pub(super) struct FirstDifference<'a> {
+    new: &'a Messages,
+    same: usize,
+    done: bool,
+}
+
+impl<'a> FirstDifference<'a> {
+    pub(super) fn new(new: &'a Messages) -> Self {
+        FirstDifference {
+            new,
+            same: 0,
+            done: false,
+        }
+    }
+
+    /// Feeds the next stored row; `false` once the difference is found (stop reading).
+    pub(super) fn row(&mut self, seq: i64, body: &str) -> Result<bool, serde_json::Error> {
+        if self.done {
+            return Ok(false);
+        }
+        match self.new.get(self.same) {
+            Some(m) if seq == self.same as i64 && serialize(m)? == body => {
+                self.same += 1;
+                Ok(true)
+            }
+            _ => {
+                self.done = true;
+                Ok(false)
+            }
+        }
+    }
+
+    /// How many leading messages are stored as they are: rows from there on are rewritten.
+    pub(super) fn same(&self) -> usize {
+        self.same
+    }
+}
+
+/// A message as it is stored (JSON text).
+pub(super) fn serialize(message: &Message) -> Result<String, serde_json::Error> {
+    serde_json::to_string(message)
+}
+
+/// Which file rows a save writes.
+pub(super) struct FileChanges<'a> {
+    /// Delete every file row of the thread first (nothing known about what is stored).
+    pub(super) delete_all: bool,
+    /// Paths to delete (no longer in the thread).
+    pub(super) deleted: Vec<&'a str>,
+    /// Paths to insert or update, with their content.
+    pub(super) upserts: Vec<(&'a str, &'a str)>,
+}
+
+/// The file rows to write for `new`, given the files stored by the last save if that is
+/// still current (`None`: rewrite them all).
+pub(super) fn file_changes<'a>(
+    current: Option<&'a BTreeMap<String, Arc<str>>>,
+    new: &'a BTreeMap<String, Arc<str>>,
+) -> FileChanges<'a> {
+    match current {
+        Some(old) => FileChanges {
+            delete_all: false,
+            deleted: old
+                .keys()
+                .filter(|p| !new.contains_key(*p))
+                .map(String::as_str)
+                .collect(),
+            upserts: new
+                .iter()
+                .filter(|(path, content)| {
+                    !old.get(*path)
+                        .is_some_and(|o| Arc::ptr_eq(o, content) || o == *content)
+                })
+                .map(|(p, c)| (p.as_str(), c.as_ref()))
+                .collect(),
+        },
+        None => FileChanges {
+            delete_all: true,
+            deleted: Vec::new(),
+            upserts: new.iter().map(|(p, c)| (p.as_str(), c.as_ref())).collect(),
+        },
+    }
+}
+
+pub(super) fn to_millis(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+pub(super) fn from_millis(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_evicts_least_recently_used() {
+        let mut cache = Cache::new(2);
+        let entry = || Cached::new(1, Messages::new(), BTreeMap::new());
+        cache.put("a".into(), entry());
+        cache.put("b".into(), entry());
+        assert!(cache.get("a").is_some());
+        cache.put("c".into(), entry());
+        assert!(cache.get("b").is_none());
+        assert!(cache.get("a").is_some() && cache.get("c").is_some());
+    }
+
+    #[test]
+    fn plans() {
+        let old: Messages = [Message::user("a")].into_iter().collect();
+        let cached = Cached::new(3, old.clone(), BTreeMap::new());
+        let mut grown = old.clone();
+        grown.push(Message::user("b"));
+        assert_eq!(plan(None, None, &grown), Plan::Fresh);
+        assert_eq!(plan(Some((3, 1)), Some(&cached), &grown), Plan::Append(1));
+        let copy: Messages = grown.iter().cloned().collect();
+        assert_eq!(plan(Some((3, 1)), Some(&cached), &copy), Plan::Compare);
+        assert_eq!(plan(Some((3, 1)), None, &grown), Plan::Compare);
+        assert!(is_current(Some((3, 1)), &cached));
+        assert!(!is_current(Some((4, 1)), &cached) && !is_current(None, &cached));
+    }
+}

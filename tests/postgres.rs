@@ -1,0 +1,713 @@
+//! `store::Postgres` against a real PostgreSQL server the tests start themselves
+//! (`support::postgres`): the scenarios every store passes (`support::stores`, run against
+//! `Sqlite` by `tests/sqlite.rs`): threads survive the store and continue, appends and
+//! rewrites, stores that see each other's writes, concurrent runs, a dropped run. Then what only
+//! Postgres does: compare-and-swap between replicas (a conflict error, never a lost update),
+//! migrations, a newer schema refused, connection errors that name the server and hide the
+//! password.
+#![cfg(all(feature = "postgres", feature = "axum", unix))]
+
+mod support;
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::json;
+use tower_agent::{
+    Agent, AgentRequest, BoxError,
+    message::Message,
+    model::{ModelResponse, ScriptedModel},
+    store::{
+        Postgres, Thread, ThreadBusy, ThreadStore,
+        postgres::{Conflict, ConnectError},
+    },
+    tool::tool_fn,
+};
+
+use support::{
+    any_object, assert_history_valid, postgres as pg,
+    stores::{Open, Store, texts, user_thread},
+};
+
+/// A fresh database, and how to open a store on it.
+async fn postgres() -> (Open<Postgres>, String) {
+    let url = pg::database().await;
+    let open_url = url.clone();
+    let open: Open<Postgres> = Arc::new(move || {
+        let url = open_url.clone();
+        Box::pin(async move { Postgres::connect(&url).await.unwrap() })
+    });
+    (open, url)
+}
+
+store_scenarios!(shared, postgres());
+
+// ===== Postgres only: incremental appends, compare-and-swap =====
+
+/// The transaction that last wrote each message row of thread `id` (`xmin`), by position.
+async fn row_versions(url: &str, id: &str) -> Vec<Option<String>> {
+    pg::column(
+        url,
+        &format!(
+            "SELECT xmin::text FROM tower_agent_messages WHERE thread_id = '{id}' ORDER BY seq"
+        ),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_step_appends_rows_and_leaves_the_stored_ones() {
+    let (open, url) = postgres().await;
+    let store = open().await;
+    let mut t = user_thread("t", &["a", "b", "c"]);
+    t.files.insert("/kept".into(), "same".into());
+    store.save(&t).await.unwrap();
+    let before = row_versions(&url, "t").await;
+    let files_before = pg::column(&url, "SELECT xmin::text FROM tower_agent_files").await;
+
+    t.messages.push(Message::assistant("d"));
+    store.save(&t).await.unwrap();
+    let after = row_versions(&url, "t").await;
+    assert_eq!(after.len(), 4);
+    assert_eq!(after[..3], before[..], "the stored rows were rewritten");
+    assert_ne!(after[3], after[0]);
+    let files_after = pg::column(&url, "SELECT xmin::text FROM tower_agent_files").await;
+    assert_eq!(files_after, files_before, "an unchanged file was rewritten");
+
+    // A compaction rewrites from the first difference only.
+    t.messages.get_mut(2).unwrap().push_text("!");
+    store.save(&t).await.unwrap();
+    let rewritten = row_versions(&url, "t").await;
+    assert_eq!(rewritten[..2], before[..2]);
+    assert_ne!(rewritten[2], before[2]);
+}
+
+#[tokio::test]
+async fn the_loser_of_two_replicas_gets_a_conflict_and_nothing_is_mixed() {
+    let (open, _url) = postgres().await;
+    let (a, b) = (open().await, open().await);
+
+    let mut mine = user_thread("t", &["a1", "a2"]);
+    a.save(&mine).await.unwrap();
+    let mut theirs = b.load("t").await.unwrap().unwrap();
+    theirs.messages.push(Message::user("b3"));
+    b.save(&theirs).await.unwrap();
+
+    // A's history is stale: refused, nothing written, and it stays refused.
+    mine.messages.push(Message::user("a3"));
+    let err = a.save(&mine).await.unwrap_err();
+    let conflict = Conflict::find(&*err).expect("a conflict error");
+    assert_eq!(conflict.thread(), "t");
+    assert!(err.to_string().contains("another writer"), "{err}");
+    assert_eq!(
+        texts(&open().await.load("t").await.unwrap().unwrap()),
+        ["a1", "a2", "b3"]
+    );
+    mine.messages.push(Message::user("a4"));
+    assert!(Conflict::find(&*a.save(&mine).await.unwrap_err()).is_some());
+
+    // Loaded again: A continues from B's thread.
+    let mut mine = a.load("t").await.unwrap().unwrap();
+    mine.messages.push(Message::user("a5"));
+    a.save(&mine).await.unwrap();
+    assert_eq!(
+        texts(&open().await.load("t").await.unwrap().unwrap()),
+        ["a1", "a2", "b3", "a5"]
+    );
+
+    // Two replicas starting the same new thread: both found none, the second save loses.
+    assert!(a.load("new").await.unwrap().is_none());
+    assert!(b.load("new").await.unwrap().is_none());
+    b.save(&user_thread("new", &["b"])).await.unwrap();
+    let err = a.save(&user_thread("new", &["a"])).await.unwrap_err();
+    assert!(err.to_string().contains("no thread expected"), "{err}");
+    assert_eq!(
+        texts(&open().await.load("new").await.unwrap().unwrap()),
+        ["b"]
+    );
+
+    // Deleted by B: A's next save is refused too (the thread stays deleted).
+    b.delete("t").await.unwrap();
+    mine.messages.push(Message::user("a6"));
+    let err = a.save(&mine).await.unwrap_err();
+    assert!(err.to_string().contains("deleted"), "{err}");
+    assert!(open().await.load("t").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_appending_to_one_thread_lose_no_update() {
+    // Each writer loads, appends one message, saves, and retries on a conflict. Without the
+    // compare-and-swap one writer's save replaces the other's: updates are lost.
+    const EACH: usize = 40;
+    let (open, _url) = postgres().await;
+    let writers = ["x", "y"].map(|w| {
+        let open = open.clone();
+        tokio::spawn(async move {
+            let store = open().await;
+            let mut conflicts = 0;
+            for i in 0..EACH {
+                loop {
+                    let mut t = store
+                        .load("t")
+                        .await
+                        .unwrap()
+                        .unwrap_or_else(|| Thread::new("t"));
+                    t.messages.push(Message::user(format!("{w}-{i}")));
+                    match store.save(&t).await {
+                        Ok(()) => break,
+                        Err(e) if Conflict::find(&*e).is_some() => conflicts += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            conflicts
+        })
+    });
+    let mut conflicts = 0;
+    for w in writers {
+        conflicts += w.await.unwrap();
+    }
+    let stored = texts(&open().await.load("t").await.unwrap().unwrap());
+    assert_eq!(
+        stored.len(),
+        2 * EACH,
+        "lost updates ({conflicts} conflicts)"
+    );
+    for w in ["x", "y"] {
+        let mine: Vec<&String> = stored.iter().filter(|t| t.starts_with(w)).collect();
+        let expected: Vec<String> = (0..EACH).map(|i| format!("{w}-{i}")).collect();
+        assert_eq!(mine, expected.iter().collect::<Vec<_>>());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_whose_thread_another_replica_wrote_fails_with_a_conflict() {
+    // Replica A's run is in a tool call while replica B runs the same thread to the end.
+    let (open, _url) = postgres().await;
+    let (a, b) = (open().await, open().await);
+    let agent_b = Agent::builder()
+        .model(ScriptedModel::new().text("B answered."))
+        .store(b.clone())
+        .build();
+    let meanwhile = tool_fn("wait", "meanwhile", any_object(), move |_, _| {
+        let agent_b = agent_b.clone();
+        async move {
+            agent_b
+                .run(AgentRequest::new("B asks.").thread("t"))
+                .await
+                .unwrap();
+            Ok::<_, BoxError>("waited")
+        }
+    });
+    let agent_a = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .text("A's first run.")
+                .tool_call("wait", json!({}))
+                .text("A answered."),
+        )
+        .tool(meanwhile)
+        .store(a.clone())
+        .build();
+    agent_a
+        .run(AgentRequest::new("A starts.").thread("t"))
+        .await
+        .unwrap();
+    let err = agent_a
+        .run(AgentRequest::new("A asks.").thread("t"))
+        .await
+        .unwrap_err();
+    assert!(Conflict::find(&err).is_some(), "{err}");
+
+    // The thread is A's first run, A's question (saved before the step) and B's run (which
+    // loaded it); nothing of A's refused step. A resumes from there.
+    let thread = open().await.load("t").await.unwrap().unwrap();
+    assert_eq!(
+        texts(&thread),
+        [
+            "A starts.",
+            "A's first run.",
+            "A asks.",
+            "B asks.",
+            "B answered."
+        ]
+    );
+    let agent_a2 = Agent::builder()
+        .model(ScriptedModel::from_fn(|req| {
+            Ok(ModelResponse::text(format!(
+                "{} messages",
+                req.messages.len()
+            )))
+        }))
+        .store(open().await)
+        .build();
+    let resp = agent_a2
+        .run(AgentRequest::new("Again.").thread("t"))
+        .await
+        .unwrap();
+    assert_eq!(resp.text, "6 messages");
+    assert_history_valid(&open().await.load("t").await.unwrap().unwrap().messages);
+}
+
+#[tokio::test]
+async fn text_postgres_cannot_hold_is_refused_and_file_bytes_are_kept() {
+    let (open, _url) = postgres().await;
+    let store = open().await;
+    let err = store.save(&user_thread("a\0b", &["x"])).await.unwrap_err();
+    assert!(err.to_string().contains("NUL"), "{err}");
+    let mut t = user_thread("t", &["with \0 inside"]);
+    t.files
+        .insert("/bin".into(), Arc::from("nul \0 and ünïcode"));
+    let err = {
+        let mut bad = t.clone();
+        bad.files.insert("/a\0b".into(), "x".into());
+        store.save(&bad).await.unwrap_err()
+    };
+    assert!(err.to_string().contains("file path"), "{err}");
+    assert!(store.list().await.is_empty(), "nothing was saved");
+    store.save(&t).await.unwrap();
+    assert_eq!(open().await.load("t").await.unwrap().unwrap(), t);
+}
+
+#[tokio::test]
+async fn an_operation_blocked_in_the_database_times_out_and_the_store_recovers() {
+    let (open, url) = postgres().await;
+    let store = open()
+        .await
+        .with_operation_timeout(Duration::from_millis(500));
+    store.save(&user_thread("t", &["a"])).await.unwrap();
+
+    // Another session locks the threads table: every operation of the store waits on it.
+    let (blocker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    blocker
+        .batch_execute("BEGIN; LOCK TABLE tower_agent_threads IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = store.load("t").await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(err.to_string().contains("took longer than"), "{err}");
+    let err = store
+        .save(&user_thread("t", &["a", "b"]))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("took longer than"), "{err}");
+
+    // Released: the store works again, on fresh connections, and nothing was half written.
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+    drop(blocker);
+    let _ = connection.await;
+    assert_eq!(texts(&store.load("t").await.unwrap().unwrap()), ["a"]);
+    store.save(&user_thread("t", &["c"])).await.unwrap();
+    assert_eq!(
+        texts(&open().await.load("t").await.unwrap().unwrap()),
+        ["c"]
+    );
+}
+
+// ===== migrations and errors =====
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_starting_together_create_the_schema_once() {
+    let url = pg::database().await;
+    let connects = (0..8).map(|_| {
+        let url = url.clone();
+        tokio::spawn(async move { Postgres::connect(&url).await })
+    });
+    for store in futures_util::future::join_all(connects).await {
+        store.unwrap().unwrap();
+    }
+    assert_eq!(
+        pg::column(&url, "SELECT version::text FROM tower_agent_schema").await,
+        [Some(
+            tower_agent::store::postgres::SCHEMA_VERSION.to_string()
+        )]
+    );
+    let tables = pg::column(
+        &url,
+        "SELECT tablename::text FROM pg_tables WHERE tablename LIKE 'tower_agent_%' ORDER BY 1",
+    )
+    .await;
+    assert_eq!(
+        tables,
+        [
+            "tower_agent_files",
+            "tower_agent_messages",
+            "tower_agent_schema",
+            "tower_agent_threads"
+        ]
+        .map(|t| Some(t.to_owned()))
+    );
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused_and_left_untouched() {
+    let url = pg::database().await;
+    let store = Postgres::connect(&url).await.unwrap();
+    store.save(&user_thread("t", &["kept"])).await.unwrap();
+    let newer = tower_agent::store::postgres::SCHEMA_VERSION + 1;
+    pg::sql(
+        &url,
+        &format!("UPDATE tower_agent_schema SET version = {newer}"),
+    )
+    .await;
+
+    let err = Postgres::connect(&url).await.unwrap_err();
+    assert!(err.is_too_new(), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("schema version is {newer}")),
+        "{text}"
+    );
+    assert!(text.contains("upgrade tower-agent"), "{text}");
+    assert_eq!(
+        pg::column(&url, "SELECT version::text FROM tower_agent_schema").await,
+        [Some(newer.to_string())]
+    );
+    assert_eq!(
+        pg::column(&url, "SELECT body FROM tower_agent_messages")
+            .await
+            .len(),
+        1
+    );
+}
+
+fn assert_names(err: &ConnectError, host: &str, db: &str) {
+    let text = err.to_string();
+    assert!(text.contains(host), "no host in: {text}");
+    assert!(text.contains(db), "no database in: {text}");
+    assert!(!text.contains("s3cr3t"), "the password in: {text}");
+    assert!(
+        !format!("{err:?}").contains("s3cr3t"),
+        "the password in: {err:?}"
+    );
+}
+
+#[tokio::test]
+async fn connect_errors_name_the_server_and_hide_the_password() {
+    // A bad URL.
+    let err = Postgres::connect("postgresql://ada:s3cr3t@db.internal:notaport/agents")
+        .await
+        .unwrap_err();
+    assert!(err.is_bad_url(), "{err:?}");
+    assert_names(&err, "db.internal", "agents");
+
+    // Nobody listening.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("postgresql://ada:s3cr3t@127.0.0.1:{port}/agents");
+    let err = Postgres::connect(&url).await.unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    assert_names(&err, &format!("127.0.0.1:{port}"), "`agents`");
+    assert!(err.to_string().contains("refused"), "{err}");
+
+    // A server that accepts and never answers: the connect timeout of the URL.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let url = format!("postgresql://ada:s3cr3t@127.0.0.1:{port}/agents?connect_timeout=1");
+    let started = std::time::Instant::now();
+    let err = Postgres::connect(&url).await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(err.is_connect(), "{err:?}");
+    assert_names(&err, &format!("127.0.0.1:{port}"), "`agents`");
+
+    // The real server, a database that does not exist.
+    let server = tokio::task::spawn_blocking(pg::server).await.unwrap();
+    let err = Postgres::connect(&format!("{} password=s3cr3t", server.url("nope")))
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    assert_names(&err, &server.root.display().to_string(), "`nope`");
+    assert!(err.to_string().contains("does not exist"), "{err}");
+}
+
+// ===== run leases across replicas (issue 15, item 2) =====
+
+/// Takes the lease of `id` through `store`, retrying for up to 5 s while it is busy.
+async fn lease_within_5s(store: &Postgres, id: &str) -> tower_agent::store::Lease {
+    let started = std::time::Instant::now();
+    loop {
+        match store.lease(id).await {
+            Ok(lease) => return lease,
+            Err(e) if e.is::<ThreadBusy>() && started.elapsed() < Duration::from_secs(5) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("no lease within 5 s: {e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_thread_leased_by_one_replica_is_busy_for_another_until_released() {
+    let (open, _url) = postgres().await;
+    let (a, b) = (open().await, open().await);
+    let lease = a.lease("t").await.unwrap();
+    let err = b.lease("t").await.unwrap_err();
+    let busy = err.downcast_ref::<ThreadBusy>().expect("ThreadBusy");
+    assert_eq!(busy.thread(), "t");
+    assert!(
+        err.to_string().contains("already going on thread `t`"),
+        "{err}"
+    );
+    // Same store, same thread: busy too; other threads are free.
+    assert!(a.lease("t").await.unwrap_err().is::<ThreadBusy>());
+    let other = b.lease("u").await.unwrap();
+
+    // Released by dropping: the next lease is given without waiting for the holder's
+    // connection to close.
+    drop(lease);
+    let again = b.lease("t").await.expect("free once released");
+    assert!(a.lease("t").await.unwrap_err().is::<ThreadBusy>());
+    drop((again, other));
+}
+
+/// Environment of the child role below.
+const CHILD_URL: &str = "TOWER_AGENT_TEST_CHILD_PG_URL";
+
+/// Child role: takes the lease of thread `t`, says so, and sleeps until killed.
+#[tokio::test]
+#[ignore = "a child role: run by its parent test through `rerun`"]
+async fn child_holds_a_lease() {
+    let Ok(url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let store = Postgres::connect(&url).await.unwrap();
+    let _lease = store.lease("t").await.unwrap();
+    println!("LEASED=1");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_with_sigkill_releases_its_lease() {
+    use std::io::BufRead;
+    let (open, url) = postgres().await;
+    let mut child = support::rerun("child_holds_a_lease")
+        .env(CHILD_URL, &url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let leased = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("LEASED=1"))
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_secs(30), leased)
+            .await
+            .unwrap()
+            .unwrap(),
+        "the child did not take the lease"
+    );
+    let store = open().await;
+    assert!(store.lease("t").await.unwrap_err().is::<ThreadBusy>());
+
+    child.kill().unwrap(); // SIGKILL: no destructor runs, no unlock is sent
+    child.wait().unwrap();
+    let started = std::time::Instant::now();
+    let _lease = lease_within_5s(&store, "t").await;
+    println!("released {:?} after the kill", started.elapsed());
+}
+
+/// An HTTP replica on 127.0.0.1 over `agent` (it runs until the test ends).
+async fn replica(agent: Agent) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let serve = tower_agent::server::serve(listener, agent, std::future::pending::<()>());
+    let url = format!("http://{}", serve.local_addr().unwrap());
+    tokio::spawn(std::future::IntoFuture::into_future(serve));
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_http_replicas_run_one_thread_one_at_a_time() {
+    let (open, _url) = postgres().await;
+    let started = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let held = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let agent = |store: Postgres| {
+        let (started, release, held) = (started.clone(), release.clone(), held.clone());
+        let hold = tool_fn("hold", "holds the first run", any_object(), move |_, _| {
+            let (started, release, held) = (started.clone(), release.clone(), held.clone());
+            async move {
+                if !held.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    started.notify_one();
+                    release.notified().await;
+                }
+                Ok::<_, BoxError>("held")
+            }
+        });
+        Agent::builder()
+            .model(
+                ScriptedModel::new()
+                    .tool_call("hold", json!({}))
+                    .text("done")
+                    .per_run(),
+            )
+            .tool(hold)
+            .store(store)
+            .build()
+    };
+    let one = replica(agent(open().await)).await;
+    let two = replica(agent(open().await)).await;
+    let http = reqwest::Client::new();
+    let post = |base: &str| {
+        http.post(format!("{base}/threads/t/runs"))
+            .json(&json!({"prompt": "go"}))
+            .send()
+    };
+
+    let first = tokio::spawn(post(&one));
+    tokio::time::timeout(Duration::from_secs(30), started.notified())
+        .await
+        .expect("the first run started");
+    // The other replica refuses the thread while the first run goes on; so does the first.
+    for base in [&two, &one] {
+        let refused = post(base).await.unwrap();
+        assert_eq!(refused.status(), reqwest::StatusCode::CONFLICT);
+        let body: serde_json::Value = refused.json().await.unwrap();
+        assert!(
+            body["error"].as_str().unwrap().contains("already going"),
+            "{body}"
+        );
+    }
+    release.notify_one();
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.status(), reqwest::StatusCode::OK);
+
+    // Once it ended, the other replica runs the thread, continuing it.
+    let second = post(&two).await.unwrap();
+    assert_eq!(second.status(), reqwest::StatusCode::OK);
+    let thread = open().await.load("t").await.unwrap().unwrap();
+    assert_eq!(thread.messages.len(), 8); // (user, call, result, answer) × 2
+    assert_history_valid(&thread.messages);
+}
+
+// ===== two server processes on one database =====
+
+/// How long the child replicas' tool takes: long enough that a run on a thread is still going
+/// when the other replica is asked for one (which waits 250 ms for a busy thread).
+const NAP_MS: u64 = 1000;
+
+/// Child role: an HTTP replica on 127.0.0.1 over the database of `CHILD_URL` (a run: one call
+/// of the tool `nap`, then an answer), printing its address; it serves until killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child role: run by its parent test through `rerun`"]
+async fn child_replica() {
+    let Ok(url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let nap = tool_fn("nap", "takes a while", any_object(), |_, _| async {
+        tokio::time::sleep(Duration::from_millis(NAP_MS)).await;
+        Ok::<_, BoxError>("rested")
+    });
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("nap", json!({}))
+                .text("done")
+                .per_run(),
+        )
+        .tool(nap)
+        .store(Postgres::connect(&url).await.unwrap())
+        .build();
+    println!("REPLICA={}", replica(agent).await);
+    std::future::pending::<()>().await;
+}
+
+/// A child process, killed when dropped (also when the test panics).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a replica process; its base URL.
+async fn replica_process(db: &str) -> (Killed, String) {
+    use std::io::BufRead;
+    let mut child = support::rerun("child_replica")
+        .env(CHILD_URL, db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let child = Killed(child);
+    let url = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| support::reported(&l, "REPLICA").map(str::to_owned))
+    });
+    let url = tokio::time::timeout(Duration::from_secs(30), url)
+        .await
+        .expect("the replica started in time")
+        .unwrap()
+        .expect("the replica printed its address");
+    (child, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_server_processes_run_each_thread_one_at_a_time() {
+    // 50 threads; for each, 4 rounds of two requests at once, one per replica process: in
+    // each round exactly one runs and the other is refused with 409. 200 runs in all.
+    const THREADS: usize = 50;
+    const ROUNDS: usize = 4;
+    let (open, db) = postgres().await;
+    let ((_a, a), (_b, b)) = tokio::join!(replica_process(&db), replica_process(&db));
+    let http = reqwest::Client::new();
+    let threads = (0..THREADS).map(|t| {
+        let (http, a, b) = (http.clone(), a.clone(), b.clone());
+        tokio::spawn(async move {
+            for round in 0..ROUNDS {
+                let post = |base: &str| {
+                    http.post(format!("{base}/threads/t{t}/runs"))
+                        .json(&json!({"prompt": format!("round {round}")}))
+                        .send()
+                };
+                let (x, y) = tokio::join!(post(&a), post(&b));
+                let mut statuses = [x.unwrap().status(), y.unwrap().status()];
+                statuses.sort();
+                assert_eq!(
+                    statuses,
+                    [reqwest::StatusCode::OK, reqwest::StatusCode::CONFLICT],
+                    "thread t{t}, round {round}"
+                );
+            }
+        })
+    });
+    for thread in futures_util::future::join_all(threads).await {
+        thread.unwrap();
+    }
+    let store = open().await;
+    assert_eq!(store.list_threads().await.unwrap().len(), THREADS);
+    for t in 0..THREADS {
+        let thread = store.load(&format!("t{t}")).await.unwrap().unwrap();
+        assert_history_valid(&thread.messages);
+        let prompts: Vec<String> = thread
+            .messages
+            .iter()
+            .filter(|m| m.role == tower_agent::message::Role::User)
+            .map(|m| m.text().into_owned())
+            .collect();
+        let expected: Vec<String> = (0..ROUNDS).map(|r| format!("round {r}")).collect();
+        assert_eq!(prompts, expected, "thread t{t}");
+        assert_eq!(thread.messages.len(), 4 * ROUNDS, "thread t{t}");
+    }
+}
