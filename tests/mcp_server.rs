@@ -497,7 +497,7 @@ async fn over_http_tools_see_the_authenticated_principal() {
     // The crate's own routes answer on the same Router, behind the same auth layer.
     let http = reqwest::Client::new();
     let resp = http
-        .post(format!("http://{}/runs", server.addr))
+        .post(format!("http://{}/threads/t1/runs", server.addr))
         .bearer_auth("alice")
         .json(&json!({ "prompt": "hi" }))
         .send()
