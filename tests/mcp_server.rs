@@ -579,3 +579,29 @@ async fn over_http_refusals_are_http_errors_not_panics() {
     assert_eq!(text(&call(&alice, "add", json!({ "a": 1, "b": 2 })).await), "3");
     alice.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_flood_of_calls_is_refused_at_once_beyond_the_queue() {
+    // One call runs, four wait (4 × 1), the sixth is refused at once.
+    let server = server()
+        .max_concurrent_calls(1)
+        .call_timeout(Duration::from_secs(10));
+    let client = Arc::new(in_process(server).await);
+    let held: Vec<_> = (0..5)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { call(&client, "sleep", json!({ "ms": 150 })).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    let refused = call(&client, "add", json!({ "a": 1, "b": 1 })).await;
+    assert!(started.elapsed() < Duration::from_millis(140), "{:?}", started.elapsed());
+    assert!(is_error(&refused), "{refused:?}");
+    assert!(text(&refused).contains("the server is busy"), "{refused:?}");
+    for call in held {
+        assert_eq!(text(&call.await.unwrap()), "slept");
+    }
+    // Served again once the queue drained.
+    assert_eq!(text(&call(&client, "add", json!({ "a": 1, "b": 1 })).await), "2");
+}

@@ -49,6 +49,7 @@
 //! |---|---|---|
 //! | one tool call's duration | 120 s ([`DEFAULT_CALL_TIMEOUT`]); then an `isError` result, and the call's future is dropped | [`McpServer::call_timeout`] |
 //! | tool calls running at once, over all sessions of one server | 64 ([`DEFAULT_MAX_CONCURRENT_CALLS`]); more wait (within their timeout) | [`McpServer::max_concurrent_calls`] |
+//! | tool calls waiting for a slot | 4 × the running limit (256 by default); one more is an `isError` result at once ("the server is busy") | [`McpServer::max_concurrent_calls`] |
 //! | streamable HTTP: live sessions | 1,024 ([`DEFAULT_MAX_SESSIONS`]); a new session beyond it is refused (HTTP 500 naming the limit), existing ones go on | [`SessionLimit::new`] |
 //! | streamable HTTP: idle session | closed after 5 minutes without a request (rmcp's `SessionConfig::keep_alive`) | [`SessionLimit::session_config`] |
 //! | streamable HTTP: request body | 4 MiB (rmcp's `max_request_body_bytes`); larger is `413` | [`StreamableHttpServerConfig::with_max_request_body_bytes`] |
@@ -181,6 +182,7 @@ pub struct McpServer {
     instructions: Option<String>,
     call_timeout: Duration,
     calls: Arc<Semaphore>,
+    admitted: Arc<Semaphore>,
     max_calls: usize,
     cwd: Option<PathBuf>,
 }
@@ -254,6 +256,7 @@ impl McpServer {
             instructions: None,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             calls: Arc::new(Semaphore::new(DEFAULT_MAX_CONCURRENT_CALLS)),
+            admitted: Arc::new(Semaphore::new(admitted(DEFAULT_MAX_CONCURRENT_CALLS))),
             max_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             cwd: None,
         }
@@ -289,7 +292,9 @@ impl McpServer {
     }
 
     /// How many tool calls run at once over all sessions (default
-    /// [`DEFAULT_MAX_CONCURRENT_CALLS`], 64); more wait for a slot, within their timeout.
+    /// [`DEFAULT_MAX_CONCURRENT_CALLS`], 64); more wait for a slot, within their timeout, up
+    /// to 4 × `n` waiting: a call beyond that is an `isError` result at once (the server is
+    /// busy), so a client that floods the server holds a bounded number of calls.
     ///
     /// # Panics
     ///
@@ -298,6 +303,7 @@ impl McpServer {
     pub fn max_concurrent_calls(mut self, n: usize) -> Self {
         assert!(n > 0, "max_concurrent_calls must be at least 1");
         self.calls = Arc::new(Semaphore::new(n));
+        self.admitted = Arc::new(Semaphore::new(admitted(n)));
         self.max_calls = n;
         self
     }
@@ -390,6 +396,15 @@ impl McpServer {
         let arguments = Value::Object(params.arguments.unwrap_or_default());
         let call = ToolCall::new(call_id.clone(), params.name.into_owned(), arguments);
         let request = ToolRequest::new(call, ctx.clone());
+        let Ok(_admitted) = self.admitted.try_acquire() else {
+            return Ok(to_call_result(ToolOutput::error(
+                call_id,
+                format!(
+                    "the server is busy ({} calls running or waiting); try again later",
+                    admitted(self.max_calls)
+                ),
+            )));
+        };
         let timeout = self.call_timeout;
         let work = async {
             let _permit = self
@@ -446,6 +461,11 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, McpError> {
         self.call(request, context).await.map(Into::into)
     }
+}
+
+/// Calls admitted (running or waiting) for a running limit of `n`.
+fn admitted(n: usize) -> usize {
+    n.saturating_mul(5).min(Semaphore::MAX_PERMITS)
 }
 
 fn request_id(context: &RequestContext<RoleServer>) -> String {
