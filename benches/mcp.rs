@@ -21,9 +21,7 @@ use std::{
 
 use criterion::Criterion;
 use rmcp::{
-    RoleClient, ServiceExt as _,
-    model::CallToolRequestParams,
-    service::RunningService,
+    RoleClient, ServiceExt as _, model::CallToolRequestParams, service::RunningService,
     transport::TokioChildProcess,
 };
 use schemars::JsonSchema;
@@ -50,9 +48,11 @@ struct AddArgs {
 }
 
 fn router() -> ToolRouter {
-    ToolRouter::new().tool(typed_tool("add", "Adds", |args: AddArgs, _ctx| async move {
-        Ok::<_, BoxError>((args.a + args.b).to_string())
-    }))
+    ToolRouter::new().tool(typed_tool(
+        "add",
+        "Adds",
+        |args: AddArgs, _ctx| async move { Ok::<_, BoxError>((args.a + args.b).to_string()) },
+    ))
 }
 
 fn hooks() -> Hooks {
@@ -152,7 +152,8 @@ fn summary(started: SystemTime) {
             println!("mcp/{id:<16} {:9.2} µs per call", ns / 1e3);
         }
     }
-    if let (Some(router), Some(duplex), Some(stdio)) = (t("server_layered"), t("duplex"), t("stdio"))
+    if let (Some(router), Some(duplex), Some(stdio)) =
+        (t("server_layered"), t("duplex"), t("stdio"))
     {
         println!(
             "MCP overhead over the in-process layered call: duplex +{:.1} µs, stdio +{:.1} µs",

@@ -153,8 +153,7 @@ async fn main() -> Result<(), BoxError> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
 
@@ -163,7 +162,10 @@ async fn main() -> Result<(), BoxError> {
     }
 
     // 1. Over stdio: this program, launched as a child process, as a desktop client would.
-    println!("stdio: launching `{} --stdio`", std::env::current_exe()?.display());
+    println!(
+        "stdio: launching `{} --stdio`",
+        std::env::current_exe()?.display()
+    );
     let mut command = tokio::process::Command::new(std::env::current_exe()?);
     command.arg("--stdio");
     let (transport, _stderr) = TokioChildProcess::builder(command)
@@ -174,7 +176,9 @@ async fn main() -> Result<(), BoxError> {
         println!(
             "  server: {} {}",
             info.server_info.as_ref().map_or("?", |i| i.name.as_str()),
-            info.server_info.as_ref().map_or("?", |i| i.version.as_str())
+            info.server_info
+                .as_ref()
+                .map_or("?", |i| i.version.as_str())
         );
     }
     let tools = client.list_all_tools().await?;
@@ -187,7 +191,9 @@ async fn main() -> Result<(), BoxError> {
     }
     show(
         "add(2, 40)",
-        &client.call_tool(call("add", json!({ "a": 2, "b": 40 }))).await?,
+        &client
+            .call_tool(call("add", json!({ "a": 2, "b": 40 })))
+            .await?,
     );
     show(
         "stats([1, 2, 6])",

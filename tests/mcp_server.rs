@@ -118,12 +118,14 @@ fn server() -> McpServer {
         .before_tool_use("rm_*", |_call, _ctx| {
             PreToolUse::Deny("deleting is not allowed over MCP".into())
         })
-        .before_tool_use("whoami", |_call, ctx: tower_agent::context::RunContext| {
-            match ctx.extensions().get::<Principal>() {
+        .before_tool_use(
+            "whoami",
+            |_call, ctx: tower_agent::context::RunContext| match ctx.extensions().get::<Principal>()
+            {
                 Some(p) if p.0 == "mallory" => PreToolUse::Deny("mallory may not ask".into()),
                 _ => PreToolUse::Continue,
-            }
-        })
+            },
+        )
         .compile()
         .unwrap();
     McpServer::layered(tools(), ServiceBuilder::new().layer(hooks.tool_layer()))
@@ -176,7 +178,9 @@ async fn lists_the_tools_with_their_schemas() {
     assert_eq!(info.server_info.as_ref().unwrap().name, "test-tools");
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
-    for name in ["add", "stats", "fails", "broken", "picture", "rm_all", "whoami"] {
+    for name in [
+        "add", "stats", "fails", "broken", "picture", "rm_all", "whoami",
+    ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
     let add = tools.iter().find(|t| t.name == "add").unwrap();
@@ -294,7 +298,10 @@ async fn a_call_past_its_timeout_is_an_error_result() {
     let result = call(&client, "sleep", json!({ "ms": 30_000 })).await;
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(is_error(&result));
-    assert!(text(&result).contains("timed out after 0.5 s"), "{result:?}");
+    assert!(
+        text(&result).contains("timed out after 0.5 s"),
+        "{result:?}"
+    );
     // Within the timeout it answers.
     let result = call(&client, "sleep", json!({ "ms": 10 })).await;
     assert_eq!(text(&result), "slept");
@@ -388,9 +395,19 @@ async fn an_agent_tool_with_threads_continues_a_conversation() {
     let agent = Agent::builder().model(model.clone()).build();
     let tool = AgentTool::new(agent, "ask", "Asks the agent").threads(true);
     let client = in_process(McpServer::new(ToolRouter::new().tool(tool))).await;
-    let r1 = call(&client, "ask", json!({ "prompt": "one", "thread_id": "t-1" })).await;
+    let r1 = call(
+        &client,
+        "ask",
+        json!({ "prompt": "one", "thread_id": "t-1" }),
+    )
+    .await;
     assert_eq!(text(&r1), "first answer");
-    let r2 = call(&client, "ask", json!({ "prompt": "two", "thread_id": "t-1" })).await;
+    let r2 = call(
+        &client,
+        "ask",
+        json!({ "prompt": "two", "thread_id": "t-1" }),
+    )
+    .await;
     assert_eq!(text(&r2), "second answer");
     // The second run saw the first exchange.
     let seen: Vec<String> = model.requests()[1]
@@ -519,7 +536,8 @@ async fn over_http_tools_see_the_authenticated_principal() {
 
 #[tokio::test]
 async fn over_http_sessions_are_capped() {
-    let mcp = server().http_service_with(StreamableHttpServerConfig::default(), SessionLimit::new(2));
+    let mcp =
+        server().http_service_with(StreamableHttpServerConfig::default(), SessionLimit::new(2));
     let server = http(mcp).await;
     let a = http_client(server.addr, "a").await.unwrap();
     let b = http_client(server.addr, "b").await.unwrap();
@@ -576,7 +594,10 @@ async fn over_http_refusals_are_http_errors_not_panics() {
     assert!(resp.status().is_client_error(), "{}", resp.status());
     // Still serving.
     let alice = http_client(server.addr, "alice").await.unwrap();
-    assert_eq!(text(&call(&alice, "add", json!({ "a": 1, "b": 2 })).await), "3");
+    assert_eq!(
+        text(&call(&alice, "add", json!({ "a": 1, "b": 2 })).await),
+        "3"
+    );
     alice.cancel().await.unwrap();
 }
 
@@ -596,12 +617,19 @@ async fn a_flood_of_calls_is_refused_at_once_beyond_the_queue() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let started = std::time::Instant::now();
     let refused = call(&client, "add", json!({ "a": 1, "b": 1 })).await;
-    assert!(started.elapsed() < Duration::from_millis(140), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(140),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(is_error(&refused), "{refused:?}");
     assert!(text(&refused).contains("the server is busy"), "{refused:?}");
     for call in held {
         assert_eq!(text(&call.await.unwrap()), "slept");
     }
     // Served again once the queue drained.
-    assert_eq!(text(&call(&client, "add", json!({ "a": 1, "b": 1 })).await), "2");
+    assert_eq!(
+        text(&call(&client, "add", json!({ "a": 1, "b": 1 })).await),
+        "2"
+    );
 }

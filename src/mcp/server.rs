@@ -627,9 +627,7 @@ impl AgentTool {
         if let Value::Object(map) = &mut schema {
             map.remove("$schema");
             map.remove("title");
-            if !threads
-                && let Some(Value::Object(props)) = map.get_mut("properties")
-            {
+            if !threads && let Some(Value::Object(props)) = map.get_mut("properties") {
                 props.remove("thread_id");
             }
         }
@@ -676,7 +674,10 @@ impl crate::tool::Tool for AgentTool {
                     resp.outcome, resp.text
                 ),
             )),
-            Err(err) => Ok(ToolOutput::error(id, format!("the agent's run failed: {err}"))),
+            Err(err) => Ok(ToolOutput::error(
+                id,
+                format!("the agent's run failed: {err}"),
+            )),
         }
     }
 }
