@@ -633,3 +633,120 @@ async fn a_flood_of_calls_is_refused_at_once_beyond_the_queue() {
         "2"
     );
 }
+
+// ===== Memory: what a client sends is capped =====
+
+/// Selects the memory case a re-executed test binary runs.
+const MEMORY_CASE: &str = "TOWER_AGENT_MCP_SERVER_MEMORY_CASE";
+
+/// In a child process: after a warm-up call, a client sends `case` — `http`: a 256 MiB POST
+/// body streamed in 64 KiB chunks (rmcp's cap is 4 MiB); `stdio`: a 128 MiB JSON-RPC line
+/// (rmcp's cap is 16 MiB) followed by a good request, which must still be answered. Prints
+/// the peak RSS growth.
+fn memory_case(case: &str) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        match case {
+            "http" => {
+                let server = http(server().http_service()).await;
+                let alice = http_client(server.addr, "alice").await.unwrap();
+                assert_eq!(text(&call(&alice, "add", json!({ "a": 1, "b": 2 })).await), "3");
+                let before = support::peak_rss_kib();
+                let chunks = futures_util::stream::iter(
+                    (0..4096).map(|_| Ok::<_, std::io::Error>(vec![b' '; 64 * 1024])),
+                );
+                let sent = reqwest::Client::new()
+                    .post(format!("http://{}/mcp", server.addr))
+                    .bearer_auth("alice")
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .body(reqwest::Body::wrap_stream(chunks))
+                    .send()
+                    .await;
+                // The server answers 413 (or closes the connection before the client is
+                // done sending): either way it does not read the rest.
+                if let Ok(resp) = sent {
+                    assert_eq!(resp.status(), 413);
+                }
+                assert_eq!(text(&call(&alice, "add", json!({ "a": 2, "b": 2 })).await), "4");
+                println!("PEAK_GROWTH_KIB={}", support::peak_rss_kib() - before);
+            }
+            "stdio" => {
+                let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+                tokio::spawn(async move {
+                    if let Ok(running) = server().serve(server_io).await {
+                        let _ = running.waiting().await;
+                    }
+                });
+                let (read, mut write) = tokio::io::split(client_io);
+                let mut lines = BufReader::new(read).lines();
+                let init = json!({
+                    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": { "name": "raw", "version": "0" }
+                    }
+                });
+                write.write_all(format!("{init}\n").as_bytes()).await.unwrap();
+                let answer = lines.next_line().await.unwrap().unwrap();
+                assert!(answer.contains("test-tools"), "{answer}");
+                let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+                write
+                    .write_all(format!("{initialized}\n").as_bytes())
+                    .await
+                    .unwrap();
+                let before = support::peak_rss_kib();
+                let garbage = vec![b'x'; 1024 * 1024];
+                for _ in 0..128 {
+                    write.write_all(&garbage).await.unwrap();
+                }
+                let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
+                write.write_all(format!("\n{list}\n").as_bytes()).await.unwrap();
+                let answer = tokio::time::timeout(Duration::from_secs(20), async {
+                    loop {
+                        let line = lines.next_line().await.unwrap().unwrap();
+                        if line.contains("\"id\":2") {
+                            return line;
+                        }
+                    }
+                })
+                .await
+                .expect("the server answers after the long line");
+                assert!(answer.contains("\"add\""), "{answer}");
+                println!("PEAK_GROWTH_KIB={}", support::peak_rss_kib() - before);
+            }
+            other => panic!("unknown case {other}"),
+        }
+    });
+}
+
+/// In the parent, runs `test` again in a child for `case` and bounds the child's peak RSS
+/// growth; in that child, [`memory_case`].
+fn costs_little_memory(test: &str, case: &str) {
+    if let Ok(case) = std::env::var(MEMORY_CASE) {
+        memory_case(&case);
+        return;
+    }
+    let out = support::rerun(test).env(MEMORY_CASE, case).output().unwrap();
+    support::passed(&out, test);
+    let mib = support::reported_number(&out, "PEAK_GROWTH_KIB") / 1024;
+    assert!(mib < 48, "peak RSS grew by {mib} MiB ({case})");
+}
+
+#[test]
+fn a_256_mib_http_body_costs_little_memory() {
+    costs_little_memory("a_256_mib_http_body_costs_little_memory", "http");
+}
+
+#[test]
+fn a_128_mib_stdio_line_costs_little_memory_and_the_server_goes_on() {
+    costs_little_memory(
+        "a_128_mib_stdio_line_costs_little_memory_and_the_server_goes_on",
+        "stdio",
+    );
+}
