@@ -312,16 +312,16 @@ async fn a_call_past_its_timeout_is_an_error_result() {
 async fn concurrent_calls_are_capped() {
     let server = server()
         .max_concurrent_calls(1)
-        .call_timeout(Duration::from_millis(400));
+        .call_timeout(Duration::from_millis(1500));
     let client = Arc::new(in_process(server).await);
-    // The first call holds the only slot for 300 ms; the second waits for it, then runs
-    // past its own 400 ms timeout.
+    // The first call holds the only slot for 1 s; the second waits for it, then runs past
+    // its own 1.5 s timeout (uncapped, both would finish in 1 s).
     let first = {
         let client = client.clone();
-        tokio::spawn(async move { call(&client, "sleep", json!({ "ms": 300 })).await })
+        tokio::spawn(async move { call(&client, "sleep", json!({ "ms": 1000 })).await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let second = call(&client, "sleep", json!({ "ms": 300 })).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = call(&client, "sleep", json!({ "ms": 1000 })).await;
     let first = first.await.unwrap();
     assert_eq!(text(&first), "slept");
     assert!(is_error(&second), "{second:?}");
@@ -655,7 +655,10 @@ fn memory_case(case: &str) {
             "http" => {
                 let server = http(server().http_service()).await;
                 let alice = http_client(server.addr, "alice").await.unwrap();
-                assert_eq!(text(&call(&alice, "add", json!({ "a": 1, "b": 2 })).await), "3");
+                assert_eq!(
+                    text(&call(&alice, "add", json!({ "a": 1, "b": 2 })).await),
+                    "3"
+                );
                 let before = support::peak_rss_kib();
                 let chunks = futures_util::stream::iter(
                     (0..4096).map(|_| Ok::<_, std::io::Error>(vec![b' '; 64 * 1024])),
@@ -673,7 +676,10 @@ fn memory_case(case: &str) {
                 if let Ok(resp) = sent {
                     assert_eq!(resp.status(), 413);
                 }
-                assert_eq!(text(&call(&alice, "add", json!({ "a": 2, "b": 2 })).await), "4");
+                assert_eq!(
+                    text(&call(&alice, "add", json!({ "a": 2, "b": 2 })).await),
+                    "4"
+                );
                 println!("PEAK_GROWTH_KIB={}", support::peak_rss_kib() - before);
             }
             "stdio" => {
@@ -692,10 +698,14 @@ fn memory_case(case: &str) {
                         "clientInfo": { "name": "raw", "version": "0" }
                     }
                 });
-                write.write_all(format!("{init}\n").as_bytes()).await.unwrap();
+                write
+                    .write_all(format!("{init}\n").as_bytes())
+                    .await
+                    .unwrap();
                 let answer = lines.next_line().await.unwrap().unwrap();
                 assert!(answer.contains("test-tools"), "{answer}");
-                let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+                let initialized =
+                    json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
                 write
                     .write_all(format!("{initialized}\n").as_bytes())
                     .await
@@ -706,7 +716,10 @@ fn memory_case(case: &str) {
                     write.write_all(&garbage).await.unwrap();
                 }
                 let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
-                write.write_all(format!("\n{list}\n").as_bytes()).await.unwrap();
+                write
+                    .write_all(format!("\n{list}\n").as_bytes())
+                    .await
+                    .unwrap();
                 let answer = tokio::time::timeout(Duration::from_secs(20), async {
                     loop {
                         let line = lines.next_line().await.unwrap().unwrap();
@@ -732,7 +745,10 @@ fn costs_little_memory(test: &str, case: &str) {
         memory_case(&case);
         return;
     }
-    let out = support::rerun(test).env(MEMORY_CASE, case).output().unwrap();
+    let out = support::rerun(test)
+        .env(MEMORY_CASE, case)
+        .output()
+        .unwrap();
     support::passed(&out, test);
     let mib = support::reported_number(&out, "PEAK_GROWTH_KIB") / 1024;
     assert!(mib < 48, "peak RSS grew by {mib} MiB ({case})");
@@ -749,4 +765,44 @@ fn a_128_mib_stdio_line_costs_little_memory_and_the_server_goes_on() {
         "a_128_mib_stdio_line_costs_little_memory_and_the_server_goes_on",
         "stdio",
     );
+}
+
+/// A Claude Code command hook (a real script, exit 2 = block) denies a call made over MCP,
+/// and sees the call's name and arguments on its stdin.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_command_hook_blocks_a_remote_call() {
+    use support::command::{Scripts, on};
+    let s = Scripts::new();
+    let log = s.path("input.json");
+    let hook = s.bash(
+        "deny.sh",
+        &format!(
+            "cat > '{}'\necho 'blocked by the policy script' >&2\nexit 2",
+            log.display()
+        ),
+    );
+    let hooks = s
+        .hooks(on("PreToolUse", "rm_.*", &hook, json!({})))
+        .into_hooks()
+        .compile()
+        .unwrap();
+    let server = McpServer::layered(tools(), ServiceBuilder::new().layer(hooks.tool_layer()));
+    let client = in_process(server).await;
+    let result = call(&client, "rm_all", json!({ "path": "/" })).await;
+    assert!(is_error(&result), "{result:?}");
+    assert!(
+        text(&result).contains("blocked by the policy script"),
+        "{result:?}"
+    );
+    let input: Value = serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    assert_eq!(input["tool_name"], "rm_all");
+    assert_eq!(input["tool_input"], json!({ "path": "/" }));
+    assert_eq!(input["hook_event_name"], "PreToolUse");
+    // Other tools are not matched.
+    assert_eq!(
+        text(&call(&client, "add", json!({ "a": 1, "b": 1 })).await),
+        "2"
+    );
+    client.cancel().await.unwrap();
 }

@@ -4,8 +4,11 @@
 //! with the tools' specs (name, description, input schema), and `tools/call` becomes a
 //! [`ToolRequest`] sent through the tool service — *with its tool layer stack applied*, so
 //! PreToolUse hooks, command hooks, guards, ledgers and limits run for remote callers exactly
-//! as they do for the agent's own model. An [`Agent`] is served as one tool with
-//! [`AgentTool`] (or [`McpServer::agent`]).
+//! as they do for the agent's own model. Callback hooks go in the stack as
+//! [`HookSet::tool_layer`](crate::layers::hooks::HookSet::tool_layer); Claude Code command
+//! hooks as `CommandHooks::into_hooks().compile()?.tool_layer()` (a PreToolUse script that
+//! exits 2 blocks a remote call as it blocks the model's). An [`Agent`] is served as one tool
+//! with [`AgentTool`] (or [`McpServer::agent`]).
 //!
 //! # Mapping
 //!
