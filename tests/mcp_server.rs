@@ -806,3 +806,42 @@ async fn a_command_hook_blocks_a_remote_call() {
     );
     client.cancel().await.unwrap();
 }
+
+/// A guard in the layer stack (the schema guard) refuses a remote call whose arguments do not
+/// match the tool's schema; the tool does not run.
+#[tokio::test]
+async fn a_guard_refuses_a_remote_call_with_bad_arguments() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower_agent::layers::schema::SchemaGuardLayer;
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let router = ToolRouter::new().tool(tool_fn(
+        "search",
+        "Searches",
+        json!({
+            "type": "object",
+            "properties": { "query": { "type": "string" } },
+            "required": ["query"]
+        }),
+        move |args: Value, _ctx| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, BoxError>(format!("results for {}", args["query"]))
+            }
+        },
+    ));
+    let guard = SchemaGuardLayer::new(router.specs().iter().cloned());
+    let client = in_process(McpServer::layered(router, guard)).await;
+    let result = call(&client, "search", json!({ "q": 1 })).await;
+    assert!(is_error(&result), "{result:?}");
+    assert!(
+        text(&result).contains("\"query\" is a required property"),
+        "{result:?}"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the tool must not run");
+    let result = call(&client, "search", json!({ "query": "tower" })).await;
+    assert_eq!(text(&result), "results for \"tower\"");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    client.cancel().await.unwrap();
+}
