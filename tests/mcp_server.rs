@@ -845,3 +845,98 @@ async fn a_guard_refuses_a_remote_call_with_bad_arguments() {
     assert_eq!(ran.load(Ordering::SeqCst), 1);
     client.cancel().await.unwrap();
 }
+
+/// A tool that waits for its call's cancellation; `dropped` is set when its future is
+/// dropped, `cancelled` when it saw the cancellation.
+fn hold_tool(
+    dropped: &Arc<std::sync::atomic::AtomicBool>,
+    cancelled: &Arc<std::sync::atomic::AtomicBool>,
+) -> ToolRouter {
+    let (d, c) = (dropped.clone(), cancelled.clone());
+    ToolRouter::new().tool(tool_fn(
+        "hold",
+        "Waits for cancellation",
+        json!({ "type": "object" }),
+        move |_args: Value, ctx: tower_agent::context::RunContext| {
+            let guard = support::DropGuard(d.clone());
+            let cancelled = c.clone();
+            async move {
+                let _guard = guard;
+                ctx.cancellation().cancelled().await;
+                cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok::<_, BoxError>("cancelled".to_owned())
+            }
+        },
+    ))
+}
+
+async fn wait_for(flag: &std::sync::atomic::AtomicBool, within: Duration, what: &str) {
+    let deadline = std::time::Instant::now() + within;
+    while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `notifications/cancelled` for a call in flight cancels its context at once, and its
+/// future is dropped (a tool's child processes are killed with it).
+#[tokio::test]
+async fn a_cancelled_request_cancels_its_call() {
+    use rmcp::{
+        model::{CallToolRequest, ClientRequest},
+        service::PeerRequestOptions,
+    };
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dropped = Arc::new(AtomicBool::new(false));
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let server =
+        McpServer::new(hold_tool(&dropped, &cancelled)).call_timeout(Duration::from_secs(60));
+    let client = in_process(server).await;
+    let handle = client
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new(
+                "hold",
+            ))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!dropped.load(Ordering::SeqCst));
+    handle.cancel(Some("changed my mind".into())).await.unwrap();
+    wait_for(
+        &dropped,
+        Duration::from_secs(2),
+        "the call still runs after its cancellation",
+    )
+    .await;
+    // The server goes on.
+    assert!(client.list_all_tools().await.is_ok());
+    client.cancel().await.unwrap();
+}
+
+/// A client that goes away mid-call: once rmcp's drain of in-flight responses (5 s) is over,
+/// the call's context is cancelled and its future dropped, not left running.
+#[tokio::test]
+async fn a_call_in_flight_ends_when_the_client_goes_away() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dropped = Arc::new(AtomicBool::new(false));
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let server =
+        McpServer::new(hold_tool(&dropped, &cancelled)).call_timeout(Duration::from_secs(60));
+    let client = in_process(server).await;
+    let peer = client.peer().clone();
+    let pending =
+        tokio::spawn(async move { peer.call_tool(CallToolRequestParams::new("hold")).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!dropped.load(Ordering::SeqCst));
+    client.cancel().await.unwrap();
+    wait_for(
+        &dropped,
+        Duration::from_secs(8),
+        "the call still runs after its client left",
+    )
+    .await;
+    assert!(pending.await.unwrap().is_err(), "the client got no answer");
+}

@@ -40,8 +40,9 @@
 //! - the session id is the `Mcp-Session-Id` of the HTTP session (or `mcp-<fresh id>` when
 //!   there is none, e.g. over stdio); the run id is `mcp-<request id>`.
 //! - the cancellation token is cancelled when the client cancels the request
-//!   (`notifications/cancelled`) or the session ends; the call's future is dropped then too,
-//!   which kills the process groups of child processes a tool started.
+//!   (`notifications/cancelled`: at once) or the connection ends (after rmcp's drain of
+//!   in-flight responses, 5 s); the call's future is dropped then too, which kills the
+//!   process groups of child processes a tool started.
 //! - the working directory is [`McpServer::cwd`], or the process's.
 //!
 //! # Caps
