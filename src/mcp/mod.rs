@@ -8,3 +8,5 @@
 
 pub mod client;
 pub mod server;
+
+pub use self::server::{AgentTool, McpServer};
