@@ -538,7 +538,8 @@ pub fn to_call_result(output: ToolOutput) -> CallToolResult {
                     None => ContentBlock::resource_link(rmcp::model::Resource::new(url, name)),
                 });
             }
-            Content::Reasoning(_) => {}
+            // A model's reasoning and provider-specific items are not a tool's output.
+            Content::Reasoning(_) | Content::Provider(_) => {}
         }
     }
     let mut result = if output.is_error {
