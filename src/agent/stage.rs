@@ -188,6 +188,19 @@ impl SetupContext {
         shared.added_tools = true;
     }
 
+    /// Registers, for this run, a service for calls to unregistered tools whose name starts
+    /// with `prefix` (see [`ToolRouter::add_prefix_service`]).
+    pub fn add_prefix_service<S>(&self, prefix: impl Into<String>, service: S)
+    where
+        S: tower::Service<ToolRequest, Response = ToolOutput> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        let mut shared = self.lock();
+        shared.tools.add_prefix_service(prefix, service);
+        shared.added_tools = true;
+    }
+
     /// Whether a tool of that name is registered (by the agent or an earlier stage).
     pub fn has_tool(&self, name: &str) -> bool {
         self.lock().tools.contains(name)

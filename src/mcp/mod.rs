@@ -7,4 +7,7 @@
 //!   `Router` or over stdio.
 
 pub mod client;
+
 pub mod server;
+
+pub use client::McpServers;
