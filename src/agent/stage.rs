@@ -188,16 +188,11 @@ impl SetupContext {
         shared.added_tools = true;
     }
 
-    /// Registers, for this run, a service for calls to unregistered tools whose name starts
-    /// with `prefix` (see [`ToolRouter::add_prefix_service`]).
-    pub fn add_prefix_service<S>(&self, prefix: impl Into<String>, service: S)
-    where
-        S: tower::Service<ToolRequest, Response = ToolOutput> + Clone + Send + Sync + 'static,
-        S::Error: Into<BoxError>,
-        S::Future: Send + 'static,
-    {
+    /// Registers every tool (and prefix route, see [`ToolRouter::add_prefix_service`]) of
+    /// `router` for this run; its tools win on a name clash.
+    pub fn add_router(&self, router: &ToolRouter) {
         let mut shared = self.lock();
-        shared.tools.add_prefix_service(prefix, service);
+        shared.tools.merge(router);
         shared.added_tools = true;
     }
 

@@ -17,9 +17,11 @@ use rmcp::{
     ClientHandler, ServiceExt,
     model::{
         CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-        ElicitationAction, ErrorData, Implementation, PaginatedRequestParams,
+        ElicitationAction, ErrorData, Implementation, PaginatedRequestParams, ProtocolVersion,
     },
-    service::{NotificationContext, Peer, RequestContext, RoleClient, RunningService},
+    service::{
+        NotificationContext, Peer, RequestContext, RoleClient, RunningService, ServiceError,
+    },
 };
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
@@ -74,11 +76,13 @@ pub(super) struct Conn {
     /// The stdio server's processes (killed when the connection is dropped).
     _tree: Option<Mutex<ProcessTree>>,
     pid: Option<u32>,
+    /// A call found the transport closed (before the service noticed).
+    lost: AtomicBool,
 }
 
 impl Conn {
     fn is_closed(&self) -> bool {
-        self.service.is_closed()
+        self.lost.load(Ordering::Acquire) || self.service.is_closed()
     }
 }
 
@@ -271,6 +275,12 @@ impl Server {
                 self.name, self.call_timeout
             )),
             Ok(Err(e)) => {
+                if matches!(
+                    e,
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                ) {
+                    conn.lost.store(true, Ordering::Release);
+                }
                 let lost = conn.is_closed();
                 let why = if lost {
                     format!(
@@ -377,10 +387,13 @@ async fn list_tools(
 
 fn client_info() -> ClientConfig {
     let caps = ClientCapabilities::builder().enable_elicitation().build();
+    // The handshake protocol (2025-11-25): servers may send requests (elicitation) and
+    // notifications (tool list changes) during a session, as deployed servers do.
     ClientConfig::new(
         caps,
         Implementation::new("tower-agent", env!("CARGO_PKG_VERSION")),
     )
+    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
 }
 
 async fn connect_stdio(cfg: &StdioServer, handler: Handler, name: &str) -> Result<Conn, String> {
@@ -425,6 +438,7 @@ async fn connect_stdio(cfg: &StdioServer, handler: Handler, name: &str) -> Resul
         service,
         _tree: Some(Mutex::new(tree)),
         pid,
+        lost: AtomicBool::new(false),
     })
 }
 
@@ -451,6 +465,7 @@ async fn connect_http(cfg: &HttpServer, handler: Handler) -> Result<Conn, String
         service,
         _tree: None,
         pid: None,
+        lost: AtomicBool::new(false),
     })
 }
 

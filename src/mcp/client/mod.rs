@@ -110,6 +110,7 @@ use crate::{
     error::BoxError,
     message::ToolSpec,
     model::ModelRequest,
+    tool::ToolRouter,
 };
 
 /// The default time a server has to start and answer `initialize` and `tools/list`.
@@ -358,26 +359,40 @@ impl fmt::Debug for McpServers {
     }
 }
 
+impl McpServers {
+    /// Connects the servers (see [`connect`](Self::connect); failures are warnings unless
+    /// [`require_all`](McpServersBuilder::require_all)) and returns a router with the tools
+    /// of the connected ones: each `mcp__<server>__<tool>` by name, plus a route by the
+    /// `mcp__<server>__` prefix for tools a server adds later. This is what the setup stage
+    /// registers; use it directly to call MCP tools without an agent.
+    pub async fn router(&self) -> Result<ToolRouter, ConnectError> {
+        if let Err(err) = self.connect().await {
+            if self.inner.require_all {
+                return Err(err);
+            }
+            for (name, why) in err.failures() {
+                tracing::warn!(server = %name, "MCP server not connected, its tools are left out: {why}");
+            }
+        }
+        let mut router = ToolRouter::new();
+        for server in &self.inner.servers {
+            if !server.is_connected() {
+                continue;
+            }
+            for tool in server.tools().iter() {
+                router.add_service(tool.spec.clone(), conn::McpTool::new(Arc::clone(server)));
+            }
+            router.add_prefix_service(server.prefix(), conn::McpTool::new(Arc::clone(server)));
+        }
+        Ok(router)
+    }
+}
+
 impl Setup for McpServers {
     fn setup(&self, cx: SetupContext) -> BoxFuture<'_, Result<(), BoxError>> {
         Box::pin(async move {
-            if let Err(err) = self.connect().await {
-                if self.inner.require_all {
-                    return Err(err.into());
-                }
-                for (name, why) in err.failures() {
-                    tracing::warn!(server = %name, "MCP server not connected, its tools are left out: {why}");
-                }
-            }
-            for server in &self.inner.servers {
-                if !server.is_connected() {
-                    continue;
-                }
-                for tool in server.tools().iter() {
-                    cx.add_service(tool.spec.clone(), conn::McpTool::new(Arc::clone(server)));
-                }
-                cx.add_prefix_service(server.prefix(), conn::McpTool::new(Arc::clone(server)));
-            }
+            let router = self.router().await?;
+            cx.add_router(&router);
             Ok(())
         })
     }
