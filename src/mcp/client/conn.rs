@@ -3,6 +3,7 @@
 
 use std::{
     collections::HashMap,
+    future::Future,
     process::Stdio,
     sync::{
         Arc, Mutex, RwLock,
@@ -17,18 +18,22 @@ use rmcp::{
     ClientHandler, ServiceExt,
     model::{
         CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-        ElicitationAction, ErrorData, Implementation, PaginatedRequestParams, ProtocolVersion,
+        ElicitationAction, ErrorData, Implementation, JsonRpcMessage, PaginatedRequestParams,
+        ProtocolVersion, ServerNotification,
     },
     service::{
-        NotificationContext, Peer, RequestContext, RoleClient, RunningService, ServiceError,
+        NotificationContext, Peer, RequestContext, RoleClient, RunningService, RxJsonRpcMessage,
+        ServiceError, TxJsonRpcMessage,
     },
+    transport::Transport,
 };
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 use tower::{Service, ServiceExt as _};
 
 use super::{
-    HttpServer, MAX_LIST_PAGES, MAX_RESTARTS, MAX_TOOLS, ServerConfig, StdioServer, TOOL_PREFIX,
+    HttpServer, MAX_LIST_PAGES, MAX_MESSAGE, MAX_RESTARTS, MAX_TOOLS, ServerConfig, StdioServer,
+    TOOL_PREFIX,
     elicit::{Elicitation, ElicitationMode, ElicitationRequest, ElicitationResponse},
 };
 use crate::{
@@ -217,12 +222,10 @@ impl Server {
         Ok(conn)
     }
 
-    /// Reads the tool list again if a list-changed notification said so.
+    /// Reads the tool list again if a list-changed notification said so (the transport
+    /// marks the list stale as the notification is received, so one sent before a call's
+    /// result is seen here).
     async fn refresh_if_stale(&self, peer: &Peer<RoleClient>) {
-        // The notification is handled in a task of its own: let it run first.
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
         if !self.tools.stale.load(Ordering::Acquire) {
             return;
         }
@@ -430,8 +433,15 @@ async fn connect_stdio(cfg: &StdioServer, handler: Handler, name: &str) -> Resul
     tokio::spawn(async move {
         let _ = child.wait().await;
     });
+    let transport =
+        rmcp::transport::async_rw::AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
+            .with_max_line_length(MAX_MESSAGE);
+    let transport = Watch {
+        inner: transport,
+        tools: Arc::clone(&handler.tools),
+    };
     let service = handler
-        .serve((stdout, stdin))
+        .serve(transport)
         .await
         .map_err(|e| format!("MCP initialization failed: {e}"))?;
     Ok(Conn {
@@ -454,9 +464,14 @@ async fn connect_http(cfg: &HttpServer, handler: Handler) -> Result<Conn, String
             http::HeaderValue::try_from(v.as_str()).map_err(|e| format!("header `{k}`: {e}"))?;
         headers.insert(name, value);
     }
-    let config =
-        StreamableHttpClientTransportConfig::with_uri(cfg.url.as_str()).custom_headers(headers);
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let config = StreamableHttpClientTransportConfig::with_uri(cfg.url.as_str())
+        .custom_headers(headers)
+        .max_sse_event_size(MAX_MESSAGE)
+        .max_json_response_size(MAX_MESSAGE);
+    let transport = Watch {
+        inner: StreamableHttpClientTransport::from_config(config),
+        tools: Arc::clone(&handler.tools),
+    };
     let service = handler
         .serve(transport)
         .await
@@ -467,6 +482,42 @@ async fn connect_http(cfg: &HttpServer, handler: Handler) -> Result<Conn, String
         pid: None,
         lost: AtomicBool::new(false),
     })
+}
+
+/// A transport that marks the tool list stale the moment a `notifications/tools/list_changed`
+/// is received: in order with the responses, before the result of the call during which the
+/// server sent it is handed out (rmcp handles notifications in tasks of their own).
+struct Watch<T> {
+    inner: T,
+    tools: Arc<Tools>,
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Watch<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let msg = self.inner.receive().await;
+        if let Some(JsonRpcMessage::Notification(n)) = &msg
+            && matches!(
+                n.notification,
+                ServerNotification::ToolListChangedNotification(_)
+            )
+        {
+            self.tools.stale.store(true, Ordering::Release);
+        }
+        msg
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
 }
 
 /// The client side of one connection: answers elicitation, follows tool list changes.

@@ -52,8 +52,10 @@
 //!   next call (or run setup) reconnects it **once** ([`MAX_RESTARTS`]), with a warning; after
 //!   a second loss it stays an error output.
 //! - Output that is not MCP (garbage on a stdio server's stdout) is skipped by `rmcp`; a call
-//!   it leaves unanswered ends at the call timeout. Messages are capped by `rmcp` at 16 MiB a
-//!   line (stdio) or SSE event / JSON response (HTTP); a longer one is dropped.
+//!   it leaves unanswered ends at the call timeout. A message is at most [`MAX_MESSAGE`]
+//!   (16 MiB: a stdio line, an SSE event or a JSON response over HTTP); a longer one is
+//!   dropped as it is read, never buffered whole (a 256 MiB line costs the client about
+//!   16 MiB of memory, measured by `tests/mcp_client.rs`).
 //! - At most [`MAX_TOOLS`] (1,000) tools are taken from one server, from at most
 //!   [`MAX_LIST_PAGES`] (100) pages of `tools/list`; the rest are ignored with a warning.
 //!
@@ -75,9 +77,11 @@
 //! stage is also a [`Prepare`] stage (register it with `Agent::builder().stage(mcp)`): before
 //! each model call it replaces the request's tools of these servers with their current lists,
 //! so new tools can be called (they are routed by their `mcp__<server>__` prefix) and removed
-//! ones are gone (a call to one is an error output). A notification sent during a tool call
-//! is applied before the call's output is returned; one sent between calls as soon as the
-//! new list has been read.
+//! ones are gone (a call to one is an error output). Over stdio (one ordered stream) a
+//! notification a server sends during a tool call is applied before that call's output is
+//! returned, so the next model call sees the new list. Over HTTP a server may send it on
+//! another stream than the call's result: it is applied as soon as it arrives and the list
+//! has been read again (from the next model call on, once it has).
 //!
 //! # Elicitation
 //!
@@ -121,6 +125,10 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_RESTARTS: u32 = 1;
 /// The most tools taken from one server.
 pub const MAX_TOOLS: usize = 1000;
+/// The largest message read from a server: a stdio line, an SSE event or a JSON response
+/// over HTTP (16 MiB). A longer one is dropped unbuffered (a call it answered ends at the call
+/// timeout).
+pub const MAX_MESSAGE: usize = 16 << 20;
 /// The most `tools/list` pages read from one server per listing.
 pub const MAX_LIST_PAGES: usize = 100;
 
