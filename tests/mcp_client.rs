@@ -641,16 +641,21 @@ async fn servers_from_a_mcp_json_file_with_variables() {
               "env": {"TOWER_AGENT_MCP_TEST_CHILD": "${TOWER_AGENT_TEST_CHILD_VALUE_UNSET:-1}"}},
         "broken": {"command": "/nonexistent/mcp-server"},
         "notmcp": {"command": "sh", "args": ["-c", "echo hello; sleep 30"]},
+        "notmcp2": {"command": "sh", "args": ["-c", "echo hello; sleep 30"]},
     }});
     std::fs::write(&path, doc.to_string()).unwrap();
     let mcp = McpServers::from_file(&path)
         .unwrap()
         .connect_timeout(Duration::from_secs(2))
         .build();
+    let started = std::time::Instant::now();
     let err = mcp.connect().await.unwrap_err();
+    // The servers connect concurrently: two 2 s timeouts take about 2 s, not 4.
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(3500), "{took:?}");
     let mut failed: Vec<&str> = err.failures().iter().map(|(n, _)| n.as_str()).collect();
     failed.sort();
-    assert_eq!(failed, ["broken", "notmcp"], "{err}");
+    assert_eq!(failed, ["broken", "notmcp", "notmcp2"], "{err}");
     let text = err.to_string();
     assert!(
         text.contains("MCP server `broken`: cannot start `/nonexistent/mcp-server`"),

@@ -336,6 +336,34 @@ mod tests {
         assert_eq!(out.call_id, "id");
     }
 
+    #[tokio::test]
+    async fn prefix_routes_take_unregistered_names() {
+        let mut router = ToolRouter::new().tool(echo());
+        router.add_prefix_service(
+            "mcp__s__",
+            tower::service_fn(|r: ToolRequest| async move {
+                Ok::<_, BoxError>(ToolOutput::text(
+                    r.call.id,
+                    format!("prefix: {}", r.call.name),
+                ))
+            }),
+        );
+        assert_eq!(router.len(), 1, "a prefix route has no spec");
+        let out = call(&router, "mcp__s__new", json!({})).await;
+        assert_eq!(out.content, "prefix: mcp__s__new");
+        // Registered names win; other names are still unknown.
+        assert_eq!(
+            call(&router, "echo", json!({"a": 1})).await.content,
+            "{\"a\":1}"
+        );
+        assert!(call(&router, "mcp__t__x", json!({})).await.is_error);
+        // Merged with the router's tools.
+        let mut other = ToolRouter::new();
+        other.merge(&router);
+        let out = call(&other, "mcp__s__x", json!({})).await;
+        assert_eq!(out.content, "prefix: mcp__s__x");
+    }
+
     #[test]
     fn clone_on_write_registration() {
         let base = ToolRouter::new().tool(echo());

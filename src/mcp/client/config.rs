@@ -467,6 +467,20 @@ mod tests {
         assert!(parse(&json!({"mcpServers": []}), &vars).is_err());
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Any text: no panic; text without `${` is unchanged; an expansion result never
+        /// holds a reference it did not resolve.
+        #[test]
+        fn expansion_never_panics(text in "[ -~]{0,40}", plain in "[a-zA-Z0-9 /:_.-]{0,20}") {
+            let _ = expand(&text, &vars);
+            proptest::prop_assert_eq!(expand(&plain, &vars).unwrap(), plain.clone());
+            let wrapped = format!("{plain}${{HOME}}{plain}");
+            proptest::prop_assert_eq!(expand(&wrapped, &vars).unwrap(), format!("{plain}/home/u{plain}"));
+        }
+    }
+
     #[test]
     fn debug_hides_secrets() {
         let h = HttpServer::new("http://x").bearer("s3cret");

@@ -746,6 +746,66 @@ mod tests {
         assert_eq!(sanitize("a.b c/d"), "a_b_c_d");
     }
 
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            prop::sample::select(vec![
+                "text",
+                "image",
+                "audio",
+                "resource",
+                "resource_link",
+                "blob",
+                "uri",
+                "mimeType",
+                "application/pdf",
+                "image/png",
+                "x"
+            ])
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                prop::collection::hash_map(
+                    prop::sample::select(vec![
+                        "type",
+                        "text",
+                        "data",
+                        "mimeType",
+                        "uri",
+                        "name",
+                        "resource",
+                        "blob",
+                        "content",
+                        "isError",
+                        "structuredContent"
+                    ])
+                    .prop_map(str::to_owned),
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// Whatever shape a result has, mapping it does not panic, and `isError: true` is
+        /// always an error output.
+        #[test]
+        fn mapping_never_panics(content in json_value(), is_error in proptest::prelude::any::<bool>()) {
+            let out = map_result("c".into(), &json!({"content": content, "isError": is_error}));
+            proptest::prop_assert_eq!(out.is_error, is_error);
+            let _ = map_result("c".into(), &content);
+        }
+    }
+
     #[test]
     fn mapping() {
         let out = map_result(
