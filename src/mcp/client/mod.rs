@@ -61,15 +61,15 @@
 //!
 //! # Result mapping
 //!
-//! | MCP content | [`ToolOutput`] |
+//! | MCP content | [`ToolOutput`](crate::message::ToolOutput) |
 //! |---|---|
 //! | text | the text (parts joined by newlines) |
 //! | `structuredContent` | metadata `mcp_structured_content`; also the text, as JSON, when the result has no text part |
-//! | image | [`ToolOutput::with_image`] with a `data:` URL, and a line `[image: <type>]` |
-//! | embedded resource | its text under a `[resource <uri>]` line; a PDF blob as [`ToolOutput::with_document`], an image blob as an image; other blobs are named, not sent |
+//! | image | [`ToolOutput::with_image`](crate::message::ToolOutput::with_image) with a `data:` URL, and a line `[image: <type>]` |
+//! | embedded resource | its text under a `[resource <uri>]` line; a PDF blob as [`ToolOutput::with_document`](crate::message::ToolOutput::with_document), an image blob as an image; other blobs are named, not sent |
 //! | resource link | a line `[resource link: <uri> (<name>, <type>)]` |
 //! | audio | a line `[audio: <type>, not shown]` |
-//! | `isError: true` | an error output ([`ToolOutput::error`]) with the text |
+//! | `isError: true` | an error output ([`ToolOutput::error`](crate::message::ToolOutput::error)) with the text |
 //!
 //! # Tool list changes
 //!
