@@ -88,6 +88,7 @@ impl ServerHandler for TestServer {
             "crash",
             "garbage",
             "flood",
+            "errflood",
             "spawn",
         ] {
             tools.push(tool(name, json!({})));
@@ -143,6 +144,17 @@ impl ServerHandler for TestServer {
                 }
             }
             "pid" => text(std::process::id().to_string()),
+            "errflood" => {
+                // FLOOD_MIB MiB on stderr without a newline.
+                use std::io::Write;
+                let mut err = std::io::stderr().lock();
+                let chunk = vec![b'e'; 1 << 20];
+                for _ in 0..FLOOD_MIB {
+                    err.write_all(&chunk).unwrap();
+                }
+                err.flush().unwrap();
+                text("survived".into())
+            }
             "flood" => {
                 // FLOOD_MIB MiB without a newline (one "message" far over rmcp's 16 MiB cap),
                 // then the answer.
@@ -679,7 +691,8 @@ async fn servers_from_a_mcp_json_file_with_variables() {
 // ===== memory =====
 
 /// The client's side of the memory test, in a child process of its own (its peak RSS is
-/// its own): connects, then calls `flood`, whose server writes a 256 MiB line.
+/// its own): connects, then calls `flood`, whose server writes a 256 MiB line on stdout,
+/// and `errflood`, 256 MiB without a newline on stderr.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run by an_oversized_message_is_dropped_in_bounded_memory"]
 async fn flood_child() {
@@ -702,6 +715,9 @@ async fn flood_child() {
     println!("PEAK_KIB={}", support::peak_rss_kib());
     // The oversized line was dropped; the answer after it still came through.
     assert_eq!(out.content, "survived", "{out:?}");
+    let out = call(&router, "mcp__s__errflood", json!({})).await;
+    assert_eq!(out.content, "survived", "{out:?}");
+    println!("ERR_PEAK_KIB={}", support::peak_rss_kib());
 }
 
 #[test]
@@ -718,12 +734,18 @@ fn an_oversized_message_is_dropped_in_bounded_memory() {
             .parse()
             .unwrap()
     };
-    let (base, peak) = (kib("BASE_KIB"), kib("PEAK_KIB"));
+    let (base, peak, err_peak) = (kib("BASE_KIB"), kib("PEAK_KIB"), kib("ERR_PEAK_KIB"));
     let grown_mib = (peak - base) / 1024;
     // rmcp caps a line at 16 MiB (dropped, not buffered): the client grows by far less than
     // the 256 MiB the server sent.
     assert!(
         grown_mib < 64,
         "peak RSS grew by {grown_mib} MiB while a {FLOOD_MIB} MiB line came in"
+    );
+    // Stderr is logged in chunks and dropped: a line of 256 MiB there costs nothing.
+    let err_grown_mib = (err_peak - base) / 1024;
+    assert!(
+        err_grown_mib < 64,
+        "peak RSS grew by {err_grown_mib} MiB while {FLOOD_MIB} MiB came on stderr"
     );
 }

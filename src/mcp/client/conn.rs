@@ -28,7 +28,6 @@ use rmcp::{
     transport::Transport,
 };
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 use tower::{Service, ServiceExt as _};
 
 use super::{
@@ -42,6 +41,9 @@ use crate::{
     process::ProcessTree,
     tool::ToolRequest,
 };
+
+/// The most bytes of a stdio server's stderr read (and logged) at a time.
+const STDERR_CHUNK: usize = 8192;
 
 /// One tool of a server: the name the model uses, the server's name, the spec.
 #[derive(Debug, Clone)]
@@ -209,6 +211,7 @@ impl Server {
             elicitation: self.elicitation.clone(),
             tools: Arc::clone(&self.tools),
             generation: Arc::clone(&self.generation),
+            timeout: self.call_timeout,
         };
         let conn = match &self.config {
             ServerConfig::Stdio(cfg) => connect_stdio(cfg, handler, &self.name).await?,
@@ -235,6 +238,7 @@ impl Server {
             &self.generation,
             &self.name,
             &self.prefix,
+            self.call_timeout,
         )
         .await;
     }
@@ -321,14 +325,20 @@ fn store_tools(tools: &Tools, generation: &AtomicU64, list: Vec<ToolEntry>, firs
     }
 }
 
+/// Reads the tool list again, within `timeout` (a server that does not answer keeps its
+/// old list, with a warning).
 async fn refresh(
     peer: &Peer<RoleClient>,
     tools: &Tools,
     generation: &AtomicU64,
     server: &str,
     prefix: &str,
+    timeout: Duration,
 ) {
-    match list_tools(peer, server, prefix).await {
+    let listed = tokio::time::timeout(timeout, list_tools(peer, server, prefix))
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")));
+    match listed {
         Ok(list) => store_tools(tools, generation, list, false),
         Err(e) => tracing::warn!(
             server,
@@ -421,12 +431,15 @@ async fn connect_stdio(cfg: &StdioServer, handler: Handler, name: &str) -> Resul
     tree.started(pid, &[&stdin, &stdout, &stderr]);
     let label: Arc<str> = name.into();
     // Stderr is read to its end (a reader that stopped would make the server die of SIGPIPE),
-    // one line of at most 8 KiB at a time, into the debug log.
+    // in reads of at most STDERR_CHUNK bytes, each logged at debug level and dropped: a
+    // server's stderr costs no memory however much it writes.
     tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::with_capacity(8192, stderr).split(b'\n');
-        while let Ok(Some(line)) = lines.next_segment().await {
-            let text = String::from_utf8_lossy(&line[..line.len().min(8192)]);
-            tracing::debug!(server = %label, "MCP server stderr: {text}");
+        use tokio::io::AsyncReadExt;
+        let mut stderr = stderr;
+        let mut buf = vec![0; STDERR_CHUNK];
+        while let Ok(n @ 1..) = stderr.read(&mut buf).await {
+            let text = String::from_utf8_lossy(&buf[..n]);
+            tracing::debug!(server = %label, "MCP server stderr: {}", text.trim_end());
         }
     });
     // Reaps the child when it exits (killed with its tree when the connection is dropped).
@@ -528,6 +541,8 @@ struct Handler {
     elicitation: Option<Elicitation>,
     tools: Arc<Tools>,
     generation: Arc<AtomicU64>,
+    /// Bounds an elicitation and a tool list refresh (the call timeout).
+    timeout: Duration,
 }
 
 impl ClientHandler for Handler {
@@ -570,7 +585,13 @@ impl ClientHandler for Handler {
             _ => return Ok(ElicitResult::new(ElicitationAction::Decline)),
         };
         let req = ElicitationRequest::new(self.server.to_string(), message, mode);
-        match service.oneshot(req).await {
+        let answer = tokio::time::timeout(self.timeout, service.oneshot(req))
+            .await
+            .unwrap_or_else(|_| {
+                tracing::warn!(server = %self.server, "elicitation not answered within {:?}: cancelled", self.timeout);
+                Ok(ElicitationResponse::Cancel)
+            });
+        match answer {
             Ok(ElicitationResponse::Accept(content)) => {
                 let mut result = ElicitResult::new(ElicitationAction::Accept);
                 result.content = content;
@@ -596,6 +617,7 @@ impl ClientHandler for Handler {
             &self.generation,
             &self.server,
             &self.prefix,
+            self.timeout,
         )
         .await;
     }

@@ -56,6 +56,11 @@
 //!   (16 MiB: a stdio line, an SSE event or a JSON response over HTTP); a longer one is
 //!   dropped as it is read, never buffered whole (a 256 MiB line costs the client about
 //!   16 MiB of memory, measured by `tests/mcp_client.rs`).
+//! - A stdio server's stderr is read as it comes, 8 KiB at a time, into `tracing` at debug
+//!   level, and not kept.
+//! - An elicitation the [`Elicitation`] service does not answer within the call timeout is
+//!   cancelled; re-reading a tool list after a change is bounded by the call timeout too (the
+//!   old list stays, with a warning).
 //! - At most [`MAX_TOOLS`] (1,000) tools are taken from one server, from at most
 //!   [`MAX_LIST_PAGES`] (100) pages of `tools/list`; the rest are ignored with a warning.
 //!
