@@ -593,11 +593,22 @@ async fn a_crashed_stdio_server_is_restarted_once() {
     let pid2: u32 = out.content.parse().unwrap();
     assert_ne!(pid1, pid2);
     // A second crash stays an error.
-    assert!(call(&router, "mcp__s__crash", json!({})).await.is_error);
+    let out = call(&router, "mcp__s__crash", json!({})).await;
+    assert!(out.is_error);
+    assert!(
+        out.content
+            .contains("restarted once already and stays down"),
+        "{}",
+        out.content
+    );
     let out = call(&router, "mcp__s__pid", json!({})).await;
     assert!(out.is_error);
     assert!(out.content.contains("stays down"), "{}", out.content);
     assert!(gone(pid2).await);
+    // Closing the set explicitly allows a fresh start.
+    mcp.close().await;
+    let out = call(&router, "mcp__s__pid", json!({})).await;
+    assert!(!out.is_error, "{}", out.content);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -158,8 +158,11 @@ impl Server {
     }
 
     pub(super) async fn close(&self) {
-        let old = self.conn.lock().await.take();
+        let mut slot = self.conn.lock().await;
+        let old = slot.take();
         *self.live() = None;
+        // A closed server is connected again on demand, restarts left or not.
+        self.ever_connected.store(false, Ordering::Release);
         drop(old);
     }
 
@@ -182,8 +185,9 @@ impl Server {
             }
             tracing::warn!(server = %self.name, "MCP server connection lost (crashed or closed); restarting it once");
         } else if self.ever_connected.load(Ordering::Acquire)
-            && self.restarts.load(Ordering::Acquire) > MAX_RESTARTS
+            && self.restarts.load(Ordering::Acquire) >= MAX_RESTARTS
         {
+            // It was lost, and the restart failed or was lost too.
             return Err(format!(
                 "the server stopped again after {MAX_RESTARTS} restart(s); it stays down"
             ));
@@ -290,8 +294,13 @@ impl Server {
                 }
                 let lost = conn.is_closed();
                 let why = if lost {
+                    let next = if self.restarts.load(Ordering::Acquire) < MAX_RESTARTS {
+                        "it is restarted on the next call"
+                    } else {
+                        "it was restarted once already and stays down"
+                    };
                     format!(
-                        "the MCP server `{}` stopped during the call ({e}); it is restarted on the next call",
+                        "the MCP server `{}` stopped during the call ({e}); {next}",
                         self.name
                     )
                 } else {
