@@ -7,7 +7,6 @@
 //!   `Router` or over stdio.
 
 pub mod client;
-
 pub mod server;
 
 pub use client::McpServers;

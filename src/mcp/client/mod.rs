@@ -18,6 +18,13 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Names
+//!
+//! A tool is named `mcp__<server>__<tool>`, every character of the server's and the tool's
+//! name other than ASCII letters, digits, `_` and `-` replaced by `_` (as Claude Code does);
+//! give servers names that stay distinct that way. Names are not shortened: some providers
+//! cap tool names (OpenAI at 64 characters), so keep server names short.
+//!
 //! # Configuration
 //!
 //! [`McpServers::from_json`] and [`McpServers::from_file`] read Claude Code's `.mcp.json`
