@@ -89,6 +89,7 @@ impl ServerHandler for TestServer {
             "garbage",
             "flood",
             "errflood",
+            "ask_url",
             "spawn",
         ] {
             tools.push(tool(name, json!({})));
@@ -144,6 +145,17 @@ impl ServerHandler for TestServer {
                 }
             }
             "pid" => text(std::process::id().to_string()),
+            "ask_url" => {
+                let params: ElicitRequestParams = serde_json::from_value(json!({
+                    "mode": "url", "message": "Log in, please",
+                    "url": "https://auth.example/login?s=1", "elicitationId": "e-1"
+                }))
+                .unwrap();
+                match context.peer.create_elicitation(params).await {
+                    Ok(r) => text(serde_json::to_value(r.action).unwrap().to_string()),
+                    Err(e) => text(format!("elicitation failed: {e}")),
+                }
+            }
             "errflood" => {
                 // FLOOD_MIB MiB on stderr without a newline.
                 use std::io::Write;
@@ -553,6 +565,29 @@ async fn elicitation_goes_to_the_service_or_is_declined() {
         }
         other => panic!("{other:?}"),
     }
+    // URL mode.
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let seen2 = Arc::clone(&seen);
+    let visit = service_fn(move |req: ElicitationRequest| {
+        *seen2.lock().unwrap() = Some(req);
+        async { Ok::<_, BoxError>(ElicitationResponse::Accept(None)) }
+    });
+    let mcp = McpServers::builder()
+        .server("t", config())
+        .elicitation(tower::util::BoxCloneSyncService::new(visit))
+        .build();
+    let router = mcp.router().await.unwrap();
+    let out = call(&router, "mcp__t__ask_url", json!({})).await;
+    assert_eq!(out.content, "\"accept\"");
+    let req = seen.lock().unwrap().clone().unwrap();
+    assert_eq!(req.message, "Log in, please");
+    assert_eq!(
+        req.mode,
+        ElicitationMode::Url {
+            url: "https://auth.example/login?s=1".into(),
+            elicitation_id: "e-1".into()
+        }
+    );
     // A service that declines / cancels.
     for (answer, want) in [
         (ElicitationResponse::Decline, "decline:"),

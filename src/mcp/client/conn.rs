@@ -408,7 +408,10 @@ async fn list_tools(
 }
 
 fn client_info() -> ClientConfig {
-    let caps = ClientCapabilities::builder().enable_elicitation().build();
+    // Both elicitation modes: the service is given either.
+    let caps: ClientCapabilities =
+        serde_json::from_value(serde_json::json!({"elicitation": {"form": {}, "url": {}}}))
+            .expect("valid capabilities");
     // The handshake protocol (2025-11-25): servers may send requests (elicitation) and
     // notifications (tool list changes) during a session, as deployed servers do.
     ClientConfig::new(
