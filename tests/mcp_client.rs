@@ -387,6 +387,24 @@ async fn http_tools_map_every_content_kind() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_a_setup_stage_alone_the_connection_is_reused_across_runs() {
+    let mcp = McpServers::builder().server("s", stdio_config()).build();
+    let model = ScriptedModel::new()
+        .tool_call("mcp__s__pid", json!({}))
+        .text("one")
+        .tool_call("mcp__s__pid", json!({}))
+        .text("two");
+    let agent = Agent::builder().model(model).setup(mcp.clone()).build();
+    let first = agent.run("go").await.unwrap();
+    let second = agent.run("again").await.unwrap();
+    assert_eq!((first.text.as_str(), second.text.as_str()), ("one", "two"));
+    let pid = |r: &tower_agent::AgentResponse| tool_messages(&r.messages)[0].text().into_owned();
+    // One server process served both runs.
+    assert_eq!(pid(&first), pid(&second));
+    assert_eq!(mcp.pid("s").map(|p| p.to_string()), Some(pid(&first)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_bearer_token_is_a_warning_or_a_setup_error() {
     let (url, _server) = http_server().await;
     let bad = || HttpServer::new(&url).bearer("wrong");
