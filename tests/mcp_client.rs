@@ -249,12 +249,30 @@ fn stdio_config() -> StdioServer {
 
 /// A streamable HTTP MCP server on 127.0.0.1 that requires `Authorization: Bearer TOKEN`.
 async fn http_server() -> (String, TestServer) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (url, server, _task) = http_server_on(listener);
+    (url, server)
+}
+
+/// The server of [`http_server`] on `listener`; aborting the task (and cancelling the
+/// sessions) stops it.
+fn http_server_on(
+    listener: tokio::net::TcpListener,
+) -> (
+    String,
+    TestServer,
+    (
+        tokio::task::JoinHandle<()>,
+        tokio_util::sync::CancellationToken,
+    ),
+) {
     let server = TestServer::default();
+    let cancel = tokio_util::sync::CancellationToken::new();
     let factory = server.clone();
     let service = StreamableHttpService::new(
         move || Ok(factory.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        StreamableHttpServerConfig::default().with_cancellation_token(cancel.clone()),
     );
     let app = axum::Router::new()
         .nest_service("/mcp", service)
@@ -274,10 +292,9 @@ async fn http_server() -> (String, TestServer) {
                 }
             },
         ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/mcp"), server)
+    let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/mcp"), server, (task, cancel))
 }
 
 async fn call(router: &tower_agent::tool::ToolRouter, name: &str, args: Value) -> ToolOutput {
@@ -546,6 +563,46 @@ async fn http_tool_list_changes_are_followed() {
     );
     let out = call(&router, "mcp__t__shrinking", json!({})).await;
     assert!(out.is_error, "{}", out.content);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_that_went_away_is_an_error_then_reconnected_once() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (url, _server, (task, cancel)) = http_server_on(listener);
+    let mcp = McpServers::builder()
+        .server("t", HttpServer::new(&url).bearer(TOKEN))
+        .call_timeout(Duration::from_secs(5))
+        .build();
+    let router = mcp.router().await.unwrap();
+    assert_eq!(
+        call(&router, "mcp__t__echo", json!({"text": "1"}))
+            .await
+            .content,
+        "echo: 1"
+    );
+    // The server stops: sessions cancelled, listener closed.
+    cancel.cancel();
+    task.abort();
+    let _ = task.await;
+    let out = call(&router, "mcp__t__echo", json!({"text": "2"})).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        out.content
+            .starts_with("the MCP server `t` stopped during the call (connection lost: "),
+        "{}",
+        out.content
+    );
+    assert!(
+        !out.content.contains("tower_agent::"),
+        "no type names: {}",
+        out.content
+    );
+    // It comes back on the same address: the next call reconnects.
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let (_url, _server, _task) = http_server_on(listener);
+    let out = call(&router, "mcp__t__echo", json!({"text": "3"})).await;
+    assert_eq!(out.content, "echo: 3");
 }
 
 // ===== elicitation =====

@@ -293,6 +293,7 @@ impl Server {
                     conn.lost.store(true, Ordering::Release);
                 }
                 let lost = conn.is_closed();
+                let e = describe(&e);
                 let why = if lost {
                     let next = if self.restarts.load(Ordering::Acquire) < MAX_RESTARTS {
                         "it is restarted on the next call"
@@ -331,6 +332,25 @@ fn store_tools(tools: &Tools, generation: &AtomicU64, list: Vec<ToolEntry>, firs
     tools.stale.store(false, Ordering::Release);
     if changed && !first {
         generation.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// A call's error for the model: a lost transport without rmcp's transport type names.
+fn describe(e: &ServiceError) -> String {
+    use std::error::Error as _;
+    match e {
+        ServiceError::TransportClosed => "connection closed".to_owned(),
+        ServiceError::TransportSend(inner) => {
+            let mut why = String::from("connection lost");
+            let mut source = inner.source();
+            while let Some(cause) = source {
+                why.push_str(": ");
+                why.push_str(&cause.to_string());
+                source = cause.source();
+            }
+            why
+        }
+        other => other.to_string(),
     }
 }
 
