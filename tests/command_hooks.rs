@@ -837,7 +837,8 @@ fn unsupported_handlers_and_events_are_skipped_with_warnings() {
     assert_eq!(hooks.commands(HookEvent::PreToolUse), ["true", "true"]);
     let warnings = hooks.warnings().join("\n");
     assert!(
-        warnings.contains("hooks.PreToolUse[0].hooks[0]: `mcp_tool` hooks are not supported"),
+        // Without MCP servers (`CommandHooksBuilder::mcp`), or without the `mcp` feature.
+        warnings.contains("hooks.PreToolUse[0].hooks[0]: `mcp_tool` hooks need"),
         "{warnings}"
     );
     // Without a model service (`CommandHooksBuilder::model`).

@@ -512,11 +512,15 @@
 //! arguments were bad, and the tool never sees the bad input.
 
 mod config;
+#[cfg(feature = "mcp")]
+mod elicit;
 mod env_file;
 mod events;
 mod formats;
 #[cfg(feature = "http-hooks")]
 mod http;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod persistent;
 mod plugin;
 mod process;
@@ -534,6 +538,8 @@ use serde_json::Value;
 use tower::{Service, ServiceExt};
 
 pub use self::config::{ConfigError, HookEvent};
+#[cfg(feature = "mcp")]
+pub use self::elicit::{ElicitationHooks, ElicitationHooksLayer};
 pub use self::events::SESSION_END_MAX_BUDGET;
 use self::{config::Config, events::Inner};
 use crate::{
@@ -632,6 +638,23 @@ impl CommandHooks {
     pub fn project_dir(&self) -> &Path {
         &self.inner.project_dir
     }
+
+    /// The `Elicitation` and `ElicitationResult` hooks as a layer over an MCP elicitation
+    /// service (see the [module docs](crate::layers::command#mcp-elicitation)):
+    ///
+    /// ```no_run
+    /// # fn f(hooks: tower_agent::layers::command::CommandHooks, user: tower_agent::mcp::client::Elicitation) {
+    /// use tower::{Layer, util::BoxCloneSyncService};
+    /// use tower_agent::mcp::client::McpServers;
+    /// let mcp = McpServers::builder()
+    ///     .elicitation(BoxCloneSyncService::new(hooks.elicitation_layer().layer(user)))
+    ///     .build();
+    /// # }
+    /// ```
+    #[cfg(feature = "mcp")]
+    pub fn elicitation_layer(&self) -> ElicitationHooksLayer {
+        ElicitationHooksLayer::new(Arc::clone(&self.inner))
+    }
 }
 
 impl fmt::Debug for CommandHooks {
@@ -657,6 +680,8 @@ pub struct CommandHooksBuilder {
     transcripts: Transcripts,
     stop_cap: Option<u32>,
     model: Option<BoxModelService>,
+    #[cfg(feature = "mcp")]
+    mcp: Option<crate::mcp::client::McpServers>,
     plugin_data_dir: Option<PathBuf>,
     disabled_hooks: Vec<String>,
     disabled_plugins: Vec<String>,
@@ -823,6 +848,15 @@ impl CommandHooksBuilder {
         self
     }
 
+    /// The MCP servers `mcp_tool` handlers call (usually the set the agent registers, so
+    /// its connections are reused: a handler never connects a server). Without it,
+    /// `mcp_tool` handlers are skipped with a warning ([`CommandHooks::warnings`]).
+    #[cfg(feature = "mcp")]
+    pub fn mcp(mut self, servers: crate::mcp::client::McpServers) -> Self {
+        self.mcp = Some(servers);
+        self
+    }
+
     /// Loads every source, in order. Describing a hooks directory runs its executables: this
     /// blocks for as long as they take (at most 10 s each).
     ///
@@ -838,6 +872,10 @@ impl CommandHooksBuilder {
         };
         let mut config = Config::default();
         config.model = self.model;
+        #[cfg(feature = "mcp")]
+        {
+            config.mcp = self.mcp;
+        }
         config.project_dir.clone_from(&project_dir);
         let data_root = self
             .plugin_data_dir
