@@ -8,6 +8,8 @@
 
 #[cfg(unix)]
 pub mod command;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 
 use std::{
     collections::HashSet,

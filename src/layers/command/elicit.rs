@@ -32,7 +32,8 @@ impl ElicitationHooksLayer {
 
 impl fmt::Debug for ElicitationHooksLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ElicitationHooksLayer").finish_non_exhaustive()
+        f.debug_struct("ElicitationHooksLayer")
+            .finish_non_exhaustive()
     }
 }
 

@@ -785,10 +785,7 @@ fn read_json(
     if event == HookEvent::PermissionDenied {
         verdict.retry = specific.get("retry") == Some(&Value::Bool(true));
     }
-    if matches!(
-        event,
-        HookEvent::Elicitation | HookEvent::ElicitationResult
-    ) {
+    if matches!(event, HookEvent::Elicitation | HookEvent::ElicitationResult) {
         verdict.elicitation = elicitation(event, name, specific, report);
     }
     match specific.get("updatedInput") {

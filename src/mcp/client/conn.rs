@@ -302,7 +302,9 @@ impl Server {
                     format!("the MCP server `{}` failed `{remote}`: {e}", self.name)
                 })
             }
-            Ok(result) => serde_json::to_value(&result).map_err(|e| format!("unreadable result: {e}")),
+            Ok(result) => {
+                serde_json::to_value(&result).map_err(|e| format!("unreadable result: {e}"))
+            }
         }
     }
 
