@@ -705,6 +705,14 @@ pub(crate) fn load_settings(
         let Value::Array(groups) = groups else {
             return Err(err(&path, "must be an array of matcher groups".into()));
         };
+        if cfg!(not(feature = "mcp"))
+            && matches!(event, HookEvent::Elicitation | HookEvent::ElicitationResult)
+        {
+            out.warn(format!(
+                "{file}: {path}: the {name} event needs the `mcp` feature of tower-agent; its hooks are skipped"
+            ));
+            continue;
+        }
         for (g, group) in groups.iter().enumerate() {
             let path = format!("{path}[{g}]");
             let Value::Object(group) = group else {
