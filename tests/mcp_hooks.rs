@@ -713,3 +713,32 @@ async fn hooks_accept_over_a_decline_everything_service() {
     let (text, _) = elicit_run(&s, "ask", handler("Elicitation", "t", &hook), decline).await;
     assert_eq!(text, r#"accept:{"name":"bot"}"#);
 }
+
+// Several Elicitation hooks: the most cautious answer wins (cancel over accept); an accept
+// whose `content` is not an object declines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_most_cautious_elicitation_answer_wins() {
+    let s = Scripts::new();
+    let accept = s.bash(
+        "accept",
+        r#"echo '{"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": {"name": "x"}}}'"#,
+    );
+    let cancel = s.bash(
+        "cancel",
+        r#"echo '{"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "cancel"}}'"#,
+    );
+    let hooks = json!({"Elicitation": [{"matcher": "t", "hooks": [
+        {"type": "command", "command": accept}, {"type": "command", "command": cancel}]}]});
+    let (user, called) = user_service(ElicitationResponse::Accept(Some(json!({"name": "Ada"}))));
+    let (text, _) = elicit_run(&s, "ask", hooks, user).await;
+    assert_eq!(text, "cancel:");
+    assert_eq!(called.load(Ordering::SeqCst), 0);
+    let s = Scripts::new();
+    let bad = s.bash(
+        "bad",
+        r#"echo '{"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": "Ada"}}'"#,
+    );
+    let (user, _) = user_service(ElicitationResponse::Accept(Some(json!({"name": "Ada"}))));
+    let (text, _) = elicit_run(&s, "ask", handler("Elicitation", "t", &bad), user).await;
+    assert_eq!(text, "decline:");
+}

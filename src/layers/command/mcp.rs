@@ -169,4 +169,37 @@ mod tests {
         let mut budget = MAX_SUBSTITUTED;
         assert!(substitute(&many, &big, &mut budget).is_none());
     }
+
+    mod fuzz {
+        use proptest::prelude::*;
+        use serde_json::json;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+            // Any template over any input: no panic, and the strings made stay within the
+            // budget (a small one here, to reach it).
+            #[test]
+            fn substitution_is_total_and_bounded(
+                template in "[a-z.${}0-9é]{0,40}",
+                key in "[a-z0-9.]{0,8}",
+                value in "[a-z${}é]{0,30}",
+                budget in 0usize..64,
+            ) {
+                let input = json!({"a": {"b": value.clone(), "0": [value.clone()]}, key.clone(): value});
+                let template = json!({"x": template.clone(), "y": [template.clone(), {"z": template}]});
+                let mut left = budget;
+                if let Some(out) = substitute(&template, &input, &mut left) {
+                    let total: usize = [&out["x"], &out["y"][0], &out["y"][1]["z"]]
+                        .iter()
+                        .map(|v| v.as_str().unwrap().len())
+                        .sum();
+                    prop_assert!(total <= budget);
+                    prop_assert_eq!(total, budget - left);
+                }
+            }
+        }
+    }
 }
