@@ -850,6 +850,25 @@ fn unsupported_handlers_and_events_are_skipped_with_warnings() {
         warnings.contains("TeammateIdle event is not fired"),
         "{warnings}"
     );
+    // Elicitation hooks load with the `mcp` feature (fired by `elicitation_layer`), and are
+    // skipped with a warning without it.
+    let elicit = CommandHooks::builder()
+        .settings_json(
+            json!({ "hooks": { "Elicitation": [{ "hooks": [{ "type": "command", "command": "true" }] }] } }),
+            "settings.json",
+        )
+        .build()
+        .unwrap();
+    if cfg!(feature = "mcp") {
+        assert_eq!(elicit.commands(HookEvent::Elicitation), ["true"]);
+    } else {
+        assert!(elicit.commands(HookEvent::Elicitation).is_empty());
+        assert!(
+            elicit.warnings()[0].contains("the Elicitation event needs the `mcp` feature"),
+            "{:?}",
+            elicit.warnings()
+        );
+    }
 
     let disabled = CommandHooks::builder()
         .settings_json(json!({ "hooks": { "Stop": [{ "hooks": [{ "type": "command", "command": "true" }] }] } }), "a")
