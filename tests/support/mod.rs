@@ -8,6 +8,8 @@
 
 #[cfg(unix)]
 pub mod command;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 #[cfg(all(unix, feature = "postgres"))]
 pub mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -76,6 +76,8 @@ pub(super) struct Server {
     live: Mutex<Option<(Peer<RoleClient>, Option<u32>)>>,
     restarts: AtomicU32,
     ever_connected: AtomicBool,
+    /// The run contexts of the tool calls in flight (for elicitation requests).
+    inflight: Arc<super::hook::InFlight>,
 }
 
 pub(super) struct Conn {
@@ -128,6 +130,7 @@ impl Server {
             live: Mutex::new(None),
             restarts: AtomicU32::new(0),
             ever_connected: AtomicBool::new(false),
+            inflight: Arc::default(),
         }
     }
 
@@ -216,6 +219,7 @@ impl Server {
             tools: Arc::clone(&self.tools),
             generation: Arc::clone(&self.generation),
             timeout: self.call_timeout,
+            inflight: Arc::clone(&self.inflight),
         };
         let conn = match &self.config {
             ServerConfig::Stdio(cfg) => connect_stdio(cfg, handler, &self.name).await?,
@@ -247,6 +251,80 @@ impl Server {
         .await;
     }
 
+    /// The live connection if there is one, without connecting (`Err`: why there is none).
+    pub(super) fn current(&self) -> Result<Arc<Conn>, String> {
+        let Ok(slot) = self.conn.try_lock() else {
+            return Err("it is connecting".to_owned());
+        };
+        match &*slot {
+            Some(conn) if !conn.is_closed() => Ok(Arc::clone(conn)),
+            Some(_) => Err("its connection was lost".to_owned()),
+            None => Err("it is not connected".to_owned()),
+        }
+    }
+
+    /// Calls the server's tool `remote` on `conn` within `timeout` (`None`: the caller
+    /// bounds it): the `CallToolResult` as JSON, or why there is none (naming the server).
+    /// The tool services and `mcp_tool` hooks both call through here.
+    pub(super) async fn call_on(
+        &self,
+        conn: &Conn,
+        remote: &str,
+        arguments: Value,
+        timeout: Option<Duration>,
+    ) -> Result<Value, String> {
+        let mut params = CallToolRequestParams::new(remote.to_owned());
+        match arguments {
+            Value::Object(args) => params = params.with_arguments(args),
+            Value::Null => {}
+            other => {
+                return Err(format!(
+                    "the arguments of `{remote}` must be a JSON object, not {other}"
+                ));
+            }
+        }
+        let call = conn.service.call_tool(params);
+        let result = match timeout {
+            Some(t) => match tokio::time::timeout(t, call).await {
+                Ok(result) => result,
+                Err(_) => {
+                    return Err(format!(
+                        "the MCP server `{}` did not answer `{remote}` within {t:?}; the call was cancelled",
+                        self.name
+                    ));
+                }
+            },
+            None => call.await,
+        };
+        match result {
+            Err(e) => {
+                if matches!(
+                    e,
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                ) {
+                    conn.lost.store(true, Ordering::Release);
+                }
+                let e = describe(&e);
+                Err(if conn.is_closed() {
+                    let next = if self.restarts.load(Ordering::Acquire) < MAX_RESTARTS {
+                        "it is restarted on the next call"
+                    } else {
+                        "it was restarted once already and stays down"
+                    };
+                    format!(
+                        "the MCP server `{}` stopped during the call ({e}); {next}",
+                        self.name
+                    )
+                } else {
+                    format!("the MCP server `{}` failed `{remote}`: {e}", self.name)
+                })
+            }
+            Ok(result) => {
+                serde_json::to_value(&result).map_err(|e| format!("unreadable result: {e}"))
+            }
+        }
+    }
+
     async fn call(&self, req: ToolRequest) -> ToolOutput {
         let id = req.call.id.clone();
         let fail = |why: String| ToolOutput::error(id.clone(), why);
@@ -269,50 +347,14 @@ impl Server {
                 ));
             }
         };
-        let mut params = CallToolRequestParams::new(remote.clone());
-        match req.call.arguments {
-            Value::Object(args) => params = params.with_arguments(args),
-            Value::Null => {}
-            other => {
-                return fail(format!(
-                    "the arguments of `{name}` must be a JSON object, not {other}"
-                ));
-            }
-        }
-        let result = tokio::time::timeout(self.call_timeout, conn.service.call_tool(params)).await;
-        let output = match result {
-            Err(_) => fail(format!(
-                "the MCP server `{}` did not answer `{remote}` within {:?}; the call was cancelled",
-                self.name, self.call_timeout
-            )),
-            Ok(Err(e)) => {
-                if matches!(
-                    e,
-                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
-                ) {
-                    conn.lost.store(true, Ordering::Release);
-                }
-                let lost = conn.is_closed();
-                let e = describe(&e);
-                let why = if lost {
-                    let next = if self.restarts.load(Ordering::Acquire) < MAX_RESTARTS {
-                        "it is restarted on the next call"
-                    } else {
-                        "it was restarted once already and stays down"
-                    };
-                    format!(
-                        "the MCP server `{}` stopped during the call ({e}); {next}",
-                        self.name
-                    )
-                } else {
-                    format!("the MCP server `{}` failed `{remote}`: {e}", self.name)
-                };
-                fail(why)
-            }
-            Ok(Ok(result)) => match serde_json::to_value(&result) {
-                Ok(value) => map_result(id.clone(), &value),
-                Err(e) => fail(format!("unreadable result: {e}")),
-            },
+        // The call's run, for the elicitation requests the server sends during it.
+        let _inflight = self.inflight.enter(req.ctx);
+        let output = match self
+            .call_on(&conn, &remote, req.call.arguments, Some(self.call_timeout))
+            .await
+        {
+            Ok(value) => map_result(id.clone(), &value),
+            Err(why) => fail(why),
         };
         if !conn.is_closed() {
             self.refresh_if_stale(conn.service.peer()).await;
@@ -575,6 +617,7 @@ struct Handler {
     generation: Arc<AtomicU64>,
     /// Bounds an elicitation and a tool list refresh (the call timeout).
     timeout: Duration,
+    inflight: Arc<super::hook::InFlight>,
 }
 
 impl ClientHandler for Handler {
@@ -616,7 +659,8 @@ impl ClientHandler for Handler {
             ),
             _ => return Ok(ElicitResult::new(ElicitationAction::Decline)),
         };
-        let req = ElicitationRequest::new(self.server.to_string(), message, mode);
+        let mut req = ElicitationRequest::new(self.server.to_string(), message, mode);
+        req.ctx = self.inflight.latest();
         let answer = tokio::time::timeout(self.timeout, service.oneshot(req))
             .await
             .unwrap_or_else(|_| {

@@ -3,10 +3,11 @@
 use serde_json::Value;
 use tower::util::BoxCloneSyncService;
 
-use crate::error::BoxError;
+use crate::{context::RunContext, error::BoxError};
 
-/// What a server asked for, given to the [`Elicitation`] service.
-#[derive(Debug, Clone, PartialEq)]
+/// What a server asked for, given to the [`Elicitation`] service. Equality compares the
+/// server, message and mode (not [`ctx`](Self::ctx)).
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ElicitationRequest {
     /// The server's name (as configured).
@@ -15,6 +16,15 @@ pub struct ElicitationRequest {
     pub message: String,
     /// What is asked: a form to fill in, or a URL to visit.
     pub mode: ElicitationMode,
+    /// The run of the server's tool call in flight (the one that started last if several
+    /// are); `None` when no call of that server is in flight.
+    pub ctx: Option<RunContext>,
+}
+
+impl PartialEq for ElicitationRequest {
+    fn eq(&self, other: &Self) -> bool {
+        self.server == other.server && self.message == other.message && self.mode == other.mode
+    }
 }
 
 impl ElicitationRequest {
@@ -28,6 +38,7 @@ impl ElicitationRequest {
             server: server.into(),
             message: message.into(),
             mode,
+            ctx: None,
         }
     }
 }
