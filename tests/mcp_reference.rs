@@ -1,8 +1,9 @@
 //! MCP client tools against the reference servers this project did not write:
 //! `@modelcontextprotocol/server-everything` and `@modelcontextprotocol/server-filesystem`
-//! from npm, installed on demand (pinned versions) into `<target dir>/mcp-servers/` (a file
-//! lock keeps concurrent test binaries from racing; a marker file records a finished
-//! install). Needs `node` and `npm`, and the npm registry on first use.
+//! from npm, installed on demand (pinned versions) into `<target dir>/mcp-servers/` by the
+//! project's `.ci/mcp-servers` (a file lock keeps concurrent test binaries from racing; a
+//! marker file records a finished install). Needs `node` and `npm` (the script installs them
+//! with apt-get on Debian/Ubuntu as root), and the npm registry on first use.
 #![cfg(all(feature = "mcp", unix))]
 
 mod support;
@@ -22,46 +23,26 @@ use tower_agent::{
     model::ScriptedModel,
 };
 
-/// The pinned versions.
-const PACKAGES: &[&str] = &[
-    "@modelcontextprotocol/server-everything@2026.8.31",
-    "@modelcontextprotocol/server-filesystem@2026.8.31",
-];
-
-/// `<target dir>/mcp-servers`, with the packages installed (once, under a file lock).
+/// `<target dir>/mcp-servers`, with the pinned packages installed by the project's own
+/// installer, `.ci/mcp-servers` (once: it keeps a marker of a finished install, and a lock
+/// makes concurrent test binaries take turns).
 fn servers_dir() -> PathBuf {
     // The test binary is `<target dir>/<profile>/deps/<name>`.
     let exe = std::env::current_exe().unwrap();
-    let target = exe.ancestors().nth(3).unwrap().to_path_buf();
-    let dir = target.join("mcp-servers");
-    std::fs::create_dir_all(&dir).unwrap();
-    let marker = dir.join(format!(
-        "installed-{}",
-        PACKAGES.join("+").replace('/', "_")
-    ));
-    if marker.exists() {
-        return dir;
-    }
-    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-    let _lock = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| e)
-        .unwrap();
-    if !marker.exists() {
-        let status = std::process::Command::new("npm")
-            .args([
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--no-save",
-                "--prefix",
-            ])
-            .arg(&dir)
-            .args(PACKAGES)
-            .status()
-            .expect("npm (with node) is needed for the MCP reference server tests");
-        assert!(status.success(), "npm install failed: {status}");
-        std::fs::write(&marker, "").unwrap();
-    }
+    let dir = exe.ancestors().nth(3).unwrap().join("mcp-servers");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/mcp-servers");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("bash runs .ci/mcp-servers");
+    assert!(
+        out.status.success(),
+        "{} failed ({}): the MCP reference server tests need node and npm",
+        script.display(),
+        out.status
+    );
     dir
 }
 
