@@ -37,7 +37,7 @@ use tower_agent::{
         ElicitationMode, ElicitationRequest, ElicitationResponse, HttpServer, McpServers,
         StdioServer,
     },
-    message::{Content, Message, Messages, Role, ToolCall, ToolOutput},
+    message::{Content, ToolCall, ToolOutput},
     model::ScriptedModel,
     tool::ToolRequest,
 };
@@ -308,34 +308,6 @@ async fn call(router: &tower_agent::tool::ToolRouter, name: &str, args: Value) -
         .unwrap()
 }
 
-fn tool_messages(messages: &Messages) -> Vec<Message> {
-    messages
-        .iter()
-        .filter(|m| m.role == Role::Tool)
-        .cloned()
-        .collect()
-}
-
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        // The state is the field after the `(comm)`: a zombie is dead.
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-    }
-}
-
-async fn gone(pid: u32) -> bool {
-    for _ in 0..200 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
-
 // ===== mappings, over HTTP with bearer auth =====
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -371,7 +343,7 @@ async fn http_tools_map_every_content_kind() {
     assert_eq!(echo.parameters["properties"]["text"]["type"], "string");
     assert!(first.tools.iter().any(|t| t.name == "mcp__t__shrinking"));
 
-    let results = tool_messages(&resp.messages);
+    let results = support::tool_messages(&resp.messages);
     assert_eq!(results.len(), 5);
     assert_eq!(results[0].text(), "echo: hi");
     assert!(!results[0].is_error);
@@ -415,7 +387,8 @@ async fn as_a_setup_stage_alone_the_connection_is_reused_across_runs() {
     let first = agent.run("go").await.unwrap();
     let second = agent.run("again").await.unwrap();
     assert_eq!((first.text.as_str(), second.text.as_str()), ("one", "two"));
-    let pid = |r: &tower_agent::AgentResponse| tool_messages(&r.messages)[0].text().into_owned();
+    let pid =
+        |r: &tower_agent::AgentResponse| support::tool_messages(&r.messages)[0].text().into_owned();
     // One server process served both runs.
     assert_eq!(pid(&first), pid(&second));
     assert_eq!(mcp.pid("s").map(|p| p.to_string()), Some(pid(&first)));
@@ -522,7 +495,7 @@ async fn tool_list_changes_reach_the_next_model_call() {
         "{:?}",
         names(1)
     );
-    let results = tool_messages(&resp.messages);
+    let results = support::tool_messages(&resp.messages);
     assert_eq!(results[0].text(), "grown");
     // The new tool is callable, the removed one is an error.
     assert_eq!(results[1].text(), "late tool ran");
@@ -696,7 +669,7 @@ async fn a_crashed_stdio_server_is_restarted_once() {
         "{}",
         out.content
     );
-    assert!(gone(pid1).await);
+    assert!(support::wait_dead(pid1).await);
     // Restarted on the next call.
     let out = call(&router, "mcp__s__pid", json!({})).await;
     assert!(!out.is_error, "{}", out.content);
@@ -714,7 +687,7 @@ async fn a_crashed_stdio_server_is_restarted_once() {
     let out = call(&router, "mcp__s__pid", json!({})).await;
     assert!(out.is_error);
     assert!(out.content.contains("stays down"), "{}", out.content);
-    assert!(gone(pid2).await);
+    assert!(support::wait_dead(pid2).await);
     // Closing the set explicitly allows a fresh start.
     mcp.close().await;
     let out = call(&router, "mcp__s__pid", json!({})).await;
@@ -748,15 +721,18 @@ async fn dropping_the_agent_kills_the_server_and_what_it_started() {
         .text("done");
     let agent = Agent::builder().model(model).stage(mcp).build();
     let resp = agent.run("go").await.unwrap();
-    let results = tool_messages(&resp.messages);
+    let results = support::tool_messages(&resp.messages);
     let server: u32 = results[0].text().parse().unwrap();
     let grandchild: u32 = results[1].text().parse().unwrap();
-    assert!(alive(server) && alive(grandchild));
+    assert!(support::alive(server) && support::alive(grandchild));
     drop(resp);
     drop(agent);
-    assert!(gone(server).await, "server {server} still alive");
     assert!(
-        gone(grandchild).await,
+        support::wait_dead(server).await,
+        "server {server} still alive"
+    );
+    assert!(
+        support::wait_dead(grandchild).await,
         "grandchild {grandchild} still alive"
     );
 }

@@ -8,19 +8,12 @@
 
 mod support;
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use support::command::{Scripts, on};
 use tower_agent::{
-    Agent,
-    agent::Outcome,
-    mcp::client::McpServers,
-    message::{Content, Message, Role},
-    model::ScriptedModel,
+    Agent, agent::Outcome, mcp::client::McpServers, message::Content, model::ScriptedModel,
 };
 
 /// `<target dir>/mcp-servers`, with the pinned packages installed by the project's own
@@ -51,33 +44,6 @@ fn bin(dir: &Path, name: &str) -> String {
         .join(name)
         .to_string_lossy()
         .into_owned()
-}
-
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-    }
-}
-
-async fn gone(pid: u32) -> bool {
-    for _ in 0..300 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
-
-fn tool_messages(messages: &tower_agent::message::Messages) -> Vec<Message> {
-    messages
-        .iter()
-        .filter(|m| m.role == Role::Tool)
-        .cloned()
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,7 +132,7 @@ fi"#,
         .unwrap();
     assert_eq!(sum.parameters["properties"]["a"]["type"], "number");
 
-    let r = tool_messages(&resp.messages);
+    let r = support::tool_messages(&resp.messages);
     assert_eq!(r.len(), 8);
     // A call with arguments.
     assert_eq!(r[0].text(), "Echo: hello");
@@ -220,11 +186,14 @@ fi"#,
         .iter()
         .map(|n| mcp.pid(n).expect("connected stdio server"))
         .collect();
-    assert!(pids.iter().all(|p| alive(*p)));
+    assert!(pids.iter().all(|p| support::alive(*p)));
     drop(resp);
     drop(agent);
     drop(mcp);
     for pid in pids {
-        assert!(gone(pid).await, "server process {pid} is still alive");
+        assert!(
+            support::wait_dead(pid).await,
+            "server process {pid} is still alive"
+        );
     }
 }
