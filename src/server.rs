@@ -732,7 +732,9 @@ async fn approvals(
             "the server is shutting down",
         ));
     }
-    state.check_access(&parts, &id, ThreadAction::Approve).await?;
+    state
+        .check_access(&parts, &id, ThreadAction::Approve)
+        .await?;
     let _busy = state.claim(&id).await?;
     let mut request = AgentRequest::approvals(id, body);
     *request.extensions_mut() = parts.extensions;

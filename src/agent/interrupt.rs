@@ -397,7 +397,12 @@ mod tests {
         let p = pending(&["a", "b"]);
         let ok = check(&p, &Approvals::new().deny("b", "no").approve("a")).unwrap();
         assert_eq!(ok[0].0.id, "a");
-        assert_eq!(ok[1].1, Decision::Deny { reason: "no".into() });
+        assert_eq!(
+            ok[1].1,
+            Decision::Deny {
+                reason: "no".into()
+            }
+        );
         assert_eq!(
             check(&p, &Approvals::new().approve("a")),
             Err(ApprovalError::Missing(vec!["b".into()]))
@@ -407,7 +412,10 @@ mod tests {
             Err(ApprovalError::NotPending("x".into()))
         );
         assert_eq!(
-            check(&p, &Approvals::new().approve("a").deny("a", "n").approve("b")),
+            check(
+                &p,
+                &Approvals::new().approve("a").deny("a", "n").approve("b")
+            ),
             Err(ApprovalError::Duplicate("a".into()))
         );
         assert_eq!(

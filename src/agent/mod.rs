@@ -95,12 +95,12 @@ pub(crate) use self::transcript::Transcript;
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::{AgentEvent, EventStream, ModelDelta},
-    interrupt::{ApprovalError, Approvals, CallDecision, Decision, PendingCall},
     hooks::{
         InstructionsInput, LoopHooks, MessageDisplayInput, PostCompactInput, SessionEnv,
         SessionSource, SessionStartInput, StopFailureInput, StopInput, SubagentStartInput,
         TaskEvent, TaskInput, ToolBatch, session_end_reason,
     },
+    interrupt::{ApprovalError, Approvals, CallDecision, Decision, PendingCall},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,
 };

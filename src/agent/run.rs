@@ -753,7 +753,10 @@ impl<'a> Run<'a> {
             let settled = match done {
                 Some(Done::Settled(settled)) => settled,
                 Some(Done::Raw(result)) => settle(call, result),
-                None => settle(call, Err("tool call cancelled: the run was cancelled".into())),
+                None => settle(
+                    call,
+                    Err("tool call cancelled: the run was cancelled".into()),
+                ),
             };
             abort = abort.or(settled.abort);
             let message = Message::from(settled.output);

@@ -155,14 +155,7 @@ where
         if !pre.asks.is_empty() || pre.deferred {
             // The approval (or the deferral) is settled before the call.
             let inner = self.release();
-            return Either::Right(Box::pin(run(
-                set,
-                inner,
-                (original, call),
-                ctx,
-                pre,
-                None,
-            )));
+            return Either::Right(Box::pin(run(set, inner, (original, call), ctx, pre, None)));
         }
         let PreState { contexts, .. } = pre;
         let wants_after = set.post_tool.iter().any(|(m, _)| m.matches(&call))
