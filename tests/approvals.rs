@@ -12,6 +12,7 @@ mod support;
 
 use std::{
     path::{Path, PathBuf},
+    sync::Arc,
     time::Duration,
 };
 
@@ -20,7 +21,7 @@ use tower_agent::{
     Agent, AgentRequest, BoxError,
     agent::{ApprovalError, Approvals, Outcome, PendingCall},
     layers::{
-        hooks::{Hooks, PostToolUse, PreToolUse},
+        hooks::{Hooks, PostToolUse, PreToolUse, SessionStart},
         matcher::ToolMatcher,
     },
     message::{Role, ToolCall},
@@ -57,6 +58,18 @@ struct User(String);
 /// An agent whose tools append `{arguments} {user}` to `{dir}/{tool}` (the user of the run's
 /// extensions), with the deferring policy; PostToolUse arguments go to `seen`.
 fn agent(store: impl ThreadStore, dir: &Path, seen: &Log, nap: Duration) -> Agent {
+    agent_gated(store, dir, seen, nap, None)
+}
+
+/// [`agent`], whose runs wait at `gate` (a SessionStart hook: after the thread is loaded,
+/// before anything is saved), to line up concurrent runs.
+fn agent_gated(
+    store: impl ThreadStore,
+    dir: &Path,
+    seen: &Log,
+    nap: Duration,
+    gate: Option<Arc<tokio::sync::Barrier>>,
+) -> Agent {
     let mut builder = Agent::builder().model(model()).store(store);
     for name in TOOLS {
         let file = dir.join(name);
@@ -85,6 +98,15 @@ fn agent(store: impl ThreadStore, dir: &Path, seen: &Log, nap: Duration) -> Agen
         .after_tool_use(ToolMatcher::all(), move |c, _, _| {
             seen.push(format!("{} {}", c.name, c.arguments));
             PostToolUse::Keep
+        })
+        .on_session_start(move |_| {
+            let gate = gate.clone();
+            async move {
+                if let Some(gate) = gate {
+                    gate.wait().await;
+                }
+                SessionStart::Continue
+            }
         })
         .defer_approvals()
         .compile()
@@ -633,5 +655,50 @@ mod replicas {
         let thread = store.load("t").await.unwrap().unwrap();
         assert!(thread.pending.is_empty());
         assert_history_valid(&thread.messages);
+    }
+
+    /// Two answers that both loaded the pending calls before either saved (no server lease
+    /// between them: two agents on two stores, lined up by a SessionStart gate): the store's
+    /// compare-and-swap lets one decide; the other fails with a conflict and runs nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_answers_that_loaded_together_run_the_calls_once() {
+        let db = support::postgres::database().await;
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let seen = Log::new();
+        let store = || async { Postgres::connect(&db).await.unwrap() };
+        let asker = agent(store().await, dir, &seen, Duration::ZERO);
+        let resp = asker
+            .run(AgentRequest::new("go").thread("t"))
+            .await
+            .unwrap();
+        assert!(matches!(resp.outcome, Outcome::Interrupted { .. }));
+
+        let gate = Arc::new(tokio::sync::Barrier::new(2));
+        let one = agent_gated(
+            store().await,
+            dir,
+            &seen,
+            Duration::ZERO,
+            Some(gate.clone()),
+        );
+        let two = agent_gated(store().await, dir, &seen, Duration::ZERO, Some(gate));
+        let (x, y) = tokio::join!(
+            one.run(AgentRequest::approvals("t", decisions())),
+            two.run(AgentRequest::approvals("t", decisions())),
+        );
+        let (won, lost) = match (x, y) {
+            (Ok(won), Err(lost)) | (Err(lost), Ok(won)) => (won, lost),
+            other => panic!("one answer must win: {other:?}"),
+        };
+        assert_eq!(won.outcome, Outcome::Finished);
+        assert!(
+            tower_agent::store::postgres::Conflict::find(&lost).is_some(),
+            "{lost}"
+        );
+        assert_eq!(runs(dir, "ask_a").len(), 1, "approved: exactly once");
+        assert_eq!(runs(dir, "ask_c"), [r#"{"n":42} "#]);
+        assert_eq!(runs(dir, "later").len(), 1);
+        assert!(runs(dir, "ask_b").is_empty());
     }
 }
