@@ -592,7 +592,7 @@ impl<'a> Run<'a> {
                 deferred = deferred.take().or(settled.deferred);
                 // A call waiting for a decision has no output yet.
                 if let Some(p) = settled.pending {
-                    pending.push(p);
+                    pending.push(*p);
                     return None;
                 }
                 Some(settled.output)
@@ -951,7 +951,8 @@ struct Settled {
     /// A PreToolUse hook deferred the call.
     deferred: Option<ToolCall>,
     /// The call waits for a person's decision (the deferring approval policy).
-    pending: Option<PendingCall>,
+    /// Boxed: rare, and `Settled` is in every call's future.
+    pending: Option<Box<PendingCall>>,
 }
 
 enum Done {
@@ -969,7 +970,7 @@ fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
             output: ToolOutput::error(call.id.clone(), format!("waits for approval: {}", p.reason)),
             abort: None,
             deferred: None,
-            pending: Some(PendingCall::new(p.call.clone(), p.reason.clone())),
+            pending: Some(Box::new(PendingCall::new(p.call.clone(), p.reason.clone()))),
         };
     }
     match result {
