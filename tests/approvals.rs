@@ -330,6 +330,32 @@ async fn an_edited_call_is_still_checked_by_the_hooks() {
     );
 }
 
+/// The event stream ends with the interrupt: `AgentStop` carries the pending calls, after the
+/// free call's `ToolCallEnd`.
+#[tokio::test]
+async fn the_stream_ends_with_the_pending_calls() {
+    use futures_util::StreamExt;
+    use tower_agent::agent::AgentEvent;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent(MemoryStore::new(), dir.path(), &Log::new(), Duration::ZERO);
+    let events: Vec<AgentEvent> = agent
+        .stream(AgentRequest::new("go").thread("t"))
+        .collect()
+        .await;
+    let ended = events.iter().position(|e| {
+        matches!(e, AgentEvent::ToolCallEnd { name, output, .. } if name == "free" && !output.is_error)
+    });
+    let Some(AgentEvent::AgentStop {
+        outcome: Outcome::Interrupted { pending },
+        ..
+    }) = events.last()
+    else {
+        panic!("{:?}", events.last());
+    };
+    assert_eq!(pending.len(), 4);
+    assert!(ended.is_some_and(|i| i < events.len() - 1));
+}
+
 /// Without the deferring policy nothing changes: an ask with no approval service is denied,
 /// and no call is left pending.
 #[tokio::test]

@@ -467,7 +467,7 @@ impl AgentRequest {
     /// [`Outcome::Interrupted`]) with `approvals`, and goes on with the run: the approved and
     /// edited calls run (once), the denied ones get their denial as output, then the model is
     /// called. There is no prompt (UserPromptSubmit hooks do not run). See
-    /// [`interrupt`](crate::agent::interrupt).
+    /// [`interrupt`].
     ///
     /// # Errors
     ///
@@ -549,7 +549,7 @@ pub enum Outcome {
     /// [`Hooks::defer_approvals`](crate::layers::hooks::Hooks::defer_approvals)): they did not
     /// run; the step's other calls did, and their results are in the thread. The pending calls
     /// are saved with the thread; answer them with [`AgentRequest::approvals`] (or
-    /// `POST /threads/{id}/approvals`). See [`interrupt`](crate::agent::interrupt).
+    /// `POST /threads/{id}/approvals`). See [`interrupt`].
     Interrupted {
         /// The calls waiting, in the order the model made them.
         pending: Vec<PendingCall>,
