@@ -356,6 +356,47 @@ async fn the_stream_ends_with_the_pending_calls() {
     assert!(ended.is_some_and(|i| i < events.len() - 1));
 }
 
+/// Under the policy a step's only call, deferred, is an interrupt too (not `Deferred`), and
+/// its answer runs it.
+#[tokio::test]
+async fn a_single_deferred_call_is_an_interrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MemoryStore::new();
+    let tools = agent(MemoryStore::new(), dir.path(), &Log::new(), Duration::ZERO);
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("later", json!({"n": 7}))
+                .text("done"),
+        )
+        .store(store.clone())
+        .tools(tools.tools())
+        .hooks(
+            Hooks::new()
+                .before_tool_use("later", |_, _| PreToolUse::Defer)
+                .defer_approvals()
+                .compile()
+                .unwrap(),
+        )
+        .build();
+    let resp = agent
+        .run(AgentRequest::new("go").thread("t"))
+        .await
+        .unwrap();
+    let Outcome::Interrupted { pending } = resp.outcome else {
+        panic!("{:?}", resp.outcome);
+    };
+    assert_eq!(pending.len(), 1);
+    let answer = Approvals::new().approve(pending[0].id.clone());
+    let resp = agent
+        .run(AgentRequest::approvals("t", answer))
+        .await
+        .unwrap();
+    assert_eq!(resp.outcome, Outcome::Finished);
+    assert_eq!(runs(dir.path(), "later"), [r#"{"n":7} "#]);
+    assert_history_valid(&store.load("t").await.unwrap().unwrap().messages);
+}
+
 /// Without the deferring policy nothing changes: an ask with no approval service is denied,
 /// and no call is left pending.
 #[tokio::test]

@@ -12,7 +12,9 @@
 //!      ├─ no tool calls → Finished
 //!      ├─ tool calls → tool stack, concurrently (your tool layers → ToolRouter → tool)
 //!      │    results appended in call order; an Err becomes an error output;
-//!      │    an Abort ends the run
+//!      │    an Abort ends the run; calls waiting for a person's decision (the
+//!      │    deferring approval policy) end it Interrupted once the others are done
+//!      │    (see [`interrupt`])
 //!      ├─ reminders queued in the step → one user message after the results
 //!      └─ save the thread
 //! ```
