@@ -397,6 +397,47 @@ async fn a_single_deferred_call_is_an_interrupt() {
     assert_history_valid(&store.load("t").await.unwrap().unwrap().messages);
 }
 
+/// The session transcript gets each decided call's final output once: the denial, and the
+/// approved call's real output (not its placeholder).
+#[tokio::test]
+async fn the_transcript_gets_the_final_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let store = MemoryStore::new();
+    let tools = agent(MemoryStore::new(), dir.path(), &Log::new(), Duration::ZERO);
+    let agent = Agent::builder()
+        .model(model())
+        .store(store)
+        .tools(tools.tools())
+        .transcripts(logs.path())
+        .hooks(
+            Hooks::new()
+                .before_tool_use(ToolMatcher::exact(["ask_a", "ask_b", "ask_c"]), |_, _| {
+                    PreToolUse::Ask("check".into())
+                })
+                .before_tool_use("later", |_, _| PreToolUse::Defer)
+                .defer_approvals()
+                .compile()
+                .unwrap(),
+        )
+        .build();
+    agent
+        .run(AgentRequest::new("go").thread("t"))
+        .await
+        .unwrap();
+    agent
+        .run(AgentRequest::approvals("t", decisions()))
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(logs.path().join("t.jsonl")).unwrap();
+    let count = |needle: &str| text.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(count("denied: not on a Friday"), 1, "{text}");
+    assert_eq!(count("ask_a ran"), 1, "{text}");
+    assert_eq!(count("later ran"), 1, "{text}");
+    assert_eq!(count("may or may not"), 0, "{text}");
+    assert_eq!(count("free ran"), 1, "{text}");
+}
+
 /// Without the deferring policy nothing changes: an ask with no approval service is denied,
 /// and no call is left pending.
 #[tokio::test]

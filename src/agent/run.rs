@@ -275,8 +275,14 @@ impl<'a> Run<'a> {
             let (outputs, calls) = interrupt::prepare(&decided);
             let n = outputs.len();
             let at = interrupt::insert_outputs(&mut history, outputs);
-            if transcribed > at {
-                transcribed += n;
+            // The transcript gets the denials now and the approved calls' outputs when they
+            // end (not their placeholders).
+            transcribed += n;
+            if let Some(transcript) = run.ctx.transcript() {
+                let denials = decided.iter().zip(history.iter().skip(at));
+                transcript.append(denials.filter_map(|((_, d), m)| {
+                    matches!(d, interrupt::Decision::Deny { .. }).then_some(m)
+                }));
             }
             run.approved = decided
                 .iter()
@@ -292,8 +298,10 @@ impl<'a> Run<'a> {
                     .map(|p| interrupt::denied(&p.id, interrupt::SUPERSEDED))
                     .collect::<Vec<_>>();
                 let n = outputs.len();
-                if interrupt::insert_outputs(&mut history, outputs) < transcribed {
-                    transcribed += n;
+                let at = interrupt::insert_outputs(&mut history, outputs);
+                transcribed += n;
+                if let Some(transcript) = run.ctx.transcript() {
+                    transcript.append(history.iter().skip(at).take(n));
                 }
             }
             history.push(Message::user(prompt));
