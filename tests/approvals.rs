@@ -438,6 +438,65 @@ async fn the_transcript_gets_the_final_outputs() {
     assert_eq!(count("free ran"), 1, "{text}");
 }
 
+/// Claude Code command hooks (real child processes) that answer `ask` and `defer` interrupt
+/// the run under the policy, and the answer runs the calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_hooks_ask_and_defer_interrupt_the_run() {
+    use tower_agent::layers::command::CommandHooks;
+    let dir = tempfile::tempdir().unwrap();
+    let decide = |decision: &str| {
+        let out = json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": decision,
+            "permissionDecisionReason": "a person must look",
+        }});
+        json!({"type": "command", "command": format!("printf '%s' '{out}'"), "timeout": 10})
+    };
+    let settings = json!({"hooks": {"PreToolUse": [
+        {"matcher": "ask_a|ask_b|ask_c", "hooks": [decide("ask")]},
+        {"matcher": "later", "hooks": [decide("defer")]},
+    ]}});
+    let hooks = CommandHooks::builder()
+        .settings_json(settings, "inline")
+        .project_dir(dir.path())
+        .build()
+        .unwrap();
+    let store = MemoryStore::new();
+    let tools = agent(MemoryStore::new(), dir.path(), &Log::new(), Duration::ZERO);
+    let agent = Agent::builder()
+        .model(model())
+        .store(store.clone())
+        .tools(tools.tools())
+        .hooks(hooks.into_hooks().defer_approvals().compile().unwrap())
+        .build();
+    let resp = agent
+        .run(AgentRequest::new("go").thread("t"))
+        .await
+        .unwrap();
+    let Outcome::Interrupted { pending } = &resp.outcome else {
+        panic!("{:?}", resp.outcome);
+    };
+    assert_eq!(
+        pending_ids(pending),
+        ["id_ask_a", "id_ask_b", "id_ask_c", "id_later"]
+    );
+    assert!(
+        pending[0].reason.contains("a person must look"),
+        "{pending:?}"
+    );
+    assert_eq!(runs(dir.path(), "free").len(), 1);
+    let resp = agent
+        .run(AgentRequest::approvals("t", decisions()))
+        .await
+        .unwrap();
+    assert_eq!(resp.outcome, Outcome::Finished);
+    assert_eq!(runs(dir.path(), "ask_a").len(), 1);
+    assert_eq!(runs(dir.path(), "ask_c"), [r#"{"n":42} "#]);
+    assert_eq!(runs(dir.path(), "later").len(), 1);
+    assert!(runs(dir.path(), "ask_b").is_empty());
+    assert_history_valid(&store.load("t").await.unwrap().unwrap().messages);
+}
+
 /// Without the deferring policy nothing changes: an ask with no approval service is denied,
 /// and no call is left pending.
 #[tokio::test]

@@ -16,7 +16,13 @@
 //! results are kept in the thread; then the run ends with
 //! [`Outcome::Interrupted`](super::Outcome::Interrupted) listing the pending calls (also in
 //! the last event, [`AgentEvent::AgentStop`](super::AgentEvent::AgentStop)). A deny of a hook
-//! still wins over an ask or a defer; an abort still ends the run with `Aborted`.
+//! still wins over an ask or a defer; an abort still ends the run with `Aborted`. Claude
+//! Code command hooks (`permissionDecision: "ask"` or `"defer"`) get the policy the same way:
+//! `CommandHooks::into_hooks().defer_approvals()` (see
+//! [`layers::command`](crate::layers::command)).
+//!
+//! A step that ends otherwise (an abort, a cancellation) keeps its pending calls as well: the
+//! thread waits for their answer (or a new prompt) either way.
 //!
 //! # Answering
 //!
