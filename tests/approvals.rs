@@ -497,6 +497,48 @@ async fn command_hooks_ask_and_defer_interrupt_the_run() {
     assert_history_valid(&store.load("t").await.unwrap().unwrap().messages);
 }
 
+/// A step that aborts keeps its pending calls: the thread waits for their answer, which
+/// leaves it valid.
+#[tokio::test]
+async fn an_aborted_step_keeps_its_pending_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MemoryStore::new();
+    let tools = agent(MemoryStore::new(), dir.path(), &Log::new(), Duration::ZERO);
+    let agent = Agent::builder()
+        .model(model())
+        .store(store.clone())
+        .tools(tools.tools())
+        .hooks(
+            Hooks::new()
+                .before_tool_use(
+                    ToolMatcher::exact(["ask_a", "ask_b", "ask_c", "later"]),
+                    |_, _| PreToolUse::Ask("check".into()),
+                )
+                .after_tool_use("free", |_, _, _| PostToolUse::Abort("stop here".into()))
+                .defer_approvals()
+                .compile()
+                .unwrap(),
+        )
+        .build();
+    let resp = agent
+        .run(AgentRequest::new("go").thread("t"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(resp.outcome, Outcome::Aborted { .. }),
+        "{:?}",
+        resp.outcome
+    );
+    assert_eq!(store.load("t").await.unwrap().unwrap().pending.len(), 4);
+    let resp = agent
+        .run(AgentRequest::approvals("t", decisions()))
+        .await
+        .unwrap();
+    assert_eq!(resp.outcome, Outcome::Finished);
+    assert_eq!(runs(dir.path(), "ask_a").len(), 1);
+    assert_history_valid(&store.load("t").await.unwrap().unwrap().messages);
+}
+
 /// Without the deferring policy nothing changes: an ask with no approval service is denied,
 /// and no call is left pending.
 #[tokio::test]
