@@ -17,6 +17,20 @@
 //! SIGTERM) shuts down gracefully: no new connections, runs in flight end after their current
 //! step and save their thread, then the process exits (after 10 s at most).
 //!
+//! # Several replicas
+//!
+//! The same binary scales out: start N copies behind a load balancer, all with
+//! `TOWER_AGENT_DATABASE_URL=postgres://user:password@host/db` (feature `postgres`; the store
+//! then is `store::Postgres`, whose run leases make a second run on a thread answer `409` on
+//! any replica, and whose compare-and-swap keeps two replicas from interleaving a history).
+//! Any replica serves any thread; an approval asked on one is answered on another
+//! (`POST /threads/{id}/approvals`). Set `OTEL_EXPORTER_OTLP_ENDPOINT` (e.g.
+//! `http://collector:4318`) to export every run's spans (the crate's `gen_ai` spans and the
+//! HTTP requests) over OTLP/HTTP to a collector, tagged `service.name=tower-agent-server` (or
+//! `$OTEL_SERVICE_NAME`). Unset, threads stay in the SQLite file and nothing is exported: the
+//! embedded default. `TOWER_AGENT_DATABASE_URL` may also name a SQLite file
+//! (`sqlite:///path/threads.db` or a plain path). See "Running several replicas" in the README.
+//!
 //! With `--once`, `--smoke` or when the `CI` environment variable is set, the example starts
 //! the server on a free port (and, unless `$TOWER_AGENT_DATA` is set, with its database in a
 //! temporary directory), makes one request and one streamed request to itself with reqwest,
@@ -37,22 +51,16 @@ use tower_agent::{
     message::Role,
     model::{ModelResponse, ScriptedModel},
     server::{self, AgentRoutes, RunResponse},
-    store::Sqlite,
+    store::{Sqlite, ThreadStore},
     tool::tool_fn,
 };
 use tower_http::{limit::RequestBodyLimitLayer, trace::TraceLayer};
+use tracing_subscriber::{EnvFilter, layer::SubscriberExt, util::SubscriberInitExt};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,tower_http=debug".into()),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
-
     let once = env::args().any(|a| a == "--once" || a == "--smoke") || env::var_os("CI").is_some();
+    let exporter = telemetry()?;
 
     // Where the threads live. A smoke run does not leave a database behind.
     let temp = tempfile::tempdir()?;
@@ -61,10 +69,7 @@ async fn main() -> Result<(), BoxError> {
         None if once => temp.path().to_owned(),
         None => PathBuf::from(".tower-agent"),
     };
-    std::fs::create_dir_all(&data_dir)?;
-    let store = Sqlite::open(data_dir.join("threads.db"))?;
-
-    let agent = agent(store);
+    let (agent, where_) = agent_with_store(&data_dir).await?;
 
     // The agent under tower middleware: a run is bounded, streamed or not.
     let service = ServiceBuilder::new()
@@ -93,13 +98,15 @@ async fn main() -> Result<(), BoxError> {
     let url = format!("http://{}", listener.local_addr()?);
 
     if once {
-        return smoke(listener, agent, app, &url).await;
+        let result = smoke(listener, agent, app, &url).await;
+        if let Some(provider) = exporter {
+            // Every span of the smoke run is sent before the process exits.
+            provider.shutdown()?;
+        }
+        return result;
     }
 
-    println!(
-        "tower-agent server on {url} (threads in {})",
-        data_dir.join("threads.db").display()
-    );
+    println!("tower-agent server on {url} (threads in {where_})");
     println!("try:");
     println!(
         "  curl -s {url}/threads/demo/runs -H 'content-type: application/json' -d '{{\"prompt\": \"hello there\"}}'"
@@ -114,12 +121,78 @@ async fn main() -> Result<(), BoxError> {
         .router(app)
         .grace_period(Duration::from_secs(10))
         .await?;
+    if let Some(provider) = exporter {
+        provider.shutdown()?;
+    }
     println!("bye");
     Ok(())
 }
 
+/// Logs to stderr, and spans to an OpenTelemetry collector over OTLP/HTTP when
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set (the provider is returned so that `main` flushes it
+/// before exiting).
+fn telemetry() -> Result<Option<opentelemetry_sdk::trace::SdkTracerProvider>, BoxError> {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,tower_http=debug,tower_agent=info".into());
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    let Ok(endpoint) = env::var("OTEL_EXPORTER_OTLP_ENDPOINT") else {
+        tracing_subscriber::registry().with(filter).with(fmt).init();
+        return Ok(None);
+    };
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_otlp::WithExportConfig as _;
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_endpoint(format!("{}/v1/traces", endpoint.trim_end_matches('/')))
+        .build()?;
+    let service = env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "tower-agent-server".into());
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(
+            opentelemetry_sdk::Resource::builder()
+                .with_service_name(service)
+                .build(),
+        )
+        .build();
+    let tracer = provider.tracer("tower-agent-server");
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .with(tracing_opentelemetry::layer().with_tracer(tracer))
+        .init();
+    println!("exporting spans over OTLP/HTTP to {endpoint}");
+    Ok(Some(provider))
+}
+
+/// The agent, with its threads in the store `TOWER_AGENT_DATABASE_URL` names (PostgreSQL or a
+/// SQLite file), else in `threads.db` in `data_dir`; and where they are, for the log.
+async fn agent_with_store(data_dir: &std::path::Path) -> Result<(Agent, String), BoxError> {
+    let url = env::var("TOWER_AGENT_DATABASE_URL").unwrap_or_default();
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
+        {
+            let store = tower_agent::store::Postgres::connect(&url).await?;
+            let target = format!("PostgreSQL {}", store.target());
+            return Ok((agent(store), target));
+        }
+        #[cfg(not(feature = "postgres"))]
+        return Err("a postgres:// TOWER_AGENT_DATABASE_URL needs the `postgres` feature".into());
+    }
+    let path = match url.strip_prefix("sqlite://") {
+        Some(path) => PathBuf::from(path),
+        None if !url.is_empty() => PathBuf::from(url),
+        None => {
+            std::fs::create_dir_all(data_dir)?;
+            data_dir.join("threads.db")
+        }
+    };
+    let store = Sqlite::open(&path)?;
+    Ok((agent(store), path.display().to_string()))
+}
+
 /// The agent: a scripted model and one tool.
-fn agent(store: Sqlite) -> Agent {
+fn agent(store: impl ThreadStore) -> Agent {
     let model = ScriptedModel::from_fn(|req| {
         let last = req.messages.last().expect("a run has a prompt");
         if last.role == Role::User {
