@@ -579,3 +579,82 @@ async fn read_only_file_system_names_the_file_and_the_cause() {
     assert!(text.contains(&*path.to_string_lossy()), "{text}");
     assert!(text.contains("Read-only file system"), "the cause: {text}");
 }
+
+// ===== run leases across processes =====
+
+#[tokio::test]
+async fn a_leased_thread_is_busy_for_every_store_on_the_file_until_released() {
+    use tower_agent::store::ThreadBusy;
+    let (open, _dir) = sqlite().await;
+    let (a, b) = (open().await, open().await);
+    let lease = a.lease("t").await.unwrap();
+    let err = b.lease("t").await.unwrap_err();
+    assert_eq!(
+        err.downcast_ref::<ThreadBusy>()
+            .expect("ThreadBusy")
+            .thread(),
+        "t"
+    );
+    // The same store, the same thread: busy too; another thread (any id) is free.
+    assert!(a.lease("t").await.unwrap_err().is::<ThreadBusy>());
+    let long = "x/".repeat(5_000);
+    let other = b.lease(&long).await.unwrap();
+    assert!(a.lease(&long).await.unwrap_err().is::<ThreadBusy>());
+    drop(lease);
+    let again = b.lease("t").await.expect("free once released");
+    drop((again, other));
+    // An in-memory database is one process's: every lease is given.
+    let memory = Sqlite::memory().unwrap();
+    let (_x, _y) = (
+        memory.lease("t").await.unwrap(),
+        memory.lease("t").await.unwrap(),
+    );
+}
+
+/// Child role: takes the lease of thread `t` of the database `CHILD_DB`, says so, and sleeps
+/// until killed.
+#[tokio::test]
+#[ignore = "a child role: run by its parent test through `rerun`"]
+async fn child_holds_a_lease() {
+    let Ok(path) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    let store = Sqlite::open(&path).unwrap();
+    let _lease = store.lease("t").await.unwrap();
+    println!("LEASED=1");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_killed_with_sigkill_releases_its_lease() {
+    use std::io::BufRead;
+    use tower_agent::store::ThreadBusy;
+    let (open, dir) = sqlite().await;
+    let path = dir.path().join("threads.db");
+    let mut child = rerun("child_holds_a_lease")
+        .env(CHILD_DB, &path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let leased = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("LEASED=1"))
+    });
+    let leased = tokio::time::timeout(Duration::from_secs(30), leased).await;
+    if !matches!(leased, Ok(Ok(true))) {
+        let _ = child.kill();
+        panic!("the child did not take the lease");
+    }
+    // Another process holds it: busy here.
+    let store = open().await;
+    assert!(store.lease("t").await.unwrap_err().is::<ThreadBusy>());
+    // SIGKILL: no destructor runs; the kernel closes the file and drops the lock.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let lease = store.lease("t").await.expect("free once its holder died");
+    drop(lease);
+}

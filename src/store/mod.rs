@@ -62,6 +62,9 @@ pub mod sqlite;
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use self::sqlite::Sqlite;
 
+#[cfg(feature = "sqlite")]
+mod file_lease;
+
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
@@ -163,7 +166,8 @@ pub trait ThreadStore: Send + Sync + 'static {
     /// answers `409` when the thread is busy.
     ///
     /// The default gives every lease at once (a store of one process: the server's own
-    /// one-run-per-thread rule is enough); `Postgres` leases across replicas.
+    /// one-run-per-thread rule is enough); `Postgres` leases across replicas, `Sqlite` across
+    /// the processes that open one database file.
     fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
         let _ = id;
         Box::pin(async { Ok(Lease::free()) })

@@ -95,7 +95,18 @@
 //! threads, so the store must be used inside a tokio runtime. Concurrent runs on different
 //! threads are safe; their saves take turns (each is a short transaction). Clones share the
 //! connection. Two runs on the *same* thread at the same time are not merged: the last save
-//! wins (see the [store module docs](crate::store)).
+//! wins (see the [store module docs](crate::store)) — which is why runs take a lease.
+//!
+//! # Run leases
+//!
+//! [`ThreadStore::lease`] holds an exclusive OS file lock ([`std::fs::File::try_lock`]: `flock`
+//! on Unix) on a lock file of the thread in `<database file>.leases/` (one empty file per
+//! thread leased, named by the SHA-256 of its id) while the run lives. A second lease of the
+//! thread — from this process or any other process that opens the same database file — is a
+//! [`ThreadBusy`](super::ThreadBusy) error (the HTTP server answers `409`). The kernel drops
+//! the lock when the holder closes the file: when the lease is dropped, or when its process
+//! dies in any way (`kill -9` included), so a dead run never blocks its thread. An in-memory
+//! database gives every lease.
 
 use std::{
     collections::BTreeMap,
@@ -113,7 +124,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 
 pub use super::ThreadInfo;
 use super::{
-    Thread, ThreadStore,
+    Lease, Thread, ThreadStore,
     rows::{
         Cache, Cached, DEFAULT_CACHE_THREADS, FirstDifference, Plan, file_changes, from_millis,
         is_current, plan, serialize, to_millis,
@@ -428,6 +439,18 @@ impl ThreadStore for Sqlite {
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(self.delete_thread(id))
+    }
+
+    /// Across the processes that open this database file: an OS file lock per thread (see
+    /// [Run leases](self#run-leases)). An in-memory database is one process's: every lease is
+    /// given.
+    fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
+        Box::pin(async move {
+            match &self.shared.path {
+                Some(path) => super::file_lease::take(path, id),
+                None => Ok(Lease::free()),
+            }
+        })
     }
 }
 
