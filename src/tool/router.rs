@@ -103,6 +103,26 @@ impl ToolRouter {
         }
     }
 
+    /// This router with every tool's service replaced by `f(spec, service)` (the agent loop
+    /// wraps each tool in its journal this way, innermost).
+    pub(crate) fn map_services(
+        &self,
+        mut f: impl FnMut(&ToolSpec, BoxToolService) -> BoxToolService,
+    ) -> ToolRouter {
+        let routes = self
+            .specs
+            .iter()
+            .filter_map(|spec| {
+                let svc = self.routes.get(&spec.name)?.clone();
+                Some((spec.name.clone(), f(spec, svc)))
+            })
+            .collect();
+        ToolRouter {
+            routes: Arc::new(routes),
+            specs: Arc::clone(&self.specs),
+        }
+    }
+
     /// The specs of the tools, in registration order (shared, cheap to clone).
     pub fn specs(&self) -> &Arc<Vec<ToolSpec>> {
         &self.specs
