@@ -38,6 +38,7 @@
 //! |---|---|---|
 //! | `POST /threads/{id}/runs` | [`RunRequest`] `{"prompt": "..."}` | `200` [`RunResponse`] `{thread_id, run_id, outcome, text, steps, usage}` |
 //! | `POST /threads/{id}/runs/stream` | [`RunRequest`] | `200` `text/event-stream`, one event per [`AgentEvent`] (below) |
+//! | `POST /threads/{id}/resume` | none | `200` [`RunResponse`]: the thread's interrupted run resumed ([`AgentRequest::recover`]), `404` for a thread the store does not have |
 //! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files}`, `404` if there is none (only with a [store](AgentRoutes::store)) |
 //! | `GET /healthz` | | `200` `{"status": "ok"}`, `503` `{"status": "shutting_down"}` once shutdown began |
 //!
@@ -327,7 +328,8 @@ impl AgentRoutes {
     pub fn routes(self) -> Router {
         let mut routes = Router::new()
             .route("/threads/{id}/runs", post(run))
-            .route("/threads/{id}/runs/stream", post(run_stream));
+            .route("/threads/{id}/runs/stream", post(run_stream))
+            .route("/threads/{id}/resume", post(resume));
         if self.state.store.is_some() {
             routes = routes.route("/threads/{id}", get(thread));
         }
@@ -362,7 +364,7 @@ pub enum ThreadAction {
     /// Read it: `GET /threads/{id}`.
     Read,
     /// Run on it (creating it if it is new): `POST /threads/{id}/runs` and
-    /// `POST /threads/{id}/runs/stream`.
+    /// `POST /threads/{id}/runs/stream`; resume it: `POST /threads/{id}/resume`.
     Run,
 }
 
@@ -852,6 +854,46 @@ async fn thread(
         todos: thread.todos,
         files: thread.files.into_keys().collect(),
     }))
+}
+
+/// `POST /threads/{id}/resume`: a run that finishes the step a crashed run left in flight
+/// ([`AgentRequest::recover`]), with the thread claimed (and leased) as for a run.
+async fn resume(
+    State(state): State<AppState>,
+    parts: Parts,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<RunResponse>, ApiError> {
+    let Path(id) = id?;
+    if state.shutting_down() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down",
+        ));
+    }
+    state.check_access(&parts, &id, ThreadAction::Run).await?;
+    let _busy = state.claim(&id).await?;
+    if let Some(store) = &state.store {
+        let thread = store.load(&id).await.map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("thread store failed: {}", crate::error::error_chain(&*e)),
+            )
+        })?;
+        if thread.is_none() {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no thread `{id}`"),
+            ));
+        }
+    }
+    let mut request = AgentRequest::recover(id);
+    *request.extensions_mut() = parts.extensions;
+    let response = state
+        .service
+        .oneshot(request)
+        .await
+        .map_err(ApiError::from_service)?;
+    Ok(Json(response.into()))
 }
 
 async fn healthz(shutdown: Option<CancellationToken>) -> Response {

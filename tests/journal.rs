@@ -1,0 +1,360 @@
+//! The tool-call journal (`store::journal`) and crash recovery (`AgentRequest::recover`),
+//! with one generic body per scenario run against every store: `MemoryStore`, `Sqlite` (a
+//! file) and `Postgres` (a real server, `support::postgres`).
+//!
+//! A crash is a run whose future is dropped in the middle of a tool call (its task aborted);
+//! the recovery runs on another store opened on the same database (another replica). The
+//! tools append a line to a counter file each time they run: what the counter holds is how
+//! many times the side effect happened. `tests/resume.rs` does the same across processes,
+//! with `kill -9`.
+
+mod support;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use futures_util::future::BoxFuture;
+use serde_json::json;
+use tower_agent::{
+    Agent, AgentRequest, BoxError,
+    message::{Message, Role, ToolCall},
+    model::ScriptedModel,
+    store::{MemoryStore, Thread, ThreadStore},
+    tool::{Tool, tool_fn},
+};
+
+use support::{any_object, assert_history_valid};
+
+/// Opens another store on the same database (another replica).
+type Open<S> = Arc<dyn Fn() -> BoxFuture<'static, S> + Send + Sync>;
+
+/// Runs every scenario against a store, in a module `$module`; `$setup` gives
+/// `(Open<S>, guard)`.
+macro_rules! journal_scenarios {
+    ($module:ident, $setup:expr) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            journal_scenarios!(@tests $setup,
+                records_started_then_finished,
+                an_unfinished_call_of_a_tool_that_is_not_idempotent_is_not_run_again,
+                an_unfinished_call_of_an_idempotent_tool_is_run_again_once,
+                a_finished_call_is_replayed_and_not_run_again,
+                a_call_that_never_started_is_run,
+                a_thread_with_nothing_in_flight_is_left_as_it_is,
+            );
+        }
+    };
+    (@tests $setup:expr, $($scenario:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                let (open, _guard) = $setup.await;
+                super::$scenario(open).await;
+            }
+        )*
+    };
+}
+
+async fn memory() -> (Open<MemoryStore>, ()) {
+    let store = MemoryStore::new();
+    let open: Open<MemoryStore> = Arc::new(move || {
+        let store = store.clone();
+        Box::pin(async move { store })
+    });
+    (open, ())
+}
+
+journal_scenarios!(memory_store, memory());
+
+#[cfg(feature = "sqlite")]
+async fn sqlite() -> (Open<tower_agent::store::Sqlite>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    let open: Open<tower_agent::store::Sqlite> = Arc::new(move || {
+        let path = path.clone();
+        Box::pin(async move { tower_agent::store::Sqlite::open(&path).unwrap() })
+    });
+    (open, dir)
+}
+
+#[cfg(feature = "sqlite")]
+journal_scenarios!(sqlite_store, sqlite());
+
+#[cfg(all(unix, feature = "postgres"))]
+async fn postgres() -> (Open<tower_agent::store::Postgres>, ()) {
+    let url = support::postgres::database().await;
+    let open: Open<tower_agent::store::Postgres> = Arc::new(move || {
+        let url = url.clone();
+        Box::pin(async move { tower_agent::store::Postgres::connect(&url).await.unwrap() })
+    });
+    (open, ())
+}
+
+#[cfg(all(unix, feature = "postgres"))]
+journal_scenarios!(postgres_store, postgres());
+
+// ===== helpers =====
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A tool `name` that appends a line to `counter` each time it runs; then blocks forever if
+/// `block`, else answers `"{name} done"`.
+fn counting(name: &'static str, counter: PathBuf, block: bool, idempotent: bool) -> impl Tool {
+    tool_fn(name, "counts its runs", any_object(), move |_, _| {
+        let counter = counter.clone();
+        async move {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&counter)?;
+            writeln!(file, "ran")?;
+            drop(file);
+            if block {
+                std::future::pending::<()>().await;
+            }
+            Ok::<_, BoxError>(format!("{name} done"))
+        }
+    })
+    .idempotent(idempotent)
+}
+
+/// The model of a crashing run: it calls `calls` at once (arguments `{"n": 1}`).
+fn calling(calls: &[&str]) -> ScriptedModel {
+    ScriptedModel::new()
+        .tool_calls(calls.iter().map(|c| (c.to_string(), json!({"n": 1}))))
+        .text("never reached")
+}
+
+/// Starts a run of `agent` on thread `t`, waits until every counter of `wait_for` has a
+/// line, then drops the run: the crash.
+async fn crash(agent: Agent, wait_for: &[&Path]) {
+    let run = tokio::spawn(async move { agent.run(AgentRequest::new("go").thread("t")).await });
+    for counter in wait_for {
+        until("the tool ran", || lines(counter) == 1).await;
+    }
+    run.abort();
+    assert!(run.await.unwrap_err().is_cancelled());
+}
+
+/// The tool message the model got for the call `name` in its first request of the recovery.
+fn seen(model: &ScriptedModel, thread: &Thread, name: &str) -> Message {
+    let call = thread
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls.iter())
+        .find(|c| c.name == name)
+        .unwrap()
+        .id
+        .clone();
+    model.requests()[0]
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&call))
+        .cloned()
+        .unwrap_or_else(|| panic!("no output for `{name}` in {:?}", model.requests()[0]))
+}
+
+// ===== scenarios =====
+
+async fn records_started_then_finished<S: ThreadStore + Clone>(open: Open<S>) {
+    let (one, two) = (open().await, open().await);
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "send".into(),
+        arguments: json!({"to": "ada", "text": "héllo \u{0} ✓"}),
+    };
+    let journal = one.journal().expect("the store keeps a journal");
+    journal.started("t", &call).await.unwrap();
+    let ids = ["c1".to_owned(), "c2".to_owned()];
+    let entries = two.journal().unwrap().entries("t", &ids).await.unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(entries["c1"].in_doubt());
+    assert_eq!(entries["c1"].arguments, call.arguments);
+    assert_eq!(entries["c1"].tool, "send");
+
+    let output = tower_agent::message::ToolOutput::text("c1", "sent \u{0}");
+    journal.finished("t", &call, &output).await.unwrap();
+    let entries = two.journal().unwrap().entries("t", &ids).await.unwrap();
+    assert_eq!(entries["c1"].output.as_ref(), Some(&output));
+    // Another thread's calls are not this one's.
+    let other = two.journal().unwrap().entries("u", &ids).await.unwrap();
+    assert!(other.is_empty());
+
+    // Deleted with the thread.
+    one.save(&Thread::new("t")).await.unwrap();
+    one.delete("t").await.unwrap();
+    let entries = two.journal().unwrap().entries("t", &ids).await.unwrap();
+    assert!(entries.is_empty(), "{entries:?}");
+}
+
+async fn an_unfinished_call_of_a_tool_that_is_not_idempotent_is_not_run_again<
+    S: ThreadStore + Clone,
+>(
+    open: Open<S>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("send");
+    let first = Agent::builder()
+        .model(calling(&["send"]))
+        .tool(counting("send", counter.clone(), true, false))
+        .store(open().await)
+        .build();
+    crash(first, &[&counter]).await;
+
+    let store = open().await;
+    let model = ScriptedModel::new().text("recovered").recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(counting("send", counter.clone(), false, false))
+        .store(store.clone())
+        .build();
+    let resumed = agent.run(AgentRequest::recover("t")).await.unwrap();
+    assert!(resumed.outcome.is_finished(), "{:?}", resumed.outcome);
+    assert_eq!(resumed.text, "recovered");
+    assert_eq!(lines(&counter), 1, "the call was run again");
+    let thread = store.load("t").await.unwrap().unwrap();
+    let output = seen(&model, &thread, "send");
+    assert!(output.text().starts_with("in doubt"), "{}", output.text());
+    assert!(output.text().contains("may or may not have happened"));
+    assert_history_valid(&thread.messages);
+    let roles: Vec<Role> = thread.messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
+    // A second recovery has nothing left to do: nothing runs, the model is not called.
+    let again = agent.run(AgentRequest::recover("t")).await.unwrap();
+    assert_eq!((again.steps, model.calls()), (0, 1));
+    assert_eq!(lines(&counter), 1);
+}
+
+async fn an_unfinished_call_of_an_idempotent_tool_is_run_again_once<S: ThreadStore + Clone>(
+    open: Open<S>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("put");
+    let first = Agent::builder()
+        .model(calling(&["put"]))
+        .tool(counting("put", counter.clone(), true, true))
+        .store(open().await)
+        .build();
+    crash(first, &[&counter]).await;
+
+    let store = open().await;
+    let model = ScriptedModel::new().text("recovered").recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(counting("put", counter.clone(), false, true))
+        .store(store.clone())
+        .build();
+    let resumed = agent.run(AgentRequest::recover("t")).await.unwrap();
+    assert!(resumed.outcome.is_finished(), "{:?}", resumed.outcome);
+    assert_eq!(lines(&counter), 2, "run again exactly once");
+    let thread = store.load("t").await.unwrap().unwrap();
+    let output = seen(&model, &thread, "put");
+    assert_eq!(output.text(), "put done");
+    assert_history_valid(&thread.messages);
+}
+
+async fn a_finished_call_is_replayed_and_not_run_again<S: ThreadStore + Clone>(open: Open<S>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (fast, slow) = (dir.path().join("fast"), dir.path().join("slow"));
+    let store = open().await;
+    let first = Agent::builder()
+        .model(calling(&["fast", "slow"]))
+        .tool(counting("fast", fast.clone(), false, false))
+        .tool(counting("slow", slow.clone(), true, false))
+        .store(store.clone())
+        .build();
+    crash(first, &[&fast, &slow]).await;
+    // The fast call's output is recorded as soon as it settled (it may trail its counter).
+    let thread = store.load("t").await.unwrap().unwrap();
+    let fast_id = thread.messages[1].tool_calls[0].id.clone();
+    let journal = store.journal().unwrap();
+    let ids = [fast_id.clone()];
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while journal.entries("t", &ids).await.unwrap()[&fast_id].in_doubt() {
+        assert!(std::time::Instant::now() < deadline, "fast never finished");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let other = open().await;
+    let model = ScriptedModel::new().text("recovered").recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(counting("fast", fast.clone(), false, false))
+        .tool(counting("slow", slow.clone(), false, false))
+        .store(other.clone())
+        .build();
+    let resumed = agent.run(AgentRequest::recover("t")).await.unwrap();
+    assert!(resumed.outcome.is_finished(), "{:?}", resumed.outcome);
+    assert_eq!((lines(&fast), lines(&slow)), (1, 1), "a call was run again");
+    let thread = other.load("t").await.unwrap().unwrap();
+    assert_eq!(seen(&model, &thread, "fast").text(), "fast done");
+    assert!(seen(&model, &thread, "slow").text().starts_with("in doubt"));
+    assert_history_valid(&thread.messages);
+}
+
+async fn a_call_that_never_started_is_run<S: ThreadStore + Clone>(open: Open<S>) {
+    // Saved with its calls, then the process died before any reached its tool.
+    let store = open().await;
+    let mut thread = Thread::new("t");
+    let mut call = Message::assistant("");
+    call.tool_calls.push(ToolCall {
+        id: "c1".into(),
+        name: "send".into(),
+        arguments: json!({}),
+    });
+    thread.messages = vec![Message::user("go"), call].into_iter().collect();
+    store.save(&thread).await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("send");
+    let model = ScriptedModel::new().text("recovered").recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(counting("send", counter.clone(), false, false))
+        .store(open().await)
+        .build();
+    let resumed = agent.run(AgentRequest::recover("t")).await.unwrap();
+    assert!(resumed.outcome.is_finished());
+    assert_eq!(lines(&counter), 1);
+    let thread = store.load("t").await.unwrap().unwrap();
+    assert_eq!(seen(&model, &thread, "send").text(), "send done");
+}
+
+async fn a_thread_with_nothing_in_flight_is_left_as_it_is<S: ThreadStore + Clone>(open: Open<S>) {
+    let store = open().await;
+    let model = ScriptedModel::new().text("hello").text("again").recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .store(store.clone())
+        .build();
+    agent
+        .run(AgentRequest::new("hi").thread("t"))
+        .await
+        .unwrap();
+    let resumed = agent.run(AgentRequest::recover("t")).await.unwrap();
+    assert_eq!((resumed.steps, model.calls()), (0, 1));
+    assert_eq!(resumed.text, "hello");
+    assert_eq!(store.load("t").await.unwrap().unwrap().messages.len(), 2);
+    // A thread the store does not have is an error, not an empty run.
+    let err = agent.run(AgentRequest::recover("nope")).await.unwrap_err();
+    assert!(err.is_store(), "{err}");
+    assert!(err.to_string().contains("nope") || format!("{err:?}").contains("nope"));
+}
