@@ -50,6 +50,13 @@
 //! in-memory store, replicas don't see each other's runs). A run whose save found the thread
 //! written by another replica meanwhile (a `Postgres` conflict) is a `409` too.
 //!
+//! A run whose replica died in the middle (a crash, `kill -9`) is finished by
+//! `POST /threads/{id}/resume` on any replica: the thread is claimed and leased as for a run
+//! (`409` while the dead replica's lease lasts — with `Postgres`, until its database session
+//! ends — or while a live run holds it), then the step in flight is finished from the store's
+//! [tool-call journal](crate::store::journal) without running a side effect twice, and the run
+//! goes on ([`AgentRequest::recover`]).
+//!
 //! Every error is JSON, [`ErrorResponse`] `{"error": "..."}`: `400` for a body that is not
 //! JSON, lacks `prompt` or has an empty one (`415` without a JSON content type, `413` for a
 //! body over axum's 2 MB default limit); `404` for an unknown thread or route; `409` for a run

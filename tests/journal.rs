@@ -11,6 +11,7 @@
 mod support;
 
 use std::{
+    collections::HashMap,
     path::{Path, PathBuf},
     sync::Arc,
     time::Duration,
@@ -22,7 +23,7 @@ use tower_agent::{
     Agent, AgentRequest, BoxError,
     message::{Message, Role, ToolCall},
     model::ScriptedModel,
-    store::{MemoryStore, Thread, ThreadStore},
+    store::{JournalEntry, MemoryStore, Thread, ThreadStore, ToolJournal},
     tool::{Tool, tool_fn},
 };
 
@@ -357,4 +358,100 @@ async fn a_thread_with_nothing_in_flight_is_left_as_it_is<S: ThreadStore + Clone
     let err = agent.run(AgentRequest::recover("nope")).await.unwrap_err();
     assert!(err.is_store(), "{err}");
     assert!(err.to_string().contains("nope") || format!("{err:?}").contains("nope"));
+}
+
+// ===== a journal that cannot write; the flag on the tool =====
+
+/// A store whose journal cannot record a start (a full disk, a lost connection).
+#[derive(Clone, Default)]
+struct BrokenJournal(MemoryStore);
+
+impl ThreadStore for BrokenJournal {
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
+        self.0.load(id)
+    }
+    fn save<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.0.save(thread)
+    }
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.0.delete(id)
+    }
+    fn journal(&self) -> Option<&dyn ToolJournal> {
+        Some(self)
+    }
+}
+
+impl ToolJournal for BrokenJournal {
+    fn started<'a>(&'a self, _: &'a str, _: &'a ToolCall) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async { Err("disk full".into()) })
+    }
+    fn finished<'a>(
+        &'a self,
+        thread: &'a str,
+        call: &'a ToolCall,
+        output: &'a tower_agent::message::ToolOutput,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.0.finished(thread, call, output)
+    }
+    fn entries<'a>(
+        &'a self,
+        thread: &'a str,
+        ids: &'a [String],
+    ) -> BoxFuture<'a, Result<HashMap<String, JournalEntry>, BoxError>> {
+        self.0.entries(thread, ids)
+    }
+}
+
+#[tokio::test]
+async fn a_call_the_journal_cannot_record_is_not_run_and_the_model_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("send");
+    let model = ScriptedModel::new()
+        .tool_call("send", json!({}))
+        .text("ok")
+        .per_run()
+        .recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(counting("send", counter.clone(), false, false))
+        .store(BrokenJournal::default())
+        .build();
+    let run = agent
+        .run(AgentRequest::new("go").thread("t"))
+        .await
+        .unwrap();
+    assert!(run.outcome.is_finished());
+    assert_eq!(lines(&counter), 0, "the tool ran without a journal record");
+    let output = support::last_tool_message(&model.requests()[1]);
+    assert!(output.text().contains("not run"), "{}", output.text());
+    assert!(output.text().contains("disk full"), "{}", output.text());
+    // A run without a thread is not journaled: the tool runs.
+    agent.run("go").await.unwrap();
+    assert_eq!(lines(&counter), 1);
+}
+
+#[test]
+fn idempotent_is_a_flag_of_the_spec_off_unless_set_and_not_sent() {
+    use tower_agent::{message::ToolSpec, tool::typed_tool};
+    let spec = ToolSpec::new("t", "d", any_object());
+    assert!(!spec.idempotent);
+    let value = serde_json::to_value(&spec).unwrap();
+    assert!(value.get("idempotent").is_none(), "{value}");
+    let old: ToolSpec =
+        serde_json::from_value(json!({"name": "t", "description": "d", "parameters": {}})).unwrap();
+    assert!(!old.idempotent);
+    let on = spec.clone().idempotent(true);
+    assert_eq!(serde_json::to_value(&on).unwrap()["idempotent"], true);
+    let back: ToolSpec = serde_json::from_value(serde_json::to_value(&on).unwrap()).unwrap();
+    assert!(back.idempotent);
+
+    let f = tool_fn("f", "d", any_object(), |_, _| async {
+        Ok::<_, BoxError>("x")
+    });
+    assert!(!f.spec().idempotent);
+    assert!(f.idempotent(true).spec().idempotent);
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Args {}
+    let typed = typed_tool("g", "d", |_: Args, _| async { Ok::<_, BoxError>("x") });
+    assert!(typed.idempotent(true).spec().idempotent);
 }

@@ -29,6 +29,18 @@
 //! - **not in the journal**: it never reached the tool; it is run (through the whole stack,
 //!   so hooks decide again).
 //!
+//! # The journal and the [`Ledger`](crate::layers::ledger)
+//!
+//! The journal is not the ledger grown up, and not a layer you add: they answer different
+//! questions with opposite rules. The ledger is an audit trail — every call, in any run, with
+//! timing and status — that must never slow or fail a call, so it writes in the background
+//! and drops entries it cannot write. The journal is a correctness mechanism: its "started"
+//! record must be durable *before* the tool runs, and a call it cannot record is not run. It
+//! belongs with the thread it resumes (same store, same database, deleted with it), it is
+//! written at a fixed place of the loop (innermost for "started", after the hooks for
+//! "finished"), and it is on for every run on a thread of a store that keeps one, because a
+//! recovery that finds no record would run a call twice. Keep the ledger for auditing.
+//!
 //! # Size
 //!
 //! An entry holds the call's arguments and output as the thread's messages do (JSON text).
@@ -208,4 +220,39 @@ pub(crate) fn decode(
         arguments,
         output,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(i: usize) -> ToolCall {
+        ToolCall {
+            id: format!("c{i}"),
+            name: "t".into(),
+            arguments: json!({}),
+        }
+    }
+
+    #[test]
+    fn the_memory_journal_keeps_the_last_calls_of_a_thread() {
+        let mut journal = MemoryJournal::default();
+        for i in 0..=MEMORY_JOURNAL_CALLS {
+            journal.record("t", JournalEntry::new(&call(i), None));
+        }
+        // Recording a call again does not grow it.
+        journal.finish("t", &call(5), &ToolOutput::text("c5", "done"));
+        let ids: Vec<String> = (0..=MEMORY_JOURNAL_CALLS)
+            .map(|i| format!("c{i}"))
+            .collect();
+        let entries = journal.entries("t", &ids);
+        assert_eq!(entries.len(), MEMORY_JOURNAL_CALLS);
+        assert!(!entries.contains_key("c0"), "the oldest is dropped");
+        assert!(entries[&format!("c{MEMORY_JOURNAL_CALLS}")].in_doubt());
+        assert_eq!(entries["c5"].output.as_ref().unwrap().content, "done");
+        journal.remove("t");
+        assert!(journal.entries("t", &ids).is_empty());
+    }
 }

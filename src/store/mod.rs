@@ -13,6 +13,12 @@
 //! `Postgres` goes further across replicas: a save over a thread that another store wrote or
 //! deleted since this store last read or saved it fails with a conflict error instead.
 //!
+//! Each store also keeps the [tool-call journal](journal) ([`ThreadStore::journal`]): what the
+//! tool calls of a run on a thread did, so that a run whose process died is resumed
+//! ([`AgentRequest::recover`](crate::AgentRequest::recover), `POST /threads/{id}/resume`)
+//! without running a side effect twice. A run on a thread saves the assistant message that
+//! makes tool calls before any of them runs, and again after their results.
+//!
 //! # Example
 //!
 //! ```
