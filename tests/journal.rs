@@ -455,3 +455,49 @@ fn idempotent_is_a_flag_of_the_spec_off_unless_set_and_not_sent() {
     let typed = typed_tool("g", "d", |_: Args, _| async { Ok::<_, BoxError>("x") });
     assert!(typed.idempotent(true).spec().idempotent);
 }
+
+#[tokio::test]
+async fn a_new_run_on_a_thread_left_mid_step_answers_its_calls_without_running_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fast, slow) = (dir.path().join("fast"), dir.path().join("slow"));
+    let store = MemoryStore::new();
+    let first = Agent::builder()
+        .model(calling(&["fast", "slow"]))
+        .tool(counting("fast", fast.clone(), false, false))
+        .tool(counting("slow", slow.clone(), true, false))
+        .store(store.clone())
+        .build();
+    crash(first, &[&fast, &slow]).await;
+    // `fast`'s output is recorded when it settles, right after its counter.
+    let thread = store.load("t").await.unwrap().unwrap();
+    let ids = [thread.messages[1].tool_calls[0].id.clone()];
+    let journal = store.journal().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while journal.entries("t", &ids).await.unwrap()[&ids[0]].in_doubt() {
+        assert!(std::time::Instant::now() < deadline, "fast never finished");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let model = ScriptedModel::new().text("hello").recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(counting("fast", fast.clone(), false, false))
+        .tool(counting("slow", slow.clone(), false, false))
+        .store(store.clone())
+        .build();
+    let run = agent
+        .run(AgentRequest::new("something else").thread("t"))
+        .await
+        .unwrap();
+    assert!(run.outcome.is_finished());
+    assert_eq!((lines(&fast), lines(&slow)), (1, 1));
+    let thread = store.load("t").await.unwrap().unwrap();
+    assert_history_valid(&thread.messages);
+    assert_eq!(seen(&model, &thread, "fast").text(), "fast done");
+    assert!(
+        seen(&model, &thread, "slow")
+            .text()
+            .starts_with("interrupted")
+    );
+    assert_eq!(thread.messages[4].text(), "something else");
+}

@@ -260,6 +260,8 @@ impl<'a> Run<'a> {
                 return Ok(Started::Ended(run, Outcome::Blocked { reason }));
             }
         };
+        // A thread whose last run stopped mid-step (saved before its calls ran).
+        run.close_unanswered(&mut history).await?;
         if let (true, Some(system)) = (history.is_empty(), &inner.system_prompt) {
             history.push(Message::system(system.clone()));
         }

@@ -240,3 +240,51 @@ fn settled(output: ToolOutput) -> Settled {
         deferred: None,
     }
 }
+
+/// The output a new run gives a call its thread's last run left unanswered (the run stopped in
+/// the middle of the step and was not resumed), unless the journal has its output.
+pub(crate) fn interrupted_output(call: &ToolCall) -> ToolOutput {
+    ToolOutput::error(
+        call.id.clone(),
+        format!(
+            "interrupted: the run that called the tool `{}` stopped before the call finished, \
+             and the thread was continued without resuming it; the call may or may not have \
+             happened.",
+            call.name
+        ),
+    )
+}
+
+impl Run<'_> {
+    /// A new run (not a recovery) on a thread whose last message is an assistant message with
+    /// calls and no results (its run stopped mid-step): each call gets its output from the
+    /// journal if it finished, else [`interrupted_output`], so the history stays valid (every
+    /// call answered) and nothing is run.
+    pub(super) async fn close_unanswered(&self, history: &mut Messages) -> Result<(), Error> {
+        let calls = match history.last() {
+            Some(last) if last.role == Role::Assistant && !last.tool_calls.is_empty() => {
+                last.tool_calls.clone()
+            }
+            _ => return Ok(()),
+        };
+        let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+        let mut entries = match self.inner.store.journal() {
+            Some(journal) => journal
+                .entries(self.ctx.session_id(), &ids)
+                .await
+                .map_err(Error::store)?,
+            None => HashMap::new(),
+        };
+        for call in &calls {
+            let output = match entries.remove(&call.id).and_then(|e| e.output) {
+                Some(mut output) => {
+                    output.call_id.clone_from(&call.id);
+                    output
+                }
+                None => interrupted_output(call),
+            };
+            history.push(output.into());
+        }
+        Ok(())
+    }
+}
