@@ -173,9 +173,9 @@ pub trait ThreadStore: Send + Sync + 'static {
         Box::pin(async { Ok(Lease::free()) })
     }
 
-    /// The store's tool-call [journal](journal), which makes a crashed run resumable without
-    /// running a side effect twice; `None` (the default) if the store keeps none (then a
-    /// resumed run treats every unanswered call as never started).
+    /// The store's [tool-call journal](self::journal), which makes a crashed run resumable
+    /// without running a side effect twice; `None` (the default) if the store keeps none
+    /// (then a resumed run treats every unanswered call as never started).
     fn journal(&self) -> Option<&dyn ToolJournal> {
         None
     }
