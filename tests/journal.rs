@@ -538,3 +538,44 @@ async fn a_postgres_database_of_schema_1_is_migrated_to_the_journal_keeping_its_
     let ids = ["c".to_owned()];
     assert!(journal.entries("old", &ids).await.unwrap()["c"].in_doubt());
 }
+
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_journal_row_fails_the_recovery_clearly_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    let store = tower_agent::store::Sqlite::open(&path).unwrap();
+    let mut thread = Thread::new("t");
+    let mut call = Message::assistant("");
+    call.tool_calls.push(ToolCall {
+        id: "c1".into(),
+        name: "send".into(),
+        arguments: json!({}),
+    });
+    thread.messages = vec![Message::user("go"), call].into_iter().collect();
+    store.save(&thread).await.unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "INSERT INTO journal VALUES ('t', 'c1', 'send', '{}', 'not json')",
+            [],
+        )
+        .unwrap();
+
+    let counter = dir.path().join("send");
+    let agent = Agent::builder()
+        .model(ScriptedModel::new().text("never"))
+        .tool(counting("send", counter.clone(), false, false))
+        .store(store.clone())
+        .build();
+    let err = agent.run(AgentRequest::recover("t")).await.unwrap_err();
+    assert!(err.is_store(), "{err}");
+    let chain = format!("{err} {:?}", std::error::Error::source(&err));
+    assert!(
+        chain.contains("c1") && chain.contains("bad output"),
+        "{chain}"
+    );
+    assert_eq!(lines(&counter), 0, "a call ran");
+    // The thread is left as it was, for a recovery once the row is repaired.
+    assert_eq!(store.load("t").await.unwrap().unwrap().messages.len(), 2);
+}
