@@ -7,6 +7,10 @@
 //!   tokio duplex pipe: JSON-RPC encoding and decoding both ways, no process boundary.
 //! - `mcp/stdio`: rmcp's client → this bench binary re-run as a stdio MCP server in a child
 //!   process (`TOWER_AGENT_BENCH_MCP_STDIO=1`): what a desktop client pays per call.
+//! - `mcp/client_stdio`: the crate's own client ([`McpServers`]) → the same child server, the
+//!   tool called as an agent calls it: `mcp__bench__add` through the `ToolRouter` the client
+//!   registers (result mapped to a `ToolOutput`). Against `mcp/router`: the whole cost an MCP
+//!   tool adds to a tool call of an agent.
 //!
 //! All on one current-thread runtime (the client side; the stdio server has its own).
 //! Run with `cargo bench --features mcp --bench mcp`; the derived figures are printed at the end.
@@ -34,7 +38,10 @@ use tower_agent::{
     BoxError,
     context::RunContext,
     layers::hooks::{Hooks, PreToolUse},
-    mcp::McpServer,
+    mcp::{
+        McpServer,
+        client::{McpServers, StdioServer},
+    },
     message::ToolCall,
     tool::{ToolRequest, ToolRouter, typed_tool},
 };
@@ -121,10 +128,44 @@ fn benches(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
         ().serve(transport).await.unwrap()
     });
     group.bench_function("stdio", |b| b.to_async(rt).iter(|| mcp_call(&stdio)));
+    let exe = std::env::current_exe().unwrap();
+    let (servers, client_router) = rt.block_on(async {
+        let servers = McpServers::builder()
+            .server(
+                "bench",
+                StdioServer::new(exe.to_string_lossy()).env(STDIO_ENV, "1"),
+            )
+            .build();
+        let mut router = servers.router().await.unwrap();
+        // The figure is of a call that works: check one first.
+        let out = router
+            .ready()
+            .await
+            .unwrap()
+            .call(ToolRequest::new(
+                ToolCall::new("c0", "mcp__bench__add", json!({ "a": 2, "b": 40 })),
+                RunContext::new(),
+            ))
+            .await
+            .unwrap();
+        assert!(!out.is_error && out.content == "42", "{out:?}");
+        (servers, router)
+    });
+    let client_request = || {
+        ToolRequest::new(
+            ToolCall::new("c1", "mcp__bench__add", json!({ "a": 2, "b": 40 })),
+            ctx.clone(),
+        )
+    };
+    group.bench_function("client_stdio", |b| {
+        b.to_async(rt)
+            .iter_custom(|iters| timed_calls(client_router.clone(), iters, client_request))
+    });
     group.finish();
     rt.block_on(async {
         let _ = duplex.cancel().await;
         let _ = stdio.cancel().await;
+        servers.close().await;
     });
 }
 
@@ -147,7 +188,13 @@ fn summary(started: SystemTime) {
     let out = output_dir();
     let t = |id: &str| estimate(&out, &format!("mcp/{id}"), started);
     println!();
-    for id in ["router", "server_layered", "duplex", "stdio"] {
+    for id in [
+        "router",
+        "server_layered",
+        "duplex",
+        "stdio",
+        "client_stdio",
+    ] {
         if let Some(ns) = t(id) {
             println!("mcp/{id:<16} {:9.2} µs per call", ns / 1e3);
         }
@@ -159,6 +206,13 @@ fn summary(started: SystemTime) {
             "MCP overhead over the in-process layered call: duplex +{:.1} µs, stdio +{:.1} µs",
             (duplex - router) / 1e3,
             (stdio - router) / 1e3
+        );
+    }
+    if let (Some(router), Some(client)) = (t("router"), t("client_stdio")) {
+        println!(
+            "An MCP tool over stdio through the crate's client: +{:.1} µs per call over the same tool in-process ({:.0}x)",
+            (client - router) / 1e3,
+            client / router
         );
     }
 }

@@ -85,6 +85,7 @@ struct ErrorImpl {
 enum Kind {
     Setup,
     Store,
+    Approvals,
 }
 
 impl Error {
@@ -102,6 +103,16 @@ impl Error {
         Self::new(Kind::Store, Some(cause))
     }
 
+    pub(crate) fn approvals(cause: crate::agent::ApprovalError) -> Self {
+        Self::new(Kind::Approvals, Some(Box::new(cause)))
+    }
+
+    /// An [`AgentRequest::approvals`](crate::agent::AgentRequest::approvals) request was
+    /// refused: its source is the [`ApprovalError`](crate::agent::ApprovalError).
+    pub fn is_approvals(&self) -> bool {
+        self.inner.kind == Kind::Approvals
+    }
+
     /// A setup (before-agent) stage failed.
     pub fn is_setup(&self) -> bool {
         self.inner.kind == Kind::Setup
@@ -116,6 +127,7 @@ impl Error {
         match self.inner.kind {
             Kind::Setup => "setup stage failed",
             Kind::Store => "thread store failed",
+            Kind::Approvals => "approvals refused",
         }
     }
 }

@@ -40,6 +40,8 @@
 //! | `POST /threads/{id}/runs/stream` | [`RunRequest`] | `200` `text/event-stream`, one event per [`AgentEvent`] (below) |
 //! | `POST /threads/{id}/resume` | none | `200` [`RunResponse`]: the thread's interrupted run resumed ([`AgentRequest::recover`]), `404` for a thread the store does not have |
 //! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files}`, `404` if there is none (only with a [store](AgentRoutes::store)) |
+//! | `POST /threads/{id}/approvals` | [`Approvals`] `{"decisions": [{"call_id": "...", "decision": "approve"}, …]}` | `200` [`RunResponse`] of the run that goes on (see [Approvals](#approvals)) |
+//! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files, pending}`, `404` if there is none (only with a [store](AgentRoutes::store)) |
 //! | `GET /healthz` | | `200` `{"status": "ok"}`, `503` `{"status": "shutting_down"}` once shutdown began |
 //!
 //! A run continues the thread `{id}` (it is created by its first run), and is saved after every
@@ -98,6 +100,27 @@
 //! the run starts. A refusal answers **`403`** `{"error": "not allowed on thread `{id}`"}`.
 //! `403`, not `404`: a run on an unused id creates the thread, so a `404` could not hide
 //! that an id is taken anyway, and a `403` tells a client its credentials are the problem.
+//!
+//! # Approvals
+//!
+//! A run whose agent has the deferring approval policy
+//! ([`Hooks::defer_approvals`](crate::layers::hooks::Hooks::defer_approvals)) ends with
+//! `{"kind": "interrupted", "pending": [{"id", "name", "arguments", "reason"}, …]}` when calls
+//! wait for a decision; `GET /threads/{id}` lists them too (`pending`). Any replica sharing
+//! the store answers them with `POST /threads/{id}/approvals`, each pending call decided once:
+//! `{"call_id": "...", "decision": "approve"}`, `{"call_id": "...", "decision": "deny",
+//! "reason": "..."}` or `{"call_id": "...", "decision": "edit", "arguments": {…}}` (see
+//! [`agent::interrupt`](crate::agent::interrupt)). The run then goes on as a run of the
+//! thread (the thread is claimed as for `/runs`: `409` while a run is going on it) and the
+//! answer is its [`RunResponse`].
+//!
+//! Who may answer is the [`ThreadAccess`]'s call with [`ThreadAction::Approve`] (by default,
+//! anyone; a refusal is a `403`). Refused decisions change nothing: `409` when the thread has
+//! nothing pending (the calls were decided already: a stale request, e.g. the loser of two
+//! concurrent answers), `422` for a call id that is not pending (forged or stale), a pending
+//! call left undecided, a call decided twice, or more than
+//! [`MAX_DECISIONS`](crate::agent::interrupt::MAX_DECISIONS) (1024) decisions; `404` for a
+//! thread that does not exist.
 //!
 //! # Server-Sent Events
 //!
@@ -215,7 +238,7 @@ use tower::{Service, ServiceExt, util::BoxCloneSyncService};
 
 use crate::{
     Agent, AgentRequest, AgentResponse, BoxError, Outcome,
-    agent::AgentEvent,
+    agent::{AgentEvent, ApprovalError, Approvals, PendingCall},
     context::Todo,
     message::{Messages, Usage},
     store::{Lease, ThreadBusy, ThreadStore},
@@ -336,6 +359,7 @@ impl AgentRoutes {
         let mut routes = Router::new()
             .route("/threads/{id}/runs", post(run))
             .route("/threads/{id}/runs/stream", post(run_stream))
+            .route("/threads/{id}/approvals", post(approvals))
             .route("/threads/{id}/resume", post(resume));
         if self.state.store.is_some() {
             routes = routes.route("/threads/{id}", get(thread));
@@ -373,6 +397,8 @@ pub enum ThreadAction {
     /// Run on it (creating it if it is new): `POST /threads/{id}/runs` and
     /// `POST /threads/{id}/runs/stream`; resume it: `POST /threads/{id}/resume`.
     Run,
+    /// Answer its pending approvals: `POST /threads/{id}/approvals`.
+    Approve,
 }
 
 /// Decides who may read or continue a thread: given the HTTP request's parts (its headers,
@@ -557,6 +583,9 @@ pub struct ThreadResponse {
     pub todos: Vec<Todo>,
     /// The paths of the files written in it (their contents are not sent).
     pub files: Vec<String>,
+    /// Tool calls waiting for a decision (answer them with `POST /threads/{id}/approvals`).
+    #[serde(default)]
+    pub pending: Vec<PendingCall>,
 }
 
 /// The body of every error answer: `{"error": "..."}`.
@@ -636,6 +665,13 @@ fn service_error_status(err: &(dyn std::error::Error + 'static)) -> StatusCode {
         if e.is::<tower::load_shed::error::Overloaded>() {
             return StatusCode::SERVICE_UNAVAILABLE;
         }
+        if let Some(refused) = e.downcast_ref::<ApprovalError>() {
+            return match refused {
+                ApprovalError::NoThread => StatusCode::NOT_FOUND,
+                e if e.is_stale() => StatusCode::CONFLICT,
+                _ => StatusCode::UNPROCESSABLE_ENTITY,
+            };
+        }
         // A save refused because another replica wrote the thread meanwhile.
         #[cfg(feature = "postgres")]
         if e.is::<crate::store::postgres::Conflict>() {
@@ -684,6 +720,34 @@ async fn run(
     body: Result<Json<RunRequest>, JsonRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
     let (request, _busy) = agent_request(&state, parts, id, body).await?;
+    let response = state
+        .service
+        .oneshot(request)
+        .await
+        .map_err(ApiError::from_service)?;
+    Ok(Json(response.into()))
+}
+
+async fn approvals(
+    State(state): State<AppState>,
+    parts: Parts,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<Approvals>, JsonRejection>,
+) -> Result<Json<RunResponse>, ApiError> {
+    let Path(id) = id?;
+    let Json(body) = body?;
+    if state.shutting_down() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down",
+        ));
+    }
+    state
+        .check_access(&parts, &id, ThreadAction::Approve)
+        .await?;
+    let _busy = state.claim(&id).await?;
+    let mut request = AgentRequest::approvals(id, body);
+    *request.extensions_mut() = parts.extensions;
     let response = state
         .service
         .oneshot(request)
@@ -860,6 +924,7 @@ async fn thread(
         messages: thread.messages,
         todos: thread.todos,
         files: thread.files.into_keys().collect(),
+        pending: thread.pending,
     }))
 }
 

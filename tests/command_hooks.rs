@@ -767,7 +767,7 @@ fn config_errors_name_the_file_and_the_path() {
     );
     assert_eq!(
         config_error(with(json!({ "type": "shell" }))),
-        "settings.json: hooks.PreToolUse[0].hooks[1].type: unknown handler type `shell` (supported: \"command\", \"http\", \"prompt\", \"agent\")"
+        "settings.json: hooks.PreToolUse[0].hooks[1].type: unknown handler type `shell` (supported: \"command\", \"http\", \"mcp_tool\", \"prompt\", \"agent\")"
     );
     assert_eq!(
         config_error(with(json!({ "command": 3 }))),
@@ -837,7 +837,8 @@ fn unsupported_handlers_and_events_are_skipped_with_warnings() {
     assert_eq!(hooks.commands(HookEvent::PreToolUse), ["true", "true"]);
     let warnings = hooks.warnings().join("\n");
     assert!(
-        warnings.contains("hooks.PreToolUse[0].hooks[0]: `mcp_tool` hooks are not supported"),
+        // Without MCP servers (`CommandHooksBuilder::mcp`), or without the `mcp` feature.
+        warnings.contains("hooks.PreToolUse[0].hooks[0]: `mcp_tool` hooks need"),
         "{warnings}"
     );
     // Without a model service (`CommandHooksBuilder::model`).
@@ -849,6 +850,25 @@ fn unsupported_handlers_and_events_are_skipped_with_warnings() {
         warnings.contains("TeammateIdle event is not fired"),
         "{warnings}"
     );
+    // Elicitation hooks load with the `mcp` feature (fired by `elicitation_layer`), and are
+    // skipped with a warning without it.
+    let elicit = CommandHooks::builder()
+        .settings_json(
+            json!({ "hooks": { "Elicitation": [{ "hooks": [{ "type": "command", "command": "true" }] }] } }),
+            "settings.json",
+        )
+        .build()
+        .unwrap();
+    if cfg!(feature = "mcp") {
+        assert_eq!(elicit.commands(HookEvent::Elicitation), ["true"]);
+    } else {
+        assert!(elicit.commands(HookEvent::Elicitation).is_empty());
+        assert!(
+            elicit.warnings()[0].contains("the Elicitation event needs the `mcp` feature"),
+            "{:?}",
+            elicit.warnings()
+        );
+    }
 
     let disabled = CommandHooks::builder()
         .settings_json(json!({ "hooks": { "Stop": [{ "hooks": [{ "type": "command", "command": "true" }] }] } }), "a")

@@ -504,7 +504,7 @@ async fn a_new_run_on_a_thread_left_mid_step_answers_its_calls_without_running_t
 
 #[cfg(all(unix, feature = "postgres"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgres_database_of_schema_1_is_migrated_to_the_journal_keeping_its_threads() {
+async fn a_postgres_database_of_schema_2_is_migrated_to_the_journal_keeping_its_threads() {
     use tower_agent::store::{Postgres, postgres::SCHEMA_VERSION};
     let url = support::postgres::database().await;
     let store = Postgres::connect(&url).await.unwrap();
@@ -513,18 +513,18 @@ async fn a_postgres_database_of_schema_1_is_migrated_to_the_journal_keeping_its_
         .await
         .unwrap();
     drop(store);
-    // Back to schema 1, as a database of the previous release is.
+    // Back to schema 2, as a database of the previous release is.
     support::postgres::sql(
         &url,
-        "DROP TABLE tower_agent_journal; UPDATE tower_agent_schema SET version = 1;",
+        "DROP TABLE tower_agent_journal; UPDATE tower_agent_schema SET version = 2;",
     )
     .await;
 
     let store = Postgres::connect(&url).await.unwrap();
-    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(SCHEMA_VERSION, 3);
     assert_eq!(
         support::postgres::column(&url, "SELECT version::text FROM tower_agent_schema").await,
-        [Some("2".to_owned())]
+        [Some("3".to_owned())]
     );
     let old = store.load("old").await.unwrap().unwrap();
     assert_eq!(old.messages[0].text(), "hi");

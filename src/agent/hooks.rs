@@ -101,6 +101,7 @@ pub fn session_end_reason(outcome: &Outcome) -> &'static str {
         Outcome::Aborted { .. }
         | Outcome::Cancelled
         | Outcome::Deferred { .. }
+        | Outcome::Interrupted { .. }
         | Outcome::Refused { .. } => "other",
     }
 }

@@ -12,7 +12,9 @@
 //!      ├─ no tool calls → Finished
 //!      ├─ tool calls → tool stack, concurrently (your tool layers → ToolRouter → tool)
 //!      │    results appended in call order; an Err becomes an error output;
-//!      │    an Abort ends the run
+//!      │    an Abort ends the run; calls waiting for a person's decision (the
+//!      │    deferring approval policy) end it Interrupted once the others are done
+//!      │    (see [`interrupt`])
 //!      ├─ reminders queued in the step → one user message after the results
 //!      └─ save the thread
 //! ```
@@ -70,6 +72,7 @@
 mod builder;
 mod event;
 pub(crate) mod hooks;
+pub mod interrupt;
 mod run;
 mod stage;
 mod subagent;
@@ -99,6 +102,7 @@ pub use self::{
         SessionSource, SessionStartInput, StopFailureInput, StopInput, SubagentStartInput,
         TaskEvent, TaskInput, ToolBatch, session_end_reason,
     },
+    interrupt::{ApprovalError, Approvals, CallDecision, Decision, PendingCall},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,
 };
@@ -306,6 +310,7 @@ fn record_run(span: &tracing::Span, result: &Result<AgentResponse, Error>, ephem
                 Outcome::Cancelled => "cancelled",
                 Outcome::Refused { .. } => "refused",
                 Outcome::Deferred { .. } => "deferred",
+                Outcome::Interrupted { .. } => "interrupted",
             };
             span.record("tower_agent.outcome", outcome);
             if let Outcome::Aborted { error } = &resp.outcome {
@@ -356,6 +361,9 @@ pub struct AgentRequest {
     pub(crate) transcript: Option<transcript::Target>,
     /// A crash recovery: see [`AgentRequest::recover`].
     pub(crate) recover: bool,
+    /// Decisions on the thread's pending calls: the request answers an
+    /// [`Outcome::Interrupted`] run instead of sending a prompt (see [`Self::approvals`]).
+    pub approvals: Option<Approvals>,
 }
 
 impl AgentRequest {
@@ -508,6 +516,25 @@ impl AgentRequest {
         self
     }
 
+    /// A request that answers the pending calls of the thread `thread_id` (a run that ended
+    /// [`Outcome::Interrupted`]) with `approvals`, and goes on with the run: the approved and
+    /// edited calls run (once), the denied ones get their denial as output, then the model is
+    /// called. There is no prompt (UserPromptSubmit hooks do not run). See
+    /// [`interrupt`].
+    ///
+    /// # Errors
+    ///
+    /// The run fails (nothing changed) with an [`Error`] that
+    /// [`is_approvals`](Error::is_approvals), whose source is an [`ApprovalError`], when the
+    /// decisions do not cover exactly the thread's pending calls.
+    pub fn approvals(thread_id: impl Into<String>, approvals: Approvals) -> Self {
+        AgentRequest {
+            thread_id: Some(thread_id.into()),
+            approvals: Some(approvals),
+            ..Self::default()
+        }
+    }
+
     /// This request with a working directory.
     #[must_use]
     pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
@@ -570,6 +597,15 @@ pub enum Outcome {
         name: String,
         /// The arguments the model generated, before any hook rewrote them.
         input: serde_json::Value,
+    },
+    /// Calls of the last step wait for a person's decision (the deferring approval policy,
+    /// [`Hooks::defer_approvals`](crate::layers::hooks::Hooks::defer_approvals)): they did not
+    /// run; the step's other calls did, and their results are in the thread. The pending calls
+    /// are saved with the thread; answer them with [`AgentRequest::approvals`] (or
+    /// `POST /threads/{id}/approvals`). See [`interrupt`].
+    Interrupted {
+        /// The calls waiting, in the order the model made them.
+        pending: Vec<PendingCall>,
     },
 }
 

@@ -8,11 +8,12 @@ use tokio_util::sync::WaitForCancellationFuture;
 use tower::{Service, ServiceExt};
 
 use super::{
-    AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, SetupContext,
+    AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, PendingCall, SetupContext,
     hooks::{
         LoopHooks, MessageDisplayInput, ParentHooks, PostCompactInput, SessionSource,
         SessionStartInput, StepCalls, StopFailureInput, StopInput,
     },
+    interrupt,
 };
 use crate::{
     context::{Extensions, RunContext, RunState},
@@ -116,6 +117,10 @@ async fn run_inner(
     let Some(stacks) = run.setup().await? else {
         return run.finish(Outcome::Cancelled).await;
     };
+    // An answer to an interrupted run: its approved calls first.
+    if let Some(outcome) = run.approved_calls(&stacks).await? {
+        return run.finish(outcome).await;
+    }
     let mut model = inner.model.clone();
     // A recovered run first finishes the step its crashed run left (step 0).
     let mut first = 0;
@@ -165,6 +170,11 @@ struct Run<'a> {
     start_context: Vec<String>,
     /// An [`AgentRequest::recover`] run: no prompt; the step in flight is finished first.
     recovering: bool,
+    /// Calls waiting for a decision, saved with the thread.
+    pending: Vec<PendingCall>,
+    /// Approved calls to run before the first step, with the position of each one's
+    /// placeholder output in the history.
+    approved: Vec<(usize, ToolCall)>,
 }
 
 impl<'a> Run<'a> {
@@ -186,18 +196,29 @@ impl<'a> Run<'a> {
             prompt_context,
             transcript,
             recover,
+            approvals,
         } = req;
         let persist = thread_id.is_some();
         let mut source = SessionSource::Startup;
-        let (mut history, state) = match &thread_id {
+        let (mut history, state, pending) = match &thread_id {
             Some(id) => match inner.store.load(id).await.map_err(Error::store)? {
                 Some(t) => {
                     source = SessionSource::Resume;
-                    (t.messages, Thread::restore(t.todos, t.files))
+                    (t.messages, Thread::restore(t.todos, t.files), t.pending)
                 }
-                None => (Messages::new(), Extensions::default()),
+                None => (Messages::new(), Extensions::default(), Vec::new()),
             },
-            None => (Messages::new(), Extensions::default()),
+            None => (Messages::new(), Extensions::default(), Vec::new()),
+        };
+        // Refused before anything runs or is saved.
+        let decided = match &approvals {
+            Some(_) if source != SessionSource::Resume => {
+                return Err(Error::approvals(interrupt::ApprovalError::NoThread));
+            }
+            Some(approvals) => {
+                Some(interrupt::check(&pending, approvals).map_err(Error::approvals)?)
+            }
+            None => None,
         };
         let mut builder = RunContext::builder()
             .state(RunState { extensions: state })
@@ -243,6 +264,8 @@ impl<'a> Run<'a> {
             stop_continues: 0,
             start_context: system_context,
             recovering: recover,
+            pending,
+            approved: Vec::new(),
         };
         if inner.shutdown.is_cancelled() {
             // Shutting down: the run never starts, the thread is left as it was.
@@ -252,7 +275,7 @@ impl<'a> Run<'a> {
         if recover {
             return run.recovered_start(history, persist, transcribed).await;
         }
-        let started = run.prompt_hooks(source, prompt, prompt_context).await;
+        let started = (run.prompt_hooks(source, prompt, prompt_context, decided.is_none())).await;
         let (prompt, prompt_context) = match started {
             Ok(prompted) => prompted,
             Err(reason) => {
@@ -265,9 +288,46 @@ impl<'a> Run<'a> {
         if let (true, Some(system)) = (history.is_empty(), &inner.system_prompt) {
             history.push(Message::system(system.clone()));
         }
-        history.push(Message::user(prompt));
-        if !prompt_context.is_empty() {
-            history.push(Message::user(reminder_message(&prompt_context)));
+        let mut transcribed = transcribed;
+        if let Some(decided) = decided {
+            // Decided in this save, before any approved call runs (see `interrupt`).
+            run.pending.clear();
+            let (outputs, calls) = interrupt::prepare(&decided);
+            let n = outputs.len();
+            let at = interrupt::insert_outputs(&mut history, outputs);
+            // The transcript gets the denials now and the approved calls' outputs when they
+            // end (not their placeholders).
+            transcribed += n;
+            if let Some(transcript) = run.ctx.transcript() {
+                let denials = decided.iter().zip(history.iter().skip(at));
+                transcript.append(denials.filter_map(|((_, d), m)| {
+                    matches!(d, interrupt::Decision::Deny { .. }).then_some(m)
+                }));
+            }
+            run.approved = decided
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, d))| !matches!(d, interrupt::Decision::Deny { .. }))
+                .map(|(i, _)| at + i)
+                .zip(calls)
+                .collect();
+        } else {
+            if !run.pending.is_empty() {
+                let outputs = std::mem::take(&mut run.pending)
+                    .iter()
+                    .map(|p| interrupt::denied(&p.id, interrupt::SUPERSEDED))
+                    .collect::<Vec<_>>();
+                let n = outputs.len();
+                let at = interrupt::insert_outputs(&mut history, outputs);
+                transcribed += n;
+                if let Some(transcript) = run.ctx.transcript() {
+                    transcript.append(history.iter().skip(at).take(n));
+                }
+            }
+            history.push(Message::user(prompt));
+            if !prompt_context.is_empty() {
+                history.push(Message::user(reminder_message(&prompt_context)));
+            }
         }
         (run.history, run.persist, run.transcribed) = (history, persist, transcribed);
         // The prompt is saved before anything can cut the run off: a run dropped at any
@@ -283,6 +343,7 @@ impl<'a> Run<'a> {
         source: SessionSource,
         prompt: String,
         mut contexts: Vec<String>,
+        with_prompt: bool,
     ) -> Result<(String, Vec<String>), String> {
         let Some(hooks) = &self.inner.hooks else {
             return Ok((prompt, contexts));
@@ -296,6 +357,9 @@ impl<'a> Run<'a> {
         let input = SessionStartInput::new(source, self.model_name());
         let started = hooks.session_start(input, &self.ctx).await?;
         self.start_context.extend(started);
+        if !with_prompt {
+            return Ok((prompt, contexts));
+        }
         let (prompt, added) = hooks.user_prompt(prompt, &self.ctx).await?;
         contexts.extend(added);
         Ok((prompt, contexts))
@@ -558,10 +622,11 @@ impl<'a> Run<'a> {
         let calls = &self.history.last().expect("assistant message").tool_calls;
         let mut abort = None;
         let mut deferred = None;
+        let mut pending = Vec::new();
         let outputs: Vec<ToolOutput> = done
             .into_iter()
             .zip(calls)
-            .map(|(done, call)| {
+            .filter_map(|(done, call)| {
                 let settled = match done {
                     Some(Done::Settled(settled)) => settled,
                     Some(Done::Raw(result)) => settle(call, result),
@@ -574,15 +639,25 @@ impl<'a> Run<'a> {
                         ),
                         abort: None,
                         deferred: None,
+                        pending: None,
                     },
                 };
                 if abort.is_none() {
                     abort = settled.abort;
                 }
                 deferred = deferred.take().or(settled.deferred);
-                settled.output
+                // A call waiting for a decision has no output yet.
+                if let Some(p) = settled.pending {
+                    pending.push(*p);
+                    return None;
+                }
+                Some(settled.output)
             })
             .collect();
+        // Saved with the thread however the step ends: answered later, or denied by the
+        // next prompt.
+        let interrupted = !pending.is_empty();
+        self.pending.extend(pending);
         let batch = match &self.inner.hooks {
             Some(hooks) if hooks.has_post_tool_batch() => Some(super::ToolBatch {
                 calls: calls.clone(),
@@ -603,6 +678,10 @@ impl<'a> Run<'a> {
         }
         if let Some(error) = abort {
             return Err(Outcome::Aborted { error });
+        }
+        if interrupted {
+            let pending = self.pending.clone();
+            return Err(Outcome::Interrupted { pending });
         }
         if let Some(ToolCall {
             id,
@@ -706,16 +785,63 @@ impl<'a> Run<'a> {
         true
     }
 
+    /// Phase "approved calls" of an answer to an interrupted run: the calls a person approved
+    /// (or edited) run, concurrently, through the tool stack, their asks settled; each output
+    /// replaces its placeholder; the thread is saved. `Some(outcome)` ends the run.
+    async fn approved_calls(&mut self, stacks: &Stacks) -> Result<Option<Outcome>, Error> {
+        if self.approved.is_empty() {
+            return Ok(None);
+        }
+        let (positions, calls): (Vec<usize>, Vec<ToolCall>) =
+            std::mem::take(&mut self.approved).into_iter().unzip();
+        let ctx = self.ctx.with_step(0);
+        let ids = calls.iter().map(|c| c.id.clone()).collect();
+        ctx.with_data(|d| {
+            d.insert(interrupt::ApprovedCalls(ids));
+            d.insert(StepCalls(calls.len()));
+        });
+        let limit = self.inner.max_concurrent_tools;
+        let journal = self.journal();
+        let (done, cancelled) =
+            call_tools(&stacks.tools, calls.clone(), &ctx, limit, journal).await;
+        ctx.with_data(|d| d.remove::<interrupt::ApprovedCalls>());
+        let mut abort = None;
+        let mut outputs = Vec::with_capacity(calls.len());
+        for ((at, call), done) in positions.into_iter().zip(&calls).zip(done) {
+            let settled = match done {
+                Some(Done::Settled(settled)) => settled,
+                Some(Done::Raw(result)) => settle(call, result),
+                None => settle(
+                    call,
+                    Err("tool call cancelled: the run was cancelled".into()),
+                ),
+            };
+            abort = abort.or(settled.abort);
+            let message = Message::from(settled.output);
+            outputs.push(message.clone());
+            self.history.splice(at..at + 1, [message]);
+        }
+        if let Some(transcript) = self.ctx.transcript() {
+            transcript.append(outputs.iter());
+        }
+        self.save().await?;
+        if cancelled {
+            return Ok(Some(Outcome::Cancelled));
+        }
+        Ok(abort.map(|error| Outcome::Aborted { error }))
+    }
+
     async fn save(&mut self) -> Result<(), Error> {
         self.transcribe();
         if !self.persist {
             return Ok(());
         }
-        let thread = Thread::of_run(
+        let mut thread = Thread::of_run(
             self.ctx.session_id(),
             self.history.clone(),
             &self.ctx.state().extensions,
         );
+        thread.pending.clone_from(&self.pending);
         self.inner.store.save(&thread).await.map_err(Error::store)
     }
 
@@ -882,6 +1008,9 @@ struct Settled {
     abort: Option<String>,
     /// A PreToolUse hook deferred the call.
     deferred: Option<ToolCall>,
+    /// The call waits for a person's decision (the deferring approval policy).
+    /// Boxed: rare, and `Settled` is in every call's future.
+    pending: Option<Box<PendingCall>>,
 }
 
 enum Done {
@@ -892,6 +1021,16 @@ enum Done {
 }
 
 fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
+    if let Err(err) = &result
+        && let Some(p) = interrupt::PendingApproval::find(&**err)
+    {
+        return Settled {
+            output: ToolOutput::error(call.id.clone(), format!("waits for approval: {}", p.reason)),
+            abort: None,
+            deferred: None,
+            pending: Some(Box::new(PendingCall::new(p.call.clone(), p.reason.clone()))),
+        };
+    }
     match result {
         Ok(mut output) => {
             if output.call_id != call.id {
@@ -901,6 +1040,7 @@ fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
                 output,
                 abort: None,
                 deferred: None,
+                pending: None,
             }
         }
         Err(err) => match Abort::find(&*err) {
@@ -908,6 +1048,7 @@ fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
                 output: ToolOutput::error(call.id.clone(), format!("aborted: {}", abort.reason())),
                 abort: Some(abort.reason().to_owned()),
                 deferred: None,
+                pending: None,
             },
             None => match crate::error::Deferred::find(&*err) {
                 Some(_) => Settled {
@@ -918,7 +1059,9 @@ fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
                     abort: None,
                     // The arguments the model generated, not a hook's rewrite.
                     deferred: Some(call.clone()),
+                    pending: None,
                 },
+
                 None => Settled {
                     output: ToolOutput::error(
                         call.id.clone(),
@@ -926,6 +1069,7 @@ fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
                     ),
                     abort: None,
                     deferred: None,
+                    pending: None,
                 },
             },
         },

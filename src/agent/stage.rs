@@ -188,6 +188,14 @@ impl SetupContext {
         shared.added_tools = true;
     }
 
+    /// Registers every tool (and prefix route, see [`ToolRouter::add_prefix_service`]) of
+    /// `router` for this run; its tools win on a name clash.
+    pub fn add_router(&self, router: &ToolRouter) {
+        let mut shared = self.lock();
+        shared.tools.merge(router);
+        shared.added_tools = true;
+    }
+
     /// Whether a tool of that name is registered (by the agent or an earlier stage).
     pub fn has_tool(&self, name: &str) -> bool {
         self.lock().tools.contains(name)

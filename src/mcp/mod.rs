@@ -9,4 +9,5 @@
 pub mod client;
 pub mod server;
 
+pub use self::client::McpServers;
 pub use self::server::{AgentTool, McpServer};

@@ -110,6 +110,11 @@ pub struct Thread {
     /// Files written or edited in it: path → content.
     #[serde(default)]
     pub files: BTreeMap<String, Arc<str>>,
+    /// Tool calls waiting for a person's decision: the run ended
+    /// [`Outcome::Interrupted`](crate::agent::Outcome::Interrupted) (see
+    /// [`interrupt`](crate::agent::interrupt)). Every store keeps them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<crate::agent::PendingCall>,
 }
 
 impl Thread {
@@ -135,6 +140,7 @@ impl Thread {
                 .get::<FilesWritten>()
                 .map(|f| f.0.clone())
                 .unwrap_or_default(),
+            pending: Vec::new(),
         }
     }
 

@@ -28,7 +28,7 @@
 //!
 //! | table | one row per | columns |
 //! |---|---|---|
-//! | `tower_agent_threads` | thread | id, revision, message count, todos (JSON), created/updated (Unix ms) |
+//! | `tower_agent_threads` | thread | id, revision, message count, todos (JSON), pending calls (JSON), created/updated (Unix ms) |
 //! | `tower_agent_messages` | message | thread id, position, the [`Message`](crate::message::Message) as JSON |
 //! | `tower_agent_files` | file written in the thread | thread id, path, content (bytes) |
 //! | `tower_agent_journal` | tool call of a thread | thread id, call id, tool, arguments (JSON), output (JSON, `NULL` until it finished): the [tool-call journal](crate::store::journal), deleted with the thread |
@@ -165,7 +165,9 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (thread_id, path)
     );
     CREATE SEQUENCE tower_agent_revisions;",
-    // 2: the tool-call journal (`store::journal`): one row per call of a thread, `output`
+    // 2: the calls of an interrupted run that wait for approval (JSON array).
+    "ALTER TABLE tower_agent_threads ADD COLUMN pending text NOT NULL DEFAULT '[]';",
+    // 3: the tool-call journal (`store::journal`): one row per call of a thread, `output`
     // NULL while the call is started and not finished.
     "CREATE TABLE tower_agent_journal (
         thread_id text NOT NULL,
@@ -561,7 +563,7 @@ async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, Bo
         .await?;
     let Some(head) = tx
         .query_opt(
-            "SELECT revision, todos FROM tower_agent_threads WHERE id = $1",
+            "SELECT revision, todos, pending FROM tower_agent_threads WHERE id = $1",
             &[&id],
         )
         .await?
@@ -571,6 +573,8 @@ async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, Bo
     let revision: i64 = head.get(0);
     let todos: Vec<Todo> = serde_json::from_str(head.get(1))
         .map_err(|e| format!("thread `{id}`: bad todos JSON: {e}"))?;
+    let pending = serde_json::from_str(head.get(2))
+        .map_err(|e| format!("thread `{id}`: bad pending calls JSON: {e}"))?;
     let mut messages = Messages::new();
     for row in tx
         .query(
@@ -604,6 +608,7 @@ async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, Bo
         messages,
         todos,
         files,
+        pending,
     };
     Ok(Some((revision, thread)))
 }
@@ -730,19 +735,21 @@ async fn save(
         .get(0);
     tx.execute(
         "INSERT INTO tower_agent_threads
-            (id, revision, message_count, todos, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $5)
+            (id, revision, message_count, todos, created_at, updated_at, pending)
+         VALUES ($1, $2, $3, $4, $5, $5, $6)
          ON CONFLICT (id) DO UPDATE SET
             revision = excluded.revision,
             message_count = excluded.message_count,
             todos = excluded.todos,
-            updated_at = excluded.updated_at",
+            updated_at = excluded.updated_at,
+            pending = excluded.pending",
         &[
             &id,
             &revision,
             &(new.len() as i64),
             &serde_json::to_string(&thread.todos)?,
             &now,
+            &serde_json::to_string(&thread.pending)?,
         ],
     )
     .await?;

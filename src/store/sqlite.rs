@@ -33,15 +33,15 @@
 //!
 //! | table | one row per | columns |
 //! |---|---|---|
-//! | `threads` | thread | id, revision (new at every save), message count, todos (JSON), created/updated (Unix ms) |
+//! | `threads` | thread | id, revision (new at every save), message count, todos (JSON), pending calls (JSON), created/updated (Unix ms) |
 //! | `messages` | message | thread id, position, the [`Message`] as JSON |
 //! | `files` | file written in the thread | thread id, path, content |
 //! | `revisions` | (one row) | the last revision given |
 //! | `journal` | tool call of a thread | thread id, call id, tool, arguments (JSON), output (JSON, `NULL` until it finished): the [tool-call journal](crate::store::journal), deleted with the thread |
 //!
 //! The schema is created on [`open`](Sqlite::open) (in a new or empty database, marked with
-//! the `application_id` pragma) and migrated with the `user_version` pragma (version 2; a
-//! version 1 database is upgraded in place on open). A file that is not a SQLite database, a
+//! the `application_id` pragma) and migrated with the `user_version` pragma (version 3; an
+//! older database is upgraded in place on open). A file that is not a SQLite database, a
 //! damaged (e.g. truncated) database, the database of another application, and a database
 //! written by a newer version of this crate are refused and left untouched.
 //!
@@ -165,7 +165,9 @@ const MIGRATIONS: &[&str] = &[
         last INTEGER NOT NULL
     );
     INSERT INTO revisions (id, last) SELECT 0, coalesce(max(revision), 0) FROM threads;",
-    // 3: the tool-call journal (`store::journal`): one row per call of a thread, `output`
+    // 3: the calls of an interrupted run that wait for approval (JSON array).
+    "ALTER TABLE threads ADD COLUMN pending TEXT NOT NULL DEFAULT '[]';",
+    // 4: the tool-call journal (`store::journal`): one row per call of a thread, `output`
     // NULL while the call is started and not finished.
     "CREATE TABLE journal (
         thread_id TEXT NOT NULL,
@@ -689,16 +691,22 @@ impl StdError for OpenError {
 fn load(state: &mut State, id: String) -> Result<Option<Thread>, BoxError> {
     let tx = state.conn.transaction()?;
     let head = tx
-        .prepare_cached("SELECT revision, todos FROM threads WHERE id = ?1")?
+        .prepare_cached("SELECT revision, todos, pending FROM threads WHERE id = ?1")?
         .query_row([&id], |row| {
-            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
         })
         .optional()?;
-    let Some((revision, todos_json)) = head else {
+    let Some((revision, todos_json, pending_json)) = head else {
         return Ok(None);
     };
     let todos: Vec<Todo> = serde_json::from_str(&todos_json)
         .map_err(|e| format!("thread `{id}`: bad todos JSON: {e}"))?;
+    let pending = serde_json::from_str(&pending_json)
+        .map_err(|e| format!("thread `{id}`: bad pending calls JSON: {e}"))?;
 
     let mut messages = Messages::new();
     {
@@ -734,6 +742,7 @@ fn load(state: &mut State, id: String) -> Result<Option<Thread>, BoxError> {
         messages,
         todos,
         files,
+        pending,
     }))
 }
 
@@ -806,20 +815,22 @@ fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
         .prepare_cached("UPDATE revisions SET last = last + 1 WHERE id = 0 RETURNING last")?
         .query_row([], |row| row.get(0))?;
     tx.prepare_cached(
-        "INSERT INTO threads (id, revision, message_count, todos, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+        "INSERT INTO threads (id, revision, message_count, todos, created_at, updated_at, pending)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
          ON CONFLICT (id) DO UPDATE SET
             revision = excluded.revision,
             message_count = excluded.message_count,
             todos = excluded.todos,
-            updated_at = excluded.updated_at",
+            updated_at = excluded.updated_at,
+            pending = excluded.pending",
     )?
     .execute(params![
         id,
         revision,
         new.len() as i64,
         serde_json::to_string(&thread.todos)?,
-        now
+        now,
+        serde_json::to_string(&thread.pending)?
     ])?;
     tx.commit()?;
 

@@ -41,6 +41,9 @@ use crate::{
 pub struct ToolRouter {
     routes: Arc<HashMap<String, BoxToolService>>,
     specs: Arc<Vec<ToolSpec>>,
+    /// Services for the names no route has, by name prefix (tools a service learns of while
+    /// a run goes on, such as an MCP server's after its list changed).
+    prefixes: Arc<Vec<(String, BoxToolService)>>,
 }
 
 impl ToolRouter {
@@ -90,8 +93,35 @@ impl ToolRouter {
         Arc::make_mut(&mut self.routes).insert(spec.name, svc);
     }
 
+    /// Adds a service for calls to tools that are not registered by name and whose name
+    /// starts with `prefix` (replacing the service of the same prefix). It has no spec: the
+    /// model learns of such tools some other way (e.g. a [`Prepare`](crate::agent::Prepare)
+    /// stage that edits the request's tools). Registered names win over prefixes; the first
+    /// matching prefix wins.
+    pub fn add_prefix_service<S>(&mut self, prefix: impl Into<String>, service: S)
+    where
+        S: Service<ToolRequest, Response = ToolOutput> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        let prefix = prefix.into();
+        let svc = BoxToolService::new(service.map_err(Into::into));
+        let prefixes = Arc::make_mut(&mut self.prefixes);
+        match prefixes.iter_mut().find(|(p, _)| *p == prefix) {
+            Some(old) => old.1 = svc,
+            None => prefixes.push((prefix, svc)),
+        }
+    }
+
     /// Adds every tool of `other` (its tools win on a name clash).
     pub fn merge(&mut self, other: &ToolRouter) {
+        for (prefix, svc) in other.prefixes.iter() {
+            let prefixes = Arc::make_mut(&mut self.prefixes);
+            match prefixes.iter_mut().find(|(p, _)| p == prefix) {
+                Some(old) => old.1 = svc.clone(),
+                None => prefixes.push((prefix.clone(), svc.clone())),
+            }
+        }
         for spec in other.specs.iter() {
             let svc = other.routes[&spec.name].clone();
             let specs = Arc::make_mut(&mut self.specs);
@@ -103,22 +133,25 @@ impl ToolRouter {
         }
     }
 
-    /// This router with every tool's service replaced by `f(spec, service)` (the agent loop
-    /// wraps each tool in its journal this way, innermost).
+    /// This router with every tool's service (prefix routes included) replaced by
+    /// `f(service)` (the agent loop wraps each tool in its journal this way, innermost).
     pub(crate) fn map_services(
         &self,
-        mut f: impl FnMut(&ToolSpec, BoxToolService) -> BoxToolService,
+        mut f: impl FnMut(BoxToolService) -> BoxToolService,
     ) -> ToolRouter {
         let routes = self
-            .specs
+            .routes
             .iter()
-            .filter_map(|spec| {
-                let svc = self.routes.get(&spec.name)?.clone();
-                Some((spec.name.clone(), f(spec, svc)))
-            })
+            .map(|(name, svc)| (name.clone(), f(svc.clone())))
+            .collect();
+        let prefixes = self
+            .prefixes
+            .iter()
+            .map(|(prefix, svc)| (prefix.clone(), f(svc.clone())))
             .collect();
         ToolRouter {
             routes: Arc::new(routes),
+            prefixes: Arc::new(prefixes),
             specs: Arc::clone(&self.specs),
         }
     }
@@ -183,7 +216,13 @@ impl Service<ToolRequest> for ToolRouter {
     }
 
     fn call(&mut self, mut req: ToolRequest) -> Self::Future {
-        let Some(svc) = self.routes.get(&req.call.name) else {
+        let route = self.routes.get(&req.call.name).or_else(|| {
+            self.prefixes
+                .iter()
+                .find(|(p, _)| req.call.name.starts_with(p.as_str()))
+                .map(|(_, svc)| svc)
+        });
+        let Some(svc) = route else {
             return future::ResponseFuture::ready(self.unknown(&req));
         };
         // A provider that could not parse the model's argument text keeps it as a string.
@@ -318,6 +357,34 @@ mod tests {
         let out = call(&router.tool(echo()), "nope", json!({})).await;
         assert_eq!(out.content, "unknown tool `nope`; available tools: echo");
         assert_eq!(out.call_id, "id");
+    }
+
+    #[tokio::test]
+    async fn prefix_routes_take_unregistered_names() {
+        let mut router = ToolRouter::new().tool(echo());
+        router.add_prefix_service(
+            "mcp__s__",
+            tower::service_fn(|r: ToolRequest| async move {
+                Ok::<_, BoxError>(ToolOutput::text(
+                    r.call.id,
+                    format!("prefix: {}", r.call.name),
+                ))
+            }),
+        );
+        assert_eq!(router.len(), 1, "a prefix route has no spec");
+        let out = call(&router, "mcp__s__new", json!({})).await;
+        assert_eq!(out.content, "prefix: mcp__s__new");
+        // Registered names win; other names are still unknown.
+        assert_eq!(
+            call(&router, "echo", json!({"a": 1})).await.content,
+            "{\"a\":1}"
+        );
+        assert!(call(&router, "mcp__t__x", json!({})).await.is_error);
+        // Merged with the router's tools.
+        let mut other = ToolRouter::new();
+        other.merge(&router);
+        let out = call(&other, "mcp__s__x", json!({})).await;
+        assert_eq!(out.content, "prefix: mcp__s__x");
     }
 
     #[test]

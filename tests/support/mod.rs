@@ -8,6 +8,8 @@
 
 #[cfg(unix)]
 pub mod command;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 #[cfg(all(unix, feature = "postgres"))]
 pub mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -205,7 +207,8 @@ pub async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
 }
 
 /// Whether the process `pid` is running (a zombie is not).
-pub fn alive(pid: i32) -> bool {
+pub fn alive(pid: impl Into<i64>) -> bool {
+    let pid = pid.into();
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => false,
         Ok(stat) => {
@@ -219,7 +222,8 @@ pub fn alive(pid: i32) -> bool {
 }
 
 /// Waits up to 5 s for the process `pid` to end.
-pub async fn wait_dead(pid: i32) -> bool {
+pub async fn wait_dead(pid: impl Into<i64>) -> bool {
+    let pid = pid.into();
     for _ in 0..100 {
         if !alive(pid) {
             return true;

@@ -36,7 +36,7 @@ pub(super) enum Recovered {
 /// `router` with each tool wrapped so that a call reaching it is recorded as started in the
 /// journal of `store` first (the tool is not run if that fails).
 pub(super) fn journaled(router: &ToolRouter, store: &Arc<dyn ThreadStore>) -> ToolRouter {
-    router.map_services(|_, svc| {
+    router.map_services(|svc| {
         BoxToolService::new(Journaled {
             inner: svc,
             store: Arc::clone(store),
@@ -89,7 +89,8 @@ impl Service<ToolRequest> for Journaled {
     }
 }
 
-/// Records a settled call as finished (unless the run deferred or aborted it): failures are
+/// Records a settled call as finished (unless the run deferred or aborted it, or it waits for
+/// approval): failures are
 /// logged, the output still goes to the model.
 pub(super) async fn record_finished(
     journal: &dyn ToolJournal,
@@ -97,7 +98,7 @@ pub(super) async fn record_finished(
     call: &ToolCall,
     settled: &Settled,
 ) {
-    if settled.abort.is_some() || settled.deferred.is_some() {
+    if settled.abort.is_some() || settled.deferred.is_some() || settled.pending.is_some() {
         return;
     }
     if let Err(err) = journal
@@ -155,6 +156,11 @@ impl<'a> Run<'a> {
     /// Finishes the step in flight of the thread, if it has one: the calls of its last
     /// assistant message, from the journal (see [`AgentRequest::recover`](crate::AgentRequest::recover)).
     pub(super) async fn recover(&mut self, stacks: &Stacks) -> Result<Recovered, Error> {
+        // A thread waiting for approvals is answered with them (`interrupt`), not resumed.
+        if !self.pending.is_empty() {
+            let pending = self.pending.clone();
+            return Ok(Recovered::Ended(Outcome::Interrupted { pending }));
+        }
         let calls = match self.history.last() {
             Some(last) if last.role == Role::Assistant && last.tool_calls.is_empty() => {
                 return Ok(Recovered::Ended(Outcome::Finished));
@@ -238,6 +244,7 @@ fn settled(output: ToolOutput) -> Settled {
         output,
         abort: None,
         deferred: None,
+        pending: None,
     }
 }
 
@@ -261,12 +268,19 @@ impl Run<'_> {
     /// journal if it finished, else [`interrupted_output`], so the history stays valid (every
     /// call answered) and nothing is run.
     pub(super) async fn close_unanswered(&self, history: &mut Messages) -> Result<(), Error> {
-        let calls = match history.last() {
-            Some(last) if last.role == Role::Assistant && !last.tool_calls.is_empty() => {
-                last.tool_calls.clone()
-            }
+        // Calls waiting for approval are not unanswered: the `interrupt` logic answers them.
+        let calls: Vec<ToolCall> = match history.last() {
+            Some(last) if last.role == Role::Assistant => last
+                .tool_calls
+                .iter()
+                .filter(|c| !self.pending.iter().any(|p| p.id == c.id))
+                .cloned()
+                .collect(),
             _ => return Ok(()),
         };
+        if calls.is_empty() {
+            return Ok(());
+        }
         let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
         let mut entries = match self.inner.store.journal() {
             Some(journal) => journal

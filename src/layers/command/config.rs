@@ -12,6 +12,8 @@ use serde_json::{Map, Value};
 
 #[cfg(feature = "http-hooks")]
 use super::http::HttpHook;
+#[cfg(feature = "mcp")]
+use super::mcp::McpHook;
 use super::{
     persistent::Persistent,
     prompt::{self, ModelHook, ModelKind},
@@ -75,6 +77,15 @@ pub enum HookEvent {
     /// After every call of a step resolved, before the next model call: add context, stop the
     /// loop.
     PostToolBatch,
+    /// An MCP server asks the user for input during a tool call, before the
+    /// [`Elicitation`](crate::mcp::client::Elicitation) service: answer in its place, or
+    /// decline. Fired by [`CommandHooks::elicitation_layer`](super::CommandHooks::elicitation_layer)
+    /// (feature `mcp`).
+    Elicitation,
+    /// After the user answered an MCP elicitation: override the answer, or decline. Fired by
+    /// [`CommandHooks::elicitation_layer`](super::CommandHooks::elicitation_layer) (feature
+    /// `mcp`).
+    ElicitationResult,
 }
 
 /// Protocol events this crate does not fire: configuring them is not an error (settings
@@ -89,13 +100,11 @@ const NOT_FIRED: &[&str] = &[
     "FileChanged",
     "WorktreeCreate",
     "WorktreeRemove",
-    "Elicitation",
-    "ElicitationResult",
 ];
 
 impl HookEvent {
     /// Every event, in the order of this enum.
-    pub const ALL: [HookEvent; 22] = [
+    pub const ALL: [HookEvent; 24] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PostToolUseFailure,
@@ -118,6 +127,8 @@ impl HookEvent {
         HookEvent::PermissionRequest,
         HookEvent::PermissionDenied,
         HookEvent::PostToolBatch,
+        HookEvent::Elicitation,
+        HookEvent::ElicitationResult,
     ];
 
     /// The protocol name (`hook_event_name` in a hook's input).
@@ -145,6 +156,8 @@ impl HookEvent {
             HookEvent::PermissionRequest => "PermissionRequest",
             HookEvent::PermissionDenied => "PermissionDenied",
             HookEvent::PostToolBatch => "PostToolBatch",
+            HookEvent::Elicitation => "Elicitation",
+            HookEvent::ElicitationResult => "ElicitationResult",
         }
     }
 
@@ -161,8 +174,8 @@ impl HookEvent {
         alias.or_else(|| Self::ALL.into_iter().find(|e| e.name() == name))
     }
 
-    /// The timeout of a command handler that sets none, as in the Claude Code hooks
-    /// reference: 30 s for UserPromptSubmit, 10 s for MessageDisplay, 1.5 s for SessionEnd
+    /// The timeout of a `command`, `http` or `mcp_tool` handler that sets none, as in the
+    /// Claude Code hooks reference: 30 s for UserPromptSubmit, 10 s for MessageDisplay, 1.5 s for SessionEnd
     /// (whose handlers share one budget, see
     /// [`SESSION_END_MAX_BUDGET`](super::SESSION_END_MAX_BUDGET)), else 600 s.
     pub const fn default_timeout(self) -> Duration {
@@ -286,6 +299,9 @@ pub(crate) enum Exec {
     Http(Arc<HttpHook>),
     /// Ask a model or a subagent (`type: "prompt"` / `"agent"`).
     Model(Arc<ModelHook>),
+    /// Call a tool of a connected MCP server (`type: "mcp_tool"`).
+    #[cfg(feature = "mcp")]
+    Mcp(Arc<McpHook>),
 }
 
 impl Exec {
@@ -298,6 +314,8 @@ impl Exec {
             #[cfg(feature = "http-hooks")]
             Exec::Http(hook) => hook.url.clone(),
             Exec::Model(hook) => hook.label(),
+            #[cfg(feature = "mcp")]
+            Exec::Mcp(hook) => hook.label(),
         }
     }
 }
@@ -430,6 +448,9 @@ pub(crate) struct Config {
     processes: HashMap<Exec, Arc<Persistent>>,
     /// The model service of `prompt` and `agent` handlers.
     pub(crate) model: Option<BoxModelService>,
+    /// The MCP servers of `mcp_tool` handlers.
+    #[cfg(feature = "mcp")]
+    pub(crate) mcp: Option<crate::mcp::client::McpServers>,
     /// Where handlers run: `if` path rules anchor here.
     pub(crate) project_dir: PathBuf,
     /// The source being loaded (a plugin, another tool's format).
@@ -684,6 +705,14 @@ pub(crate) fn load_settings(
         let Value::Array(groups) = groups else {
             return Err(err(&path, "must be an array of matcher groups".into()));
         };
+        if cfg!(not(feature = "mcp"))
+            && matches!(event, HookEvent::Elicitation | HookEvent::ElicitationResult)
+        {
+            out.warn(format!(
+                "{file}: {path}: the {name} event needs the `mcp` feature of tower-agent; its hooks are skipped"
+            ));
+            continue;
+        }
         for (g, group) in groups.iter().enumerate() {
             let path = format!("{path}[{g}]");
             let Value::Object(group) = group else {
@@ -751,16 +780,15 @@ fn parse_handler(
     let Value::Object(h) = value else {
         return Err(err("", "must be an object with `type` and `command`"));
     };
-    const TYPES: &str = "\"command\", \"http\", \"prompt\", \"agent\"";
+    const TYPES: &str = "\"command\", \"http\", \"mcp_tool\", \"prompt\", \"agent\"";
     let kind = match h.get("type") {
-        Some(Value::String(t)) if matches!(t.as_str(), "command" | "http" | "prompt" | "agent") => {
+        Some(Value::String(t))
+            if matches!(
+                t.as_str(),
+                "command" | "http" | "mcp_tool" | "prompt" | "agent"
+            ) =>
+        {
             t.as_str()
-        }
-        Some(Value::String(t)) if t == "mcp_tool" => {
-            out.warn(format!(
-                "{file}: {path}: `{t}` hooks are not supported by tower-agent; this handler is skipped"
-            ));
-            return Ok(None);
         }
         Some(Value::String(t)) => {
             return Err(err(
@@ -793,6 +821,10 @@ fn parse_handler(
         }
         let exec = match kind {
             "http" => match http_handler(event, h, file, path, out, &err)? {
+                Some(exec) => exec,
+                None => return Ok(None),
+            },
+            "mcp_tool" => match mcp_handler(h, file, path, out, &err)? {
                 Some(exec) => exec,
                 None => return Ok(None),
             },
@@ -950,6 +982,53 @@ fn http_handler(
             url: url.to_owned(),
             headers,
             allowed_env,
+        }))))
+    }
+}
+
+/// The fields of an `mcp_tool` handler (`server`, `tool`, `input`); `None` when it is skipped
+/// (no MCP servers given, or built without the `mcp` feature).
+#[cfg_attr(not(feature = "mcp"), allow(unused_variables))]
+fn mcp_handler(
+    h: &Map<String, Value>,
+    file: &str,
+    path: &str,
+    out: &mut Config,
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<Option<Exec>, ConfigError> {
+    let name = |field: &str| match h.get(field) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+        Some(Value::String(_)) => Err(err(field, "must not be empty")),
+        None | Some(Value::Null) => Err(err("", &format!("missing `{field}`"))),
+        Some(_) => Err(err(field, "must be a string")),
+    };
+    let server = name("server")?;
+    let tool = name("tool")?;
+    let input = match h.get("input") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(_) => return Err(err("input", "must be an object of the tool's arguments")),
+    };
+    #[cfg(not(feature = "mcp"))]
+    {
+        out.warn(format!(
+            "{file}: {path}: `mcp_tool` hooks need the `mcp` feature of tower-agent; this handler is skipped"
+        ));
+        Ok(None)
+    }
+    #[cfg(feature = "mcp")]
+    {
+        let Some(servers) = out.mcp.clone() else {
+            out.warn(format!(
+                "{file}: {path}: `mcp_tool` hooks need MCP servers (CommandHooksBuilder::mcp); this handler is skipped"
+            ));
+            return Ok(None);
+        };
+        Ok(Some(Exec::Mcp(Arc::new(McpHook {
+            server,
+            tool,
+            input,
+            servers,
         }))))
     }
 }

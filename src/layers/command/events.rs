@@ -1212,6 +1212,123 @@ fn replace_response(resp: &mut ModelResponse, new: Value) -> Result<(), String> 
     Ok(())
 }
 
+// ===== MCP elicitation =====
+
+#[cfg(feature = "mcp")]
+mod elicitation {
+    use std::sync::Arc;
+
+    use serde_json::{Map, Value};
+
+    use super::{HookEvent, Inner, Report, Verdict};
+    use crate::{
+        layers::command::process::Elicit,
+        mcp::client::{ElicitationMode, ElicitationRequest, ElicitationResponse},
+    };
+
+    /// The mode fields of both events' inputs.
+    fn mode_fields(input: &mut Map<String, Value>, mode: &ElicitationMode, form_schema: bool) {
+        match mode {
+            ElicitationMode::Form { requested_schema } => {
+                input.insert("mode".into(), "form".into());
+                if form_schema {
+                    input.insert("requested_schema".into(), requested_schema.clone());
+                }
+            }
+            ElicitationMode::Url {
+                url,
+                elicitation_id,
+            } => {
+                input.insert("mode".into(), "url".into());
+                if form_schema {
+                    input.insert("url".into(), url.clone().into());
+                }
+                if !elicitation_id.is_empty() {
+                    input.insert("elicitation_id".into(), elicitation_id.clone().into());
+                }
+            }
+        }
+    }
+
+    /// What the hooks of one elicitation event decided: a block (exit 2, `decision:
+    /// "block"`) or a fail-closed handler's failure declines; else the most cautious action
+    /// any hook gave (cancel, then decline, then accept with the first accept's content).
+    fn decide(verdicts: Vec<Verdict>) -> Option<ElicitationResponse> {
+        if verdicts
+            .iter()
+            .any(|v| v.block.is_some() || v.failed.is_some())
+        {
+            return Some(ElicitationResponse::Decline);
+        }
+        let mut best: Option<(Elicit, Option<Value>)> = None;
+        for v in verdicts {
+            if let Some((action, content)) = v.elicitation
+                && best.as_ref().is_none_or(|(b, _)| action > *b)
+            {
+                best = Some((action, content));
+            }
+        }
+        best.map(|(action, content)| match action {
+            Elicit::Accept => ElicitationResponse::Accept(content),
+            Elicit::Decline => ElicitationResponse::Decline,
+            Elicit::Cancel => ElicitationResponse::Cancel,
+        })
+    }
+
+    impl Inner {
+        /// Elicitation: the answer of the hooks matching the server (`None`: no hook
+        /// answered, ask the user).
+        pub(crate) async fn elicitation(
+            self: &Arc<Self>,
+            req: &ElicitationRequest,
+        ) -> Option<ElicitationResponse> {
+            let event = HookEvent::Elicitation;
+            if !self.wants(event, &req.server) {
+                return None;
+            }
+            let ctx = req.ctx.clone().unwrap_or_default();
+            let mut input = self.base(event, &ctx);
+            input.insert("mcp_server_name".into(), req.server.clone().into());
+            input.insert("message".into(), req.message.clone().into());
+            mode_fields(&mut input, &req.mode, true);
+            let verdicts = self
+                .run(event, Some(&req.server), input, Report::Run(&ctx))
+                .await;
+            decide(verdicts)
+        }
+
+        /// ElicitationResult: the answer sent to the server (`answer` unless a hook
+        /// overrides or blocks it).
+        pub(crate) async fn elicitation_result(
+            self: &Arc<Self>,
+            req: &ElicitationRequest,
+            answer: ElicitationResponse,
+        ) -> ElicitationResponse {
+            let event = HookEvent::ElicitationResult;
+            if !self.wants(event, &req.server) {
+                return answer;
+            }
+            let ctx = req.ctx.clone().unwrap_or_default();
+            let mut input = self.base(event, &ctx);
+            input.insert("mcp_server_name".into(), req.server.clone().into());
+            let (action, content) = match &answer {
+                ElicitationResponse::Accept(content) => ("accept", content.clone()),
+                ElicitationResponse::Decline => ("decline", None),
+                ElicitationResponse::Cancel => ("cancel", None),
+            };
+            input.insert("action".into(), action.into());
+            if let Some(content) = content {
+                input.insert("content".into(), content);
+            }
+            mode_fields(&mut input, &req.mode, false);
+            let verdicts = self
+                .run(event, Some(&req.server), input, Report::Run(&ctx))
+                .await;
+            decide(verdicts).unwrap_or(answer)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -81,16 +81,17 @@
 //!
 //! | Handler field | Meaning |
 //! |---|---|
-//! | `type` | `"command"`, `"http"` ([below](#http-hooks)), `"prompt"` or `"agent"` ([below](#prompt-and-agent-hooks)). `mcp_tool` handlers are **skipped with a warning** (see [`CommandHooks::warnings`]), so settings written for Claude Code load unchanged; any other type is an error |
+//! | `type` | `"command"`, `"http"` ([below](#http-hooks)), `"mcp_tool"` ([below](#mcp-tool-hooks)), `"prompt"` or `"agent"` ([below](#prompt-and-agent-hooks)); any other type is an error |
 //! | `command` | run with `sh -c` in the project directory; with `args`, the executable itself (no shell; `${CLAUDE_PROJECT_DIR}` is replaced in it and in each argument) |
 //! | `args` | argument list (exec form) |
 //! | `shell` | `"sh"` (default) or `"bash"`; others are skipped with a warning |
-//! | `timeout` | seconds, a positive number; default 600 (30 for UserPromptSubmit, 10 for MessageDisplay; SessionEnd handlers share one budget of 1.5 s, raised to their longest `timeout`, at most [60 s](SESSION_END_MAX_BUDGET); `CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS` overrides it) for `command` and `http`, 30 for `prompt`, 60 for `agent`. A timed-out handler is killed and renders no decision |
+//! | `timeout` | seconds, a positive number; default 600 (30 for UserPromptSubmit, 10 for MessageDisplay; SessionEnd handlers share one budget of 1.5 s, raised to their longest `timeout`, at most [60 s](SESSION_END_MAX_BUDGET); `CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS` overrides it) for `command`, `http` and `mcp_tool`, 30 for `prompt`, 60 for `agent`. A timed-out handler is killed and renders no decision |
 //! | `failClosed` | `true`: a timeout, crash, non-zero exit other than 2, invalid JSON or missing executable **denies** (PreToolUse) or **blocks** (other events) instead of being ignored |
 //! | `persistent` | `true`: one long-lived process answers every event ([below](#persistent-hooks)) |
 //! | `async` / `asyncRewake` | `command` only: run in the background, never waited for; decisions (`decision`, `permissionDecision`, `continue`, exit 2) have no effect. When it exits, its `additionalContext` and `systemMessage` are queued as reminders of the run ([`RunContext::remind`](crate::context::RunContext::remind)): the model sees them after the tool results of the step during which it finished. `asyncRewake` (implies `async`): an exit 2 also queues its stderr (its stdout if stderr is empty) as a reminder. Without a run (SessionEnd, Notification) the answer is only logged |
 //! | `once` | ignored: Claude Code honours it only for hooks in skill frontmatter, and this crate loads no hooks from skills |
 //! | `url`, `headers`, `allowedEnvVars` | `http` handlers ([below](#http-hooks)) |
+//! | `server`, `tool`, `input` | `mcp_tool` handlers ([below](#mcp-tool-hooks)) |
 //! | `prompt`, `model`, `continueOnBlock` | `prompt` and `agent` handlers ([below](#prompt-and-agent-hooks)) |
 //! | `if` | one permission rule (`"Bash(git *)"`, `"Edit(*.ts)"`): the handler runs only for tool calls it matches ([below](#if-conditions)) |
 //! | `sha256` | the trusted hash of the script the command runs ([below](#trusted-hashes)) |
@@ -135,6 +136,57 @@
 //!
 //! An HTTP answer cannot block through its status alone. `http` handlers do not run on
 //! SessionStart (as in Claude Code): skipped with a warning.
+//!
+//! ## MCP tool hooks
+//!
+//! (Feature `mcp`; without it `mcp_tool` handlers are skipped with a warning.) An `mcp_tool`
+//! handler calls the tool `tool` (the server's own name for it, not `mcp__<server>__<tool>`)
+//! of the MCP server `server` of the [`McpServers`](crate::mcp::client::McpServers) given to
+//! [`CommandHooksBuilder::mcp`] — usually the set the agent registers, so the connection is
+//! shared. Without that set, `mcp_tool` handlers are skipped with a warning. They run on
+//! every event. `server` and `tool` (non-empty strings) are required; `input` (an object) is
+//! the tool's arguments, in whose strings — in nested objects and arrays too — `${path}` is
+//! replaced by the value of the hook's input at `path` (dot-separated keys, array indexes as
+//! numbers: `${tool_input.file_path}`, `${session_id}`, `${tool_input.edits.0.path}`): a
+//! string as is, another value as its JSON text, and a path the input does not have (the
+//! reference does not say) as the empty string. The substituted strings of one call may
+//! total **1 MiB**; past that the handler is a non-blocking error and the tool is not called.
+//!
+//! The tool's text content (as for an MCP tool call's output: text parts joined by
+//! newlines, structured content as JSON when there is no text) is read like a command's
+//! stdout on exit 0: a JSON object decides as a command's would (a PreToolUse
+//! `permissionDecision: "deny"` denies), plain text is context where plain stdout is
+//! (UserPromptSubmit, SessionStart). As the reference says, the hook **never connects** a
+//! server: a server that is not connected (not yet, connecting, lost), an unknown server
+//! name, an error of the call and a result with `isError: true` are non-blocking errors
+//! (reported; the action goes on — unless `failClosed`). Past its `timeout` (default 600 s,
+//! 30 s on UserPromptSubmit) the call is cancelled and renders no decision. The answer's
+//! size is bounded by the MCP client's message limit (see [`mcp::client`](crate::mcp::client)).
+//!
+//! ## MCP elicitation
+//!
+//! (Feature `mcp`.) [`CommandHooks::elicitation_layer`] is a tower [`Layer`](tower::Layer)
+//! over the [`Elicitation`](crate::mcp::client::Elicitation) service given to
+//! [`McpServersBuilder::elicitation`](crate::mcp::client::McpServersBuilder::elicitation).
+//! For each `elicitation/create` request of a server:
+//!
+//! 1. **Elicitation** hooks whose matcher matches the server's name run first. A hook's
+//!    `hookSpecificOutput.action` answers in the user's place and the wrapped service is not
+//!    called: `accept` (with `content`, an object, sent to the server), `decline` or
+//!    `cancel`. Exit 2 (its JSON ignored), `decision: "block"` or a failed fail-closed
+//!    handler **declines**. With several answers the most cautious wins (cancel, then
+//!    decline, then accept with the first accept's content); a `content` that is not an
+//!    object declines. No answer: the wrapped service (the user) is asked.
+//! 2. **ElicitationResult** hooks then see the user's answer (`action`, `content`); an
+//!    `action` overrides it (with `content` for `accept`), exit 2 declines. They do not run
+//!    when an Elicitation hook answered.
+//!
+//! `systemMessage` and `continue` are ignored, as in the reference. Their inputs have the
+//! common fields of the run whose tool call the server was serving
+//! ([`ElicitationRequest::ctx`](crate::mcp::client::ElicitationRequest::ctx)); with no call in
+//! flight, those of a fresh context. Without an elicitation service of your own, wrap one
+//! that declines everything (`service_fn(|_| async { Ok(ElicitationResponse::Decline) })`):
+//! hooks can still accept.
 //!
 //! ## Prompt and agent hooks
 //!
@@ -294,6 +346,8 @@
 //! | PreCompact | [`CommandHooks::pre_compact`] for [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact) | `trigger` (always `auto`) | `trigger`, `custom_instructions` (empty), `tokens`, `threshold`, `summarized_messages`, `kept_messages` | veto the compaction (block) |
 //! | BeforeModel (`step-start`) | [`before_model`](Hooks::before_model) | — | `llm_request`: `{messages, tools, settings}` | `hookSpecificOutput.llm_request` replaces the parts it has; a block answers the call with the reason as the assistant's text (the model is not called) |
 //! | AfterModel | [`after_model`](Hooks::after_model) | — | `llm_response`: `{message, usage, stop_reason}` | `hookSpecificOutput.llm_response` replaces the parts it has; a block replaces the answer with the reason as text |
+//! | Elicitation | [`CommandHooks::elicitation_layer`] (feature `mcp`) | the MCP server's name | `mcp_server_name`, `message`, `mode` (`form` / `url`), `requested_schema` (form), `url` and `elicitation_id` (URL mode) | `hookSpecificOutput.action` (`accept` + `content`, `decline`, `cancel`) answers in the user's place; exit 2 declines ([above](#mcp-elicitation)) |
+//! | ElicitationResult | [`CommandHooks::elicitation_layer`] (feature `mcp`) | the MCP server's name | `mcp_server_name`, `action`, `content` (if any), `mode`, `elicitation_id` (URL mode) | `hookSpecificOutput.action` / `content` override the user's answer; exit 2 declines |
 //!
 //! ## Events not fired
 //!
@@ -310,7 +364,6 @@
 //! | `DirectoryAdded` | there is no `/add-dir`; a run has one working directory |
 //! | `FileChanged` | nothing watches files |
 //! | `WorktreeCreate`, `WorktreeRemove` | the crate creates no git worktrees |
-//! | `Elicitation`, `ElicitationResult` | MCP elicitation is not supported (no MCP client yet) |
 //!
 //! (`PermissionRequest`, `PermissionDenied` and `PostToolBatch` are not fired yet either.)
 //!
@@ -498,6 +551,7 @@
 //! | a `CLAUDE_ENV_FILE` | 256 KiB (a regular file) and 1,000 variables | a larger file is ignored whole; variables past 1,000 are ignored; both with a warning |
 //! | the body of an `http` hook's answer | 1 MiB (1,048,576 bytes), read chunk by chunk (a `Content-Length` over it fails before the body is read) | a non-blocking error; nothing more is read |
 //! | the turns of an `agent` hook's subagent | 50 model calls | a non-blocking error |
+//! | the arguments of an `mcp_tool` hook once `${path}` is substituted | 1 MiB of string text | a non-blocking error; the tool is not called |
 //! | a `prompt` / `agent` hook's answer | the model service's own response limit; its reason is cut at 10,000 characters like any answer string | — |
 //! | an `if` rule | 1,000 bytes | a [`ConfigError`] |
 //! | a Bash command analysed by an `if` rule | 10,000 bytes, 32 levels of `$(…)` / backticks / subshells | the hook runs (fail-open, as for an unparseable command) |
@@ -512,11 +566,15 @@
 //! arguments were bad, and the tool never sees the bad input.
 
 mod config;
+#[cfg(feature = "mcp")]
+mod elicit;
 mod env_file;
 mod events;
 mod formats;
 #[cfg(feature = "http-hooks")]
 mod http;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod persistent;
 mod plugin;
 mod process;
@@ -534,6 +592,8 @@ use serde_json::Value;
 use tower::{Service, ServiceExt};
 
 pub use self::config::{ConfigError, HookEvent};
+#[cfg(feature = "mcp")]
+pub use self::elicit::{ElicitationHooks, ElicitationHooksLayer};
 pub use self::events::SESSION_END_MAX_BUDGET;
 use self::{config::Config, events::Inner};
 use crate::{
@@ -632,6 +692,23 @@ impl CommandHooks {
     pub fn project_dir(&self) -> &Path {
         &self.inner.project_dir
     }
+
+    /// The `Elicitation` and `ElicitationResult` hooks as a layer over an MCP elicitation
+    /// service (see the [module docs](crate::layers::command#mcp-elicitation)):
+    ///
+    /// ```no_run
+    /// # fn f(hooks: tower_agent::layers::command::CommandHooks, user: tower_agent::mcp::client::Elicitation) {
+    /// use tower::{Layer, util::BoxCloneSyncService};
+    /// use tower_agent::mcp::client::McpServers;
+    /// let mcp = McpServers::builder()
+    ///     .elicitation(BoxCloneSyncService::new(hooks.elicitation_layer().layer(user)))
+    ///     .build();
+    /// # }
+    /// ```
+    #[cfg(feature = "mcp")]
+    pub fn elicitation_layer(&self) -> ElicitationHooksLayer {
+        ElicitationHooksLayer::new(Arc::clone(&self.inner))
+    }
 }
 
 impl fmt::Debug for CommandHooks {
@@ -657,6 +734,8 @@ pub struct CommandHooksBuilder {
     transcripts: Transcripts,
     stop_cap: Option<u32>,
     model: Option<BoxModelService>,
+    #[cfg(feature = "mcp")]
+    mcp: Option<crate::mcp::client::McpServers>,
     plugin_data_dir: Option<PathBuf>,
     disabled_hooks: Vec<String>,
     disabled_plugins: Vec<String>,
@@ -823,6 +902,15 @@ impl CommandHooksBuilder {
         self
     }
 
+    /// The MCP servers `mcp_tool` handlers call (usually the set the agent registers, so
+    /// its connections are reused: a handler never connects a server). Without it,
+    /// `mcp_tool` handlers are skipped with a warning ([`CommandHooks::warnings`]).
+    #[cfg(feature = "mcp")]
+    pub fn mcp(mut self, servers: crate::mcp::client::McpServers) -> Self {
+        self.mcp = Some(servers);
+        self
+    }
+
     /// Loads every source, in order. Describing a hooks directory runs its executables: this
     /// blocks for as long as they take (at most 10 s each).
     ///
@@ -838,6 +926,10 @@ impl CommandHooksBuilder {
         };
         let mut config = Config::default();
         config.model = self.model;
+        #[cfg(feature = "mcp")]
+        {
+            config.mcp = self.mcp;
+        }
         config.project_dir.clone_from(&project_dir);
         let data_root = self
             .plugin_data_dir

@@ -49,6 +49,8 @@ impl SourceContext {
             #[cfg(feature = "http-hooks")]
             Exec::Http(_) => {}
             Exec::Model(_) => {}
+            #[cfg(feature = "mcp")]
+            Exec::Mcp(_) => {}
         }
     }
 }

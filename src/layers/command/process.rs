@@ -33,6 +33,11 @@ pub(crate) async fn call(
         (_, Some(process)) => process.call(input, timeout, report).await,
         #[cfg(feature = "http-hooks")]
         (Exec::Http(hook), None) => super::http::post(hook, input, timeout).await,
+        #[cfg(feature = "mcp")]
+        (Exec::Mcp(hook), None) => match tokio::time::timeout(timeout, hook.call(input)).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Cancelled(timeout)),
+        },
         (Exec::Model(hook), None) => {
             match tokio::time::timeout(timeout, hook.evaluate(event, input, dir, report.ctx()))
                 .await
@@ -74,7 +79,8 @@ pub(crate) enum Stdout {
 pub(crate) enum Failure {
     /// It ran past its timeout and was killed.
     Timeout(Duration),
-    /// An `http`, `prompt` or `agent` handler ran past its timeout and was cancelled.
+    /// An `http`, `mcp_tool`, `prompt` or `agent` handler ran past its timeout and was
+    /// cancelled.
     Cancelled(Duration),
     /// Its executable does not exist (or cannot be executed).
     Missing(String),
@@ -138,6 +144,8 @@ pub(crate) fn command(exec: &Exec, dir: &Path, action: &str) -> io::Result<std::
         #[cfg(feature = "http-hooks")]
         Exec::Http(_) => return Err(io::Error::other("an `http` handler is no process")),
         Exec::Model(_) => return Err(io::Error::other("a `prompt` handler is no process")),
+        #[cfg(feature = "mcp")]
+        Exec::Mcp(_) => return Err(io::Error::other("an `mcp_tool` handler is no process")),
     };
     cmd.current_dir(dir)
         .env("CLAUDE_PROJECT_DIR", dir)
@@ -406,6 +414,16 @@ pub(crate) struct Verdict {
     pub(crate) retry: bool,
     /// `systemMessage` (already reported; an async hook's is also delivered to the model).
     pub(crate) system_message: Option<String>,
+    /// Elicitation / ElicitationResult: `hookSpecificOutput.action` and its `content`.
+    pub(crate) elicitation: Option<(Elicit, Option<Value>)>,
+}
+
+/// The `action` of an Elicitation / ElicitationResult hook's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Elicit {
+    Accept,
+    Decline,
+    Cancel,
 }
 
 /// Where a handler's problems are reported: the run (`ctx.warn`, which also logs), or only
@@ -767,6 +785,9 @@ fn read_json(
     if event == HookEvent::PermissionDenied {
         verdict.retry = specific.get("retry") == Some(&Value::Bool(true));
     }
+    if matches!(event, HookEvent::Elicitation | HookEvent::ElicitationResult) {
+        verdict.elicitation = elicitation(event, name, specific, report);
+    }
     match specific.get("updatedInput") {
         None | Some(Value::Null) => {}
         Some(input @ Value::Object(_)) => verdict.updated_input = Some(input.clone()),
@@ -801,6 +822,41 @@ fn read_json(
         verdict.llm_response = Some(response.clone());
     }
     denial
+}
+
+/// An Elicitation / ElicitationResult answer: `action` (`accept`, `decline`, `cancel`) and,
+/// for `accept`, `content` (an object); anything else is no answer (reported).
+fn elicitation(
+    event: HookEvent,
+    name: &str,
+    specific: &Map<String, Value>,
+    report: Report<'_>,
+) -> Option<(Elicit, Option<Value>)> {
+    let action = match specific.get("action")? {
+        Value::Null => return None,
+        Value::String(a) if a == "accept" => Elicit::Accept,
+        Value::String(a) if a == "decline" => Elicit::Decline,
+        Value::String(a) if a == "cancel" => Elicit::Cancel,
+        other => {
+            report.warn(format!(
+                "{event} hook `{name}`: action {other} is not \"accept\", \"decline\" or \"cancel\"; ignored"
+            ));
+            return None;
+        }
+    };
+    let content = match specific.get("content") {
+        None | Some(Value::Null) => None,
+        Some(c @ Value::Object(_)) => Some(c.clone()),
+        Some(other) => {
+            // An accept of content nobody can read is no accept.
+            report.warn(format!(
+                "{event} hook `{name}`: content is a {}, not an object; the elicitation is declined",
+                json_kind(other)
+            ));
+            return Some((Elicit::Decline, None));
+        }
+    };
+    Some((action, content.filter(|_| action == Elicit::Accept)))
 }
 
 /// A PermissionRequest `decision` object: `behavior` `allow` (with `updatedInput`, an object)

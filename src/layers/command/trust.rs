@@ -165,6 +165,8 @@ pub(crate) fn script_of(
         #[cfg(feature = "http-hooks")]
         Exec::Http(_) => return None,
         Exec::Model(_) => return None,
+        #[cfg(feature = "mcp")]
+        Exec::Mcp(_) => return None,
     };
     let mut words = words.into_iter();
     let mut program = words.next()?;

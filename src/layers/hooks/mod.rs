@@ -67,6 +67,9 @@
 //!   its `Deny` is the user's answer. Without a service (nobody to ask) or when it fails, the
 //!   call is denied **on its own**, and only then do the PermissionDenied hooks run: a
 //!   `Retry` adds a `<system-hook>` note to the denial telling the model it may retry.
+//!   With the deferring policy ([`Hooks::defer_approvals`]) the call instead waits in the
+//!   thread for a person's decision, and so does a deferred call (any number per step): see
+//!   [`agent::interrupt`](crate::agent::interrupt).
 //! - **PostToolBatch**: after every call of a step resolved (and the step's reminders),
 //!   before the next model call, once per step; contexts are kept in order and added as one
 //!   user message of `<system-hook>` blocks; the first `Stop` adds its reason the same way
@@ -329,6 +332,7 @@ impl Registration {
 pub struct Hooks {
     registrations: Vec<Registration>,
     approval: Option<Approval>,
+    defer_approvals: bool,
     stop_cap: Option<u32>,
     transcripts: Option<std::path::PathBuf>,
 }
@@ -398,6 +402,18 @@ impl Hooks {
     {
         use tower::ServiceExt;
         self.approval = Some(Approval::new(service.map_err(Into::into)));
+        self
+    }
+
+    /// The deferring approval policy: a call a PreToolUse hook asks about (and no
+    /// PermissionRequest hook decides) or defers — for any number of calls in the step — waits
+    /// in the thread for a person's decision instead of going to an [`Approval`] service: the
+    /// run ends [`Outcome::Interrupted`](crate::agent::Outcome::Interrupted) once the step's
+    /// other calls are done, and a later request answers with
+    /// [`AgentRequest::approvals`](crate::agent::AgentRequest::approvals). See
+    /// [`agent::interrupt`](crate::agent::interrupt). Replaces [`approval`](Self::approval).
+    pub fn defer_approvals(mut self) -> Self {
+        self.defer_approvals = true;
         self
     }
 
@@ -755,6 +771,7 @@ impl Hooks {
             stop_cap: self.stop_cap.unwrap_or(DEFAULT_STOP_CAP),
             transcripts: self.transcripts,
             approval: self.approval,
+            defer_approvals: self.defer_approvals,
             order: order
                 .iter()
                 .map(|&i| self.registrations[i].label(i))
@@ -902,6 +919,8 @@ pub(crate) struct HookSetInner {
     pub(crate) permission_denied: Vec<(ToolMatcher, Arc<DeniedFn>)>,
     pub(crate) post_tool_batch: Vec<Arc<BatchFn>>,
     pub(crate) approval: Option<Approval>,
+    /// [`Hooks::defer_approvals`].
+    pub(crate) defer_approvals: bool,
     pub(crate) stop_cap: u32,
     pub(crate) transcripts: Option<std::path::PathBuf>,
     order: Vec<String>,

@@ -125,6 +125,7 @@ where
         let set = Arc::clone(&self.set);
         let ToolRequest { call, ctx } = req;
         let mut call = Arc::new(call);
+        let original = Arc::clone(&call);
         let mut pre = PreState::default();
         for (i, (matcher, f)) in set.pre_tool.iter().enumerate() {
             if !matcher.matches(&call) {
@@ -137,7 +138,7 @@ where
                 return Either::Right(Box::pin(run(
                     set,
                     inner,
-                    call,
+                    (original, call),
                     ctx,
                     pre,
                     Some((i, decision)),
@@ -154,7 +155,7 @@ where
         if !pre.asks.is_empty() || pre.deferred {
             // The approval (or the deferral) is settled before the call.
             let inner = self.release();
-            return Either::Right(Box::pin(run(set, inner, call, ctx, pre, None)));
+            return Either::Right(Box::pin(run(set, inner, (original, call), ctx, pre, None)));
         }
         let PreState { contexts, .. } = pre;
         let wants_after = set.post_tool.iter().any(|(m, _)| m.matches(&call))
@@ -197,7 +198,7 @@ impl<S: Clone> HookTool<S> {
 async fn run<S>(
     set: Arc<HookSetInner>,
     inner: S,
-    mut call: Arc<ToolCall>,
+    (original, mut call): (Arc<ToolCall>, Arc<ToolCall>),
     ctx: crate::context::RunContext,
     mut pre: PreState,
     pending: Option<(usize, super::HookFuture<PreToolUse>)>,
@@ -226,10 +227,19 @@ where
         }
     }
     let PreState {
-        asks,
+        mut asks,
         mut contexts,
-        deferred,
+        mut deferred,
     } = pre;
+    // A person approved this very call (an answer to an interrupted run): its asks and its
+    // deferral are settled.
+    if (deferred || !asks.is_empty()) && is_approved(&ctx, &call.id) {
+        (deferred, asks) = (false, Vec::new());
+    }
+    if deferred && set.defer_approvals {
+        let reason = "a PreToolUse hook deferred the call".to_owned();
+        return Err(waiting(&original, reason));
+    }
     if deferred {
         let calls = ctx.with_data(|d| d.get::<StepCalls>().map_or(1, |n| n.0));
         if calls <= 1 {
@@ -254,6 +264,7 @@ where
                 return Ok(output);
             }
             Approved::Interrupt(why) => return Err(Abort::new(why).into()),
+            Approved::Pending(reason) => return Err(waiting(&original, reason)),
         }
     }
 
@@ -280,6 +291,25 @@ enum Approved {
     No(String),
     /// Denied, and the run ends.
     Interrupt(String),
+    /// Waits for a person's decision, saved with the thread (the deferring policy): why.
+    Pending(String),
+}
+
+/// Whether a person approved the call `id` in this run.
+fn is_approved(ctx: &RunContext, id: &str) -> bool {
+    ctx.with_data(|d| {
+        d.get::<crate::agent::interrupt::ApprovedCalls>()
+            .is_some_and(|a| a.0.contains(id))
+    })
+}
+
+/// The error of a call that waits for a decision: the call as the model made it.
+fn waiting(original: &ToolCall, reason: String) -> BoxError {
+    crate::agent::interrupt::PendingApproval {
+        call: original.clone(),
+        reason,
+    }
+    .into()
 }
 
 /// The approval path of a call some hook asked about: PermissionRequest hooks, then (no
@@ -320,6 +350,17 @@ async fn approve(
     }
     if allowed {
         return Approved::Yes;
+    }
+    if set.defer_approvals {
+        set.notify(
+            &Notification::new(
+                NOTIFY_PERMISSION_PROMPT,
+                format!("Permission needed to use {}: {reason}", call.name),
+                Some("Permission needed".to_owned()),
+            ),
+            ctx,
+        );
+        return Approved::Pending(reason);
     }
     let denied = match &set.approval {
         None => reason,

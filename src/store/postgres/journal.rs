@@ -1,4 +1,4 @@
-//! The tool-call journal of [`Postgres`]: the table `tower_agent_journal` (schema version 2).
+//! The tool-call journal of [`Postgres`]: the table `tower_agent_journal` (schema version 3).
 //! Each record is one statement in its own transaction, committed before the call returns.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! The tool-call journal of [`Sqlite`]: the table `journal` (schema version 3).
+//! The tool-call journal of [`Sqlite`]: the table `journal` (schema version 4).
 
 use std::collections::HashMap;
 

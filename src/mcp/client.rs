@@ -1,1 +1,0 @@
-//! MCP servers' tools as tool services.
