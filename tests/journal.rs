@@ -579,3 +579,58 @@ async fn a_damaged_journal_row_fails_the_recovery_clearly_and_runs_nothing() {
     // The thread is left as it was, for a recovery once the row is repaired.
     assert_eq!(store.load("t").await.unwrap().unwrap().messages.len(), 2);
 }
+
+/// A thread waiting for approvals (an interrupted run, `agent::interrupt`) is not "in
+/// flight": a recovery leaves its pending calls to the approvals and runs nothing; the
+/// approval then runs the call once.
+#[tokio::test]
+async fn a_recovery_of_a_thread_waiting_for_approvals_runs_nothing() {
+    use tower_agent::{
+        Outcome,
+        agent::Approvals,
+        layers::hooks::{Hooks, PreToolUse},
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("send");
+    let store = MemoryStore::new();
+    let model = ScriptedModel::new()
+        .tool_call("send", json!({}))
+        .text("done")
+        .recording();
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(counting("send", counter.clone(), false, false))
+        .store(store.clone())
+        .hooks(
+            Hooks::new()
+                .before_tool_use("send", |_, _| PreToolUse::Defer)
+                .defer_approvals()
+                .compile()
+                .unwrap(),
+        )
+        .build();
+    let resp = agent
+        .run(AgentRequest::new("go").thread("t"))
+        .await
+        .unwrap();
+    let Outcome::Interrupted { pending } = resp.outcome else {
+        panic!("{:?}", resp.outcome);
+    };
+    let recovered = agent.run(AgentRequest::recover("t")).await.unwrap();
+    assert_eq!(
+        recovered.outcome,
+        Outcome::Interrupted {
+            pending: pending.clone()
+        }
+    );
+    assert_eq!((lines(&counter), model.calls()), (0, 1));
+
+    let answer = Approvals::new().approve(pending[0].id.clone());
+    let resp = agent
+        .run(AgentRequest::approvals("t", answer))
+        .await
+        .unwrap();
+    assert_eq!(resp.outcome, Outcome::Finished);
+    assert_eq!(lines(&counter), 1);
+    assert_history_valid(&store.load("t").await.unwrap().unwrap().messages);
+}
