@@ -386,8 +386,10 @@ impl AgentRequest {
     /// without tool calls has nothing to resume: the run ends at once, [`Outcome::Finished`],
     /// with no step. A thread the store does not have is a store error.
     ///
-    /// Not the answer to an approval: a recovery decides nothing about pending calls, it runs
-    /// the calls through the whole tool stack, so hooks and guards decide again.
+    /// Not the answer to an approval: a thread whose calls wait for a decision
+    /// ([`Outcome::Interrupted`]) is left as it is (the recovery ends `Interrupted` with the
+    /// same pending calls, nothing runs); answer it with [`AgentRequest::approvals`]. The calls
+    /// a recovery runs go through the whole tool stack, so hooks and guards decide again.
     ///
     /// ```
     /// use serde_json::json;

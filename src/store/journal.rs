@@ -29,6 +29,12 @@
 //! - **not in the journal**: it never reached the tool; it is run (through the whole stack,
 //!   so hooks decide again).
 //!
+//! Calls waiting for approval ([`agent::interrupt`](crate::agent::interrupt)) are not in
+//! flight: a recovery leaves them to the approvals. A new run (a prompt) on a thread whose last
+//! run stopped mid-step answers its unanswered calls from the journal, or with an
+//! `interrupted: … may or may not have happened` error output, before the prompt: the history
+//! stays valid and nothing is run.
+//!
 //! # The journal and the [`Ledger`](crate::layers::ledger)
 //!
 //! The journal is not the ledger grown up, and not a layer you add: they answer different
