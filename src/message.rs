@@ -562,16 +562,37 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments object.
     pub parameters: Value,
+    /// Whether running the call twice has the effect of running it once (a read, a write of
+    /// the same content, a `PUT`). A run resumed after a crash
+    /// ([`AgentRequest::recover`](crate::AgentRequest::recover)) runs again a call of an
+    /// idempotent tool that had started but not finished; a call of any other tool is then
+    /// *in doubt*: the model is told it may or may not have happened, and it is not run
+    /// again. `false` unless set (the safe default); not sent to the model.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub idempotent: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl ToolSpec {
-    /// A tool spec.
+    /// A tool spec (not [`idempotent`](Self::idempotent)).
     pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
         ToolSpec {
             name: name.into(),
             description: description.into(),
             parameters,
+            idempotent: false,
         }
+    }
+
+    /// This spec with [`idempotent`](Self::idempotent) set: a call of the tool may be run
+    /// again when a crashed run is resumed and the call had started but not finished.
+    #[must_use]
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
     }
 }
 

@@ -38,6 +38,8 @@
 //! |---|---|---|
 //! | `POST /threads/{id}/runs` | [`RunRequest`] `{"prompt": "..."}` | `200` [`RunResponse`] `{thread_id, run_id, outcome, text, steps, usage}` |
 //! | `POST /threads/{id}/runs/stream` | [`RunRequest`] | `200` `text/event-stream`, one event per [`AgentEvent`] (below) |
+//! | `POST /threads/{id}/resume` | none | `200` [`RunResponse`]: the thread's interrupted run resumed ([`AgentRequest::recover`]), `404` for a thread the store does not have |
+//! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files}`, `404` if there is none (only with a [store](AgentRoutes::store)) |
 //! | `POST /threads/{id}/approvals` | [`Approvals`] `{"decisions": [{"call_id": "...", "decision": "approve"}, …]}` | `200` [`RunResponse`] of the run that goes on (see [Approvals](#approvals)) |
 //! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files, pending}`, `404` if there is none (only with a [store](AgentRoutes::store)) |
 //! | `GET /healthz` | | `200` `{"status": "ok"}`, `503` `{"status": "shutting_down"}` once shutdown began |
@@ -49,6 +51,13 @@
 //! threads across processes ([`ThreadStore::lease`]: `Postgres` does; with `Sqlite` or the
 //! in-memory store, replicas don't see each other's runs). A run whose save found the thread
 //! written by another replica meanwhile (a `Postgres` conflict) is a `409` too.
+//!
+//! A run whose replica died in the middle (a crash, `kill -9`) is finished by
+//! `POST /threads/{id}/resume` on any replica: the thread is claimed and leased as for a run
+//! (`409` while the dead replica's lease lasts — with `Postgres`, until its database session
+//! ends — or while a live run holds it), then the step in flight is finished from the store's
+//! [tool-call journal](crate::store::journal) without running a side effect twice, and the run
+//! goes on ([`AgentRequest::recover`]).
 //!
 //! Every error is JSON, [`ErrorResponse`] `{"error": "..."}`: `400` for a body that is not
 //! JSON, lacks `prompt` or has an empty one (`415` without a JSON content type, `413` for a
@@ -350,7 +359,8 @@ impl AgentRoutes {
         let mut routes = Router::new()
             .route("/threads/{id}/runs", post(run))
             .route("/threads/{id}/runs/stream", post(run_stream))
-            .route("/threads/{id}/approvals", post(approvals));
+            .route("/threads/{id}/approvals", post(approvals))
+            .route("/threads/{id}/resume", post(resume));
         if self.state.store.is_some() {
             routes = routes.route("/threads/{id}", get(thread));
         }
@@ -385,7 +395,7 @@ pub enum ThreadAction {
     /// Read it: `GET /threads/{id}`.
     Read,
     /// Run on it (creating it if it is new): `POST /threads/{id}/runs` and
-    /// `POST /threads/{id}/runs/stream`.
+    /// `POST /threads/{id}/runs/stream`; resume it: `POST /threads/{id}/resume`.
     Run,
     /// Answer its pending approvals: `POST /threads/{id}/approvals`.
     Approve,
@@ -916,6 +926,46 @@ async fn thread(
         files: thread.files.into_keys().collect(),
         pending: thread.pending,
     }))
+}
+
+/// `POST /threads/{id}/resume`: a run that finishes the step a crashed run left in flight
+/// ([`AgentRequest::recover`]), with the thread claimed (and leased) as for a run.
+async fn resume(
+    State(state): State<AppState>,
+    parts: Parts,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<RunResponse>, ApiError> {
+    let Path(id) = id?;
+    if state.shutting_down() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down",
+        ));
+    }
+    state.check_access(&parts, &id, ThreadAction::Run).await?;
+    let _busy = state.claim(&id).await?;
+    if let Some(store) = &state.store {
+        let thread = store.load(&id).await.map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("thread store failed: {}", crate::error::error_chain(&*e)),
+            )
+        })?;
+        if thread.is_none() {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no thread `{id}`"),
+            ));
+        }
+    }
+    let mut request = AgentRequest::recover(id);
+    *request.extensions_mut() = parts.extensions;
+    let response = state
+        .service
+        .oneshot(request)
+        .await
+        .map_err(ApiError::from_service)?;
+    Ok(Json(response.into()))
 }
 
 async fn healthz(shutdown: Option<CancellationToken>) -> Response {

@@ -175,9 +175,16 @@ async fn a_dropped_run_keeps_the_thread_saved_after_its_last_whole_step() {
     assert!(dropped.load(Ordering::SeqCst));
     let thread = store.get("t").expect("step 0 was saved");
     let roles: Vec<Role> = thread.messages.iter().map(|m| m.role).collect();
-    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    // Step 0 whole; of step 1, the assistant message with its call, saved before the call ran
+    // (`AgentRequest::recover` finishes it; a new run answers it as interrupted).
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
     assert_eq!(thread.messages[2].text(), "quick result");
-    assert_history_valid(&thread.messages);
+    assert_eq!(thread.messages[3].tool_calls[0].name, "hang");
+    let whole: tower_agent::message::Messages = thread.messages.iter().take(3).cloned().collect();
+    assert_history_valid(&whole);
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -325,13 +325,16 @@ async fn a_run_cut_off_by_a_timeout_ends_its_stream_and_keeps_its_prompt() {
         .unwrap()
         .expect("the thread was saved");
     let roles: Vec<Role> = thread.messages.iter().map(|m| m.role).collect();
+    // And the assistant message of the step cut off, saved before its call ran (see
+    // `store::journal`).
     assert_eq!(
         roles,
-        [Role::User, Role::Assistant, Role::Tool],
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant],
         "{thread:?}"
     );
     assert_eq!(thread.messages[0].text(), "remember me");
     assert_eq!(thread.messages[2].text(), "fast done");
+    assert_eq!(thread.messages[3].tool_calls[0].name, "slow");
 }
 
 /// A run cut off during its first model call keeps its prompt in the store, and its stream

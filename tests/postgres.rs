@@ -218,19 +218,16 @@ async fn an_agent_whose_thread_another_replica_wrote_fails_with_a_conflict() {
         .unwrap_err();
     assert!(Conflict::find(&err).is_some(), "{err}");
 
-    // The thread is A's first run, A's question (saved before the step) and B's run (which
-    // loaded it); nothing of A's refused step. A resumes from there.
+    // The thread is A's first run, A's question and its call (saved before the call ran),
+    // and B's run (which loaded it, and answered A's unfinished call as interrupted); nothing
+    // of A's refused step. A resumes from there.
     let thread = open().await.load("t").await.unwrap().unwrap();
+    assert!(thread.messages[4].text().starts_with("interrupted"));
     assert_eq!(
-        texts(&thread),
-        [
-            "A starts.",
-            "A's first run.",
-            "A asks.",
-            "B asks.",
-            "B answered."
-        ]
+        texts(&thread)[..3],
+        ["A starts.", "A's first run.", "A asks."]
     );
+    assert_eq!(texts(&thread)[5..], ["B asks.", "B answered."]);
     let agent_a2 = Agent::builder()
         .model(ScriptedModel::from_fn(|req| {
             Ok(ModelResponse::text(format!(
@@ -244,7 +241,7 @@ async fn an_agent_whose_thread_another_replica_wrote_fails_with_a_conflict() {
         .run(AgentRequest::new("Again.").thread("t"))
         .await
         .unwrap();
-    assert_eq!(resp.text, "6 messages");
+    assert_eq!(resp.text, "8 messages");
     assert_history_valid(&open().await.load("t").await.unwrap().unwrap().messages);
 }
 
@@ -338,6 +335,7 @@ async fn replicas_starting_together_create_the_schema_once() {
         tables,
         [
             "tower_agent_files",
+            "tower_agent_journal",
             "tower_agent_messages",
             "tower_agent_schema",
             "tower_agent_threads"

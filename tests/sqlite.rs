@@ -140,7 +140,7 @@ async fn schema_and_pragmas() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let application: i64 = conn
         .pragma_query_value(None, "application_id", |r| r.get(0))
         .unwrap();
@@ -417,7 +417,7 @@ async fn version_1_database_is_upgraded() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     // The counter starts past every revision the old schema gave.
     let last: i64 = conn
         .query_row("SELECT last FROM revisions", [], |r| r.get(0))

@@ -359,6 +359,8 @@ pub struct AgentRequest {
     pub prompt_context: Vec<String>,
     /// Where the run's transcript goes, when its caller chose (a subagent's).
     pub(crate) transcript: Option<transcript::Target>,
+    /// A crash recovery: see [`AgentRequest::recover`].
+    pub(crate) recover: bool,
     /// Decisions on the thread's pending calls: the request answers an
     /// [`Outcome::Interrupted`] run instead of sending a prompt (see [`Self::approvals`]).
     pub approvals: Option<Approvals>,
@@ -371,6 +373,57 @@ impl AgentRequest {
             prompt: prompt.into(),
             ..Self::default()
         }
+    }
+
+    /// A request that resumes the thread `id` whose last run stopped in the middle (its
+    /// process died): no prompt is added; the step in flight is finished with the store's
+    /// [tool-call journal](crate::store::journal) — for each call of the thread's last
+    /// assistant message without a result, a recorded output is replayed (the tool is not
+    /// run), a call started but not finished (*in doubt*) is run again only if its tool is
+    /// [idempotent](crate::message::ToolSpec::idempotent) (else the model gets an error output
+    /// saying the call may or may not have happened), and a call never started is run. Then
+    /// the loop goes on (the model is called). A thread whose last message is an answer
+    /// without tool calls has nothing to resume: the run ends at once, [`Outcome::Finished`],
+    /// with no step. A thread the store does not have is a store error.
+    ///
+    /// Not the answer to an approval: a thread whose calls wait for a decision
+    /// ([`Outcome::Interrupted`]) is left as it is (the recovery ends `Interrupted` with the
+    /// same pending calls, nothing runs); answer it with [`AgentRequest::approvals`]. The calls
+    /// a recovery runs go through the whole tool stack, so hooks and guards decide again.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tower_agent::{Agent, AgentRequest, BoxError, model::ScriptedModel, store::MemoryStore, tool::tool_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_agent::Error> {
+    /// let store = MemoryStore::new();
+    /// let ping = tool_fn("ping", "Pings", json!({"type": "object"}), |_, _| async {
+    ///     Ok::<_, BoxError>("pong")
+    /// });
+    /// let agent = Agent::builder()
+    ///     .model(ScriptedModel::new().tool_call("ping", json!({})).text("done"))
+    ///     .tool(ping)
+    ///     .store(store.clone())
+    ///     .build();
+    /// agent.run(AgentRequest::new("ping").thread("t1")).await?;
+    /// // Nothing was left in flight: nothing to do.
+    /// let resumed = agent.run(AgentRequest::recover("t1")).await?;
+    /// assert_eq!(resumed.steps, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn recover(id: impl Into<String>) -> Self {
+        AgentRequest {
+            thread_id: Some(id.into()),
+            recover: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether this is a [`recover`](Self::recover) request.
+    pub fn is_recover(&self) -> bool {
+        self.recover
     }
 
     /// This request on the thread `id`.

@@ -24,6 +24,8 @@ use crate::{
     tool::{BoxToolService, ToolRequest},
 };
 
+mod recover;
+
 pub(super) async fn run(
     inner: Arc<Inner>,
     mut req: AgentRequest,
@@ -120,7 +122,16 @@ async fn run_inner(
         return run.finish(outcome).await;
     }
     let mut model = inner.model.clone();
-    for step in 0..inner.max_steps {
+    // A recovered run first finishes the step its crashed run left (step 0).
+    let mut first = 0;
+    if run.recovering {
+        match run.recover(&stacks).await? {
+            recover::Recovered::Ended(outcome) => return run.finish(outcome).await,
+            recover::Recovered::Stepped => first = 1,
+            recover::Recovered::Nothing => {}
+        }
+    }
+    for step in first..inner.max_steps {
         if let Some(outcome) = run.step(step, &stacks, &mut model).await? {
             return run.finish(outcome).await;
         }
@@ -157,6 +168,8 @@ struct Run<'a> {
     stop_continues: u32,
     /// Contexts of SessionStart hooks, then of setup stages.
     start_context: Vec<String>,
+    /// An [`AgentRequest::recover`] run: no prompt; the step in flight is finished first.
+    recovering: bool,
     /// Calls waiting for a decision, saved with the thread.
     pending: Vec<PendingCall>,
     /// Approved calls to run before the first step, with the position of each one's
@@ -182,6 +195,7 @@ impl<'a> Run<'a> {
             system_context,
             prompt_context,
             transcript,
+            recover,
             approvals,
         } = req;
         let persist = thread_id.is_some();
@@ -249,6 +263,7 @@ impl<'a> Run<'a> {
             transcribed: usize::MAX,
             stop_continues: 0,
             start_context: system_context,
+            recovering: recover,
             pending,
             approved: Vec::new(),
         };
@@ -256,6 +271,9 @@ impl<'a> Run<'a> {
             // Shutting down: the run never starts, the thread is left as it was.
             run.history = history;
             return Ok(Started::Ended(run, Outcome::Cancelled));
+        }
+        if recover {
+            return run.recovered_start(history, persist, transcribed).await;
         }
         let started = (run.prompt_hooks(source, prompt, prompt_context, decided.is_none())).await;
         let (prompt, prompt_context) = match started {
@@ -265,6 +283,8 @@ impl<'a> Run<'a> {
                 return Ok(Started::Ended(run, Outcome::Blocked { reason }));
             }
         };
+        // A thread whose last run stopped mid-step (saved before its calls ran).
+        run.close_unanswered(&mut history).await?;
         if let (true, Some(system)) = (history.is_empty(), &inner.system_prompt) {
             history.push(Message::system(system.clone()));
         }
@@ -376,6 +396,11 @@ impl<'a> Run<'a> {
             router
         };
         let specs = Arc::clone(router.specs());
+        // The journal wraps each tool, innermost: a call is "started" only if it reaches it.
+        let router = match self.journal() {
+            Some(_) => recover::journaled(&router, &inner.store),
+            None => router,
+        };
         let mut tools = (inner.tool_stack)(router);
         if let Some(hooks) = &inner.hooks {
             tools = hooks.wrap_tools(tools);
@@ -533,13 +558,36 @@ impl<'a> Run<'a> {
     ) -> Result<Option<Outcome>, Error> {
         let calls = message.tool_calls.clone();
         self.history.push(message);
-        // In the transcript before PreToolUse hooks read it.
-        self.transcribe();
+        // In the store before any call runs (a crashed run is resumed from it, see
+        // `store::journal`); in the transcript before PreToolUse hooks read it.
+        self.save().await?;
         let limit = self.inner.max_concurrent_tools;
         if self.inner.hooks.is_some() {
             ctx.with_data(|d| d.insert(StepCalls(calls.len())));
         }
-        let (done, cancelled) = call_tools(tools, calls, ctx, limit).await;
+        let journal = self.journal();
+        let (done, cancelled) = call_tools(tools, calls, ctx, limit, journal).await;
+        self.after_tools(ctx, done, cancelled).await
+    }
+
+    /// The store's journal, for a run that is saved.
+    fn journal(&self) -> Option<&'a dyn crate::store::ToolJournal> {
+        let inner: &'a Inner = self.inner;
+        if self.persist {
+            inner.store.journal()
+        } else {
+            None
+        }
+    }
+
+    /// The end of phase "tools", once the calls are done: their results into the history,
+    /// then reminders, PostToolBatch and step hooks, and the save of the whole step.
+    async fn after_tools(
+        &mut self,
+        ctx: &RunContext,
+        done: Vec<Option<Done>>,
+        cancelled: bool,
+    ) -> Result<Option<Outcome>, Error> {
         let batch = match self.settle_batch(ctx, done, cancelled) {
             Ok(batch) => batch,
             Err(outcome) => return Ok(Some(outcome)),
@@ -753,7 +801,9 @@ impl<'a> Run<'a> {
             d.insert(StepCalls(calls.len()));
         });
         let limit = self.inner.max_concurrent_tools;
-        let (done, cancelled) = call_tools(&stacks.tools, calls.clone(), &ctx, limit).await;
+        let journal = self.journal();
+        let (done, cancelled) =
+            call_tools(&stacks.tools, calls.clone(), &ctx, limit, journal).await;
         ctx.with_data(|d| d.remove::<interrupt::ApprovedCalls>());
         let mut abort = None;
         let mut outputs = Vec::with_capacity(calls.len());
@@ -1034,24 +1084,34 @@ async fn call_tools(
     calls: Vec<ToolCall>,
     ctx: &RunContext,
     limit: Option<usize>,
+    journal: Option<&dyn crate::store::ToolJournal>,
 ) -> (Vec<Option<Done>>, bool) {
     let n = calls.len();
     let mut futures = calls.into_iter().enumerate().map(|(i, call)| {
         let svc = tools.clone();
         let ctx = ctx.clone();
         async move {
-            if !ctx.is_listening() {
+            let listening = ctx.is_listening();
+            if !listening && journal.is_none() {
                 return (i, Done::Raw(svc.oneshot(ToolRequest::new(call, ctx)).await));
             }
             let step = ctx.step();
             let started = tokio::time::Instant::now();
             let meta = call.clone();
-            ctx.emit(AgentEvent::ToolCallStart {
-                step,
-                call: call.clone(),
-            });
+            if listening {
+                ctx.emit(AgentEvent::ToolCallStart {
+                    step,
+                    call: call.clone(),
+                });
+            }
             let result = svc.oneshot(ToolRequest::new(call, ctx.clone())).await;
             let settled = settle(&meta, result);
+            if let Some(journal) = journal {
+                recover::record_finished(journal, &ctx, &meta, &settled).await;
+            }
+            if !listening {
+                return (i, Done::Settled(settled));
+            }
             ctx.emit(AgentEvent::ToolCallEnd {
                 step,
                 name: meta.name,

@@ -20,6 +20,10 @@
 //!   `SqliteLedger::calls(session_id)`.
 //! - any closure `Fn(LedgerEntry) + Send + Sync`.
 //!
+//! The ledger is an audit trail, not the [tool-call journal](crate::store::journal) that makes
+//! a crashed run resumable (that one is kept by the thread store, written before each call
+//! runs, and on by itself): see there for why they are two things.
+//!
 //! Put the layer outermost to record what the model sees (a guard's denial included), or
 //! innermost to record only the calls that reached the tools.
 //!

@@ -13,6 +13,12 @@
 //! `Postgres` goes further across replicas: a save over a thread that another store wrote or
 //! deleted since this store last read or saved it fails with a conflict error instead.
 //!
+//! Each store also keeps the [tool-call journal](journal) ([`ThreadStore::journal`]): what the
+//! tool calls of a run on a thread did, so that a run whose process died is resumed
+//! ([`AgentRequest::recover`](crate::AgentRequest::recover), `POST /threads/{id}/resume`)
+//! without running a side effect twice. A run on a thread saves the assistant message that
+//! makes tool calls before any of them runs, and again after their results.
+//!
 //! # Example
 //!
 //! ```
@@ -75,6 +81,10 @@ pub use self::postgres::Postgres;
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod rows;
+
+pub mod journal;
+
+pub use self::journal::{JournalEntry, ToolJournal};
 
 /// A thread as the SQL stores list it (`Sqlite::list_threads`, `Postgres::list_threads`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,6 +182,13 @@ pub trait ThreadStore: Send + Sync + 'static {
         let _ = id;
         Box::pin(async { Ok(Lease::free()) })
     }
+
+    /// The store's [tool-call journal](self::journal), which makes a crashed run resumable
+    /// without running a side effect twice; `None` (the default) if the store keeps none
+    /// (then a resumed run treats every unanswered call as never started).
+    fn journal(&self) -> Option<&dyn ToolJournal> {
+        None
+    }
 }
 
 /// A run's hold on a thread, from [`ThreadStore::lease`]: released when dropped.
@@ -243,12 +260,17 @@ impl<T: ThreadStore> ThreadStore for Arc<T> {
     fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
         (**self).lease(id)
     }
+
+    fn journal(&self) -> Option<&dyn ToolJournal> {
+        (**self).journal()
+    }
 }
 
 /// Threads in memory, shared by clones. The default store.
 #[derive(Clone, Default)]
 pub struct MemoryStore {
     threads: Arc<Mutex<HashMap<String, Thread>>>,
+    journal: Arc<Mutex<journal::MemoryJournal>>,
 }
 
 impl MemoryStore {
@@ -298,6 +320,48 @@ impl ThreadStore for MemoryStore {
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
         self.lock().remove(id);
+        self.journal_lock().remove(id);
         Box::pin(async { Ok(()) })
+    }
+
+    fn journal(&self) -> Option<&dyn ToolJournal> {
+        Some(self)
+    }
+}
+
+impl MemoryStore {
+    fn journal_lock(&self) -> std::sync::MutexGuard<'_, journal::MemoryJournal> {
+        self.journal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ToolJournal for MemoryStore {
+    fn started<'a>(
+        &'a self,
+        thread: &'a str,
+        call: &'a crate::message::ToolCall,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.journal_lock()
+            .record(thread, JournalEntry::new(call, None));
+        Box::pin(async { Ok(()) })
+    }
+
+    fn finished<'a>(
+        &'a self,
+        thread: &'a str,
+        call: &'a crate::message::ToolCall,
+        output: &'a crate::message::ToolOutput,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.journal_lock().finish(thread, call, output);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn entries<'a>(
+        &'a self,
+        thread: &'a str,
+        call_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<HashMap<String, JournalEntry>, BoxError>> {
+        let entries = self.journal_lock().entries(thread, call_ids);
+        Box::pin(async { Ok(entries) })
     }
 }

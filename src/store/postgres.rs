@@ -31,6 +31,7 @@
 //! | `tower_agent_threads` | thread | id, revision, message count, todos (JSON), pending calls (JSON), created/updated (Unix ms) |
 //! | `tower_agent_messages` | message | thread id, position, the [`Message`](crate::message::Message) as JSON |
 //! | `tower_agent_files` | file written in the thread | thread id, path, content (bytes) |
+//! | `tower_agent_journal` | tool call of a thread | thread id, call id, tool, arguments (JSON), output (JSON, `NULL` until it finished): the [tool-call journal](crate::store::journal), deleted with the thread |
 //! | `tower_agent_schema` | (one row) | the schema version |
 //!
 //! and the sequence `tower_agent_revisions`. Every name starts with `tower_agent_`, so the
@@ -166,6 +167,16 @@ const MIGRATIONS: &[&str] = &[
     CREATE SEQUENCE tower_agent_revisions;",
     // 2: the calls of an interrupted run that wait for approval (JSON array).
     "ALTER TABLE tower_agent_threads ADD COLUMN pending text NOT NULL DEFAULT '[]';",
+    // 3: the tool-call journal (`store::journal`): one row per call of a thread, `output`
+    // NULL while the call is started and not finished.
+    "CREATE TABLE tower_agent_journal (
+        thread_id text NOT NULL,
+        call_id text NOT NULL,
+        tool text NOT NULL,
+        arguments text NOT NULL,
+        output text,
+        PRIMARY KEY (thread_id, call_id)
+    );",
 ];
 
 /// The schema version this crate writes (and the newest it accepts).
@@ -350,6 +361,7 @@ impl Postgres {
                 "DELETE FROM tower_agent_messages WHERE thread_id = $1",
                 "DELETE FROM tower_agent_files WHERE thread_id = $1",
                 "DELETE FROM tower_agent_threads WHERE id = $1",
+                "DELETE FROM tower_agent_journal WHERE thread_id = $1",
             ] {
                 tx.execute(sql, &[&id]).await?;
             }
@@ -499,7 +511,13 @@ impl ThreadStore for Postgres {
     fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
         Box::pin(self.lease_thread(id))
     }
+
+    fn journal(&self) -> Option<&dyn super::ToolJournal> {
+        Some(self)
+    }
 }
+
+mod journal;
 
 /// The connection that holds a lease's advisory lock; it unlocks (or closes) when dropped.
 struct LeaseConnection {

@@ -37,6 +37,7 @@
 //! | `messages` | message | thread id, position, the [`Message`] as JSON |
 //! | `files` | file written in the thread | thread id, path, content |
 //! | `revisions` | (one row) | the last revision given |
+//! | `journal` | tool call of a thread | thread id, call id, tool, arguments (JSON), output (JSON, `NULL` until it finished): the [tool-call journal](crate::store::journal), deleted with the thread |
 //!
 //! The schema is created on [`open`](Sqlite::open) (in a new or empty database, marked with
 //! the `application_id` pragma) and migrated with the `user_version` pragma (version 3; an
@@ -177,6 +178,16 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO revisions (id, last) SELECT 0, coalesce(max(revision), 0) FROM threads;",
     // 3: the calls of an interrupted run that wait for approval (JSON array).
     "ALTER TABLE threads ADD COLUMN pending TEXT NOT NULL DEFAULT '[]';",
+    // 4: the tool-call journal (`store::journal`): one row per call of a thread, `output`
+    // NULL while the call is started and not finished.
+    "CREATE TABLE journal (
+        thread_id TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        output TEXT,
+        PRIMARY KEY (thread_id, call_id)
+    );",
 ];
 
 /// The `application_id` of a tower-agent thread database: `"tagt"`.
@@ -375,6 +386,7 @@ impl Sqlite {
             tx.execute("DELETE FROM messages WHERE thread_id = ?1", [&id])?;
             tx.execute("DELETE FROM files WHERE thread_id = ?1", [&id])?;
             tx.execute("DELETE FROM threads WHERE id = ?1", [&id])?;
+            tx.execute("DELETE FROM journal WHERE thread_id = ?1", [&id])?;
             tx.commit()?;
             Ok(())
         })
@@ -452,7 +464,13 @@ impl ThreadStore for Sqlite {
             }
         })
     }
+
+    fn journal(&self) -> Option<&dyn super::ToolJournal> {
+        Some(self)
+    }
 }
+
+mod journal;
 
 // ===== opening =====
 

@@ -59,6 +59,17 @@ where
     }
 }
 
+impl<F> ToolFn<F> {
+    /// This tool declared idempotent (or not): see [`ToolSpec::idempotent`]. A crashed run
+    /// that is resumed runs a call of an idempotent tool again if it had started but not
+    /// finished; calls of other tools are reported to the model as in doubt instead.
+    #[must_use]
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.spec.idempotent = idempotent;
+        self
+    }
+}
+
 impl<F, Fut, R, E> Tool for ToolFn<F>
 where
     F: Fn(Value, RunContext) -> Fut + Send + Sync + 'static,
@@ -142,6 +153,15 @@ where
         spec: ToolSpec::new(name, description, schema),
         f,
         _args: PhantomData,
+    }
+}
+
+impl<A, F> TypedTool<A, F> {
+    /// This tool declared idempotent (or not): see [`ToolSpec::idempotent`].
+    #[must_use]
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.spec.idempotent = idempotent;
+        self
     }
 }
 

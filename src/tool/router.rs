@@ -133,6 +133,29 @@ impl ToolRouter {
         }
     }
 
+    /// This router with every tool's service (prefix routes included) replaced by
+    /// `f(service)` (the agent loop wraps each tool in its journal this way, innermost).
+    pub(crate) fn map_services(
+        &self,
+        mut f: impl FnMut(BoxToolService) -> BoxToolService,
+    ) -> ToolRouter {
+        let routes = self
+            .routes
+            .iter()
+            .map(|(name, svc)| (name.clone(), f(svc.clone())))
+            .collect();
+        let prefixes = self
+            .prefixes
+            .iter()
+            .map(|(prefix, svc)| (prefix.clone(), f(svc.clone())))
+            .collect();
+        ToolRouter {
+            routes: Arc::new(routes),
+            prefixes: Arc::new(prefixes),
+            specs: Arc::clone(&self.specs),
+        }
+    }
+
     /// The specs of the tools, in registration order (shared, cheap to clone).
     pub fn specs(&self) -> &Arc<Vec<ToolSpec>> {
         &self.specs

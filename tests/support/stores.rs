@@ -314,8 +314,11 @@ pub async fn a_dropped_run_keeps_its_finished_steps<S: Store>(open: Open<S>) {
     drop(agent);
 
     let thread = open().await.load("t").await.unwrap().unwrap();
-    // user, assistant (plan), tool (planned): the hanging step is not there.
-    assert_eq!(thread.messages.len(), 3);
+    // user, assistant (plan), tool (planned), and of the hanging step only the assistant
+    // message with its call, saved before the call ran (a resume finishes it, see
+    // `store::journal`).
+    assert_eq!(thread.messages.len(), 4);
     assert_eq!(thread.messages[2].text(), "planned");
+    assert_eq!(thread.messages[3].tool_calls[0].name, "hang");
     assert_eq!(thread.todos.len(), 1);
 }

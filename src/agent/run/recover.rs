@@ -1,0 +1,304 @@
+//! Crash recovery ([`AgentRequest::recover`](crate::AgentRequest::recover)) and the tool-call
+//! journal's writes (see [`store::journal`](crate::store::journal)).
+
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures_util::future::BoxFuture;
+use tower::Service;
+
+use super::{Done, Run, Settled, Stacks, Started, call_tools};
+use crate::{
+    agent::{
+        AgentEvent, Outcome,
+        hooks::{ParentHooks, SessionSource, SessionStartInput, StepCalls},
+    },
+    context::RunContext,
+    error::{BoxError, Error, error_chain},
+    message::{Messages, Role, ToolCall, ToolOutput},
+    store::{JournalEntry, ThreadStore, ToolJournal, journal::in_doubt_output},
+    tool::{BoxToolService, ToolRequest, ToolRouter},
+};
+
+/// What [`Run::recover`] did.
+pub(super) enum Recovered {
+    /// The thread had no step in flight: the loop goes on from its first step.
+    Nothing,
+    /// It finished the step in flight (step 0); the loop goes on.
+    Stepped,
+    /// The run ends.
+    Ended(Outcome),
+}
+
+/// `router` with each tool wrapped so that a call reaching it is recorded as started in the
+/// journal of `store` first (the tool is not run if that fails).
+pub(super) fn journaled(router: &ToolRouter, store: &Arc<dyn ThreadStore>) -> ToolRouter {
+    router.map_services(|svc| {
+        BoxToolService::new(Journaled {
+            inner: svc,
+            store: Arc::clone(store),
+        })
+    })
+}
+
+/// A tool service that records each call as started before it calls the tool.
+#[derive(Clone)]
+struct Journaled {
+    inner: BoxToolService,
+    store: Arc<dyn ThreadStore>,
+}
+
+impl Service<ToolRequest> for Journaled {
+    type Response = ToolOutput;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<ToolOutput, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: ToolRequest) -> Self::Future {
+        // The service made ready is the one called (tower's clone-and-swap).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            if let Some(journal) = store.journal() {
+                let thread = req.ctx.session_id();
+                if let Err(err) = journal.started(thread, &req.call).await {
+                    tracing::warn!(
+                        call = %req.call.id,
+                        tool = %req.call.name,
+                        error = %error_chain(&*err),
+                        "tool call not run: the journal could not record it"
+                    );
+                    return Ok(ToolOutput::error(
+                        req.call.id.clone(),
+                        format!(
+                            "the call was not run: the tool-call journal could not record it ({})",
+                            error_chain(&*err)
+                        ),
+                    ));
+                }
+            }
+            inner.call(req).await
+        })
+    }
+}
+
+/// Records a settled call as finished (unless the run deferred or aborted it, or it waits for
+/// approval): failures are
+/// logged, the output still goes to the model.
+pub(super) async fn record_finished(
+    journal: &dyn ToolJournal,
+    ctx: &RunContext,
+    call: &ToolCall,
+    settled: &Settled,
+) {
+    if settled.abort.is_some() || settled.deferred.is_some() || settled.pending.is_some() {
+        return;
+    }
+    if let Err(err) = journal
+        .finished(ctx.session_id(), call, &settled.output)
+        .await
+    {
+        tracing::warn!(
+            call = %call.id,
+            tool = %call.name,
+            error = %error_chain(&*err),
+            "the journal could not record a finished tool call"
+        );
+    }
+}
+
+impl<'a> Run<'a> {
+    /// Phase "start" of a recovery: the thread as it was saved, SessionStart hooks (source
+    /// `resume`); no prompt, no UserPromptSubmit hooks.
+    pub(super) async fn recovered_start(
+        mut self,
+        history: Messages,
+        persist: bool,
+        transcribed: usize,
+    ) -> Result<Started<'a>, Error> {
+        if !persist {
+            return Err(Error::store(
+                "a recovery needs a thread id (`AgentRequest::recover`)".into(),
+            ));
+        }
+        if history.is_empty() {
+            return Err(Error::store(
+                format!(
+                    "no thread `{}` to resume in the store",
+                    self.ctx.session_id()
+                )
+                .into(),
+            ));
+        }
+        (self.history, self.persist, self.transcribed) = (history, persist, transcribed);
+        if let Some(hooks) = &self.inner.hooks {
+            self.ctx
+                .state()
+                .extensions
+                .insert(ParentHooks(Arc::clone(hooks)));
+            hooks.run_start(&self.ctx);
+            let input = SessionStartInput::new(SessionSource::Resume, self.model_name());
+            match hooks.session_start(input, &self.ctx).await {
+                Ok(contexts) => self.start_context.extend(contexts),
+                Err(reason) => return Ok(Started::Ended(self, Outcome::Blocked { reason })),
+            }
+        }
+        Ok(Started::Running(self))
+    }
+
+    /// Finishes the step in flight of the thread, if it has one: the calls of its last
+    /// assistant message, from the journal (see [`AgentRequest::recover`](crate::AgentRequest::recover)).
+    pub(super) async fn recover(&mut self, stacks: &Stacks) -> Result<Recovered, Error> {
+        // A thread waiting for approvals is answered with them (`interrupt`), not resumed.
+        if !self.pending.is_empty() {
+            let pending = self.pending.clone();
+            return Ok(Recovered::Ended(Outcome::Interrupted { pending }));
+        }
+        let calls = match self.history.last() {
+            Some(last) if last.role == Role::Assistant && last.tool_calls.is_empty() => {
+                return Ok(Recovered::Ended(Outcome::Finished));
+            }
+            Some(last) if last.role == Role::Assistant => last.tool_calls.clone(),
+            _ => return Ok(Recovered::Nothing),
+        };
+        let ctx = self.ctx.with_step(0);
+        self.steps = 1;
+        self.guard.steps = 1;
+        ctx.emit_with(|| AgentEvent::StepStart { step: 0 });
+        if let Some(hooks) = &self.inner.hooks {
+            hooks.before_step(0, &ctx);
+            ctx.with_data(|d| d.insert(StepCalls(calls.len())));
+        }
+        let journal = self.journal();
+        let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+        let entries: HashMap<String, JournalEntry> = match journal {
+            Some(journal) => journal
+                .entries(ctx.session_id(), &ids)
+                .await
+                .map_err(Error::store)?,
+            None => HashMap::new(),
+        };
+        let mut done: Vec<Option<Done>> = calls.iter().map(|_| None).collect();
+        let (mut to_run, mut positions) = (Vec::new(), Vec::new());
+        for (i, call) in calls.iter().enumerate() {
+            let idempotent = stacks
+                .specs
+                .iter()
+                .any(|s| s.name == call.name && s.idempotent);
+            let output = match entries.get(&call.id) {
+                // Finished: replayed.
+                Some(JournalEntry {
+                    output: Some(output),
+                    ..
+                }) => {
+                    let mut output = output.clone();
+                    output.call_id.clone_from(&call.id);
+                    output
+                }
+                // In doubt, and not to be run twice.
+                Some(_) if !idempotent => {
+                    let output = in_doubt_output(call);
+                    if let Some(journal) = journal {
+                        let settled = settled(output.clone());
+                        record_finished(journal, &ctx, call, &settled).await;
+                    }
+                    output
+                }
+                // In doubt and idempotent, or never started: run (again).
+                _ => {
+                    to_run.push(call.clone());
+                    positions.push(i);
+                    continue;
+                }
+            };
+            let step = 0;
+            ctx.emit_with(|| AgentEvent::ToolCallEnd {
+                step,
+                name: call.name.clone(),
+                output: output.clone(),
+                duration_ms: 0.0,
+            });
+            done[i] = Some(Done::Settled(settled(output)));
+        }
+        let limit = self.inner.max_concurrent_tools;
+        let (ran, cancelled) = call_tools(&stacks.tools, to_run, &ctx, limit, journal).await;
+        for (i, result) in positions.into_iter().zip(ran) {
+            done[i] = result;
+        }
+        Ok(match self.after_tools(&ctx, done, cancelled).await? {
+            Some(outcome) => Recovered::Ended(outcome),
+            None => Recovered::Stepped,
+        })
+    }
+}
+
+fn settled(output: ToolOutput) -> Settled {
+    Settled {
+        output,
+        abort: None,
+        deferred: None,
+        pending: None,
+    }
+}
+
+/// The output a new run gives a call its thread's last run left unanswered (the run stopped in
+/// the middle of the step and was not resumed), unless the journal has its output.
+pub(crate) fn interrupted_output(call: &ToolCall) -> ToolOutput {
+    ToolOutput::error(
+        call.id.clone(),
+        format!(
+            "interrupted: the run that called the tool `{}` stopped before the call finished, \
+             and the thread was continued without resuming it; the call may or may not have \
+             happened.",
+            call.name
+        ),
+    )
+}
+
+impl Run<'_> {
+    /// A new run (not a recovery) on a thread whose last message is an assistant message with
+    /// calls and no results (its run stopped mid-step): each call gets its output from the
+    /// journal if it finished, else [`interrupted_output`], so the history stays valid (every
+    /// call answered) and nothing is run.
+    pub(super) async fn close_unanswered(&self, history: &mut Messages) -> Result<(), Error> {
+        // Calls waiting for approval are not unanswered: the `interrupt` logic answers them.
+        let calls: Vec<ToolCall> = match history.last() {
+            Some(last) if last.role == Role::Assistant => last
+                .tool_calls
+                .iter()
+                .filter(|c| !self.pending.iter().any(|p| p.id == c.id))
+                .cloned()
+                .collect(),
+            _ => return Ok(()),
+        };
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+        let mut entries = match self.inner.store.journal() {
+            Some(journal) => journal
+                .entries(self.ctx.session_id(), &ids)
+                .await
+                .map_err(Error::store)?,
+            None => HashMap::new(),
+        };
+        for call in &calls {
+            let output = match entries.remove(&call.id).and_then(|e| e.output) {
+                Some(mut output) => {
+                    output.call_id.clone_from(&call.id);
+                    output
+                }
+                None => interrupted_output(call),
+            };
+            history.push(output.into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,264 @@
+//! The tool-call journal: what a run's tool calls did, kept by the thread store, so that a run
+//! whose process died in the middle of a step can be resumed
+//! ([`AgentRequest::recover`](crate::AgentRequest::recover)) without running a side effect
+//! twice.
+//!
+//! For every tool call of a run on a thread (a run with a thread id, on a store whose
+//! [`ThreadStore::journal`](super::ThreadStore::journal) is `Some`: [`MemoryStore`](super::MemoryStore),
+//! `Sqlite` and `Postgres` all keep one), the agent loop:
+//!
+//! 1. saves the thread with the assistant message that makes the calls, before any of them
+//!    runs;
+//! 2. records the call as **started** ([`ToolJournal::started`]: thread id, call id, tool,
+//!    arguments) right before the tool itself runs — innermost, after every tool layer and
+//!    hook, so a call a `PreToolUse` hook denied or deferred is never "started". The record is
+//!    written (committed, for the SQL stores) before the tool is called; if it cannot be
+//!    written, the tool is **not** run and the model gets an error output saying so;
+//! 3. records the call as **finished** with its output ([`ToolJournal::finished`]) as soon as
+//!    the call settled — the output the model sees, after the hooks (a redaction of a
+//!    `PostToolUse` hook is in it). A call the run deferred or aborted is not recorded
+//!    finished. A failure to record is logged (`tracing::warn!`) and the output still goes to
+//!    the model (the step's save keeps it).
+//!
+//! On resume, every call of the thread's last assistant message that has no result is:
+//!
+//! - **finished** in the journal: its output is replayed, the tool is not run;
+//! - **started** but not finished — *in doubt*: run again (through the whole tool stack, hooks
+//!   included) only if the tool is [idempotent](crate::message::ToolSpec::idempotent); else the
+//!   model gets the error output [`in_doubt_output`] ("may or may not have happened");
+//! - **not in the journal**: it never reached the tool; it is run (through the whole stack,
+//!   so hooks decide again).
+//!
+//! Calls waiting for approval ([`agent::interrupt`](crate::agent::interrupt)) are not in
+//! flight: a recovery leaves them to the approvals. A new run (a prompt) on a thread whose last
+//! run stopped mid-step answers its unanswered calls from the journal, or with an
+//! `interrupted: … may or may not have happened` error output, before the prompt: the history
+//! stays valid and nothing is run.
+//!
+//! # The journal and the [`Ledger`](crate::layers::ledger)
+//!
+//! The journal is not the ledger grown up, and not a layer you add: they answer different
+//! questions with opposite rules. The ledger is an audit trail — every call, in any run, with
+//! timing and status — that must never slow or fail a call, so it writes in the background
+//! and drops entries it cannot write. The journal is a correctness mechanism: its "started"
+//! record must be durable *before* the tool runs, and a call it cannot record is not run. It
+//! belongs with the thread it resumes (same store, same database, deleted with it), it is
+//! written at a fixed place of the loop (innermost for "started", after the hooks for
+//! "finished"), and it is on for every run on a thread of a store that keeps one, because a
+//! recovery that finds no record would run a call twice. Keep the ledger for auditing.
+//!
+//! # Size
+//!
+//! An entry holds the call's arguments and output as the thread's messages do (JSON text).
+//! The SQL stores keep a thread's entries until the thread is deleted (the journal of a thread
+//! is deleted with it). [`MemoryStore`](super::MemoryStore) keeps the last
+//! [`MEMORY_JOURNAL_CALLS`] (1,024) calls per thread, dropping the oldest: enough for the step
+//! in flight, which is all resume reads.
+
+use std::collections::HashMap;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use crate::{
+    error::BoxError,
+    message::{ToolCall, ToolOutput},
+};
+
+/// How many calls per thread [`MemoryStore`](super::MemoryStore)'s journal keeps (the oldest
+/// are dropped first).
+pub const MEMORY_JOURNAL_CALLS: usize = 1024;
+
+/// One call in the journal.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JournalEntry {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments the tool was called with.
+    pub arguments: Value,
+    /// The output, once the call finished; `None` while it is only started.
+    pub output: Option<ToolOutput>,
+}
+
+impl JournalEntry {
+    /// An entry for `call`, with `output` if it finished.
+    pub fn new(call: &ToolCall, output: Option<ToolOutput>) -> Self {
+        JournalEntry {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            output,
+        }
+    }
+
+    /// Whether the call is started and not finished.
+    pub fn in_doubt(&self) -> bool {
+        self.output.is_none()
+    }
+}
+
+/// Where a thread store keeps the tool-call journal. See the [module docs](self).
+///
+/// Every method is one durable write or read: when `started` returns `Ok`, the record
+/// survives a crash of this process.
+pub trait ToolJournal: Send + Sync {
+    /// Records `call` of thread `thread` as started (replacing an earlier record of the same
+    /// call id, whose output is then forgotten).
+    fn started<'a>(
+        &'a self,
+        thread: &'a str,
+        call: &'a ToolCall,
+    ) -> BoxFuture<'a, Result<(), BoxError>>;
+
+    /// Records `call` of thread `thread` as finished with `output` (also if it was not
+    /// recorded as started: a call that never reached the tool).
+    fn finished<'a>(
+        &'a self,
+        thread: &'a str,
+        call: &'a ToolCall,
+        output: &'a ToolOutput,
+    ) -> BoxFuture<'a, Result<(), BoxError>>;
+
+    /// The entries of thread `thread` for the calls `call_ids` (those in the journal), by
+    /// call id.
+    fn entries<'a>(
+        &'a self,
+        thread: &'a str,
+        call_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<HashMap<String, JournalEntry>, BoxError>>;
+}
+
+/// The output the model gets for a call that was in doubt on resume (started, not finished,
+/// tool not idempotent): an error saying it may or may not have happened.
+pub fn in_doubt_output(call: &ToolCall) -> ToolOutput {
+    ToolOutput::error(
+        call.id.clone(),
+        format!(
+            "in doubt: the run was interrupted (its process stopped) while the tool `{}` was \
+             running; the call may or may not have happened, and it was not run again because \
+             the tool is not idempotent. Check its effect before calling it again.",
+            call.name
+        ),
+    )
+}
+
+/// The journal of a [`MemoryStore`](super::MemoryStore): per thread, the last
+/// [`MEMORY_JOURNAL_CALLS`] calls.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryJournal {
+    /// Thread → (entries in the order first recorded, by call id).
+    threads: HashMap<String, ThreadJournal>,
+}
+
+#[derive(Debug, Default)]
+struct ThreadJournal {
+    order: std::collections::VecDeque<String>,
+    entries: HashMap<String, JournalEntry>,
+}
+
+impl MemoryJournal {
+    pub(crate) fn record(&mut self, thread: &str, entry: JournalEntry) {
+        let journal = self.threads.entry(thread.to_owned()).or_default();
+        if !journal.entries.contains_key(&entry.call_id) {
+            journal.order.push_back(entry.call_id.clone());
+            if journal.order.len() > MEMORY_JOURNAL_CALLS
+                && let Some(oldest) = journal.order.pop_front()
+            {
+                journal.entries.remove(&oldest);
+            }
+        }
+        journal.entries.insert(entry.call_id.clone(), entry);
+    }
+
+    pub(crate) fn finish(&mut self, thread: &str, call: &ToolCall, output: &ToolOutput) {
+        let existing = self
+            .threads
+            .get_mut(thread)
+            .and_then(|j| j.entries.get_mut(&call.id));
+        match existing {
+            Some(entry) => entry.output = Some(output.clone()),
+            None => self.record(thread, JournalEntry::new(call, Some(output.clone()))),
+        }
+    }
+
+    pub(crate) fn entries(
+        &self,
+        thread: &str,
+        call_ids: &[String],
+    ) -> HashMap<String, JournalEntry> {
+        let Some(journal) = self.threads.get(thread) else {
+            return HashMap::new();
+        };
+        call_ids
+            .iter()
+            .filter_map(|id| journal.entries.get(id).map(|e| (id.clone(), e.clone())))
+            .collect()
+    }
+
+    pub(crate) fn remove(&mut self, thread: &str) {
+        self.threads.remove(thread);
+    }
+}
+
+/// An entry from its stored columns (the SQL stores): arguments and output as JSON text.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn decode(
+    call_id: String,
+    tool: String,
+    arguments: &str,
+    output: Option<String>,
+) -> Result<JournalEntry, BoxError> {
+    let arguments = serde_json::from_str(arguments)
+        .map_err(|e| format!("journal entry of call `{call_id}`: bad arguments: {e}"))?;
+    let output = match output {
+        Some(text) => Some(
+            serde_json::from_str(&text)
+                .map_err(|e| format!("journal entry of call `{call_id}`: bad output: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok(JournalEntry {
+        call_id,
+        tool,
+        arguments,
+        output,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(i: usize) -> ToolCall {
+        ToolCall {
+            id: format!("c{i}"),
+            name: "t".into(),
+            arguments: json!({}),
+        }
+    }
+
+    #[test]
+    fn the_memory_journal_keeps_the_last_calls_of_a_thread() {
+        let mut journal = MemoryJournal::default();
+        for i in 0..=MEMORY_JOURNAL_CALLS {
+            journal.record("t", JournalEntry::new(&call(i), None));
+        }
+        // Recording a call again does not grow it.
+        journal.finish("t", &call(5), &ToolOutput::text("c5", "done"));
+        let ids: Vec<String> = (0..=MEMORY_JOURNAL_CALLS)
+            .map(|i| format!("c{i}"))
+            .collect();
+        let entries = journal.entries("t", &ids);
+        assert_eq!(entries.len(), MEMORY_JOURNAL_CALLS);
+        assert!(!entries.contains_key("c0"), "the oldest is dropped");
+        assert!(entries[&format!("c{MEMORY_JOURNAL_CALLS}")].in_doubt());
+        assert_eq!(entries["c5"].output.as_ref().unwrap().content, "done");
+        journal.remove("t");
+        assert!(journal.entries("t", &ids).is_empty());
+    }
+}

@@ -1,0 +1,93 @@
+//! The tool-call journal of [`Sqlite`]: the table `journal` (schema version 4).
+
+use std::collections::HashMap;
+
+use futures_util::future::BoxFuture;
+use rusqlite::{OptionalExtension, params};
+
+use super::Sqlite;
+use crate::{
+    error::BoxError,
+    message::{ToolCall, ToolOutput},
+    store::journal::{JournalEntry, ToolJournal},
+};
+
+impl ToolJournal for Sqlite {
+    fn started<'a>(
+        &'a self,
+        thread: &'a str,
+        call: &'a ToolCall,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        let (thread, id, tool) = (thread.to_owned(), call.id.clone(), call.name.clone());
+        let arguments = call.arguments.to_string();
+        Box::pin(self.blocking(move |state| {
+            state
+                .conn
+                .prepare_cached(
+                    "INSERT INTO journal (thread_id, call_id, tool, arguments, output)
+                     VALUES (?1, ?2, ?3, ?4, NULL)
+                     ON CONFLICT (thread_id, call_id) DO UPDATE
+                     SET tool = excluded.tool, arguments = excluded.arguments, output = NULL",
+                )?
+                .execute(params![thread, id, tool, arguments])?;
+            Ok(())
+        }))
+    }
+
+    fn finished<'a>(
+        &'a self,
+        thread: &'a str,
+        call: &'a ToolCall,
+        output: &'a ToolOutput,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        let (thread, id, tool) = (thread.to_owned(), call.id.clone(), call.name.clone());
+        let arguments = call.arguments.to_string();
+        let output = serde_json::to_string(output);
+        Box::pin(async move {
+            let output = output?;
+            self.blocking(move |state| {
+                state
+                    .conn
+                    .prepare_cached(
+                        "INSERT INTO journal (thread_id, call_id, tool, arguments, output)
+                         VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT (thread_id, call_id) DO UPDATE SET output = excluded.output",
+                    )?
+                    .execute(params![thread, id, tool, arguments, output])?;
+                Ok(())
+            })
+            .await
+        })
+    }
+
+    fn entries<'a>(
+        &'a self,
+        thread: &'a str,
+        call_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<HashMap<String, JournalEntry>, BoxError>> {
+        let (thread, ids) = (thread.to_owned(), call_ids.to_vec());
+        Box::pin(self.blocking(move |state| {
+            let mut stmt = state.conn.prepare_cached(
+                "SELECT tool, arguments, output FROM journal WHERE thread_id = ?1 AND call_id = ?2",
+            )?;
+            let mut entries = HashMap::new();
+            for id in ids {
+                let row = stmt
+                    .query_row(params![thread, id], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, Option<String>>(2)?,
+                        ))
+                    })
+                    .optional()?;
+                if let Some((tool, arguments, output)) = row {
+                    let entry =
+                        super::super::journal::decode(id.clone(), tool, &arguments, output)?;
+                    entries.insert(id, entry);
+                }
+            }
+            Ok(entries)
+        }))
+    }
+}
