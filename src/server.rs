@@ -48,8 +48,9 @@
 //! step in the agent's [store](crate::store) — use [`Sqlite`](crate::store) for threads that
 //! outlive the process. One run at a time per thread: a run asked for on a thread that has one
 //! going is refused with `409`: within this router, and across replicas whose store leases
-//! threads across processes ([`ThreadStore::lease`]: `Postgres` does; with `Sqlite` or the
-//! in-memory store, replicas don't see each other's runs). A run whose save found the thread
+//! threads across processes ([`ThreadStore::lease`]: `Postgres` across replicas, `Sqlite`
+//! across the processes that open one database file; with the in-memory store, replicas don't
+//! see each other's runs). A run whose save found the thread
 //! written by another replica meanwhile (a `Postgres` conflict) is a `409` too.
 //!
 //! A run whose replica died in the middle (a crash, `kill -9`) is finished by
