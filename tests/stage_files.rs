@@ -53,7 +53,7 @@ fn unchanged_files_are_not_read_again_and_the_agents_edits_are_seen() {
     // Reports its system prompt; the same stages (clones share what they read) as the editor.
     let reporter = Agent::builder()
         .model(ScriptedModel::from_fn(|req| {
-            Ok(ModelResponse::text(system(&req)))
+            Ok(ModelResponse::text(system(req)))
         }))
         .cwd(root)
         .stage(skills.clone())
