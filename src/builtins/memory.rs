@@ -49,7 +49,7 @@
 //! absolute `file_path`, `memory_type` `Project` (a file under the run's working directory)
 //! or `User` (elsewhere), and `load_reason` `session_start`.
 //!
-//! Since they are read at every run, edits the agent makes to its memory (e.g. with
+//! Since they are checked at every run, edits the agent makes to its memory (e.g. with
 //! `edit_file`) show in the next run.
 //!
 //! # Injection (prepare)
