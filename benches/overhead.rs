@@ -17,6 +17,12 @@
 //! - `agent_step/full_stack/10`: the step of `history/10` through every seed built-in: trace
 //!   (no subscriber) and summarize (under its threshold) on the model path; trace, reminders
 //!   and evict on the tool path; todo, filesystem, skills and memory stages. Target ≤ 5 µs.
+//! - `agent_step/full_stack/{1000,10000}`: the full-stack step on the histories of
+//!   `history/{1000,10000}` (issue 16). Target: 10,000 / 10 ≤ 1.5×.
+//! - `agent_step/full_stack_realistic/100k_tokens`: the full-stack step on a history of
+//!   realistic sizes (tool outputs of 2–20 KB, `read_file` calls) filled to about 100,000
+//!   estimated tokens, just under the summarization threshold (108,800 of the default
+//!   128,000-token window), so the layer counts near its worst case but does not compact.
 //! - `agent_step/hooks10/10`: the step of `history/10` with ten registered closure hooks
 //!   (see [`ten_hooks`]). Target ≤ 1 µs over the bare step.
 //! - `agent_run/history/{10,1000}`: a whole run (1 tool step + the final answer), for the
@@ -278,6 +284,45 @@ fn history(n: usize) -> Thread {
     thread
 }
 
+/// A thread of realistic sizes: turns of a user question, an assistant `read_file` call and a
+/// tool output of 2–20 KB (sizes from a fixed pseudo-random sequence), until the estimate
+/// (bytes / 4) reaches `tokens`.
+fn realistic_history(tokens: usize) -> Thread {
+    let mut thread = Thread::new(THREAD_ID);
+    thread.messages.push(Message::system(
+        "You are a helpful assistant. Use the tools.",
+    ));
+    let mut bytes = 0;
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut i = 0;
+    while bytes / 4 < tokens {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let size = 2_048 + (seed % (18 * 1024)) as usize;
+        let id = format!("call_r{i}");
+        let question = format!("Step {i}: read the next module and tell me what it does.");
+        let path = format!("src/module_{i}.rs");
+        let line = "    let value = compute(&input, options).map_err(Error::from)?;\n";
+        let output = line.repeat(size / line.len() + 1);
+        let output = &output[..size];
+        bytes += question.len() + output.len() + path.len() + 16;
+        thread.messages.push(Message::user(question));
+        thread
+            .messages
+            .push(Message::assistant("").with_tool_calls(vec![ToolCall::new(
+                &id,
+                "read_file",
+                json!({ "path": path }),
+            )]));
+        thread
+            .messages
+            .push(Message::from(ToolOutput::text(&id, output)));
+        i += 1;
+    }
+    thread
+}
+
 /// An agent whose scripted model calls the echo tool at steps `0..tool_steps`, then answers;
 /// with `full_stack`, through every seed built-in (see the module docs).
 /// What an agent of the step benchmark is made of.
@@ -370,11 +415,15 @@ struct StepBench {
 
 impl StepBench {
     fn new(history_len: Option<usize>, stack: Stack) -> Self {
+        Self::with_thread(history_len.map(history), stack)
+    }
+
+    fn with_thread(thread: Option<Thread>, stack: Stack) -> Self {
         let store = MemoryStore::new();
         StepBench {
             short: agent(&store, 1, stack),
             long: agent(&store, LONG_RUN_STEPS, stack),
-            thread: history_len.map(history),
+            thread,
             store,
         }
     }
@@ -448,10 +497,30 @@ fn agent_steps(c: &mut Criterion) {
         ),
         (BenchmarkId::from_parameter("ephemeral"), None, Stack::Bare),
         (BenchmarkId::new("full_stack", 10), Some(10), Stack::Full),
+        (
+            BenchmarkId::new("full_stack", 1000),
+            Some(1000),
+            Stack::Full,
+        ),
+        (
+            BenchmarkId::new("full_stack", 10_000),
+            Some(10_000),
+            Stack::Full,
+        ),
+        (
+            BenchmarkId::new("full_stack_realistic", "100k_tokens"),
+            Some(usize::MAX),
+            Stack::Full,
+        ),
         (BenchmarkId::new("hooks10", 10), Some(10), Stack::Hooks),
     ];
     for (id, history_len, stack) in cases {
-        let bench = StepBench::new(history_len, stack);
+        // `usize::MAX` stands for the realistic history.
+        let bench = if history_len == Some(usize::MAX) {
+            StepBench::with_thread(Some(realistic_history(100_000)), stack)
+        } else {
+            StepBench::new(history_len, stack)
+        };
         rt.block_on(bench.check());
         group.bench_function(id, |b| {
             // One iteration = one step: per iteration, a short and a long run from the same
@@ -546,6 +615,25 @@ fn summary(dir: &Path, since: SystemTime) {
             verdict(full <= 5000.0),
             full - s10
         );
+    }
+    if let Some(full) = step("full_stack/10") {
+        for n in [1000, 10_000] {
+            if let Some(big) = step(&format!("full_stack/{n}")) {
+                println!(
+                    "agent_step        full built-in stack, history {n}: {big:.0} ns, \
+                     ratio {n}/10 = {:.2}x (target <= 1.5x: {})",
+                    big / full,
+                    verdict(big / full <= 1.5)
+                );
+            }
+        }
+        if let Some(real) = step("full_stack_realistic/100k_tokens") {
+            println!(
+                "agent_step        full built-in stack, realistic history of 100k tokens: \
+                 {real:.0} ns, ratio to history 10 = {:.2}x",
+                real / full
+            );
+        }
     }
     for n in [10, 1000] {
         if let Some(r) = estimate(dir, &format!("agent_run/history/{n}"), since) {

@@ -1,7 +1,7 @@
 //! Reading a small file that an outside party may have put in place (a settings file, a
 //! `SKILL.md`, an `AGENTS.md`): never blocks on a FIFO and never reads more than a cap.
 
-use std::{fmt, io, path::Path};
+use std::{fmt, io, path::Path, sync::Arc};
 
 /// Why [`read_regular`] gave no bytes.
 #[derive(Debug)]
@@ -67,6 +67,147 @@ pub(crate) async fn read_regular_async(path: &Path, cap: u64) -> Result<Vec<u8>,
     tokio::task::spawn_blocking(move || read_regular(&path, cap))
         .await
         .unwrap_or_else(|e| Err(ReadError::Io(io::Error::other(e))))
+}
+
+/// Files that have not changed since they were last read within this long are served from
+/// a [`FileCache`]; one changed more recently is read again (an edit in the same timestamp
+/// tick could leave its stamp as it was; 2 s covers the coarsest file system clocks).
+pub(crate) const RACY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The most files a [`FileCache`] keeps (beyond it, the cache is emptied and refilled).
+pub(crate) const MAX_CACHED_FILES: usize = 256;
+
+/// What identifies one version of a file: when none of these changed, neither did its
+/// bytes (an edit changes the status-change time, which no one can set back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Stamp {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Stamp {
+                dev: meta.dev(),
+                ino: meta.ino(),
+                len: meta.len(),
+                mtime: (meta.mtime(), meta.mtime_nsec()),
+                ctime: (meta.ctime(), meta.ctime_nsec()),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let t = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .unwrap_or_default();
+            let t = (t.as_secs() as i64, i64::from(t.subsec_nanos()));
+            Stamp {
+                dev: 0,
+                ino: 0,
+                len: meta.len(),
+                mtime: t,
+                ctime: t,
+            }
+        }
+    }
+
+    /// Whether the file changed within [`RACY_WINDOW`] of now (or in the future).
+    pub(crate) fn is_recent(&self) -> bool {
+        let changed = self.mtime.max(self.ctime);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let now = (now.as_secs() as i64, i64::from(now.subsec_nanos()));
+        let window = RACY_WINDOW.as_secs() as i64;
+        (changed.0.saturating_add(window), changed.1) >= now
+    }
+}
+
+/// The bytes of files as last read, keyed by path and [`Stamp`]: a file that did not change
+/// is not read again (a `stat` on the calling thread instead of a read on the blocking
+/// pool). At most [`MAX_CACHED_FILES`] files, each at most the cap it was read with.
+#[derive(Debug, Default)]
+pub(crate) struct FileCache {
+    entries: std::sync::Mutex<Files>,
+    /// Directory listings (what the caller made of them), keyed the same way.
+    dirs: std::sync::Mutex<Listings>,
+}
+
+type Files = std::collections::HashMap<std::path::PathBuf, (Stamp, Arc<[u8]>)>;
+type Listings = std::collections::HashMap<std::path::PathBuf, (Stamp, Arc<[std::path::PathBuf]>)>;
+
+impl FileCache {
+    fn entries(&self) -> std::sync::MutexGuard<'_, Files> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The listing kept for the directory `dir` of this stamp.
+    pub(crate) fn listing(&self, dir: &Path, stamp: Stamp) -> Option<Arc<[std::path::PathBuf]>> {
+        let dirs = self
+            .dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        dirs.get(dir)
+            .filter(|(cached, _)| *cached == stamp)
+            .map(|(_, list)| Arc::clone(list))
+    }
+
+    /// Keeps `list` for the directory `dir` of stamp `stamp` (taken before listing it),
+    /// unless it changed too recently to trust the stamp.
+    pub(crate) fn keep_listing(&self, dir: &Path, stamp: Stamp, list: Arc<[std::path::PathBuf]>) {
+        if stamp.is_recent() {
+            return;
+        }
+        let mut dirs = self
+            .dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if dirs.len() >= MAX_CACHED_FILES && !dirs.contains_key(dir) {
+            dirs.clear();
+        }
+        dirs.insert(dir.to_owned(), (stamp, list));
+    }
+
+    /// [`read_regular`], from the cache when the file's stamp is the one it was read with.
+    pub(crate) async fn read(&self, path: &Path, cap: u64) -> Result<Arc<[u8]>, ReadError> {
+        let meta = match std::fs::metadata(path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ReadError::NotFound),
+            Err(e) => return Err(ReadError::Io(e)),
+        };
+        if !meta.is_file() {
+            return Err(ReadError::NotRegular);
+        }
+        let stamp = Stamp::of(&meta);
+        if let Some((cached, bytes)) = self.entries().get(path)
+            && *cached == stamp
+        {
+            return Ok(Arc::clone(bytes));
+        }
+        if meta.len() > cap {
+            return Err(ReadError::TooLarge(cap));
+        }
+        let bytes: Arc<[u8]> = read_regular_async(path, cap).await?.into();
+        // A file changed just now may change again within its timestamp tick unseen.
+        if !stamp.is_recent() {
+            let mut entries = self.entries();
+            if entries.len() >= MAX_CACHED_FILES && !entries.contains_key(path) {
+                entries.clear();
+            }
+            entries.insert(path.to_owned(), (stamp, Arc::clone(&bytes)));
+        }
+        Ok(bytes)
+    }
 }
 
 #[cfg(test)]

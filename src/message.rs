@@ -669,9 +669,26 @@ pub enum StopReason {
 /// agent loop hands the same history to every step's [`ModelRequest`](crate::model::ModelRequest)
 /// without deep-copying it, and a layer that edits one message (say the system prompt) pays
 /// for that message, not for the whole history.
-#[derive(Clone, Default, PartialEq)]
+///
+/// # Token accounting
+///
+/// A history also keeps a running token count for
+/// [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer), shared by its clones: each
+/// message is counted once, not at every model call (see
+/// [the summarize docs](crate::layers::summarize#token-accounting)). Appending keeps the
+/// count; editing or removing a message that was counted drops it, and the next count is a
+/// full one.
+#[derive(Clone, Default)]
 pub struct Messages {
     inner: imbl::Vector<Arc<Message>>,
+    /// The running token count, shared by clones (see [`memo`]).
+    memo: Option<Arc<memo::Memo>>,
+}
+
+impl PartialEq for Messages {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner == other.inner
+    }
 }
 
 impl Messages {
@@ -697,6 +714,10 @@ impl Messages {
 
     /// A mutable reference to the message at `index` (copy-on-write).
     pub fn get_mut(&mut self, index: usize) -> Option<&mut Message> {
+        // The system message (index 0) is never in the running count: editing it is free.
+        if index > 0 && index < self.len() {
+            self.edited(index, index + 1 == self.len());
+        }
         self.inner.get_mut(index).map(Arc::make_mut)
     }
 
@@ -713,6 +734,7 @@ impl Messages {
     /// Appends a message.
     pub fn push(&mut self, message: Message) {
         self.inner.push_back(Arc::new(message));
+        self.keep_memo();
     }
 
     /// Inserts a message at `index`, shifting the rest.
@@ -721,7 +743,11 @@ impl Messages {
     ///
     /// Panics if `index > len`.
     pub fn insert(&mut self, index: usize, message: Message) {
+        if index < self.len() {
+            self.edited(index, false);
+        }
         self.inner.insert(index, Arc::new(message));
+        self.keep_memo();
     }
 
     /// Removes and returns the message at `index`.
@@ -730,11 +756,17 @@ impl Messages {
     ///
     /// Panics if `index >= len`.
     pub fn remove(&mut self, index: usize) -> Message {
+        if index < self.len() {
+            self.edited(index, index + 1 == self.len());
+        }
         Arc::unwrap_or_clone(self.inner.remove(index))
     }
 
     /// Keeps the first `len` messages.
     pub fn truncate(&mut self, len: usize) {
+        if len < self.len() {
+            self.edited(len, true);
+        }
         self.inner.truncate(len);
     }
 
@@ -744,10 +776,15 @@ impl Messages {
         range: std::ops::Range<usize>,
         with: impl IntoIterator<Item = Message>,
     ) {
+        if range.start < self.len() {
+            // Replacing everything from `range.start` on leaves no old message behind it.
+            self.edited(range.start, range.end >= self.len());
+        }
         let tail = self.inner.split_off(range.end);
         self.inner.truncate(range.start);
         self.inner.extend(with.into_iter().map(Arc::new));
         self.inner.append(tail);
+        self.keep_memo();
     }
 
     /// Iterates over the messages.
@@ -757,6 +794,9 @@ impl Messages {
 
     /// Iterates mutably over the messages (each touched one is copied if shared).
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Message> + '_ {
+        if self.len() > 1 {
+            self.edited(1, false);
+        }
         self.inner.iter_mut().map(Arc::make_mut)
     }
 
@@ -777,6 +817,176 @@ impl Messages {
     /// Copies the messages into a `Vec`.
     pub fn to_vec(&self) -> Vec<Message> {
         self.iter().cloned().collect()
+    }
+
+    /// Gives the history a running count if it has none (an allocation once per history,
+    /// not per append).
+    fn keep_memo(&mut self) {
+        if self.memo.is_none() {
+            self.memo = Some(Arc::default());
+        }
+    }
+
+    /// The messages from `index` on are about to change. `replaced_to_end`: every message
+    /// from `index` on is replaced or removed (none of the old ones stays behind it).
+    fn edited(&mut self, index: usize, replaced_to_end: bool) {
+        let Some(memo) = &self.memo else { return };
+        match memo.on_edit(index, replaced_to_end, Arc::strong_count(memo) == 1) {
+            memo::OnEdit::Keep => {}
+            memo::OnEdit::Drop => self.memo = None,
+            memo::OnEdit::Fork(copy) => self.memo = Some(Arc::new(copy)),
+        }
+    }
+
+    /// Tokens of the messages by `counter` (the sum of
+    /// [`count_message`](crate::layers::summarize::TokenCounter::count_message) over them),
+    /// counting only what the running count shared with this history's clones has not
+    /// counted yet (see [`memo`]).
+    pub(crate) fn count_tokens(
+        &self,
+        counter: &Arc<dyn crate::layers::summarize::TokenCounter>,
+    ) -> usize {
+        let n = self.inner.len();
+        let head = self.first().map_or(0, |m| counter.count_message(m));
+        let (from, base) = match &self.memo {
+            Some(memo) => memo.lookup(counter, &self.inner),
+            None => (1, 0),
+        };
+        let from = from.min(n.max(1));
+        let mut tail = 0;
+        // The last `memo::SLACK` messages are counted at every call and left out of the
+        // running count: a request's own last messages (a reminder) are not the history's.
+        let upto = n.saturating_sub(memo::SLACK).max(from);
+        for (i, m) in self
+            .inner
+            .focus()
+            .narrow(from.min(n)..n)
+            .into_iter()
+            .enumerate()
+        {
+            let tokens = counter.count_message(m);
+            tail += tokens;
+            if from + i + 1 == upto
+                && let Some(memo) = &self.memo
+            {
+                memo.advance(counter, upto, base + tail, m);
+            }
+        }
+        head + base + tail
+    }
+}
+
+/// The running token count of a history, shared by its clones.
+///
+/// It holds the tokens of messages `1..len` (the system message, index 0, is recounted at
+/// every call: stages edit it per call) and the message at `len - 1`. A history sharing it
+/// may use it when its own message at `len - 1` is that very message (the same `Arc`): the
+/// history it was counted on and this one then descend from the one that appended that
+/// message, and neither changed the messages before it since, because
+/// - editing or removing a message below `len` drops the history's count;
+/// - editing a message at or above `len` while the count is shared, other than by
+///   replacing everything from it to the end, forks the count (the edited history gets its
+///   own copy), so that no other history can advance the shared count past the edit and
+///   hand it back.
+pub(crate) mod memo {
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    use super::Message;
+    use crate::layers::summarize::TokenCounter;
+
+    /// Messages at the end of a counted history left out of the running count (counted at
+    /// every call).
+    pub(crate) const SLACK: usize = 4;
+
+    #[derive(Default)]
+    pub(crate) struct Memo {
+        state: Mutex<State>,
+    }
+
+    #[derive(Clone, Default)]
+    struct State {
+        counter: Option<Arc<dyn TokenCounter>>,
+        /// Messages `1..len` are counted; 0 when nothing is.
+        len: usize,
+        sum: usize,
+        last: Option<Arc<Message>>,
+    }
+
+    pub(crate) enum OnEdit {
+        Keep,
+        Drop,
+        Fork(Memo),
+    }
+
+    impl Memo {
+        fn state(&self) -> std::sync::MutexGuard<'_, State> {
+            self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        pub(super) fn on_edit(&self, index: usize, replaced_to_end: bool, unique: bool) -> OnEdit {
+            let state = self.state();
+            if index < state.len {
+                OnEdit::Drop
+            } else if replaced_to_end || unique {
+                OnEdit::Keep
+            } else {
+                OnEdit::Fork(Memo {
+                    state: Mutex::new(state.clone()),
+                })
+            }
+        }
+
+        /// Where counting starts and the tokens before it (from 1 when the count does
+        /// not apply to `messages`).
+        pub(super) fn lookup(
+            &self,
+            counter: &Arc<dyn TokenCounter>,
+            messages: &imbl::Vector<Arc<Message>>,
+        ) -> (usize, usize) {
+            let state = self.state();
+            let applies = state.len >= 2
+                && state.len <= messages.len()
+                && state
+                    .counter
+                    .as_ref()
+                    .is_some_and(|c| std::ptr::addr_eq(Arc::as_ptr(c), Arc::as_ptr(counter)))
+                && state
+                    .last
+                    .as_ref()
+                    .is_some_and(|last| Arc::ptr_eq(last, &messages[state.len - 1]));
+            if applies {
+                (state.len, state.sum)
+            } else {
+                (1, 0)
+            }
+        }
+
+        /// Messages `1..len` hold `sum` tokens; `last` is the one at `len - 1`.
+        pub(super) fn advance(
+            &self,
+            counter: &Arc<dyn TokenCounter>,
+            len: usize,
+            sum: usize,
+            last: &Arc<Message>,
+        ) {
+            let mut state = self.state();
+            let counter_same = state
+                .counter
+                .as_ref()
+                .is_some_and(|c| std::ptr::addr_eq(Arc::as_ptr(c), Arc::as_ptr(counter)));
+            if counter_same
+                && state.len == len
+                && state.last.as_ref().is_some_and(|l| Arc::ptr_eq(l, last))
+            {
+                return;
+            }
+            if !counter_same {
+                state.counter = Some(Arc::clone(counter));
+            }
+            state.len = len;
+            state.sum = sum;
+            state.last = Some(Arc::clone(last));
+        }
     }
 }
 
@@ -804,6 +1014,7 @@ impl FromIterator<Message> for Messages {
     fn from_iter<T: IntoIterator<Item = Message>>(iter: T) -> Self {
         Messages {
             inner: iter.into_iter().map(Arc::new).collect(),
+            memo: Some(Arc::default()),
         }
     }
 }
@@ -811,6 +1022,7 @@ impl FromIterator<Message> for Messages {
 impl Extend<Message> for Messages {
     fn extend<T: IntoIterator<Item = Message>>(&mut self, iter: T) {
         self.inner.extend(iter.into_iter().map(Arc::new));
+        self.keep_memo();
     }
 }
 

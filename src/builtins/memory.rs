@@ -31,8 +31,13 @@
 //!
 //! # Loading (setup)
 //!
-//! At the start of every run the files are read (on tokio's blocking pool, from the local file
-//! system; relative paths from the run's [`cwd`](crate::context::RunContext::cwd)). A missing
+//! At the start of every run the files are loaded (from the local file system; relative paths
+//! from the run's [`cwd`](crate::context::RunContext::cwd)). A file is read (on tokio's
+//! blocking pool) only when it changed since the stage last read it: each run checks its
+//! status (`stat`: device, inode, size, modification and status-change times) and reuses
+//! the bytes read before when none changed. A file changed less than 2 s before it was read
+//! is read again at the next run (an edit within its timestamp tick could leave its status
+//! as it was). The stage keeps at most 256 files (each at most [`MAX_MEMORY_FILE`]). A missing
 //! file is skipped silently; a file that cannot be read, is not a regular file (a FIFO is
 //! refused without blocking), is larger than [`MAX_MEMORY_FILE`] (1 MiB) or is not UTF-8 is
 //! skipped with a
@@ -44,7 +49,7 @@
 //! absolute `file_path`, `memory_type` `Project` (a file under the run's working directory)
 //! or `User` (elsewhere), and `load_reason` `session_start`.
 //!
-//! Since they are read at every run, edits the agent makes to its memory (e.g. with
+//! Since they are checked at every run, edits the agent makes to its memory (e.g. with
 //! `edit_file`) show in the next run.
 //!
 //! # Injection (prepare)
@@ -112,6 +117,8 @@ pub struct Memory {
     id: InstanceId,
     paths: Arc<[PathBuf]>,
     guidelines: Option<Arc<str>>,
+    /// The files as last read, shared by clones.
+    cache: Arc<crate::bounded::FileCache>,
 }
 
 impl Memory {
@@ -125,6 +132,7 @@ impl Memory {
             id: InstanceId::new(),
             paths: paths.into_iter().map(Into::into).collect(),
             guidelines: Some(DEFAULT_GUIDELINES.into()),
+            cache: Arc::default(),
         }
     }
 
@@ -168,7 +176,7 @@ impl Memory {
             } else {
                 ctx.cwd().join(path)
             };
-            if let Some(text) = read(ctx, &path).await {
+            if let Some(text) = read(ctx, &self.cache, &path).await {
                 parts.push(text);
                 if let Some(hooks) = &hooks {
                     let file_path = std::path::absolute(&path).unwrap_or(path);
@@ -246,8 +254,8 @@ struct MemoryRun {
 }
 
 /// The trimmed text of the memory file at `path`, if there is any.
-async fn read(ctx: &RunContext, path: &Path) -> Option<String> {
-    let bytes = match crate::bounded::read_regular_async(path, MAX_MEMORY_FILE).await {
+async fn read(ctx: &RunContext, cache: &crate::bounded::FileCache, path: &Path) -> Option<String> {
+    let bytes = match cache.read(path, MAX_MEMORY_FILE).await {
         Ok(bytes) => bytes,
         Err(crate::bounded::ReadError::NotFound) => {
             tracing::debug!(path = %path.display(), "memory file does not exist");
@@ -258,14 +266,14 @@ async fn read(ctx: &RunContext, path: &Path) -> Option<String> {
             return None;
         }
     };
-    let Ok(text) = String::from_utf8(bytes) else {
+    let Ok(text) = std::str::from_utf8(&bytes) else {
         ctx.warn(format!(
             "memory: skipped {}: not valid UTF-8",
             path.display()
         ));
         return None;
     };
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let text = text.trim_end().trim_start_matches(['\n', '\r']);
     // A file of blanks only: leading spaces of its last line would survive.
     let text = if text.trim().is_empty() { "" } else { text };

@@ -57,7 +57,16 @@
 //! When two skills have the same name, the one found later (in a later directory) wins.
 //!
 //! The files are read from the local file system with `tokio::fs`, not through a
-//! [filesystem backend](crate::builtins::filesystem).
+//! [filesystem backend](crate::builtins::filesystem), and only when they changed: each run
+//! checks the status (`stat`: device, inode, size, modification and status-change times) of
+//! each skills directory and `SKILL.md`, and reuses the listing or the bytes read before
+//! when none changed, so an unchanged catalog costs a few `stat`s per run and no hand-off to
+//! the blocking pool. An edit (by anyone, the agent's `write_file` included) shows at the
+//! next run. A directory or file changed less than 2 s before it was read is read again at
+//! the next run (an edit within its timestamp tick could leave its status as it was). A
+//! skill directory that is a symbolic link is followed when the listing is made; a link
+//! retargeted in place is seen once its skills directory changes. The stage keeps at most 256
+//! files (each at most [`MAX_SKILL_FILE`]) and 256 listings.
 //!
 //! # Limits
 //!
@@ -173,6 +182,8 @@ pub struct Skills {
     paths: Arc<[PathBuf]>,
     heading: Arc<str>,
     just_in_time: bool,
+    /// The directories and files as last read, shared by clones.
+    cache: Arc<crate::bounded::FileCache>,
 }
 
 impl Skills {
@@ -187,6 +198,7 @@ impl Skills {
             paths: paths.into_iter().map(Into::into).collect(),
             heading: DEFAULT_HEADING.into(),
             just_in_time: false,
+            cache: Arc::default(),
         }
     }
 
@@ -225,7 +237,7 @@ impl Skills {
         let mut skills: Vec<Skill> = Vec::new();
         for path in self.paths.iter() {
             let dir = absolute(ctx.cwd(), path);
-            for skill in discover_dir(ctx, &dir).await {
+            for skill in discover_dir(ctx, &self.cache, &dir).await {
                 match skills.iter_mut().find(|s| s.name == skill.name) {
                     Some(earlier) => {
                         tracing::debug!(
@@ -370,7 +382,57 @@ fn absolute(cwd: &Path, path: &Path) -> PathBuf {
 }
 
 /// The skills of one directory, sorted by their directory's name.
-async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
+async fn discover_dir(
+    ctx: &RunContext,
+    cache: &crate::bounded::FileCache,
+    dir: &Path,
+) -> Vec<Skill> {
+    let stamp = match std::fs::metadata(dir) {
+        Ok(meta) => Some(crate::bounded::Stamp::of(&meta)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            tracing::debug!(dir = %dir.display(), "skills directory does not exist");
+            return Vec::new();
+        }
+        Err(_) => None,
+    };
+    let dirs = match stamp.and_then(|stamp| cache.listing(dir, stamp)) {
+        Some(dirs) => dirs,
+        None => {
+            let dirs: Arc<[PathBuf]> = list_skill_dirs(ctx, dir).await.into();
+            if let Some(stamp) = stamp {
+                cache.keep_listing(dir, stamp, Arc::clone(&dirs));
+            }
+            dirs
+        }
+    };
+    let mut skills = Vec::new();
+    for skill_dir in dirs.iter() {
+        let path = skill_dir.join(SKILL_FILE);
+        let bytes = match cache.read(&path, MAX_SKILL_FILE).await {
+            Ok(bytes) => bytes,
+            Err(crate::bounded::ReadError::NotFound) => continue,
+            Err(err) => {
+                ctx.warn(format!("skills: skipped {}: {err}", path.display()));
+                continue;
+            }
+        };
+        let Ok(text) = std::str::from_utf8(&bytes) else {
+            ctx.warn(format!(
+                "skills: skipped {}: not valid UTF-8",
+                path.display()
+            ));
+            continue;
+        };
+        match Skill::parse(&path, text) {
+            Ok(skill) => skills.push(skill),
+            Err(err) => ctx.warn(format!("skills: skipped {}: {err}", path.display())),
+        }
+    }
+    skills
+}
+
+/// The skill directories of `dir` (hidden ones left out, symbolic links followed), sorted.
+async fn list_skill_dirs(ctx: &RunContext, dir: &Path) -> Vec<PathBuf> {
     let mut entries = match tokio::fs::read_dir(dir).await {
         Ok(entries) => entries,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -411,30 +473,7 @@ async fn discover_dir(ctx: &RunContext, dir: &Path) -> Vec<Skill> {
         }
     }
     dirs.sort();
-    let mut skills = Vec::new();
-    for skill_dir in dirs {
-        let path = skill_dir.join(SKILL_FILE);
-        let bytes = match crate::bounded::read_regular_async(&path, MAX_SKILL_FILE).await {
-            Ok(bytes) => bytes,
-            Err(crate::bounded::ReadError::NotFound) => continue,
-            Err(err) => {
-                ctx.warn(format!("skills: skipped {}: {err}", path.display()));
-                continue;
-            }
-        };
-        let Ok(text) = String::from_utf8(bytes) else {
-            ctx.warn(format!(
-                "skills: skipped {}: not valid UTF-8",
-                path.display()
-            ));
-            continue;
-        };
-        match Skill::parse(&path, &text) {
-            Ok(skill) => skills.push(skill),
-            Err(err) => ctx.warn(format!("skills: skipped {}: {err}", path.display())),
-        }
-    }
-    skills
+    dirs
 }
 
 // ===== Skill =====

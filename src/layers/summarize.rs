@@ -22,6 +22,19 @@
 //! If the summarizer fails (or answers nothing), the request passes through unchanged and the
 //! failure is logged and sent to the run's events as a warning.
 //!
+//! # Token accounting
+//!
+//! The estimate of a request is the sum of [`TokenCounter::count_message`] over its messages,
+//! but the layer does not recount the whole history at every model call: a [`Messages`]
+//! history keeps a running count, shared by its copy-on-write clones (the agent loop's
+//! history and every step's request), so each message is counted once. At each call the
+//! layer counts the system message (stages edit it per call), the last 4 messages (a request's
+//! own reminders are not the history's) and the messages appended since the last call: the
+//! cost of a step does not grow with the history. The count is the running sum of one
+//! counter, so the estimate is exactly the full recount's. Editing or removing a message
+//! that was counted (a compaction, a hook rewriting an old message) drops the running
+//! count of that history, and its next call counts it in full once.
+//!
 //! # Context length exceeded
 //!
 //! The estimate may be wrong. When a request the layer let through fails with a
@@ -105,11 +118,17 @@ pub const DEFAULT_ARG_CHARS: usize = 2_000;
 pub const DEFAULT_SUMMARY_WORDS: usize = 2_000;
 
 /// Estimates tokens. Implemented for closures `Fn(&str) -> usize` (over each text).
+///
+/// [`SummarizeLayer`] counts a history message by message with
+/// [`count_message`](TokenCounter::count_message), once per message (see
+/// [Token accounting](self#token-accounting)): a request's estimate is the sum of its
+/// messages' counts, which is what [`count_messages`](TokenCounter::count_messages) gives.
 pub trait TokenCounter: Send + Sync + 'static {
     /// Tokens in a text.
     fn count_text(&self, text: &str) -> usize;
 
-    /// Tokens in messages: their texts, tool call names and arguments.
+    /// Tokens in messages: their texts, tool call names and arguments (the sum of
+    /// [`count_message`](TokenCounter::count_message)).
     fn count_messages(&self, messages: &Messages) -> usize {
         messages.iter().map(|m| self.count_message(m)).sum()
     }
@@ -441,7 +460,7 @@ where
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         let config = &self.config;
-        let tokens = config.counter.count_messages(&req.messages);
+        let tokens = req.messages.count_tokens(&config.counter);
         let threshold = config.threshold();
         if tokens <= threshold {
             let recover = self.recovery(&req, tokens);
@@ -760,6 +779,197 @@ mod tests {
         );
         assert!(lines[2].len() > 5_000, "other tools are not truncated");
         assert_eq!(lines[3], "[tool result, error] disk full");
+    }
+
+    /// One step of the running-count property test.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Append a message of this kind and size to history `h`.
+        Push(usize, u8, usize),
+        /// Clone history `h` (copy-on-write) as a new one.
+        Clone(usize),
+        /// Edit the message at `i` (mod len) through `get_mut` (copy-on-write).
+        Edit(usize, usize, usize),
+        /// Append to the system message, as the Skills and Memory stages do per call.
+        EditSystem(usize, usize),
+        Insert(usize, usize, usize),
+        Remove(usize, usize),
+        Truncate(usize, usize),
+        /// Replace `start..start + len` (mod) by one summary: a compaction.
+        Compact(usize, usize, usize),
+        /// Edit every message through `iter_mut`.
+        IterMut(usize),
+        /// Count history `h` with the first or the second counter.
+        Count(usize, bool),
+    }
+
+    fn message(kind: u8, size: usize) -> Message {
+        let text = "x".repeat(size);
+        match kind % 5 {
+            0 => Message::user(text),
+            1 => Message::assistant(text).with_tool_calls(vec![ToolCall::new(
+                "c",
+                "write_file",
+                json!({ "path": "a.rs", "content": "y".repeat(size), "n": [1, true, null] }),
+            )]),
+            2 => Message::from(ToolOutput::text("c", text).with_image("data:image/png;base64,AA")),
+            3 => Message::from(ToolOutput::error("c", text)),
+            _ => Message::assistant(text),
+        }
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let h = 0..6usize;
+        prop_oneof![
+            6 => (h.clone(), any::<u8>(), 0..300usize).prop_map(|(h, k, n)| Op::Push(h, k, n)),
+            2 => h.clone().prop_map(Op::Clone),
+            1 => (h.clone(), any::<usize>(), 0..300usize).prop_map(|(h, i, n)| Op::Edit(h, i, n)),
+            2 => (h.clone(), 0..100usize).prop_map(|(h, n)| Op::EditSystem(h, n)),
+            1 => (h.clone(), any::<usize>(), 0..50usize).prop_map(|(h, i, n)| Op::Insert(h, i, n)),
+            1 => (h.clone(), any::<usize>()).prop_map(|(h, i)| Op::Remove(h, i)),
+            1 => (h.clone(), any::<usize>()).prop_map(|(h, n)| Op::Truncate(h, n)),
+            1 => (h.clone(), any::<usize>(), 0..20usize).prop_map(|(h, a, n)| Op::Compact(h, a, n)),
+            1 => h.clone().prop_map(Op::IterMut),
+            5 => (h, any::<bool>()).prop_map(|(h, c)| Op::Count(h, c)),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 2000, failure_persistence: None, ..Default::default()
+        })]
+
+        /// The running count always equals the full recount, whatever the clones do.
+        #[test]
+        fn running_count_equals_full_recount(ops in proptest::collection::vec(op(), 1..80)) {
+            let first: Arc<dyn TokenCounter> = Arc::new(BytesPerFour);
+            let second: Arc<dyn TokenCounter> = Arc::new(|t: &str| t.len() / 3 + 1);
+            let mut hs = vec![Messages::from(vec![Message::system("s")])];
+            for op in ops {
+                let pick = |h: usize, hs: &Vec<Messages>| h % hs.len();
+                match op {
+                    Op::Push(h, k, n) => { let h = pick(h, &hs); hs[h].push(message(k, n)) }
+                    Op::Clone(h) => { let h = pick(h, &hs); let c = hs[h].clone(); hs.push(c) }
+                    Op::Edit(h, i, n) => {
+                        let h = pick(h, &hs);
+                        let len = hs[h].len();
+                        if len > 0 { hs[h].get_mut(i % len).unwrap().push_text("z".repeat(n)) }
+                    }
+                    Op::EditSystem(h, n) => {
+                        let h = pick(h, &hs);
+                        if let Some(m) = hs[h].get_mut(0) { m.push_text("s".repeat(n)) }
+                    }
+                    Op::Insert(h, i, n) => {
+                        let h = pick(h, &hs);
+                        let at = i % (hs[h].len() + 1);
+                        hs[h].insert(at, message(n as u8, n));
+                    }
+                    Op::Remove(h, i) => {
+                        let h = pick(h, &hs);
+                        let len = hs[h].len();
+                        if len > 0 { hs[h].remove(i % len); }
+                    }
+                    Op::Truncate(h, n) => { let h = pick(h, &hs); let len = hs[h].len(); hs[h].truncate(n % (len + 1)) }
+                    Op::Compact(h, a, n) => {
+                        let h = pick(h, &hs);
+                        let len = hs[h].len();
+                        let start = a % (len + 1);
+                        let end = (start + n).min(len);
+                        hs[h].splice(start..end, [Message::user("summary")]);
+                    }
+                    Op::IterMut(h) => {
+                        let h = pick(h, &hs);
+                        for m in hs[h].iter_mut() { m.push_text("i") }
+                    }
+                    Op::Count(h, second_counter) => {
+                        let h = pick(h, &hs);
+                        let counter = if second_counter { &second } else { &first };
+                        let full = counter.count_messages(&hs[h]);
+                        proptest::prop_assert_eq!(hs[h].count_tokens(counter), full);
+                    }
+                }
+            }
+            // Every history, at the end, with both counters.
+            for h in &hs {
+                for counter in [&first, &second] {
+                    proptest::prop_assert_eq!(h.count_tokens(counter), counter.count_messages(h));
+                }
+            }
+        }
+    }
+
+    /// The agent loop's pattern through the layer (a request cloned from the history, the
+    /// system message edited per call, a reminder appended, the model's answer and a tool
+    /// result appended to the history): after the first call, a model call counts a bounded
+    /// number of texts, not the history; the estimate PreCompact sees is the full recount,
+    /// and compaction triggers at the very call where the full recount passes the threshold.
+    #[test]
+    fn a_step_counts_only_new_messages_and_triggers_where_it_did() {
+        use crate::model::ScriptedModel;
+        use futures_util::FutureExt;
+        use std::sync::{
+            Mutex,
+            atomic::{AtomicUsize, Ordering},
+        };
+        static CALLS: AtomicUsize = AtomicUsize::new(0);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen2 = Arc::clone(&seen);
+        let mut history = Messages::from(vec![Message::system("s")]);
+        for i in 0..10_000 {
+            history.push(message(i as u8, 10));
+        }
+        // The threshold is crossed about 30 steps in.
+        let window = ((BytesPerFour.count_messages(&history) + 30_000) as f64 / 0.85) as usize;
+        let mut layer = SummarizeLayer::new(ScriptedModel::new().text("summary"))
+            .context_window(window)
+            .token_counter(|t: &str| {
+                CALLS.fetch_add(1, Ordering::Relaxed);
+                t.len() / 4
+            })
+            .on_compact(move |info: CompactInfo, _| {
+                seen2.lock().unwrap().push(info.tokens);
+                CompactDecision::Veto
+            });
+        let threshold = layer.config_mut().threshold();
+        let mut svc = layer.layer(ScriptedModel::from_fn(|_| Ok(ModelResponse::text("ok"))));
+        let mut per_call = Vec::new();
+        let mut expected = Vec::new();
+        for step in 0..60 {
+            let mut req = ModelRequest::new(history.clone());
+            req.append_system("## Skills\n- notes: take notes");
+            req.append_reminder("todo: none");
+            let full = BytesPerFour.count_messages(&req.messages);
+            if full > threshold {
+                expected.push(full);
+            }
+            CALLS.store(0, Ordering::Relaxed);
+            svc.ready().now_or_never().unwrap().unwrap();
+            svc.call(req).now_or_never().unwrap().unwrap();
+            per_call.push(CALLS.load(Ordering::Relaxed));
+            history.push(Message::assistant("").with_tool_calls(vec![ToolCall::new(
+                format!("c{step}"),
+                "echo",
+                json!({}),
+            )]));
+            history.push(Message::from(ToolOutput::text(
+                format!("c{step}"),
+                "r".repeat(4_000),
+            )));
+        }
+        assert!(
+            per_call[0] > 10_000,
+            "the first call counts everything: {per_call:?}"
+        );
+        assert!(
+            per_call[1..].iter().all(|&n| n <= 12),
+            "later calls count only what is new: {per_call:?}"
+        );
+        assert!(
+            !expected.is_empty() && expected.len() < 60,
+            "the threshold is crossed mid-way"
+        );
+        assert_eq!(*seen.lock().unwrap(), expected);
     }
 
     #[test]
