@@ -743,39 +743,10 @@ mod replicas {
         std::future::pending::<()>().await;
     }
 
-    /// A child process, killed (SIGKILL) when dropped.
-    struct Killed(std::process::Child);
-
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    async fn replica_process(db: &str, dir: &Path) -> (Killed, String) {
-        use std::io::BufRead;
-        let mut child = support::rerun("replicas::child_approval_replica")
-            .env(CHILD_URL, db)
-            .env(CHILD_DIR, dir)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let child = Killed(child);
-        let url = tokio::task::spawn_blocking(move || {
-            std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .find_map(|l| support::reported(&l, "REPLICA").map(str::to_owned))
-        });
-        let url = tokio::time::timeout(Duration::from_secs(30), url)
-            .await
-            .expect("the replica started in time")
-            .unwrap()
-            .expect("the replica printed its address");
-        (child, url)
+    async fn replica_process(db: &str, dir: &Path) -> (support::Killed, String) {
+        let mut cmd = support::rerun("replicas::child_approval_replica");
+        cmd.env(CHILD_URL, db).env(CHILD_DIR, dir);
+        support::spawn_reporting(cmd, "REPLICA").await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

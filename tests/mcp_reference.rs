@@ -71,7 +71,7 @@ async fn a_full_agent_run_over_the_reference_servers() {
         "gate.sh",
         &format!(
             r#"input=$(cat)
-name=$(printf '%s' "$input" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tool_name"])')
+name=$(printf '%s' "$input" | grep -o '"tool_name":"[^"]*"' | head -n 1 | cut -d'"' -f4)
 echo "$name" >> {log}
 if [ "$name" = mcp__everything__get-env ]; then
   echo '{{"hookSpecificOutput": {{"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no environment dumps"}}}}'

@@ -489,33 +489,15 @@ async fn child_holds_a_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_with_sigkill_releases_its_lease() {
-    use std::io::BufRead;
     let (open, url) = postgres().await;
-    let mut child = support::rerun("child_holds_a_lease")
-        .env(CHILD_URL, &url)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let leased = tokio::task::spawn_blocking(move || {
-        std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .any(|l| l.contains("LEASED=1"))
-    });
-    assert!(
-        tokio::time::timeout(Duration::from_secs(30), leased)
-            .await
-            .unwrap()
-            .unwrap(),
-        "the child did not take the lease"
-    );
+    let mut cmd = support::rerun("child_holds_a_lease");
+    cmd.env(CHILD_URL, &url);
+    let (mut child, _) = support::spawn_reporting(cmd, "LEASED").await;
     let store = open().await;
     assert!(store.lease("t").await.unwrap_err().is::<ThreadBusy>());
 
-    child.kill().unwrap(); // SIGKILL: no destructor runs, no unlock is sent
-    child.wait().unwrap();
+    child.0.kill().unwrap(); // SIGKILL: no destructor runs, no unlock is sent
+    child.0.wait().unwrap();
     let started = std::time::Instant::now();
     let _lease = lease_within_5s(&store, "t").await;
     println!("released {:?} after the kill", started.elapsed());
@@ -626,39 +608,11 @@ async fn child_replica() {
     std::future::pending::<()>().await;
 }
 
-/// A child process, killed when dropped (also when the test panics).
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts a replica process; its base URL.
-async fn replica_process(db: &str) -> (Killed, String) {
-    use std::io::BufRead;
-    let mut child = support::rerun("child_replica")
-        .env(CHILD_URL, db)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let child = Killed(child);
-    let url = tokio::task::spawn_blocking(move || {
-        std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .find_map(|l| support::reported(&l, "REPLICA").map(str::to_owned))
-    });
-    let url = tokio::time::timeout(Duration::from_secs(30), url)
-        .await
-        .expect("the replica started in time")
-        .unwrap()
-        .expect("the replica printed its address");
-    (child, url)
+async fn replica_process(db: &str) -> (support::Killed, String) {
+    let mut cmd = support::rerun("child_replica");
+    cmd.env(CHILD_URL, db);
+    support::spawn_reporting(cmd, "REPLICA").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,41 +90,13 @@ async fn child_replica() {
     std::future::pending::<()>().await;
 }
 
-/// A child process, killed when dropped (also when the test panics).
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts a replica process; its base URL.
-async fn replica_process(db: &str, dir: &Path, calls: &str) -> (Killed, String) {
-    use std::io::BufRead;
-    let mut child = support::rerun("child_replica")
-        .env(CHILD_URL, db)
+async fn replica_process(db: &str, dir: &Path, calls: &str) -> (support::Killed, String) {
+    let mut cmd = support::rerun("child_replica");
+    cmd.env(CHILD_URL, db)
         .env(CHILD_DIR, dir)
-        .env(CHILD_CALLS, calls)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let child = Killed(child);
-    let url = tokio::task::spawn_blocking(move || {
-        std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .find_map(|l| support::reported(&l, "REPLICA").map(str::to_owned))
-    });
-    let url = tokio::time::timeout(Duration::from_secs(30), url)
-        .await
-        .expect("the replica started in time")
-        .unwrap()
-        .expect("the replica printed its address");
-    (child, url)
+        .env(CHILD_CALLS, calls);
+    support::spawn_reporting(cmd, "REPLICA").await
 }
 
 fn lines(path: &Path) -> usize {

@@ -627,34 +627,17 @@ async fn child_holds_a_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_killed_with_sigkill_releases_its_lease() {
-    use std::io::BufRead;
     use tower_agent::store::ThreadBusy;
     let (open, dir) = sqlite().await;
-    let path = dir.path().join("threads.db");
-    let mut child = rerun("child_holds_a_lease")
-        .env(CHILD_DB, &path)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let leased = tokio::task::spawn_blocking(move || {
-        std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .any(|l| l.contains("LEASED=1"))
-    });
-    let leased = tokio::time::timeout(Duration::from_secs(30), leased).await;
-    if !matches!(leased, Ok(Ok(true))) {
-        let _ = child.kill();
-        panic!("the child did not take the lease");
-    }
+    let mut cmd = rerun("child_holds_a_lease");
+    cmd.env(CHILD_DB, dir.path().join("threads.db"));
+    let (mut child, _) = support::spawn_reporting(cmd, "LEASED").await;
     // Another process holds it: busy here.
     let store = open().await;
     assert!(store.lease("t").await.unwrap_err().is::<ThreadBusy>());
     // SIGKILL: no destructor runs; the kernel closes the file and drops the lock.
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     let lease = store.lease("t").await.expect("free once its holder died");
     drop(lease);
 }

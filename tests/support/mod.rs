@@ -328,6 +328,42 @@ pub fn reported<'a>(stdout: &'a str, key: &'a str) -> Option<&'a str> {
     reported_all(stdout, key).next()
 }
 
+/// A child process, killed (`SIGKILL`) and reaped when dropped — also when the test panics.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` (a [`rerun`] of a child role) with its stdout piped and waits up to 30 s for
+/// the line `KEY=value` it prints once it is ready (a server's address, say); the child, killed
+/// when dropped, and the value. Fails the test if the child says nothing in time.
+pub async fn spawn_reporting(mut cmd: Command, key: &'static str) -> (Killed, String) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let child = Killed(child);
+    let value = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| reported(&l, key).map(str::to_owned))
+    });
+    let value = tokio::time::timeout(Duration::from_secs(30), value)
+        .await
+        .unwrap_or_else(|_| panic!("the child did not print {key}= within 30 s"))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the child ended without printing {key}="));
+    (child, value)
+}
+
 /// The number a child printed in a line `KEY=n`; fails, showing what it printed, if there is
 /// none.
 pub fn reported_number(out: &Output, key: &str) -> u64 {
