@@ -37,7 +37,7 @@ use tower_agent::message::ToolOutput;
 use tower_agent::{
     BoxError,
     context::RunContext,
-    layers::hooks::{Hooks, PreToolUse},
+    layers::hooks::{Hooks, PreToolUse, state},
     mcp::{
         McpServer,
         client::{McpServers, StdioServer},
@@ -62,7 +62,7 @@ fn router() -> ToolRouter {
     ))
 }
 
-fn hooks() -> Hooks {
+fn hooks() -> Hooks<state::Added> {
     Hooks::new().before_tool_use("add", |_call, _ctx| PreToolUse::Continue)
 }
 

@@ -54,7 +54,7 @@ pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     /// Adds a [`TraceLayer`] with its defaults (spans `chat {model}` / `execute_tool {tool}`).
     fn trace_agent(self) -> ServiceBuilder<Stack<TraceLayer, L>>;
 
-    /// Adds an [`EvictLayer`] with the seed defaults (80,000 characters, head and tail of
+    /// Adds an [`EvictLayer`] with the default settings (80,000 characters, head and tail of
     /// 2,000).
     fn evict_outputs(self) -> ServiceBuilder<Stack<EvictLayer, L>>;
 
@@ -68,7 +68,7 @@ pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
         layer: T,
     ) -> ServiceBuilder<Stack<WhenLayer<T>, L>>;
 
-    /// Adds a [`SummarizeLayer`] with the seed defaults, summarizing with `summarizer`.
+    /// Adds a [`SummarizeLayer`] with the default settings, summarizing with `summarizer`.
     fn summarize<Z>(self, summarizer: Z) -> ServiceBuilder<Stack<SummarizeLayer<Z>, L>>;
 }
 

@@ -342,7 +342,7 @@ async fn the_nudge_reaches_the_model_in_a_full_run() {
             "deploy",
             "Deploys",
             json!({"type": "object", "properties": {"env": {"type": "string", "default": "staging"}}}),
-            |_, _| async { Err::<String, _>("missing field `env`") },
+            |_, _| async { Err::<String, _>("missing field `env`".into()) },
         ))
         .tool(tool_fn("check", "Checks", json!({"type": "object", "properties": {"n": {"type": "integer"}}}), |_, _| async {
             Ok::<_, BoxError>(ToolOutput::error("", "invalid type: string, expected u32"))

@@ -48,7 +48,7 @@ fn mixed_tools() -> ToolRouter {
             "boom",
             "fails",
             json!({"type": "object"}),
-            |_, _| async { Err::<String, _>("disk on fire") },
+            |_, _| async { Err::<String, _>("disk on fire".into()) },
         ))
 }
 

@@ -188,7 +188,7 @@ where
     seen
 }
 
-fn hook_set(hooks: Hooks) -> HookSet {
+fn hook_set<S>(hooks: Hooks<S>) -> HookSet {
     hooks.compile().unwrap()
 }
 

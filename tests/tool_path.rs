@@ -283,7 +283,7 @@ async fn tool_error_is_an_error_output_naming_the_tool() {
             Agent::builder()
                 .model(model)
                 .tool(tool_fn("x", "fails", any_object(), |_, _| async move {
-                    Err::<String, _>("boom")
+                    Err::<String, _>("boom".into())
                 }))
                 .build()
         },
@@ -302,7 +302,7 @@ async fn a_failing_call_does_not_spoil_the_other_calls_of_its_step() {
     let agent = Agent::builder()
         .model(model)
         .tool(tool_fn("x", "fails", any_object(), |_, _| async move {
-            Err::<String, _>("boom")
+            Err::<String, _>("boom".into())
         }))
         .tool(answers("ok", "fine"))
         .build();

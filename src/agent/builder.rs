@@ -18,7 +18,7 @@ use crate::{
     tool::{BoxToolService, Tool, ToolRequest, ToolRouter},
 };
 
-/// The default step limit (seed design: 25 iterations).
+/// The default step limit: 25 model calls.
 pub const DEFAULT_MAX_STEPS: u32 = 25;
 
 /// Marks an [`AgentBuilder`] that has no model yet; [`build`](AgentBuilder::build) needs one.

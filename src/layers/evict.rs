@@ -78,7 +78,7 @@ pub struct EvictLayer {
 }
 
 impl EvictLayer {
-    /// The seed defaults: 80,000 characters, 2,000 head and tail, the file tools excluded, no
+    /// The defaults: 80,000 characters, 2,000 head and tail, the file tools excluded, no
     /// spill.
     pub fn new() -> Self {
         EvictLayer {
@@ -171,7 +171,7 @@ pub struct Evict<S> {
 }
 
 impl<S> Evict<S> {
-    /// Wraps `inner` with the seed defaults.
+    /// Wraps `inner` with the default settings.
     pub fn new(inner: S) -> Self {
         EvictLayer::new().layer(inner)
     }

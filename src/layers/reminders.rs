@@ -62,10 +62,10 @@ use crate::{context::RunContext, message::ToolOutput, tool::ToolRequest};
 /// A reminder trigger: looks at a finished tool call, may return a reminder.
 pub type Trigger = Arc<dyn Fn(&str, &ToolOutput) -> Option<String> + Send + Sync>;
 
-/// The seed's documentation-update reminder, sent when every task is done.
+/// The documentation-update reminder, sent when every task is done.
 pub const PLAN_COMPLETE_REMINDER: &str = "All tasks have been completed. Consider updating the following files with any new or updated information from this session:\n- CLAUDE.md - Project conventions, commands, architecture changes\n- README.md - User-facing documentation, setup instructions, feature descriptions";
 
-/// The plan-completion trigger: fires when the todo tool (`write_todos`, or the seed's
+/// The plan-completion trigger: fires when the todo tool (`write_todos`, or
 /// `update_plan`) succeeded and its JSON result reports `summary.total > 0` tasks, all
 /// `summary.completed`.
 ///
@@ -245,7 +245,7 @@ mod tests {
         ToolOutput::text("1", value.to_string())
     }
 
-    /// Seed 004's test table for the plan-completion trigger.
+    /// The test table of the plan-completion trigger.
     #[test]
     fn plan_completion_table() {
         let summary = |total: u64, completed: u64| json!({"success": true, "summary": {"total": total, "completed": completed}});

@@ -155,7 +155,7 @@ impl<F: Fn(&str) -> usize + Send + Sync + 'static> TokenCounter for F {
     }
 }
 
-/// The seed heuristic: one token per four bytes.
+/// The usual estimate: one token per four bytes.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BytesPerFour;
 
@@ -259,7 +259,7 @@ pub struct SummarizeLayer<Z> {
 }
 
 impl<Z> SummarizeLayer<Z> {
-    /// Summarize with `summarizer` (any model service), with the seed defaults.
+    /// Summarize with `summarizer` (any model service), with the default settings.
     pub fn new(summarizer: Z) -> Self {
         SummarizeLayer {
             summarizer,

@@ -23,12 +23,15 @@ pub struct ToolFn<F> {
 /// A tool named `name` whose arguments (described by the JSON Schema `parameters`) are handed
 /// to `f` as JSON, with the run's context.
 ///
-/// `f` returns `Result<R, E>`: `R` is a `String`, `&str`, JSON [`Value`] or [`ToolOutput`];
-/// an `Err` is a failure of the tool (the layers see it; the model then gets an error output).
+/// `f` returns `Result<R, BoxError>`: `R` is a `String`, `&str`, JSON [`Value`] or
+/// [`ToolOutput`]; an `Err` is a failure of the tool (the layers see it; the model then gets
+/// an error output). The error type is fixed so that nothing needs annotating: `Ok(..)` alone
+/// compiles, and `?` converts any error into a [`BoxError`] — a `std::error::Error + Send +
+/// Sync`, a `String` or a `&str`.
 ///
 /// ```
 /// use serde_json::json;
-/// use tower_agent::{BoxError, tool::{Tool, tool_fn}};
+/// use tower_agent::tool::{Tool, tool_fn};
 ///
 /// let shout = tool_fn(
 ///     "shout",
@@ -36,12 +39,12 @@ pub struct ToolFn<F> {
 ///     json!({ "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] }),
 ///     |args, _ctx| async move {
 ///         let text = args["text"].as_str().ok_or("`text` must be a string")?;
-///         Ok::<_, BoxError>(text.to_uppercase())
+///         Ok(text.to_uppercase())
 ///     },
 /// );
 /// assert_eq!(shout.spec().name, "shout");
 /// ```
-pub fn tool_fn<F, Fut, R, E>(
+pub fn tool_fn<F, Fut, R>(
     name: impl Into<String>,
     description: impl Into<String>,
     parameters: Value,
@@ -49,9 +52,8 @@ pub fn tool_fn<F, Fut, R, E>(
 ) -> ToolFn<F>
 where
     F: Fn(Value, RunContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, E>> + Send,
+    Fut: Future<Output = Result<R, BoxError>> + Send,
     R: IntoToolOutput,
-    E: Into<BoxError>,
 {
     ToolFn {
         spec: ToolSpec::new(name, description, parameters),
@@ -70,12 +72,11 @@ impl<F> ToolFn<F> {
     }
 }
 
-impl<F, Fut, R, E> Tool for ToolFn<F>
+impl<F, Fut, R> Tool for ToolFn<F>
 where
     F: Fn(Value, RunContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, E>> + Send,
+    Fut: Future<Output = Result<R, BoxError>> + Send,
     R: IntoToolOutput,
-    E: Into<BoxError>,
 {
     fn spec(&self) -> ToolSpec {
         self.spec.clone()
@@ -84,12 +85,7 @@ where
     fn call(&self, req: ToolRequest) -> impl Future<Output = Result<ToolOutput, BoxError>> + Send {
         let fut = (self.f)(req.call.arguments, req.ctx);
         let id = req.call.id;
-        async move {
-            match fut.await {
-                Ok(r) => Ok(r.into_tool_output(id)),
-                Err(e) => Err(e.into()),
-            }
-        }
+        async move { fut.await.map(|r| r.into_tool_output(id)) }
     }
 }
 
@@ -116,7 +112,7 @@ pub struct TypedTool<A, F> {
 /// ```
 /// use schemars::JsonSchema;
 /// use serde::Deserialize;
-/// use tower_agent::{BoxError, tool::{Tool, typed_tool}};
+/// use tower_agent::tool::{Tool, typed_tool};
 ///
 /// #[derive(Deserialize, JsonSchema)]
 /// struct Args {
@@ -125,13 +121,13 @@ pub struct TypedTool<A, F> {
 /// }
 ///
 /// let greet = typed_tool("greet", "Greets someone", |args: Args, _ctx| async move {
-///     Ok::<_, BoxError>(format!("Hello, {}!", args.name))
+///     Ok(format!("Hello, {}!", args.name))
 /// });
 /// let spec = greet.spec();
 /// assert_eq!(spec.parameters["properties"]["name"]["type"], "string");
 /// assert_eq!(spec.parameters["required"][0], "name");
 /// ```
-pub fn typed_tool<A, F, Fut, R, E>(
+pub fn typed_tool<A, F, Fut, R>(
     name: impl Into<String>,
     description: impl Into<String>,
     f: F,
@@ -139,9 +135,8 @@ pub fn typed_tool<A, F, Fut, R, E>(
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     F: Fn(A, RunContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, E>> + Send,
+    Fut: Future<Output = Result<R, BoxError>> + Send,
     R: IntoToolOutput,
-    E: Into<BoxError>,
 {
     let mut schema = schemars::schema_for!(A).to_value();
     if let Value::Object(map) = &mut schema {
@@ -165,13 +160,12 @@ impl<A, F> TypedTool<A, F> {
     }
 }
 
-impl<A, F, Fut, R, E> Tool for TypedTool<A, F>
+impl<A, F, Fut, R> Tool for TypedTool<A, F>
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     F: Fn(A, RunContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, E>> + Send,
+    Fut: Future<Output = Result<R, BoxError>> + Send,
     R: IntoToolOutput,
-    E: Into<BoxError>,
 {
     fn spec(&self) -> ToolSpec {
         self.spec.clone()
@@ -188,10 +182,7 @@ where
         };
         async move {
             match fut {
-                Ok(fut) => match fut.await {
-                    Ok(r) => Ok(r.into_tool_output(id)),
-                    Err(e) => Err(e.into()),
-                },
+                Ok(fut) => fut.await.map(|r| r.into_tool_output(id)),
                 Err(msg) => Ok(ToolOutput::error(id, msg)),
             }
         }
@@ -232,7 +223,7 @@ mod tests {
     #[tokio::test]
     async fn typed_tool_reports_serde_error() {
         let t = typed_tool("sq", "squares", |a: Args, _| async move {
-            Ok::<_, BoxError>((a.n * a.n).to_string())
+            Ok((a.n * a.n).to_string())
         });
         let ok = t
             .call(ToolRequest::new(
@@ -264,7 +255,7 @@ mod tests {
     #[tokio::test]
     async fn tool_fn_error_is_err() {
         let t = tool_fn("f", "fails", json!({}), |_, _| async move {
-            Err::<String, _>("disk on fire")
+            Err::<String, _>("disk on fire".into())
         });
         let err = t
             .call(ToolRequest::new(

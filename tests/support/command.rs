@@ -114,7 +114,9 @@ pub fn agent(
 pub fn warnings(hooks: Hooks) -> (Hooks, Arc<Mutex<Vec<String>>>) {
     let log: Arc<Mutex<Vec<String>>> = Arc::default();
     let l = Arc::clone(&log);
-    let hooks = hooks.on_notification(move |m, _| l.lock().unwrap().push(m.to_owned()));
+    let hooks = hooks
+        .on_notification(move |m, _| l.lock().unwrap().push(m.to_owned()))
+        .into();
     (hooks, log)
 }
 

@@ -1,6 +1,6 @@
 //! The seven tools over a [`Backend`].
 
-use std::{convert::Infallible, fmt::Write as _, sync::Arc, time::Duration};
+use std::{fmt::Write as _, sync::Arc, time::Duration};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -12,6 +12,7 @@ use super::{
 use crate::{
     agent::SetupContext,
     context::RunContext,
+    error::BoxError,
     message::ToolOutput,
     tool::{Tool, ToolRouter, typed_tool},
 };
@@ -93,7 +94,7 @@ fn failure(e: &FsError) -> ToolOutput {
     ToolOutput::error("", format!("{e}{hint}"))
 }
 
-type Out = Result<ToolOutput, Infallible>;
+type Out = Result<ToolOutput, BoxError>;
 
 // ===== ls =====
 

@@ -24,7 +24,7 @@ use crate::{layers::matcher::ToolMatcher, model::BoxModelService};
 /// The events command hooks can handle, by their protocol names.
 ///
 /// [`HookEvent::parse`] also accepts the Gemini CLI names `BeforeModel` / `AfterModel` (which
-/// are the names here) and the aliases of seed 001: `agent-start` (SessionStart),
+/// are the names here) and the short aliases `agent-start` (SessionStart),
 /// `step-start` (BeforeModel), `tool-call-start` (PreToolUse), `tool-call-end` (PostToolUse)
 /// and `agent-stop` (Stop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -308,84 +308,104 @@ pub(crate) fn register(inner: &Arc<Inner>, mut hooks: Hooks) -> Hooks {
     let entries = |event| -> &[Entry] { inner.entries(event) };
     if !entries(HookEvent::PreToolUse).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.before_tool_use(union(entries(HookEvent::PreToolUse)), move |call, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.pre_tool_use(&call, &ctx).await }
-        });
+        hooks = hooks
+            .before_tool_use(union(entries(HookEvent::PreToolUse)), move |call, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.pre_tool_use(&call, &ctx).await }
+            })
+            .into();
     }
     if !entries(HookEvent::PostToolUse).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.after_tool_use(
-            union(entries(HookEvent::PostToolUse)),
-            move |call, output, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.post_tool_use(&call, &output, &ctx).await }
-            },
-        );
+        hooks = hooks
+            .after_tool_use(
+                union(entries(HookEvent::PostToolUse)),
+                move |call, output, ctx| {
+                    let i = Arc::clone(&i);
+                    async move { i.post_tool_use(&call, &output, &ctx).await }
+                },
+            )
+            .into();
     }
     if !entries(HookEvent::PostToolUseFailure).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_tool_failure(
-            union(entries(HookEvent::PostToolUseFailure)),
-            move |call, failure, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.post_tool_use_failure(&call, &failure, &ctx).await }
-            },
-        );
+        hooks = hooks
+            .on_tool_failure(
+                union(entries(HookEvent::PostToolUseFailure)),
+                move |call, failure, ctx| {
+                    let i = Arc::clone(&i);
+                    async move { i.post_tool_use_failure(&call, &failure, &ctx).await }
+                },
+            )
+            .into();
     }
     if !entries(HookEvent::UserPromptSubmit).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_user_prompt(move |prompt, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.user_prompt(&prompt, &ctx).await }
-        });
+        hooks = hooks
+            .on_user_prompt(move |prompt, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.user_prompt(&prompt, &ctx).await }
+            })
+            .into();
     }
     if !entries(HookEvent::Stop).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_stop(move |input, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.stop(HookEvent::Stop, input, &ctx).await }
-        });
+        hooks = hooks
+            .on_stop(move |input, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.stop(HookEvent::Stop, input, &ctx).await }
+            })
+            .into();
     }
     if !entries(HookEvent::SubagentStop).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_subagent_stop(
-            union(entries(HookEvent::SubagentStop)),
-            move |input, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.stop(HookEvent::SubagentStop, input, &ctx).await }
-            },
-        );
+        hooks = hooks
+            .on_subagent_stop(
+                union(entries(HookEvent::SubagentStop)),
+                move |input, ctx| {
+                    let i = Arc::clone(&i);
+                    async move { i.stop(HookEvent::SubagentStop, input, &ctx).await }
+                },
+            )
+            .into();
     }
     if !entries(HookEvent::SessionStart).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_session_start_for(
-            union(entries(HookEvent::SessionStart)),
-            move |input, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.session_start(input, &ctx).await }
-            },
-        );
+        hooks = hooks
+            .on_session_start_for(
+                union(entries(HookEvent::SessionStart)),
+                move |input, ctx| {
+                    let i = Arc::clone(&i);
+                    async move { i.session_start(input, &ctx).await }
+                },
+            )
+            .into();
     }
     if !entries(HookEvent::SessionEnd).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_session_end(move |response, ctx| i.session_end(response, ctx));
+        hooks = hooks
+            .on_session_end(move |response, ctx| i.session_end(response, ctx))
+            .into();
     }
     if !entries(HookEvent::StopFailure).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_stop_failure(union(entries(HookEvent::StopFailure)), move |input, ctx| {
-            i.stop_failure(input, ctx)
-        });
+        hooks = hooks
+            .on_stop_failure(union(entries(HookEvent::StopFailure)), move |input, ctx| {
+                i.stop_failure(input, ctx)
+            })
+            .into();
     }
     if !entries(HookEvent::SubagentStart).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_subagent_start(
-            union(entries(HookEvent::SubagentStart)),
-            move |input, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.subagent_start(input, &ctx).await }
-            },
-        );
+        hooks = hooks
+            .on_subagent_start(
+                union(entries(HookEvent::SubagentStart)),
+                move |input, ctx| {
+                    let i = Arc::clone(&i);
+                    async move { i.subagent_start(input, &ctx).await }
+                },
+            )
+            .into();
     }
     for (event, task) in [
         (HookEvent::TaskCreated, TaskEvent::Created),
@@ -402,75 +422,94 @@ pub(crate) fn register(inner: &Arc<Inner>, mut hooks: Hooks) -> Hooks {
         hooks = match task {
             TaskEvent::Created => hooks.on_task_created(f),
             _ => hooks.on_task_completed(f),
-        };
+        }
+        .into();
     }
     if !entries(HookEvent::InstructionsLoaded).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_instructions_loaded(
-            union(entries(HookEvent::InstructionsLoaded)),
-            move |input, ctx| i.instructions_loaded(input, ctx),
-        );
+        hooks = hooks
+            .on_instructions_loaded(
+                union(entries(HookEvent::InstructionsLoaded)),
+                move |input, ctx| i.instructions_loaded(input, ctx),
+            )
+            .into();
     }
     if !entries(HookEvent::PostCompact).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_post_compact(union(entries(HookEvent::PostCompact)), move |input, ctx| {
-            i.post_compact(input, ctx)
-        });
+        hooks = hooks
+            .on_post_compact(union(entries(HookEvent::PostCompact)), move |input, ctx| {
+                i.post_compact(input, ctx)
+            })
+            .into();
     }
     if !entries(HookEvent::MessageDisplay).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_message_display(move |input, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.message_display(input, &ctx).await }
-        });
+        hooks = hooks
+            .on_message_display(move |input, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.message_display(input, &ctx).await }
+            })
+            .into();
     }
     if !entries(HookEvent::Notification).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_notify(
-            union(entries(HookEvent::Notification)),
-            move |notification, ctx| i.notification(notification, ctx),
-        );
+        hooks = hooks
+            .on_notify(
+                union(entries(HookEvent::Notification)),
+                move |notification, ctx| i.notification(notification, ctx),
+            )
+            .into();
     }
     if !entries(HookEvent::PermissionRequest).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_permission_request(
-            union(entries(HookEvent::PermissionRequest)),
-            move |call, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.permission_request(&call, &ctx).await }
-            },
-        );
+        hooks = hooks
+            .on_permission_request(
+                union(entries(HookEvent::PermissionRequest)),
+                move |call, ctx| {
+                    let i = Arc::clone(&i);
+                    async move { i.permission_request(&call, &ctx).await }
+                },
+            )
+            .into();
     }
     if !entries(HookEvent::PermissionDenied).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_permission_denied(
-            union(entries(HookEvent::PermissionDenied)),
-            move |call, reason, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.permission_denied(&call, &reason, &ctx).await }
-            },
-        );
+        hooks = hooks
+            .on_permission_denied(
+                union(entries(HookEvent::PermissionDenied)),
+                move |call, reason, ctx| {
+                    let i = Arc::clone(&i);
+                    async move { i.permission_denied(&call, &reason, &ctx).await }
+                },
+            )
+            .into();
     }
     if !entries(HookEvent::PostToolBatch).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.on_post_tool_batch(move |batch, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.post_tool_batch(&batch, &ctx).await }
-        });
+        hooks = hooks
+            .on_post_tool_batch(move |batch, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.post_tool_batch(&batch, &ctx).await }
+            })
+            .into();
     }
     if !entries(HookEvent::BeforeModel).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.before_model(move |req| {
-            let i = Arc::clone(&i);
-            async move { i.before_model(req).await }
-        });
+        hooks = hooks
+            .before_model(move |req| {
+                let i = Arc::clone(&i);
+                async move { i.before_model(req).await }
+            })
+            .into();
     }
     if !entries(HookEvent::AfterModel).is_empty() {
         let i = Arc::clone(inner);
-        hooks = hooks.after_model(move |resp, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.after_model(resp, &ctx).await }
-        });
+        hooks = hooks
+            .after_model(move |resp, ctx| {
+                let i = Arc::clone(&i);
+                async move { i.after_model(resp, &ctx).await }
+            })
+            .into();
     }
     hooks
 }

@@ -641,7 +641,8 @@ impl CommandHooks {
     /// Adds the hooks to `hooks` (one callback per configured event, at the default priority),
     /// next to callbacks registered there. The hooks' default transcripts directory and
     /// stop cap are set on `hooks` unless it has its own.
-    pub fn register(self, mut hooks: Hooks) -> Hooks {
+    pub fn register<S>(self, hooks: Hooks<S>) -> Hooks {
+        let mut hooks = hooks.into_open();
         if let (Some(dir), false) = (&self.transcripts, hooks.has_transcripts_dir()) {
             hooks = hooks.transcripts_dir(dir.clone());
         }

@@ -322,19 +322,47 @@ impl Registration {
     }
 }
 
+/// The two states of a [`Hooks`] registry, in its type: whether the call before was a
+/// registration, so that [`priority`](Hooks::priority), [`name`](Hooks::name),
+/// [`before`](Hooks::before) and [`after`](Hooks::after) can only follow one.
+pub mod state {
+    /// A [`Hooks`](super::Hooks) registry (new, or after a setting such as
+    /// [`stop_cap`](super::Hooks::stop_cap)): register a hook next.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Open;
+
+    /// A [`Hooks`](super::Hooks) registry whose last call registered a hook:
+    /// [`priority`](super::Hooks::priority), [`name`](super::Hooks::name),
+    /// [`before`](super::Hooks::before) and [`after`](super::Hooks::after) configure it.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Added;
+}
+
 /// A registry of hook callbacks. See the [module docs](crate::layers::hooks).
 ///
-/// Each registration method adds one hook; [`priority`](Self::priority),
-/// [`name`](Self::name), [`before`](Self::before) and [`after`](Self::after) then apply to
-/// the hook just added.
+/// Each registration method (`before_tool_use`, `on_stop`, …) adds one hook and returns a
+/// `Hooks<`[`Added`](state::Added)`>`, on which [`priority`](Self::priority),
+/// [`name`](Self::name), [`before`](Self::before) and [`after`](Self::after) configure the
+/// hook just added. They exist on no other state, so configuring a hook that was never
+/// added does not compile:
+///
+/// ```compile_fail
+/// use tower_agent::layers::hooks::Hooks;
+///
+/// let hooks = Hooks::new().priority(10); // no hook to give a priority to
+/// ```
+///
+/// A `Hooks<Added>` is a complete registry: [`compile`](Self::compile) it, or turn it into
+/// a plain `Hooks` with `.into()` to store it.
 #[derive(Clone, Default)]
 #[must_use]
-pub struct Hooks {
+pub struct Hooks<S = state::Open> {
     registrations: Vec<Registration>,
     approval: Option<Approval>,
     defer_approvals: bool,
     stop_cap: Option<u32>,
     transcripts: Option<std::path::PathBuf>,
+    _state: S,
 }
 
 impl Hooks {
@@ -342,30 +370,23 @@ impl Hooks {
     pub fn new() -> Self {
         Self::default()
     }
+}
 
-    fn push(mut self, matcher: ToolMatcher, callback: Callback) -> Self {
-        self.registrations.push(Registration {
-            callback,
-            matcher,
-            name: None,
-            priority: 0,
-            before: Vec::new(),
-            after: Vec::new(),
-        });
-        self
+impl From<Hooks<state::Added>> for Hooks {
+    fn from(hooks: Hooks<state::Added>) -> Self {
+        hooks.into_open()
     }
+}
 
+impl Hooks<state::Added> {
     fn last(&mut self) -> &mut Registration {
-        self.registrations
-            .last_mut()
-            .expect("register a hook before setting its priority, name or order")
+        // The type says the last call registered a hook, so there is one; `push` is the
+        // only way to reach this state.
+        let index = self.registrations.len() - 1;
+        &mut self.registrations[index]
     }
 
     /// The priority of the hook just added (default 0; higher runs earlier / outer).
-    ///
-    /// # Panics
-    ///
-    /// Panics if no hook was added yet (as do `name`, `before` and `after`).
     pub fn priority(mut self, priority: i32) -> Self {
         self.last().priority = priority;
         self
@@ -388,21 +409,51 @@ impl Hooks {
         self.last().after.push(name.into());
         self
     }
+}
+
+impl<S> Hooks<S> {
+    fn with_state<T>(self, state: T) -> Hooks<T> {
+        Hooks {
+            registrations: self.registrations,
+            approval: self.approval,
+            defer_approvals: self.defer_approvals,
+            stop_cap: self.stop_cap,
+            transcripts: self.transcripts,
+            _state: state,
+        }
+    }
+
+    /// This registry in the [`Open`](state::Open) state.
+    pub(crate) fn into_open(self) -> Hooks {
+        self.with_state(state::Open)
+    }
+
+    fn push(mut self, matcher: ToolMatcher, callback: Callback) -> Hooks<state::Added> {
+        self.registrations.push(Registration {
+            callback,
+            matcher,
+            name: None,
+            priority: 0,
+            before: Vec::new(),
+            after: Vec::new(),
+        });
+        self.with_state(state::Added)
+    }
 
     /// The service asked when a PreToolUse hook answers [`PreToolUse::Ask`].
-    pub fn approval<S>(mut self, service: S) -> Self
+    pub fn approval<A>(mut self, service: A) -> Hooks
     where
-        S: tower::Service<ApprovalRequest, Response = ApprovalDecision>
+        A: tower::Service<ApprovalRequest, Response = ApprovalDecision>
             + Clone
             + Send
             + Sync
             + 'static,
-        S::Error: Into<BoxError>,
-        S::Future: Send + 'static,
+        A::Error: Into<BoxError>,
+        A::Future: Send + 'static,
     {
         use tower::ServiceExt;
         self.approval = Some(Approval::new(service.map_err(Into::into)));
-        self
+        self.with_state(state::Open)
     }
 
     /// The deferring approval policy: a call a PreToolUse hook asks about (and no
@@ -412,17 +463,17 @@ impl Hooks {
     /// other calls are done, and a later request answers with
     /// [`AgentRequest::approvals`](crate::agent::AgentRequest::approvals). See
     /// [`agent::interrupt`](crate::agent::interrupt). Replaces [`approval`](Self::approval).
-    pub fn defer_approvals(mut self) -> Self {
+    pub fn defer_approvals(mut self) -> Hooks {
         self.defer_approvals = true;
-        self
+        self.with_state(state::Open)
     }
 
     /// How many times in a row Stop hooks may keep a run going ([`DEFAULT_STOP_CAP`] = 8,
     /// as in Claude Code); the next attempt is overridden and the run ends with a warning.
     /// SubagentStop hooks: per subagent call. See the [module docs](crate::layers::hooks).
-    pub fn stop_cap(mut self, cap: u32) -> Self {
+    pub fn stop_cap(mut self, cap: u32) -> Hooks {
         self.stop_cap = Some(cap);
-        self
+        self.with_state(state::Open)
     }
 
     /// Whether [`stop_cap`](Self::stop_cap) was set.
@@ -433,9 +484,9 @@ impl Hooks {
     /// The transcripts directory of agents built with these hooks when their builder names
     /// none ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) wins).
     /// [Command hooks](crate::layers::command) set a per-project default.
-    pub fn transcripts_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+    pub fn transcripts_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Hooks {
         self.transcripts = Some(dir.into());
-        self
+        self.with_state(state::Open)
     }
 
     /// Whether [`transcripts_dir`](Self::transcripts_dir) was set.
@@ -444,7 +495,7 @@ impl Hooks {
     }
 
     /// PreToolUse: before each matching tool call.
-    pub fn before_tool_use<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn before_tool_use<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
     where
         F: Fn(Arc<ToolCall>, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<PreToolUse>,
@@ -456,7 +507,7 @@ impl Hooks {
     }
 
     /// PostToolUse: after each matching tool call that succeeded (its output is not an error).
-    pub fn after_tool_use<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn after_tool_use<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
     where
         F: Fn(Arc<ToolCall>, Arc<ToolOutput>, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<PostToolUse>,
@@ -469,7 +520,7 @@ impl Hooks {
 
     /// PostToolUseFailure: after each matching tool call that failed or returned an error
     /// output.
-    pub fn on_tool_failure<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn on_tool_failure<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
     where
         F: Fn(Arc<ToolCall>, Arc<ToolFailure>, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<PostToolUseFailure>,
@@ -481,7 +532,7 @@ impl Hooks {
     }
 
     /// Before each model call: modify the request or answer in the model's place.
-    pub fn before_model<F, R>(self, f: F) -> Self
+    pub fn before_model<F, R>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(ModelRequest) -> R + Send + Sync + 'static,
         R: HookResult<BeforeModel>,
@@ -493,7 +544,7 @@ impl Hooks {
     }
 
     /// After each model call: modify or replace the response.
-    pub fn after_model<F, R>(self, f: F) -> Self
+    pub fn after_model<F, R>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(ModelResponse, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<ModelResponse>,
@@ -505,7 +556,7 @@ impl Hooks {
     }
 
     /// UserPromptSubmit: before the prompt enters the thread.
-    pub fn on_user_prompt<F, R>(self, f: F) -> Self
+    pub fn on_user_prompt<F, R>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(Arc<str>, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<UserPrompt>,
@@ -517,7 +568,7 @@ impl Hooks {
     }
 
     /// Stop: when the agent is about to finish (the model answered without tool calls).
-    pub fn on_stop<F, R>(self, f: F) -> Self
+    pub fn on_stop<F, R>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(StopInput, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<Stop>,
@@ -530,7 +581,11 @@ impl Hooks {
 
     /// SubagentStop: when a subagent ([`Agent::into_tool`](crate::Agent::into_tool)) run by
     /// this agent finishes; the matcher picks subagents by tool name.
-    pub fn on_subagent_stop<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn on_subagent_stop<F, R>(
+        self,
+        matcher: impl Into<ToolMatcher>,
+        f: F,
+    ) -> Hooks<state::Added>
     where
         F: Fn(StopInput, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<Stop>,
@@ -545,7 +600,7 @@ impl Hooks {
     /// `resume`; not after a compaction: this hook's context stays in the system prompt for
     /// the whole run). See [`on_session_start_for`](Self::on_session_start_for) for the
     /// source and the model.
-    pub fn on_session_start<F, R>(self, f: F) -> Self
+    pub fn on_session_start<F, R>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(RunContext) -> R + Send + Sync + 'static,
         R: HookResult<SessionStart>,
@@ -560,7 +615,11 @@ impl Hooks {
     /// for all), with the [`SessionStartInput`]. At `startup`/`resume` the contexts go to the
     /// run's system prompt; at `compact` (right after a compaction) they are added to the
     /// history after the summary, and a block is ignored (with a warning).
-    pub fn on_session_start_for<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn on_session_start_for<F, R>(
+        self,
+        matcher: impl Into<ToolMatcher>,
+        f: F,
+    ) -> Hooks<state::Added>
     where
         F: Fn(SessionStartInput, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<SessionStart>,
@@ -573,7 +632,7 @@ impl Hooks {
 
     /// StopFailure: the run ends on a model error (observe only); the matcher picks error
     /// types ([`StopFailureInput::error`]).
-    pub fn on_stop_failure<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn on_stop_failure<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
     where
         F: Fn(&StopFailureInput, &RunContext) + Send + Sync + 'static,
     {
@@ -583,7 +642,11 @@ impl Hooks {
     /// SubagentStart: a subagent ([`Agent::into_tool`](crate::Agent::into_tool)) of this
     /// agent is about to run; the matcher picks subagents by name. Contexts start the
     /// subagent's conversation; it cannot be blocked.
-    pub fn on_subagent_start<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn on_subagent_start<F, R>(
+        self,
+        matcher: impl Into<ToolMatcher>,
+        f: F,
+    ) -> Hooks<state::Added>
     where
         F: Fn(SubagentStartInput, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<SubagentStart>,
@@ -596,7 +659,7 @@ impl Hooks {
 
     /// TaskCreated: a `write_todos` call adds a todo; [`Task::Block`] fails the call (the
     /// list is left unchanged) with feedback for the model.
-    pub fn on_task_created<F, R>(self, f: F) -> Self
+    pub fn on_task_created<F, R>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(TaskInput, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<Task>,
@@ -612,7 +675,7 @@ impl Hooks {
 
     /// TaskCompleted: a `write_todos` call marks a todo done; [`Task::Block`] fails the call
     /// (the list is left unchanged) with feedback for the model.
-    pub fn on_task_completed<F, R>(self, f: F) -> Self
+    pub fn on_task_completed<F, R>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(TaskInput, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<Task>,
@@ -628,7 +691,11 @@ impl Hooks {
 
     /// InstructionsLoaded: a [`Memory`](crate::builtins::memory::Memory) file was loaded
     /// (observe only); the matcher is compared with the load reason.
-    pub fn on_instructions_loaded<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn on_instructions_loaded<F>(
+        self,
+        matcher: impl Into<ToolMatcher>,
+        f: F,
+    ) -> Hooks<state::Added>
     where
         F: Fn(&InstructionsInput, &RunContext) + Send + Sync + 'static,
     {
@@ -637,7 +704,7 @@ impl Hooks {
 
     /// PostCompact: the history was compacted (observe only); the matcher is compared with
     /// the trigger (`auto`, `manual`).
-    pub fn on_post_compact<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn on_post_compact<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
     where
         F: Fn(&PostCompactInput, &RunContext) + Send + Sync + 'static,
     {
@@ -648,7 +715,7 @@ impl Hooks {
     /// [`MessageDisplay::Replace`] changes what the
     /// [`AgentEvent::MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event shows
     /// (replacements chain in order), never the history.
-    pub fn on_message_display<F, R>(self, f: F) -> Self
+    pub fn on_message_display<F, R>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(MessageDisplayInput, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<MessageDisplay>,
@@ -660,7 +727,7 @@ impl Hooks {
     }
 
     /// SessionEnd: once per run, after it ended (observe only).
-    pub fn on_session_end<F>(self, f: F) -> Self
+    pub fn on_session_end<F>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(&AgentResponse, &RunContext) + Send + Sync + 'static,
     {
@@ -668,7 +735,7 @@ impl Hooks {
     }
 
     /// Before each step (observe only).
-    pub fn before_step<F>(self, f: F) -> Self
+    pub fn before_step<F>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(u32, &RunContext) + Send + Sync + 'static,
     {
@@ -676,7 +743,7 @@ impl Hooks {
     }
 
     /// After each step's tool calls (observe only).
-    pub fn after_step<F>(self, f: F) -> Self
+    pub fn after_step<F>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(u32, &RunContext) + Send + Sync + 'static,
     {
@@ -685,7 +752,7 @@ impl Hooks {
 
     /// After each step with tool calls: `false` ends the run
     /// ([`Outcome::Blocked`](crate::agent::Outcome::Blocked)) before the next model call.
-    pub fn should_continue<F>(self, f: F) -> Self
+    pub fn should_continue<F>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(u32, &RunContext) -> bool + Send + Sync + 'static,
     {
@@ -695,7 +762,7 @@ impl Hooks {
     /// Notification: each warning of a run ([`RunContext::warn`]: a skipped skill, a failed
     /// summarization, a stop cap reached …), observe only. (The `warning` notifications of
     /// [`on_notify`](Self::on_notify).)
-    pub fn on_notification<F>(self, f: F) -> Self
+    pub fn on_notification<F>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(&str, &RunContext) + Send + Sync + 'static,
     {
@@ -711,7 +778,7 @@ impl Hooks {
     /// `permission_prompt` (the [`Approval`] service is about to be asked, with the message
     /// and the title `Permission needed`) or `warning` (each [`RunContext::warn`]). Observe
     /// only; called on the task that notifies: keep it short.
-    pub fn on_notify<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn on_notify<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
     where
         F: Fn(&Notification, &RunContext) + Send + Sync + 'static,
     {
@@ -721,7 +788,11 @@ impl Hooks {
     /// PermissionRequest: a matching call needs approval (a PreToolUse hook answered
     /// [`PreToolUse::Ask`]); decide in place of the [`Approval`] service. See the
     /// [module docs](crate::layers::hooks#order-and-merge-rules).
-    pub fn on_permission_request<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn on_permission_request<F, R>(
+        self,
+        matcher: impl Into<ToolMatcher>,
+        f: F,
+    ) -> Hooks<state::Added>
     where
         F: Fn(Arc<ToolCall>, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<PermissionRequest>,
@@ -735,7 +806,11 @@ impl Hooks {
     /// PermissionDenied: the approval path denied a matching call on its own (no
     /// [`Approval`] service, or it failed) with `reason`. Not called when a PreToolUse or
     /// PermissionRequest hook denies, nor when the approval service answers `Deny`.
-    pub fn on_permission_denied<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Self
+    pub fn on_permission_denied<F, R>(
+        self,
+        matcher: impl Into<ToolMatcher>,
+        f: F,
+    ) -> Hooks<state::Added>
     where
         F: Fn(Arc<ToolCall>, Arc<str>, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<PermissionDenied>,
@@ -748,7 +823,7 @@ impl Hooks {
 
     /// PostToolBatch: once per step with tool calls, after all of them resolved, before the
     /// next model call.
-    pub fn on_post_tool_batch<F, R>(self, f: F) -> Self
+    pub fn on_post_tool_batch<F, R>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(Arc<ToolBatch>, RunContext) -> R + Send + Sync + 'static,
         R: HookResult<PostToolBatch>,
@@ -814,7 +889,7 @@ impl Hooks {
     }
 }
 
-impl fmt::Debug for Hooks {
+impl<S> fmt::Debug for Hooks<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let events: HashMap<&str, usize> =
             self.registrations.iter().fold(HashMap::new(), |mut m, r| {
