@@ -396,7 +396,7 @@ where
 {
     type Response = ToolOutput;
     type Error = BoxError;
-    type Future = future::WhenFuture<S, M>;
+    type Future = future::ResponseFuture<S, M>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -404,9 +404,9 @@ where
 
     fn call(&mut self, req: ToolRequest) -> Self::Future {
         if self.matcher.matches(&req.call) {
-            future::WhenFuture::matched(self.matched.clone().oneshot(req))
+            future::ResponseFuture::matched(self.matched.clone().oneshot(req))
         } else {
-            future::WhenFuture::bypass(self.inner.clone().oneshot(req))
+            future::ResponseFuture::bypass(self.inner.clone().oneshot(req))
         }
     }
 }
@@ -425,7 +425,7 @@ pub mod future {
 
     pin_project! {
         /// The response future of [`When`](super::When).
-        pub struct WhenFuture<S, M>
+        pub struct ResponseFuture<S, M>
         where
             S: Service<ToolRequest>,
             M: Service<ToolRequest>,
@@ -447,21 +447,21 @@ pub mod future {
         }
     }
 
-    impl<S: Service<ToolRequest>, M: Service<ToolRequest>> WhenFuture<S, M> {
+    impl<S: Service<ToolRequest>, M: Service<ToolRequest>> ResponseFuture<S, M> {
         pub(super) fn matched(fut: Oneshot<M, ToolRequest>) -> Self {
-            WhenFuture {
+            ResponseFuture {
                 branch: Branch::Matched { fut },
             }
         }
 
         pub(super) fn bypass(fut: Oneshot<S, ToolRequest>) -> Self {
-            WhenFuture {
+            ResponseFuture {
                 branch: Branch::Bypass { fut },
             }
         }
     }
 
-    impl<S, M> Future for WhenFuture<S, M>
+    impl<S, M> Future for ResponseFuture<S, M>
     where
         S: Service<ToolRequest, Response = ToolOutput>,
         S::Error: Into<BoxError>,
@@ -478,9 +478,9 @@ pub mod future {
         }
     }
 
-    impl<S: Service<ToolRequest>, M: Service<ToolRequest>> fmt::Debug for WhenFuture<S, M> {
+    impl<S: Service<ToolRequest>, M: Service<ToolRequest>> fmt::Debug for ResponseFuture<S, M> {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.debug_struct("WhenFuture").finish_non_exhaustive()
+            f.debug_struct("ResponseFuture").finish_non_exhaustive()
         }
     }
 }

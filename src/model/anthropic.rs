@@ -80,7 +80,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tower::Service;
 
-pub use super::http::ResponseFuture;
+use super::http::ResponseFuture;
 use super::{
     DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseMeta, ToolChoice,
     error::{Kind, ProviderError},

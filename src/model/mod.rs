@@ -86,6 +86,14 @@ pub mod responses;
 pub mod retry;
 mod scripted;
 
+/// The response futures of the model services.
+pub mod future {
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
+    #[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
+    pub use super::http::ResponseFuture;
+    pub use super::scripted::future::ScriptedFuture;
+}
+
 use std::{borrow::Cow, sync::Arc, time::Duration};
 
 use tower::util::BoxCloneSyncService;
@@ -100,7 +108,7 @@ pub use self::{
     error::ProviderError,
     options::{ExtraBody, OutputError, ResponseFormat, ToolChoice},
     retry::RetryPolicy,
-    scripted::{ScriptedModel, future::ScriptedFuture},
+    scripted::ScriptedModel,
 };
 use crate::{
     context::RunContext,

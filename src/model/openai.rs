@@ -93,7 +93,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tower::Service;
 
-pub use super::http::ResponseFuture;
+use super::http::ResponseFuture;
 use super::{
     DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseFormat, ResponseMeta,
     ToolChoice,

@@ -84,7 +84,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tower::Service;
 
-pub use super::http::ResponseFuture;
+use super::http::ResponseFuture;
 use super::{
     DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseMeta,
     error::{Kind, ProviderError},

@@ -69,7 +69,7 @@ use tower::{Service, util::BoxCloneSyncService};
 
 pub use self::{
     function::{ToolFn, TypedTool, tool_fn, typed_tool},
-    router::{ToolRouter, future as router_future},
+    router::{ToolRouter, future},
 };
 use crate::{
     context::RunContext,
