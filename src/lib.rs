@@ -127,6 +127,7 @@ pub mod builder;
 pub mod builtins;
 pub mod context;
 pub mod error;
+pub mod guide;
 pub mod layers;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
