@@ -72,7 +72,7 @@ async fn settings_file_hooks() -> Result<(), BoxError> {
             "Runs a shell command",
             json!({"type": "object", "properties": {"command": {"type": "string"}}}),
             |args, _| async move {
-                Ok::<_, BoxError>(format!(
+                Ok(format!(
                     "(pretend) ran `{}`",
                     args["command"].as_str().unwrap_or("")
                 ))
@@ -83,7 +83,7 @@ async fn settings_file_hooks() -> Result<(), BoxError> {
             "Writes a file",
             json!({"type": "object"}),
             |args, _| async move {
-                Ok::<_, BoxError>(format!(
+                Ok(format!(
                     "(pretend) wrote {}",
                     args["path"].as_str().unwrap_or("?")
                 ))
@@ -202,7 +202,7 @@ async fn handler_types_filters_and_a_plugin() -> Result<(), BoxError> {
             "Runs a shell command",
             json!({"type": "object", "properties": {"command": {"type": "string"}}}),
             |args, _| async move {
-                Ok::<_, BoxError>(format!(
+                Ok(format!(
                     "(pretend) ran `{}`",
                     args["command"].as_str().unwrap_or("")
                 ))

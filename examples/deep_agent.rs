@@ -1,11 +1,11 @@
-//! The seed design's "deep agent", offline: every built-in hook in the seed's registration
-//! order, on a temporary directory, with a scripted model.
+//! A "deep agent", offline: every built-in hook in its usual registration order, on a
+//! temporary directory, with a scripted model.
 //!
 //! ```text
 //! cargo run --example deep_agent
 //! ```
 //!
-//! Registration order (first = outermost), as in the seed:
+//! Registration order (first = outermost):
 //!
 //! ```text
 //! tracing (model + tools) → todo → filesystem → skills → memory → summarization (innermost)
@@ -113,7 +113,7 @@ async fn main() -> Result<(), BoxError> {
                 .layer(EvictLayer::new())
                 .timeout(Duration::from_secs(60)),
         )
-        // Before-agent and modify-request stages, in the seed's order.
+        // Before-agent and modify-request stages, in order.
         .stage(TodoList::new())
         .setup(Filesystem::local(&root))
         .stage(Skills::new([root.join("skills")]))

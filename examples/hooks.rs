@@ -1,4 +1,5 @@
-//! Seed 003's hook example, rebuilt with callback hooks: no `Service` impl in sight.
+//! A guard, an audit log, result metadata and step timing written as callback hooks: no
+//! `Service` impl in sight.
 //!
 //! ```text
 //! cargo run --example hooks
@@ -87,9 +88,7 @@ async fn main() -> Result<(), BoxError> {
             "bash",
             "Runs a shell command (simulated)",
             json!({ "type": "object", "properties": { "command": { "type": "string" } } }),
-            |args, _ctx| async move {
-                Ok::<_, BoxError>(format!("(simulated) ran {}", args["command"]))
-            },
+            |args, _ctx| async move { Ok(format!("(simulated) ran {}", args["command"])) },
         ))
         .hooks(hooks)
         .build();

@@ -144,7 +144,7 @@ async fn serve_over_mcp() -> Result<(), BoxError> {
             }),
             |args, _ctx| async move {
                 let text = args["text"].as_str().unwrap_or_default();
-                Ok::<_, BoxError>(text.split_whitespace().count().to_string())
+                Ok(text.split_whitespace().count().to_string())
             },
         ))
         .tool(AgentTool::new(

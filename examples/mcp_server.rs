@@ -68,48 +68,49 @@ struct TextArgs {
 
 /// The tools, behind a PreToolUse hook that denies `rm_*`.
 fn server() -> Result<McpServer, BoxError> {
-    let tools = ToolRouter::new()
-        .tool(typed_tool(
-            "add",
-            "Adds two integers",
-            |args: AddArgs, _ctx| async move {
-                args.a
-                    .checked_add(args.b)
-                    .map(|sum| sum.to_string())
-                    .ok_or_else(|| BoxError::from("the sum overflows"))
-            },
-        ))
-        .tool(typed_tool(
-            "word_count",
-            "Counts the words of a text",
-            |args: TextArgs, _ctx| async move {
-                Ok::<_, BoxError>(args.text.split_whitespace().count().to_string())
-            },
-        ))
-        .tool(tool_fn(
-            "stats",
-            "Statistics of a list of numbers (JSON)",
-            json!({
-                "type": "object",
-                "properties": { "numbers": { "type": "array", "items": { "type": "number" } } },
-                "required": ["numbers"]
-            }),
-            |args: serde_json::Value, _ctx| async move {
-                let numbers: Vec<f64> = args["numbers"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
-                    .unwrap_or_default();
-                let count = numbers.len();
-                let mean = numbers.iter().sum::<f64>() / count.max(1) as f64;
-                Ok::<_, BoxError>(json!({ "count": count, "mean": mean }))
-            },
-        ))
-        .tool(tool_fn(
-            "rm_all",
-            "Deletes everything (a hook denies it)",
-            json!({ "type": "object" }),
-            |_args, _ctx| async move { Ok::<_, BoxError>("deleted".to_owned()) },
-        ));
+    let tools =
+        ToolRouter::new()
+            .tool(typed_tool(
+                "add",
+                "Adds two integers",
+                |args: AddArgs, _ctx| async move {
+                    args.a
+                        .checked_add(args.b)
+                        .map(|sum| sum.to_string())
+                        .ok_or_else(|| BoxError::from("the sum overflows"))
+                },
+            ))
+            .tool(typed_tool(
+                "word_count",
+                "Counts the words of a text",
+                |args: TextArgs, _ctx| async move {
+                    Ok(args.text.split_whitespace().count().to_string())
+                },
+            ))
+            .tool(tool_fn(
+                "stats",
+                "Statistics of a list of numbers (JSON)",
+                json!({
+                    "type": "object",
+                    "properties": { "numbers": { "type": "array", "items": { "type": "number" } } },
+                    "required": ["numbers"]
+                }),
+                |args: serde_json::Value, _ctx| async move {
+                    let numbers: Vec<f64> = args["numbers"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+                        .unwrap_or_default();
+                    let count = numbers.len();
+                    let mean = numbers.iter().sum::<f64>() / count.max(1) as f64;
+                    Ok(json!({ "count": count, "mean": mean }))
+                },
+            ))
+            .tool(tool_fn(
+                "rm_all",
+                "Deletes everything (a hook denies it)",
+                json!({ "type": "object" }),
+                |_args, _ctx| async move { Ok("deleted".to_owned()) },
+            ));
     let hooks = Hooks::new()
         .before_tool_use("rm_*", |_call, _ctx| {
             PreToolUse::Deny("deleting is not allowed over MCP".into())

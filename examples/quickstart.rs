@@ -82,7 +82,7 @@ async fn main() -> Result<(), BoxError> {
                 _ => (120, "sunny, 24°C"),
             };
             tokio::time::sleep(Duration::from_millis(delay)).await;
-            Ok::<_, BoxError>(format!("{}: {report}", args.city))
+            Ok(format!("{}: {report}", args.city))
         },
     );
     let search = typed_tool(
@@ -90,7 +90,7 @@ async fn main() -> Result<(), BoxError> {
         "Searches the web (slowly)",
         |args: SearchArgs, _ctx| async move {
             tokio::time::sleep(Duration::from_secs(30)).await;
-            Ok::<_, BoxError>(format!("results for {}", args.query))
+            Ok(format!("results for {}", args.query))
         },
     );
 

@@ -223,7 +223,7 @@ fn agent(store: impl ThreadStore) -> Agent {
         }),
         |args, _ctx| async move {
             let text = args["text"].as_str().unwrap_or_default();
-            Ok::<_, BoxError>(text.split_whitespace().count().to_string())
+            Ok(text.split_whitespace().count().to_string())
         },
     );
     Agent::builder()

@@ -17,7 +17,7 @@
 //! let agent = Agent::builder()
 //!     .model(model)
 //!     .tool(tool_fn("bash", "Runs a command", json!({"type": "object"}), |_, _| async {
-//!         Ok::<_, BoxError>("ok")
+//!         Ok("ok")
 //!     }))
 //!     .tool_layer(
 //!         ServiceBuilder::new()

@@ -1,5 +1,8 @@
 //! An AI agent loop made of [tower] services.
 //!
+//! New here? The [`guide`] has one short page per task (add a tool, add a hook, use a real
+//! model, serve over HTTP, persist threads, test an agent), each a runnable example.
+//!
 //! > An agent run is three nested services — the **agent** (one run), the **model** (one LLM
 //! > call) and the **tools** (one tool call each). Every hook is a [`Layer`](tower::Layer) on
 //! > one of them, stacked with [`ServiceBuilder`](tower::ServiceBuilder). One-time setup
@@ -46,10 +49,10 @@
 //! let agent = Agent::builder()
 //!     .model(model)
 //!     .tool(tool_fn("weather", "Weather in a city", json!({"type": "object"}), |_, _| async {
-//!         Ok::<_, BoxError>("raining")
+//!         Ok("raining")
 //!     }))
 //!     .tool(tool_fn("time", "Local time in a city", json!({"type": "object"}), |_, _| async {
-//!         Ok::<_, BoxError>("14:00")
+//!         Ok("14:00")
 //!     }))
 //!     .tool_layer(
 //!         ServiceBuilder::new()

@@ -32,7 +32,7 @@
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new().tool_call("add", json!({"a": 1, "b": 2})).text("1 + 2 = 3"))
 //!     .tool(tool_fn("add", "Adds", json!({"type": "object"}), |args, _ctx| async move {
-//!         Ok::<_, BoxError>((args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)).to_string())
+//!         Ok((args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)).to_string())
 //!     }))
 //!     .tool_layer(ServiceBuilder::new().timeout(Duration::from_secs(30)))
 //!     .system_prompt("You are a calculator.")
@@ -399,7 +399,7 @@ impl AgentRequest {
     /// # async fn main() -> Result<(), tower_agent::Error> {
     /// let store = MemoryStore::new();
     /// let ping = tool_fn("ping", "Pings", json!({"type": "object"}), |_, _| async {
-    ///     Ok::<_, BoxError>("pong")
+    ///     Ok("pong")
     /// });
     /// let agent = Agent::builder()
     ///     .model(ScriptedModel::new().tool_call("ping", json!({})).text("done"))
@@ -478,7 +478,7 @@ impl AgentRequest {
     /// # async fn main() -> Result<(), tower_agent::Error> {
     /// let whoami = tool_fn("whoami", "Who calls", json!({"type": "object"}), |_, ctx| async move {
     ///     let user = ctx.extensions().get::<User>().map(|u| u.0.clone());
-    ///     Ok::<_, BoxError>(user.unwrap_or_else(|| "nobody".into()))
+    ///     Ok(user.unwrap_or_else(|| "nobody".into()))
     /// });
     /// let model = ScriptedModel::new().tool_call("whoami", json!({})).text("done").recording();
     /// let agent = Agent::builder().model(model.clone()).tool(whoami).build();

@@ -40,7 +40,7 @@ use crate::{
 ///         assert_eq!(cx.prompt(), "What day is it?");
 ///         cx.add_context("The user is in Lisbon.");
 ///         cx.add_tool(tool_fn("today", "The weekday", json!({"type": "object"}), |_, _| async {
-///             Ok::<_, BoxError>("Monday")
+///             Ok("Monday")
 ///         }));
 ///     })
 ///     .build();

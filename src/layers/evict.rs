@@ -22,7 +22,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), BoxError> {
 //! let router = ToolRouter::new().tool(tool_fn("dump", "A lot of output", json!({}), |_, _| async {
-//!     Ok::<_, BoxError>("x".repeat(100_000))
+//!     Ok("x".repeat(100_000))
 //! }));
 //! let mut tools = ServiceBuilder::new().layer(EvictLayer::new()).service(router);
 //!

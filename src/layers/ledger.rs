@@ -41,7 +41,7 @@
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new().tool_call("add", json!({"a": 1, "b": 2})).text("3"))
 //!     .tool(tool_fn("add", "Adds", json!({"type": "object"}), |args, _| async move {
-//!         Ok::<_, BoxError>((args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)).to_string())
+//!         Ok((args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)).to_string())
 //!     }))
 //!     .tool_layer(ledger.clone())
 //!     .build();

@@ -57,7 +57,7 @@
 //! let agent = Agent::builder()
 //!     .model(ServiceBuilder::new().layer(limits.clone()).service(model))
 //!     .tool(tool_fn("search", "Searches", json!({"type": "object"}), |_, _| async {
-//!         Ok::<_, BoxError>("results")
+//!         Ok("results")
 //!     }))
 //!     .tool_layer(limits)
 //!     .build();

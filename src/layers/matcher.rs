@@ -37,7 +37,7 @@
 //! # async fn main() -> Result<(), BoxError> {
 //! let slow = |name: &'static str| tool_fn(name, "sleeps", json!({"type": "object"}), |_, _| async {
 //!     tokio::time::sleep(Duration::from_secs(60)).await;
-//!     Ok::<_, BoxError>("done")
+//!     Ok("done")
 //! });
 //! let router = ToolRouter::new().tool(slow("bash")).tool(slow("read_file"));
 //!

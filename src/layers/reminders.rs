@@ -31,7 +31,7 @@
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new().tool_call("deploy", json!({})).text("deployed"))
 //!     .tool(tool_fn("deploy", "Deploys", json!({"type": "object"}), |_, _| async {
-//!         Ok::<_, BoxError>("deployed to production")
+//!         Ok("deployed to production")
 //!     }))
 //!     .tool_layer(RemindersLayer::new().trigger(|tool: &str, out: &tower_agent::message::ToolOutput| {
 //!         (tool == "deploy" && out.content.contains("production"))

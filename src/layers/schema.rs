@@ -86,7 +86,7 @@
 //! let agent = Agent::builder()
 //!     .model(model.clone())
 //!     .tool(typed_tool("search", "Searches", |args: Search, _| async move {
-//!         Ok::<_, BoxError>(format!("results for {}", args.query))
+//!         Ok(format!("results for {}", args.query))
 //!     }))
 //!     .tool_layer(SchemaGuardLayer::from_tools())
 //!     .build();

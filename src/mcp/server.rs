@@ -81,7 +81,7 @@
 //!     "echo",
 //!     "Echoes its input",
 //!     json!({ "type": "object" }),
-//!     |args, _ctx| async move { Ok::<_, tower_agent::BoxError>(args) },
+//!     |args, _ctx| async move { Ok(args) },
 //! ));
 //! let hooks = Hooks::new()
 //!     .before_tool_use("rm_*", |_call, _ctx| PreToolUse::Deny("not over MCP".into()))

@@ -28,13 +28,13 @@
 //! # async fn main() -> Result<(), tower_agent::BoxError> {
 //! let mut router = ToolRouter::new()
 //!     .tool(typed_tool("add", "Adds two numbers", |args: AddArgs, _ctx| async move {
-//!         Ok::<_, tower_agent::BoxError>((args.a + args.b).to_string())
+//!         Ok((args.a + args.b).to_string())
 //!     }))
 //!     .tool(tool_fn(
 //!         "echo",
 //!         "Echoes its input",
 //!         json!({ "type": "object" }),
-//!         |args, _ctx| async move { Ok::<_, tower_agent::BoxError>(args) },
+//!         |args, _ctx| async move { Ok(args) },
 //!     ));
 //!
 //! let call = ToolCall::new("c1", "add", json!({ "a": 2, "b": 3 }));

@@ -49,7 +49,7 @@
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new().tool_call("bash", json!({ "command": "rm -rf /" })).text("OK."))
 //!     .tool(tool_fn("bash", "Runs a command", json!({"type": "object"}), |_, _| async {
-//!         Ok::<_, BoxError>("ran")
+//!         Ok("ran")
 //!     }))
 //!     .hooks(hooks.into_hooks().compile()?)
 //!     .build();

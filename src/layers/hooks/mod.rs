@@ -128,7 +128,7 @@
 //! let agent = Agent::builder()
 //!     .model(model.clone())
 //!     .tool(tool_fn("bash", "Runs a command", json!({"type": "object"}), |_, _| async {
-//!         Ok::<_, BoxError>("ran")
+//!         Ok("ran")
 //!     }))
 //!     .hooks(hooks)
 //!     .build();

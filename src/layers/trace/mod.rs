@@ -61,7 +61,7 @@
 //!     "echo",
 //!     "Echoes its input",
 //!     json!({ "type": "object" }),
-//!     |args, _ctx| async move { Ok::<_, BoxError>(args["text"].clone()) },
+//!     |args, _ctx| async move { Ok(args["text"].clone()) },
 //! ));
 //! // Content (messages, arguments, results) is recorded only when asked for.
 //! let mut tools = ServiceBuilder::new()
