@@ -731,6 +731,11 @@ impl Messages {
         self.inner.last().map(|m| &**m)
     }
 
+    /// The last message, shared (no copy): read while the history changes.
+    pub(crate) fn last_shared(&self) -> Option<Arc<Message>> {
+        self.inner.last().cloned()
+    }
+
     /// Appends a message.
     pub fn push(&mut self, message: Message) {
         self.inner.push_back(Arc::new(message));
