@@ -288,10 +288,11 @@ fn history(n: usize) -> Thread {
     thread
 }
 
-/// [`history`] without its system message (`n` messages, the first a user question).
+/// [`history`] without its system message: a user greeting in its place (`n` messages).
 fn history_without_system(n: usize) -> Thread {
-    let mut thread = history(n + 1);
+    let mut thread = history(n);
     thread.messages.remove(0);
+    thread.messages.insert(0, Message::user("Hello."));
     thread
 }
 

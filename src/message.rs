@@ -677,8 +677,8 @@ pub enum StopReason {
 /// message is counted once, not at every model call (see
 /// [the summarize docs](crate::layers::summarize#token-accounting)). Appending keeps the
 /// count, and so does inserting a message in front (a system message that a stage adds to a
-/// request of a history without one): at most [`memo::MAX_SHIFT`] such messages, each then
-/// counted at every call. Editing or removing a message that was counted drops it, and the
+/// request of a history without one): at most 2 such messages, each then counted at every
+/// call. Editing or removing a message that was counted drops it, and the
 /// next count is a full one.
 #[derive(Clone, Default)]
 pub struct Messages {

@@ -30,8 +30,10 @@
 //! history and every step's request), so each message is counted once. At each call the
 //! layer counts the system message (stages edit it per call), the last 4 messages (a request's
 //! own reminders are not the history's) and the messages appended since the last call: the
-//! cost of a step does not grow with the history. The count is the running sum of one
-//! counter, so the estimate is exactly the full recount's. Editing or removing a message
+//! cost of a step does not grow with the history. Without a system prompt, the system message
+//! a stage inserts in front of a request does not detach it from the history's count (up to 2
+//! messages inserted in front are counted at every call instead). The count is the running
+//! sum of one counter, so the estimate is exactly the full recount's. Editing or removing a message
 //! that was counted (a compaction, a hook rewriting an old message) drops the running
 //! count of that history, and its next call counts it in full once.
 //!
