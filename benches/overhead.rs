@@ -19,6 +19,10 @@
 //!   and evict on the tool path; todo, filesystem, skills and memory stages. Target ≤ 5 µs.
 //! - `agent_step/full_stack/{1000,10000}`: the full-stack step on the histories of
 //!   `history/{1000,10000}` (issue 16). Target: 10,000 / 10 ≤ 1.5×.
+//! - `agent_step/full_stack_no_system/{10,10000}`: the full-stack step on the same histories
+//!   without a system message (and no system prompt): the Skills and Memory stages then insert
+//!   one in front of every request, which must not cost a recount of the history (issue 16).
+//!   Target: 10,000 / 10 ≤ 1.5×.
 //! - `agent_step/full_stack_realistic/100k_tokens`: the full-stack step on a history of
 //!   realistic sizes (tool outputs of 2–20 KB, `read_file` calls) filled to about 100,000
 //!   estimated tokens, just under the summarization threshold (108,800 of the default
@@ -284,6 +288,14 @@ fn history(n: usize) -> Thread {
     thread
 }
 
+/// [`history`] without its system message: a user greeting in its place (`n` messages).
+fn history_without_system(n: usize) -> Thread {
+    let mut thread = history(n);
+    thread.messages.remove(0);
+    thread.messages.insert(0, Message::user("Hello."));
+    thread
+}
+
 /// A thread of realistic sizes: turns of a user question, an assistant `read_file` call and a
 /// tool output of 2–20 KB (sizes from a fixed pseudo-random sequence), until the estimate
 /// (bytes / 4) reaches `tokens`.
@@ -487,40 +499,82 @@ fn agent_steps(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("agent_step");
     group.measurement_time(Duration::from_secs(4));
+    /// The thread a step bench starts from.
+    enum Hist {
+        /// No thread (nothing loaded or saved).
+        None,
+        /// [`history`] of `n` messages.
+        Turns(usize),
+        /// [`history_without_system`] of `n` messages.
+        NoSystem(usize),
+        /// [`realistic_history`] of 100k tokens.
+        Realistic,
+    }
     let cases = [
-        (BenchmarkId::new("history", 10), Some(10), Stack::Bare),
-        (BenchmarkId::new("history", 1000), Some(1000), Stack::Bare),
         (
-            BenchmarkId::new("history", 10_000),
-            Some(10_000),
+            BenchmarkId::new("history", 10),
+            Hist::Turns(10),
             Stack::Bare,
         ),
-        (BenchmarkId::from_parameter("ephemeral"), None, Stack::Bare),
-        (BenchmarkId::new("full_stack", 10), Some(10), Stack::Full),
+        (
+            BenchmarkId::new("history", 1000),
+            Hist::Turns(1000),
+            Stack::Bare,
+        ),
+        (
+            BenchmarkId::new("history", 10_000),
+            Hist::Turns(10_000),
+            Stack::Bare,
+        ),
+        (
+            BenchmarkId::from_parameter("ephemeral"),
+            Hist::None,
+            Stack::Bare,
+        ),
+        (
+            BenchmarkId::new("full_stack", 10),
+            Hist::Turns(10),
+            Stack::Full,
+        ),
         (
             BenchmarkId::new("full_stack", 1000),
-            Some(1000),
+            Hist::Turns(1000),
             Stack::Full,
         ),
         (
             BenchmarkId::new("full_stack", 10_000),
-            Some(10_000),
+            Hist::Turns(10_000),
+            Stack::Full,
+        ),
+        (
+            BenchmarkId::new("full_stack_no_system", 10),
+            Hist::NoSystem(10),
+            Stack::Full,
+        ),
+        (
+            BenchmarkId::new("full_stack_no_system", 10_000),
+            Hist::NoSystem(10_000),
             Stack::Full,
         ),
         (
             BenchmarkId::new("full_stack_realistic", "100k_tokens"),
-            Some(usize::MAX),
+            Hist::Realistic,
             Stack::Full,
         ),
-        (BenchmarkId::new("hooks10", 10), Some(10), Stack::Hooks),
+        (
+            BenchmarkId::new("hooks10", 10),
+            Hist::Turns(10),
+            Stack::Hooks,
+        ),
     ];
-    for (id, history_len, stack) in cases {
-        // `usize::MAX` stands for the realistic history.
-        let bench = if history_len == Some(usize::MAX) {
-            StepBench::with_thread(Some(realistic_history(100_000)), stack)
-        } else {
-            StepBench::new(history_len, stack)
+    for (id, hist, stack) in cases {
+        let thread = match hist {
+            Hist::None => None,
+            Hist::Turns(n) => Some(history(n)),
+            Hist::NoSystem(n) => Some(history_without_system(n)),
+            Hist::Realistic => Some(realistic_history(100_000)),
         };
+        let bench = StepBench::with_thread(thread, stack);
         rt.block_on(bench.check());
         group.bench_function(id, |b| {
             // One iteration = one step: per iteration, a short and a long run from the same
@@ -626,6 +680,18 @@ fn summary(dir: &Path, since: SystemTime) {
                     verdict(big / full <= 1.5)
                 );
             }
+        }
+        if let (Some(s10), Some(s10k)) = (
+            step("full_stack_no_system/10"),
+            step("full_stack_no_system/10000"),
+        ) {
+            println!(
+                "agent_step        full built-in stack, no system prompt: history 10: \
+                 {s10:.0} ns, history 10000: {s10k:.0} ns, ratio 10000/10 = {:.2}x \
+                 (target <= 1.5x: {})",
+                s10k / s10,
+                verdict(s10k / s10 <= 1.5)
+            );
         }
         if let Some(real) = step("full_stack_realistic/100k_tokens") {
             println!(

@@ -676,13 +676,18 @@ pub enum StopReason {
 /// [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer), shared by its clones: each
 /// message is counted once, not at every model call (see
 /// [the summarize docs](crate::layers::summarize#token-accounting)). Appending keeps the
-/// count; editing or removing a message that was counted drops it, and the next count is a
-/// full one.
+/// count, and so does inserting a message in front (a system message that a stage adds to a
+/// request of a history without one): at most 2 such messages, each then counted at every
+/// call. Editing or removing a message that was counted drops it, and the
+/// next count is a full one.
 #[derive(Clone, Default)]
 pub struct Messages {
     inner: imbl::Vector<Arc<Message>>,
     /// The running token count, shared by clones (see [`memo`]).
     memo: Option<Arc<memo::Memo>>,
+    /// Messages inserted in front since the running count was shared with this history: the
+    /// count's message `j` is this history's message `j + shift` (see [`memo`]).
+    shift: usize,
 }
 
 impl PartialEq for Messages {
@@ -714,9 +719,10 @@ impl Messages {
 
     /// A mutable reference to the message at `index` (copy-on-write).
     pub fn get_mut(&mut self, index: usize) -> Option<&mut Message> {
-        // The system message (index 0) is never in the running count: editing it is free.
-        if index > 0 && index < self.len() {
-            self.edited(index, index + 1 == self.len());
+        // The first messages (the system message at 0, and those inserted in front) are never
+        // in the running count: editing them is free.
+        if index > self.shift && index < self.len() {
+            self.edited(index - self.shift, index + 1 == self.len());
         }
         self.inner.get_mut(index).map(Arc::make_mut)
     }
@@ -729,6 +735,11 @@ impl Messages {
     /// The last message.
     pub fn last(&self) -> Option<&Message> {
         self.inner.last().map(|m| &**m)
+    }
+
+    /// The last message, shared (no copy): read while the history changes.
+    pub(crate) fn last_shared(&self) -> Option<Arc<Message>> {
+        self.inner.last().cloned()
     }
 
     /// Appends a message.
@@ -744,7 +755,12 @@ impl Messages {
     /// Panics if `index > len`.
     pub fn insert(&mut self, index: usize, message: Message) {
         if index < self.len() {
-            self.edited(index, false);
+            if index <= self.shift && self.memo.is_some() && self.shift < memo::MAX_SHIFT {
+                // In front of every counted message: they all move up by one.
+                self.shift += 1;
+            } else {
+                self.edited_at(index, false);
+            }
         }
         self.inner.insert(index, Arc::new(message));
         self.keep_memo();
@@ -757,7 +773,12 @@ impl Messages {
     /// Panics if `index >= len`.
     pub fn remove(&mut self, index: usize) -> Message {
         if index < self.len() {
-            self.edited(index, index + 1 == self.len());
+            if self.shift > 0 && index <= self.shift {
+                // One of the messages in front of the counted ones: they all move down by one.
+                self.shift -= 1;
+            } else {
+                self.edited(index - self.shift, index + 1 == self.len());
+            }
         }
         Arc::unwrap_or_clone(self.inner.remove(index))
     }
@@ -765,7 +786,7 @@ impl Messages {
     /// Keeps the first `len` messages.
     pub fn truncate(&mut self, len: usize) {
         if len < self.len() {
-            self.edited(len, true);
+            self.edited_at(len, true);
         }
         self.inner.truncate(len);
     }
@@ -778,7 +799,7 @@ impl Messages {
     ) {
         if range.start < self.len() {
             // Replacing everything from `range.start` on leaves no old message behind it.
-            self.edited(range.start, range.end >= self.len());
+            self.edited_at(range.start, range.end >= self.len());
         }
         let tail = self.inner.split_off(range.end);
         self.inner.truncate(range.start);
@@ -795,7 +816,7 @@ impl Messages {
     /// Iterates mutably over the messages (each touched one is copied if shared).
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Message> + '_ {
         if self.len() > 1 {
-            self.edited(1, false);
+            self.edited_at(1, false);
         }
         self.inner.iter_mut().map(Arc::make_mut)
     }
@@ -824,16 +845,35 @@ impl Messages {
     fn keep_memo(&mut self) {
         if self.memo.is_none() {
             self.memo = Some(Arc::default());
+            self.shift = 0;
         }
     }
 
-    /// The messages from `index` on are about to change. `replaced_to_end`: every message
-    /// from `index` on is replaced or removed (none of the old ones stays behind it).
+    /// The messages from this history's `index` on are about to change (see [`edited`]).
+    /// Changing one of the messages in front of the counted ones (`index <= shift`, when some
+    /// were inserted) drops the count.
+    ///
+    /// [`edited`]: Self::edited
+    fn edited_at(&mut self, index: usize, replaced_to_end: bool) {
+        if self.shift > 0 && index <= self.shift {
+            self.memo = None;
+            self.shift = 0;
+        } else {
+            self.edited(index - self.shift, replaced_to_end);
+        }
+    }
+
+    /// The count's messages from `index` on (the running count's own indices) are about to
+    /// change. `replaced_to_end`: every message from `index` on is replaced or removed (none
+    /// of the old ones stays behind it).
     fn edited(&mut self, index: usize, replaced_to_end: bool) {
         let Some(memo) = &self.memo else { return };
         match memo.on_edit(index, replaced_to_end, Arc::strong_count(memo) == 1) {
             memo::OnEdit::Keep => {}
-            memo::OnEdit::Drop => self.memo = None,
+            memo::OnEdit::Drop => {
+                self.memo = None;
+                self.shift = 0;
+            }
             memo::OnEdit::Fork(copy) => self.memo = Some(Arc::new(copy)),
         }
     }
@@ -847,12 +887,23 @@ impl Messages {
         counter: &Arc<dyn crate::layers::summarize::TokenCounter>,
     ) -> usize {
         let n = self.inner.len();
-        let head = self.first().map_or(0, |m| counter.count_message(m));
+        // The messages in front of the counted ones: the system message (or the first one),
+        // and those inserted in front since the count was shared.
+        let shift = self.shift;
+        let heads = (shift + 1).min(n);
+        let head: usize = self
+            .inner
+            .focus()
+            .narrow(0..heads)
+            .into_iter()
+            .map(|m| counter.count_message(m))
+            .sum();
+        // `from` and `upto` are this history's indices; the running count's are `shift` less.
         let (from, base) = match &self.memo {
-            Some(memo) => memo.lookup(counter, &self.inner),
+            Some(memo) => memo.lookup(counter, &self.inner, shift),
             None => (1, 0),
         };
-        let from = from.min(n.max(1));
+        let from = (from + shift).min(n.max(heads));
         let mut tail = 0;
         // The last `memo::SLACK` messages are counted at every call and left out of the
         // running count: a request's own last messages (a reminder) are not the history's.
@@ -869,7 +920,7 @@ impl Messages {
             if from + i + 1 == upto
                 && let Some(memo) = &self.memo
             {
-                memo.advance(counter, upto, base + tail, m);
+                memo.advance(counter, upto - shift, base + tail, m);
             }
         }
         head + base + tail
@@ -888,6 +939,13 @@ impl Messages {
 ///   replacing everything from it to the end, forks the count (the edited history gets its
 ///   own copy), so that no other history can advance the shared count past the edit and
 ///   hand it back.
+///
+/// These indices are the count's own. A history that inserted messages in front of the
+/// counted ones since it shared the count (a stage adding a system message to a request whose
+/// history has none) keeps how many as its `shift`: the count's message `j` is its message
+/// `j + shift`, and its first `shift + 1` messages are counted at every call. Inserting or
+/// removing one of those moves the shift (at most [`MAX_SHIFT`]: past it the count is
+/// dropped); any other change to them drops the count.
 pub(crate) mod memo {
     use std::sync::{Arc, Mutex, PoisonError};
 
@@ -897,6 +955,10 @@ pub(crate) mod memo {
     /// Messages at the end of a counted history left out of the running count (counted at
     /// every call).
     pub(crate) const SLACK: usize = 4;
+
+    /// Messages a history may insert in front of the counted ones and keep its running
+    /// count (each is then counted at every call): 2.
+    pub(crate) const MAX_SHIFT: usize = 2;
 
     #[derive(Default)]
     pub(crate) struct Memo {
@@ -936,16 +998,18 @@ pub(crate) mod memo {
             }
         }
 
-        /// Where counting starts and the tokens before it (from 1 when the count does
-        /// not apply to `messages`).
+        /// Where counting starts and the tokens before it, in the count's indices (from 1
+        /// when the count does not apply to `messages`, whose message `j + shift` is the
+        /// count's `j`).
         pub(super) fn lookup(
             &self,
             counter: &Arc<dyn TokenCounter>,
             messages: &imbl::Vector<Arc<Message>>,
+            shift: usize,
         ) -> (usize, usize) {
             let state = self.state();
             let applies = state.len >= 2
-                && state.len <= messages.len()
+                && state.len + shift <= messages.len()
                 && state
                     .counter
                     .as_ref()
@@ -953,7 +1017,7 @@ pub(crate) mod memo {
                 && state
                     .last
                     .as_ref()
-                    .is_some_and(|last| Arc::ptr_eq(last, &messages[state.len - 1]));
+                    .is_some_and(|last| Arc::ptr_eq(last, &messages[state.len - 1 + shift]));
             if applies {
                 (state.len, state.sum)
             } else {
@@ -1015,6 +1079,7 @@ impl FromIterator<Message> for Messages {
         Messages {
             inner: iter.into_iter().map(Arc::new).collect(),
             memo: Some(Arc::default()),
+            shift: 0,
         }
     }
 }

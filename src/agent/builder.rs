@@ -288,7 +288,14 @@ where
                     .parts
                     .store
                     .unwrap_or_else(|| Arc::new(MemoryStore::new())),
-                cwd: self.parts.cwd.or_else(|| std::env::current_dir().ok()),
+                // Read once here: a run does not read the process's directory again (as
+                // `RunContext::builder` would without one), even if it could not be read.
+                cwd: Some(
+                    self.parts
+                        .cwd
+                        .or_else(|| std::env::current_dir().ok())
+                        .unwrap_or_else(|| std::path::PathBuf::from(".")),
+                ),
                 shutdown: self.parts.shutdown,
             }),
         }

@@ -3,6 +3,7 @@
 use std::{future::Future, pin::Pin, sync::Arc, task::Poll};
 
 use futures_util::{StreamExt, stream::FuturesUnordered};
+use smallvec::SmallVec;
 use tokio::sync::mpsc;
 use tokio_util::sync::WaitForCancellationFuture;
 use tower::{Service, ServiceExt};
@@ -175,6 +176,8 @@ struct Run<'a> {
     /// Approved calls to run before the first step, with the position of each one's
     /// placeholder output in the history.
     approved: Vec<(usize, ToolCall)>,
+    /// The thread id of the run's saves (empty for a run that is not saved).
+    thread_id: String,
 }
 
 impl<'a> Run<'a> {
@@ -252,6 +255,11 @@ impl<'a> Run<'a> {
         }
         // What the thread held already is in the transcript from its earlier runs.
         let transcribed = history.len();
+        let thread_id = if persist {
+            ctx.session_id().to_owned()
+        } else {
+            String::new()
+        };
         let mut run = Run {
             inner,
             guard,
@@ -266,6 +274,7 @@ impl<'a> Run<'a> {
             recovering: recover,
             pending,
             approved: Vec::new(),
+            thread_id,
         };
         if inner.shutdown.is_cancelled() {
             // Shutting down: the run never starts, the thread is left as it was.
@@ -556,17 +565,20 @@ impl<'a> Run<'a> {
         message: Message,
         tools: &BoxToolService,
     ) -> Result<Option<Outcome>, Error> {
-        let calls = message.tool_calls.clone();
         self.history.push(message);
+        // The calls are read from the history's message (shared, not copied).
+        let message = self.history.last_shared().expect("just pushed");
         // In the store before any call runs (a crashed run is resumed from it, see
         // `store::journal`); in the transcript before PreToolUse hooks read it.
         self.save().await?;
         let limit = self.inner.max_concurrent_tools;
+        let calls = &message.tool_calls;
         if self.inner.hooks.is_some() {
             ctx.with_data(|d| d.insert(StepCalls(calls.len())));
         }
         let journal = self.journal();
         let (done, cancelled) = call_tools(tools, calls, ctx, limit, journal).await;
+        drop(message);
         self.after_tools(ctx, done, cancelled).await
     }
 
@@ -585,7 +597,7 @@ impl<'a> Run<'a> {
     async fn after_tools(
         &mut self,
         ctx: &RunContext,
-        done: Vec<Option<Done>>,
+        done: CallResults,
         cancelled: bool,
     ) -> Result<Option<Outcome>, Error> {
         let batch = match self.settle_batch(ctx, done, cancelled) {
@@ -616,56 +628,64 @@ impl<'a> Run<'a> {
     fn settle_batch(
         &mut self,
         ctx: &RunContext,
-        done: Vec<Option<Done>>,
+        done: CallResults,
         cancelled: bool,
     ) -> Result<Option<super::ToolBatch>, Outcome> {
-        let calls = &self.history.last().expect("assistant message").tool_calls;
+        // Shared, not copied: the history grows below while the calls are read.
+        let message = self.history.last_shared().expect("assistant message");
+        let calls = &message.tool_calls;
         let mut abort = None;
         let mut deferred = None;
         let mut pending = Vec::new();
-        let outputs: Vec<ToolOutput> = done
-            .into_iter()
-            .zip(calls)
-            .filter_map(|(done, call)| {
-                let settled = match done {
-                    Some(Done::Settled(settled)) => settled,
-                    Some(Done::Raw(result)) => settle(call, result),
-                    // Cancelled before it finished: the model must still see an answer to
-                    // every call it made.
-                    None => Settled {
-                        output: ToolOutput::error(
-                            call.id.clone(),
-                            "tool call cancelled: the run was cancelled",
-                        ),
-                        abort: None,
-                        deferred: None,
-                        pending: None,
-                    },
-                };
-                if abort.is_none() {
-                    abort = settled.abort;
-                }
-                deferred = deferred.take().or(settled.deferred);
-                // A call waiting for a decision has no output yet.
-                if let Some(p) = settled.pending {
-                    pending.push(*p);
-                    return None;
-                }
-                Some(settled.output)
-            })
-            .collect();
+        let outputs = done.into_iter().zip(calls).filter_map(|(done, call)| {
+            let settled = match done {
+                Some(Done::Settled(settled)) => settled,
+                Some(Done::Raw(result)) => settle(call, result),
+                // Cancelled before it finished: the model must still see an answer to
+                // every call it made.
+                None => Settled {
+                    output: ToolOutput::error(
+                        call.id.clone(),
+                        "tool call cancelled: the run was cancelled",
+                    ),
+                    abort: None,
+                    deferred: None,
+                    pending: None,
+                },
+            };
+            if abort.is_none() {
+                abort = settled.abort;
+            }
+            deferred = deferred.take().or(settled.deferred);
+            // A call waiting for a decision has no output yet.
+            if let Some(p) = settled.pending {
+                pending.push(*p);
+                return None;
+            }
+            Some(settled.output)
+        });
+        // Into the history as they are settled, without a list of their own unless a
+        // PostToolBatch hook is to see them.
+        let batch = match &self.inner.hooks {
+            Some(hooks) if hooks.has_post_tool_batch() => {
+                let outputs: Vec<ToolOutput> = outputs.collect();
+                self.history
+                    .extend(outputs.iter().cloned().map(Message::from));
+                Some(super::ToolBatch {
+                    calls: calls.clone(),
+                    outputs,
+                })
+            }
+            _ => {
+                self.history.extend(outputs.map(Message::from));
+                None
+            }
+        };
+        drop(message);
         // Saved with the thread however the step ends: answered later, or denied by the
         // next prompt.
         let interrupted = !pending.is_empty();
         self.pending.extend(pending);
-        let batch = match &self.inner.hooks {
-            Some(hooks) if hooks.has_post_tool_batch() => Some(super::ToolBatch {
-                calls: calls.clone(),
-                outputs: outputs.clone(),
-            }),
-            _ => None,
-        };
-        self.history.extend(outputs.into_iter().map(Message::from));
         if cancelled {
             return Err(Outcome::Cancelled);
         }
@@ -802,8 +822,7 @@ impl<'a> Run<'a> {
         });
         let limit = self.inner.max_concurrent_tools;
         let journal = self.journal();
-        let (done, cancelled) =
-            call_tools(&stacks.tools, calls.clone(), &ctx, limit, journal).await;
+        let (done, cancelled) = call_tools(&stacks.tools, &calls, &ctx, limit, journal).await;
         ctx.with_data(|d| d.remove::<interrupt::ApprovedCalls>());
         let mut abort = None;
         let mut outputs = Vec::with_capacity(calls.len());
@@ -836,13 +855,14 @@ impl<'a> Run<'a> {
         if !self.persist {
             return Ok(());
         }
-        let mut thread = Thread::of_run(
-            self.ctx.session_id(),
-            self.history.clone(),
-            &self.ctx.state().extensions,
-        );
+        // The thread id is the run's own copy, lent to every save (an empty id allocates
+        // nothing), not a new copy per save.
+        let mut thread = Thread::of_run("", self.history.clone(), &self.ctx.state().extensions);
+        thread.id = std::mem::take(&mut self.thread_id);
         thread.pending.clone_from(&self.pending);
-        self.inner.store.save(&thread).await.map_err(Error::store)
+        let saved = self.inner.store.save(&thread).await.map_err(Error::store);
+        self.thread_id = thread.id;
+        saved
     }
 
     /// Appends the messages added since the last call to the session's JSONL transcript
@@ -1076,57 +1096,81 @@ fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
     }
 }
 
+/// What [`call_tools`] returns: each call's result in call order (`None` for a call cut off
+/// by the cancellation). Inline for one call, the common step: no allocation.
+type CallResults = SmallVec<[Option<Done>; 1]>;
+
 /// Runs the calls concurrently (at most `limit` at a time), until all are done or the run is
 /// cancelled. Returns each call's result in call order (`None` for a call cut off by the
 /// cancellation) and whether the run was cancelled.
+///
+/// The calls are borrowed (from the history's assistant message): each is copied once, into
+/// its [`ToolRequest`]. A single call is polled directly, without a [`FuturesUnordered`] (two
+/// allocations and one per call).
 async fn call_tools(
     tools: &BoxToolService,
-    calls: Vec<ToolCall>,
+    calls: &[ToolCall],
     ctx: &RunContext,
     limit: Option<usize>,
     journal: Option<&dyn crate::store::ToolJournal>,
-) -> (Vec<Option<Done>>, bool) {
+) -> (CallResults, bool) {
     let n = calls.len();
-    let mut futures = calls.into_iter().enumerate().map(|(i, call)| {
+    let one = |i: usize| {
+        let call = &calls[i];
         let svc = tools.clone();
         let ctx = ctx.clone();
+        let request = ToolRequest::new(call.clone(), ctx.clone());
         async move {
             let listening = ctx.is_listening();
             if !listening && journal.is_none() {
-                return (i, Done::Raw(svc.oneshot(ToolRequest::new(call, ctx)).await));
+                return (i, Done::Raw(svc.oneshot(request).await));
             }
             let step = ctx.step();
             let started = tokio::time::Instant::now();
-            let meta = call.clone();
             if listening {
                 ctx.emit(AgentEvent::ToolCallStart {
                     step,
                     call: call.clone(),
                 });
             }
-            let result = svc.oneshot(ToolRequest::new(call, ctx.clone())).await;
-            let settled = settle(&meta, result);
+            let result = svc.oneshot(request).await;
+            let settled = settle(call, result);
             if let Some(journal) = journal {
-                recover::record_finished(journal, &ctx, &meta, &settled).await;
+                recover::record_finished(journal, &ctx, call, &settled).await;
             }
             if !listening {
                 return (i, Done::Settled(settled));
             }
             ctx.emit(AgentEvent::ToolCallEnd {
                 step,
-                name: meta.name,
+                name: call.name.clone(),
                 output: settled.output.clone(),
                 duration_ms: started.elapsed().as_secs_f64() * 1e3,
             });
             (i, Done::Settled(settled))
         }
-    });
-    let mut results: Vec<Option<Done>> = (0..n).map(|_| None).collect();
-    let mut running = FuturesUnordered::new();
-    running.extend(futures.by_ref().take(limit.unwrap_or(usize::MAX)));
+    };
     // Finished calls first: a call that finished keeps its result. The cancellation waiter is
     // made only if a call is pending (see `or_cancel`).
     let mut cancelled = None;
+    if n == 1 {
+        let mut fut = std::pin::pin!(one(0));
+        let done = std::future::poll_fn(|cx| {
+            if let Poll::Ready((_, done)) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(done));
+            }
+            cancelled_waiter(&mut cancelled, ctx)
+                .poll(cx)
+                .map(|()| None)
+        })
+        .await;
+        let was_cancelled = done.is_none();
+        return (smallvec::smallvec![done], was_cancelled);
+    }
+    let mut futures = (0..n).map(one);
+    let mut results: CallResults = (0..n).map(|_| None).collect();
+    let mut running = FuturesUnordered::new();
+    running.extend(futures.by_ref().take(limit.unwrap_or(usize::MAX)));
     let was_cancelled = std::future::poll_fn(|cx| {
         loop {
             match running.poll_next_unpin(cx) {

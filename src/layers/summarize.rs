@@ -30,8 +30,10 @@
 //! history and every step's request), so each message is counted once. At each call the
 //! layer counts the system message (stages edit it per call), the last 4 messages (a request's
 //! own reminders are not the history's) and the messages appended since the last call: the
-//! cost of a step does not grow with the history. The count is the running sum of one
-//! counter, so the estimate is exactly the full recount's. Editing or removing a message
+//! cost of a step does not grow with the history. Without a system prompt, the system message
+//! a stage inserts in front of a request does not detach it from the history's count (up to 2
+//! messages inserted in front are counted at every call instead). The count is the running
+//! sum of one counter, so the estimate is exactly the full recount's. Editing or removing a message
 //! that was counted (a compaction, a hook rewriting an old message) drops the running
 //! count of that history, and its next call counts it in full once.
 //!
@@ -792,6 +794,8 @@ mod tests {
         Edit(usize, usize, usize),
         /// Append to the system message, as the Skills and Memory stages do per call.
         EditSystem(usize, usize),
+        /// What those stages do to a history without a system message: insert one in front.
+        InsertSystem(usize),
         Insert(usize, usize, usize),
         Remove(usize, usize),
         Truncate(usize, usize),
@@ -826,6 +830,7 @@ mod tests {
             2 => h.clone().prop_map(Op::Clone),
             1 => (h.clone(), any::<usize>(), 0..300usize).prop_map(|(h, i, n)| Op::Edit(h, i, n)),
             2 => (h.clone(), 0..100usize).prop_map(|(h, n)| Op::EditSystem(h, n)),
+            2 => h.clone().prop_map(Op::InsertSystem),
             1 => (h.clone(), any::<usize>(), 0..50usize).prop_map(|(h, i, n)| Op::Insert(h, i, n)),
             1 => (h.clone(), any::<usize>()).prop_map(|(h, i)| Op::Remove(h, i)),
             1 => (h.clone(), any::<usize>()).prop_map(|(h, n)| Op::Truncate(h, n)),
@@ -845,7 +850,8 @@ mod tests {
         fn running_count_equals_full_recount(ops in proptest::collection::vec(op(), 1..80)) {
             let first: Arc<dyn TokenCounter> = Arc::new(BytesPerFour);
             let second: Arc<dyn TokenCounter> = Arc::new(|t: &str| t.len() / 3 + 1);
-            let mut hs = vec![Messages::from(vec![Message::system("s")])];
+            // With and without a system message.
+            let mut hs = vec![Messages::from(vec![Message::system("s")]), Messages::new()];
             for op in ops {
                 let pick = |h: usize, hs: &Vec<Messages>| h % hs.len();
                 match op {
@@ -859,6 +865,12 @@ mod tests {
                     Op::EditSystem(h, n) => {
                         let h = pick(h, &hs);
                         if let Some(m) = hs[h].get_mut(0) { m.push_text("s".repeat(n)) }
+                    }
+                    Op::InsertSystem(h) => {
+                        let h = pick(h, &hs);
+                        let mut req = ModelRequest::new(hs[h].clone());
+                        req.append_system("## Skills");
+                        hs.push(req.messages);
                     }
                     Op::Insert(h, i, n) => {
                         let h = pick(h, &hs);
@@ -906,16 +918,33 @@ mod tests {
     /// and compaction triggers at the very call where the full recount passes the threshold.
     #[test]
     fn a_step_counts_only_new_messages_and_triggers_where_it_did() {
+        step_counts_only_new_messages(true);
+    }
+
+    /// The same without a system prompt: the stages insert a system message in front of every
+    /// request, which must not detach the request from the history's running count.
+    #[test]
+    fn without_a_system_prompt_a_step_counts_only_new_messages() {
+        step_counts_only_new_messages(false);
+    }
+
+    fn step_counts_only_new_messages(system_prompt: bool) {
         use crate::model::ScriptedModel;
         use futures_util::FutureExt;
         use std::sync::{
             Mutex,
             atomic::{AtomicUsize, Ordering},
         };
-        static CALLS: AtomicUsize = AtomicUsize::new(0);
+        // One counter per test (they run in parallel), chosen by the case.
+        static CALLS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        let calls = &CALLS[usize::from(system_prompt)];
         let seen = Arc::new(Mutex::new(Vec::new()));
         let seen2 = Arc::clone(&seen);
-        let mut history = Messages::from(vec![Message::system("s")]);
+        let mut history = if system_prompt {
+            Messages::from(vec![Message::system("s")])
+        } else {
+            Messages::new()
+        };
         for i in 0..10_000 {
             history.push(message(i as u8, 10));
         }
@@ -923,8 +952,8 @@ mod tests {
         let window = ((BytesPerFour.count_messages(&history) + 30_000) as f64 / 0.85) as usize;
         let mut layer = SummarizeLayer::new(ScriptedModel::new().text("summary"))
             .context_window(window)
-            .token_counter(|t: &str| {
-                CALLS.fetch_add(1, Ordering::Relaxed);
+            .token_counter(move |t: &str| {
+                calls.fetch_add(1, Ordering::Relaxed);
                 t.len() / 4
             })
             .on_compact(move |info: CompactInfo, _| {
@@ -943,10 +972,10 @@ mod tests {
             if full > threshold {
                 expected.push(full);
             }
-            CALLS.store(0, Ordering::Relaxed);
+            calls.store(0, Ordering::Relaxed);
             svc.ready().now_or_never().unwrap().unwrap();
             svc.call(req).now_or_never().unwrap().unwrap();
-            per_call.push(CALLS.load(Ordering::Relaxed));
+            per_call.push(calls.load(Ordering::Relaxed));
             history.push(Message::assistant("").with_tool_calls(vec![ToolCall::new(
                 format!("c{step}"),
                 "echo",

@@ -220,7 +220,7 @@ impl ScriptedModel {
         let k = req.messages.len();
         for (i, call) in resp.message.tool_calls.iter_mut().enumerate() {
             if call.id.is_empty() {
-                call.id = format!("call_{k}_{i}");
+                call.id = call_id(k, i);
             }
         }
         fill_meta(&mut resp, req, index);
@@ -229,23 +229,41 @@ impl ScriptedModel {
 }
 
 /// `{prefix}{n}`, without the formatting machinery (this runs on every scripted turn, and the
-/// overhead benches time it).
-fn numbered(prefix: &str, mut n: usize) -> String {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
+/// overhead benches time it): one allocation of the exact size.
+fn numbered(prefix: &str, n: usize) -> String {
+    let mut buf = [0u8; 20];
+    let digits = decimal(n, &mut buf);
+    let mut id = String::with_capacity(prefix.len() + digits.len());
+    id.push_str(prefix);
+    id.push_str(digits);
+    id
+}
+
+/// `call_{k}_{i}`: the id of a scripted call without one, in one allocation of the exact size.
+fn call_id(k: usize, i: usize) -> String {
+    let (mut kb, mut ib) = ([0u8; 20], [0u8; 20]);
+    let (k, i) = (decimal(k, &mut kb), decimal(i, &mut ib));
+    let mut id = String::with_capacity("call__".len() + k.len() + i.len());
+    id.push_str("call_");
+    id.push_str(k);
+    id.push('_');
+    id.push_str(i);
+    id
+}
+
+/// `n` in decimal, written at the end of `buf` (20 digits hold any `usize`).
+fn decimal(mut n: usize, buf: &mut [u8; 20]) -> &str {
+    let mut start = buf.len();
     loop {
         start -= 1;
         // `n % 10` is a single decimal digit.
-        digits[start] = b'0' + (n % 10) as u8;
+        buf[start] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    let mut id = String::with_capacity(prefix.len() + digits.len() - start);
-    id.push_str(prefix);
-    id.extend(digits[start..].iter().map(|&d| char::from(d)));
-    id
+    std::str::from_utf8(&buf[start..]).expect("ASCII digits")
 }
 
 /// Fills what a scripted response leaves out of its [`ResponseMeta`] as a provider would:
@@ -377,12 +395,17 @@ pub(super) mod future {
 
 #[cfg(test)]
 mod tests {
-    use super::numbered;
+    use super::{call_id, numbered};
 
     #[test]
     fn numbered_ids() {
         for n in [0, 1, 9, 10, 99, 100, 12_345, usize::MAX] {
             assert_eq!(numbered("scripted_", n), format!("scripted_{n}"));
+            for i in [0, 7, 10, usize::MAX] {
+                let id = call_id(n, i);
+                assert_eq!(id, format!("call_{n}_{i}"));
+                assert_eq!(id.capacity(), id.len());
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use std::{
 use futures_util::future::BoxFuture;
 use tower::Service;
 
-use super::{Done, Run, Settled, Stacks, Started, call_tools};
+use super::{CallResults, Done, Run, Settled, Stacks, Started, call_tools};
 use crate::{
     agent::{
         AgentEvent, Outcome,
@@ -185,7 +185,7 @@ impl<'a> Run<'a> {
                 .map_err(Error::store)?,
             None => HashMap::new(),
         };
-        let mut done: Vec<Option<Done>> = calls.iter().map(|_| None).collect();
+        let mut done: CallResults = calls.iter().map(|_| None).collect();
         let (mut to_run, mut positions) = (Vec::new(), Vec::new());
         for (i, call) in calls.iter().enumerate() {
             let idempotent = stacks
@@ -228,7 +228,7 @@ impl<'a> Run<'a> {
             done[i] = Some(Done::Settled(settled(output)));
         }
         let limit = self.inner.max_concurrent_tools;
-        let (ran, cancelled) = call_tools(&stacks.tools, to_run, &ctx, limit, journal).await;
+        let (ran, cancelled) = call_tools(&stacks.tools, &to_run, &ctx, limit, journal).await;
         for (i, result) in positions.into_iter().zip(ran) {
             done[i] = result;
         }

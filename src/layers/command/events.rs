@@ -45,6 +45,9 @@ const SESSION_END_ENV: &str = "CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS";
 pub(crate) struct Inner {
     pub(crate) config: Config,
     pub(crate) project_dir: PathBuf,
+    /// The process's working directory when the hooks were built (read once, not at every
+    /// hook call); `None` if it could not be read.
+    pub(crate) process_dir: Option<PathBuf>,
     /// `permission_mode` in every input.
     pub(crate) permission_mode: &'static str,
 }
@@ -215,11 +218,12 @@ impl Inner {
     /// The directory handlers run in, which is also the `cwd` of their input: the run's
     /// working directory when the agent moved away from the process's (an
     /// [`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd) or `AgentRequest::cwd`), else
-    /// the project directory.
+    /// the project directory. The process's directory is the one it had when the hooks were
+    /// built (no syscall per hook call).
     fn hook_dir(&self, ctx: &RunContext) -> PathBuf {
         let run = ctx.cwd();
-        match std::env::current_dir() {
-            Ok(process) if process != run => run.to_path_buf(),
+        match &self.process_dir {
+            Some(process) if process != run => run.to_path_buf(),
             _ => self.project_dir.clone(),
         }
     }

@@ -415,8 +415,9 @@
 //! [`stop_cap`](CommandHooksBuilder::stop_cap) (or [`Hooks::stop_cap`]).
 //!
 //! Handlers run in the directory their input's `cwd` names: the run's working directory when
-//! the agent has one of its own (one that differs from the process's current directory, set
-//! with [`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd) or the request's `cwd`), else
+//! the agent has one of its own (one that differs from the process's current directory when
+//! the hooks were built, set with [`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd) or
+//! the request's `cwd`), else
 //! the project directory ([`project_dir`](CommandHooksBuilder::project_dir), default the
 //! current directory); `CLAUDE_PROJECT_DIR` and `TOWER_AGENT_PROJECT_DIR` are always the
 //! project directory. (A persistent handler is started once, in the project directory.)
@@ -921,9 +922,11 @@ impl CommandHooksBuilder {
     /// handler type, a matcher that is not a valid pattern, or a hooks-directory executable
     /// that does not describe itself: a [`ConfigError`] naming the file and the JSON path.
     pub fn build(self) -> Result<CommandHooks, ConfigError> {
+        // Read once here, not at every hook call (see `Inner::hook_dir`).
+        let process_dir = std::env::current_dir().ok();
         let project_dir = match self.project_dir {
             Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
-            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            None => process_dir.clone().unwrap_or_else(|| PathBuf::from(".")),
         };
         let mut config = Config::default();
         config.model = self.model;
@@ -983,6 +986,7 @@ impl CommandHooksBuilder {
             inner: Arc::new(Inner {
                 config,
                 project_dir,
+                process_dir,
                 permission_mode,
             }),
             transcripts,
