@@ -31,6 +31,7 @@ use std::{
     os::unix::fs::PermissionsExt,
     path::Path,
     process::Stdio,
+    sync::Arc,
     time::{Duration, Instant, SystemTime},
 };
 
@@ -175,16 +176,64 @@ enum Pace {
 }
 
 /// Round trips (ns) of the persistent hook under each load.
-static LOAD: std::sync::Mutex<Vec<(&'static str, Histogram<u64>)>> =
+#[allow(clippy::type_complexity)]
+static LOAD: std::sync::Mutex<Vec<(&'static str, Histogram<u64>, Histogram<u64>)>> =
     std::sync::Mutex::new(Vec::new());
 
 /// [`LOAD_RUNS`] runs in flight on `svc`, each making [`LOAD_CALLS`] tool calls, paced by
 /// `pace`; every round trip recorded.
 async fn persistent_load(svc: &BoxToolService, dir: &Path, pace: Pace) -> Histogram<u64> {
+    load(pace, |_| {
+        let svc = svc.clone();
+        let ctx = RunContext::builder().cwd(dir).build();
+        move || {
+            let (svc, req) = (svc.clone(), request(&ctx));
+            async move {
+                let out = svc.oneshot(req).await.unwrap();
+                assert!(!out.is_error);
+            }
+        }
+    })
+    .await
+}
+
+/// The raw pipe round trip of the same interpreter under the same load (the floor: the
+/// process's own time and the wake-ups of both sides, no hook machinery).
+async fn raw_pipe_load(pipe: &RawPipe, line: &str, pace: Pace) -> Histogram<u64> {
+    load(pace, |_| {
+        let (pipe, line) = (Arc::clone(pipe), line.to_owned());
+        move || {
+            let (pipe, line) = (Arc::clone(&pipe), line.clone());
+            async move {
+                let mut pipe = pipe.lock().await;
+                let (stdin, lines) = &mut *pipe;
+                stdin.write_all(line.as_bytes()).await.unwrap();
+                lines.next_line().await.unwrap().unwrap();
+            }
+        }
+    })
+    .await
+}
+
+/// A persistent echo process: its stdin and its stdout's lines.
+type RawPipe = Arc<
+    tokio::sync::Mutex<(
+        tokio::process::ChildStdin,
+        tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    )>,
+>;
+
+/// [`LOAD_RUNS`] tasks, each making [`LOAD_CALLS`] calls of the function `make(run)` returns,
+/// paced by `pace`; every call's time recorded.
+async fn load<M, C, F>(pace: Pace, make: M) -> Histogram<u64>
+where
+    M: Fn(usize) -> C,
+    C: Fn() -> F + Send + 'static,
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
     let runs: Vec<_> = (0..LOAD_RUNS)
         .map(|run| {
-            let svc = svc.clone();
-            let ctx = RunContext::builder().cwd(dir).build();
+            let call = make(run);
             tokio::spawn(async move {
                 let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
                 for i in 0..LOAD_WARMUP + LOAD_CALLS {
@@ -197,9 +246,8 @@ async fn persistent_load(svc: &BoxToolService, dir: &Path, pace: Pace) -> Histog
                         tokio::time::sleep(Duration::from_millis(pause as u64)).await;
                     }
                     let started = Instant::now();
-                    let out = svc.clone().oneshot(request(&ctx)).await.unwrap();
+                    call().await;
                     let took = started.elapsed();
-                    assert!(!out.is_error);
                     if i >= LOAD_WARMUP {
                         hist.record(took.as_nanos() as u64).unwrap();
                     }
@@ -304,16 +352,6 @@ fn benches(c: &mut Criterion, dir: &Path) {
             assert!(!out.is_error);
         })
     });
-    // The same hook under load: the distribution of every round trip.
-    rt.block_on(kept.clone().oneshot(request(&ctx))).unwrap();
-    for (name, pace) in [
-        ("paced", Pace::Paced),
-        ("burst", Pace::Burst),
-        ("saturated", Pace::Saturated),
-    ] {
-        let hist = rt.block_on(persistent_load(&kept, dir, pace));
-        LOAD.lock().unwrap().push((name, hist));
-    }
     let echo = script(dir, "echo.py", ECHO);
     let (pipe, _child) = rt.block_on(async {
         let mut child = tokio::process::Command::new(&echo)
@@ -324,9 +362,21 @@ fn benches(c: &mut Criterion, dir: &Path) {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        (tokio::sync::Mutex::new((stdin, lines)), child)
+        (Arc::new(tokio::sync::Mutex::new((stdin, lines))), child)
     });
     let line = format!("{{\"id\":1,\"input\":{input}}}\n");
+
+    // The same hook under load: the distribution of every round trip; and the raw pipe's.
+    rt.block_on(kept.clone().oneshot(request(&ctx))).unwrap();
+    for (name, pace) in [
+        ("paced", Pace::Paced),
+        ("burst", Pace::Burst),
+        ("saturated", Pace::Saturated),
+    ] {
+        let hist = rt.block_on(persistent_load(&kept, dir, pace));
+        let raw = rt.block_on(raw_pipe_load(&pipe, &line, pace));
+        LOAD.lock().unwrap().push((name, hist, raw));
+    }
     group.bench_function("persistent_raw_pipe", |b| {
         b.to_async(&rt).iter(|| async {
             let mut pipe = pipe.lock().await;
@@ -390,8 +440,9 @@ fn summary(dir: &Path, since: SystemTime) {
             verdict(p <= 100_000.0)
         );
     }
-    for (name, hist) in LOAD.lock().unwrap().iter() {
+    for (name, hist, raw) in LOAD.lock().unwrap().iter() {
         let q = |q: f64| hist.value_at_quantile(q) as f64 / 1e3;
+        let r = |q: f64| raw.value_at_quantile(q) as f64 / 1e3;
         let (p50, p99) = (q(0.5), q(0.99));
         let target = if *name == "paced" {
             format!(
@@ -402,11 +453,15 @@ fn summary(dir: &Path, since: SystemTime) {
             String::new()
         };
         println!(
-            "persistent under load, {LOAD_RUNS} runs, {name}: {} round trips, p50 {p50:.1} µs, p90 {:.1} µs, p99 {p99:.1} µs, max {:.1} µs, mean {:.1} µs{target}",
+            "persistent under load, {LOAD_RUNS} runs, {name}: {} round trips, p50 {p50:.1} µs, p90 {:.1} µs, p99 {p99:.1} µs, max {:.1} µs, mean {:.1} µs{target}\n    raw pipe, same load: p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
             hist.len(),
             q(0.9),
             hist.max() as f64 / 1e3,
             hist.mean() / 1e3,
+            r(0.5),
+            r(0.9),
+            r(0.99),
+            raw.max() as f64 / 1e3,
         );
     }
     if let (Some(filtered), Some(bare)) = (e("command_hook/if_no_match"), e("command_hook/no_hook"))
