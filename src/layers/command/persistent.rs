@@ -9,6 +9,7 @@
 use std::{
     collections::HashMap,
     fmt,
+    io::Write as _,
     path::{Path, PathBuf},
     process::Stdio,
     sync::{
@@ -148,12 +149,10 @@ impl Persistent {
                     shared: &conn.shared,
                     id,
                 };
-                // One buffer of the exact size, written with one `write` (a pipe takes up to
-                // 64 KiB at once).
-                let mut line = Vec::with_capacity(input.len() + 32);
-                line.extend_from_slice(b"{\"id\":");
-                line.extend_from_slice(id.to_string().as_bytes());
-                line.extend_from_slice(b",\"input\":");
+                // One buffer of the line's size (one allocation), written with one `write`
+                // while the pipe has room for it (64 KiB on Linux).
+                let mut line = Vec::with_capacity(input.len() + 40);
+                let _ = write!(line, "{{\"id\":{id},\"input\":");
                 line.extend_from_slice(input.as_bytes());
                 line.extend_from_slice(b"}\n");
                 let sent = {
