@@ -2,7 +2,7 @@
 //! round trip of a persistent hook, and four parallel hooks on one event against one.
 //!
 //! ```text
-//! cargo bench --bench command_hooks        # about 30 s
+//! cargo bench --bench command_hooks        # about 45 s
 //! ```
 //!
 //! Besides criterion's cases, the bench runs the persistent hook under load and prints the
