@@ -81,6 +81,7 @@ pub mod transcript;
 use std::{
     fmt,
     path::PathBuf,
+    pin::Pin,
     sync::Arc,
     task::{Context, Poll},
 };
@@ -271,15 +272,43 @@ fn traced_run(
     // Not boxed: a run's state is over a kilobyte, and an allocation that large costs more
     // than the few copies of it the wrappers below make (measured in `benches/overhead.rs`).
     let run = run::run(inner, req, events);
-    let record = span.clone();
-    async move {
-        let result = run.await;
-        if !record.is_disabled() {
-            record_run(&record, &result, ephemeral);
-        }
-        result
+    Recorded {
+        run,
+        record: span.clone(),
+        ephemeral,
     }
     .instrument(span)
+}
+
+pin_project_lite::pin_project! {
+    /// A run's future that records how the run ended on its span when it completes.
+    ///
+    /// A combinator rather than an `async` block: a block that awaits the future it captured
+    /// holds it twice (the captured value and the awaited one are not overlapped), which
+    /// doubled the memory of every run in flight (5,736 bytes instead of about 2,900; see
+    /// `BENCHMARKS.md`, "Issue 16, target 6").
+    struct Recorded<F> {
+        #[pin]
+        run: F,
+        record: tracing::Span,
+        ephemeral: bool,
+    }
+}
+
+impl<F> std::future::Future for Recorded<F>
+where
+    F: std::future::Future<Output = Result<AgentResponse, Error>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let result = std::task::ready!(this.run.poll(cx));
+        if !this.record.is_disabled() {
+            record_run(this.record, &result, *this.ephemeral);
+        }
+        Poll::Ready(result)
+    }
 }
 
 /// Records how a run ended on its `invoke_agent` span.

@@ -9,6 +9,7 @@
 use std::{
     collections::HashMap,
     fmt,
+    io::Write as _,
     path::{Path, PathBuf},
     process::Stdio,
     sync::{
@@ -46,7 +47,11 @@ const READ_BUFFER: usize = 64 * 1024;
 pub(crate) struct Persistent {
     exec: Exec,
     dir: PathBuf,
-    conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
+    /// The running process: looked up under a plain mutex, held for a pointer copy only, so
+    /// an event takes no async lock (no task hand-off) to find its process.
+    conn: Mutex<Option<Arc<Conn>>>,
+    /// Taken to start a process, so concurrent events start one, not one each.
+    starting: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
     /// Extra environment variables (a plugin's).
     env: Arc<[(String, String)]>,
@@ -108,7 +113,8 @@ impl Persistent {
         Persistent {
             exec,
             dir: dir.to_path_buf(),
-            conn: tokio::sync::Mutex::new(None),
+            conn: Mutex::new(None),
+            starting: tokio::sync::Mutex::const_new(()),
             next_id: AtomicU64::new(1),
             env: Arc::default(),
         }
@@ -143,10 +149,15 @@ impl Persistent {
                     shared: &conn.shared,
                     id,
                 };
-                let line = format!("{{\"id\":{id},\"input\":{input}}}\n");
+                // One buffer of the line's size (one allocation), written with one `write`
+                // while the pipe has room for it (64 KiB on Linux).
+                let mut line = Vec::with_capacity(input.len() + 40);
+                let _ = write!(line, "{{\"id\":{id},\"input\":");
+                line.extend_from_slice(input.as_bytes());
+                line.extend_from_slice(b"}\n");
                 let sent = {
                     let mut stdin = conn.stdin.lock().await;
-                    match stdin.write_all(line.as_bytes()).await {
+                    match stdin.write_all(&line).await {
                         Ok(()) => stdin.flush().await,
                         Err(e) => Err(e),
                     }
@@ -193,15 +204,25 @@ impl Persistent {
 
     /// The running process, started if there is none or it died.
     async fn connection(&self) -> Result<Arc<Conn>, Failure> {
-        let mut slot = self.conn.lock().await;
-        if let Some(conn) = &*slot
-            && !conn.shared.dead.load(Ordering::Acquire)
-        {
-            return Ok(Arc::clone(conn));
+        if let Some(conn) = self.live() {
+            return Ok(conn);
+        }
+        let _starting = self.starting.lock().await;
+        // Another event may have started it while this one waited.
+        if let Some(conn) = self.live() {
+            return Ok(conn);
         }
         let conn = Arc::new(self.start()?);
-        *slot = Some(Arc::clone(&conn));
+        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&conn));
         Ok(conn)
+    }
+
+    /// The running process, if there is one and it is alive.
+    fn live(&self) -> Option<Arc<Conn>> {
+        let slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref()
+            .filter(|conn| !conn.shared.dead.load(Ordering::Acquire))
+            .map(Arc::clone)
     }
 
     fn start(&self) -> Result<Conn, Failure> {
