@@ -308,6 +308,259 @@ async fn an_operation_blocked_in_the_database_times_out_and_the_store_recovers()
     );
 }
 
+// ===== group commit (issue 16, target 3) =====
+
+/// Another session that holds the threads table (`ACCESS EXCLUSIVE`) until released: every
+/// save's transaction waits on it.
+struct TableLock {
+    client: tokio_postgres::Client,
+    connection: tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>,
+}
+
+impl TableLock {
+    async fn take(url: &str) -> Self {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let connection = tokio::spawn(connection);
+        client
+            .batch_execute("BEGIN; LOCK TABLE tower_agent_threads IN ACCESS EXCLUSIVE MODE")
+            .await
+            .unwrap();
+        TableLock { client, connection }
+    }
+
+    async fn release(self) {
+        self.client.batch_execute("ROLLBACK").await.unwrap();
+        drop(self.client);
+        let _ = self.connection.await;
+    }
+}
+
+/// Waits (up to 30 s) until a session of the database of `url` waits for a lock: the
+/// store's transaction is blocked on a [`TableLock`].
+async fn a_save_waits_for_the_lock(url: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let waiting = pg::column(
+            url,
+            "SELECT count(*)::text FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .await;
+        if waiting[0].as_deref() != Some("0") {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no save ever waited for the table lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How many transactions wrote the thread rows (their distinct `xmin`).
+async fn transactions_that_wrote_threads(url: &str) -> usize {
+    pg::column(
+        url,
+        "SELECT count(DISTINCT xmin::text)::text FROM tower_agent_threads",
+    )
+    .await[0]
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_in_flight_together_are_committed_in_few_transactions() {
+    // 200 saves of distinct threads at once, while the first transaction that writes waits
+    // on a lock: all the others queue meanwhile, and go in one transaction once it is
+    // released. One transaction per save (200) without the group commit.
+    const SAVES: usize = 200;
+    let (open, url) = postgres().await;
+    let store = open().await;
+    let lock = TableLock::take(&url).await;
+    let threads: Vec<Thread> = (0..SAVES)
+        .map(|i| user_thread(&format!("t{i}"), &["question", &format!("answer {i}")]))
+        .collect();
+    // Every save is polled (queued) at once; the lock is released once one waits on it.
+    let saves = futures_util::future::join_all(threads.iter().map(|t| store.save(t)));
+    let (results, ()) = tokio::join!(saves, async {
+        a_save_waits_for_the_lock(&url).await;
+        lock.release().await;
+    });
+    for result in results {
+        result.unwrap();
+    }
+    let transactions = transactions_that_wrote_threads(&url).await;
+    assert!(
+        transactions <= 2,
+        "{SAVES} saves in flight took {transactions} transactions"
+    );
+    // Each save is whole, with its own revision, and the store goes on appending.
+    let other = open().await;
+    for (i, thread) in threads.iter().enumerate() {
+        assert_eq!(
+            &other.load(&thread.id).await.unwrap().unwrap(),
+            thread,
+            "t{i}"
+        );
+    }
+    let revisions = pg::column(
+        &url,
+        "SELECT count(DISTINCT revision)::text FROM tower_agent_threads",
+    )
+    .await;
+    assert_eq!(revisions, [Some(SAVES.to_string())]);
+    let mut grown = threads[7].clone();
+    grown.messages.push(Message::user("more"));
+    store.save(&grown).await.unwrap();
+    assert_eq!(other.load("t7").await.unwrap().unwrap(), grown);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_save_fails_alone_and_the_rest_of_its_batch_is_written() {
+    // One batch: 50 good saves, one the server refuses (a CHECK constraint the test adds),
+    // one that lost its compare-and-swap. Each caller gets its own result.
+    let (open, url) = postgres().await;
+    let (store, other) = (open().await, open().await);
+    store.save(&user_thread("stale", &["a"])).await.unwrap();
+    let mut theirs = other.load("stale").await.unwrap().unwrap();
+    theirs.messages.push(Message::user("theirs"));
+    other.save(&theirs).await.unwrap();
+    pg::sql(
+        &url,
+        "ALTER TABLE tower_agent_messages ADD CONSTRAINT no_poison CHECK (body NOT LIKE '%poison%')",
+    )
+    .await;
+
+    let mut threads: Vec<Thread> = (0..50)
+        .map(|i| user_thread(&format!("good{i}"), &["fine"]))
+        .collect();
+    threads.push(user_thread("poisoned", &["poison"]));
+    threads.push(user_thread("stale", &["a", "mine"]));
+    let lock = TableLock::take(&url).await;
+    let saves = futures_util::future::join_all(threads.iter().map(|t| store.save(t)));
+    let (results, ()) = tokio::join!(saves, async {
+        a_save_waits_for_the_lock(&url).await;
+        lock.release().await;
+    });
+    let fresh = open().await;
+    for (thread, result) in threads.iter().zip(&results) {
+        match thread.id.as_str() {
+            "poisoned" => {
+                let err = result.as_ref().unwrap_err().to_string();
+                assert!(err.contains("no_poison"), "{err}");
+                assert!(fresh.load("poisoned").await.unwrap().is_none());
+            }
+            "stale" => {
+                let err = result.as_ref().unwrap_err();
+                assert!(Conflict::find(&**err).is_some(), "{err}");
+                assert_eq!(fresh.load("stale").await.unwrap().unwrap(), theirs);
+            }
+            id => {
+                result.as_ref().unwrap();
+                assert_eq!(&fresh.load(id).await.unwrap().unwrap(), thread);
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_killed_mid_batch_fails_its_saves_and_the_store_goes_on() {
+    // The writer's transaction waits on a lock with saves in it; its backend is terminated
+    // (`pg_terminate_backend`, as a restarted server or a network cut does). Those saves fail
+    // with an error naming the server, none hangs, none is half written, and the saves
+    // queued behind them are written on a new connection.
+    const SAVES: usize = 100;
+    let (open, url) = postgres().await;
+    let store = open().await;
+    let lock = TableLock::take(&url).await;
+    let threads: Vec<Thread> = (0..SAVES)
+        .map(|i| user_thread(&format!("t{i}"), &["q", "a"]))
+        .collect();
+    let saves = futures_util::future::join_all(threads.iter().map(|t| store.save(t)));
+    let (results, ()) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(saves, async {
+            a_save_waits_for_the_lock(&url).await;
+            pg::sql(
+                &url,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .await;
+            lock.release().await;
+        })
+    })
+    .await
+    .expect("every save answered");
+    let fresh = open().await;
+    let mut failed = 0;
+    for (thread, result) in threads.iter().zip(&results) {
+        let stored = fresh.load(&thread.id).await.unwrap();
+        match result {
+            Ok(()) => assert_eq!(stored.as_ref(), Some(thread)),
+            Err(e) => {
+                failed += 1;
+                assert!(e.to_string().contains("postgres thread store"), "{e}");
+                assert!(stored.is_none(), "{}: half written", thread.id);
+            }
+        }
+    }
+    assert!(failed >= 1, "the terminated transaction failed no save");
+    // The store goes on: the failed threads are saved now.
+    for thread in &threads {
+        store.save(thread).await.unwrap();
+    }
+    assert_eq!(fresh.list_threads().await.unwrap().len(), SAVES);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_to_a_database_that_went_away_fail_every_caller_and_recover() {
+    // The database stops taking connections and its sessions are terminated (what callers
+    // see of a dead server): 200 saves in flight all fail with an error, none hangs; once it
+    // is back, the store saves again.
+    let (open, url) = postgres().await;
+    let store = open().await;
+    store.save(&user_thread("before", &["a"])).await.unwrap();
+    let db = url.rsplit("dbname=").next().unwrap().to_owned();
+    let server = tokio::task::spawn_blocking(pg::server).await.unwrap();
+    let admin = server.url("postgres");
+    pg::sql(
+        &admin,
+        &format!(
+            "ALTER DATABASE {db} ALLOW_CONNECTIONS false;
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'"
+        ),
+    )
+    .await;
+
+    let threads: Vec<Thread> = (0..200)
+        .map(|i| user_thread(&format!("t{i}"), &["q"]))
+        .collect();
+    let results = tokio::time::timeout(
+        Duration::from_secs(60),
+        futures_util::future::join_all(threads.iter().map(|t| store.save(t))),
+    )
+    .await
+    .expect("every save answered");
+    for result in results {
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("postgres thread store"), "{err}");
+    }
+
+    pg::sql(
+        &admin,
+        &format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"),
+    )
+    .await;
+    for thread in &threads {
+        store.save(thread).await.unwrap();
+    }
+    assert_eq!(open().await.list_threads().await.unwrap().len(), 201);
+}
+
 // ===== migrations and errors =====
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
