@@ -310,21 +310,23 @@ async fn an_operation_blocked_in_the_database_times_out_and_the_store_recovers()
 
 // ===== group commit (issue 16, target 3) =====
 
-/// Another session that holds the threads table (`ACCESS EXCLUSIVE`) until released: every
-/// save's transaction waits on it.
+/// Another session that holds a table (`ACCESS EXCLUSIVE`) until released: every
+/// transaction that writes it waits.
 struct TableLock {
     client: tokio_postgres::Client,
     connection: tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>,
 }
 
 impl TableLock {
-    async fn take(url: &str) -> Self {
+    async fn take(url: &str, table: &str) -> Self {
         let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
             .await
             .unwrap();
         let connection = tokio::spawn(connection);
         client
-            .batch_execute("BEGIN; LOCK TABLE tower_agent_threads IN ACCESS EXCLUSIVE MODE")
+            .batch_execute(&format!(
+                "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"
+            ))
             .await
             .unwrap();
         TableLock { client, connection }
@@ -380,7 +382,7 @@ async fn saves_in_flight_together_are_committed_in_few_transactions() {
     const SAVES: usize = 200;
     let (open, url) = postgres().await;
     let store = open().await;
-    let lock = TableLock::take(&url).await;
+    let lock = TableLock::take(&url, "tower_agent_threads").await;
     let threads: Vec<Thread> = (0..SAVES)
         .map(|i| user_thread(&format!("t{i}"), &["question", &format!("answer {i}")]))
         .collect();
@@ -420,6 +422,73 @@ async fn saves_in_flight_together_are_committed_in_few_transactions() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn journal_records_in_flight_together_are_committed_in_few_transactions() {
+    // The same for the tool-call journal: 200 calls started at once (then finished), while
+    // the first transaction waits on a lock of the journal table.
+    const CALLS: usize = 200;
+    let (open, url) = postgres().await;
+    let store = open().await;
+    let journal = store.journal().unwrap();
+    let calls: Vec<tower_agent::message::ToolCall> = (0..CALLS)
+        .map(|i| tower_agent::message::ToolCall {
+            id: format!("call_{i}"),
+            name: "echo".into(),
+            arguments: json!({ "i": i }),
+        })
+        .collect();
+    let lock = TableLock::take(&url, "tower_agent_journal").await;
+    let started = futures_util::future::join_all(calls.iter().map(|c| journal.started("t", c)));
+    let (results, ()) = tokio::join!(started, async {
+        a_save_waits_for_the_lock(&url).await;
+        lock.release().await;
+    });
+    for result in results {
+        result.unwrap();
+    }
+    let transactions: usize = pg::column(
+        &url,
+        "SELECT count(DISTINCT xmin::text)::text FROM tower_agent_journal",
+    )
+    .await[0]
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        transactions <= 2,
+        "{CALLS} records took {transactions} transactions"
+    );
+    let outputs: Vec<_> = calls
+        .iter()
+        .map(|c| tower_agent::message::ToolOutput::text(c.id.clone(), "done"))
+        .collect();
+    let finished = calls
+        .iter()
+        .zip(&outputs)
+        .map(|(c, o)| journal.finished("t", c, o));
+    for result in futures_util::future::join_all(finished).await {
+        result.unwrap();
+    }
+    let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+    let entries = open()
+        .await
+        .journal()
+        .unwrap()
+        .entries("t", &ids)
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), CALLS);
+    assert_eq!(
+        pg::column(
+            &url,
+            "SELECT count(*)::text FROM tower_agent_journal WHERE output IS NOT NULL"
+        )
+        .await,
+        [Some(CALLS.to_string())]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_save_fails_alone_and_the_rest_of_its_batch_is_written() {
     // One batch: 50 good saves, one the server refuses (a CHECK constraint the test adds),
     // one that lost its compare-and-swap. Each caller gets its own result.
@@ -440,7 +509,7 @@ async fn a_failing_save_fails_alone_and_the_rest_of_its_batch_is_written() {
         .collect();
     threads.push(user_thread("poisoned", &["poison"]));
     threads.push(user_thread("stale", &["a", "mine"]));
-    let lock = TableLock::take(&url).await;
+    let lock = TableLock::take(&url, "tower_agent_threads").await;
     let saves = futures_util::future::join_all(threads.iter().map(|t| store.save(t)));
     let (results, ()) = tokio::join!(saves, async {
         a_save_waits_for_the_lock(&url).await;
@@ -476,7 +545,7 @@ async fn a_connection_killed_mid_batch_fails_its_saves_and_the_store_goes_on() {
     const SAVES: usize = 100;
     let (open, url) = postgres().await;
     let store = open().await;
-    let lock = TableLock::take(&url).await;
+    let lock = TableLock::take(&url, "tower_agent_threads").await;
     let threads: Vec<Thread> = (0..SAVES)
         .map(|i| user_thread(&format!("t{i}"), &["q", "a"]))
         .collect();

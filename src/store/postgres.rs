@@ -266,7 +266,7 @@ struct Shared {
     /// Shared with the writer task, which remembers what it saved.
     cache: Arc<Mutex<Cache>>,
     /// The queue of the writer task (group commit); it ends when this is dropped.
-    writer: mpsc::Sender<writer::Job>,
+    writer: mpsc::Sender<writer::Queued>,
 }
 
 impl fmt::Debug for Postgres {
@@ -494,15 +494,26 @@ impl Postgres {
         for path in thread.files.keys() {
             no_nul("file path", path).map_err(refuse)?;
         }
+        // An O(1) copy of the history, and of the file contents (shared).
+        self.queue(thread.clone(), writer::Queued::Save).await
+    }
+
+    /// Queues `work` for the writer task (within the operation timeout) and waits for its
+    /// answer.
+    async fn queue<W>(
+        &self,
+        work: W,
+        queued: impl FnOnce(writer::Job<W>) -> writer::Queued,
+    ) -> Result<(), BoxError> {
+        let target = &self.shared.target;
         let deadline = tokio::time::Instant::now() + self.timeout;
         let (reply, answer) = oneshot::channel();
-        // An O(1) copy of the history, and of the file contents (shared).
-        let job = writer::Job {
-            thread: thread.clone(),
+        let job = queued(writer::Job {
+            work,
             deadline,
             timeout: self.timeout,
             reply,
-        };
+        });
         let late = || -> BoxError {
             format!(
                 "postgres thread store {target}: the operation took longer than {:?} (waiting \

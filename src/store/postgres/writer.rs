@@ -33,10 +33,36 @@ use crate::{
     },
 };
 
-/// A save waiting for the writer.
-pub(super) struct Job {
-    pub(super) thread: Thread,
-    /// When the caller gives up: the batch holding the save is abandoned (and its connection
+/// A write waiting for the writer: a save, or a record of the tool-call journal.
+pub(super) enum Queued {
+    Save(Job<Thread>),
+    Record(Job<Record>),
+}
+
+impl Queued {
+    /// Two writes of one key are never in one batch (the second waits for the next).
+    fn key(&self) -> String {
+        match self {
+            Queued::Save(job) => format!("t{}", job.work.id),
+            Queued::Record(job) => format!("j{}\0{}", job.work.thread, job.work.call),
+        }
+    }
+}
+
+/// A record of the tool-call journal: `output` `None` for a call started (any output of an
+/// earlier record of the call is cleared), `Some` for a call finished.
+pub(super) struct Record {
+    pub(super) thread: String,
+    pub(super) call: String,
+    pub(super) tool: String,
+    pub(super) arguments: String,
+    pub(super) output: Option<String>,
+}
+
+/// A write waiting for the writer, and how to answer its caller.
+pub(super) struct Job<W> {
+    pub(super) work: W,
+    /// When the caller gives up: the batch holding the write is abandoned (and its connection
     /// closed, which rolls it back) by then.
     pub(super) deadline: Instant,
     /// The operation timeout it was given (for errors).
@@ -56,16 +82,16 @@ pub(super) struct Writer {
 
 impl Writer {
     /// Writes batches until every sender (every clone of the store) is gone.
-    pub(super) async fn run(mut self, mut queue: mpsc::Receiver<Job>) {
-        // Saves of a thread that is already in the batch being formed: they go in the next
-        // one, in order (at most 2 × MAX_BATCH are held here).
-        let mut held: VecDeque<Job> = VecDeque::new();
+    pub(super) async fn run(mut self, mut queue: mpsc::Receiver<Queued>) {
+        // Writes of a thread (or journal record) that is already in the batch being formed:
+        // they go in the next one, in order (at most 2 × MAX_BATCH are held here).
+        let mut held: VecDeque<Queued> = VecDeque::new();
         loop {
             let mut batch = Vec::new();
-            let mut ids = HashSet::new();
+            let mut keys = HashSet::new();
             let mut next = VecDeque::new();
             for job in held.drain(..) {
-                if batch.len() < MAX_BATCH && ids.insert(job.thread.id.clone()) {
+                if batch.len() < MAX_BATCH && keys.insert(job.key()) {
                     batch.push(job);
                 } else {
                     next.push_back(job);
@@ -74,7 +100,7 @@ impl Writer {
             if batch.is_empty() {
                 match queue.recv().await {
                     Some(job) => {
-                        ids.insert(job.thread.id.clone());
+                        keys.insert(job.key());
                         batch.push(job);
                     }
                     None => return,
@@ -84,13 +110,20 @@ impl Writer {
             while batch.len() < MAX_BATCH && next.len() < MAX_BATCH && pulls < MAX_BATCH {
                 pulls += 1;
                 match queue.try_recv() {
-                    Ok(job) if ids.insert(job.thread.id.clone()) => batch.push(job),
+                    Ok(job) if keys.insert(job.key()) => batch.push(job),
                     Ok(job) => next.push_back(job),
                     Err(_) => break,
                 }
             }
             held = next;
-            self.write(batch).await;
+            let (mut saves, mut records) = (Vec::new(), Vec::new());
+            for job in batch {
+                match job {
+                    Queued::Save(job) => saves.push(job),
+                    Queued::Record(job) => records.push(job),
+                }
+            }
+            self.write(saves, records).await;
         }
     }
 
@@ -102,38 +135,60 @@ impl Writer {
         format!("postgres thread store {}: {what}", self.target).into()
     }
 
-    /// Writes one batch and answers each of its callers.
-    async fn write(&mut self, mut batch: Vec<Job>) {
-        let now = Instant::now();
-        batch.retain(|job| !job.reply.is_closed());
-        let (late, batch): (Vec<Job>, Vec<Job>) =
-            batch.into_iter().partition(|job| job.deadline <= now);
-        for job in late {
-            let text = format!(
-                "the operation took longer than {:?} (waiting for the writer)",
-                job.timeout
-            );
-            let _ = job.reply.send(Err(self.error(&text)));
+    /// Answers the jobs whose caller gave up or whose deadline passed; the others.
+    fn current<W>(&self, jobs: Vec<Job<W>>, now: Instant) -> Vec<Job<W>> {
+        let mut current = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            if job.reply.is_closed() {
+                continue;
+            }
+            if job.deadline <= now {
+                let text = format!(
+                    "the operation took longer than {:?} (waiting for the writer)",
+                    job.timeout
+                );
+                let _ = job.reply.send(Err(self.error(&text)));
+                continue;
+            }
+            current.push(job);
         }
-        let Some(deadline) = batch.iter().map(|job| job.deadline).min() else {
+        current
+    }
+
+    /// Writes one batch and answers each of its callers.
+    async fn write(&mut self, batch: Vec<Job<Thread>>, records: Vec<Job<Record>>) {
+        let now = Instant::now();
+        let batch = self.current(batch, now);
+        let records = self.current(records, now);
+        let Some(deadline) = batch
+            .iter()
+            .map(|job| job.deadline)
+            .chain(records.iter().map(|job| job.deadline))
+            .min()
+        else {
             return;
         };
         let remembered: Vec<Option<Cached>> = {
             let mut cache = self.cache();
             batch
                 .iter()
-                .map(|job| cache.get(&job.thread.id).cloned())
+                .map(|job| cache.get(&job.work.id).cloned())
                 .collect()
         };
         let result = match self.connection(deadline).await {
-            Ok(()) => self.attempt(&batch, &remembered, deadline).await,
+            Ok(()) => self.attempt(&batch, &remembered, &records, deadline).await,
             Err(e) => Err(Failure::Connection(e)),
         };
         match result {
-            Ok(outcomes) => self.answer(batch, outcomes),
-            // Refused by the server, the connection fine: one save per transaction, so that
+            Ok(outcomes) => {
+                self.answer(batch, outcomes);
+                for job in records {
+                    let _ = job.reply.send(Ok(()));
+                }
+            }
+            // Refused by the server, the connection fine: one write per transaction, so that
             // only the bad one fails.
-            Err(Failure::Refused(e)) if batch.len() > 1 => {
+            Err(Failure::Refused(e)) if batch.len() + records.len() > 1 => {
                 drop(e);
                 let mut outcomes = Vec::with_capacity(batch.len());
                 for (job, remembered) in batch.iter().zip(&remembered) {
@@ -142,6 +197,7 @@ impl Writer {
                             self.attempt(
                                 std::slice::from_ref(job),
                                 std::slice::from_ref(remembered),
+                                &[],
                                 job.deadline,
                             )
                             .await
@@ -154,13 +210,27 @@ impl Writer {
                     });
                 }
                 self.answer(batch, outcomes);
+                for job in records {
+                    let one = match self.connection(job.deadline).await {
+                        Ok(()) => {
+                            self.attempt(&[], &[], std::slice::from_ref(&job), job.deadline)
+                                .await
+                        }
+                        Err(e) => Err(Failure::Connection(e)),
+                    };
+                    let reply = one.map(drop).map_err(|f| f.text(&self.target).into());
+                    let _ = job.reply.send(reply);
+                }
             }
             Err(failure) => {
                 let mut cache = self.cache();
                 let text = failure.text(&self.target);
                 for job in batch {
                     // Unknown whether it was committed: compare the rows next time.
-                    cache.remove(&job.thread.id);
+                    cache.remove(&job.work.id);
+                    let _ = job.reply.send(Err(text.clone().into()));
+                }
+                for job in records {
                     let _ = job.reply.send(Err(text.clone().into()));
                 }
             }
@@ -168,18 +238,18 @@ impl Writer {
     }
 
     /// The error of one save written alone that failed.
-    fn failed(&mut self, failure: Failure, job: &Job) -> BoxError {
-        self.cache().remove(&job.thread.id);
+    fn failed(&mut self, failure: Failure, job: &Job<Thread>) -> BoxError {
+        self.cache().remove(&job.work.id);
         failure.text(&self.target).into()
     }
 
     /// Remembers what was saved and answers each caller.
-    fn answer(&self, batch: Vec<Job>, outcomes: Vec<Result<i64, BoxError>>) {
+    fn answer(&self, batch: Vec<Job<Thread>>, outcomes: Vec<Result<i64, BoxError>>) {
         let mut cache = self.cache();
         for (job, outcome) in batch.into_iter().zip(outcomes) {
             let reply = match outcome {
                 Ok(revision) => {
-                    let thread = job.thread;
+                    let thread = job.work;
                     cache.put(
                         thread.id.clone(),
                         Cached::new(revision, thread.messages, thread.files),
@@ -189,7 +259,7 @@ impl Writer {
                 // Remembered as it was: this stale history keeps failing until a load.
                 Err(e) if e.is::<Conflict>() => Err(e),
                 Err(e) => {
-                    cache.remove(&job.thread.id);
+                    cache.remove(&job.work.id);
                     Err(e)
                 }
             };
@@ -215,12 +285,14 @@ impl Writer {
     /// batch failed (nothing of it committed, unless the connection broke during the commit).
     async fn attempt(
         &mut self,
-        batch: &[Job],
+        batch: &[Job<Thread>],
         remembered: &[Option<Cached>],
+        records: &[Job<Record>],
         deadline: Instant,
     ) -> Result<Vec<Result<i64, BoxError>>, Failure> {
         let client = self.client.as_mut().expect("connected");
-        match tokio::time::timeout_at(deadline, write_batch(client, batch, remembered)).await {
+        let write = write_batch(client, batch, remembered, records);
+        match tokio::time::timeout_at(deadline, write).await {
             Ok(Ok(outcomes)) => Ok(outcomes),
             Ok(Err(e)) => {
                 let broken = client.is_closed() || e.as_db_error().is_none();
@@ -234,10 +306,12 @@ impl Writer {
             Err(_) => {
                 // Closed, never reused: the server rolls the transaction back.
                 self.client = None;
-                let first = batch.iter().min_by_key(|job| job.deadline);
-                Err(Failure::Timeout(
-                    first.map_or(Duration::ZERO, |job| job.timeout),
-                ))
+                let first = batch
+                    .iter()
+                    .map(|job| (job.deadline, job.timeout))
+                    .chain(records.iter().map(|job| (job.deadline, job.timeout)))
+                    .min();
+                Err(Failure::Timeout(first.map_or(Duration::ZERO, |(_, t)| t)))
             }
         }
     }
@@ -267,6 +341,56 @@ impl Failure {
     }
 }
 
+/// The journal records of a batch: one statement for the calls started, one for those
+/// finished (`tower_agent_journal`, see `store::journal`), pipelined.
+async fn write_records(
+    tx: &deadpool_postgres::Transaction<'_>,
+    records: &[Job<Record>],
+) -> Result<(), tokio_postgres::Error> {
+    let mut started: [Vec<&str>; 4] = Default::default();
+    let mut finished: [Vec<&str>; 5] = Default::default();
+    for job in records {
+        let r = &job.work;
+        let fields = [&*r.thread, &*r.call, &*r.tool, &*r.arguments];
+        match &r.output {
+            None => {
+                for (column, value) in started.iter_mut().zip(fields) {
+                    column.push(value);
+                }
+            }
+            Some(output) => {
+                for (column, value) in finished.iter_mut().zip(fields) {
+                    column.push(value);
+                }
+                finished[4].push(output);
+            }
+        }
+    }
+    let (start, finish) = tokio::try_join!(
+        tx.prepare_cached(
+            "INSERT INTO tower_agent_journal (thread_id, call_id, tool, arguments, output)
+             SELECT t, c, n, a, NULL FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+                AS r (t, c, n, a)
+             ON CONFLICT (thread_id, call_id) DO UPDATE
+             SET tool = excluded.tool, arguments = excluded.arguments, output = NULL"
+        ),
+        tx.prepare_cached(
+            "INSERT INTO tower_agent_journal (thread_id, call_id, tool, arguments, output)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+             ON CONFLICT (thread_id, call_id) DO UPDATE SET output = excluded.output"
+        ),
+    )?;
+    let start_params: Vec<&(dyn ToSql + Sync)> =
+        started.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+    let finish_params: Vec<&(dyn ToSql + Sync)> =
+        finished.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+    tokio::try_join!(
+        tx.execute(&start, &start_params),
+        tx.execute(&finish, &finish_params),
+    )?;
+    Ok(())
+}
+
 /// The advisory lock key of thread `id` (second key; the first is [`LOCK_SPACE`]).
 pub(super) fn thread_key(id: &str) -> i32 {
     let digest = Sha256::digest(id.as_bytes());
@@ -289,16 +413,24 @@ struct Write<'a> {
 /// alone failed), or the error that failed the transaction.
 async fn write_batch(
     client: &mut ClientWrapper,
-    batch: &[Job],
+    batch: &[Job<Thread>],
     remembered: &[Option<Cached>],
+    records: &[Job<Record>],
 ) -> Result<Vec<Result<i64, BoxError>>, tokio_postgres::Error> {
     let tx = client.transaction().await?;
+    if !records.is_empty() {
+        write_records(&tx, records).await?;
+    }
+    if batch.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
     // Saves and deletes of one thread take turns; the locks in key order, so that two
     // batches (of any replicas) never wait for each other in a cycle.
-    let mut keys: Vec<i32> = batch.iter().map(|job| thread_key(&job.thread.id)).collect();
+    let mut keys: Vec<i32> = batch.iter().map(|job| thread_key(&job.work.id)).collect();
     keys.sort_unstable();
     keys.dedup();
-    let ids: Vec<&str> = batch.iter().map(|job| job.thread.id.as_str()).collect();
+    let ids: Vec<&str> = batch.iter().map(|job| job.work.id.as_str()).collect();
     let (lock, heads) = tokio::try_join!(
         tx.prepare_cached(
             "SELECT pg_advisory_xact_lock($1, k)
@@ -324,7 +456,7 @@ async fn write_batch(
     let mut writes: Vec<Option<Write<'_>>> = Vec::with_capacity(batch.len());
     let mut compare: Vec<&str> = Vec::new();
     for (job, remembered) in batch.iter().zip(remembered) {
-        let id = job.thread.id.as_str();
+        let id = job.work.id.as_str();
         let found = stored.get(id).copied();
         // What this store remembers must still be what the database holds.
         let current = match remembered {
@@ -341,19 +473,19 @@ async fn write_batch(
                 continue;
             }
         };
-        let write = match plan(found, current, &job.thread.messages) {
+        let write = match plan(found, current, &job.work.messages) {
             // No thread row: nothing of this id may survive.
             Plan::Fresh => Write {
                 delete_from: Some(0),
                 insert_from: 0,
-                thread: &job.thread,
+                thread: &job.work,
                 remembered: current,
                 compare: false,
             },
             Plan::Append(keep) => Write {
                 delete_from: None,
                 insert_from: keep,
-                thread: &job.thread,
+                thread: &job.work,
                 remembered: current,
                 compare: false,
             },
@@ -362,7 +494,7 @@ async fn write_batch(
                 Write {
                     delete_from: Some(0),
                     insert_from: 0,
-                    thread: &job.thread,
+                    thread: &job.work,
                     remembered: current,
                     compare: true,
                 }
@@ -385,7 +517,7 @@ async fn write_batch(
         let by_id: HashMap<&str, usize> = batch
             .iter()
             .enumerate()
-            .map(|(i, job)| (job.thread.id.as_str(), i))
+            .map(|(i, job)| (job.work.id.as_str(), i))
             .collect();
         let mut start = 0;
         while start < rows.len() {
@@ -395,7 +527,7 @@ async fn write_batch(
                 .position(|row| row.get::<_, &str>(0) != id)
                 .map_or(rows.len(), |n| start + n);
             let job = &batch[by_id[id]];
-            let mut first_difference = FirstDifference::new(&job.thread.messages);
+            let mut first_difference = FirstDifference::new(&job.work.messages);
             let mut result = Ok(());
             for row in &rows[start..end] {
                 match first_difference.row(row.get(1), row.get(2)) {
@@ -552,7 +684,7 @@ async fn write_batch(
         .collect();
     tx.commit().await?;
     for i in written {
-        let id = batch[i].thread.id.as_str();
+        let id = batch[i].work.id.as_str();
         outcomes[i] = Ok(revisions[id]);
     }
     Ok(outcomes)
