@@ -90,15 +90,18 @@
 //!
 //! # Group commit: many saves, one transaction
 //!
-//! Saves do not each take a connection and a transaction: they queue for the store's writer
-//! task (one per store and its clones), which takes every save waiting (up to [`MAX_BATCH`],
-//! 512, of distinct threads; a second save of a thread waits for the next batch, so a
+//! Saves (and the records of the [tool-call journal](crate::store::journal)) do not each take
+//! a connection and a transaction: they queue for one of the store's [`WRITERS`] (4) writer
+//! tasks (shared by the store's clones; a thread's writes always go to the same one, chosen
+//! by a hash of its id), which takes every write waiting (up to [`MAX_BATCH`], 512, of
+//! distinct threads and calls; a second save of a thread waits for the next batch, so a
 //! thread's saves are written in order) and writes them in **one transaction**: the
 //! per-thread locks in key order, one read of the thread rows, then one multi-row statement
 //! per kind of row (messages deleted, messages inserted, files, thread rows with their new
-//! revisions), pipelined. While a batch is written the next one gathers, so the more saves
-//! are in flight, the fewer transactions per save. Every rule above holds per save, and each
-//! caller gets its own result:
+//! revisions, journal records), pipelined. While a batch is written the next one gathers, so
+//! the more saves are in flight, the fewer transactions per save; the writers' batches go in
+//! parallel, each on its own connection. Every rule above holds per save, and each caller
+//! gets its own result:
 //!
 //! - a save that loses its compare-and-swap fails with its [`Conflict`] and the others of its
 //!   batch are written;
@@ -111,17 +114,18 @@
 //!   commit was cut off may or may not have been committed: the store compares the rows at
 //!   its next save of the thread.
 //!
-//! The queue holds at most [`SAVE_QUEUE`] (4,096) saves: past that a save waits for room
-//! (within its operation timeout), so memory stays bounded whatever the load. A save whose
-//! caller gave up (its future dropped) before its batch was formed is not written.
+//! The queues hold at most [`SAVE_QUEUE`] (4,096) writes in all: past that a save or record
+//! waits for room (within its operation timeout), so memory stays bounded whatever the load.
+//! A save whose caller gave up (its future dropped) before its batch was formed is not
+//! written.
 //!
 //! # Connections, timeouts and errors
 //!
 //! The store holds a pool of at most [`DEFAULT_MAX_CONNECTIONS`] (16) connections for loads,
-//! lists, deletes and journal records ([`connect_with`](Postgres::connect_with) sets another
-//! size), and the writer's one connection besides it (taken when the first save comes,
-//! connected again after it broke), so that reads never wait behind saves. Reaching the server times
-//! out after 10 seconds (unless the URL sets `connect_timeout`), logging in after twice that,
+//! lists, deletes and journal reads, in parallel ([`connect_with`](Postgres::connect_with)
+//! sets another size), and each writer's connection besides it (taken at its first batch,
+//! connected again after it broke), so that reads never wait behind saves. Reaching the
+//! server times out after 10 seconds (unless the URL sets `connect_timeout`), logging in after twice that,
 //! waiting for a free connection after 30, and every operation (load, save, delete, list,
 //! lease; for a save, from the moment it is queued until its batch is committed) after
 //! [`OPERATION_TIMEOUT`] (60 seconds,
@@ -223,12 +227,23 @@ pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long connecting may take when the URL does not say (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How many saves wait for the writer task at most; a save that finds the queue full waits
-/// for room (within its operation timeout).
+/// How many saves and journal records wait for the writer task at most; one that finds the
+/// queue full waits for room (within its operation timeout).
 pub const SAVE_QUEUE: usize = 4096;
 
-/// How many saves (of distinct threads) the writer task writes in one transaction at most.
+/// How many saves (of distinct threads) and journal records the writer task writes in one
+/// transaction at most.
 pub const MAX_BATCH: usize = 512;
+
+/// How many writer tasks a store runs, each with its own connection and a share of the
+/// queue: the writes of a thread always go to the same one (chosen by a hash of its id), so
+/// they stay in order, while the batches of the writers are written in parallel.
+pub const WRITERS: usize = 4;
+
+/// The writer task of thread `id`.
+fn lane(id: &str) -> usize {
+    writer::thread_key(id) as u32 as usize % WRITERS
+}
 
 /// How long a save waits for the writer's answer past its operation timeout before it gives
 /// up on a writer that cannot run.
@@ -265,8 +280,9 @@ struct Shared {
     target: String,
     /// Shared with the writer task, which remembers what it saved.
     cache: Arc<Mutex<Cache>>,
-    /// The queue of the writer task (group commit); it ends when this is dropped.
-    writer: mpsc::Sender<writer::Queued>,
+    /// The queues of the writer tasks (group commit), [`WRITERS`] of them; a thread's writes
+    /// always go to the same one. The tasks end when these are dropped.
+    writers: Vec<mpsc::Sender<writer::Queued>>,
 }
 
 impl fmt::Debug for Postgres {
@@ -343,20 +359,25 @@ impl Postgres {
         }
         drop(client);
         let cache = Arc::new(Mutex::new(Cache::new(DEFAULT_CACHE_THREADS)));
-        let (queue, saves) = mpsc::channel(SAVE_QUEUE);
-        let writer = writer::Writer {
-            pool: pool.clone(),
-            cache: cache.clone(),
-            target: target.clone(),
-            client: None,
-        };
-        tokio::spawn(writer.run(saves));
+        let writers = (0..WRITERS)
+            .map(|_| {
+                let (queue, saves) = mpsc::channel(SAVE_QUEUE / WRITERS);
+                let writer = writer::Writer {
+                    pool: pool.clone(),
+                    cache: cache.clone(),
+                    target: target.clone(),
+                    client: None,
+                };
+                tokio::spawn(writer.run(saves));
+                queue
+            })
+            .collect();
         Ok(Postgres {
             shared: Arc::new(Shared {
                 pool,
                 target,
                 cache,
-                writer: queue,
+                writers,
             }),
             timeout: OPERATION_TIMEOUT,
         })
@@ -495,13 +516,15 @@ impl Postgres {
             no_nul("file path", path).map_err(refuse)?;
         }
         // An O(1) copy of the history, and of the file contents (shared).
-        self.queue(thread.clone(), writer::Queued::Save).await
+        self.queue(&thread.id, thread.clone(), writer::Queued::Save)
+            .await
     }
 
     /// Queues `work` for the writer task (within the operation timeout) and waits for its
     /// answer.
     async fn queue<W>(
         &self,
+        thread: &str,
         work: W,
         queued: impl FnOnce(writer::Job<W>) -> writer::Queued,
     ) -> Result<(), BoxError> {
@@ -528,7 +551,7 @@ impl Postgres {
             )
             .into()
         };
-        match tokio::time::timeout_at(deadline, self.shared.writer.send(job)).await {
+        match tokio::time::timeout_at(deadline, self.shared.writers[lane(thread)].send(job)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(stopped()),
             Err(_) => return Err(late()),

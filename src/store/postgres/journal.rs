@@ -34,7 +34,7 @@ impl Postgres {
             arguments: call.arguments.to_string(),
             output,
         };
-        self.queue(record, Queued::Record).await
+        self.queue(thread, record, Queued::Record).await
     }
 }
 

@@ -347,6 +347,9 @@ async fn write_records(
     tx: &deadpool_postgres::Transaction<'_>,
     records: &[Job<Record>],
 ) -> Result<(), tokio_postgres::Error> {
+    if records.is_empty() {
+        return Ok(());
+    }
     let mut started: [Vec<&str>; 4] = Default::default();
     let mut finished: [Vec<&str>; 5] = Default::default();
     for job in records {
@@ -418,10 +421,8 @@ async fn write_batch(
     records: &[Job<Record>],
 ) -> Result<Vec<Result<i64, BoxError>>, tokio_postgres::Error> {
     let tx = client.transaction().await?;
-    if !records.is_empty() {
-        write_records(&tx, records).await?;
-    }
     if batch.is_empty() {
+        write_records(&tx, records).await?;
         tx.commit().await?;
         return Ok(Vec::new());
     }
@@ -526,7 +527,10 @@ async fn write_batch(
                 .iter()
                 .position(|row| row.get::<_, &str>(0) != id)
                 .map_or(rows.len(), |n| start + n);
-            let job = &batch[by_id[id]];
+            let Some(job) = by_id.get(id).map(|&i| &batch[i]) else {
+                start = end;
+                continue;
+            };
             let mut first_difference = FirstDifference::new(&job.work.messages);
             let mut result = Ok(());
             for row in &rows[start..end] {
@@ -622,7 +626,9 @@ async fn write_batch(
         pending.push(pend);
         written.push(i);
     }
+    // The journal records last: the thread locks are always taken first.
     if written.is_empty() {
+        write_records(&tx, records).await?;
         tx.commit().await?;
         return Ok(outcomes);
     }
@@ -682,10 +688,14 @@ async fn write_batch(
         .iter()
         .map(|row| (row.get::<_, &str>(0), row.get(1)))
         .collect();
+    write_records(&tx, records).await?;
     tx.commit().await?;
     for i in written {
         let id = batch[i].work.id.as_str();
-        outcomes[i] = Ok(revisions[id]);
+        outcomes[i] = revisions
+            .get(id)
+            .copied()
+            .ok_or_else(|| format!("thread `{id}`: the server returned no revision").into());
     }
     Ok(outcomes)
 }
