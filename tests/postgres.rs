@@ -489,6 +489,37 @@ async fn journal_records_in_flight_together_are_committed_in_few_transactions() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_past_the_queue_wait_for_room_and_time_out_without_writing() {
+    // The writers are stuck on a lock; 5,000 saves (more than the 4,096 the queues hold)
+    // with a 2 s timeout. Each answers with a timeout error (queued, or waiting for room in
+    // a full queue), none hangs, and nothing of them is written once the lock is released.
+    let (open, url) = postgres().await;
+    let store = open().await.with_operation_timeout(Duration::from_secs(2));
+    let lock = TableLock::take(&url, "tower_agent_threads").await;
+    let threads: Vec<Thread> = (0..tower_agent::store::postgres::SAVE_QUEUE + 904)
+        .map(|i| user_thread(&format!("t{i}"), &["q"]))
+        .collect();
+    let results = tokio::time::timeout(
+        Duration::from_secs(60),
+        futures_util::future::join_all(threads.iter().map(|t| store.save(t))),
+    )
+    .await
+    .expect("every save answered");
+    for result in results {
+        let err = result.unwrap_err().to_string();
+        // Timed out in the queue or in the database; or, on a loaded machine, before the
+        // writer's connection was even made.
+        assert!(
+            err.contains("took longer than 2s") || err.contains("no connection in time"),
+            "{err}"
+        );
+    }
+    lock.release().await;
+    assert!(open().await.list_threads().await.unwrap().is_empty());
+    store.save(&threads[0]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_save_fails_alone_and_the_rest_of_its_batch_is_written() {
     // One batch: 50 good saves, one the server refuses (a CHECK constraint the test adds),
     // one that lost its compare-and-swap. Each caller gets its own result.

@@ -295,8 +295,9 @@ impl fmt::Debug for Postgres {
 
 impl Postgres {
     /// Connects to the database at `url` (a `postgresql://` URL or `key=value` pairs, as
-    /// libpq takes them) with a pool of at most [`DEFAULT_MAX_CONNECTIONS`] connections, and
-    /// creates or migrates the schema.
+    /// libpq takes them) with a pool of at most [`DEFAULT_MAX_CONNECTIONS`] connections (and
+    /// one per writer task, see [group commit](self#group-commit-many-saves-one-transaction)),
+    /// and creates or migrates the schema.
     ///
     /// # Errors
     ///
@@ -307,7 +308,9 @@ impl Postgres {
         Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
     }
 
-    /// [`connect`](Self::connect) with a pool of at most `max_connections` (at least 1).
+    /// [`connect`](Self::connect) with a pool of at most `max_connections` (at least 1) for
+    /// loads, lists, deletes and journal reads; the [`WRITERS`] writer tasks have a connection
+    /// each besides.
     ///
     /// # Errors
     ///
