@@ -9,6 +9,9 @@
 //! - `journal/run/{memory,postgres}`: a whole run on a new thread with one tool call and the
 //!   answer (scripted model, echo tool): one load, four saves (prompt, the assistant message
 //!   before its call runs, the step, the end), the call's two journal records.
+//! - `saves/concurrent/{1000,10000}` (PostgreSQL only): that many saves at once, each of a
+//!   distinct thread of its own task, appending 2 messages to it (one iteration: all of them;
+//!   throughput in saves/s). Issue 16, target 3: the store's group commit.
 //!
 //! Run with `cargo bench --features postgres --bench journal`.
 
@@ -22,7 +25,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use criterion::{BenchmarkId, Criterion};
+use criterion::{BenchmarkId, Criterion, Throughput};
 use serde_json::json;
 use support::{estimate, output_dir};
 use tower_agent::{
@@ -109,6 +112,72 @@ fn benches<S: ThreadStore + Clone>(
     group.finish();
 }
 
+/// `saves/concurrent/N`: N saves in flight at once, distinct threads, 2 messages appended each.
+fn concurrent_saves(c: &mut Criterion, rt: &tokio::runtime::Runtime, store: Postgres) {
+    let mut group = c.benchmark_group("saves");
+    group.sample_size(10);
+    for n in [1_000usize, 10_000] {
+        // The threads, saved once with 2 messages; each iteration appends 2 and saves them all.
+        let threads: Vec<Thread> = (0..n)
+            .map(|i| {
+                let mut t = Thread::new(format!("c{n}_{i}"));
+                t.messages.push(Message::user("hello"));
+                t.messages.push(Message::assistant("hi"));
+                t
+            })
+            .collect();
+        let threads = std::sync::Arc::new(std::sync::Mutex::new(threads));
+        rt.block_on(save_all(&store, &threads, false));
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::new("concurrent", n), |b| {
+            b.to_async(rt).iter_custom(|iters| {
+                let (store, threads) = (store.clone(), threads.clone());
+                async move {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        total += save_all(&store, &threads, true).await;
+                    }
+                    total
+                }
+            });
+        });
+    }
+    group.finish();
+}
+
+/// Saves every thread at once, each from a task of its own (appending 2 messages first if
+/// `grow`); the wall time.
+async fn save_all(
+    store: &Postgres,
+    threads: &std::sync::Arc<std::sync::Mutex<Vec<Thread>>>,
+    grow: bool,
+) -> Duration {
+    let batch: Vec<Thread> = threads
+        .lock()
+        .unwrap()
+        .iter_mut()
+        .map(|t| {
+            if grow {
+                t.messages.push(Message::user("another question"));
+                t.messages.push(Message::assistant("another answer"));
+            }
+            t.clone()
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = batch
+        .into_iter()
+        .map(|t| {
+            let store = store.clone();
+            tokio::spawn(async move { store.save(&t).await.unwrap() })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    started.elapsed()
+}
+
 fn main() {
     let started = SystemTime::now();
     let out = output_dir();
@@ -126,7 +195,8 @@ fn main() {
     benches(&mut c, &rt, "memory", MemoryStore::new());
     let url = rt.block_on(pg::database());
     let postgres = rt.block_on(Postgres::connect(&url)).unwrap();
-    benches(&mut c, &rt, "postgres", postgres);
+    benches(&mut c, &rt, "postgres", postgres.clone());
+    concurrent_saves(&mut c, &rt, postgres);
     c.final_summary();
 
     let t = |id: &str| estimate(&out, &format!("journal/{id}"), started);
@@ -137,6 +207,15 @@ fn main() {
                 m / 1e3,
                 p / 1e3,
                 p / m
+            );
+        }
+    }
+    for n in [1_000, 10_000] {
+        if let Some(t) = t(&format!("saves/concurrent/{n}")) {
+            println!(
+                "saves concurrent {n:>6}: {:9.1} ms per round, {:8.0} saves/s",
+                t / 1e6,
+                n as f64 / (t / 1e9)
             );
         }
     }

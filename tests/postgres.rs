@@ -18,7 +18,7 @@ use tower_agent::{
     model::{ModelResponse, ScriptedModel},
     store::{
         Postgres, Thread, ThreadBusy, ThreadStore,
-        postgres::{Conflict, ConnectError},
+        postgres::{Conflict, ConnectError, WRITERS},
     },
     tool::tool_fn,
 };
@@ -306,6 +306,359 @@ async fn an_operation_blocked_in_the_database_times_out_and_the_store_recovers()
         texts(&open().await.load("t").await.unwrap().unwrap()),
         ["c"]
     );
+}
+
+// ===== group commit (issue 16, target 3) =====
+
+/// Another session that holds a table (`ACCESS EXCLUSIVE`) until released: every
+/// transaction that writes it waits.
+struct TableLock {
+    client: tokio_postgres::Client,
+    connection: tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>,
+}
+
+impl TableLock {
+    async fn take(url: &str, table: &str) -> Self {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let connection = tokio::spawn(connection);
+        client
+            .batch_execute(&format!(
+                "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"
+            ))
+            .await
+            .unwrap();
+        TableLock { client, connection }
+    }
+
+    async fn release(self) {
+        self.client.batch_execute("ROLLBACK").await.unwrap();
+        drop(self.client);
+        let _ = self.connection.await;
+    }
+}
+
+/// Waits (up to 30 s) until a session of the database of `url` waits for a lock: the
+/// store's transaction is blocked on a [`TableLock`].
+async fn a_save_waits_for_the_lock(url: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let waiting = pg::column(
+            url,
+            "SELECT count(*)::text FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .await;
+        if waiting[0].as_deref() != Some("0") {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no save ever waited for the table lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How many transactions wrote the thread rows (their distinct `xmin`).
+async fn transactions_that_wrote_threads(url: &str) -> usize {
+    pg::column(
+        url,
+        "SELECT count(DISTINCT xmin::text)::text FROM tower_agent_threads",
+    )
+    .await[0]
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_in_flight_together_are_committed_in_few_transactions() {
+    // 200 saves of distinct threads at once, while the first transaction of each writer task
+    // waits on a lock: all the others queue meanwhile, and go in one transaction per writer
+    // once it is released. One transaction per save (200) without the group commit.
+    const SAVES: usize = 200;
+    let (open, url) = postgres().await;
+    let store = open().await;
+    let lock = TableLock::take(&url, "tower_agent_threads").await;
+    let threads: Vec<Thread> = (0..SAVES)
+        .map(|i| user_thread(&format!("t{i}"), &["question", &format!("answer {i}")]))
+        .collect();
+    // Every save is polled (queued) at once; the lock is released once one waits on it.
+    let saves = futures_util::future::join_all(threads.iter().map(|t| store.save(t)));
+    let (results, ()) = tokio::join!(saves, async {
+        a_save_waits_for_the_lock(&url).await;
+        lock.release().await;
+    });
+    for result in results {
+        result.unwrap();
+    }
+    let transactions = transactions_that_wrote_threads(&url).await;
+    assert!(
+        transactions <= 2 * WRITERS,
+        "{SAVES} saves in flight took {transactions} transactions"
+    );
+    // Each save is whole, with its own revision, and the store goes on appending.
+    let other = open().await;
+    for (i, thread) in threads.iter().enumerate() {
+        assert_eq!(
+            &other.load(&thread.id).await.unwrap().unwrap(),
+            thread,
+            "t{i}"
+        );
+    }
+    let revisions = pg::column(
+        &url,
+        "SELECT count(DISTINCT revision)::text FROM tower_agent_threads",
+    )
+    .await;
+    assert_eq!(revisions, [Some(SAVES.to_string())]);
+    let mut grown = threads[7].clone();
+    grown.messages.push(Message::user("more"));
+    store.save(&grown).await.unwrap();
+    assert_eq!(other.load("t7").await.unwrap().unwrap(), grown);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn journal_records_in_flight_together_are_committed_in_few_transactions() {
+    // The same for the tool-call journal: 200 calls started at once (then finished), while
+    // the first transaction waits on a lock of the journal table.
+    const CALLS: usize = 200;
+    let (open, url) = postgres().await;
+    let store = open().await;
+    let journal = store.journal().unwrap();
+    let calls: Vec<tower_agent::message::ToolCall> = (0..CALLS)
+        .map(|i| tower_agent::message::ToolCall {
+            id: format!("call_{i}"),
+            name: "echo".into(),
+            arguments: json!({ "i": i }),
+        })
+        .collect();
+    let lock = TableLock::take(&url, "tower_agent_journal").await;
+    let started = futures_util::future::join_all(calls.iter().map(|c| journal.started("t", c)));
+    let (results, ()) = tokio::join!(started, async {
+        a_save_waits_for_the_lock(&url).await;
+        lock.release().await;
+    });
+    for result in results {
+        result.unwrap();
+    }
+    let transactions: usize = pg::column(
+        &url,
+        "SELECT count(DISTINCT xmin::text)::text FROM tower_agent_journal",
+    )
+    .await[0]
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        transactions <= 2 * WRITERS,
+        "{CALLS} records took {transactions} transactions"
+    );
+    let outputs: Vec<_> = calls
+        .iter()
+        .map(|c| tower_agent::message::ToolOutput::text(c.id.clone(), "done"))
+        .collect();
+    let finished = calls
+        .iter()
+        .zip(&outputs)
+        .map(|(c, o)| journal.finished("t", c, o));
+    for result in futures_util::future::join_all(finished).await {
+        result.unwrap();
+    }
+    let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+    let entries = open()
+        .await
+        .journal()
+        .unwrap()
+        .entries("t", &ids)
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), CALLS);
+    assert_eq!(
+        pg::column(
+            &url,
+            "SELECT count(*)::text FROM tower_agent_journal WHERE output IS NOT NULL"
+        )
+        .await,
+        [Some(CALLS.to_string())]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_past_the_queue_wait_for_room_and_time_out_without_writing() {
+    // The writers are stuck on a lock; 5,000 saves (more than the 4,096 the queues hold)
+    // with a 2 s timeout. Each answers with a timeout error (queued, or waiting for room in
+    // a full queue), none hangs, and nothing of them is written once the lock is released.
+    let (open, url) = postgres().await;
+    let store = open().await.with_operation_timeout(Duration::from_secs(2));
+    let lock = TableLock::take(&url, "tower_agent_threads").await;
+    let threads: Vec<Thread> = (0..tower_agent::store::postgres::SAVE_QUEUE + 904)
+        .map(|i| user_thread(&format!("t{i}"), &["q"]))
+        .collect();
+    let results = tokio::time::timeout(
+        Duration::from_secs(60),
+        futures_util::future::join_all(threads.iter().map(|t| store.save(t))),
+    )
+    .await
+    .expect("every save answered");
+    for result in results {
+        let err = result.unwrap_err().to_string();
+        // Timed out in the queue or in the database; or, on a loaded machine, before the
+        // writer's connection was even made.
+        assert!(
+            err.contains("took longer than 2s") || err.contains("no connection in time"),
+            "{err}"
+        );
+    }
+    lock.release().await;
+    assert!(open().await.list_threads().await.unwrap().is_empty());
+    store.save(&threads[0]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_save_fails_alone_and_the_rest_of_its_batch_is_written() {
+    // One batch: 50 good saves, one the server refuses (a CHECK constraint the test adds),
+    // one that lost its compare-and-swap. Each caller gets its own result.
+    let (open, url) = postgres().await;
+    let (store, other) = (open().await, open().await);
+    store.save(&user_thread("stale", &["a"])).await.unwrap();
+    let mut theirs = other.load("stale").await.unwrap().unwrap();
+    theirs.messages.push(Message::user("theirs"));
+    other.save(&theirs).await.unwrap();
+    pg::sql(
+        &url,
+        "ALTER TABLE tower_agent_messages ADD CONSTRAINT no_poison CHECK (body NOT LIKE '%poison%')",
+    )
+    .await;
+
+    let mut threads: Vec<Thread> = (0..50)
+        .map(|i| user_thread(&format!("good{i}"), &["fine"]))
+        .collect();
+    threads.push(user_thread("poisoned", &["poison"]));
+    threads.push(user_thread("stale", &["a", "mine"]));
+    let lock = TableLock::take(&url, "tower_agent_threads").await;
+    let saves = futures_util::future::join_all(threads.iter().map(|t| store.save(t)));
+    let (results, ()) = tokio::join!(saves, async {
+        a_save_waits_for_the_lock(&url).await;
+        lock.release().await;
+    });
+    let fresh = open().await;
+    for (thread, result) in threads.iter().zip(&results) {
+        match thread.id.as_str() {
+            "poisoned" => {
+                let err = result.as_ref().unwrap_err().to_string();
+                assert!(err.contains("no_poison"), "{err}");
+                assert!(fresh.load("poisoned").await.unwrap().is_none());
+            }
+            "stale" => {
+                let err = result.as_ref().unwrap_err();
+                assert!(Conflict::find(&**err).is_some(), "{err}");
+                assert_eq!(fresh.load("stale").await.unwrap().unwrap(), theirs);
+            }
+            id => {
+                result.as_ref().unwrap();
+                assert_eq!(&fresh.load(id).await.unwrap().unwrap(), thread);
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_killed_mid_batch_fails_its_saves_and_the_store_goes_on() {
+    // The writer's transaction waits on a lock with saves in it; its backend is terminated
+    // (`pg_terminate_backend`, as a restarted server or a network cut does). Those saves fail
+    // with an error naming the server, none hangs, none is half written, and the saves
+    // queued behind them are written on a new connection.
+    const SAVES: usize = 100;
+    let (open, url) = postgres().await;
+    let store = open().await;
+    let lock = TableLock::take(&url, "tower_agent_threads").await;
+    let threads: Vec<Thread> = (0..SAVES)
+        .map(|i| user_thread(&format!("t{i}"), &["q", "a"]))
+        .collect();
+    let saves = futures_util::future::join_all(threads.iter().map(|t| store.save(t)));
+    let (results, ()) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(saves, async {
+            a_save_waits_for_the_lock(&url).await;
+            pg::sql(
+                &url,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .await;
+            lock.release().await;
+        })
+    })
+    .await
+    .expect("every save answered");
+    let fresh = open().await;
+    let mut failed = 0;
+    for (thread, result) in threads.iter().zip(&results) {
+        let stored = fresh.load(&thread.id).await.unwrap();
+        match result {
+            Ok(()) => assert_eq!(stored.as_ref(), Some(thread)),
+            Err(e) => {
+                failed += 1;
+                assert!(e.to_string().contains("postgres thread store"), "{e}");
+                assert!(stored.is_none(), "{}: half written", thread.id);
+            }
+        }
+    }
+    assert!(failed >= 1, "the terminated transaction failed no save");
+    // The store goes on: the failed threads are saved now.
+    for thread in &threads {
+        store.save(thread).await.unwrap();
+    }
+    assert_eq!(fresh.list_threads().await.unwrap().len(), SAVES);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_to_a_database_that_went_away_fail_every_caller_and_recover() {
+    // The database stops taking connections and its sessions are terminated (what callers
+    // see of a dead server): 200 saves in flight all fail with an error, none hangs; once it
+    // is back, the store saves again.
+    let (open, url) = postgres().await;
+    let store = open().await;
+    store.save(&user_thread("before", &["a"])).await.unwrap();
+    let db = url.rsplit("dbname=").next().unwrap().to_owned();
+    let server = tokio::task::spawn_blocking(pg::server).await.unwrap();
+    let admin = server.url("postgres");
+    pg::sql(
+        &admin,
+        &format!(
+            "ALTER DATABASE {db} ALLOW_CONNECTIONS false;
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'"
+        ),
+    )
+    .await;
+
+    let threads: Vec<Thread> = (0..200)
+        .map(|i| user_thread(&format!("t{i}"), &["q"]))
+        .collect();
+    let results = tokio::time::timeout(
+        Duration::from_secs(60),
+        futures_util::future::join_all(threads.iter().map(|t| store.save(t))),
+    )
+    .await
+    .expect("every save answered");
+    for result in results {
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("postgres thread store"), "{err}");
+    }
+
+    pg::sql(
+        &admin,
+        &format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"),
+    )
+    .await;
+    for thread in &threads {
+        store.save(thread).await.unwrap();
+    }
+    assert_eq!(open().await.list_threads().await.unwrap().len(), 201);
 }
 
 // ===== migrations and errors =====

@@ -1,8 +1,8 @@
 //! [`Postgres`]: a [`ThreadStore`] in a PostgreSQL database (feature `postgres`), shared by
 //! the replicas of a server.
 //!
-//! It keeps the semantics of [`Sqlite`](crate::store::sqlite) (one transaction per save,
-//! incremental appends, migrations, errors that say what is wrong) in a database that any
+//! It keeps the semantics of [`Sqlite`](crate::store::sqlite) (a save is written whole or not
+//! at all, incremental appends, migrations, errors that say what is wrong) in a database that any
 //! number of processes on any number of machines use at once, and adds one rule they need:
 //! **a save never overwrites a thread another writer changed since this store read it**.
 //!
@@ -50,7 +50,8 @@
 //!
 //! Every save gives the thread a new revision from the sequence (never given twice, not even
 //! to a thread deleted and created again). The store remembers, per thread, the revision it
-//! last loaded or saved. A save takes a per-thread advisory lock for its transaction, reads
+//! last loaded or saved. A save takes a per-thread advisory lock for its transaction (see
+//! [group commit](#group-commit-many-saves-one-transaction)), reads
 //! the thread's revision and:
 //!
 //! - if the store remembers the thread and the database still holds that revision, it
@@ -87,13 +88,47 @@
 //! saves still keeps it from overwriting a newer run's thread. Each running run uses one
 //! server connection besides the pool.
 //!
+//! # Group commit: many saves, one transaction
+//!
+//! Saves (and the records of the [tool-call journal](crate::store::journal)) do not each take
+//! a connection and a transaction: they queue for one of the store's [`WRITERS`] (4) writer
+//! tasks (shared by the store's clones; a thread's writes always go to the same one, chosen
+//! by a hash of its id), which takes every write waiting (up to [`MAX_BATCH`], 512, of
+//! distinct threads and calls; a second save of a thread waits for the next batch, so a
+//! thread's saves are written in order) and writes them in **one transaction**: the
+//! per-thread locks in key order, one read of the thread rows, then one multi-row statement
+//! per kind of row (messages deleted, messages inserted, files, thread rows with their new
+//! revisions, journal records), pipelined. While a batch is written the next one gathers, so
+//! the more saves are in flight, the fewer transactions per save; the writers' batches go in
+//! parallel, each on its own connection. Every rule above holds per save, and each caller
+//! gets its own result:
+//!
+//! - a save that loses its compare-and-swap fails with its [`Conflict`] and the others of its
+//!   batch are written;
+//! - a batch the server refuses (a constraint, a deadlock, a serialization failure) is
+//!   written again one save per transaction, so that only the save at fault fails;
+//! - a connection that breaks (a restarted server, a terminated backend) or a batch past the
+//!   operation timeout of one of its saves fails every save of the batch with an error
+//!   naming the server, never a hang: the connection is closed (the server rolls the batch
+//!   back) and the next batch connects again. As with any lost connection, a save whose
+//!   commit was cut off may or may not have been committed: the store compares the rows at
+//!   its next save of the thread.
+//!
+//! The queues hold at most [`SAVE_QUEUE`] (4,096) writes in all: past that a save or record
+//! waits for room (within its operation timeout), so memory stays bounded whatever the load.
+//! A save whose caller gave up (its future dropped) before its batch was formed is not
+//! written.
+//!
 //! # Connections, timeouts and errors
 //!
-//! The store holds a pool of at most [`DEFAULT_MAX_CONNECTIONS`] (16) connections
-//! ([`connect_with`](Postgres::connect_with) sets another size). Reaching the server times
-//! out after 10 seconds (unless the URL sets `connect_timeout`), logging in after twice that,
+//! The store holds a pool of at most [`DEFAULT_MAX_CONNECTIONS`] (16) connections for loads,
+//! lists, deletes and journal reads, in parallel ([`connect_with`](Postgres::connect_with)
+//! sets another size), and each writer's connection besides it (taken at its first batch,
+//! connected again after it broke), so that reads never wait behind saves. Reaching the
+//! server times out after 10 seconds (unless the URL sets `connect_timeout`), logging in after twice that,
 //! waiting for a free connection after 30, and every operation (load, save, delete, list,
-//! lease) after [`OPERATION_TIMEOUT`] (60 seconds,
+//! lease; for a save, from the moment it is queued until its batch is committed) after
+//! [`OPERATION_TIMEOUT`] (60 seconds,
 //! [`with_operation_timeout`](Postgres::with_operation_timeout) sets another); a connection
 //! whose operation timed out is closed, never reused (the server ends its transaction).
 //! Errors name the server and the database (``postgres thread store `agents` on
@@ -119,7 +154,7 @@ use std::{
     error::Error as StdError,
     fmt,
     sync::{Arc, Mutex, MutexGuard},
-    time::{Duration, SystemTime},
+    time::Duration,
 };
 
 use deadpool_postgres::{
@@ -127,15 +162,15 @@ use deadpool_postgres::{
 };
 use futures_util::future::BoxFuture;
 use sha2::{Digest, Sha256};
-use tokio::runtime::Handle;
+use tokio::{
+    runtime::Handle,
+    sync::{mpsc, oneshot},
+};
 use tokio_postgres::{IsolationLevel, NoTls, config::Host};
 
 use super::{
     Lease, Thread, ThreadBusy, ThreadInfo, ThreadStore,
-    rows::{
-        Cache, Cached, DEFAULT_CACHE_THREADS, FirstDifference, Head, Plan, file_changes,
-        from_millis, is_current, plan, serialize, to_millis,
-    },
+    rows::{Cache, Cached, DEFAULT_CACHE_THREADS, from_millis},
 };
 use crate::{context::Todo, error::BoxError, message::Messages};
 
@@ -192,6 +227,28 @@ pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long connecting may take when the URL does not say (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How many saves and journal records wait for the writer task at most; one that finds the
+/// queue full waits for room (within its operation timeout).
+pub const SAVE_QUEUE: usize = 4096;
+
+/// How many saves (of distinct threads) and journal records the writer task writes in one
+/// transaction at most.
+pub const MAX_BATCH: usize = 512;
+
+/// How many writer tasks a store runs, each with its own connection and a share of the
+/// queue: the writes of a thread always go to the same one (chosen by a hash of its id), so
+/// they stay in order, while the batches of the writers are written in parallel.
+pub const WRITERS: usize = 4;
+
+/// The writer task of thread `id`.
+fn lane(id: &str) -> usize {
+    writer::thread_key(id) as u32 as usize % WRITERS
+}
+
+/// How long a save waits for the writer's answer past its operation timeout before it gives
+/// up on a writer that cannot run.
+const WRITER_GRACE: Duration = Duration::from_secs(5);
+
 /// How long an operation waits for a free connection of the pool.
 const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -221,7 +278,11 @@ struct Shared {
     pool: Pool,
     /// The server and database, for errors: never the password.
     target: String,
-    cache: Mutex<Cache>,
+    /// Shared with the writer task, which remembers what it saved.
+    cache: Arc<Mutex<Cache>>,
+    /// The queues of the writer tasks (group commit), [`WRITERS`] of them; a thread's writes
+    /// always go to the same one. The tasks end when these are dropped.
+    writers: Vec<mpsc::Sender<writer::Queued>>,
 }
 
 impl fmt::Debug for Postgres {
@@ -234,8 +295,9 @@ impl fmt::Debug for Postgres {
 
 impl Postgres {
     /// Connects to the database at `url` (a `postgresql://` URL or `key=value` pairs, as
-    /// libpq takes them) with a pool of at most [`DEFAULT_MAX_CONNECTIONS`] connections, and
-    /// creates or migrates the schema.
+    /// libpq takes them) with a pool of at most [`DEFAULT_MAX_CONNECTIONS`] connections (and
+    /// one per writer task, see [group commit](self#group-commit-many-saves-one-transaction)),
+    /// and creates or migrates the schema.
     ///
     /// # Errors
     ///
@@ -246,7 +308,9 @@ impl Postgres {
         Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
     }
 
-    /// [`connect`](Self::connect) with a pool of at most `max_connections` (at least 1).
+    /// [`connect`](Self::connect) with a pool of at most `max_connections` (at least 1) for
+    /// loads, lists, deletes and journal reads; the [`WRITERS`] writer tasks have a connection
+    /// each besides.
     ///
     /// # Errors
     ///
@@ -297,11 +361,26 @@ impl Postgres {
             }
         }
         drop(client);
+        let cache = Arc::new(Mutex::new(Cache::new(DEFAULT_CACHE_THREADS)));
+        let writers = (0..WRITERS)
+            .map(|_| {
+                let (queue, saves) = mpsc::channel(SAVE_QUEUE / WRITERS);
+                let writer = writer::Writer {
+                    pool: pool.clone(),
+                    cache: cache.clone(),
+                    target: target.clone(),
+                    client: None,
+                };
+                tokio::spawn(writer.run(saves));
+                queue
+            })
+            .collect();
         Ok(Postgres {
             shared: Arc::new(Shared {
                 pool,
                 target,
-                cache: Mutex::new(Cache::new(DEFAULT_CACHE_THREADS)),
+                cache,
+                writers,
             }),
             timeout: OPERATION_TIMEOUT,
         })
@@ -430,6 +509,65 @@ impl Postgres {
         }
     }
 
+    /// Saves `thread` through the writer task (group commit, see the module docs).
+    async fn save_thread(&self, thread: &Thread) -> Result<(), BoxError> {
+        let target = &self.shared.target;
+        let refuse =
+            |e: BoxError| -> BoxError { format!("postgres thread store {target}: {e}").into() };
+        no_nul("thread id", &thread.id).map_err(refuse)?;
+        for path in thread.files.keys() {
+            no_nul("file path", path).map_err(refuse)?;
+        }
+        // An O(1) copy of the history, and of the file contents (shared).
+        self.queue(&thread.id, thread.clone(), writer::Queued::Save)
+            .await
+    }
+
+    /// Queues `work` for the writer task (within the operation timeout) and waits for its
+    /// answer.
+    async fn queue<W>(
+        &self,
+        thread: &str,
+        work: W,
+        queued: impl FnOnce(writer::Job<W>) -> writer::Queued,
+    ) -> Result<(), BoxError> {
+        let target = &self.shared.target;
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let (reply, answer) = oneshot::channel();
+        let job = queued(writer::Job {
+            work,
+            deadline,
+            timeout: self.timeout,
+            reply,
+        });
+        let late = || -> BoxError {
+            format!(
+                "postgres thread store {target}: the operation took longer than {:?} (waiting \
+                 for the writer)",
+                self.timeout
+            )
+            .into()
+        };
+        let stopped = || -> BoxError {
+            format!(
+                "postgres thread store {target}: the writer task stopped (its runtime shut down)"
+            )
+            .into()
+        };
+        match tokio::time::timeout_at(deadline, self.shared.writers[lane(thread)].send(job)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(stopped()),
+            Err(_) => return Err(late()),
+        }
+        // The writer answers by the deadline (it abandons a batch past it); the grace only
+        // guards against a writer that cannot run at all.
+        match tokio::time::timeout_at(deadline + WRITER_GRACE, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(stopped()),
+            Err(_) => Err(late()),
+        }
+    }
+
     fn cache(&self) -> MutexGuard<'_, Cache> {
         self.shared.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -484,24 +622,7 @@ impl ThreadStore for Postgres {
     }
 
     fn save<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async move {
-            // An O(1) copy of the history, and of the file contents (shared).
-            let remembered = self.cache().get(&thread.id).cloned();
-            let result = self
-                .with_client(async |client| save(client, thread, remembered.as_ref()).await)
-                .await;
-            match &result {
-                Ok(revision) => self.cache().put(
-                    thread.id.clone(),
-                    Cached::new(*revision, thread.messages.clone(), thread.files.clone()),
-                ),
-                // Remembered as it was: this stale history keeps failing until a load.
-                Err(e) if e.is::<Conflict>() => {}
-                // Unknown whether it was committed: compare the rows next time.
-                Err(_) => self.cache().remove(&thread.id),
-            }
-            result.map(drop)
-        })
+        Box::pin(self.save_thread(thread))
     }
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
@@ -518,6 +639,7 @@ impl ThreadStore for Postgres {
 }
 
 mod journal;
+mod writer;
 
 /// The connection that holds a lease's advisory lock; it unlocks (or closes) when dropped.
 struct LeaseConnection {
@@ -613,155 +735,10 @@ async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, Bo
     Ok(Some((revision, thread)))
 }
 
-/// Saves `thread` in one transaction; the new revision. `remembered`: what this store last
-/// loaded or saved of the thread.
-async fn save(
-    client: &mut Object,
-    thread: &Thread,
-    remembered: Option<&Cached>,
-) -> Result<i64, BoxError> {
-    let id = thread.id.as_str();
-    no_nul("thread id", id)?;
-    for path in thread.files.keys() {
-        no_nul("file path", path)?;
-    }
-    let new = &thread.messages;
-    let tx = client.transaction().await?;
-    lock_thread(&tx, id).await?;
-    let stored: Option<Head> = tx
-        .query_opt(
-            "SELECT revision, message_count FROM tower_agent_threads WHERE id = $1",
-            &[&id],
-        )
-        .await?
-        .map(|row| (row.get(0), row.get(1)));
-    // What this store remembers must still be what the database holds.
-    let current = match remembered {
-        None => None,
-        Some(r) if r.revision == ABSENT && stored.is_none() => None,
-        Some(r) if r.revision != ABSENT && is_current(stored, r) => Some(r),
-        Some(r) => {
-            return Err(Box::new(Conflict {
-                thread: id.to_owned(),
-                expected: (r.revision != ABSENT).then_some(r.revision),
-                found: stored.map(|(revision, _)| revision),
-            }));
-        }
-    };
-    let remembered = current;
-
-    // 1. Messages: append, or rewrite from the first difference.
-    let keep = match plan(stored, remembered, new) {
-        Plan::Fresh => {
-            // No thread row: nothing of this id may survive.
-            tx.execute(
-                "DELETE FROM tower_agent_messages WHERE thread_id = $1",
-                &[&id],
-            )
-            .await?;
-            0
-        }
-        Plan::Append(keep) => keep,
-        Plan::Compare => {
-            let rows = tx
-                .query(
-                    "SELECT seq, body FROM tower_agent_messages WHERE thread_id = $1 ORDER BY seq",
-                    &[&id],
-                )
-                .await?;
-            let mut first_difference = FirstDifference::new(new);
-            for row in &rows {
-                if !first_difference.row(row.get(0), row.get(1))? {
-                    break;
-                }
-            }
-            let same = first_difference.same();
-            tx.execute(
-                "DELETE FROM tower_agent_messages WHERE thread_id = $1 AND seq >= $2",
-                &[&id, &(same as i64)],
-            )
-            .await?;
-            same
-        }
-    };
-    if keep < new.len() {
-        let seqs: Vec<i64> = (keep as i64..new.len() as i64).collect();
-        let bodies = new
-            .iter()
-            .skip(keep)
-            .map(serialize)
-            .collect::<Result<Vec<String>, _>>()?;
-        tx.execute(
-            "INSERT INTO tower_agent_messages (thread_id, seq, body)
-             SELECT $1, s, b FROM unnest($2::int8[], $3::text[]) AS t (s, b)",
-            &[&id, &seqs, &bodies],
-        )
-        .await?;
-    }
-
-    // 2. Files: only the ones that changed.
-    let files = file_changes(remembered.map(|c| &c.files), &thread.files);
-    if files.delete_all {
-        tx.execute("DELETE FROM tower_agent_files WHERE thread_id = $1", &[&id])
-            .await?;
-    }
-    if !files.deleted.is_empty() {
-        tx.execute(
-            "DELETE FROM tower_agent_files WHERE thread_id = $1 AND path = ANY ($2)",
-            &[&id, &files.deleted],
-        )
-        .await?;
-    }
-    if !files.upserts.is_empty() {
-        let (paths, contents): (Vec<&str>, Vec<&[u8]>) = files
-            .upserts
-            .iter()
-            .map(|(path, content)| (*path, content.as_bytes()))
-            .unzip();
-        tx.execute(
-            "INSERT INTO tower_agent_files (thread_id, path, content)
-             SELECT $1, p, c FROM unnest($2::text[], $3::bytea[]) AS t (p, c)
-             ON CONFLICT (thread_id, path) DO UPDATE SET content = excluded.content",
-            &[&id, &paths, &contents],
-        )
-        .await?;
-    }
-
-    // 3. The thread row: count, todos, a new revision (never given before in this database).
-    let now = to_millis(SystemTime::now());
-    let revision: i64 = tx
-        .query_one("SELECT nextval('tower_agent_revisions')", &[])
-        .await?
-        .get(0);
-    tx.execute(
-        "INSERT INTO tower_agent_threads
-            (id, revision, message_count, todos, created_at, updated_at, pending)
-         VALUES ($1, $2, $3, $4, $5, $5, $6)
-         ON CONFLICT (id) DO UPDATE SET
-            revision = excluded.revision,
-            message_count = excluded.message_count,
-            todos = excluded.todos,
-            updated_at = excluded.updated_at,
-            pending = excluded.pending",
-        &[
-            &id,
-            &revision,
-            &(new.len() as i64),
-            &serde_json::to_string(&thread.todos)?,
-            &now,
-            &serde_json::to_string(&thread.pending)?,
-        ],
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(revision)
-}
-
 /// Takes the advisory lock of thread `id` until the end of the transaction: saves and
 /// deletes of one thread take turns (a hash collision only makes two threads take turns).
 async fn lock_thread(tx: &deadpool_postgres::Transaction<'_>, id: &str) -> Result<(), BoxError> {
-    let digest = Sha256::digest(id.as_bytes());
-    let key = i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+    let key = writer::thread_key(id);
     tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&LOCK_SPACE, &key])
         .await?;
     Ok(())

@@ -1,16 +1,42 @@
 //! The tool-call journal of [`Postgres`]: the table `tower_agent_journal` (schema version 3).
-//! Each record is one statement in its own transaction, committed before the call returns.
+//! Records are written by the store's writer task with its saves (group commit, see
+//! [`Postgres`]): many records and saves in one transaction, one statement for the records
+//! of the calls started and one for those finished; each is committed before the call that
+//! wrote it returns.
 
 use std::collections::HashMap;
 
 use futures_util::future::BoxFuture;
 
-use super::Postgres;
+use super::{
+    Postgres,
+    writer::{Queued, Record},
+};
 use crate::{
     error::BoxError,
     message::{ToolCall, ToolOutput},
     store::journal::{JournalEntry, ToolJournal, decode},
 };
+
+impl Postgres {
+    /// Writes a record through the writer task: committed (in the transaction of its batch)
+    /// before this returns.
+    async fn record(
+        &self,
+        thread: &str,
+        call: &ToolCall,
+        output: Option<String>,
+    ) -> Result<(), BoxError> {
+        let record = Record {
+            thread: thread.to_owned(),
+            call: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.to_string(),
+            output,
+        };
+        self.queue(thread, record, Queued::Record).await
+    }
+}
 
 impl ToolJournal for Postgres {
     fn started<'a>(
@@ -18,24 +44,7 @@ impl ToolJournal for Postgres {
         thread: &'a str,
         call: &'a ToolCall,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async move {
-            let arguments = call.arguments.to_string();
-            self.with_client(async |client| {
-                let stmt = client
-                    .prepare_cached(
-                        "INSERT INTO tower_agent_journal (thread_id, call_id, tool, arguments, output)
-                         VALUES ($1, $2, $3, $4, NULL)
-                         ON CONFLICT (thread_id, call_id) DO UPDATE
-                         SET tool = excluded.tool, arguments = excluded.arguments, output = NULL",
-                    )
-                    .await?;
-                client
-                    .execute(&stmt, &[&thread, &call.id, &call.name, &arguments])
-                    .await?;
-                Ok(())
-            })
-            .await
-        })
+        Box::pin(self.record(thread, call, None))
     }
 
     fn finished<'a>(
@@ -45,22 +54,8 @@ impl ToolJournal for Postgres {
         output: &'a ToolOutput,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
-            let arguments = call.arguments.to_string();
             let output = serde_json::to_string(output)?;
-            self.with_client(async |client| {
-                let stmt = client
-                    .prepare_cached(
-                        "INSERT INTO tower_agent_journal (thread_id, call_id, tool, arguments, output)
-                         VALUES ($1, $2, $3, $4, $5)
-                         ON CONFLICT (thread_id, call_id) DO UPDATE SET output = excluded.output",
-                    )
-                    .await?;
-                client
-                    .execute(&stmt, &[&thread, &call.id, &call.name, &arguments, &output])
-                    .await?;
-                Ok(())
-            })
-            .await
+            self.record(thread, call, Some(output)).await
         })
     }
 

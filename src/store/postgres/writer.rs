@@ -1,0 +1,701 @@
+//! The group commit of [`Postgres`](super::Postgres) saves: one writer task per store drains
+//! the queue of saves ([`SAVE_QUEUE`] at most) and writes up to [`MAX_BATCH`] of them (of
+//! distinct threads) in one transaction, with one multi-row statement per kind of row, the
+//! statements pipelined. Each save gets its own result: a save that loses its compare-and-swap
+//! or cannot be serialized fails alone, and a batch the server refuses (a constraint, a
+//! deadlock) is written again one save per transaction, so that a bad save fails only itself.
+//! A broken connection, a server that cannot be reached or a batch past its deadline fails
+//! every save of the batch (and the next batch connects again): never a hang.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::{Arc, Mutex},
+    time::{Duration, SystemTime},
+};
+
+use deadpool_postgres::{ClientWrapper, Pool};
+use sha2::{Digest, Sha256};
+use tokio::{
+    sync::{mpsc, oneshot},
+    time::Instant,
+};
+use tokio_postgres::types::ToSql;
+
+use super::{ABSENT, Conflict, LOCK_SPACE, MAX_BATCH, chain};
+use crate::{
+    error::BoxError,
+    store::{
+        Thread,
+        rows::{
+            Cache, Cached, FirstDifference, Head, Plan, file_changes, is_current, plan, serialize,
+            to_millis,
+        },
+    },
+};
+
+/// A write waiting for the writer: a save, or a record of the tool-call journal.
+pub(super) enum Queued {
+    Save(Job<Thread>),
+    Record(Job<Record>),
+}
+
+impl Queued {
+    /// Two writes of one key are never in one batch (the second waits for the next).
+    fn key(&self) -> String {
+        match self {
+            Queued::Save(job) => format!("t{}", job.work.id),
+            Queued::Record(job) => format!("j{}\0{}", job.work.thread, job.work.call),
+        }
+    }
+}
+
+/// A record of the tool-call journal: `output` `None` for a call started (any output of an
+/// earlier record of the call is cleared), `Some` for a call finished.
+pub(super) struct Record {
+    pub(super) thread: String,
+    pub(super) call: String,
+    pub(super) tool: String,
+    pub(super) arguments: String,
+    pub(super) output: Option<String>,
+}
+
+/// A write waiting for the writer, and how to answer its caller.
+pub(super) struct Job<W> {
+    pub(super) work: W,
+    /// When the caller gives up: the batch holding the write is abandoned (and its connection
+    /// closed, which rolls it back) by then.
+    pub(super) deadline: Instant,
+    /// The operation timeout it was given (for errors).
+    pub(super) timeout: Duration,
+    pub(super) reply: oneshot::Sender<Result<(), BoxError>>,
+}
+
+/// The writer task's state.
+pub(super) struct Writer {
+    pub(super) pool: Pool,
+    pub(super) cache: Arc<Mutex<Cache>>,
+    pub(super) target: String,
+    /// Its connection, taken out of the pool (so that reads never wait for it, nor it for
+    /// reads); connected again after it broke.
+    pub(super) client: Option<ClientWrapper>,
+}
+
+impl Writer {
+    /// Writes batches until every sender (every clone of the store) is gone.
+    pub(super) async fn run(mut self, mut queue: mpsc::Receiver<Queued>) {
+        // Writes of a thread (or journal record) that is already in the batch being formed:
+        // they go in the next one, in order (at most 2 × MAX_BATCH are held here).
+        let mut held: VecDeque<Queued> = VecDeque::new();
+        loop {
+            let mut batch = Vec::new();
+            let mut keys = HashSet::new();
+            let mut next = VecDeque::new();
+            for job in held.drain(..) {
+                if batch.len() < MAX_BATCH && keys.insert(job.key()) {
+                    batch.push(job);
+                } else {
+                    next.push_back(job);
+                }
+            }
+            if batch.is_empty() {
+                match queue.recv().await {
+                    Some(job) => {
+                        keys.insert(job.key());
+                        batch.push(job);
+                    }
+                    None => return,
+                }
+            }
+            let mut pulls = 0;
+            while batch.len() < MAX_BATCH && next.len() < MAX_BATCH && pulls < MAX_BATCH {
+                pulls += 1;
+                match queue.try_recv() {
+                    Ok(job) if keys.insert(job.key()) => batch.push(job),
+                    Ok(job) => next.push_back(job),
+                    Err(_) => break,
+                }
+            }
+            held = next;
+            let (mut saves, mut records) = (Vec::new(), Vec::new());
+            for job in batch {
+                match job {
+                    Queued::Save(job) => saves.push(job),
+                    Queued::Record(job) => records.push(job),
+                }
+            }
+            self.write(saves, records).await;
+        }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn error(&self, what: &str) -> BoxError {
+        format!("postgres thread store {}: {what}", self.target).into()
+    }
+
+    /// Answers the jobs whose caller gave up or whose deadline passed; the others.
+    fn current<W>(&self, jobs: Vec<Job<W>>, now: Instant) -> Vec<Job<W>> {
+        let mut current = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            if job.reply.is_closed() {
+                continue;
+            }
+            if job.deadline <= now {
+                let text = format!(
+                    "the operation took longer than {:?} (waiting for the writer)",
+                    job.timeout
+                );
+                let _ = job.reply.send(Err(self.error(&text)));
+                continue;
+            }
+            current.push(job);
+        }
+        current
+    }
+
+    /// Writes one batch and answers each of its callers.
+    async fn write(&mut self, batch: Vec<Job<Thread>>, records: Vec<Job<Record>>) {
+        let now = Instant::now();
+        let batch = self.current(batch, now);
+        let records = self.current(records, now);
+        let Some(deadline) = batch
+            .iter()
+            .map(|job| job.deadline)
+            .chain(records.iter().map(|job| job.deadline))
+            .min()
+        else {
+            return;
+        };
+        let remembered: Vec<Option<Cached>> = {
+            let mut cache = self.cache();
+            batch
+                .iter()
+                .map(|job| cache.get(&job.work.id).cloned())
+                .collect()
+        };
+        let result = match self.connection(deadline).await {
+            Ok(()) => self.attempt(&batch, &remembered, &records, deadline).await,
+            Err(e) => Err(Failure::Connection(e)),
+        };
+        match result {
+            Ok(outcomes) => {
+                self.answer(batch, outcomes);
+                for job in records {
+                    let _ = job.reply.send(Ok(()));
+                }
+            }
+            // Refused by the server, the connection fine: one write per transaction, so that
+            // only the bad one fails.
+            Err(Failure::Refused(e)) if batch.len() + records.len() > 1 => {
+                drop(e);
+                let mut outcomes = Vec::with_capacity(batch.len());
+                for (job, remembered) in batch.iter().zip(&remembered) {
+                    let one = match self.connection(job.deadline).await {
+                        Ok(()) => {
+                            self.attempt(
+                                std::slice::from_ref(job),
+                                std::slice::from_ref(remembered),
+                                &[],
+                                job.deadline,
+                            )
+                            .await
+                        }
+                        Err(e) => Err(Failure::Connection(e)),
+                    };
+                    outcomes.push(match one {
+                        Ok(mut o) => o.pop().expect("one outcome per save"),
+                        Err(failure) => Err(self.failed(failure, job)),
+                    });
+                }
+                self.answer(batch, outcomes);
+                for job in records {
+                    let one = match self.connection(job.deadline).await {
+                        Ok(()) => {
+                            self.attempt(&[], &[], std::slice::from_ref(&job), job.deadline)
+                                .await
+                        }
+                        Err(e) => Err(Failure::Connection(e)),
+                    };
+                    let reply = one.map(drop).map_err(|f| f.text(&self.target).into());
+                    let _ = job.reply.send(reply);
+                }
+            }
+            Err(failure) => {
+                let mut cache = self.cache();
+                let text = failure.text(&self.target);
+                for job in batch {
+                    // Unknown whether it was committed: compare the rows next time.
+                    cache.remove(&job.work.id);
+                    let _ = job.reply.send(Err(text.clone().into()));
+                }
+                for job in records {
+                    let _ = job.reply.send(Err(text.clone().into()));
+                }
+            }
+        }
+    }
+
+    /// The error of one save written alone that failed.
+    fn failed(&mut self, failure: Failure, job: &Job<Thread>) -> BoxError {
+        self.cache().remove(&job.work.id);
+        failure.text(&self.target).into()
+    }
+
+    /// Remembers what was saved and answers each caller.
+    fn answer(&self, batch: Vec<Job<Thread>>, outcomes: Vec<Result<i64, BoxError>>) {
+        let mut cache = self.cache();
+        for (job, outcome) in batch.into_iter().zip(outcomes) {
+            let reply = match outcome {
+                Ok(revision) => {
+                    let thread = job.work;
+                    cache.put(
+                        thread.id.clone(),
+                        Cached::new(revision, thread.messages, thread.files),
+                    );
+                    Ok(())
+                }
+                // Remembered as it was: this stale history keeps failing until a load.
+                Err(e) if e.is::<Conflict>() => Err(e),
+                Err(e) => {
+                    cache.remove(&job.work.id);
+                    Err(e)
+                }
+            };
+            let _ = job.reply.send(reply);
+        }
+    }
+
+    /// Makes sure the writer has an open connection, by `deadline`.
+    async fn connection(&mut self, deadline: Instant) -> Result<(), String> {
+        if self.client.as_ref().is_some_and(|c| !c.is_closed()) {
+            return Ok(());
+        }
+        self.client = None;
+        let object = tokio::time::timeout_at(deadline, self.pool.get())
+            .await
+            .map_err(|_| "no connection in time".to_owned())?
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        self.client = Some(deadpool_postgres::Object::take(object));
+        Ok(())
+    }
+
+    /// One transaction for `batch`, by `deadline`: the outcome of each save, or why the whole
+    /// batch failed (nothing of it committed, unless the connection broke during the commit).
+    async fn attempt(
+        &mut self,
+        batch: &[Job<Thread>],
+        remembered: &[Option<Cached>],
+        records: &[Job<Record>],
+        deadline: Instant,
+    ) -> Result<Vec<Result<i64, BoxError>>, Failure> {
+        let client = self.client.as_mut().expect("connected");
+        let write = write_batch(client, batch, remembered, records);
+        match tokio::time::timeout_at(deadline, write).await {
+            Ok(Ok(outcomes)) => Ok(outcomes),
+            Ok(Err(e)) => {
+                let broken = client.is_closed() || e.as_db_error().is_none();
+                if broken {
+                    self.client = None;
+                    Err(Failure::Connection(chain(&e)))
+                } else {
+                    Err(Failure::Refused(chain(&e)))
+                }
+            }
+            Err(_) => {
+                // Closed, never reused: the server rolls the transaction back.
+                self.client = None;
+                let first = batch
+                    .iter()
+                    .map(|job| (job.deadline, job.timeout))
+                    .chain(records.iter().map(|job| (job.deadline, job.timeout)))
+                    .min();
+                Err(Failure::Timeout(first.map_or(Duration::ZERO, |(_, t)| t)))
+            }
+        }
+    }
+}
+
+/// Why a whole batch failed.
+enum Failure {
+    /// The server refused a statement; the connection is fine, nothing was written.
+    Refused(String),
+    /// The connection broke or could not be made.
+    Connection(String),
+    /// The batch took longer than the operation timeout of one of its saves (this one).
+    Timeout(Duration),
+}
+
+impl Failure {
+    fn text(&self, target: &str) -> String {
+        match self {
+            Failure::Refused(e) | Failure::Connection(e) => {
+                format!("postgres thread store {target}: {e}")
+            }
+            Failure::Timeout(timeout) => format!(
+                "postgres thread store {target}: the operation took longer than {timeout:?} (the \
+                 connection was closed)"
+            ),
+        }
+    }
+}
+
+/// The journal records of a batch: one statement for the calls started, one for those
+/// finished (`tower_agent_journal`, see `store::journal`), pipelined.
+async fn write_records(
+    tx: &deadpool_postgres::Transaction<'_>,
+    records: &[Job<Record>],
+) -> Result<(), tokio_postgres::Error> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let mut started: [Vec<&str>; 4] = Default::default();
+    let mut finished: [Vec<&str>; 5] = Default::default();
+    for job in records {
+        let r = &job.work;
+        let fields = [&*r.thread, &*r.call, &*r.tool, &*r.arguments];
+        match &r.output {
+            None => {
+                for (column, value) in started.iter_mut().zip(fields) {
+                    column.push(value);
+                }
+            }
+            Some(output) => {
+                for (column, value) in finished.iter_mut().zip(fields) {
+                    column.push(value);
+                }
+                finished[4].push(output);
+            }
+        }
+    }
+    let (start, finish) = tokio::try_join!(
+        tx.prepare_cached(
+            "INSERT INTO tower_agent_journal (thread_id, call_id, tool, arguments, output)
+             SELECT t, c, n, a, NULL FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+                AS r (t, c, n, a)
+             ON CONFLICT (thread_id, call_id) DO UPDATE
+             SET tool = excluded.tool, arguments = excluded.arguments, output = NULL"
+        ),
+        tx.prepare_cached(
+            "INSERT INTO tower_agent_journal (thread_id, call_id, tool, arguments, output)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+             ON CONFLICT (thread_id, call_id) DO UPDATE SET output = excluded.output"
+        ),
+    )?;
+    let start_params: Vec<&(dyn ToSql + Sync)> =
+        started.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+    let finish_params: Vec<&(dyn ToSql + Sync)> =
+        finished.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+    tokio::try_join!(
+        tx.execute(&start, &start_params),
+        tx.execute(&finish, &finish_params),
+    )?;
+    Ok(())
+}
+
+/// The advisory lock key of thread `id` (second key; the first is [`LOCK_SPACE`]).
+pub(super) fn thread_key(id: &str) -> i32 {
+    let digest = Sha256::digest(id.as_bytes());
+    i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+}
+
+/// What one save of a batch writes.
+struct Write<'a> {
+    /// Delete the thread's message rows from this position on (`None`: a pure append).
+    delete_from: Option<i64>,
+    /// Insert the messages from this position on.
+    insert_from: usize,
+    thread: &'a Thread,
+    remembered: Option<&'a Cached>,
+    /// Compare the stored rows with the history first ([`Plan::Compare`]).
+    compare: bool,
+}
+
+/// Writes `batch` in one transaction: the outcome of each save (its new revision, or why it
+/// alone failed), or the error that failed the transaction.
+async fn write_batch(
+    client: &mut ClientWrapper,
+    batch: &[Job<Thread>],
+    remembered: &[Option<Cached>],
+    records: &[Job<Record>],
+) -> Result<Vec<Result<i64, BoxError>>, tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    if batch.is_empty() {
+        write_records(&tx, records).await?;
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    // Saves and deletes of one thread take turns; the locks in key order, so that two
+    // batches (of any replicas) never wait for each other in a cycle.
+    let mut keys: Vec<i32> = batch.iter().map(|job| thread_key(&job.work.id)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let ids: Vec<&str> = batch.iter().map(|job| job.work.id.as_str()).collect();
+    let (lock, heads) = tokio::try_join!(
+        tx.prepare_cached(
+            "SELECT pg_advisory_xact_lock($1, k)
+             FROM (SELECT unnest($2::int4[]) AS k ORDER BY 1) AS keys"
+        ),
+        tx.prepare_cached(
+            "SELECT id, revision, message_count FROM tower_agent_threads WHERE id = ANY($1)"
+        ),
+    )?;
+    let lock_params: [&(dyn ToSql + Sync); 2] = [&LOCK_SPACE, &keys];
+    let head_params: [&(dyn ToSql + Sync); 1] = [&ids];
+    let (_, heads) = tokio::try_join!(
+        tx.query(&lock, &lock_params),
+        tx.query(&heads, &head_params),
+    )?;
+    let stored: HashMap<&str, Head> = heads
+        .iter()
+        .map(|row| (row.get::<_, &str>(0), (row.get(1), row.get(2))))
+        .collect();
+
+    // Each save's plan, or its own failure.
+    let mut outcomes: Vec<Result<i64, BoxError>> = Vec::with_capacity(batch.len());
+    let mut writes: Vec<Option<Write<'_>>> = Vec::with_capacity(batch.len());
+    let mut compare: Vec<&str> = Vec::new();
+    for (job, remembered) in batch.iter().zip(remembered) {
+        let id = job.work.id.as_str();
+        let found = stored.get(id).copied();
+        // What this store remembers must still be what the database holds.
+        let current = match remembered {
+            None => None,
+            Some(r) if r.revision == ABSENT && found.is_none() => None,
+            Some(r) if r.revision != ABSENT && is_current(found, r) => Some(r),
+            Some(r) => {
+                outcomes.push(Err(Box::new(Conflict {
+                    thread: id.to_owned(),
+                    expected: (r.revision != ABSENT).then_some(r.revision),
+                    found: found.map(|(revision, _)| revision),
+                })));
+                writes.push(None);
+                continue;
+            }
+        };
+        let write = match plan(found, current, &job.work.messages) {
+            // No thread row: nothing of this id may survive.
+            Plan::Fresh => Write {
+                delete_from: Some(0),
+                insert_from: 0,
+                thread: &job.work,
+                remembered: current,
+                compare: false,
+            },
+            Plan::Append(keep) => Write {
+                delete_from: None,
+                insert_from: keep,
+                thread: &job.work,
+                remembered: current,
+                compare: false,
+            },
+            Plan::Compare => {
+                compare.push(id);
+                Write {
+                    delete_from: Some(0),
+                    insert_from: 0,
+                    thread: &job.work,
+                    remembered: current,
+                    compare: true,
+                }
+            }
+        };
+        outcomes.push(Ok(0));
+        writes.push(Some(write));
+    }
+
+    // Compacted, edited or unknown histories: from their first stored row that differs.
+    if !compare.is_empty() {
+        let select = tx
+            .prepare_cached(
+                "SELECT thread_id, seq, body FROM tower_agent_messages WHERE thread_id = ANY($1)
+                 ORDER BY thread_id, seq",
+            )
+            .await?;
+        let rows = tx.query(&select, &[&compare]).await?;
+        let mut differences: HashMap<&str, Result<usize, serde_json::Error>> = HashMap::new();
+        let by_id: HashMap<&str, usize> = batch
+            .iter()
+            .enumerate()
+            .map(|(i, job)| (job.work.id.as_str(), i))
+            .collect();
+        let mut start = 0;
+        while start < rows.len() {
+            let id: &str = rows[start].get(0);
+            let end = rows[start..]
+                .iter()
+                .position(|row| row.get::<_, &str>(0) != id)
+                .map_or(rows.len(), |n| start + n);
+            let Some(job) = by_id.get(id).map(|&i| &batch[i]) else {
+                start = end;
+                continue;
+            };
+            let mut first_difference = FirstDifference::new(&job.work.messages);
+            let mut result = Ok(());
+            for row in &rows[start..end] {
+                match first_difference.row(row.get(1), row.get(2)) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            differences.insert(id, result.map(|()| first_difference.same()));
+            start = end;
+        }
+        for (i, write) in writes.iter_mut().enumerate() {
+            let Some(w) = write.as_mut().filter(|w| w.compare) else {
+                continue;
+            };
+            match differences.remove(w.thread.id.as_str()).unwrap_or(Ok(0)) {
+                Ok(same) => {
+                    w.delete_from = Some(same as i64);
+                    w.insert_from = same;
+                }
+                Err(e) => {
+                    outcomes[i] = Err(Box::new(e));
+                    *write = None;
+                }
+            }
+        }
+    }
+
+    // The rows: one statement per kind, for every save of the batch.
+    let mut delete_ids: Vec<&str> = Vec::new();
+    let mut delete_from: Vec<i64> = Vec::new();
+    let mut insert_ids: Vec<&str> = Vec::new();
+    let mut insert_seqs: Vec<i64> = Vec::new();
+    let mut insert_bodies: Vec<String> = Vec::new();
+    let mut files_cleared: Vec<&str> = Vec::new();
+    let mut files_deleted: (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    let mut files_upserted: (Vec<&str>, Vec<&str>, Vec<&[u8]>) =
+        (Vec::new(), Vec::new(), Vec::new());
+    let mut thread_ids: Vec<&str> = Vec::new();
+    let mut counts: Vec<i64> = Vec::new();
+    let mut todos: Vec<String> = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let mut written: Vec<usize> = Vec::new();
+    for (i, write) in writes.iter().enumerate() {
+        let Some(w) = write else { continue };
+        let thread = w.thread;
+        let id = thread.id.as_str();
+        // Serialized first: a save that cannot be fails alone, before anything is sent.
+        let bodies = thread
+            .messages
+            .iter()
+            .skip(w.insert_from)
+            .map(serialize)
+            .collect::<Result<Vec<String>, _>>();
+        let rest = serde_json::to_string(&thread.todos)
+            .and_then(|t| serde_json::to_string(&thread.pending).map(|p| (t, p)));
+        let (bodies, (todo, pend)) = match (bodies, rest) {
+            (Ok(b), Ok(r)) => (b, r),
+            (Err(e), _) | (_, Err(e)) => {
+                outcomes[i] = Err(Box::new(e));
+                continue;
+            }
+        };
+        if let Some(from) = w.delete_from {
+            delete_ids.push(id);
+            delete_from.push(from);
+        }
+        for (n, body) in bodies.into_iter().enumerate() {
+            insert_ids.push(id);
+            insert_seqs.push((w.insert_from + n) as i64);
+            insert_bodies.push(body);
+        }
+        let files = file_changes(w.remembered.map(|c| &c.files), &thread.files);
+        if files.delete_all {
+            files_cleared.push(id);
+        }
+        for path in files.deleted {
+            files_deleted.0.push(id);
+            files_deleted.1.push(path);
+        }
+        for (path, content) in files.upserts {
+            files_upserted.0.push(id);
+            files_upserted.1.push(path);
+            files_upserted.2.push(content.as_bytes());
+        }
+        thread_ids.push(id);
+        counts.push(thread.messages.len() as i64);
+        todos.push(todo);
+        pending.push(pend);
+        written.push(i);
+    }
+    // The journal records last: the thread locks are always taken first.
+    if written.is_empty() {
+        write_records(&tx, records).await?;
+        tx.commit().await?;
+        return Ok(outcomes);
+    }
+    let statements = tokio::try_join!(
+        tx.prepare_cached(
+            "DELETE FROM tower_agent_messages m USING unnest($1::text[], $2::int8[]) AS d (id, s)
+             WHERE m.thread_id = d.id AND m.seq >= d.s"
+        ),
+        tx.prepare_cached(
+            "INSERT INTO tower_agent_messages (thread_id, seq, body)
+             SELECT * FROM unnest($1::text[], $2::int8[], $3::text[])"
+        ),
+        tx.prepare_cached("DELETE FROM tower_agent_files WHERE thread_id = ANY($1)"),
+        tx.prepare_cached(
+            "DELETE FROM tower_agent_files f USING unnest($1::text[], $2::text[]) AS d (id, p)
+             WHERE f.thread_id = d.id AND f.path = d.p"
+        ),
+        tx.prepare_cached(
+            "INSERT INTO tower_agent_files (thread_id, path, content)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[])
+             ON CONFLICT (thread_id, path) DO UPDATE SET content = excluded.content"
+        ),
+        // A new revision per thread, from the sequence (never given before in this database).
+        tx.prepare_cached(
+            "INSERT INTO tower_agent_threads
+                (id, revision, message_count, todos, created_at, updated_at, pending)
+             SELECT id, nextval('tower_agent_revisions'), n, t, $5, $5, p
+             FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[]) AS u (id, n, t, p)
+             ON CONFLICT (id) DO UPDATE SET
+                revision = excluded.revision,
+                message_count = excluded.message_count,
+                todos = excluded.todos,
+                updated_at = excluded.updated_at,
+                pending = excluded.pending
+             RETURNING id, revision"
+        ),
+    )?;
+    let now = to_millis(SystemTime::now());
+    // Pipelined: sent in this order, run in this order.
+    let params: [&[&(dyn ToSql + Sync)]; 6] = [
+        &[&delete_ids, &delete_from],
+        &[&insert_ids, &insert_seqs, &insert_bodies],
+        &[&files_cleared],
+        &[&files_deleted.0, &files_deleted.1],
+        &[&files_upserted.0, &files_upserted.1, &files_upserted.2],
+        &[&thread_ids, &counts, &todos, &pending, &now],
+    ];
+    let (_, _, _, _, _, revisions) = tokio::try_join!(
+        tx.execute(&statements.0, params[0]),
+        tx.execute(&statements.1, params[1]),
+        tx.execute(&statements.2, params[2]),
+        tx.execute(&statements.3, params[3]),
+        tx.execute(&statements.4, params[4]),
+        tx.query(&statements.5, params[5]),
+    )?;
+    let revisions: HashMap<&str, i64> = revisions
+        .iter()
+        .map(|row| (row.get::<_, &str>(0), row.get(1)))
+        .collect();
+    write_records(&tx, records).await?;
+    tx.commit().await?;
+    for i in written {
+        let id = batch[i].work.id.as_str();
+        outcomes[i] = revisions
+            .get(id)
+            .copied()
+            .ok_or_else(|| format!("thread `{id}`: the server returned no revision").into());
+    }
+    Ok(outcomes)
+}
