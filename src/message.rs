@@ -846,7 +846,7 @@ impl Messages {
 
     /// Whether the first `len` messages are the very ones store `store` stored at `revision`
     /// (see [`stored`]): a save may then append the rest without reading what is stored.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) fn stored_as(&self, store: u64, revision: i64, len: usize) -> bool {
         let Some(slot) = &self.stored else {
             return false;
@@ -870,7 +870,7 @@ impl Messages {
 
     /// Records that store `store` stored this whole history at `revision` (see [`stored`]),
     /// for this history and the clones that share its slot.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) fn mark_stored(&self, store: u64, revision: i64) {
         if let Some(slot) = &self.stored {
             *slot
@@ -934,18 +934,6 @@ impl Messages {
     }
 }
 
-/// The running token count of a history, shared by its clones.
-///
-/// It holds the tokens of messages `1..len` (the system message, index 0, is recounted at
-/// every call: stages edit it per call) and the message at `len - 1`. A history sharing it
-/// may use it when its own message at `len - 1` is that very message (the same `Arc`): the
-/// history it was counted on and this one then descend from the one that appended that
-/// message, and neither changed the messages before it since, because
-/// - editing or removing a message below `len` drops the history's count;
-/// - editing a message at or above `len` while the count is shared, other than by
-///   replacing everything from it to the end, forks the count (the edited history gets its
-///   own copy), so that no other history can advance the shared count past the edit and
-///   hand it back.
 pub(crate) mod stored {
     //! What a thread store last stored of a history, shared by the history's clones.
     //!
@@ -964,6 +952,7 @@ pub(crate) mod stored {
 
     use super::Message;
 
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) struct Mark {
         pub(crate) store: u64,
         pub(crate) revision: i64,
@@ -975,6 +964,18 @@ pub(crate) mod stored {
     pub(crate) struct Slot(pub(crate) Mutex<Option<Mark>>);
 }
 
+/// The running token count of a history, shared by its clones.
+///
+/// It holds the tokens of messages `1..len` (the system message, index 0, is recounted at
+/// every call: stages edit it per call) and the message at `len - 1`. A history sharing it
+/// may use it when its own message at `len - 1` is that very message (the same `Arc`): the
+/// history it was counted on and this one then descend from the one that appended that
+/// message, and neither changed the messages before it since, because
+/// - editing or removing a message below `len` drops the history's count;
+/// - editing a message at or above `len` while the count is shared, other than by
+///   replacing everything from it to the end, forks the count (the edited history gets its
+///   own copy), so that no other history can advance the shared count past the edit and
+///   hand it back.
 pub(crate) mod memo {
     use std::sync::{Arc, Mutex, PoisonError};
 

@@ -65,6 +65,7 @@ impl Cache {
     }
 
     /// Forgets every entry.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(super) fn clear(&mut self) {
         self.entries.clear();
     }

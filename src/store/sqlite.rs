@@ -57,22 +57,52 @@
 //!
 //! # Saving a step is cheap
 //!
-//! The loop hands the store the whole thread after every step. The store remembers what it
-//! last saved or loaded for each thread (the shared, copy-on-write history, not a copy) and
-//! the thread's revision in the database. When the stored messages are still a prefix of the
-//! new history (the usual step: a few messages appended) and nobody else wrote the thread in
-//! between, a save appends only the new messages and writes only the files that changed. The
-//! prefix check compares pointers, one per message (about 3 µs per 1,000 messages); nothing
-//! is serialized but the new messages. When
-//! the history was compacted or edited, or another connection wrote the thread, it compares
-//! the stored rows with the new history and rewrites from the first difference on.
+//! The loop hands the store the whole thread after every step. When the stored messages are
+//! still a prefix of the new history (the usual step: a few messages appended) and nobody else
+//! wrote the thread in between, a save appends only the new messages and writes only the
+//! files that changed; nothing is serialized but the new messages. Two things tell the store
+//! so, checked against the thread's revision in the database inside the write transaction:
+//!
+//! - the history itself: a history the store loaded or saved carries a mark of what was
+//!   stored (the revision and the message count, shared by the history's clones and dropped
+//!   by any edit other than an append), so the save of a thread loaded from this database
+//!   appends whether or not the store still remembers it — there is no cliff past the cache;
+//! - a cache of the last save or load of the 1,024 threads used last (least recently used first out, O(1) per operation): the shared,
+//!   copy-on-write history, not a copy, compared by pointer (one comparison per message), and
+//!   the files saved.
+//!
+//! When the history was compacted or edited, or another store wrote the thread, the save
+//! compares the stored rows with the new history and rewrites from the first difference on.
+//! When the cache does not hold the thread's files, the save reads the thread's file rows and
+//! writes those that differ.
 //!
 //! # Durability and concurrency
 //!
 //! The database is in WAL mode with `synchronous = NORMAL`: a committed save survives a crash
 //! of the process (the last few commits may be lost on a power cut). Writers wait up to 5
-//! seconds for a lock held by another process (`busy_timeout`); a save is one `IMMEDIATE`
-//! transaction, so it takes the write lock before it reads anything.
+//! seconds for a lock held by another process (`busy_timeout`).
+//!
+//! A `Sqlite` runs its SQL on threads of its own, never on the async runtime's (and never on
+//! tokio's blocking pool), so the number of OS threads is fixed whatever the load:
+//!
+//! - **one writer thread** owns the write connection. Saves, deletes and [journal](crate::store::journal)
+//!   records queue for it (at most [`WRITE_QUEUE`] (1,024) waiting; a caller beyond that waits,
+//!   asynchronously, for room). It takes every write queued (up to [`MAX_BATCH`] (512)) and
+//!   runs them in **one** `IMMEDIATE` transaction (group commit), each in a savepoint of its
+//!   own: a write that fails is rolled back alone and its caller gets its error, the others are
+//!   committed. Each caller is answered once the transaction is committed.
+//! - **[`READERS`] (2) reader threads**, each with its own connection, serve loads, lists and
+//!   journal look-ups in parallel with the writer (WAL readers see the last commit; a
+//!   load is one read transaction). At most [`READ_QUEUE`] (1,024) reads wait for them. An
+//!   in-memory database has no readers: its one connection is the writer's.
+//!
+//! So a store uses `1 + READERS` OS threads (one for an in-memory database). They stop, and
+//! the database is closed, when the last clone of the store is dropped (the drop waits for the
+//! writes already queued). A panic on one of them fails the operations in flight there (the
+//! transaction rolls back) and the thread goes on; a thread that is gone makes every later
+//! call an error, never a hang. Concurrent runs on different threads are safe. Two runs on the
+//! *same* thread at the same time are not merged: the last save wins (see the
+//! [store module docs](crate::store)) — which is why runs take a lease.
 //!
 //! # Several stores on one file
 //!
@@ -82,21 +112,17 @@
 //! - Every save gives the thread a new revision from a counter of the whole database (the
 //!   `revisions` table), so no two saves, not even of a thread deleted and created again,
 //!   ever share a revision.
-//! - Inside its write transaction, a save compares the revision (and message count) it
-//!   remembers with the database's. Only when they match does it append; otherwise another
-//!   store wrote or deleted the thread since, and the save compares the stored rows with its
-//!   history and rewrites them from the first difference (and rewrites all files).
+//! - Inside its write transaction, a save compares the revision (and message count) its
+//!   history's mark or its cache holds with the database's. Only when they match does it
+//!   append; otherwise another store wrote or deleted the thread since, and the save compares
+//!   the stored rows with its history and rewrites them from the first difference (and the
+//!   files that differ from the stored ones). Stores of one process on one file share their
+//!   marks' meaning (a history saved through one appends through the other); a mark from
+//!   another database never matches.
 //!
 //! So when two stores save the same thread, the database holds exactly one writer's thread,
 //! the last one saved, never a mix of both. There is no merge and no conflict error: as with
 //! every [`ThreadStore`], the last save wins.
-//!
-//! A `Sqlite` holds one connection behind a mutex; every operation runs on tokio's blocking
-//! pool ([`spawn_blocking`](tokio::task::spawn_blocking)), never on the async runtime's
-//! threads, so the store must be used inside a tokio runtime. Concurrent runs on different
-//! threads are safe; their saves take turns (each is a short transaction). Clones share the
-//! connection. Two runs on the *same* thread at the same time are not merged: the last save
-//! wins (see the [store module docs](crate::store)) — which is why runs take a lease.
 //!
 //! # Run leases
 //!
