@@ -107,3 +107,31 @@ pub(crate) fn take(db: &Path, id: &str) -> Result<Lease, BoxError> {
 
 /// The locked file: closing it (on drop) releases the lock.
 struct Held(#[allow(dead_code)] File);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Leasing many threads creates no file per thread (one shared lock file), and a leased
+    /// thread is busy until its lease is dropped, whatever the others do.
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    #[test]
+    fn one_lock_file_for_every_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.db");
+        let leases: Vec<Lease> = (0..100)
+            .map(|i| take(&db, &format!("thread {i}")).unwrap())
+            .collect();
+        assert_eq!(std::fs::read_dir(super::dir(&db)).unwrap().count(), 1);
+        let busy = take(&db, "thread 7").err().unwrap();
+        assert!(busy.downcast_ref::<ThreadBusy>().is_some(), "{busy}");
+        drop(leases);
+        let again = take(&db, "thread 7").unwrap();
+        assert!(take(&db, "thread 7").is_err());
+        drop(again);
+        take(&db, "thread 7").unwrap();
+    }
+}

@@ -656,16 +656,30 @@ fn commit(conn: &mut Connection, ctx: &Ctx, writes: Vec<(Write, Reply)>) {
         }
     };
     let mut done = Vec::with_capacity(writes.len());
+    // A savepoint only when there are others to keep: it journals every page it changes.
+    let alone = writes.len() == 1;
     for (write, reply) in writes {
         let failed_save = match &write {
             Write::Save(thread) => Some(thread.id.clone()),
             _ => None,
         };
-        let result = tx.savepoint().map_err(BoxError::from).and_then(|sp| {
-            let effect = apply(&sp, ctx, write)?;
-            sp.commit()?;
-            Ok(effect)
-        });
+        let result = if alone {
+            apply(&tx, ctx, write)
+        } else {
+            tx.savepoint().map_err(BoxError::from).and_then(|sp| {
+                let effect = apply(&sp, ctx, write)?;
+                sp.commit()?;
+                Ok(effect)
+            })
+        };
+        if alone && result.is_err() {
+            // Nothing of it may be committed.
+            let _ = reply.send(result.map(|_| ()));
+            if let Some(id) = failed_save {
+                ctx.cache().remove(&id);
+            }
+            return;
+        }
         done.push((result.map_err(|e| (e, failed_save)), reply));
     }
     match tx.commit() {
@@ -866,6 +880,9 @@ fn prepare(
             tracing::warn!(%mode, "sqlite thread store: WAL mode not available");
         }
         conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql_error)?;
+        // Savepoint journals (group commit) in memory, not in temporary files.
+        conn.pragma_update(None, "temp_store", "MEMORY")
             .map_err(sql_error)?;
     }
     Ok(conn)
