@@ -13,12 +13,19 @@
 //!   driven with `oneshot` (routing, JSON in and out, no socket, no client).
 //! - `server_*/sequential/{direct,http}_sqlite`: the same with the SQLite store (a fresh
 //!   thread per run: one load, two saves).
-//! - `server_multi_thread/concurrent16/{direct,http}`: 16 runs in flight (spawned tasks); one
-//!   iteration is the 16 runs, so runs per second = 16 / time.
+//! - `server_multi_thread/concurrent16/{direct,http,http_sqlite}`: 16 runs in flight (spawned
+//!   tasks); one iteration is the 16 runs, so runs per second = 16 / time. `http_sqlite` is
+//!   `http` with the SQLite store (a fresh thread per run: one load, two saves).
 //! - `sqlite/save_step/{10,1000}`: one save of the loop's per-step kind (2 messages appended to
 //!   a thread of about 10 / 1,000 messages), file-backed, WAL.
 //! - `sqlite/save_rewrite/1000`: a save after the history of 1,000 messages was compacted at
 //!   its start (the rewrite path).
+//! - `sqlite/save_step_miss/1000`: `save_step/1000` where the saving store's cache does not
+//!   hold the thread's last save: two stores on one file save the thread in turns (each save
+//!   finds the other's revision), as a store does for a thread its cache evicted.
+//! - `sqlite_in_flight/saves/10000`: 10,000 threads (about 10 messages each) each saved once
+//!   with a step appended, all 10,000 saves in flight at once (spawned tasks on the 2-worker
+//!   runtime); one iteration is the 10,000 saves, so saves per second = 10,000 / time.
 //!
 //! Run with `cargo bench --features axum,sqlite --bench server`; the derived figures (runs per
 //! second, ratios) are printed at the end. Client and server share the runtime and the
@@ -245,11 +252,18 @@ fn sequential(c: &mut Criterion, rt: &tokio::runtime::Runtime, label: &str, dir:
 }
 
 /// 16 runs in flight at a time, as spawned tasks, on the multi-thread runtime.
-fn concurrent(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+fn concurrent(c: &mut Criterion, rt: &tokio::runtime::Runtime, dir: &Path) {
     let null_agent = agent(NullStore);
-    let url = rt.block_on(start(null_agent.clone()));
+    let sqlite_agent = agent(Sqlite::open(dir.join("runs_concurrent.db")).unwrap());
+    let (url, sqlite_url) = rt.block_on(async {
+        (
+            start(null_agent.clone()).await,
+            start(sqlite_agent.clone()).await,
+        )
+    });
     let client = reqwest::Client::new();
     rt.block_on(http(&client, &url));
+    rt.block_on(http(&client, &sqlite_url));
 
     let mut group = c.benchmark_group("server_multi_thread");
     group.throughput(Throughput::Elements(16));
@@ -266,6 +280,14 @@ fn concurrent(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
         b.to_async(rt).iter(|| {
             join_all((0..16).map(|_| {
                 let (client, url) = (client.clone(), url.clone());
+                tokio::spawn(async move { http(&client, &url).await })
+            }))
+        })
+    });
+    group.bench_function(id("http_sqlite"), |b| {
+        b.to_async(rt).iter(|| {
+            join_all((0..16).map(|_| {
+                let (client, url) = (client.clone(), sqlite_url.clone());
                 tokio::spawn(async move { http(&client, &url).await })
             }))
         })
@@ -341,6 +363,72 @@ fn sqlite_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, dir: &Path) {
             }
         })
     });
+    // Two stores on one file saving one thread in turns: each save finds a revision its cache
+    // does not know (the other store wrote last), the case of a thread evicted from the cache.
+    let other = Sqlite::open(dir.join("saves.db")).unwrap();
+    group.bench_function(BenchmarkId::new("save_step_miss", 1000), |b| {
+        b.to_async(rt).iter_custom(|iters| {
+            let stores = [store.clone(), other.clone()];
+            async move {
+                let mut total = Duration::ZERO;
+                let mut thread = seeded(1000);
+                stores[1].save(&thread).await.unwrap();
+                for i in 0..iters {
+                    if i % 100 == 99 {
+                        thread = seeded(1000);
+                        stores[1].save(&thread).await.unwrap();
+                    }
+                    thread.messages.extend(step(i as usize));
+                    let store = &stores[(i % 2) as usize];
+                    let started = Instant::now();
+                    store.save(black_box(&thread)).await.unwrap();
+                    total += started.elapsed();
+                }
+                total
+            }
+        })
+    });
+    group.finish();
+
+    // 10,000 saves in flight: one step appended to each of 10,000 threads, all at once.
+    const IN_FLIGHT: usize = 10_000;
+    let mut group = c.benchmark_group("sqlite_in_flight");
+    group.throughput(Throughput::Elements(IN_FLIGHT as u64));
+    group.sample_size(10);
+    let threads: Vec<Thread> = (0..IN_FLIGHT).map(|_| seeded(10)).collect();
+    rt.block_on(join_all(threads.iter().map(|t| store.save(t))))
+        .into_iter()
+        .for_each(|r| r.unwrap());
+    let threads = &std::sync::Mutex::new(threads);
+    group.bench_function(BenchmarkId::new("saves", IN_FLIGHT), |b| {
+        b.to_async(rt).iter_custom(|iters| {
+            let store = store.clone();
+            // Each call continues the threads where the last one left them (all stored).
+            let mut mine = std::mem::take(&mut *threads.lock().unwrap());
+            async move {
+                let mut total = Duration::ZERO;
+                for i in 0..iters {
+                    for t in &mut mine {
+                        if t.messages.len() > 60 {
+                            *t = seeded(10);
+                        }
+                        t.messages.extend(step(i as usize));
+                    }
+                    let started = Instant::now();
+                    let saves = mine.iter().map(|t| {
+                        let (store, t) = (store.clone(), t.clone());
+                        tokio::spawn(async move { store.save(&t).await })
+                    });
+                    for r in join_all(saves).await {
+                        r.unwrap().unwrap();
+                    }
+                    total += started.elapsed();
+                }
+                *threads.lock().unwrap() = mine;
+                total
+            }
+        })
+    });
     group.finish();
 }
 
@@ -395,10 +483,28 @@ fn summary(dir: &Path, since: SystemTime) {
             h / d
         );
     }
-    for id in ["save_step/10", "save_step/1000", "save_rewrite/1000"] {
+    if let (Some(h), Some(hs)) = (con("http"), con("http_sqlite")) {
+        println!(
+            "multi_thread    16 in flight   http_sqlite {:8.0} runs/s, {:.0}% of http",
+            per_sec(hs, 16.0),
+            100.0 * h / hs
+        );
+    }
+    for id in [
+        "save_step/10",
+        "save_step/1000",
+        "save_step_miss/1000",
+        "save_rewrite/1000",
+    ] {
         if let Some(s) = t(&format!("sqlite/{id}")) {
             println!("sqlite          {id:<18} {:7.1} µs per save", s / 1e3);
         }
+    }
+    if let Some(s) = t("sqlite_in_flight/saves/10000") {
+        println!(
+            "sqlite          10,000 in flight   {:8.0} saves/s",
+            per_sec(s, 10_000.0)
+        );
     }
 }
 
@@ -423,7 +529,7 @@ fn main() {
         .configure_from_args();
     sequential(&mut c, &current, "current_thread", data.path());
     sequential(&mut c, &multi, "multi_thread", data.path());
-    concurrent(&mut c, &multi);
+    concurrent(&mut c, &multi, data.path());
     sqlite_benches(&mut c, &multi, data.path());
     c.final_summary();
     summary(&out, started);

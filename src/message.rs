@@ -688,6 +688,8 @@ pub struct Messages {
     /// Messages inserted in front since the running count was shared with this history: the
     /// count's message `j` is this history's message `j + shift` (see [`memo`]).
     shift: usize,
+    /// What a thread store last stored of this history, shared by clones (see [`stored`]).
+    stored: Option<Arc<stored::Slot>>,
 }
 
 impl PartialEq for Messages {
@@ -724,6 +726,7 @@ impl Messages {
         if index > self.shift && index < self.len() {
             self.edited(index - self.shift, index + 1 == self.len());
         }
+        self.stored = None;
         self.inner.get_mut(index).map(Arc::make_mut)
     }
 
@@ -746,6 +749,7 @@ impl Messages {
     pub fn push(&mut self, message: Message) {
         self.inner.push_back(Arc::new(message));
         self.keep_memo();
+        self.keep_stored();
     }
 
     /// Inserts a message at `index`, shifting the rest.
@@ -761,6 +765,7 @@ impl Messages {
             } else {
                 self.edited_at(index, false);
             }
+            self.stored = None;
         }
         self.inner.insert(index, Arc::new(message));
         self.keep_memo();
@@ -780,6 +785,7 @@ impl Messages {
                 self.edited(index - self.shift, index + 1 == self.len());
             }
         }
+        self.stored = None;
         Arc::unwrap_or_clone(self.inner.remove(index))
     }
 
@@ -787,6 +793,7 @@ impl Messages {
     pub fn truncate(&mut self, len: usize) {
         if len < self.len() {
             self.edited_at(len, true);
+            self.stored = None;
         }
         self.inner.truncate(len);
     }
@@ -800,6 +807,7 @@ impl Messages {
         if range.start < self.len() {
             // Replacing everything from `range.start` on leaves no old message behind it.
             self.edited_at(range.start, range.end >= self.len());
+            self.stored = None;
         }
         let tail = self.inner.split_off(range.end);
         self.inner.truncate(range.start);
@@ -818,6 +826,7 @@ impl Messages {
         if self.len() > 1 {
             self.edited_at(1, false);
         }
+        self.stored = None;
         self.inner.iter_mut().map(Arc::make_mut)
     }
 
@@ -846,6 +855,55 @@ impl Messages {
         if self.memo.is_none() {
             self.memo = Some(Arc::default());
             self.shift = 0;
+        }
+    }
+
+    /// Gives the history a slot for what a store stores of it if it has none (an allocation
+    /// once per history, not per append).
+    fn keep_stored(&mut self) {
+        if self.stored.is_none() {
+            self.stored = Some(Arc::default());
+        }
+    }
+
+    /// Whether the first `len` messages are the very ones store `store` stored at `revision`
+    /// (see [`stored`]): a save may then append the rest without reading what is stored.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn stored_as(&self, store: u64, revision: i64, len: usize) -> bool {
+        let Some(slot) = &self.stored else {
+            return false;
+        };
+        let mark = slot
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        mark.as_ref().is_some_and(|m| {
+            m.store == store
+                && m.revision == revision
+                && m.len == len
+                && len <= self.len()
+                && match (&m.last, len.checked_sub(1)) {
+                    (Some(last), Some(i)) => Arc::ptr_eq(last, &self.inner[i]),
+                    (None, None) => true,
+                    _ => false,
+                }
+        })
+    }
+
+    /// Records that store `store` stored this whole history at `revision` (see [`stored`]),
+    /// for this history and the clones that share its slot.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn mark_stored(&self, store: u64, revision: i64) {
+        if let Some(slot) = &self.stored {
+            *slot
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(stored::Mark {
+                store,
+                revision,
+                len: self.len(),
+                last: self.inner.last().cloned(),
+            });
         }
     }
 
@@ -925,6 +983,36 @@ impl Messages {
         }
         head + base + tail
     }
+}
+
+pub(crate) mod stored {
+    //! What a thread store last stored of a history, shared by the history's clones.
+    //!
+    //! A [`Mark`] says: store `store` stored `len` messages at `revision`, the last of them
+    //! the very `last` message (the same `Arc`). A history sharing the slot may trust it when
+    //! its own message at `len - 1` is that very message: every edit other than an append
+    //! (`insert` before the end, `remove`, `truncate`, `splice`, `get_mut`, `iter_mut`) drops
+    //! the history's slot, so the histories that share a slot only ever appended since they
+    //! were cloned from one another, and two of them that hold the same message at `len - 1`
+    //! hold the same first `len` messages. The store sets the mark only once a save is
+    //! committed, and checks it against the revision the database holds (revisions are never
+    //! given twice), so a save of a history loaded or saved by the store appends without
+    //! reading or comparing the stored rows, whatever the store's cache holds.
+
+    use std::sync::{Arc, Mutex};
+
+    use super::Message;
+
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) struct Mark {
+        pub(crate) store: u64,
+        pub(crate) revision: i64,
+        pub(crate) len: usize,
+        pub(crate) last: Option<Arc<Message>>,
+    }
+
+    #[derive(Default)]
+    pub(crate) struct Slot(pub(crate) Mutex<Option<Mark>>);
 }
 
 /// The running token count of a history, shared by its clones.
@@ -1080,6 +1168,7 @@ impl FromIterator<Message> for Messages {
             inner: iter.into_iter().map(Arc::new).collect(),
             memo: Some(Arc::default()),
             shift: 0,
+            stored: None,
         }
     }
 }
@@ -1088,6 +1177,7 @@ impl Extend<Message> for Messages {
     fn extend<T: IntoIterator<Item = Message>>(&mut self, iter: T) {
         self.inner.extend(iter.into_iter().map(Arc::new));
         self.keep_memo();
+        self.keep_stored();
     }
 }
 

@@ -3,7 +3,7 @@
 //! writes. Each store runs the SQL; the decisions are made here, once.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::BTreeMap,
     sync::Arc,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
@@ -20,8 +20,6 @@ pub(super) struct Cached {
     pub(super) revision: i64,
     pub(super) messages: Messages,
     pub(super) files: BTreeMap<String, Arc<str>>,
-    /// When it was last used (the cache's clock), to evict the least recently used.
-    pub(super) used: u64,
 }
 
 impl Cached {
@@ -34,55 +32,48 @@ impl Cached {
             revision,
             messages,
             files,
-            used: 0,
         }
     }
 }
 
-/// A small least-recently-used map of [`Cached`] entries.
+/// A least-recently-used map of [`Cached`] entries, at most `capacity` of them: `get`, `put`
+/// and `remove` are O(1) (a hash map threaded by a recency list, [`hashlink::LruCache`]).
 pub(super) struct Cache {
-    entries: HashMap<String, Cached>,
-    capacity: usize,
-    clock: u64,
+    entries: hashlink::LruCache<String, Cached>,
 }
 
 impl Cache {
     pub(super) fn new(capacity: usize) -> Self {
         Cache {
-            entries: HashMap::new(),
-            capacity,
-            clock: 0,
+            entries: hashlink::LruCache::new(capacity.max(1)),
         }
     }
 
+    /// The entry of `id`, now the most recently used.
     pub(super) fn get(&mut self, id: &str) -> Option<&Cached> {
-        self.clock += 1;
-        let clock = self.clock;
-        self.entries.get_mut(id).map(|c| {
-            c.used = clock;
-            &*c
-        })
+        self.entries.get(id)
     }
 
-    pub(super) fn put(&mut self, id: String, mut cached: Cached) {
-        self.clock += 1;
-        cached.used = self.clock;
-        if self.entries.len() >= self.capacity && !self.entries.contains_key(&id) {
-            // O(capacity), only when full: evict the least recently used.
-            if let Some(oldest) = self
-                .entries
-                .iter()
-                .min_by_key(|(_, c)| c.used)
-                .map(|(k, _)| k.clone())
-            {
-                self.entries.remove(&oldest);
-            }
-        }
+    /// Sets the entry of `id` (the most recently used), evicting the least recently used one
+    /// when full.
+    pub(super) fn put(&mut self, id: String, cached: Cached) {
         self.entries.insert(id, cached);
     }
 
     pub(super) fn remove(&mut self, id: &str) {
         self.entries.remove(id);
+    }
+
+    /// Forgets every entry.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(super) fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// How many entries it holds.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
     }
 }
 
@@ -236,6 +227,33 @@ mod tests {
         cache.put("c".into(), entry());
         assert!(cache.get("b").is_none());
         assert!(cache.get("a").is_some() && cache.get("c").is_some());
+        cache.remove("a");
+        assert!(cache.get("a").is_none());
+    }
+
+    /// A full cache of 100,000 entries takes 100,000 more puts (each evicting one) quickly:
+    /// the old `put` scanned every entry per eviction (10^10 steps here, minutes); this is a
+    /// count of work, not a timing: it finishes at all only if eviction is O(1)-ish.
+    #[test]
+    fn cache_stays_bounded_and_evicts_in_order() {
+        let n = 100_000;
+        let mut cache = Cache::new(n);
+        let entry = |r| Cached::new(r, Messages::new(), BTreeMap::new());
+        for i in 0..2 * n {
+            cache.put(i.to_string(), entry(i as i64));
+            if i % 2 == 0 && i >= n {
+                // Touch a recent one: it must survive the evictions that follow.
+                assert!(cache.get(&(i - 1).to_string()).is_some());
+            }
+        }
+        assert_eq!(cache.len(), n);
+        // The oldest untouched ones went first; the touched one (n - 1) stayed.
+        assert!(cache.get("0").is_none() && cache.get(&n.to_string()).is_none());
+        assert!(cache.get(&(n - 1).to_string()).is_some());
+        assert_eq!(
+            cache.get(&(2 * n - 1).to_string()).unwrap().revision,
+            2 * n as i64 - 1
+        );
     }
 
     #[test]

@@ -57,22 +57,52 @@
 //!
 //! # Saving a step is cheap
 //!
-//! The loop hands the store the whole thread after every step. The store remembers what it
-//! last saved or loaded for each thread (the shared, copy-on-write history, not a copy) and
-//! the thread's revision in the database. When the stored messages are still a prefix of the
-//! new history (the usual step: a few messages appended) and nobody else wrote the thread in
-//! between, a save appends only the new messages and writes only the files that changed. The
-//! prefix check compares pointers, one per message (about 3 µs per 1,000 messages); nothing
-//! is serialized but the new messages. When
-//! the history was compacted or edited, or another connection wrote the thread, it compares
-//! the stored rows with the new history and rewrites from the first difference on.
+//! The loop hands the store the whole thread after every step. When the stored messages are
+//! still a prefix of the new history (the usual step: a few messages appended) and nobody else
+//! wrote the thread in between, a save appends only the new messages and writes only the
+//! files that changed; nothing is serialized but the new messages. Two things tell the store
+//! so, checked against the thread's revision in the database inside the write transaction:
+//!
+//! - the history itself: a history the store loaded or saved carries a mark of what was
+//!   stored (the revision and the message count, shared by the history's clones and dropped
+//!   by any edit other than an append), so the save of a thread loaded from this database
+//!   appends whether or not the store still remembers it — there is no cliff past the cache;
+//! - a cache of the last save or load of the 1,024 threads used last (least recently used first out, O(1) per operation): the shared,
+//!   copy-on-write history, not a copy, compared by pointer (one comparison per message), and
+//!   the files saved.
+//!
+//! When the history was compacted or edited, or another store wrote the thread, the save
+//! compares the stored rows with the new history and rewrites from the first difference on.
+//! When the cache does not hold the thread's files, the save reads the thread's file rows and
+//! writes those that differ.
 //!
 //! # Durability and concurrency
 //!
 //! The database is in WAL mode with `synchronous = NORMAL`: a committed save survives a crash
 //! of the process (the last few commits may be lost on a power cut). Writers wait up to 5
-//! seconds for a lock held by another process (`busy_timeout`); a save is one `IMMEDIATE`
-//! transaction, so it takes the write lock before it reads anything.
+//! seconds for a lock held by another process (`busy_timeout`).
+//!
+//! A `Sqlite` runs its SQL on threads of its own, never on the async runtime's (and never on
+//! tokio's blocking pool), so the number of OS threads is fixed whatever the load:
+//!
+//! - **one writer thread** owns the write connection. Saves, deletes and [journal](crate::store::journal)
+//!   records queue for it (at most [`WRITE_QUEUE`] (1,024) waiting; a caller beyond that waits,
+//!   asynchronously, for room). It takes every write queued (up to [`MAX_BATCH`] (512)) and
+//!   runs them in **one** `IMMEDIATE` transaction (group commit), each in a savepoint of its
+//!   own: a write that fails is rolled back alone and its caller gets its error, the others are
+//!   committed. Each caller is answered once the transaction is committed.
+//! - **[`READERS`] (2) reader threads**, each with its own connection, serve loads, lists and
+//!   journal look-ups in parallel with the writer (WAL readers see the last commit; a
+//!   load is one read transaction). At most [`READ_QUEUE`] (1,024) reads wait for them. An
+//!   in-memory database has no readers: its one connection is the writer's.
+//!
+//! So a store uses `1 + READERS` OS threads (one for an in-memory database). They stop, and
+//! the database is closed, when the last clone of the store is dropped (the drop waits for the
+//! writes already queued). A panic on one of them fails the operations in flight there (the
+//! transaction rolls back) and the thread goes on; a thread that is gone makes every later
+//! call an error, never a hang. Concurrent runs on different threads are safe. Two runs on the
+//! *same* thread at the same time are not merged: the last save wins (see the
+//! [store module docs](crate::store)) — which is why runs take a lease.
 //!
 //! # Several stores on one file
 //!
@@ -82,21 +112,17 @@
 //! - Every save gives the thread a new revision from a counter of the whole database (the
 //!   `revisions` table), so no two saves, not even of a thread deleted and created again,
 //!   ever share a revision.
-//! - Inside its write transaction, a save compares the revision (and message count) it
-//!   remembers with the database's. Only when they match does it append; otherwise another
-//!   store wrote or deleted the thread since, and the save compares the stored rows with its
-//!   history and rewrites them from the first difference (and rewrites all files).
+//! - Inside its write transaction, a save compares the revision (and message count) its
+//!   history's mark or its cache holds with the database's. Only when they match does it
+//!   append; otherwise another store wrote or deleted the thread since, and the save compares
+//!   the stored rows with its history and rewrites them from the first difference (and the
+//!   files that differ from the stored ones). Stores of one process on one file share their
+//!   marks' meaning (a history saved through one appends through the other); a mark from
+//!   another database never matches.
 //!
 //! So when two stores save the same thread, the database holds exactly one writer's thread,
 //! the last one saved, never a mix of both. There is no merge and no conflict error: as with
 //! every [`ThreadStore`], the last save wins.
-//!
-//! A `Sqlite` holds one connection behind a mutex; every operation runs on tokio's blocking
-//! pool ([`spawn_blocking`](tokio::task::spawn_blocking)), never on the async runtime's
-//! threads, so the store must be used inside a tokio runtime. Concurrent runs on different
-//! threads are safe; their saves take turns (each is a short transaction). Clones share the
-//! connection. Two runs on the *same* thread at the same time are not merged: the last save
-//! wins (see the [store module docs](crate::store)) — which is why runs take a lease.
 //!
 //! # Run leases
 //!
@@ -115,13 +141,18 @@ use std::{
     fmt,
     fs::OpenOptions,
     io::{self, Read},
+    panic::{AssertUnwindSafe, catch_unwind},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
     time::{Duration, SystemTime},
 };
 
 use futures_util::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::{mpsc, oneshot};
 
 pub use super::ThreadInfo;
 use super::{
@@ -198,23 +229,95 @@ const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// A [`ThreadStore`] in a SQLite database. See the [module docs](crate::store::sqlite).
 ///
-/// Cloning is one reference count; clones share the connection.
+/// Cloning is one reference count; clones share the connections and their threads, which
+/// stop (and close the database) when the last clone is dropped.
 #[derive(Clone)]
 pub struct Sqlite {
     shared: Arc<Shared>,
 }
 
+/// How many writes (saves, deletes, journal records) may wait for the writer thread; a
+/// caller beyond that waits (asynchronously) for room.
+pub const WRITE_QUEUE: usize = 1024;
+
+/// The most writes the writer commits in one transaction (group commit).
+pub const MAX_BATCH: usize = 512;
+
+/// How many read connections (each on its own thread) a file-backed store opens.
+pub const READERS: usize = 2;
+
+/// How many reads (loads, lists, journal look-ups) may wait for a reader thread; a caller
+/// beyond that waits (asynchronously) for room.
+pub const READ_QUEUE: usize = 1024;
+
 struct Shared {
     /// `None` for an in-memory database.
     path: Option<PathBuf>,
-    state: Mutex<State>,
-    /// Dropped after `state` (fields drop in order), so the file leaves the registry only
-    /// once its connection is closed.
+    #[cfg_attr(not(test), allow(dead_code))]
+    ctx: Arc<Ctx>,
+    /// To the writer thread. `None` once dropping (closes the channel: the thread stops).
+    writes: Option<mpsc::Sender<Job>>,
+    /// To the reader threads; `None` for an in-memory database (its one connection is the
+    /// writer's: reads go to the writer thread) and once dropping.
+    reads: Option<mpsc::Sender<ReadJob>>,
+    /// The writer and reader threads, joined on drop.
+    threads: Vec<std::thread::JoinHandle<()>>,
+    /// Dropped after the threads are joined (their connections closed), so the file leaves
+    /// the registry only once no connection of this store is open on it.
     _open: Option<OpenFile>,
 }
 
+/// What the store's threads share.
+struct Ctx {
+    /// Names the database in the marks the store leaves on the histories it loads and saves
+    /// ([`Messages::stored_as`]): one per database file in this process (stores on one file
+    /// share it: revisions are the file's), one per in-memory database.
+    tag: u64,
+    cache: Mutex<Cache>,
+    /// Stored message rows a save read back to compare with its history (the rewrite path).
+    compared_rows: AtomicU64,
+    /// The largest number of writes committed in one transaction so far.
+    largest_batch: AtomicUsize,
+}
+
+impl Ctx {
+    fn cache(&self) -> MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+type Reply = oneshot::Sender<Result<(), BoxError>>;
+
+/// A read: runs on a reader thread (or the writer's, for an in-memory database) and sends
+/// its own answer.
+type ReadJob = Box<dyn FnOnce(&mut Connection, &Ctx) + Send>;
+
+/// A write, run inside the writer's transaction (in a savepoint of its own).
+type Exec = Box<dyn FnOnce(&Connection) -> Result<(), BoxError> + Send>;
+
+enum Job {
+    Write(Write, Reply),
+    Read(ReadJob),
+    /// Stops the writer thread as if it had died (tests).
+    #[cfg(test)]
+    Exit,
+}
+
+enum Write {
+    Save(Thread),
+    Delete(String),
+    Exec(Exec),
+}
+
+/// What a committed write changes in the store's memory.
+enum Effect {
+    Saved(Thread, i64),
+    Deleted(String),
+    Nothing,
+}
+
 /// A database file held open by a [`Sqlite`] of this process, by device and inode, with how
-/// many stores hold it.
+/// many stores hold it and its tag (see [`Ctx::tag`]).
 ///
 /// POSIX record locks belong to the process, not to a file descriptor: opening the file a
 /// second time (for the header check in [`Sqlite::open`]) and closing it would release the
@@ -223,7 +326,14 @@ struct Shared {
 /// skips the check for it. (SQLite's "How To Corrupt An SQLite Database File", section 2.2:
 /// in WAL mode the locks that matter live in the `-shm` file, so this guards the rollback-journal
 /// mode a file falls back to where WAL is unavailable.)
-static OPEN_FILES: Mutex<BTreeMap<FileKey, usize>> = Mutex::new(BTreeMap::new());
+static OPEN_FILES: Mutex<BTreeMap<FileKey, (usize, u64)>> = Mutex::new(BTreeMap::new());
+
+/// The last tag given (see [`Ctx::tag`]).
+static TAGS: AtomicU64 = AtomicU64::new(0);
+
+fn new_tag() -> u64 {
+    TAGS.fetch_add(1, Ordering::Relaxed) + 1
+}
 
 /// Device and inode of a file (`None` where the platform has no such notion).
 type FileKey = (u64, u64);
@@ -241,7 +351,7 @@ fn file_key(path: &Path) -> Option<FileKey> {
     }
 }
 
-fn open_files() -> MutexGuard<'static, BTreeMap<FileKey, usize>> {
+fn open_files() -> MutexGuard<'static, BTreeMap<FileKey, (usize, u64)>> {
     OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -251,7 +361,7 @@ struct OpenFile(FileKey);
 impl Drop for OpenFile {
     fn drop(&mut self) {
         let mut files = open_files();
-        if let Some(count) = files.get_mut(&self.0) {
+        if let Some((count, _)) = files.get_mut(&self.0) {
             *count -= 1;
             if *count == 0 {
                 files.remove(&self.0);
@@ -260,9 +370,19 @@ impl Drop for OpenFile {
     }
 }
 
-struct State {
-    conn: Connection,
-    cache: Cache,
+impl Drop for Shared {
+    /// Closes the channels (the threads finish the jobs queued and stop) and joins the
+    /// threads, so the database is closed when the last handle is gone.
+    fn drop(&mut self) {
+        self.writes.take();
+        self.reads.take();
+        let me = std::thread::current().id();
+        for handle in self.threads.drain(..) {
+            if handle.thread().id() != me {
+                let _ = handle.join();
+            }
+        }
+    }
 }
 
 // ===== impl Sqlite =====
@@ -289,26 +409,39 @@ impl Sqlite {
         // a database is never written (no journal, no WAL switch, no schema). Not for a file
         // another store of this process holds open (see `OPEN_FILES`); the registry stays
         // locked until this store is in it, so two opens of one file do not both check.
-        let open = {
+        let (open, tag) = {
             let mut registry = open_files();
             if !file_key(path).is_some_and(|key| registry.contains_key(&key)) {
                 check_file(path).map_err(|(kind, source)| fail(kind, source))?;
             }
             // The check may have created the file: its key only now.
-            file_key(path).map(|key| {
-                *registry.entry(key).or_insert(0) += 1;
-                OpenFile(key)
-            })
+            match file_key(path) {
+                Some(key) => {
+                    let entry = registry.entry(key).or_insert_with(|| (0, new_tag()));
+                    entry.0 += 1;
+                    (Some(OpenFile(key)), entry.1)
+                }
+                None => (None, new_tag()),
+            }
         };
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| fail(classify(&e), Some(e.into())))?;
-        let conn = prepare(conn, true).map_err(|(kind, source)| fail(kind, source))?;
-        Ok(Self::from_conn(conn, Some(path.to_owned()), open))
+        let connect = || {
+            let conn = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| fail(classify(&e), Some(e.into())))?;
+            conn.busy_timeout(BUSY_TIMEOUT)
+                .map_err(|e| fail(classify(&e), Some(e.into())))?;
+            Ok::<_, OpenError>(conn)
+        };
+        let conn = prepare(connect()?, true).map_err(|(kind, source)| fail(kind, source))?;
+        let readers = (0..READERS)
+            .map(|_| connect())
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::start(conn, readers, Some(path.to_owned()), open, tag)
+            .map_err(|e| fail(OpenErrorKind::Thread, Some(e.into())))
     }
 
     /// A new, empty database in memory (gone when the last clone is dropped). For tests.
@@ -324,21 +457,70 @@ impl Sqlite {
         };
         let conn = Connection::open_in_memory().map_err(|e| fail(classify(&e), Some(e.into())))?;
         let conn = prepare(conn, false).map_err(|(kind, source)| fail(kind, source))?;
-        Ok(Self::from_conn(conn, None, None))
+        Self::start(conn, Vec::new(), None, None, new_tag())
+            .map_err(|e| fail(OpenErrorKind::Thread, Some(e.into())))
     }
 
-    fn from_conn(conn: Connection, path: Option<PathBuf>, open: Option<OpenFile>) -> Self {
+    /// Starts the writer thread on `conn` and a reader thread on each of `readers` (none:
+    /// the writer's connection serves the reads).
+    fn start(
+        conn: Connection,
+        readers: Vec<Connection>,
+        path: Option<PathBuf>,
+        open: Option<OpenFile>,
+        tag: u64,
+    ) -> io::Result<Self> {
+        let ctx = Arc::new(Ctx {
+            tag,
+            cache: Mutex::new(Cache::new(DEFAULT_CACHE_THREADS)),
+            compared_rows: AtomicU64::new(0),
+            largest_batch: AtomicUsize::new(0),
+        });
+        // Built first, so that a thread that fails to start stops the ones started (their
+        // channels close when this is dropped).
+        let mut shared = Shared {
+            path,
+            ctx: Arc::clone(&ctx),
+            writes: None,
+            reads: None,
+            threads: Vec::with_capacity(1 + readers.len()),
+            _open: open,
+        };
+        let (writes, rx) = mpsc::channel(WRITE_QUEUE);
+        shared.writes = Some(writes);
         conn.set_prepared_statement_cache_capacity(32);
-        Sqlite {
-            shared: Arc::new(Shared {
-                path,
-                state: Mutex::new(State {
-                    conn,
-                    cache: Cache::new(DEFAULT_CACHE_THREADS),
-                }),
-                _open: open,
-            }),
+        let writer_ctx = Arc::clone(&ctx);
+        shared.threads.push(
+            std::thread::Builder::new()
+                .name("tower-agent-sqlite-writer".into())
+                .spawn(move || writer(conn, &writer_ctx, rx))?,
+        );
+        if !readers.is_empty() {
+            let (reads, rx) = mpsc::channel::<ReadJob>(READ_QUEUE);
+            shared.reads = Some(reads);
+            let rx = Arc::new(Mutex::new(rx));
+            for mut conn in readers {
+                conn.set_prepared_statement_cache_capacity(32);
+                let (ctx, rx) = (Arc::clone(&ctx), Arc::clone(&rx));
+                shared.threads.push(
+                    std::thread::Builder::new()
+                        .name("tower-agent-sqlite-reader".into())
+                        .spawn(move || {
+                            loop {
+                                // One reader waits on the channel, the others on the lock.
+                                let job =
+                                    rx.lock().unwrap_or_else(|p| p.into_inner()).blocking_recv();
+                                let Some(job) = job else { break };
+                                // A panic drops the job's answer: its caller gets an error.
+                                let _ = catch_unwind(AssertUnwindSafe(|| job(&mut conn, &ctx)));
+                            }
+                        })?,
+                );
+            }
         }
+        Ok(Sqlite {
+            shared: Arc::new(shared),
+        })
     }
 
     /// The database file (`None` for [`memory`](Self::memory)).
@@ -352,8 +534,8 @@ impl Sqlite {
     ///
     /// Fails if the database cannot be read.
     pub async fn list_threads(&self) -> Result<Vec<ThreadInfo>, BoxError> {
-        self.blocking(|state| {
-            let mut stmt = state.conn.prepare_cached(
+        self.read(|conn, _| {
+            let mut stmt = conn.prepare_cached(
                 "SELECT id, message_count, created_at, updated_at FROM threads
                  ORDER BY updated_at DESC, id",
             )?;
@@ -377,46 +559,197 @@ impl Sqlite {
     ///
     /// Fails if the database cannot be written.
     pub async fn delete_thread(&self, id: &str) -> Result<(), BoxError> {
-        let id = id.to_owned();
-        self.blocking(move |state| {
-            state.cache.remove(&id);
-            let tx = state
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute("DELETE FROM messages WHERE thread_id = ?1", [&id])?;
-            tx.execute("DELETE FROM files WHERE thread_id = ?1", [&id])?;
-            tx.execute("DELETE FROM threads WHERE id = ?1", [&id])?;
-            tx.execute("DELETE FROM journal WHERE thread_id = ?1", [&id])?;
-            tx.commit()?;
-            Ok(())
-        })
-        .await
+        self.write(Write::Delete(id.to_owned())).await
     }
 
-    /// Runs `f` with the connection on the blocking pool.
-    async fn blocking<T, F>(&self, f: F) -> Result<T, BoxError>
+    /// Runs `write` on the writer thread, in the next transaction it commits; answers once
+    /// that transaction is committed (or the write failed).
+    async fn write(&self, write: Write) -> Result<(), BoxError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Job::Write(write, reply)).await?;
+        answer.await.map_err(|_| failed())?
+    }
+
+    /// Runs `f` on a reader thread (the writer's for an in-memory database).
+    async fn read<T, F>(&self, f: F) -> Result<T, BoxError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut State) -> Result<T, BoxError> + Send + 'static,
+        F: FnOnce(&mut Connection, &Ctx) -> Result<T, BoxError> + Send + 'static,
     {
-        let shared = Arc::clone(&self.shared);
-        tokio::task::spawn_blocking(move || f(&mut shared.lock()))
-            .await
-            .map_err(|e| -> BoxError {
-                if e.is_panic() {
-                    format!("sqlite thread store: operation panicked: {e}").into()
-                } else {
-                    format!("sqlite thread store: operation cancelled: {e}").into()
-                }
-            })?
+        let (reply, answer) = oneshot::channel();
+        let job: ReadJob = Box::new(move |conn, ctx| {
+            let _ = reply.send(f(conn, ctx));
+        });
+        match &self.shared.reads {
+            Some(reads) => reads.send(job).await.map_err(|_| stopped())?,
+            None => self.send(Job::Read(job)).await?,
+        }
+        answer.await.map_err(|_| failed())?
+    }
+
+    async fn send(&self, job: Job) -> Result<(), BoxError> {
+        match &self.shared.writes {
+            Some(writes) => writes.send(job).await.map_err(|_| stopped()),
+            None => Err(stopped()),
+        }
     }
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic mid-transaction rolled the transaction back when it unwound; the connection
-        // is still good.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+fn stopped() -> BoxError {
+    "sqlite thread store: its writer thread has stopped".into()
+}
+
+fn failed() -> BoxError {
+    "sqlite thread store: the operation was not done: the store's thread failed or stopped \
+     (see the log)"
+        .into()
+}
+
+/// The writer thread: takes every write queued (up to [`MAX_BATCH`]), runs each in a
+/// savepoint of one transaction, commits it, and answers each caller.
+fn writer(mut conn: Connection, ctx: &Ctx, mut rx: mpsc::Receiver<Job>) {
+    let mut jobs = Vec::new();
+    while let Some(job) = rx.blocking_recv() {
+        jobs.push(job);
+        while jobs.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut writes = Vec::with_capacity(jobs.len());
+        let mut reads = Vec::new();
+        for job in jobs.drain(..) {
+            match job {
+                Job::Write(write, reply) => writes.push((write, reply)),
+                Job::Read(read) => reads.push(read),
+                #[cfg(test)]
+                Job::Exit => return,
+            }
+        }
+        if !writes.is_empty()
+            && catch_unwind(AssertUnwindSafe(|| commit(&mut conn, ctx, writes))).is_err()
+        {
+            // The transaction rolled back as it unwound and the callers got an error (their
+            // answers were dropped). What the cache holds may be off: forget it.
+            tracing::error!("sqlite thread store: a write panicked; its transaction failed");
+            ctx.cache().clear();
+        }
+        for read in reads {
+            let _ = catch_unwind(AssertUnwindSafe(|| read(&mut conn, ctx)));
+        }
+    }
+}
+
+/// Commits `writes` in one transaction, each in its own savepoint: one that fails is rolled
+/// back alone and its caller gets its error; the others are committed.
+fn commit(conn: &mut Connection, ctx: &Ctx, writes: Vec<(Write, Reply)>) {
+    ctx.largest_batch.fetch_max(writes.len(), Ordering::Relaxed);
+    let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(e) => {
+            let e = e.to_string();
+            for (_, reply) in writes {
+                let _ = reply.send(Err(e.clone().into()));
+            }
+            return;
+        }
+    };
+    let mut done = Vec::with_capacity(writes.len());
+    // A savepoint only when there are others to keep: it journals every page it changes.
+    let alone = writes.len() == 1;
+    for (write, reply) in writes {
+        let failed_save = match &write {
+            Write::Save(thread) => Some(thread.id.clone()),
+            _ => None,
+        };
+        let result = if alone {
+            apply(&tx, ctx, write)
+        } else {
+            tx.savepoint().map_err(BoxError::from).and_then(|sp| {
+                let effect = apply(&sp, ctx, write)?;
+                sp.commit()?;
+                Ok(effect)
+            })
+        };
+        if alone && result.is_err() {
+            // Nothing of it may be committed.
+            let _ = reply.send(result.map(|_| ()));
+            if let Some(id) = failed_save {
+                ctx.cache().remove(&id);
+            }
+            return;
+        }
+        done.push((result.map_err(|e| (e, failed_save)), reply));
+    }
+    match tx.commit() {
+        Ok(()) => {
+            for (result, reply) in done {
+                let answer = match result {
+                    Ok(effect) => {
+                        committed(ctx, effect);
+                        Ok(())
+                    }
+                    Err((e, failed_save)) => {
+                        if let Some(id) = failed_save {
+                            ctx.cache().remove(&id);
+                        }
+                        Err(e)
+                    }
+                };
+                let _ = reply.send(answer);
+            }
+        }
+        Err(e) => {
+            // Nothing of the batch is stored.
+            let e = e.to_string();
+            for (_, reply) in done {
+                let _ = reply.send(Err(
+                    format!("sqlite thread store: commit failed: {e}").into()
+                ));
+            }
+            ctx.cache().clear();
+        }
+    }
+}
+
+/// Runs one write in the writer's transaction.
+fn apply(conn: &Connection, ctx: &Ctx, write: Write) -> Result<Effect, BoxError> {
+    match write {
+        Write::Save(thread) => {
+            let revision = save(conn, ctx, &thread)?;
+            Ok(Effect::Saved(thread, revision))
+        }
+        Write::Delete(id) => {
+            conn.prepare_cached("DELETE FROM messages WHERE thread_id = ?1")?
+                .execute([&id])?;
+            conn.prepare_cached("DELETE FROM files WHERE thread_id = ?1")?
+                .execute([&id])?;
+            conn.prepare_cached("DELETE FROM threads WHERE id = ?1")?
+                .execute([&id])?;
+            conn.prepare_cached("DELETE FROM journal WHERE thread_id = ?1")?
+                .execute([&id])?;
+            Ok(Effect::Deleted(id))
+        }
+        Write::Exec(exec) => {
+            exec(conn)?;
+            Ok(Effect::Nothing)
+        }
+    }
+}
+
+/// What a committed write changes in memory: the cache, and the mark on the saved history.
+fn committed(ctx: &Ctx, effect: Effect) {
+    match effect {
+        Effect::Saved(thread, revision) => {
+            thread.messages.mark_stored(ctx.tag, revision);
+            ctx.cache().put(
+                thread.id,
+                Cached::new(revision, thread.messages, thread.files),
+            );
+        }
+        Effect::Deleted(id) => ctx.cache().remove(&id),
+        Effect::Nothing => {}
     }
 }
 
@@ -434,19 +767,12 @@ impl fmt::Debug for Sqlite {
 impl ThreadStore for Sqlite {
     fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
         let id = id.to_owned();
-        Box::pin(self.blocking(move |state| load(state, id)))
+        Box::pin(self.read(move |conn, ctx| load(conn, ctx, id)))
     }
 
     fn save<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
         // Cheap: the history is shared, file contents are reference counted.
-        let thread = thread.clone();
-        Box::pin(self.blocking(move |state| {
-            let result = save(state, &thread);
-            if result.is_err() {
-                state.cache.remove(&thread.id);
-            }
-            result
-        }))
+        Box::pin(self.write(Write::Save(thread.clone())))
     }
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
@@ -555,6 +881,9 @@ fn prepare(
         }
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql_error)?;
+        // Savepoint journals (group commit) in memory, not in temporary files.
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(sql_error)?;
     }
     Ok(conn)
 }
@@ -614,6 +943,7 @@ enum OpenErrorKind {
     TooNew { found: i64 },
     Foreign,
     Migration { to: i64 },
+    Thread,
     Sqlite,
 }
 
@@ -691,6 +1021,7 @@ impl fmt::Display for OpenError {
             OpenErrorKind::Migration { to } => {
                 write!(f, "cannot migrate its schema to version {to}")
             }
+            OpenErrorKind::Thread => f.write_str("cannot start the store's threads"),
             OpenErrorKind::Sqlite => f.write_str("SQLite error"),
         }?;
         // The cause, so that the message alone says what is wrong.
@@ -711,8 +1042,8 @@ impl StdError for OpenError {
 
 // ===== load and save =====
 
-fn load(state: &mut State, id: String) -> Result<Option<Thread>, BoxError> {
-    let tx = state.conn.transaction()?;
+fn load(conn: &mut Connection, ctx: &Ctx, id: String) -> Result<Option<Thread>, BoxError> {
+    let tx = conn.transaction()?;
     let head = tx
         .prepare_cached("SELECT revision, todos, pending FROM threads WHERE id = ?1")?
         .query_row([&id], |row| {
@@ -744,22 +1075,20 @@ fn load(state: &mut State, id: String) -> Result<Option<Thread>, BoxError> {
             messages.push(message);
         }
     }
-    let mut files = BTreeMap::new();
-    {
-        let mut stmt = tx.prepare_cached("SELECT path, content FROM files WHERE thread_id = ?1")?;
-        let mut rows = stmt.query([&id])?;
-        while let Some(row) = rows.next()? {
-            let path: String = row.get(0)?;
-            let content: String = row.get(1)?;
-            files.insert(path, Arc::<str>::from(content));
-        }
-    }
+    let files = stored_files(&tx, &id)?;
     tx.commit()?;
 
-    state.cache.put(
-        id.clone(),
-        Cached::new(revision, messages.clone(), files.clone()),
-    );
+    // The history is what the database holds at `revision`: a save of it (grown) appends.
+    messages.mark_stored(ctx.tag, revision);
+    let mut cache = ctx.cache();
+    // Not over a newer save the writer committed meanwhile.
+    if cache.get(&id).is_none_or(|c| c.revision <= revision) {
+        cache.put(
+            id.clone(),
+            Cached::new(revision, messages.clone(), files.clone()),
+        );
+    }
+    drop(cache);
     Ok(Some(Thread {
         id,
         messages,
@@ -769,24 +1098,47 @@ fn load(state: &mut State, id: String) -> Result<Option<Thread>, BoxError> {
     }))
 }
 
-fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
-    let State { conn, cache } = state;
+/// The file rows of thread `id`.
+fn stored_files(conn: &Connection, id: &str) -> rusqlite::Result<BTreeMap<String, Arc<str>>> {
+    let mut files = BTreeMap::new();
+    let mut stmt = conn.prepare_cached("SELECT path, content FROM files WHERE thread_id = ?1")?;
+    let mut rows = stmt.query([id])?;
+    while let Some(row) = rows.next()? {
+        let path: String = row.get(0)?;
+        let content: String = row.get(1)?;
+        files.insert(path, Arc::<str>::from(content));
+    }
+    Ok(files)
+}
+
+/// Writes `thread` (inside the writer's transaction); returns its new revision.
+fn save(conn: &Connection, ctx: &Ctx, thread: &Thread) -> Result<i64, BoxError> {
     let id = thread.id.as_str();
     let new = &thread.messages;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let stored: Option<(i64, i64)> = tx
+    let stored: Option<(i64, i64)> = conn
         .prepare_cached("SELECT revision, message_count FROM threads WHERE id = ?1")?
         .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     // What this store last wrote or read, if it is still what the database holds.
-    let cached = cache.get(id).filter(|c| is_current(stored, c));
+    let cached = ctx
+        .cache()
+        .get(id)
+        .filter(|c| is_current(stored, c))
+        .cloned();
+    // The history says its first messages are the ones stored at this very revision (it was
+    // loaded or saved here and only grew since): append, whatever the cache holds.
+    let marked = stored.and_then(|(revision, count)| {
+        usize::try_from(count)
+            .ok()
+            .filter(|&n| new.stored_as(ctx.tag, revision, n))
+    });
 
     // 1. Messages: append, or rewrite from the first difference.
-    let keep = match plan(stored, cached, new) {
+    let keep = match marked.map_or_else(|| plan(stored, cached.as_ref(), new), Plan::Append) {
         Plan::Fresh => {
             // No thread row: nothing of this id may survive (rows of a half-deleted thread
             // would make the inserts below fail).
-            tx.prepare_cached("DELETE FROM messages WHERE thread_id = ?1")?
+            conn.prepare_cached("DELETE FROM messages WHERE thread_id = ?1")?
                 .execute([id])?;
             0
         }
@@ -794,50 +1146,61 @@ fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
         Plan::Compare => {
             let mut first_difference = FirstDifference::new(new);
             {
-                let mut stmt = tx.prepare_cached(
+                let mut stmt = conn.prepare_cached(
                     "SELECT seq, body FROM messages WHERE thread_id = ?1 ORDER BY seq",
                 )?;
                 let mut rows = stmt.query([id])?;
                 while let Some(row) = rows.next()? {
+                    ctx.compared_rows.fetch_add(1, Ordering::Relaxed);
                     if !first_difference.row(row.get(0)?, row.get_ref(1)?.as_str()?)? {
                         break;
                     }
                 }
             }
             let same = first_difference.same();
-            tx.prepare_cached("DELETE FROM messages WHERE thread_id = ?1 AND seq >= ?2")?
+            conn.prepare_cached("DELETE FROM messages WHERE thread_id = ?1 AND seq >= ?2")?
                 .execute(params![id, same as i64])?;
             same
         }
     };
     {
         let mut insert =
-            tx.prepare_cached("INSERT INTO messages (thread_id, seq, body) VALUES (?1, ?2, ?3)")?;
+            conn.prepare_cached("INSERT INTO messages (thread_id, seq, body) VALUES (?1, ?2, ?3)")?;
         for (seq, message) in new.iter().enumerate().skip(keep) {
             insert.execute(params![id, seq as i64, serialize(message)?])?;
         }
     }
 
-    // 2. Files: only the ones that changed.
-    let files = file_changes(cached.map(|c| &c.files), &thread.files);
+    // 2. Files: only the ones that changed (compared with the stored rows when the cache
+    // does not know them: a thread's files, not its history).
+    let read;
+    let current = match (&cached, stored) {
+        (Some(c), _) => Some(&c.files),
+        (None, Some(_)) => {
+            read = stored_files(conn, id)?;
+            Some(&read)
+        }
+        (None, None) => None,
+    };
+    let files = file_changes(current, &thread.files);
     if files.delete_all {
-        tx.prepare_cached("DELETE FROM files WHERE thread_id = ?1")?
+        conn.prepare_cached("DELETE FROM files WHERE thread_id = ?1")?
             .execute([id])?;
     }
     for path in files.deleted {
-        tx.prepare_cached("DELETE FROM files WHERE thread_id = ?1 AND path = ?2")?
+        conn.prepare_cached("DELETE FROM files WHERE thread_id = ?1 AND path = ?2")?
             .execute(params![id, path])?;
     }
     for (path, content) in files.upserts {
-        upsert_file(&tx, id, path, content)?;
+        upsert_file(conn, id, path, content)?;
     }
 
     // 3. The thread row: count, todos, a new revision (never given before in this database).
     let now = to_millis(SystemTime::now());
-    let revision: i64 = tx
+    let revision: i64 = conn
         .prepare_cached("UPDATE revisions SET last = last + 1 WHERE id = 0 RETURNING last")?
         .query_row([], |row| row.get(0))?;
-    tx.prepare_cached(
+    conn.prepare_cached(
         "INSERT INTO threads (id, revision, message_count, todos, created_at, updated_at, pending)
          VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
          ON CONFLICT (id) DO UPDATE SET
@@ -855,22 +1218,11 @@ fn save(state: &mut State, thread: &Thread) -> Result<(), BoxError> {
         now,
         serde_json::to_string(&thread.pending)?
     ])?;
-    tx.commit()?;
-
-    cache.put(
-        id.to_owned(),
-        Cached::new(revision, new.clone(), thread.files.clone()),
-    );
-    Ok(())
+    Ok(revision)
 }
 
-fn upsert_file(
-    tx: &rusqlite::Transaction<'_>,
-    id: &str,
-    path: &str,
-    content: &str,
-) -> rusqlite::Result<usize> {
-    tx.prepare_cached(
+fn upsert_file(conn: &Connection, id: &str, path: &str, content: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
         "INSERT INTO files (thread_id, path, content) VALUES (?1, ?2, ?3)
          ON CONFLICT (thread_id, path) DO UPDATE SET content = excluded.content",
     )?
@@ -882,16 +1234,17 @@ mod tests {
     use super::*;
     use crate::{context::TodoStatus, message::Message};
 
-    fn count_rows(store: &Sqlite, id: &str) -> i64 {
+    async fn count_rows(store: &Sqlite, id: &str) -> i64 {
+        let id = id.to_owned();
         store
-            .shared
-            .lock()
-            .conn
-            .query_row(
-                "SELECT count(*) FROM messages WHERE thread_id = ?1",
-                [id],
-                |r| r.get(0),
-            )
+            .read(move |conn, _| {
+                Ok(conn.query_row(
+                    "SELECT count(*) FROM messages WHERE thread_id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )?)
+            })
+            .await
             .unwrap()
     }
 
@@ -917,31 +1270,31 @@ mod tests {
         t.files.insert("/g".into(), "two".into());
         store.save(&t).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), t);
-        assert_eq!(count_rows(&store, "t"), 3);
+        assert_eq!(count_rows(&store, "t").await, 3);
 
         // Compaction: rewrite from the first difference.
         t.messages.splice(0..2, [Message::user("summary")]);
         t.files.remove("/f");
         store.save(&t).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), t);
-        assert_eq!(count_rows(&store, "t"), 2);
+        assert_eq!(count_rows(&store, "t").await, 2);
 
         // A fresh store on the same connection state (no cache) still diffs correctly.
-        store.shared.lock().cache.remove("t");
+        store.shared.ctx.cache().remove("t");
         t.messages.push(Message::user("d"));
         store.save(&t).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), t);
 
         // Shorter history than stored.
-        store.shared.lock().cache.remove("t");
+        store.shared.ctx.cache().remove("t");
         t.messages.truncate(1);
         store.save(&t).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), t);
-        assert_eq!(count_rows(&store, "t"), 1);
+        assert_eq!(count_rows(&store, "t").await, 1);
 
         store.delete("t").await.unwrap();
         assert!(store.load("t").await.unwrap().is_none());
-        assert_eq!(count_rows(&store, "t"), 0);
+        assert_eq!(count_rows(&store, "t").await, 0);
         store.delete("t").await.unwrap();
     }
 
@@ -959,6 +1312,152 @@ mod tests {
         other.messages.push(Message::user("c"));
         store.save(&other).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), other);
+    }
+
+    fn compared(store: &Sqlite) -> u64 {
+        store.shared.ctx.compared_rows.load(Ordering::Relaxed)
+    }
+
+    fn long_thread(id: &str, n: usize) -> Thread {
+        let mut t = Thread::new(id);
+        for i in 0..n {
+            t.messages.push(Message::user(format!("message {i}")));
+        }
+        t
+    }
+
+    /// Past the cache's size, a save of a thread loaded or saved by the store appends: no
+    /// stored row is read back (the old store compared all 1,000), only the new ones are
+    /// written. The same across two stores on one file, and after a load.
+    #[tokio::test]
+    async fn a_cache_miss_appends_without_reading_the_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Sqlite::open(dir.path().join("t.db")).unwrap();
+        let mut big = long_thread("big", 1000);
+        store.save(&big).await.unwrap();
+        // Evict it: more threads saved since than the cache holds.
+        for i in 0..DEFAULT_CACHE_THREADS + 10 {
+            store
+                .save(&thread(&format!("small{i}"), &["x"]))
+                .await
+                .unwrap();
+        }
+        assert!(store.shared.ctx.cache().get("big").is_none());
+        let before = compared(&store);
+        big.messages.push(Message::assistant("step"));
+        big.messages.push(Message::user("next"));
+        store.save(&big).await.unwrap();
+        assert_eq!(compared(&store) - before, 0, "stored rows were read back");
+        assert_eq!(count_rows(&store, "big").await, 1002);
+
+        // Another store on the same file (cold cache), after a load through the first.
+        let other = Sqlite::open(dir.path().join("t.db")).unwrap();
+        let mut loaded = store.load("big").await.unwrap().unwrap();
+        loaded
+            .messages
+            .push(Message::assistant("from the other store"));
+        other.save(&loaded).await.unwrap();
+        big.messages.push(Message::assistant("stale"));
+        // `big` was saved at an older revision: compared, and the last save wins.
+        store.save(&big).await.unwrap();
+        assert!(compared(&store) - before > 0);
+        assert_eq!(other.load("big").await.unwrap().unwrap(), big);
+    }
+
+    /// The mark never lets a history append onto rows that are not its own: histories that
+    /// diverged after a load, an edit in place, a compaction.
+    #[tokio::test]
+    async fn a_mark_is_trusted_only_for_the_very_history_stored() {
+        let store = Sqlite::memory().unwrap();
+        store.save(&long_thread("t", 5)).await.unwrap();
+        let loaded = store.load("t").await.unwrap().unwrap();
+        let (mut a, mut b) = (loaded.clone(), loaded);
+        a.messages.push(Message::assistant("a"));
+        b.messages.push(Message::assistant("b"));
+        store.save(&a).await.unwrap();
+        store.save(&b).await.unwrap();
+        assert_eq!(store.load("t").await.unwrap().unwrap(), b);
+        store.save(&a).await.unwrap();
+        assert_eq!(store.load("t").await.unwrap().unwrap(), a);
+        // Edited in place (the same length) and saved.
+        a.messages.get_mut(2).unwrap().push_text(" edited");
+        store.save(&a).await.unwrap();
+        assert_eq!(store.load("t").await.unwrap().unwrap(), a);
+        a.messages.get_mut(5).unwrap().push_text(" edited");
+        a.messages.push(Message::user("more"));
+        store.save(&a).await.unwrap();
+        assert_eq!(store.load("t").await.unwrap().unwrap(), a);
+        a.messages.splice(0..2, [Message::user("summary")]);
+        store.save(&a).await.unwrap();
+        assert_eq!(store.load("t").await.unwrap().unwrap(), a);
+        // Deleted and saved again by a history that still carries an old mark.
+        store.delete("t").await.unwrap();
+        store.save(&long_thread("t", 2)).await.unwrap();
+        a.messages.push(Message::user("after the delete"));
+        store.save(&a).await.unwrap();
+        assert_eq!(store.load("t").await.unwrap().unwrap(), a);
+    }
+
+    /// Saves queued together are committed in one transaction, and one that fails (a trigger
+    /// refuses it) fails alone: the others are stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn group_commit_fails_a_save_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = Sqlite::open(&path).unwrap();
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TRIGGER poison BEFORE INSERT ON messages WHEN NEW.body LIKE '%POISON%'
+                 BEGIN SELECT RAISE(ABORT, 'poisoned'); END;",
+            )
+            .unwrap();
+        let saves = (0..200).map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let text = if i % 4 == 0 { "POISON" } else { "fine" };
+                store.save(&thread(&format!("t{i}"), &["a", text])).await
+            })
+        });
+        let results = futures_util::future::join_all(saves).await;
+        for (i, result) in results.into_iter().enumerate() {
+            let result = result.unwrap();
+            let loaded = store.load(&format!("t{i}")).await.unwrap();
+            if i % 4 == 0 {
+                assert!(result.unwrap_err().to_string().contains("poisoned"));
+                assert!(loaded.is_none());
+            } else {
+                result.unwrap();
+                assert_eq!(loaded.unwrap().messages.len(), 2);
+            }
+        }
+        assert!(store.shared.ctx.largest_batch.load(Ordering::Relaxed) > 1);
+    }
+
+    /// A write that panics fails its caller and its batch; the writer lives on. A writer that
+    /// is gone is an error for every later call, not a hang.
+    #[tokio::test]
+    async fn a_failed_writer_is_an_error_not_a_hang() {
+        let store = Sqlite::memory().unwrap();
+        let err = store
+            .write(Write::Exec(Box::new(|_| panic!("boom"))))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("thread failed"), "{err}");
+        store.save(&thread("t", &["a"])).await.unwrap();
+        assert!(store.load("t").await.unwrap().is_some());
+
+        store.send(Job::Exit).await.unwrap();
+        let five = Duration::from_secs(5);
+        let t = thread("t", &["b"]);
+        // Either queued with the exit (dropped) or sent after: an error either way.
+        for _ in 0..2 {
+            let save = tokio::time::timeout(five, store.save(&t));
+            let err = save.await.unwrap().unwrap_err();
+            assert!(err.to_string().contains("stopped"), "{err}");
+        }
+        let load = tokio::time::timeout(five, store.load("t"));
+        assert!(load.await.unwrap().is_err());
     }
 
     #[test]

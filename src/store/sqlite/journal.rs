@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use futures_util::future::BoxFuture;
 use rusqlite::{OptionalExtension, params};
 
-use super::Sqlite;
+use super::{Sqlite, Write};
 use crate::{
     error::BoxError,
     message::{ToolCall, ToolOutput},
@@ -20,18 +20,16 @@ impl ToolJournal for Sqlite {
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         let (thread, id, tool) = (thread.to_owned(), call.id.clone(), call.name.clone());
         let arguments = call.arguments.to_string();
-        Box::pin(self.blocking(move |state| {
-            state
-                .conn
-                .prepare_cached(
-                    "INSERT INTO journal (thread_id, call_id, tool, arguments, output)
-                     VALUES (?1, ?2, ?3, ?4, NULL)
-                     ON CONFLICT (thread_id, call_id) DO UPDATE
-                     SET tool = excluded.tool, arguments = excluded.arguments, output = NULL",
-                )?
-                .execute(params![thread, id, tool, arguments])?;
+        Box::pin(self.write(Write::Exec(Box::new(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO journal (thread_id, call_id, tool, arguments, output)
+                 VALUES (?1, ?2, ?3, ?4, NULL)
+                 ON CONFLICT (thread_id, call_id) DO UPDATE
+                 SET tool = excluded.tool, arguments = excluded.arguments, output = NULL",
+            )?
+            .execute(params![thread, id, tool, arguments])?;
             Ok(())
-        }))
+        }))))
     }
 
     fn finished<'a>(
@@ -45,17 +43,15 @@ impl ToolJournal for Sqlite {
         let output = serde_json::to_string(output);
         Box::pin(async move {
             let output = output?;
-            self.blocking(move |state| {
-                state
-                    .conn
-                    .prepare_cached(
-                        "INSERT INTO journal (thread_id, call_id, tool, arguments, output)
-                         VALUES (?1, ?2, ?3, ?4, ?5)
-                         ON CONFLICT (thread_id, call_id) DO UPDATE SET output = excluded.output",
-                    )?
-                    .execute(params![thread, id, tool, arguments, output])?;
+            self.write(Write::Exec(Box::new(move |conn| {
+                conn.prepare_cached(
+                    "INSERT INTO journal (thread_id, call_id, tool, arguments, output)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (thread_id, call_id) DO UPDATE SET output = excluded.output",
+                )?
+                .execute(params![thread, id, tool, arguments, output])?;
                 Ok(())
-            })
+            })))
             .await
         })
     }
@@ -66,8 +62,8 @@ impl ToolJournal for Sqlite {
         call_ids: &'a [String],
     ) -> BoxFuture<'a, Result<HashMap<String, JournalEntry>, BoxError>> {
         let (thread, ids) = (thread.to_owned(), call_ids.to_vec());
-        Box::pin(self.blocking(move |state| {
-            let mut stmt = state.conn.prepare_cached(
+        Box::pin(self.read(move |conn, _| {
+            let mut stmt = conn.prepare_cached(
                 "SELECT tool, arguments, output FROM journal WHERE thread_id = ?1 AND call_id = ?2",
             )?;
             let mut entries = HashMap::new();
