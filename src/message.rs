@@ -868,7 +868,7 @@ impl Messages {
 
     /// Whether the first `len` messages are the very ones store `store` stored at `revision`
     /// (see [`stored`]): a save may then append the rest without reading what is stored.
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn stored_as(&self, store: u64, revision: i64, len: usize) -> bool {
         let Some(slot) = &self.stored else {
             return false;
@@ -892,7 +892,7 @@ impl Messages {
 
     /// Records that store `store` stored this whole history at `revision` (see [`stored`]),
     /// for this history and the clones that share its slot.
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn mark_stored(&self, store: u64, revision: i64) {
         if let Some(slot) = &self.stored {
             *slot
@@ -1003,7 +1003,7 @@ pub(crate) mod stored {
 
     use super::Message;
 
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) struct Mark {
         pub(crate) store: u64,
         pub(crate) revision: i64,
@@ -1168,7 +1168,9 @@ impl FromIterator<Message> for Messages {
             inner: iter.into_iter().map(Arc::new).collect(),
             memo: Some(Arc::default()),
             shift: 0,
-            stored: None,
+            // A slot for the store's mark, as `push` gives one: a history built at once and
+            // then saved is marked by that save.
+            stored: Some(Arc::default()),
         }
     }
 }

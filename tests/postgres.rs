@@ -1016,3 +1016,58 @@ async fn two_server_processes_run_each_thread_one_at_a_time() {
         assert_eq!(thread.messages.len(), 4 * ROUNDS, "thread t{t}");
     }
 }
+
+/// A save past the store's cache (more threads saved since than it remembers) appends the
+/// new messages like any step: the history carries the store's mark of what it stored, so
+/// the stored rows are not read back and compared. Shown with a stored row changed behind
+/// the store's back without a new revision: a save that read the rows would rewrite it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_save_past_the_cache_appends_without_reading_the_stored_rows() {
+    let (open, url) = postgres().await;
+    let store = open().await;
+    let texts: Vec<String> = (0..1000).map(|i| format!("m{i}")).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut big = user_thread("big", &refs);
+    store.save(&big).await.unwrap();
+    pg::sql(
+        &url,
+        "UPDATE tower_agent_messages SET body = (SELECT body FROM tower_agent_messages
+           WHERE thread_id = 'big' AND seq = 1) WHERE thread_id = 'big' AND seq = 0",
+    )
+    .await;
+    let before = row_versions(&url, "big").await;
+
+    // More threads saved since than the cache remembers (1,024).
+    let saves = (0..1100).map(|i| {
+        let store = store.clone();
+        async move { store.save(&user_thread(&format!("small{i}"), &["x"])).await }
+    });
+    for result in futures_util::future::join_all(saves).await {
+        result.unwrap();
+    }
+
+    big.messages.push(Message::assistant("step"));
+    store.save(&big).await.unwrap();
+    let after = row_versions(&url, "big").await;
+    assert_eq!(after.len(), 1001);
+    assert_eq!(
+        after[..1000],
+        before[..],
+        "the stored rows were read and rewritten"
+    );
+
+    // A history the store did not mark (built anew, same messages): compared, so the
+    // changed row is found and rewritten.
+    let mut fresh = user_thread("big", &refs);
+    fresh.messages.push(Message::assistant("step"));
+    fresh.messages.push(Message::user("next"));
+    let other = open().await;
+    other.save(&fresh).await.unwrap();
+    let compared = row_versions(&url, "big").await;
+    assert_eq!(compared.len(), 1002);
+    assert_ne!(
+        compared[0], before[0],
+        "an unmarked history was not compared"
+    );
+    assert_eq!(other.load("big").await.unwrap().unwrap(), fresh);
+}

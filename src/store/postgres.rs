@@ -170,7 +170,7 @@ use tokio_postgres::{IsolationLevel, NoTls, config::Host};
 
 use super::{
     Lease, Thread, ThreadBusy, ThreadInfo, ThreadStore,
-    rows::{Cache, Cached, DEFAULT_CACHE_THREADS, from_millis},
+    rows::{Cache, Cached, DEFAULT_CACHE_THREADS, from_millis, new_tag},
 };
 use crate::{context::Todo, error::BoxError, message::Messages};
 
@@ -275,6 +275,10 @@ pub struct Postgres {
 }
 
 struct Shared {
+    /// The tag under which this store marks the histories it loaded or saved
+    /// ([`Messages::mark_stored`](crate::message::Messages::mark_stored)): a save of such a
+    /// history appends even when the cache no longer holds the thread.
+    tag: u64,
     pool: Pool,
     /// The server and database, for errors: never the password.
     target: String,
@@ -362,10 +366,12 @@ impl Postgres {
         }
         drop(client);
         let cache = Arc::new(Mutex::new(Cache::new(DEFAULT_CACHE_THREADS)));
+        let tag = new_tag();
         let writers = (0..WRITERS)
             .map(|_| {
                 let (queue, saves) = mpsc::channel(SAVE_QUEUE / WRITERS);
                 let writer = writer::Writer {
+                    tag,
                     pool: pool.clone(),
                     cache: cache.clone(),
                     target: target.clone(),
@@ -377,6 +383,7 @@ impl Postgres {
             .collect();
         Ok(Postgres {
             shared: Arc::new(Shared {
+                tag,
                 pool,
                 target,
                 cache,
@@ -610,6 +617,7 @@ impl ThreadStore for Postgres {
                 .await?;
             let remembered = match &loaded {
                 Some((revision, thread)) => {
+                    thread.messages.mark_stored(self.shared.tag, *revision);
                     Cached::new(*revision, thread.messages.clone(), thread.files.clone())
                 }
                 // Remembered as absent: a save that finds the thread created meanwhile by

@@ -271,3 +271,12 @@ mod tests {
         assert!(!is_current(Some((4, 1)), &cached) && !is_current(None, &cached));
     }
 }
+
+/// The last store tag given (see [`new_tag`]).
+static TAGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A tag no other store of this process has: the name under which a store marks the
+/// histories it stored ([`Messages::mark_stored`](crate::message::Messages::mark_stored)).
+pub(super) fn new_tag() -> u64 {
+    TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}

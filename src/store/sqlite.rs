@@ -159,7 +159,7 @@ use super::{
     Lease, Thread, ThreadStore,
     rows::{
         Cache, Cached, DEFAULT_CACHE_THREADS, FirstDifference, Plan, file_changes, from_millis,
-        is_current, plan, serialize, to_millis,
+        is_current, new_tag, plan, serialize, to_millis,
     },
 };
 use crate::{
@@ -327,13 +327,6 @@ enum Effect {
 /// in WAL mode the locks that matter live in the `-shm` file, so this guards the rollback-journal
 /// mode a file falls back to where WAL is unavailable.)
 static OPEN_FILES: Mutex<BTreeMap<FileKey, (usize, u64)>> = Mutex::new(BTreeMap::new());
-
-/// The last tag given (see [`Ctx::tag`]).
-static TAGS: AtomicU64 = AtomicU64::new(0);
-
-fn new_tag() -> u64 {
-    TAGS.fetch_add(1, Ordering::Relaxed) + 1
-}
 
 /// Device and inode of a file (`None` where the platform has no such notion).
 type FileKey = (u64, u64);

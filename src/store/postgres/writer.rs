@@ -72,6 +72,9 @@ pub(super) struct Job<W> {
 
 /// The writer task's state.
 pub(super) struct Writer {
+    /// The store's tag: a history it marked stored at the revision the database holds
+    /// appends without the cache (see [`Messages::stored_as`]).
+    pub(super) tag: u64,
     pub(super) pool: Pool,
     pub(super) cache: Arc<Mutex<Cache>>,
     pub(super) target: String,
@@ -250,6 +253,7 @@ impl Writer {
             let reply = match outcome {
                 Ok(revision) => {
                     let thread = job.work;
+                    thread.messages.mark_stored(self.tag, revision);
                     cache.put(
                         thread.id.clone(),
                         Cached::new(revision, thread.messages, thread.files),
@@ -291,7 +295,7 @@ impl Writer {
         deadline: Instant,
     ) -> Result<Vec<Result<i64, BoxError>>, Failure> {
         let client = self.client.as_mut().expect("connected");
-        let write = write_batch(client, batch, remembered, records);
+        let write = write_batch(client, self.tag, batch, remembered, records);
         match tokio::time::timeout_at(deadline, write).await {
             Ok(Ok(outcomes)) => Ok(outcomes),
             Ok(Err(e)) => {
@@ -416,6 +420,7 @@ struct Write<'a> {
 /// alone failed), or the error that failed the transaction.
 async fn write_batch(
     client: &mut ClientWrapper,
+    tag: u64,
     batch: &[Job<Thread>],
     remembered: &[Option<Cached>],
     records: &[Job<Record>],
@@ -474,7 +479,18 @@ async fn write_batch(
                 continue;
             }
         };
-        let write = match plan(found, current, &job.work.messages) {
+        // A history this store marked stored at the revision the database holds appends,
+        // whatever the cache holds (no cliff past the cache size).
+        let marked = found.and_then(|(revision, count)| {
+            usize::try_from(count)
+                .ok()
+                .filter(|&n| job.work.messages.stored_as(tag, revision, n))
+        });
+        let planned = match (current, marked) {
+            (None, Some(keep)) => Plan::Append(keep),
+            _ => plan(found, current, &job.work.messages),
+        };
+        let write = match planned {
             // No thread row: nothing of this id may survive.
             Plan::Fresh => Write {
                 delete_from: Some(0),
