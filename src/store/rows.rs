@@ -213,6 +213,15 @@ pub(super) fn from_millis(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
 }
 
+/// The last store tag given (see [`new_tag`]).
+static TAGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A tag no other store of this process has: the name under which a store marks the
+/// histories it stored ([`Messages::mark_stored`](crate::message::Messages::mark_stored)).
+pub(super) fn new_tag() -> u64 {
+    TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,13 +279,4 @@ mod tests {
         assert!(is_current(Some((3, 1)), &cached));
         assert!(!is_current(Some((4, 1)), &cached) && !is_current(None, &cached));
     }
-}
-
-/// The last store tag given (see [`new_tag`]).
-static TAGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// A tag no other store of this process has: the name under which a store marks the
-/// histories it stored ([`Messages::mark_stored`](crate::message::Messages::mark_stored)).
-pub(super) fn new_tag() -> u64 {
-    TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
 }
