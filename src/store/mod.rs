@@ -314,18 +314,53 @@ impl ThreadStore for MemoryStore {
     }
 
     fn save<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
-        self.lock().insert(thread.id.clone(), thread.clone());
-        Box::pin(async { Ok(()) })
+        let mut threads = self.lock();
+        match threads.get_mut(&thread.id) {
+            // The usual save (a step of a thread already here): the id is kept, the rest is
+            // shared (messages, file contents) or copied, with no allocation for the id.
+            Some(stored) => {
+                let Thread {
+                    id: _,
+                    messages,
+                    todos,
+                    files,
+                    pending,
+                } = thread;
+                stored.messages.clone_from(messages);
+                stored.todos.clone_from(todos);
+                stored.files.clone_from(files);
+                stored.pending.clone_from(pending);
+            }
+            None => {
+                threads.insert(thread.id.clone(), thread.clone());
+            }
+        }
+        Box::pin(Done)
     }
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
         self.lock().remove(id);
         self.journal_lock().remove(id);
-        Box::pin(async { Ok(()) })
+        Box::pin(Done)
     }
 
     fn journal(&self) -> Option<&dyn ToolJournal> {
         Some(self)
+    }
+}
+
+/// The answer of a [`MemoryStore`] operation, done when it is called: a zero-sized future,
+/// so boxing it allocates nothing.
+struct Done;
+
+impl std::future::Future for Done {
+    type Output = Result<(), BoxError>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::task::Poll::Ready(Ok(()))
     }
 }
 
@@ -343,7 +378,7 @@ impl ToolJournal for MemoryStore {
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         self.journal_lock()
             .record(thread, JournalEntry::new(call, None));
-        Box::pin(async { Ok(()) })
+        Box::pin(Done)
     }
 
     fn finished<'a>(
@@ -353,7 +388,7 @@ impl ToolJournal for MemoryStore {
         output: &'a crate::message::ToolOutput,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         self.journal_lock().finish(thread, call, output);
-        Box::pin(async { Ok(()) })
+        Box::pin(Done)
     }
 
     fn entries<'a>(
