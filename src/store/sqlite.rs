@@ -154,7 +154,7 @@ use futures_util::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::{mpsc, oneshot};
 
-pub use super::ThreadInfo;
+use super::ThreadInfo;
 use super::{
     Lease, Thread, ThreadStore,
     rows::{
