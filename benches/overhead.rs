@@ -36,6 +36,8 @@
 //! are polled with `now_or_never` (every future here is ready at once), agent runs on a
 //! current-thread tokio runtime.
 
+#[path = "../tests/support/step_history.rs"]
+mod step_history;
 mod support;
 
 use std::{
@@ -50,6 +52,7 @@ use std::{
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, measurement::WallTime};
 use futures_util::{FutureExt, future::BoxFuture};
 use serde_json::{Value, json};
+use step_history::{THREAD_ID, echo_args, history};
 use support::{estimate, output_dir, verdict};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_agent::{
@@ -141,10 +144,6 @@ where
 }
 
 // ===== tools =====
-
-fn echo_args() -> Value {
-    json!({ "text": "hello" })
-}
 
 fn echo_text(args: &Value) -> &str {
     args["text"].as_str().unwrap_or_default()
@@ -260,33 +259,6 @@ fn tool_calls(c: &mut Criterion) {
 
 /// Tool steps of the long run; the short run has one, so a step = (long − short) / (N − 1).
 const LONG_RUN_STEPS: u32 = 11;
-const THREAD_ID: &str = "bench";
-
-/// A thread of `n` messages: a system prompt, then turns of user question, assistant tool call,
-/// tool result and assistant answer.
-fn history(n: usize) -> Thread {
-    let mut thread = Thread::new(THREAD_ID);
-    thread.messages.push(Message::system(
-        "You are a helpful assistant. Use the tools.",
-    ));
-    let mut i = 0;
-    while thread.messages.len() < n {
-        let id = format!("call_h{i}");
-        let msg = match i % 4 {
-            0 => Message::user(format!("Question {i}: what does the echo tool say?")),
-            1 => Message::assistant("").with_tool_calls(vec![ToolCall::new(
-                &id,
-                "echo",
-                echo_args(),
-            )]),
-            2 => Message::from(ToolOutput::text(&id, "hello")),
-            _ => Message::assistant(format!("The echo tool says hello ({i}).")),
-        };
-        thread.messages.push(msg);
-        i += 1;
-    }
-    thread
-}
 
 /// [`history`] without its system message: a user greeting in its place (`n` messages).
 fn history_without_system(n: usize) -> Thread {

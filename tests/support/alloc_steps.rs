@@ -30,12 +30,16 @@ use std::{
     },
 };
 
+#[path = "step_history.rs"]
+mod step_history;
+
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use stats_alloc::{Region, StatsAlloc};
+use step_history::{THREAD_ID, echo_args, history};
 use tower_agent::{
     Agent, AgentRequest, BoxError,
-    message::{Message, ToolCall, ToolOutput},
+    message::{ToolCall, ToolOutput},
     model::ScriptedModel,
     store::{
         Lease, MemoryStore, Thread, ThreadStore,
@@ -44,7 +48,6 @@ use tower_agent::{
     tool::tool_fn,
 };
 
-const THREAD_ID: &str = "bench";
 const LONG: u32 = 11;
 
 /// Allocations and reallocations, bytes allocated, and how many of the allocations the store
@@ -102,34 +105,6 @@ pub(crate) struct StepAllocs {
     pub(crate) model_call: Allocs,
     /// A whole run of one tool step and the answer.
     pub(crate) run: Allocs,
-}
-
-fn echo_args() -> Value {
-    json!({ "text": "hello" })
-}
-
-fn history(n: usize) -> Thread {
-    let mut thread = Thread::new(THREAD_ID);
-    thread.messages.push(Message::system(
-        "You are a helpful assistant. Use the tools.",
-    ));
-    let mut i = 0;
-    while thread.messages.len() < n {
-        let id = format!("call_h{i}");
-        let msg = match i % 4 {
-            0 => Message::user(format!("Question {i}: what does the echo tool say?")),
-            1 => Message::assistant("").with_tool_calls(vec![ToolCall::new(
-                &id,
-                "echo",
-                echo_args(),
-            )]),
-            2 => Message::from(ToolOutput::text(&id, "hello")),
-            _ => Message::assistant(format!("The echo tool says hello ({i}).")),
-        };
-        thread.messages.push(msg);
-        i += 1;
-    }
-    thread
 }
 
 /// The bare agent: `tool_steps` steps each calling the echo tool `calls_per_step` times.
