@@ -88,9 +88,10 @@
 //! - **one writer thread** owns the write connection. Saves, deletes and [journal](crate::store::journal)
 //!   records queue for it (at most [`WRITE_QUEUE`] (1,024) waiting; a caller beyond that waits,
 //!   asynchronously, for room). It takes every write queued (up to [`MAX_BATCH`] (512)) and
-//!   runs them in **one** `IMMEDIATE` transaction (group commit), each in a savepoint of its
-//!   own: a write that fails is rolled back alone and its caller gets its error, the others are
-//!   committed. Each caller is answered once the transaction is committed.
+//!   runs them in **one** `IMMEDIATE` transaction (group commit). A write that fails is rolled
+//!   back alone and its caller gets its error, the others are committed: the batch is run
+//!   again, each write in a savepoint of its own (savepoints are not paid for when nothing
+//!   fails). Each caller is answered once the transaction is committed.
 //! - **[`READERS`] (2) reader threads**, each with its own connection, serve loads, lists and
 //!   journal look-ups in parallel with the writer (WAL readers see the last commit; a
 //!   load is one read transaction). At most [`READ_QUEUE`] (1,024) reads wait for them. An
@@ -292,8 +293,9 @@ type Reply = oneshot::Sender<Result<(), BoxError>>;
 /// its own answer.
 type ReadJob = Box<dyn FnOnce(&mut Connection, &Ctx) + Send>;
 
-/// A write, run inside the writer's transaction (in a savepoint of its own).
-type Exec = Box<dyn FnOnce(&Connection) -> Result<(), BoxError> + Send>;
+/// A write, run inside the writer's transaction (again, in a savepoint of its own, if
+/// another write of its batch failed).
+type Exec = Box<dyn Fn(&Connection) -> Result<(), BoxError> + Send>;
 
 enum Job {
     Write(Write, Reply),
@@ -307,13 +309,6 @@ enum Write {
     Save(Thread),
     Delete(String),
     Exec(Exec),
-}
-
-/// What a committed write changes in the store's memory.
-enum Effect {
-    Saved(Thread, i64),
-    Deleted(String),
-    Nothing,
 }
 
 /// A database file held open by a [`Sqlite`] of this process, by device and inode, with how
@@ -598,8 +593,8 @@ fn failed() -> BoxError {
         .into()
 }
 
-/// The writer thread: takes every write queued (up to [`MAX_BATCH`]), runs each in a
-/// savepoint of one transaction, commits it, and answers each caller.
+/// The writer thread: takes every write queued (up to [`MAX_BATCH`]), runs them in one
+/// transaction, commits it, and answers each caller.
 fn writer(mut conn: Connection, ctx: &Ctx, mut rx: mpsc::Receiver<Job>) {
     let mut jobs = Vec::new();
     while let Some(job) = rx.blocking_recv() {
@@ -634,59 +629,63 @@ fn writer(mut conn: Connection, ctx: &Ctx, mut rx: mpsc::Receiver<Job>) {
     }
 }
 
-/// Commits `writes` in one transaction, each in its own savepoint: one that fails is rolled
-/// back alone and its caller gets its error; the others are committed.
+/// Commits `writes` in one transaction and answers each caller.
+///
+/// The batch is first run as it is: a savepoint per write journals every page the write
+/// changes, which costs more than the write itself, and writes almost never fail. If one
+/// does, the transaction is rolled back and the batch run again with a savepoint per write,
+/// so that the failing write is rolled back alone and its caller gets its error while the
+/// others are committed.
 fn commit(conn: &mut Connection, ctx: &Ctx, writes: Vec<(Write, Reply)>) {
     ctx.largest_batch.fetch_max(writes.len(), Ordering::Relaxed);
+    if writes.len() > 1 {
+        match all_or_nothing(conn, ctx, &writes) {
+            Ok(revisions) => {
+                for ((write, reply), revision) in writes.into_iter().zip(revisions) {
+                    committed(ctx, write, revision);
+                    let _ = reply.send(Ok(()));
+                }
+                return;
+            }
+            Err(Failed::Write) => {} // rolled back: again, one savepoint per write
+            Err(Failed::Commit(e)) => return fail_all(ctx, writes, &e),
+        }
+    }
     let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
-        Err(e) => {
-            let e = e.to_string();
-            for (_, reply) in writes {
-                let _ = reply.send(Err(e.clone().into()));
-            }
-            return;
-        }
+        Err(e) => return fail_all(ctx, writes, &e.to_string()),
     };
     let mut done = Vec::with_capacity(writes.len());
-    // A savepoint only when there are others to keep: it journals every page it changes.
+    // A savepoint only when there are others to keep.
     let alone = writes.len() == 1;
     for (write, reply) in writes {
-        let failed_save = match &write {
-            Write::Save(thread) => Some(thread.id.clone()),
-            _ => None,
-        };
         let result = if alone {
-            apply(&tx, ctx, write)
+            apply(&tx, ctx, &write)
         } else {
             tx.savepoint().map_err(BoxError::from).and_then(|sp| {
-                let effect = apply(&sp, ctx, write)?;
+                let revision = apply(&sp, ctx, &write)?;
                 sp.commit()?;
-                Ok(effect)
+                Ok(revision)
             })
         };
-        if alone && result.is_err() {
+        if alone && let Err(e) = result {
             // Nothing of it may be committed.
-            let _ = reply.send(result.map(|_| ()));
-            if let Some(id) = failed_save {
-                ctx.cache().remove(&id);
-            }
+            forget(ctx, &write);
+            let _ = reply.send(Err(e));
             return;
         }
-        done.push((result.map_err(|e| (e, failed_save)), reply));
+        done.push((write, result, reply));
     }
     match tx.commit() {
         Ok(()) => {
-            for (result, reply) in done {
+            for (write, result, reply) in done {
                 let answer = match result {
-                    Ok(effect) => {
-                        committed(ctx, effect);
+                    Ok(revision) => {
+                        committed(ctx, write, revision);
                         Ok(())
                     }
-                    Err((e, failed_save)) => {
-                        if let Some(id) = failed_save {
-                            ctx.cache().remove(&id);
-                        }
+                    Err(e) => {
+                        forget(ctx, &write);
                         Err(e)
                     }
                 };
@@ -694,55 +693,90 @@ fn commit(conn: &mut Connection, ctx: &Ctx, writes: Vec<(Write, Reply)>) {
             }
         }
         Err(e) => {
-            // Nothing of the batch is stored.
-            let e = e.to_string();
-            for (_, reply) in done {
-                let _ = reply.send(Err(
-                    format!("sqlite thread store: commit failed: {e}").into()
-                ));
-            }
-            ctx.cache().clear();
+            let writes = done.into_iter().map(|(w, _, r)| (w, r)).collect();
+            fail_all(ctx, writes, &e.to_string());
         }
     }
 }
 
-/// Runs one write in the writer's transaction.
-fn apply(conn: &Connection, ctx: &Ctx, write: Write) -> Result<Effect, BoxError> {
+/// Why [`all_or_nothing`] stored nothing.
+enum Failed {
+    /// A write failed; the transaction was rolled back.
+    Write,
+    /// The transaction could not begin or commit.
+    Commit(String),
+}
+
+/// Runs every write of `writes` in one transaction with no savepoint, and commits it only
+/// if all of them succeeded; returns each write's revision.
+fn all_or_nothing(
+    conn: &mut Connection,
+    ctx: &Ctx,
+    writes: &[(Write, Reply)],
+) -> Result<Vec<Option<i64>>, Failed> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| Failed::Commit(e.to_string()))?;
+    let mut revisions = Vec::with_capacity(writes.len());
+    for (write, _) in writes {
+        // On an error the transaction rolls back as it is dropped.
+        revisions.push(apply(&tx, ctx, write).map_err(|_| Failed::Write)?);
+    }
+    tx.commit().map_err(|e| Failed::Commit(e.to_string()))?;
+    Ok(revisions)
+}
+
+/// Answers every caller of `writes` with the error `e`: nothing of the batch is stored.
+fn fail_all(ctx: &Ctx, writes: Vec<(Write, Reply)>, e: &str) {
+    for (_, reply) in writes {
+        let _ = reply.send(Err(
+            format!("sqlite thread store: commit failed: {e}").into()
+        ));
+    }
+    ctx.cache().clear();
+}
+
+/// Runs one write in the writer's transaction; a save answers its new revision.
+fn apply(conn: &Connection, ctx: &Ctx, write: &Write) -> Result<Option<i64>, BoxError> {
     match write {
-        Write::Save(thread) => {
-            let revision = save(conn, ctx, &thread)?;
-            Ok(Effect::Saved(thread, revision))
-        }
+        Write::Save(thread) => save(conn, ctx, thread).map(Some),
         Write::Delete(id) => {
             conn.prepare_cached("DELETE FROM messages WHERE thread_id = ?1")?
-                .execute([&id])?;
+                .execute([id])?;
             conn.prepare_cached("DELETE FROM files WHERE thread_id = ?1")?
-                .execute([&id])?;
+                .execute([id])?;
             conn.prepare_cached("DELETE FROM threads WHERE id = ?1")?
-                .execute([&id])?;
+                .execute([id])?;
             conn.prepare_cached("DELETE FROM journal WHERE thread_id = ?1")?
-                .execute([&id])?;
-            Ok(Effect::Deleted(id))
+                .execute([id])?;
+            Ok(None)
         }
         Write::Exec(exec) => {
             exec(conn)?;
-            Ok(Effect::Nothing)
+            Ok(None)
         }
     }
 }
 
 /// What a committed write changes in memory: the cache, and the mark on the saved history.
-fn committed(ctx: &Ctx, effect: Effect) {
-    match effect {
-        Effect::Saved(thread, revision) => {
+fn committed(ctx: &Ctx, write: Write, revision: Option<i64>) {
+    match (write, revision) {
+        (Write::Save(thread), Some(revision)) => {
             thread.messages.mark_stored(ctx.tag, revision);
             ctx.cache().put(
                 thread.id,
                 Cached::new(revision, thread.messages, thread.files),
             );
         }
-        Effect::Deleted(id) => ctx.cache().remove(&id),
-        Effect::Nothing => {}
+        (Write::Delete(id), _) => ctx.cache().remove(&id),
+        _ => {}
+    }
+}
+
+/// A write that failed: what the cache holds of its thread may be off.
+fn forget(ctx: &Ctx, write: &Write) {
+    if let Write::Save(thread) = write {
+        ctx.cache().remove(&thread.id);
     }
 }
 
