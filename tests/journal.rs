@@ -41,6 +41,7 @@ macro_rules! journal_scenarios {
             use super::*;
             journal_scenarios!(@tests $setup,
                 records_started_then_finished,
+                a_save_keeps_only_the_entries_a_resume_can_read,
                 an_unfinished_call_of_a_tool_that_is_not_idempotent_is_not_run_again,
                 an_unfinished_call_of_an_idempotent_tool_is_run_again_once,
                 a_finished_call_is_replayed_and_not_run_again,
@@ -196,11 +197,73 @@ async fn records_started_then_finished<S: ThreadStore + Clone>(open: Open<S>) {
     let other = two.journal().unwrap().entries("u", &ids).await.unwrap();
     assert!(other.is_empty());
 
-    // Deleted with the thread.
-    one.save(&Thread::new("t")).await.unwrap();
+    // Kept by a save of the thread mid-step (its last message makes the call), deleted with
+    // the thread.
+    let mut thread = Thread::new("t");
+    thread.messages.push(Message::user("go"));
+    thread
+        .messages
+        .push(Message::assistant("").with_tool_calls(vec![call.clone()]));
+    one.save(&thread).await.unwrap();
+    let entries = two.journal().unwrap().entries("t", &ids).await.unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
     one.delete("t").await.unwrap();
     let entries = two.journal().unwrap().entries("t", &ids).await.unwrap();
     assert!(entries.is_empty(), "{entries:?}");
+}
+
+/// A save keeps only the entries a resume can read: those of the calls of the thread's last
+/// message (none once they are answered), as another replica sees them.
+async fn a_save_keeps_only_the_entries_a_resume_can_read<S: ThreadStore + Clone>(open: Open<S>) {
+    let (one, two) = (open().await, open().await);
+    let call = |i: usize| ToolCall {
+        id: format!("c{i}"),
+        name: "send".into(),
+        arguments: json!({ "n": i }),
+    };
+    let ids: Vec<String> = (0..4).map(|i| format!("c{i}")).collect();
+    let kept = |entries: HashMap<String, JournalEntry>| {
+        let mut ids: Vec<String> = entries.into_keys().collect();
+        ids.sort_unstable();
+        ids
+    };
+    let journal = one.journal().unwrap();
+    let mut thread = Thread::new("t");
+    thread.messages.push(Message::user("go"));
+    // A step of two calls, run and answered: its save leaves no entry.
+    thread
+        .messages
+        .push(Message::assistant("").with_tool_calls(vec![call(0), call(1)]));
+    one.save(&thread).await.unwrap();
+    for i in 0..2 {
+        journal.started("t", &call(i)).await.unwrap();
+        let output = tower_agent::message::ToolOutput::text(format!("c{i}"), "done");
+        journal.finished("t", &call(i), &output).await.unwrap();
+        thread.messages.push(Message::tool_result(&output));
+    }
+    let entries = two.journal().unwrap().entries("t", &ids).await.unwrap();
+    assert_eq!(kept(entries), ["c0", "c1"], "kept until the step is saved");
+    one.save(&thread).await.unwrap();
+    let entries = two.journal().unwrap().entries("t", &ids).await.unwrap();
+    assert!(entries.is_empty(), "{entries:?}");
+
+    // A step in flight: the entries of its calls stay; one of an id of an earlier step used
+    // again (`c0`) and one of no call of the last message (`c3`) go.
+    journal.started("t", &call(0)).await.unwrap();
+    journal.started("t", &call(3)).await.unwrap();
+    thread
+        .messages
+        .push(Message::assistant("").with_tool_calls(vec![call(1), call(2)]));
+    journal.started("t", &call(1)).await.unwrap();
+    one.save(&thread).await.unwrap();
+    journal.started("t", &call(2)).await.unwrap();
+    let entries = two.journal().unwrap().entries("t", &ids).await.unwrap();
+    assert_eq!(kept(entries), ["c1", "c2"]);
+    // Another thread's entries are not touched by this one's saves.
+    journal.started("u", &call(3)).await.unwrap();
+    one.save(&thread).await.unwrap();
+    let entries = two.journal().unwrap().entries("u", &ids).await.unwrap();
+    assert_eq!(kept(entries), ["c3"]);
 }
 
 async fn an_unfinished_call_of_a_tool_that_is_not_idempotent_is_not_run_again<

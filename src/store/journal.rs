@@ -50,12 +50,12 @@
 //! # Size
 //!
 //! An entry holds the call's arguments and output as the thread's messages do (JSON text).
-//! The SQL stores keep a thread's entries until the thread is deleted (the journal of a thread
-//! is deleted with it). [`MemoryStore`](super::MemoryStore) keeps only what a resume can read:
-//! a save of a thread drops every entry but those of the calls of its last message (all of
-//! them when that message is not an assistant message with calls), so a thread at rest keeps
-//! no entry; and at most [`MEMORY_JOURNAL_CALLS`] (1,024) calls per thread, dropping the
-//! oldest.
+//! A store keeps only what a resume can read: a save of a thread drops every entry of it but
+//! those of the calls of its last message (all of them when that message is not an assistant
+//! message with calls), in the save's own transaction for the SQL stores. So a thread at rest
+//! keeps no entry, and a thread mid-step the entries of its step; the journal of a thread is
+//! deleted with it. [`MemoryStore`](super::MemoryStore) also keeps at most
+//! [`MEMORY_JOURNAL_CALLS`] (1,024) calls per thread, dropping the oldest.
 
 use std::collections::HashMap;
 
@@ -149,6 +149,16 @@ pub fn in_doubt_output(call: &ToolCall) -> ToolOutput {
 
 /// The journal of a [`MemoryStore`](super::MemoryStore): per thread, the last
 /// [`MEMORY_JOURNAL_CALLS`] calls.
+/// The calls whose entries a resume of a thread can still read once it is saved with `last`
+/// as its last message: resume reads only the calls of a last assistant message (`None`:
+/// no entry of the thread can be read any more).
+pub(crate) fn live_calls(last: Option<&Message>) -> Option<&[ToolCall]> {
+    match last {
+        Some(m) if m.role == Role::Assistant && !m.tool_calls.is_empty() => Some(&m.tool_calls),
+        _ => None,
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct MemoryJournal {
     /// Thread → (entries in the order first recorded, by call id).
@@ -208,12 +218,9 @@ impl MemoryJournal {
     /// last message: resume reads only the calls of a last assistant message, so every other
     /// entry of the thread goes (all of them when the last message makes no call).
     pub(crate) fn prune(&mut self, thread: &str, last: Option<&Message>) {
-        let calls = match last {
-            Some(m) if m.role == Role::Assistant && !m.tool_calls.is_empty() => &m.tool_calls,
-            _ => {
-                self.threads.remove(thread);
-                return;
-            }
+        let Some(calls) = live_calls(last) else {
+            self.threads.remove(thread);
+            return;
         };
         let Some(journal) = self.threads.get_mut(thread) else {
             return;
@@ -284,45 +291,5 @@ mod tests {
         assert_eq!(entries["c5"].output.as_ref().unwrap().content, "done");
         journal.remove("t");
         assert!(journal.entries("t", &ids).is_empty());
-    }
-
-    /// A `MemoryStore` keeps only the entries a resume can read: those of the calls of the
-    /// saved thread's last message, none once the calls are answered.
-    #[tokio::test]
-    async fn a_memory_store_save_drops_the_entries_no_resume_can_read() {
-        use crate::store::{MemoryStore, Thread, ThreadStore};
-        let store = MemoryStore::new();
-        let ids: Vec<String> = (0..4).map(|i| format!("c{i}")).collect();
-        let mut thread = Thread::new("t");
-        thread.messages.push(Message::user("go"));
-        // A step of two calls, run and answered.
-        thread
-            .messages
-            .push(Message::assistant("").with_tool_calls(vec![call(0), call(1)]));
-        store.save(&thread).await.unwrap();
-        for i in 0..2 {
-            store.started("t", &call(i)).await.unwrap();
-            let output = ToolOutput::text(format!("c{i}"), "done");
-            store.finished("t", &call(i), &output).await.unwrap();
-            thread.messages.push(Message::tool_result(&output));
-        }
-        store.save(&thread).await.unwrap();
-        assert!(store.entries("t", &ids).await.unwrap().is_empty());
-
-        // A step in flight: a call that started before the save of its step, of an id used
-        // again (`c0`), and one of an older step saved again (`c3`), are both gone; the
-        // calls of the last message stay.
-        store.started("t", &call(0)).await.unwrap();
-        store.started("t", &call(3)).await.unwrap();
-        thread
-            .messages
-            .push(Message::assistant("").with_tool_calls(vec![call(1), call(2)]));
-        store.started("t", &call(1)).await.unwrap();
-        store.save(&thread).await.unwrap();
-        store.started("t", &call(2)).await.unwrap();
-        let kept = store.entries("t", &ids).await.unwrap();
-        let mut kept: Vec<&str> = kept.keys().map(String::as_str).collect();
-        kept.sort_unstable();
-        assert_eq!(kept, ["c1", "c2"]);
     }
 }

@@ -1245,6 +1245,22 @@ fn save(conn: &Connection, ctx: &Ctx, thread: &Thread) -> Result<i64, BoxError> 
         now,
         serde_json::to_string(&thread.pending)?
     ])?;
+
+    // 4. The journal: no resume can read an entry of a call that is not one of the last
+    // message's any more.
+    match super::journal::live_calls(new.last()) {
+        None => conn
+            .prepare_cached("DELETE FROM journal WHERE thread_id = ?1")?
+            .execute([id])?,
+        Some(calls) => {
+            let live = serde_json::to_string(&calls.iter().map(|c| &c.id).collect::<Vec<_>>())?;
+            conn.prepare_cached(
+                "DELETE FROM journal WHERE thread_id = ?1
+                 AND call_id NOT IN (SELECT value FROM json_each(?2))",
+            )?
+            .execute(params![id, live])?
+        }
+    };
     Ok(revision)
 }
 

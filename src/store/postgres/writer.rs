@@ -705,6 +705,28 @@ async fn write_batch(
         .map(|row| (row.get::<_, &str>(0), row.get(1)))
         .collect();
     write_records(&tx, records).await?;
+    // The journal of each thread saved: no resume can read an entry of a call that is not one
+    // of its last message's any more (after the records: those of the batch came first).
+    let live: Vec<String> = written
+        .iter()
+        .map(|&i| {
+            let calls = crate::store::journal::live_calls(batch[i].work.messages.last());
+            let ids: Vec<&str> = calls
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c.id.as_str())
+                .collect();
+            // (A list of strings always serializes.)
+            serde_json::to_string(&ids).unwrap_or_default()
+        })
+        .collect();
+    let prune = tx
+        .prepare_cached(
+            "DELETE FROM tower_agent_journal j USING unnest($1::text[], $2::text[]) AS d (id, live)
+             WHERE j.thread_id = d.id AND NOT (d.live::jsonb ? j.call_id)",
+        )
+        .await?;
+    tx.execute(&prune, &[&thread_ids, &live]).await?;
     tx.commit().await?;
     for i in written {
         let id = batch[i].work.id.as_str();
