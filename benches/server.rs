@@ -12,10 +12,13 @@
 //! - `server_current_thread/sequential/router`: the same request through the axum router
 //!   driven with `oneshot` (routing, JSON in and out, no socket, no client).
 //! - `server_*/sequential/{direct,http}_sqlite`: the same with the SQLite store (a fresh
-//!   thread per run: one load, two saves).
+//!   thread per run: one load, six writes; see `concurrent16/store_only`).
 //! - `server_multi_thread/concurrent16/{direct,http,http_sqlite}`: 16 runs in flight (spawned
 //!   tasks); one iteration is the 16 runs, so runs per second = 16 / time. `http_sqlite` is
-//!   `http` with the SQLite store (a fresh thread per run: one load, two saves).
+//!   `http` with the SQLite store (a fresh thread per run: its lease, one load, and six writes
+//!   in turn, each answered once committed: four saves and the call's two journal records).
+//! - `server_multi_thread/concurrent16/store_only`: those store operations of 16 runs alone,
+//!   with no agent and no HTTP (the store's share of `http_sqlite`).
 //! - `sqlite/save_step/{10,1000}`: one save of the loop's per-step kind (2 messages appended to
 //!   a thread of about 10 / 1,000 messages), file-backed, WAL.
 //! - `sqlite/save_rewrite/1000`: a save after the history of 1,000 messages was compacted at
@@ -292,7 +295,43 @@ fn concurrent(c: &mut Criterion, rt: &tokio::runtime::Runtime, dir: &Path) {
             }))
         })
     });
+    // The store's part of an `http_sqlite` run alone, with no agent and no HTTP.
+    let store = Sqlite::open(dir.join("store_only.db")).unwrap();
+    group.bench_function(id("store_only"), |b| {
+        b.to_async(rt).iter(|| {
+            join_all((0..16).map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { store_ops_of_a_run(&store).await })
+            }))
+        })
+    });
     group.finish();
+}
+
+/// What the SQLite store does for one run of [`agent`] on a fresh thread (1 tool step and the
+/// answer): its lease, the load, and six writes in turn, each answered once committed — the
+/// prompt, the step's calls, the call started, the call finished, the step's result, the
+/// answer.
+async fn store_ops_of_a_run(store: &Sqlite) {
+    let id = next_thread();
+    let _lease = store.lease(&id).await.unwrap();
+    assert!(store.load(&id).await.unwrap().is_none());
+    let mut thread = Thread::new(id.clone());
+    thread.messages.push(Message::user("hi"));
+    store.save(&thread).await.unwrap();
+    let call = ToolCall::new("call_0", "echo", json!({"text": "hi"}));
+    thread
+        .messages
+        .push(Message::assistant("").with_tool_calls(vec![call.clone()]));
+    store.save(&thread).await.unwrap();
+    let journal = store.journal().unwrap();
+    journal.started(&id, &call).await.unwrap();
+    let output = tower_agent::message::ToolOutput::text("call_0", "\"hi\"");
+    journal.finished(&id, &call, &output).await.unwrap();
+    thread.messages.push(Message::tool_result(&output));
+    store.save(&thread).await.unwrap();
+    thread.messages.push(Message::assistant("done"));
+    store.save(&thread).await.unwrap();
 }
 
 fn sqlite_benches(c: &mut Criterion, rt: &tokio::runtime::Runtime, dir: &Path) {
@@ -488,6 +527,12 @@ fn summary(dir: &Path, since: SystemTime) {
             "multi_thread    16 in flight   http_sqlite {:8.0} runs/s, {:.0}% of http",
             per_sec(hs, 16.0),
             100.0 * h / hs
+        );
+    }
+    if let Some(so) = con("store_only") {
+        println!(
+            "multi_thread    16 in flight   store_only  {:8.0} runs/s (the store's operations of a run, alone)",
+            per_sec(so, 16.0),
         );
     }
     for id in [
