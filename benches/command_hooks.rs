@@ -19,6 +19,12 @@
 //! In the last two the one hook process (python: about 10 µs per event) is the bottleneck:
 //! the round trip is mostly the queue in front of it, up to 16 events deep.
 //!
+//! `paced, compiled hook` is the paced load again with a hook that is this bench's own
+//! executable run as a child process (`TOWER_AGENT_BENCH_HOOK=persistent`): the round trip
+//! without the interpreter's time. Each load also prints the raw pipe round trip of the same
+//! hook process under the same load (a line written, a line read, no hook machinery): the
+//! floor the crate's part sits on.
+//!
 //! Every hook runs as a PreToolUse hook, through the compiled hook set's tool layer around an
 //! echo tool: what a tool call costs with the hook, end to end. Targets: spawned hook
 //! ≤ 1.1 × the raw spawn; persistent round trip ≤ 100 µs; four parallel hooks ≈ the slowest;
@@ -377,6 +383,36 @@ fn benches(c: &mut Criterion, dir: &Path) {
         let raw = rt.block_on(raw_pipe_load(&pipe, &line, pace));
         LOAD.lock().unwrap().push((name, hist, raw));
     }
+    // The paced load again with a compiled hook (this bench's own executable, as a child
+    // process): the crate's round trip without the interpreter's time.
+    let exe = std::env::current_exe().unwrap();
+    let exe = exe.to_string_lossy();
+    let compiled = stack(
+        dir,
+        handlers(
+            &[&format!("{COMPILED_HOOK}=persistent '{exe}'")],
+            json!({ "persistent": true }),
+        ),
+    );
+    let (compiled_pipe, _compiled_child) = rt.block_on(async {
+        let mut child = tokio::process::Command::new(&*exe)
+            .env(COMPILED_HOOK, "echo")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        (Arc::new(tokio::sync::Mutex::new((stdin, lines))), child)
+    });
+    rt.block_on(compiled.clone().oneshot(request(&ctx)))
+        .unwrap();
+    let hist = rt.block_on(persistent_load(&compiled, dir, Pace::Paced));
+    let raw = rt.block_on(raw_pipe_load(&compiled_pipe, &line, Pace::Paced));
+    LOAD.lock()
+        .unwrap()
+        .push(("paced, compiled hook", hist, raw));
     group.bench_function("persistent_raw_pipe", |b| {
         b.to_async(&rt).iter(|| async {
             let mut pipe = pipe.lock().await;
@@ -444,7 +480,7 @@ fn summary(dir: &Path, since: SystemTime) {
         let q = |q: f64| hist.value_at_quantile(q) as f64 / 1e3;
         let r = |q: f64| raw.value_at_quantile(q) as f64 / 1e3;
         let (p50, p99) = (q(0.5), q(0.99));
-        let target = if *name == "paced" {
+        let target = if name.starts_with("paced") {
             format!(
                 " (target p50 <= 50 µs, p99 <= 200 µs: {})",
                 verdict(p50 <= 50.0 && p99 <= 200.0)
@@ -488,7 +524,39 @@ fn summary(dir: &Path, since: SystemTime) {
     }
 }
 
+/// Set (to `persistent` or `echo`) when this executable runs as the compiled hook of the
+/// load case: [`compiled_hook`].
+const COMPILED_HOOK: &str = "TOWER_AGENT_BENCH_HOOK";
+
+/// The compiled counterpart of [`PERSISTENT`] (`persistent`: allows every call) and of
+/// [`ECHO`] (`echo`): one answer line per event line, until stdin closes.
+fn compiled_hook(kind: &str) {
+    use std::io::{BufRead, Write};
+    let allow = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}});
+    let mut out = std::io::stdout().lock();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { return };
+        let Ok(event) = serde_json::from_str::<Value>(&line) else {
+            return;
+        };
+        let mut answer = json!({ "id": event["id"], "exit": 0 });
+        if kind == "persistent" {
+            answer["output"] = allow.clone();
+        }
+        if writeln!(out, "{answer}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
 fn main() {
+    if let Ok(kind) = std::env::var(COMPILED_HOOK) {
+        compiled_hook(&kind);
+        return;
+    }
     let started = SystemTime::now();
     let out = output_dir();
     let scripts = tempfile::tempdir().unwrap();
