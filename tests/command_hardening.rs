@@ -282,6 +282,36 @@ async fn an_answer_longer_than_1_mib_fails_its_event_at_once() {
     }
 }
 
+/// A persistent hook that fills its stdout pipe with junk before it reads its first event, an
+/// event larger than the stdin pipe: the event is written while its stdout is read, so
+/// neither side waits for the other, and the answer comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_blocked_on_its_stdout_still_gets_a_large_event_and_answers() {
+    let s = Scripts::new();
+    let serve = r#"head -c 524288 /dev/zero | tr '\0' j | fold -w 99; echo
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -E 's/^\{"id":([0-9]+),.*/\1/')
+  printf '{"id":%s,"exit":2,"stderr":"no: %s bytes"}\n' "$id" "${#line}"
+done"#;
+    let hook = s.bash("flood.sh", serve);
+    let (hooks, _) = warnings(
+        s.pre_tool_use(&hook, json!({ "persistent": true, "timeout": 20 }))
+            .into_hooks(),
+    );
+    let big = "x".repeat(300_000);
+    let (builder, seen) = agent(&calls_bash(&[&big, "ls"]), hooks);
+    let started = Instant::now();
+    let resp = builder.build().run("go").await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "answered at once, not at the timeout"
+    );
+    let outputs = tool_texts(&resp);
+    assert!(outputs[0].starts_with("denied: no: 3"), "{}", outputs[0]);
+    assert!(outputs[1].starts_with("denied: no: "), "{}", outputs[1]);
+    assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
+}
+
 // ===== 7: blame =====
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
