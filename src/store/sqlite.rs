@@ -726,12 +726,14 @@ fn all_or_nothing(
     Ok(revisions)
 }
 
-/// Answers every caller of `writes` with the error `e`: nothing of the batch is stored.
+/// Answers every caller of `writes` with the error `e` (the transaction could not begin or
+/// commit): nothing of the batch is stored.
 fn fail_all(ctx: &Ctx, writes: Vec<(Write, Reply)>, e: &str) {
     for (_, reply) in writes {
-        let _ = reply.send(Err(
-            format!("sqlite thread store: commit failed: {e}").into()
-        ));
+        let _ = reply.send(Err(format!(
+            "sqlite thread store: the transaction of this write failed: {e}"
+        )
+        .into()));
     }
     ctx.cache().clear();
 }
@@ -1475,6 +1477,36 @@ mod tests {
             }
         }
         assert!(store.shared.ctx.largest_batch.load(Ordering::Relaxed) > 1);
+    }
+
+    /// A batch whose transaction cannot begin (another connection holds the write lock past
+    /// the busy timeout) fails every write of it with the cause, stores nothing, and the
+    /// store works again once the lock is released.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_that_cannot_begin_fails_every_write_and_stores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = Sqlite::open(&path).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let saves = (0..3).map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move { store.save(&thread(&format!("t{i}"), &["a"])).await })
+        });
+        for result in futures_util::future::join_all(saves).await {
+            let e = result.unwrap().unwrap_err().to_string();
+            assert!(
+                e.contains("the transaction of this write failed") && e.contains("locked"),
+                "{e}"
+            );
+        }
+        other.execute_batch("ROLLBACK").unwrap();
+        for i in 0..3 {
+            assert!(store.load(&format!("t{i}")).await.unwrap().is_none());
+        }
+        store.save(&thread("t0", &["a", "b"])).await.unwrap();
+        let loaded = store.load("t0").await.unwrap().unwrap();
+        assert_eq!(loaded.messages.len(), 2);
     }
 
     /// A write that panics fails its caller and its batch; the writer lives on. A writer that
