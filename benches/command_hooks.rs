@@ -229,6 +229,20 @@ type RawPipe = Arc<
     )>,
 >;
 
+/// Starts `command` as a persistent echo process (on the current runtime): its pipe, and the
+/// child (killed when dropped).
+fn raw_pipe(mut command: tokio::process::Command) -> (RawPipe, tokio::process::Child) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (Arc::new(tokio::sync::Mutex::new((stdin, lines))), child)
+}
+
 /// [`LOAD_RUNS`] tasks, each making [`LOAD_CALLS`] calls of the function `make(run)` returns,
 /// paced by `pace`; every call's time recorded.
 async fn load<M, C, F>(pace: Pace, make: M) -> Histogram<u64>
@@ -359,17 +373,7 @@ fn benches(c: &mut Criterion, dir: &Path) {
         })
     });
     let echo = script(dir, "echo.py", ECHO);
-    let (pipe, _child) = rt.block_on(async {
-        let mut child = tokio::process::Command::new(&echo)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        (Arc::new(tokio::sync::Mutex::new((stdin, lines))), child)
-    });
+    let (pipe, _child) = rt.block_on(async { raw_pipe(tokio::process::Command::new(&echo)) });
     let line = format!("{{\"id\":1,\"input\":{input}}}\n");
 
     // The same hook under load: the distribution of every round trip; and the raw pipe's.
@@ -395,16 +399,9 @@ fn benches(c: &mut Criterion, dir: &Path) {
         ),
     );
     let (compiled_pipe, _compiled_child) = rt.block_on(async {
-        let mut child = tokio::process::Command::new(&*exe)
-            .env(COMPILED_HOOK, "echo")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        (Arc::new(tokio::sync::Mutex::new((stdin, lines))), child)
+        let mut command = tokio::process::Command::new(&*exe);
+        command.env(COMPILED_HOOK, "echo");
+        raw_pipe(command)
     });
     rt.block_on(compiled.clone().oneshot(request(&ctx)))
         .unwrap();

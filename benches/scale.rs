@@ -28,6 +28,8 @@
 //! time outside the model's futures / 6. Targets: 100,000 concurrent runs in ≤ 1 GiB of peak
 //! RSS; 10,000 runs on SQLite in ≤ 2 s of wall time beyond the model's latency.
 
+#[path = "support/null_store.rs"]
+mod null_store;
 #[cfg(feature = "postgres")]
 #[path = "../tests/support/postgres.rs"]
 mod pg;
@@ -40,16 +42,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures_util::future::BoxFuture;
 use hdrhistogram::Histogram;
 use serde_json::json;
 use tower::{Service, ServiceExt};
 use tower_agent::{
     Agent, AgentRequest, BoxError,
     model::{ModelRequest, ScriptedModel},
-    store::{MemoryStore, Thread, ThreadStore},
+    store::{MemoryStore, ThreadStore},
     tool::tool_fn,
 };
+
+use null_store::NullStore;
 
 /// The model's latency per call.
 const LATENCY: Duration = Duration::from_millis(50);
@@ -62,24 +65,6 @@ const MODEL_CALLS: u32 = STEPS as u32 + 1;
 #[cfg(feature = "postgres")]
 fn alive(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// A store that keeps nothing: what runs cost without the threads a store keeps.
-#[derive(Debug, Clone, Copy)]
-struct NoStore;
-
-impl ThreadStore for NoStore {
-    fn load<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
-        Box::pin(async { Ok(None) })
-    }
-
-    fn save<'a>(&'a self, _: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn delete<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async { Ok(()) })
-    }
 }
 
 /// `VmRSS` and `VmHWM` of this process, in bytes.
@@ -288,7 +273,7 @@ fn child(spec: &str) {
         .build()
         .unwrap();
     match store {
-        "none" => rt.block_on(case(store, runs, NoStore)),
+        "none" => rt.block_on(case(store, runs, NullStore)),
         "memory" => rt.block_on(case(store, runs, MemoryStore::new())),
         #[cfg(feature = "sqlite")]
         "sqlite" => {

@@ -34,6 +34,8 @@
 //! second, ratios) are printed at the end. Client and server share the runtime and the
 //! machine's cores.
 
+#[path = "support/null_store.rs"]
+mod null_store;
 mod support;
 
 use std::{
@@ -44,7 +46,8 @@ use std::{
 };
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use futures_util::future::{BoxFuture, join_all};
+use futures_util::future::join_all;
+use null_store::NullStore;
 use serde_json::json;
 use support::{estimate, output_dir};
 use tower::ServiceExt;
@@ -56,21 +59,6 @@ use tower_agent::{
     store::{Sqlite, Thread, ThreadStore},
     tool::tool_fn,
 };
-
-/// A store that keeps nothing: isolates the HTTP layer from persistence.
-struct NullStore;
-
-impl ThreadStore for NullStore {
-    fn load<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
-        Box::pin(async { Ok(None) })
-    }
-    fn save<'a>(&'a self, _: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async { Ok(()) })
-    }
-    fn delete<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async { Ok(()) })
-    }
-}
 
 fn agent<S: ThreadStore>(store: S) -> Agent {
     Agent::builder()
