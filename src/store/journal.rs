@@ -161,36 +161,38 @@ pub(crate) fn live_calls(last: Option<&Message>) -> Option<&[ToolCall]> {
 
 #[derive(Debug, Default)]
 pub(crate) struct MemoryJournal {
-    /// Thread → (entries in the order first recorded, by call id).
-    threads: HashMap<String, ThreadJournal>,
-}
-
-#[derive(Debug, Default)]
-struct ThreadJournal {
-    order: std::collections::VecDeque<String>,
-    entries: HashMap<String, JournalEntry>,
+    /// Thread → its entries, in the order first recorded (a step's calls: a few, looked up
+    /// by a linear search). A thread keeps its slot once journaled, not its entries: the
+    /// buffer is freed when a save leaves none (see [`prune`](Self::prune)), and the next
+    /// step's records reuse the slot without allocating its id again.
+    threads: HashMap<String, Vec<JournalEntry>>,
 }
 
 impl MemoryJournal {
     pub(crate) fn record(&mut self, thread: &str, entry: JournalEntry) {
-        let journal = self.threads.entry(thread.to_owned()).or_default();
-        if !journal.entries.contains_key(&entry.call_id) {
-            journal.order.push_back(entry.call_id.clone());
-            if journal.order.len() > MEMORY_JOURNAL_CALLS
-                && let Some(oldest) = journal.order.pop_front()
-            {
-                journal.entries.remove(&oldest);
+        if !self.threads.contains_key(thread) {
+            self.threads.insert(thread.to_owned(), Vec::new());
+        }
+        let Some(entries) = self.threads.get_mut(thread) else {
+            return; // just inserted
+        };
+        match entries.iter_mut().find(|e| e.call_id == entry.call_id) {
+            Some(recorded) => *recorded = entry,
+            None => {
+                if entries.len() >= MEMORY_JOURNAL_CALLS {
+                    entries.remove(0);
+                }
+                entries.push(entry);
             }
         }
-        journal.entries.insert(entry.call_id.clone(), entry);
     }
 
     pub(crate) fn finish(&mut self, thread: &str, call: &ToolCall, output: &ToolOutput) {
-        let existing = self
+        let recorded = self
             .threads
             .get_mut(thread)
-            .and_then(|j| j.entries.get_mut(&call.id));
-        match existing {
+            .and_then(|entries| entries.iter_mut().find(|e| e.call_id == call.id));
+        match recorded {
             Some(entry) => entry.output = Some(output.clone()),
             None => self.record(thread, JournalEntry::new(call, Some(output.clone()))),
         }
@@ -201,12 +203,15 @@ impl MemoryJournal {
         thread: &str,
         call_ids: &[String],
     ) -> HashMap<String, JournalEntry> {
-        let Some(journal) = self.threads.get(thread) else {
+        let Some(entries) = self.threads.get(thread) else {
             return HashMap::new();
         };
         call_ids
             .iter()
-            .filter_map(|id| journal.entries.get(id).map(|e| (id.clone(), e.clone())))
+            .filter_map(|id| {
+                let entry = entries.iter().find(|e| e.call_id == *id)?;
+                Some((id.clone(), entry.clone()))
+            })
             .collect()
     }
 
@@ -218,23 +223,20 @@ impl MemoryJournal {
     /// last message: resume reads only the calls of a last assistant message, so every other
     /// entry of the thread goes (all of them when the last message makes no call).
     pub(crate) fn prune(&mut self, thread: &str, last: Option<&Message>) {
-        let Some(calls) = live_calls(last) else {
-            self.threads.remove(thread);
+        let Some(entries) = self.threads.get_mut(thread) else {
             return;
         };
-        let Some(journal) = self.threads.get_mut(thread) else {
-            return;
-        };
-        let live = |id: &String| calls.iter().any(|c| c.id == *id);
-        journal.entries.retain(|id, _| live(id));
-        journal.order.retain(live);
-        if journal.entries.is_empty() {
-            self.threads.remove(thread);
+        match live_calls(last) {
+            Some(calls) => entries.retain(|e| calls.iter().any(|c| c.id == e.call_id)),
+            None => entries.clear(),
+        }
+        if entries.is_empty() {
+            // No entry kept, no buffer either.
+            *entries = Vec::new();
         }
     }
 }
 
-/// An entry from its stored columns (the SQL stores): arguments and output as JSON text.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn decode(
     call_id: String,
