@@ -264,6 +264,19 @@ async fn a_save_keeps_only_the_entries_a_resume_can_read<S: ThreadStore + Clone>
     one.save(&thread).await.unwrap();
     let entries = two.journal().unwrap().entries("u", &ids).await.unwrap();
     assert_eq!(kept(entries), ["c3"]);
+
+    // A call id a provider sent with a NUL byte in it does not fail the save.
+    let odd = ToolCall {
+        id: "c\u{0}x".into(),
+        name: "send".into(),
+        arguments: json!({}),
+    };
+    thread
+        .messages
+        .push(Message::assistant("").with_tool_calls(vec![call(2), odd]));
+    one.save(&thread).await.unwrap();
+    let entries = two.journal().unwrap().entries("t", &ids).await.unwrap();
+    assert_eq!(kept(entries), ["c2"]);
 }
 
 async fn an_unfinished_call_of_a_tool_that_is_not_idempotent_is_not_run_again<

@@ -715,6 +715,9 @@ async fn write_batch(
                 .unwrap_or_default()
                 .iter()
                 .map(|c| c.id.as_str())
+                // `jsonb` refuses U+0000, and no journal row holds it (text columns cannot):
+                // such an id has nothing to keep.
+                .filter(|id| !id.contains('\0'))
                 .collect();
             // (A list of strings always serializes.)
             serde_json::to_string(&ids).unwrap_or_default()
