@@ -138,8 +138,10 @@ pub struct Reasoning {
     pub redacted: Option<String>,
     /// A provider-specific item (e.g. a Responses API `reasoning` item with its
     /// `encrypted_content`), returned unmodified to the provider it names, and to no other.
+    /// Boxed: only one API sends such items, and every [`Content`] part is as large as its
+    /// largest kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opaque: Option<ProviderItem>,
+    pub opaque: Option<Box<ProviderItem>>,
 }
 
 impl Reasoning {
@@ -171,7 +173,7 @@ impl Reasoning {
     /// This reasoning with a provider-specific opaque item (see [`ProviderItem`]).
     #[must_use]
     pub fn with_opaque(mut self, item: ProviderItem) -> Self {
-        self.opaque = Some(item);
+        self.opaque = Some(Box::new(item));
         self
     }
 

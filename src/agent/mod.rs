@@ -165,8 +165,15 @@ impl Agent {
     /// # Cancel safety
     ///
     /// See the [module docs](crate::agent#cancel-safety).
-    pub async fn run(&self, request: impl Into<AgentRequest>) -> Result<AgentResponse, Error> {
-        traced_run(Arc::clone(&self.inner), request.into(), None).await
+    ///
+    /// The future owns what it needs (it does not borrow the agent), and holds the request
+    /// only until the run starts: not an `async fn`, whose future would keep a copy of the
+    /// request for the whole run.
+    pub fn run(
+        &self,
+        request: impl Into<AgentRequest>,
+    ) -> impl std::future::Future<Output = Result<AgentResponse, Error>> + Send + 'static {
+        traced_run(Arc::clone(&self.inner), request.into(), None)
     }
 
     /// Runs the agent on `request`, as a stream of [`AgentEvent`]s ending with
@@ -271,7 +278,9 @@ fn traced_run(
     }
     // Not boxed: a run's state is over a kilobyte, and an allocation that large costs more
     // than the few copies of it the wrappers below make (measured in `benches/overhead.rs`).
-    let run = run::run(inner, req, events);
+    // The request is: every `async fn` that takes it keeps a slot for it in its future for
+    // as long as it runs (the whole run), where a box is a pointer, freed when the run starts.
+    let run = run::run(inner, Box::new(req), events);
     Recorded {
         run,
         record: span.clone(),

@@ -29,7 +29,7 @@ mod recover;
 
 pub(super) async fn run(
     inner: Arc<Inner>,
-    mut req: AgentRequest,
+    mut req: Box<AgentRequest>,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
 ) -> Result<AgentResponse, Error> {
     // The stream's channel wins over the request's.
@@ -108,36 +108,21 @@ impl Drop for StopGuard {
 
 async fn run_inner(
     inner: Arc<Inner>,
-    req: AgentRequest,
+    req: Box<AgentRequest>,
     guard: &mut StopGuard,
 ) -> Result<AgentResponse, Error> {
-    let mut run = match Run::start(&inner, req, guard).await? {
-        Started::Running(run) => run,
-        Started::Ended(run, outcome) => return run.finish(outcome).await,
+    // `start`, `finish` and the rare phases (approved calls, recovery) are boxed: each runs
+    // once at most, and unboxed their state, the largest of the run, would be part of the
+    // run's future for all its steps (a run waiting on its model would carry it).
+    let (mut run, ended) = match Box::pin(Run::start(&inner, req, guard)).await? {
+        Started::Running(run) => (run, None),
+        Started::Ended(run, outcome) => (run, Some(outcome)),
     };
-    let Some(stacks) = run.setup().await? else {
-        return run.finish(Outcome::Cancelled).await;
+    let outcome = match ended {
+        Some(outcome) => outcome,
+        None => run.steps(&inner).await?,
     };
-    // An answer to an interrupted run: its approved calls first.
-    if let Some(outcome) = run.approved_calls(&stacks).await? {
-        return run.finish(outcome).await;
-    }
-    let mut model = inner.model.clone();
-    // A recovered run first finishes the step its crashed run left (step 0).
-    let mut first = 0;
-    if run.recovering {
-        match run.recover(&stacks).await? {
-            recover::Recovered::Ended(outcome) => return run.finish(outcome).await,
-            recover::Recovered::Stepped => first = 1,
-            recover::Recovered::Nothing => {}
-        }
-    }
-    for step in first..inner.max_steps {
-        if let Some(outcome) = run.step(step, &stacks, &mut model).await? {
-            return run.finish(outcome).await;
-        }
-    }
-    run.finish(Outcome::MaxSteps).await
+    Box::pin(run.finish(outcome)).await
 }
 
 /// What the start phase left: a run to go on with, or one that ended before it started
@@ -185,7 +170,7 @@ impl<'a> Run<'a> {
     /// UserPromptSubmit hooks, add the prompt to the history and save it.
     async fn start(
         inner: &'a Inner,
-        req: AgentRequest,
+        req: Box<AgentRequest>,
         guard: &'a mut StopGuard,
     ) -> Result<Started<'a>, Error> {
         let AgentRequest {
@@ -200,7 +185,7 @@ impl<'a> Run<'a> {
             transcript,
             recover,
             approvals,
-        } = req;
+        } = *req;
         let persist = thread_id.is_some();
         let mut source = SessionSource::Startup;
         let (mut history, state, pending) = match &thread_id {
@@ -374,6 +359,36 @@ impl<'a> Run<'a> {
         Ok((prompt, contexts))
     }
 
+    /// The run after its start: setup, the approved calls of an answer to an interrupted run,
+    /// the step a crashed run left, then the steps; the outcome the run ends with.
+    async fn steps(&mut self, inner: &'a Inner) -> Result<Outcome, Error> {
+        let Some(stacks) = self.setup().await? else {
+            return Ok(Outcome::Cancelled);
+        };
+        // An answer to an interrupted run: its approved calls first.
+        if !self.approved.is_empty()
+            && let Some(outcome) = Box::pin(self.approved_calls(&stacks)).await?
+        {
+            return Ok(outcome);
+        }
+        let mut model = inner.model.clone();
+        // A recovered run first finishes the step its crashed run left (step 0).
+        let mut first = 0;
+        if self.recovering {
+            match Box::pin(self.recover(&stacks)).await? {
+                recover::Recovered::Ended(outcome) => return Ok(outcome),
+                recover::Recovered::Stepped => first = 1,
+                recover::Recovered::Nothing => {}
+            }
+        }
+        for step in first..inner.max_steps {
+            if let Some(outcome) = self.step(step, &stacks, &mut model).await? {
+                return Ok(outcome);
+            }
+        }
+        Ok(Outcome::MaxSteps)
+    }
+
     /// Phase "setup": setup stages, once, in order; then the tool stack of the run. `None`
     /// if the run was cancelled meanwhile.
     async fn setup(&mut self) -> Result<Option<Stacks>, Error> {
@@ -421,6 +436,67 @@ impl<'a> Run<'a> {
         }))
     }
 
+    /// The model's answer to the step's request, or the outcome the run ends with (cancelled,
+    /// a prepare stage or the model failed). The request is made once the model is ready and
+    /// moved into its call at once: a run waiting for its model holds only the model's future.
+    async fn answer(
+        &self,
+        ctx: &RunContext,
+        stacks: &Stacks,
+        model: &mut BoxModelService,
+    ) -> Result<crate::model::ModelResponse, Outcome> {
+        let model = match or_cancel(ctx, model.ready()).await {
+            None => return Err(Outcome::Cancelled),
+            Some(Ok(model)) => model,
+            Some(Err(err)) => return Err(self.model_failed(&*err, ctx)),
+        };
+        let request = self.model_request(ctx, stacks)?;
+        match or_cancel(ctx, model.call(request)).await {
+            None => Err(Outcome::Cancelled),
+            Some(Ok(response)) => Ok(response),
+            Some(Err(err)) => Err(self.model_failed(&*err, ctx)),
+        }
+    }
+
+    /// The outcome of a failed model call: the reason of an [`Abort`] in its chain, else the
+    /// failure (after StopFailure hooks).
+    fn model_failed(&self, err: &(dyn std::error::Error + 'static), ctx: &RunContext) -> Outcome {
+        let error = match Abort::find(err) {
+            Some(abort) => abort.reason().to_owned(),
+            None => {
+                let details = error_chain(err);
+                if let Some(hooks) = &self.inner.hooks {
+                    let input = StopFailureInput::from_error(details.clone());
+                    hooks.stop_failure(&input, ctx);
+                }
+                format!("model call failed: {details}")
+            }
+        };
+        Outcome::Aborted { error }
+    }
+
+    /// The step's model request: the history, the tools, the settings, the context of setup,
+    /// then the prepare stages; `Err` (the run aborts) if a stage fails.
+    fn model_request(&self, ctx: &RunContext, stacks: &Stacks) -> Result<ModelRequest, Outcome> {
+        let inner = self.inner;
+        let mut request = ModelRequest {
+            messages: self.history.clone(),
+            tools: Arc::clone(&stacks.specs),
+            settings: inner.settings.clone(),
+            ctx: ctx.clone(),
+        };
+        if let Some(text) = &stacks.system_context {
+            request.append_system(text);
+        }
+        for stage in &inner.prepares {
+            if let Err(err) = stage.prepare(&mut request) {
+                let error = format!("prepare stage failed: {}", error_chain(&*err));
+                return Err(Outcome::Aborted { error });
+            }
+        }
+        Ok(request)
+    }
+
     /// Phase "step": prepare stages, the model call, then the stop phase (no tool calls) or
     /// the tools phase. `Some(outcome)` ends the run.
     async fn step(
@@ -440,38 +516,9 @@ impl<'a> Run<'a> {
         if let Some(hooks) = &inner.hooks {
             hooks.before_step(step, &ctx);
         }
-        let mut request = ModelRequest {
-            messages: self.history.clone(),
-            tools: Arc::clone(&stacks.specs),
-            settings: inner.settings.clone(),
-            ctx: ctx.clone(),
-        };
-        if let Some(text) = &stacks.system_context {
-            request.append_system(text);
-        }
-        for stage in &inner.prepares {
-            if let Err(err) = stage.prepare(&mut request) {
-                let error = format!("prepare stage failed: {}", error_chain(&*err));
-                return Ok(Some(Outcome::Aborted { error }));
-            }
-        }
-        let response = match or_cancel(&ctx, call_model(model, request)).await {
-            None => return Ok(Some(Outcome::Cancelled)),
-            Some(Ok(response)) => response,
-            Some(Err(err)) => {
-                let error = match Abort::find(&*err) {
-                    Some(abort) => abort.reason().to_owned(),
-                    None => {
-                        let details = error_chain(&*err);
-                        if let Some(hooks) = &inner.hooks {
-                            let input = StopFailureInput::from_error(details.clone());
-                            hooks.stop_failure(&input, &ctx);
-                        }
-                        format!("model call failed: {details}")
-                    }
-                };
-                return Ok(Some(Outcome::Aborted { error }));
-            }
+        let response = match self.answer(&ctx, stacks, model).await {
+            Ok(response) => response,
+            Err(outcome) => return Ok(Some(outcome)),
         };
         // Taken apart (and the rest dropped) at once: only what is used after the awaits
         // below stays in this future.
@@ -1013,13 +1060,6 @@ fn cancelled_waiter<'a, 'b>(
 ) -> Pin<&'a mut WaitForCancellationFuture<'b>> {
     slot.get_or_insert_with(|| Box::pin(ctx.cancellation().cancelled()))
         .as_mut()
-}
-
-async fn call_model(
-    model: &mut BoxModelService,
-    request: ModelRequest,
-) -> Result<crate::model::ModelResponse, BoxError> {
-    model.ready().await?.call(request).await
 }
 
 /// A tool call's output as the model sees it, and the abort reason if it aborted the run.
