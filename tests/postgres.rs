@@ -1071,3 +1071,52 @@ async fn a_save_past_the_cache_appends_without_reading_the_stored_rows() {
     );
     assert_eq!(other.load("big").await.unwrap().unwrap(), fresh);
 }
+
+/// A load is one statement: a thread with more than ten messages comes back in their order
+/// (positions compared as numbers), with its files and todos, in a store that never saw it;
+/// a stored row that does not parse fails the load with an error naming the thread and the
+/// row, and a thread that does not exist loads as none.
+#[tokio::test]
+async fn a_load_reads_the_whole_thread_in_order_and_names_a_bad_row() {
+    let (open, url) = postgres().await;
+    let wanted: Vec<String> = (0..12).map(|i| format!("m{i}")).collect();
+    let refs: Vec<&str> = wanted.iter().map(String::as_str).collect();
+    let mut thread = user_thread("whole", &refs);
+    thread.files.insert("/z".into(), "last".into());
+    thread.files.insert("/a".into(), "first".into());
+    thread.files.insert("/m/é".into(), "ünïcode".into());
+    open().await.save(&thread).await.unwrap();
+
+    let fresh = open().await;
+    let loaded = fresh.load("whole").await.unwrap().expect("the thread");
+    assert_eq!(texts(&loaded), wanted);
+    assert_eq!(loaded.messages, thread.messages);
+    assert_eq!(loaded.files, thread.files);
+    assert_eq!(loaded.todos, thread.todos);
+    assert!(fresh.load("absent").await.unwrap().is_none());
+
+    pg::sql(
+        &url,
+        "UPDATE tower_agent_messages SET body = '{not json' WHERE thread_id = 'whole' AND seq = 11",
+    )
+    .await;
+    let err = open().await.load("whole").await.unwrap_err().to_string();
+    assert!(
+        err.contains("thread `whole`: bad message 11"),
+        "the error names the thread and the row: {err}"
+    );
+
+    pg::sql(
+        &url,
+        "UPDATE tower_agent_messages SET body = (SELECT body FROM tower_agent_messages
+           WHERE thread_id = 'whole' AND seq = 10) WHERE thread_id = 'whole' AND seq = 11;
+         UPDATE tower_agent_files SET content = '\\xff'::bytea
+           WHERE thread_id = 'whole' AND path = '/m/é'",
+    )
+    .await;
+    let err = open().await.load("whole").await.unwrap_err().to_string();
+    assert!(
+        err.contains("file `/m/é` is not UTF-8"),
+        "the error names the file: {err}"
+    );
+}

@@ -166,7 +166,7 @@ use tokio::{
     runtime::Handle,
     sync::{mpsc, oneshot},
 };
-use tokio_postgres::{IsolationLevel, NoTls, config::Host};
+use tokio_postgres::{NoTls, config::Host};
 
 use super::{
     Lease, Thread, ThreadBusy, ThreadInfo, ThreadStore,
@@ -685,54 +685,47 @@ fn lease_key(id: &str) -> i64 {
 
 /// The thread `id` and its revision, read in one snapshot.
 async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, BoxError> {
-    let tx = client
-        .build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?;
-    let Some(head) = tx
-        .query_opt(
-            "SELECT revision, todos, pending FROM tower_agent_threads WHERE id = $1",
-            &[&id],
+    // One statement, so one snapshot and one round trip (prepared once per connection): the
+    // thread's row, its messages in order (their position is `seq`) and its files. A load
+    // holds a connection of the pool for this only, so a burst of runs starting at once
+    // waits for connections the least (before: a transaction of four statements, each
+    // parsed again).
+    let statement = client
+        .prepare_cached(
+            "SELECT t.revision, t.todos, t.pending,
+                    ARRAY(SELECT m.body FROM tower_agent_messages m
+                          WHERE m.thread_id = t.id ORDER BY m.seq),
+                    ARRAY(SELECT f.path FROM tower_agent_files f
+                          WHERE f.thread_id = t.id ORDER BY f.path),
+                    ARRAY(SELECT f.content FROM tower_agent_files f
+                          WHERE f.thread_id = t.id ORDER BY f.path)
+             FROM tower_agent_threads t WHERE t.id = $1",
         )
-        .await?
-    else {
+        .await?;
+    let Some(row) = client.query_opt(&statement, &[&id]).await? else {
         return Ok(None);
     };
-    let revision: i64 = head.get(0);
-    let todos: Vec<Todo> = serde_json::from_str(head.get(1))
+    let revision: i64 = row.get(0);
+    let todos: Vec<Todo> = serde_json::from_str(row.get(1))
         .map_err(|e| format!("thread `{id}`: bad todos JSON: {e}"))?;
-    let pending = serde_json::from_str(head.get(2))
+    let pending = serde_json::from_str(row.get(2))
         .map_err(|e| format!("thread `{id}`: bad pending calls JSON: {e}"))?;
     let mut messages = Messages::new();
-    for row in tx
-        .query(
-            "SELECT seq, body FROM tower_agent_messages WHERE thread_id = $1 ORDER BY seq",
-            &[&id],
-        )
-        .await?
-    {
-        let seq: i64 = row.get(0);
+    let bodies: Vec<&str> = row.get(3);
+    for (seq, body) in bodies.into_iter().enumerate() {
         messages.push(
-            serde_json::from_str(row.get(1))
+            serde_json::from_str(body)
                 .map_err(|e| format!("thread `{id}`: bad message {seq}: {e}"))?,
         );
     }
+    let paths: Vec<String> = row.get(4);
+    let contents: Vec<Vec<u8>> = row.get(5);
     let mut files = BTreeMap::new();
-    for row in tx
-        .query(
-            "SELECT path, content FROM tower_agent_files WHERE thread_id = $1",
-            &[&id],
-        )
-        .await?
-    {
-        let path: String = row.get(0);
-        let content = String::from_utf8(row.get(1))
+    for (path, content) in paths.into_iter().zip(contents) {
+        let content = String::from_utf8(content)
             .map_err(|e| format!("thread `{id}`: file `{path}` is not UTF-8: {e}"))?;
         files.insert(path, Arc::<str>::from(content));
     }
-    tx.commit().await?;
     let thread = Thread {
         id: id.to_owned(),
         messages,
