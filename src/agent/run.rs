@@ -567,7 +567,9 @@ impl<'a> Run<'a> {
                 None => self.stop(&ctx).await,
             }
         } else {
-            self.tools(&ctx, message, &stacks.tools).await
+            // Boxed: the calls' futures are the largest state of a step, and a run spends its
+            // time waiting for its model, whose state is small.
+            Box::pin(self.tools(&ctx, message, &stacks.tools)).await
         }
     }
 
