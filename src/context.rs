@@ -66,10 +66,11 @@ struct Shared {
     cwd: PathBuf,
     state: Mutex<RunState>,
     reminders: Mutex<Vec<String>>,
-    compaction: Mutex<Option<Compaction>>,
+    /// Boxed, as `transcript`: rare, and every run's context would carry it inline.
+    compaction: Mutex<Option<Box<Compaction>>>,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: CancellationToken,
-    transcript: Option<Transcript>,
+    transcript: Option<Box<Transcript>>,
     notify: std::sync::OnceLock<Arc<NotifyFn>>,
     extensions: http::Extensions,
 }
@@ -168,7 +169,7 @@ impl RunContext {
             .shared
             .compaction
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(compaction);
+            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(compaction));
     }
 
     /// Takes the pending compaction request.
@@ -178,6 +179,7 @@ impl RunContext {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
+            .map(|c| *c)
     }
 
     /// Whether anyone listens to this run's events ([`Agent::stream`](crate::Agent::stream)).
@@ -242,12 +244,12 @@ impl RunContext {
     /// `%25`), so distinct ids never share a file; an escaped id longer than 200 bytes is cut
     /// to 160 and followed by `%~` and 32 hex digits of its SHA-256.
     pub fn transcript_path(&self) -> Option<&Path> {
-        self.shared.transcript.as_ref().map(Transcript::path)
+        self.shared.transcript.as_deref().map(Transcript::path)
     }
 
     /// The run's transcript writer.
     pub(crate) fn transcript(&self) -> Option<&Transcript> {
-        self.shared.transcript.as_ref()
+        self.shared.transcript.as_deref()
     }
 
     /// This context with its transcript under `dir`: `{dir}/{name}.jsonl`, where `name` is
@@ -262,13 +264,13 @@ impl RunContext {
     pub(crate) fn with_transcript_file(self, path: PathBuf, agent_id: Option<String>) -> Self {
         let mut shared = Arc::try_unwrap(self.shared)
             .unwrap_or_else(|_| unreachable!("with_transcript is called on a fresh context"));
-        shared.transcript = Some(Transcript::new(
+        shared.transcript = Some(Box::new(Transcript::new(
             path,
             &shared.session_id,
             &shared.run_id,
             &shared.cwd,
             agent_id,
-        ));
+        )));
         RunContext {
             shared: Arc::new(shared),
             step: self.step,
@@ -375,7 +377,7 @@ impl RunContextBuilder {
             .unwrap_or_else(|| PathBuf::from("."));
         let transcript = self
             .transcript
-            .map(|path| Transcript::new(path, &session_id, &run_id, &cwd, None));
+            .map(|path| Box::new(Transcript::new(path, &session_id, &run_id, &cwd, None)));
         RunContext {
             shared: Arc::new(Shared {
                 session_id,
