@@ -1075,7 +1075,7 @@ async fn a_save_past_the_cache_appends_without_reading_the_stored_rows() {
 /// A load is one statement: a thread with more than ten messages comes back in their order
 /// (positions compared as numbers), with its files and todos, in a store that never saw it;
 /// a stored row that does not parse fails the load with an error naming the thread and the
-/// row, and a thread that does not exist loads as none.
+/// row, and a thread that does not exist (or only its message rows do) loads as none.
 #[tokio::test]
 async fn a_load_reads_the_whole_thread_in_order_and_names_a_bad_row() {
     let (open, url) = postgres().await;
@@ -1094,6 +1094,14 @@ async fn a_load_reads_the_whole_thread_in_order_and_names_a_bad_row() {
     assert_eq!(loaded.files, thread.files);
     assert_eq!(loaded.todos, thread.todos);
     assert!(fresh.load("absent").await.unwrap().is_none());
+    // Rows of messages without their thread's row (a delete left half done): no thread.
+    pg::sql(
+        &url,
+        "INSERT INTO tower_agent_messages (thread_id, seq, body)
+           SELECT 'orphan', seq, body FROM tower_agent_messages WHERE thread_id = 'whole'",
+    )
+    .await;
+    assert!(fresh.load("orphan").await.unwrap().is_none());
 
     pg::sql(
         &url,

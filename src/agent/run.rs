@@ -120,7 +120,7 @@ async fn run_inner(
     };
     let outcome = match ended {
         Some(outcome) => outcome,
-        None => run.steps(&inner).await?,
+        None => run.steps().await?,
     };
     Box::pin(run.finish(outcome)).await
 }
@@ -361,7 +361,8 @@ impl<'a> Run<'a> {
 
     /// The run after its start: setup, the approved calls of an answer to an interrupted run,
     /// the step a crashed run left, then the steps; the outcome the run ends with.
-    async fn steps(&mut self, inner: &'a Inner) -> Result<Outcome, Error> {
+    async fn steps(&mut self) -> Result<Outcome, Error> {
+        let inner = self.inner;
         let Some(stacks) = self.setup().await? else {
             return Ok(Outcome::Cancelled);
         };

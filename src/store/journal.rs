@@ -147,8 +147,6 @@ pub fn in_doubt_output(call: &ToolCall) -> ToolOutput {
     )
 }
 
-/// The journal of a [`MemoryStore`](super::MemoryStore): per thread, the last
-/// [`MEMORY_JOURNAL_CALLS`] calls.
 /// The calls whose entries a resume of a thread can still read once it is saved with `last`
 /// as its last message: resume reads only the calls of a last assistant message (`None`:
 /// no entry of the thread can be read any more).
@@ -159,6 +157,8 @@ pub(crate) fn live_calls(last: Option<&Message>) -> Option<&[ToolCall]> {
     }
 }
 
+/// The journal of a [`MemoryStore`](super::MemoryStore): per thread, the entries of the
+/// step in flight (at most [`MEMORY_JOURNAL_CALLS`] calls).
 #[derive(Debug, Default)]
 pub(crate) struct MemoryJournal {
     /// Thread → its entries, in the order first recorded (a step's calls: a few, looked up
@@ -237,6 +237,7 @@ impl MemoryJournal {
     }
 }
 
+/// An entry from its stored columns (the SQL stores): arguments and output as JSON text.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn decode(
     call_id: String,

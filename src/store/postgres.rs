@@ -686,45 +686,54 @@ fn lease_key(id: &str) -> i64 {
 /// The thread `id` and its revision, read in one snapshot.
 async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, BoxError> {
     // One statement, so one snapshot and one round trip (prepared once per connection): the
-    // thread's row, its messages in order (their position is `seq`) and its files. A load
-    // holds a connection of the pool for this only, so a burst of runs starting at once
-    // waits for connections the least (before: a transaction of four statements, each
-    // parsed again).
+    // thread's row, its messages and its files, a row each (not gathered into arrays, which
+    // PostgreSQL caps at 1 GB a value). A load holds a connection of the pool for this only,
+    // so a burst of runs starting at once waits for connections the least (before: a
+    // transaction of four statements, each parsed again).
     let statement = client
         .prepare_cached(
-            "SELECT t.revision, t.todos, t.pending,
-                    ARRAY(SELECT m.body FROM tower_agent_messages m
-                          WHERE m.thread_id = t.id ORDER BY m.seq),
-                    ARRAY(SELECT f.path FROM tower_agent_files f
-                          WHERE f.thread_id = t.id ORDER BY f.path),
-                    ARRAY(SELECT f.content FROM tower_agent_files f
-                          WHERE f.thread_id = t.id ORDER BY f.path)
-             FROM tower_agent_threads t WHERE t.id = $1",
+            "SELECT 0::int2, revision, todos, pending, NULL::bytea
+               FROM tower_agent_threads WHERE id = $1
+             UNION ALL
+             SELECT 1::int2, seq, body, NULL, NULL
+               FROM tower_agent_messages WHERE thread_id = $1
+             UNION ALL
+             SELECT 2::int2, NULL, path, NULL, content
+               FROM tower_agent_files WHERE thread_id = $1",
         )
         .await?;
-    let Some(row) = client.query_opt(&statement, &[&id]).await? else {
+    let rows = client.query(&statement, &[&id]).await?;
+    let mut head = None;
+    let mut bodies: Vec<(i64, &str)> = Vec::new();
+    let mut files = BTreeMap::new();
+    for row in &rows {
+        match row.try_get::<_, i16>(0)? {
+            0 => head = Some((row.try_get::<_, i64>(1)?, row.try_get(2)?, row.try_get(3)?)),
+            1 => bodies.push((row.try_get(1)?, row.try_get(2)?)),
+            _ => {
+                let path: String = row.try_get(2)?;
+                let content = String::from_utf8(row.try_get(4)?)
+                    .map_err(|e| format!("thread `{id}`: file `{path}` is not UTF-8: {e}"))?;
+                files.insert(path, Arc::<str>::from(content));
+            }
+        }
+    }
+    // Message rows without a thread row are what a half-done delete left: no thread.
+    let Some((revision, todos, pending)): Option<(i64, &str, &str)> = head else {
         return Ok(None);
     };
-    let revision: i64 = row.get(0);
-    let todos: Vec<Todo> = serde_json::from_str(row.get(1))
-        .map_err(|e| format!("thread `{id}`: bad todos JSON: {e}"))?;
-    let pending = serde_json::from_str(row.get(2))
+    let todos: Vec<Todo> =
+        serde_json::from_str(todos).map_err(|e| format!("thread `{id}`: bad todos JSON: {e}"))?;
+    let pending = serde_json::from_str(pending)
         .map_err(|e| format!("thread `{id}`: bad pending calls JSON: {e}"))?;
+    // The rows of a union come in no stated order.
+    bodies.sort_unstable_by_key(|&(seq, _)| seq);
     let mut messages = Messages::new();
-    let bodies: Vec<&str> = row.get(3);
-    for (seq, body) in bodies.into_iter().enumerate() {
+    for (seq, body) in bodies {
         messages.push(
             serde_json::from_str(body)
                 .map_err(|e| format!("thread `{id}`: bad message {seq}: {e}"))?,
         );
-    }
-    let paths: Vec<String> = row.get(4);
-    let contents: Vec<Vec<u8>> = row.get(5);
-    let mut files = BTreeMap::new();
-    for (path, content) in paths.into_iter().zip(contents) {
-        let content = String::from_utf8(content)
-            .map_err(|e| format!("thread `{id}`: file `{path}` is not UTF-8: {e}"))?;
-        files.insert(path, Arc::<str>::from(content));
     }
     let thread = Thread {
         id: id.to_owned(),
