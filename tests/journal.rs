@@ -47,6 +47,7 @@ macro_rules! journal_scenarios {
                 a_finished_call_is_replayed_and_not_run_again,
                 a_call_that_never_started_is_run,
                 a_thread_with_nothing_in_flight_is_left_as_it_is,
+                approved_calls_stopped_at_each_write_are_finished_by_the_journal,
             );
         }
     };
@@ -709,4 +710,213 @@ async fn a_recovery_of_a_thread_waiting_for_approvals_runs_nothing() {
     assert_eq!(resp.outcome, Outcome::Finished);
     assert_eq!(lines(&counter), 1);
     assert_history_valid(&store.load("t").await.unwrap().unwrap().messages);
+}
+
+// ===== approved calls (`agent::interrupt`) stopped at each write of the answer =====
+
+/// A store that holds its `n`th write (save or journal record) from the moment it is armed:
+/// that write never completes, so the run waiting on it stops exactly there when dropped.
+#[derive(Clone)]
+struct Held<S> {
+    inner: S,
+    state: Arc<std::sync::Mutex<(usize, Option<usize>)>>,
+}
+
+impl<S: ThreadStore> Held<S> {
+    fn new(inner: S) -> Self {
+        Held {
+            inner,
+            state: Arc::default(),
+        }
+    }
+
+    /// Holds the `n`th write from now on.
+    fn hold(&self, n: usize) {
+        *self.state.lock().unwrap() = (0, Some(n));
+    }
+
+    fn holding(&self) -> bool {
+        let (count, at) = *self.state.lock().unwrap();
+        at.is_some_and(|at| count >= at)
+    }
+
+    /// Counts a write; whether it is the one to hold.
+    fn write(&self) -> bool {
+        let mut state = self.state.lock().unwrap();
+        state.0 += 1;
+        state.1 == Some(state.0)
+    }
+
+    /// The write `write` makes, unless it is the one to hold (not even started then: a
+    /// store may write when called, before its future is polled).
+    fn gate<'a, T: Send + 'a>(
+        &self,
+        write: impl FnOnce() -> BoxFuture<'a, Result<T, BoxError>>,
+    ) -> BoxFuture<'a, Result<T, BoxError>> {
+        if self.write() {
+            Box::pin(std::future::pending())
+        } else {
+            write()
+        }
+    }
+}
+
+impl<S: ThreadStore> ThreadStore for Held<S> {
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
+        self.inner.load(id)
+    }
+    fn save<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.gate(|| self.inner.save(thread))
+    }
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.gate(|| self.inner.delete(id))
+    }
+    fn journal(&self) -> Option<&dyn ToolJournal> {
+        Some(self)
+    }
+}
+
+impl<S: ThreadStore> ToolJournal for Held<S> {
+    fn started<'a>(&'a self, t: &'a str, c: &'a ToolCall) -> BoxFuture<'a, Result<(), BoxError>> {
+        let journal = self.inner.journal().expect("the store keeps a journal");
+        self.gate(|| journal.started(t, c))
+    }
+    fn finished<'a>(
+        &'a self,
+        thread: &'a str,
+        call: &'a ToolCall,
+        output: &'a tower_agent::message::ToolOutput,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        let journal = self.inner.journal().expect("the store keeps a journal");
+        self.gate(|| journal.finished(thread, call, output))
+    }
+    fn entries<'a>(
+        &'a self,
+        thread: &'a str,
+        ids: &'a [String],
+    ) -> BoxFuture<'a, Result<HashMap<String, JournalEntry>, BoxError>> {
+        self.inner.journal().unwrap().entries(thread, ids)
+    }
+}
+
+/// An agent whose tool `b` (counted in `counter`, not idempotent) waits for a person's
+/// approval (a PreToolUse ask, the deferring policy); the model calls it for the prompt `go`
+/// (id `id_b`) and answers `done` to anything else.
+fn approving(store: impl ThreadStore, counter: PathBuf) -> Agent {
+    use tower_agent::{
+        layers::hooks::{Hooks, PreToolUse},
+        model::ModelResponse,
+    };
+    let model = ScriptedModel::new().otherwise(|req| {
+        let last = req.messages.iter().rev().find(|m| m.role != Role::System);
+        if last.is_some_and(|m| m.role == Role::User && m.text() == "go") {
+            let call = ToolCall::new("id_b", "b", json!({"n": 1}));
+            return Ok(ModelResponse::tool_calls([call]));
+        }
+        Ok(ModelResponse::text("done"))
+    });
+    let hooks = Hooks::new()
+        .before_tool_use("b", |_, _| PreToolUse::Ask("b needs a person".into()))
+        .defer_approvals()
+        .compile()
+        .unwrap();
+    Agent::builder()
+        .model(model)
+        .tool(counting("b", counter, false, false))
+        .store(store)
+        .hooks(hooks)
+        .build()
+}
+
+/// A person approves `b`, and the run that took the decision stops at the write `point` of
+/// its answer (1 the decision's save, 2 `b`'s started record, 3 its finished record — `b`
+/// ran —, 4 the save of its output); another replica then recovers the thread, or sends a
+/// new prompt. The journal's rules hold for the approved call: not started → run once (a new
+/// prompt says it did not happen); in doubt → not run again; finished → replayed. A thread at
+/// rest keeps no journal entry.
+async fn approved_calls_stopped_at_each_write_are_finished_by_the_journal<
+    S: ThreadStore + Clone,
+>(
+    open: Open<S>,
+) {
+    use tower_agent::agent::{Approvals, Outcome};
+    let dir = tempfile::tempdir().unwrap();
+    for point in 1..=4 {
+        for recover in [true, false] {
+            let what = format!(
+                "stopped at write {point}, then {}",
+                if recover { "recovered" } else { "a new prompt" }
+            );
+            let thread = format!("approved-{point}-{recover}");
+            let counter = dir.path().join(&thread);
+            let held = Held::new(open().await);
+            let agent = approving(held.clone(), counter.clone());
+            let first = agent
+                .run(AgentRequest::new("go").thread(&thread))
+                .await
+                .unwrap();
+            assert!(
+                matches!(first.outcome, Outcome::Interrupted { .. }),
+                "{what}: {:?}",
+                first.outcome
+            );
+            held.hold(point);
+            let answer = AgentRequest::approvals(&thread, Approvals::new().approve("id_b"));
+            let run = tokio::spawn(async move { agent.run(answer).await });
+            until(&what, || held.holding()).await;
+            run.abort();
+            let _ = run.await;
+
+            let other = approving(open().await, counter.clone());
+            let request = if recover {
+                // A decision that was never saved is taken again.
+                if point == 1 {
+                    AgentRequest::approvals(&thread, Approvals::new().approve("id_b"))
+                } else {
+                    AgentRequest::recover(&thread)
+                }
+            } else {
+                // Stopped at 1, the call still waits: a new prompt denies it.
+                AgentRequest::new("next").thread(&thread)
+            };
+            let resp = other.run(request).await.unwrap();
+            assert_eq!(resp.outcome, Outcome::Finished, "{what}");
+            let store = open().await;
+            let saved = store.load(&thread).await.unwrap().unwrap();
+            assert_history_valid(&saved.messages);
+            assert!(
+                saved.pending.is_empty() && saved.approved.is_empty(),
+                "{what}: {saved:?}"
+            );
+            let output = saved
+                .messages
+                .iter()
+                .find(|m| m.tool_call_id.as_deref() == Some("id_b"))
+                .unwrap()
+                .text()
+                .into_owned();
+            let (runs, expected) = match (point, recover) {
+                (1, true) | (2, true) | (4, _) => (1, "b done"),
+                (3, true) => (1, "in doubt:"),
+                (1, false) => (0, "denied: a new prompt was sent"),
+                (2, false) => (0, "not run:"),
+                _ => (1, "interrupted:"),
+            };
+            assert_eq!(lines(&counter), runs, "{what}: how many times `b` ran");
+            assert!(
+                output.starts_with(expected),
+                "{what}: `b`'s output: {output}"
+            );
+            let left = store
+                .journal()
+                .unwrap()
+                .entries(&thread, &["id_b".to_owned()])
+                .await
+                .unwrap();
+            assert!(
+                left.is_empty(),
+                "{what}: a thread at rest keeps journal entries: {left:?}"
+            );
+        }
+    }
 }

@@ -48,9 +48,20 @@
 //! call starts. A second request for the same calls then finds nothing pending and is refused.
 //! Across replicas this relies on the server's per-thread lease and the store's
 //! compare-and-swap ([`ThreadStore::lease`](crate::store::ThreadStore::lease), `Postgres`); in
-//! one process, on the server's one-run-per-thread rule. Calling
-//! [`Agent::run`](super::Agent::run) with approvals from two tasks at once without such a rule
-//! is the caller's race to avoid.
+//! one process, on the server's one-run-per-thread rule. [`Agent::run`](super::Agent::run)
+//! takes no lease: calling it with approvals from two tasks or processes at once is the
+//! caller's race to avoid, by taking the lease around the run (the threads guide, "Who takes
+//! a thread's lease").
+//!
+//! The approved calls are saved with the thread
+//! ([`Thread::approved`](crate::store::Thread::approved)) from the decision's save until
+//! their outputs are. A run that stops in between (its process killed) is finished by
+//! [`AgentRequest::recover`](super::AgentRequest::recover) with the journal's rules
+//! ([`store::journal`](crate::store::journal)): a call that never started runs, once; one
+//! that finished has its recorded output replayed; one in doubt runs again only if its tool
+//! is idempotent, else the model is told it may or may not have happened. A new prompt
+//! instead of a recovery runs nothing: each approved call gets its recorded output, or an
+//! output saying it did not happen (not started) or may have (in doubt).
 //!
 //! A new prompt on a thread with pending calls denies them (`denied: a new prompt was sent
 //! instead of an answer to the approval`) before the prompt: the thread stays valid.
@@ -94,7 +105,8 @@ impl PendingCall {
         }
     }
 
-    fn call(&self) -> ToolCall {
+    /// The call, with the arguments it runs with.
+    pub(crate) fn call(&self) -> ToolCall {
         ToolCall::new(self.id.clone(), self.name.clone(), self.arguments.clone())
     }
 }
@@ -348,25 +360,31 @@ pub(crate) fn insert_outputs(history: &mut Messages, outputs: Vec<ToolOutput>) -
     let Some(first) = outputs.first() else {
         return history.len();
     };
-    let asked = history
-        .iter()
-        .rposition(|m| {
-            m.role == Role::Assistant && m.tool_calls.iter().any(|c| c.id == first.call_id)
-        })
-        .map_or(history.len(), |i| i + 1);
-    let mut at = asked;
-    while history.get(at).is_some_and(|m| m.role == Role::Tool) {
-        at += 1;
-    }
+    let at = results_end(history, &first.call_id);
     for (i, output) in outputs.into_iter().enumerate() {
         history.insert(at + i, Message::from(output));
     }
     at
 }
 
+/// The index past the tool results that follow the assistant message making the call `id`
+/// (the end of the history if no message makes it).
+fn results_end(history: &Messages, id: &str) -> usize {
+    let asked = history
+        .iter()
+        .rposition(|m| m.role == Role::Assistant && m.tool_calls.iter().any(|c| c.id == id))
+        .map_or(history.len(), |i| i + 1);
+    let mut at = asked;
+    while history.get(at).is_some_and(|m| m.role == Role::Tool) {
+        at += 1;
+    }
+    at
+}
+
 /// What an approvals request does to the thread before its calls run: the outputs in the
-/// order of the calls (denials final, approvals placeholders) and the calls to run.
-pub(crate) fn prepare(decided: &[(PendingCall, Decision)]) -> (Vec<ToolOutput>, Vec<ToolCall>) {
+/// order of the calls (denials final, approvals placeholders) and the approved calls, each
+/// with the arguments it runs with ([`Thread::approved`](crate::store::Thread::approved)).
+pub(crate) fn prepare(decided: &[(PendingCall, Decision)]) -> (Vec<ToolOutput>, Vec<PendingCall>) {
     let mut outputs = Vec::with_capacity(decided.len());
     let mut calls = Vec::new();
     for (p, d) in decided {
@@ -374,17 +392,33 @@ pub(crate) fn prepare(decided: &[(PendingCall, Decision)]) -> (Vec<ToolOutput>, 
             Decision::Deny { reason } => outputs.push(denied(&p.id, reason)),
             Decision::Approve => {
                 outputs.push(placeholder(&p.id));
-                calls.push(p.call());
+                calls.push(p.clone());
             }
             Decision::Edit { arguments } => {
                 outputs.push(placeholder(&p.id));
-                let mut call = p.call();
+                let mut call = p.clone();
                 call.arguments = arguments.clone();
                 calls.push(call);
             }
         }
     }
     (outputs, calls)
+}
+
+/// Puts `output` (a tool result message) in the place of its call's placeholder in
+/// `history`, or after its call's results if the placeholder is not there.
+pub(crate) fn replace_placeholder(history: &mut Messages, output: Message) {
+    let id = output.tool_call_id.clone().unwrap_or_default();
+    let placeholder = history
+        .iter()
+        .rposition(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&*id));
+    match placeholder {
+        Some(at) => history.splice(at..at + 1, [output]),
+        None => {
+            let at = results_end(history, &id);
+            history.insert(at, output);
+        }
+    }
 }
 
 #[cfg(test)]

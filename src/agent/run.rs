@@ -17,7 +17,7 @@ use super::{
     interrupt,
 };
 use crate::{
-    context::{Extensions, RunContext, RunState},
+    context::{RunContext, RunState},
     error::{Abort, BoxError, Error, error_chain},
     message::{Message, Messages, Role, StopReason, ToolCall, ToolOutput, Usage},
     model::{BoxModelService, ModelRequest},
@@ -158,9 +158,9 @@ struct Run<'a> {
     recovering: bool,
     /// Calls waiting for a decision, saved with the thread.
     pending: Vec<PendingCall>,
-    /// Approved calls to run before the first step, with the position of each one's
-    /// placeholder output in the history.
-    approved: Vec<(usize, ToolCall)>,
+    /// Approved calls to run before the first step (each with a placeholder output in the
+    /// history), saved with the thread ([`Thread::approved`]) until their outputs are.
+    approved: Vec<PendingCall>,
     /// The thread id of the run's saves (empty for a run that is not saved).
     thread_id: String,
 }
@@ -188,15 +188,16 @@ impl<'a> Run<'a> {
         } = *req;
         let persist = thread_id.is_some();
         let mut source = SessionSource::Startup;
-        let (mut history, state, pending) = match &thread_id {
+        let (mut history, state, pending, approved) = match &thread_id {
             Some(id) => match inner.store.load(id).await.map_err(Error::store)? {
                 Some(t) => {
                     source = SessionSource::Resume;
-                    (t.messages, Thread::restore(t.todos, t.files), t.pending)
+                    let state = Thread::restore(t.todos, t.files);
+                    (t.messages, state, t.pending, t.approved)
                 }
-                None => (Messages::new(), Extensions::default(), Vec::new()),
+                None => Default::default(),
             },
-            None => (Messages::new(), Extensions::default(), Vec::new()),
+            None => Default::default(),
         };
         // Refused before anything runs or is saved.
         let decided = match &approvals {
@@ -258,7 +259,7 @@ impl<'a> Run<'a> {
             start_context: system_context,
             recovering: recover,
             pending,
-            approved: Vec::new(),
+            approved,
             thread_id,
         };
         if inner.shutdown.is_cancelled() {
@@ -277,8 +278,10 @@ impl<'a> Run<'a> {
                 return Ok(Started::Ended(run, Outcome::Blocked { reason }));
             }
         };
-        // A thread whose last run stopped mid-step (saved before its calls ran).
+        // A thread whose last run stopped mid-step (saved before its calls ran), or before it
+        // finished the calls a person approved.
         run.close_unanswered(&mut history).await?;
+        run.close_approved(&mut history).await?;
         if let (true, Some(system)) = (history.is_empty(), &inner.system_prompt) {
             history.push(Message::system(system.clone()));
         }
@@ -286,7 +289,7 @@ impl<'a> Run<'a> {
         if let Some(decided) = decided {
             // Decided in this save, before any approved call runs (see `interrupt`).
             run.pending.clear();
-            let (outputs, calls) = interrupt::prepare(&decided);
+            let (outputs, approved) = interrupt::prepare(&decided);
             let n = outputs.len();
             let at = interrupt::insert_outputs(&mut history, outputs);
             // The transcript gets the denials now and the approved calls' outputs when they
@@ -298,13 +301,7 @@ impl<'a> Run<'a> {
                     matches!(d, interrupt::Decision::Deny { .. }).then_some(m)
                 }));
             }
-            run.approved = decided
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, d))| !matches!(d, interrupt::Decision::Deny { .. }))
-                .map(|(i, _)| at + i)
-                .zip(calls)
-                .collect();
+            run.approved = approved;
         } else {
             if !run.pending.is_empty() {
                 let outputs = std::mem::take(&mut run.pending)
@@ -857,26 +854,25 @@ impl<'a> Run<'a> {
 
     /// Phase "approved calls" of an answer to an interrupted run: the calls a person approved
     /// (or edited) run, concurrently, through the tool stack, their asks settled; each output
-    /// replaces its placeholder; the thread is saved. `Some(outcome)` ends the run.
+    /// replaces its placeholder; the thread is saved. A recovered run finishes them by the
+    /// journal's rules (a call recorded finished is replayed, one in doubt is run again only if
+    /// idempotent). `Some(outcome)` ends the run.
     async fn approved_calls(&mut self, stacks: &Stacks) -> Result<Option<Outcome>, Error> {
         if self.approved.is_empty() {
             return Ok(None);
         }
-        let (positions, calls): (Vec<usize>, Vec<ToolCall>) =
-            std::mem::take(&mut self.approved).into_iter().unzip();
+        let calls: Vec<ToolCall> = self.approved.iter().map(PendingCall::call).collect();
         let ctx = self.ctx.with_step(0);
         let ids = calls.iter().map(|c| c.id.clone()).collect();
         ctx.with_data(|d| {
             d.insert(interrupt::ApprovedCalls(ids));
             d.insert(StepCalls(calls.len()));
         });
-        let limit = self.inner.max_concurrent_tools;
-        let journal = self.journal();
-        let (done, cancelled) = call_tools(&stacks.tools, &calls, &ctx, limit, journal).await;
+        let (done, cancelled) = self.finish_calls(&ctx, &calls, stacks).await?;
         ctx.with_data(|d| d.remove::<interrupt::ApprovedCalls>());
         let mut abort = None;
         let mut outputs = Vec::with_capacity(calls.len());
-        for ((at, call), done) in positions.into_iter().zip(&calls).zip(done) {
+        for (call, done) in calls.iter().zip(done) {
             let settled = match done {
                 Some(Done::Settled(settled)) => settled,
                 Some(Done::Raw(result)) => settle(call, result),
@@ -888,8 +884,9 @@ impl<'a> Run<'a> {
             abort = abort.or(settled.abort);
             let message = Message::from(settled.output);
             outputs.push(message.clone());
-            self.history.splice(at..at + 1, [message]);
+            interrupt::replace_placeholder(&mut self.history, message);
         }
+        self.approved.clear();
         if let Some(transcript) = self.ctx.transcript() {
             transcript.append(outputs.iter());
         }
@@ -910,6 +907,7 @@ impl<'a> Run<'a> {
         let mut thread = Thread::of_run("", self.history.clone(), &self.ctx.state().extensions);
         thread.id = std::mem::take(&mut self.thread_id);
         thread.pending.clone_from(&self.pending);
+        thread.approved.clone_from(&self.approved);
         let saved = self.inner.store.save(&thread).await.map_err(Error::store);
         self.thread_id = thread.id;
         saved

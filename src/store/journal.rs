@@ -16,9 +16,10 @@
 //!    written, the tool is **not** run and the model gets an error output saying so;
 //! 3. records the call as **finished** with its output ([`ToolJournal::finished`]) as soon as
 //!    the call settled — the output the model sees, after the hooks (a redaction of a
-//!    `PostToolUse` hook is in it). A call the run deferred or aborted is not recorded
-//!    finished. A failure to record is logged (`tracing::warn!`) and the output still goes to
-//!    the model (the step's save keeps it).
+//!    `PostToolUse` hook is in it). Only a started call is recorded finished: a call the run
+//!    deferred or aborted, or that a hook denied before it reached the tool, has no record. A
+//!    failure to record is logged (`tracing::warn!`) and the output still goes to the model
+//!    (the step's save keeps it).
 //!
 //! On resume, every call of the thread's last assistant message that has no result is:
 //!
@@ -30,7 +31,11 @@
 //!   so hooks decide again).
 //!
 //! Calls waiting for approval ([`agent::interrupt`](crate::agent::interrupt)) are not in
-//! flight: a recovery leaves them to the approvals. A new run (a prompt) on a thread whose last
+//! flight: a recovery leaves them to the approvals. Calls a person **approved** are, from the
+//! save that took the decision ([`Thread::approved`](super::Thread::approved)) until their
+//! outputs are saved: a recovery applies the same three rules to them (not started: run once;
+//! in doubt: the idempotent rule; finished: replayed), and a call denied before the crash is
+//! never run. A new run (a prompt) on a thread whose last
 //! run stopped mid-step answers its unanswered calls from the journal, or with an
 //! `interrupted: … may or may not have happened` error output, before the prompt: the history
 //! stays valid and nothing is run.
@@ -115,8 +120,12 @@ pub trait ToolJournal: Send + Sync {
         call: &'a ToolCall,
     ) -> BoxFuture<'a, Result<(), BoxError>>;
 
-    /// Records `call` of thread `thread` as finished with `output` (also if it was not
-    /// recorded as started: a call that never reached the tool).
+    /// Records `call` of thread `thread` as finished with `output`: the call's started
+    /// record gets its output. A call with no started record is not recorded: it never
+    /// reached the tool (a hook denied it — a resume runs it through the hooks again), or its
+    /// record is gone because the thread moved on (another run took the step over after this
+    /// run's lease was lost, and its save dropped the step's entries): so a late record
+    /// never leaves an entry on a thread at rest.
     fn finished<'a>(
         &'a self,
         thread: &'a str,
@@ -187,14 +196,15 @@ impl MemoryJournal {
         }
     }
 
+    /// Finishes the started record of `call` (see [`ToolJournal::finished`]: a call with no
+    /// started record is not recorded).
     pub(crate) fn finish(&mut self, thread: &str, call: &ToolCall, output: &ToolOutput) {
         let recorded = self
             .threads
             .get_mut(thread)
             .and_then(|entries| entries.iter_mut().find(|e| e.call_id == call.id));
-        match recorded {
-            Some(entry) => entry.output = Some(output.clone()),
-            None => self.record(thread, JournalEntry::new(call, Some(output.clone()))),
+        if let Some(entry) = recorded {
+            entry.output = Some(output.clone());
         }
     }
 

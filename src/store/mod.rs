@@ -118,6 +118,15 @@ pub struct Thread {
     /// [`interrupt`](crate::agent::interrupt)). Every store keeps them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<crate::agent::PendingCall>,
+    /// Tool calls a person approved whose outputs are not in the thread yet: the save that
+    /// took the decision moved them here from [`pending`](Self::pending) (each with the
+    /// arguments it runs with, and a placeholder output in the history), and the save of
+    /// their outputs empties it. A thread with approved calls is a run that stopped before
+    /// finishing them: [`AgentRequest::recover`](crate::AgentRequest::recover) finishes them
+    /// by the [journal]'s rules. Every store keeps them (the SQL stores in the
+    /// column of the pending calls, marked `"approved": true`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approved: Vec<crate::agent::PendingCall>,
 }
 
 impl Thread {
@@ -144,6 +153,7 @@ impl Thread {
                 .map(|f| f.0.clone())
                 .unwrap_or_default(),
             pending: Vec::new(),
+            approved: Vec::new(),
         }
     }
 
@@ -325,11 +335,13 @@ impl ThreadStore for MemoryStore {
                     todos,
                     files,
                     pending,
+                    approved,
                 } = thread;
                 stored.messages.clone_from(messages);
                 stored.todos.clone_from(todos);
                 stored.files.clone_from(files);
                 stored.pending.clone_from(pending);
+                stored.approved.clone_from(approved);
             }
             None => {
                 threads.insert(thread.id.clone(), thread.clone());

@@ -724,8 +724,7 @@ async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, Bo
     };
     let todos: Vec<Todo> =
         serde_json::from_str(todos).map_err(|e| format!("thread `{id}`: bad todos JSON: {e}"))?;
-    let pending = serde_json::from_str(pending)
-        .map_err(|e| format!("thread `{id}`: bad pending calls JSON: {e}"))?;
+    let (pending, approved) = super::rows::decode_calls(id, pending)?;
     // The rows of a union come in no stated order.
     bodies.sort_unstable_by_key(|&(seq, _)| seq);
     let mut messages = Messages::new();
@@ -741,6 +740,7 @@ async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, Bo
         todos,
         files,
         pending,
+        approved,
     };
     Ok(Some((revision, thread)))
 }

@@ -8,7 +8,10 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use crate::message::{Message, Messages};
+use crate::{
+    agent::PendingCall,
+    message::{Message, Messages},
+};
 
 /// How many threads a store remembers the last saved state of.
 pub(super) const DEFAULT_CACHE_THREADS: usize = 1024;
@@ -279,4 +282,42 @@ mod tests {
         assert!(is_current(Some((3, 1)), &cached));
         assert!(!is_current(Some((4, 1)), &cached) && !is_current(None, &cached));
     }
+}
+
+/// One entry of the SQL stores' `pending` column: a pending call, or (marked `approved`) an
+/// approved call whose output is not saved yet ([`Thread::approved`](super::Thread::approved)).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredCall<C> {
+    #[serde(flatten)]
+    call: C,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    approved: bool,
+}
+
+/// The `pending` column of `thread`: its pending calls, then its approved ones marked (a
+/// thread with neither is `[]`, as the column's default).
+pub(super) fn encode_calls(thread: &super::Thread) -> serde_json::Result<String> {
+    let pending = thread.pending.iter().map(|call| StoredCall {
+        call,
+        approved: false,
+    });
+    let approved = thread.approved.iter().map(|call| StoredCall {
+        call,
+        approved: true,
+    });
+    serde_json::to_string(&pending.chain(approved).collect::<Vec<_>>())
+}
+
+/// The pending and approved calls of thread `id` from its `pending` column.
+pub(super) fn decode_calls(
+    id: &str,
+    text: &str,
+) -> Result<(Vec<PendingCall>, Vec<PendingCall>), String> {
+    let calls: Vec<StoredCall<PendingCall>> = serde_json::from_str(text)
+        .map_err(|e| format!("thread `{id}`: bad pending calls JSON: {e}"))?;
+    let (approved, pending): (Vec<_>, Vec<_>) = calls.into_iter().partition(|c| c.approved);
+    Ok((
+        pending.into_iter().map(|c| c.call).collect(),
+        approved.into_iter().map(|c| c.call).collect(),
+    ))
 }

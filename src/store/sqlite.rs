@@ -1088,8 +1088,7 @@ fn load(conn: &mut Connection, ctx: &Ctx, id: String) -> Result<Option<Thread>, 
     };
     let todos: Vec<Todo> = serde_json::from_str(&todos_json)
         .map_err(|e| format!("thread `{id}`: bad todos JSON: {e}"))?;
-    let pending = serde_json::from_str(&pending_json)
-        .map_err(|e| format!("thread `{id}`: bad pending calls JSON: {e}"))?;
+    let (pending, approved) = super::rows::decode_calls(&id, &pending_json)?;
 
     let mut messages = Messages::new();
     {
@@ -1124,6 +1123,7 @@ fn load(conn: &mut Connection, ctx: &Ctx, id: String) -> Result<Option<Thread>, 
         todos,
         files,
         pending,
+        approved,
     }))
 }
 
@@ -1245,7 +1245,7 @@ fn save(conn: &Connection, ctx: &Ctx, thread: &Thread) -> Result<i64, BoxError> 
         new.len() as i64,
         serde_json::to_string(&thread.todos)?,
         now,
-        serde_json::to_string(&thread.pending)?
+        super::rows::encode_calls(thread)?
     ])?;
 
     // 4. The journal: no resume can read an entry of a call that is not one of the last

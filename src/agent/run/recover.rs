@@ -176,6 +176,25 @@ impl<'a> Run<'a> {
             hooks.before_step(0, &ctx);
             ctx.with_data(|d| d.insert(StepCalls(calls.len())));
         }
+        let (done, cancelled) = self.finish_calls(&ctx, &calls, stacks).await?;
+        Ok(match self.after_tools(&ctx, done, cancelled).await? {
+            Some(outcome) => Recovered::Ended(outcome),
+            None => Recovered::Stepped,
+        })
+    }
+}
+
+impl Run<'_> {
+    /// Runs `calls` of a step a run may have started before it stopped, by the journal's
+    /// rules: a call recorded finished is replayed, one in doubt (started, not finished) gets
+    /// [`in_doubt_output`] unless its tool is idempotent, and the others run (again) through
+    /// the tool stack. Each call's result in call order, and whether the run was cancelled.
+    pub(super) async fn finish_calls(
+        &self,
+        ctx: &RunContext,
+        calls: &[ToolCall],
+        stacks: &Stacks,
+    ) -> Result<(CallResults, bool), Error> {
         let journal = self.journal();
         let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
         let entries: HashMap<String, JournalEntry> = match journal {
@@ -207,7 +226,7 @@ impl<'a> Run<'a> {
                     let output = in_doubt_output(call);
                     if let Some(journal) = journal {
                         let settled = settled(output.clone());
-                        record_finished(journal, &ctx, call, &settled).await;
+                        record_finished(journal, ctx, call, &settled).await;
                     }
                     output
                 }
@@ -218,7 +237,7 @@ impl<'a> Run<'a> {
                     continue;
                 }
             };
-            let step = 0;
+            let step = ctx.step();
             ctx.emit_with(|| AgentEvent::ToolCallEnd {
                 step,
                 name: call.name.clone(),
@@ -228,14 +247,11 @@ impl<'a> Run<'a> {
             done[i] = Some(Done::Settled(settled(output)));
         }
         let limit = self.inner.max_concurrent_tools;
-        let (ran, cancelled) = call_tools(&stacks.tools, &to_run, &ctx, limit, journal).await;
+        let (ran, cancelled) = call_tools(&stacks.tools, &to_run, ctx, limit, journal).await;
         for (i, result) in positions.into_iter().zip(ran) {
             done[i] = result;
         }
-        Ok(match self.after_tools(&ctx, done, cancelled).await? {
-            Some(outcome) => Recovered::Ended(outcome),
-            None => Recovered::Stepped,
-        })
+        Ok((done, cancelled))
     }
 }
 
@@ -246,6 +262,20 @@ fn settled(output: ToolOutput) -> Settled {
         deferred: None,
         pending: None,
     }
+}
+
+/// The output a new run gives a call a person approved that its run never started (the run
+/// stopped first, and the thread was continued without resuming it).
+pub(crate) fn not_run_output(call: &ToolCall) -> ToolOutput {
+    ToolOutput::error(
+        call.id.clone(),
+        format!(
+            "not run: the call to the tool `{}` was approved, but the run that was to make it \
+             stopped before it started, and the thread was continued without resuming it; \
+             the call did not happen.",
+            call.name
+        ),
+    )
 }
 
 /// The output a new run gives a call its thread's last run left unanswered (the run stopped in
@@ -298,6 +328,47 @@ impl Run<'_> {
                 None => interrupted_output(call),
             };
             history.push(output.into());
+        }
+        Ok(())
+    }
+
+    /// A new run (not a recovery) on a thread whose last run stopped before finishing the
+    /// calls a person approved: each placeholder is replaced by the call's output from the
+    /// journal if it finished, else by [`interrupted_output`] if it started (or the store
+    /// keeps no journal), else by [`not_run_output`]. Nothing is run.
+    pub(super) async fn close_approved(&mut self, history: &mut Messages) -> Result<(), Error> {
+        if self.approved.is_empty() {
+            return Ok(());
+        }
+        let approved = std::mem::take(&mut self.approved);
+        let ids: Vec<String> = approved.iter().map(|p| p.id.clone()).collect();
+        let journal = self.inner.store.journal();
+        let mut entries = match journal {
+            Some(journal) => journal
+                .entries(self.ctx.session_id(), &ids)
+                .await
+                .map_err(Error::store)?,
+            None => HashMap::new(),
+        };
+        let mut outputs = Vec::with_capacity(approved.len());
+        for call in approved.iter().map(crate::agent::PendingCall::call) {
+            let output = match entries.remove(&call.id) {
+                Some(JournalEntry {
+                    output: Some(mut output),
+                    ..
+                }) => {
+                    output.call_id.clone_from(&call.id);
+                    output
+                }
+                None if journal.is_some() => not_run_output(&call),
+                _ => interrupted_output(&call),
+            };
+            let message = crate::message::Message::from(output);
+            outputs.push(message.clone());
+            crate::agent::interrupt::replace_placeholder(history, message);
+        }
+        if let Some(transcript) = self.ctx.transcript() {
+            transcript.append(outputs.iter());
         }
         Ok(())
     }

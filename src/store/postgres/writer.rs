@@ -382,9 +382,10 @@ async fn write_records(
              SET tool = excluded.tool, arguments = excluded.arguments, output = NULL"
         ),
         tx.prepare_cached(
-            "INSERT INTO tower_agent_journal (thread_id, call_id, tool, arguments, output)
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-             ON CONFLICT (thread_id, call_id) DO UPDATE SET output = excluded.output"
+            "UPDATE tower_agent_journal j SET output = r.o
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+                AS r (t, c, n, a, o)
+             WHERE j.thread_id = r.t AND j.call_id = r.c"
         ),
     )?;
     let start_params: Vec<&(dyn ToSql + Sync)> =
@@ -606,7 +607,7 @@ async fn write_batch(
             .map(serialize)
             .collect::<Result<Vec<String>, _>>();
         let rest = serde_json::to_string(&thread.todos)
-            .and_then(|t| serde_json::to_string(&thread.pending).map(|p| (t, p)));
+            .and_then(|t| crate::store::rows::encode_calls(thread).map(|p| (t, p)));
         let (bodies, (todo, pend)) = match (bodies, rest) {
             (Ok(b), Ok(r)) => (b, r),
             (Err(e), _) | (_, Err(e)) => {

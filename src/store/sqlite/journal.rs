@@ -38,18 +38,16 @@ impl ToolJournal for Sqlite {
         call: &'a ToolCall,
         output: &'a ToolOutput,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
-        let (thread, id, tool) = (thread.to_owned(), call.id.clone(), call.name.clone());
-        let arguments = call.arguments.to_string();
+        let (thread, id) = (thread.to_owned(), call.id.clone());
         let output = serde_json::to_string(output);
         Box::pin(async move {
             let output = output?;
             self.write(Write::Exec(Box::new(move |conn| {
+                // Only a started record is finished (see `ToolJournal::finished`).
                 conn.prepare_cached(
-                    "INSERT INTO journal (thread_id, call_id, tool, arguments, output)
-                     VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (thread_id, call_id) DO UPDATE SET output = excluded.output",
+                    "UPDATE journal SET output = ?3 WHERE thread_id = ?1 AND call_id = ?2",
                 )?
-                .execute(params![thread, id, tool, arguments, output])?;
+                .execute(params![thread, id, output])?;
                 Ok(())
             })))
             .await
