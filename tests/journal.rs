@@ -48,6 +48,7 @@ macro_rules! journal_scenarios {
                 a_call_that_never_started_is_run,
                 a_thread_with_nothing_in_flight_is_left_as_it_is,
                 approved_calls_stopped_at_each_write_are_finished_by_the_journal,
+                a_late_finished_record_leaves_no_entry_on_a_thread_at_rest,
             );
         }
     };
@@ -919,4 +920,52 @@ async fn approved_calls_stopped_at_each_write_are_finished_by_the_journal<
             );
         }
     }
+}
+
+/// A run lost its lease (a database restart) while its tool ran; another run took the step
+/// over and saved the thread at rest (dropping the step's entries); then the first run's
+/// "finished" record arrives. It leaves no entry: a thread at rest keeps none. A "finished"
+/// record of a call that never started (a hook denied it) is not kept either.
+async fn a_late_finished_record_leaves_no_entry_on_a_thread_at_rest<S: ThreadStore + Clone>(
+    open: Open<S>,
+) {
+    let (one, two) = (open().await, open().await);
+    let call = ToolCall::new("c1", "send", json!({}));
+    let mut thread = Thread::new("late");
+    thread.messages.push(Message::user("go"));
+    thread
+        .messages
+        .push(Message::assistant("").with_tool_calls(vec![call.clone()]));
+    one.save(&thread).await.unwrap();
+    one.journal().unwrap().started("late", &call).await.unwrap();
+    // The other run answers the call and ends the run: the thread is at rest.
+    let output = tower_agent::message::ToolOutput::error("c1", "in doubt");
+    thread.messages.push(Message::tool_result(&output));
+    thread.messages.push(Message::assistant("done"));
+    two.save(&thread).await.unwrap();
+    let ids = ["c1".to_owned(), "c2".to_owned()];
+    assert!(
+        two.journal()
+            .unwrap()
+            .entries("late", &ids)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The late record of the first run, and one of a call that never started.
+    let late = tower_agent::message::ToolOutput::text("c1", "sent");
+    one.journal()
+        .unwrap()
+        .finished("late", &call, &late)
+        .await
+        .unwrap();
+    let never = ToolCall::new("c2", "send", json!({}));
+    let denied = tower_agent::message::ToolOutput::error("c2", "denied");
+    one.journal()
+        .unwrap()
+        .finished("late", &never, &denied)
+        .await
+        .unwrap();
+    let left = two.journal().unwrap().entries("late", &ids).await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
 }
