@@ -673,8 +673,12 @@ fn runs(effects: &Path, tool: &str) -> Vec<String> {
 }
 
 /// The checks of one call: its tool ran at most once, and exactly once unless the model was
-/// told it may or may not have happened — which it may be told only of a call in doubt; the
-/// output of a call that ran and was not in doubt is that of its run.
+/// told it may or may not have happened — which it may be told only of a call in doubt (the
+/// kill came between its `started` and `finished` records); the output of a call that ran
+/// and was not in doubt is that of its run. "May or may not have happened" is what the
+/// journal's [`in_doubt_output`] says, and also the placeholder of an approved call
+/// (`agent::interrupt`): either is an honest answer for a call in doubt, which may have been
+/// killed before its effect (never ran) or after it (ran once).
 fn check_call(thread: &Thread, effects: &Path, tool: &str, id: &str, rec: Recorded) -> Vec<String> {
     let runs = runs(effects, tool);
     let output = thread
