@@ -89,6 +89,9 @@ const FINAL_TEXT: &str = "a and b are done";
 /// What says that a call may or may not have happened: the journal's in-doubt output and the
 /// placeholder of an approved call (`agent::interrupt`) both do.
 const DOUBT: &str = "may or may not have happened";
+/// The start of the placeholder an approved call has until its output is saved: never a
+/// final answer (a recovery replaces it by the journal's rules).
+const PLACEHOLDER: &str = "approved, but the run that was to make the call";
 
 /// The writes of the scenario, by reading the agent loop (`agent/run.rs`): prompt saved;
 /// step 0 saved with the call of `a`, `a` started, its effect, finished, the step saved; step
@@ -676,9 +679,10 @@ fn runs(effects: &Path, tool: &str) -> Vec<String> {
 /// told it may or may not have happened — which it may be told only of a call in doubt (the
 /// kill came between its `started` and `finished` records); the output of a call that ran
 /// and was not in doubt is that of its run. "May or may not have happened" is what the
-/// journal's [`in_doubt_output`] says, and also the placeholder of an approved call
-/// (`agent::interrupt`): either is an honest answer for a call in doubt, which may have been
-/// killed before its effect (never ran) or after it (ran once).
+/// journal's [`in_doubt_output`] says (for a call in doubt, which may have been killed before
+/// its effect — never ran — or after it — ran once), and also the placeholder of an approved
+/// call (`agent::interrupt`), which a thread at rest must never keep: a recovery answers an
+/// approved call by the journal's rules as any other.
 fn check_call(thread: &Thread, effects: &Path, tool: &str, id: &str, rec: Recorded) -> Vec<String> {
     let runs = runs(effects, tool);
     let output = thread
@@ -698,7 +702,12 @@ fn check_call(thread: &Thread, effects: &Path, tool: &str, id: &str, rec: Record
             format!("ran {n} times")
         }
     };
-    if output.contains(DOUBT) {
+    if output.starts_with(PLACEHOLDER) {
+        problems.push(format!(
+            "`{tool}` {}, {ran}, and its output is still the approval's placeholder: {output:?}",
+            rec.says()
+        ));
+    } else if output.contains(DOUBT) {
         if rec != Recorded::Started {
             problems.push(format!(
                 "`{tool}` {}, {ran}, yet the model was told \"{DOUBT}\": {output:?}",
