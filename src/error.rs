@@ -103,7 +103,7 @@ impl Error {
         Self::new(Kind::Store, Some(cause))
     }
 
-    pub(crate) fn approvals(cause: crate::agent::ApprovalError) -> Self {
+    pub(crate) fn approvals(cause: impl StdError + Send + Sync + 'static) -> Self {
         Self::new(Kind::Approvals, Some(Box::new(cause)))
     }
 
@@ -158,23 +158,6 @@ impl StdError for Error {
             .cause
             .as_deref()
             .map(|e| e as &(dyn StdError + 'static))
-    }
-}
-
-/// With feature `axum`, a handler can `?` the crate's error: it answers `500` with the
-/// server's JSON error body, [`ErrorResponse`](crate::server::ErrorResponse)
-/// `{"error": "..."}`, the error and its sources as text.
-#[cfg(feature = "axum")]
-impl axum::response::IntoResponse for Error {
-    fn into_response(self) -> axum::response::Response {
-        let body = crate::server::ErrorResponse {
-            error: error_chain(&self),
-        };
-        (
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(body),
-        )
-            .into_response()
     }
 }
 

@@ -130,6 +130,7 @@ pub mod builder;
 pub mod builtins;
 pub mod context;
 pub mod error;
+pub mod event;
 pub mod guide;
 pub mod layers;
 #[cfg(feature = "mcp")]

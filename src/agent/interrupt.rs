@@ -75,41 +75,12 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::event::PendingCall;
 use crate::message::{Message, Messages, Role, ToolCall, ToolOutput};
 
 /// The most decisions one [`Approvals`] request may carry; more is refused
 /// ([`ApprovalError::TooMany`]).
 pub const MAX_DECISIONS: usize = 1024;
-
-/// A tool call waiting for a decision, saved with its thread.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct PendingCall {
-    /// The call's id (answer with it).
-    pub id: String,
-    /// The tool's name.
-    pub name: String,
-    /// The arguments the model generated (before any hook rewrote them).
-    pub arguments: serde_json::Value,
-    /// Why it waits: the reasons of the hooks that asked, or that a hook deferred it.
-    pub reason: String,
-}
-
-impl PendingCall {
-    pub(crate) fn new(call: ToolCall, reason: String) -> Self {
-        PendingCall {
-            id: call.id,
-            name: call.name,
-            arguments: call.arguments,
-            reason,
-        }
-    }
-
-    /// The call, with the arguments it runs with.
-    pub(crate) fn call(&self) -> ToolCall {
-        ToolCall::new(self.id.clone(), self.name.clone(), self.arguments.clone())
-    }
-}
 
 /// The decision on one pending call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -76,7 +76,7 @@ pub mod interrupt;
 mod run;
 mod stage;
 mod subagent;
-pub mod transcript;
+pub use crate::context::transcript;
 
 use std::{
     fmt,
@@ -87,23 +87,23 @@ use std::{
 };
 
 use futures_util::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 use tracing::{Instrument as _, field::Empty};
 
 pub(crate) use self::hooks::StepCalls;
-pub(crate) use self::transcript::Transcript;
+pub use crate::event::{AgentEvent, ModelDelta, Outcome, PendingCall};
+
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
-    event::{AgentEvent, EventStream, ModelDelta},
+    event::EventStream,
     hooks::{
         InstructionsInput, LoopHooks, MessageDisplayInput, PostCompactInput, SessionEnv,
         SessionSource, SessionStartInput, StopFailureInput, StopInput, SubagentStartInput,
         TaskEvent, TaskInput, ToolBatch, session_end_reason,
     },
-    interrupt::{ApprovalError, Approvals, CallDecision, Decision, PendingCall},
+    interrupt::{ApprovalError, Approvals, CallDecision, Decision},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,
 };
@@ -607,67 +607,6 @@ impl From<&str> for AgentRequest {
 impl From<String> for AgentRequest {
     fn from(prompt: String) -> Self {
         Self::new(prompt)
-    }
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Outcome {
-    /// The model answered without tool calls.
-    Finished,
-    /// The step limit was reached.
-    MaxSteps,
-    /// A hook blocked the run.
-    Blocked {
-        /// Why.
-        reason: String,
-    },
-    /// An [`Abort`](crate::error::Abort), a failed model call or a failed prepare stage ended
-    /// the run.
-    Aborted {
-        /// What went wrong.
-        error: String,
-    },
-    /// The run's cancellation token was cancelled.
-    Cancelled,
-    /// The model refused to answer ([`StopReason::Refusal`](crate::message::StopReason::Refusal)):
-    /// its refusal message (OpenAI's `refusal`, or the text of an Anthropic answer that
-    /// stopped with `refusal`). The refusal is not the run's
-    /// [`text`](AgentResponse::text) when the provider sends it apart.
-    Refused {
-        /// What the model said.
-        refusal: String,
-    },
-    /// A PreToolUse hook deferred the step's only tool call
-    /// ([`PreToolUse::Defer`](crate::layers::hooks::PreToolUse::Defer), the reference's
-    /// `stop_reason: "tool_deferred"`): the tool did not run. The model is told so in the
-    /// call's result (`deferred: …`), which keeps the thread valid for a later run. The call
-    /// (the reference's `deferred_tool_use`).
-    Deferred {
-        /// The call's id.
-        id: String,
-        /// The tool's name.
-        name: String,
-        /// The arguments the model generated, before any hook rewrote them.
-        input: serde_json::Value,
-    },
-    /// Calls of the last step wait for a person's decision (the deferring approval policy,
-    /// [`Hooks::defer_approvals`](crate::layers::hooks::Hooks::defer_approvals)): they did not
-    /// run; the step's other calls did, and their results are in the thread. The pending calls
-    /// are saved with the thread; answer them with [`AgentRequest::approvals`] (or
-    /// `POST /threads/{id}/approvals`). See [`interrupt`].
-    Interrupted {
-        /// The calls waiting, in the order the model made them.
-        pending: Vec<PendingCall>,
-    },
-}
-
-impl Outcome {
-    /// Whether the run finished normally.
-    pub fn is_finished(&self) -> bool {
-        matches!(self, Outcome::Finished)
     }
 }
 

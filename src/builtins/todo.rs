@@ -456,44 +456,8 @@ fn parse_items(items: &[Value]) -> Result<Vec<Todo>, Vec<String>> {
 
 // ===== the list =====
 
-/// One item of the todo list.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Todo {
-    /// Its id.
-    pub id: String,
-    /// What is to be done.
-    pub title: String,
-    /// How far it is.
-    pub status: TodoStatus,
-}
-
-impl Todo {
-    /// A pending todo.
-    pub fn new(id: impl Into<String>, title: impl Into<String>) -> Self {
-        Todo {
-            id: id.into(),
-            title: title.into(),
-            status: TodoStatus::Pending,
-        }
-    }
-}
-
-/// The status of a [`Todo`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TodoStatus {
-    /// Not started.
-    Pending,
-    /// Being worked on.
-    InProgress,
-    /// Finished.
-    Done,
-}
-
-/// The run's todo list: a typed entry of the run's data, restored from the thread and saved
-/// with it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Todos(pub(crate) Vec<Todo>);
+pub use crate::context::{Todo, TodoStatus};
+pub(crate) use crate::context::persisted::Todos;
 
 /// The run's todo list (empty if none was written).
 pub fn todos(ctx: &RunContext) -> Vec<Todo> {

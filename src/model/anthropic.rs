@@ -87,7 +87,7 @@ use super::{
     http::{self, Endpoint, Transport},
 };
 use crate::{
-    agent::{AgentEvent, ModelDelta},
+    event::{AgentEvent, ModelDelta},
     context::RunContext,
     error::BoxError,
     message::{Content, Message, ProviderItem, Reasoning, Role, StopReason, ToolCall, Usage},

@@ -101,7 +101,7 @@ use super::{
     http::{self, Endpoint, Transport},
 };
 use crate::{
-    agent::{AgentEvent, ModelDelta},
+    event::{AgentEvent, ModelDelta},
     context::RunContext,
     error::BoxError,
     message::{Content, Message, Reasoning, Role, StopReason, ToolCall},

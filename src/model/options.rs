@@ -154,7 +154,7 @@ pub struct OutputError {
 }
 
 impl OutputError {
-    pub(crate) fn not_finished(outcome: &crate::agent::Outcome) -> Self {
+    pub(crate) fn not_finished(outcome: &crate::event::Outcome) -> Self {
         OutputError {
             message: format!("the run did not finish: {outcome:?}"),
             empty: true,

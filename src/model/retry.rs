@@ -74,7 +74,7 @@ use tower::{
 };
 
 use super::{ModelRequest, ModelResponse, ProviderError};
-use crate::{agent::AgentEvent, error::BoxError};
+use crate::{error::BoxError, event::AgentEvent};
 
 /// The jitter of the computed delays when on: up to 25% of the delay, added.
 const JITTER: f64 = 0.25;

@@ -51,11 +51,10 @@ use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    builtins::{
-        filesystem::FilesWritten,
-        todo::{Todo, Todos},
+    context::{
+        Extensions,
+        persisted::{FilesWritten, Todo, Todos},
     },
-    context::Extensions,
     error::BoxError,
     message::Messages,
 };
@@ -117,7 +116,7 @@ pub struct Thread {
     /// [`Outcome::Interrupted`](crate::agent::Outcome::Interrupted) (see
     /// [`interrupt`](crate::agent::interrupt)). Every store keeps them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pending: Vec<crate::agent::PendingCall>,
+    pub pending: Vec<crate::event::PendingCall>,
     /// Tool calls a person approved whose outputs are not in the thread yet: the save that
     /// took the decision moved them here from [`pending`](Self::pending) (each with the
     /// arguments it runs with, and a placeholder output in the history), and the save of
@@ -126,7 +125,7 @@ pub struct Thread {
     /// by the [journal]'s rules. Every store keeps them (the SQL stores in the
     /// column of the pending calls, marked `"approved": true`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub approved: Vec<crate::agent::PendingCall>,
+    pub approved: Vec<crate::event::PendingCall>,
 }
 
 impl Thread {

@@ -9,7 +9,7 @@ use std::{
 };
 
 use crate::{
-    agent::PendingCall,
+    event::PendingCall,
     message::{Message, Messages},
 };
 

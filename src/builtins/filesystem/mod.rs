@@ -260,11 +260,7 @@ impl fmt::Debug for Filesystem {
     }
 }
 
-/// The files written or edited in the run's thread: a typed entry of the run's data, restored
-/// from the thread and saved with it (contents shared, so saving after every step does not
-/// copy them).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct FilesWritten(pub(crate) BTreeMap<String, Arc<str>>);
+pub(crate) use crate::context::persisted::FilesWritten;
 
 /// The files written or edited in the run's thread: path (relative to the root) → content.
 pub fn files_written(ctx: &RunContext) -> BTreeMap<String, Arc<str>> {

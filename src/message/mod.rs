@@ -45,6 +45,8 @@ use std::{borrow::Cow, fmt, ops::Index, sync::Arc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+pub mod tokens;
+
 /// Who wrote a [`Message`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -939,12 +941,12 @@ impl Messages {
     }
 
     /// Tokens of the messages by `counter` (the sum of
-    /// [`count_message`](crate::layers::summarize::TokenCounter::count_message) over them),
+    /// [`count_message`](tokens::TokenCounter::count_message) over them),
     /// counting only what the running count shared with this history's clones has not
     /// counted yet (see [`memo`]).
     pub(crate) fn count_tokens(
         &self,
-        counter: &Arc<dyn crate::layers::summarize::TokenCounter>,
+        counter: &Arc<dyn tokens::TokenCounter>,
     ) -> usize {
         let n = self.inner.len();
         // The messages in front of the counted ones: the system message (or the first one),
@@ -1040,7 +1042,7 @@ pub(crate) mod memo {
     use std::sync::{Arc, Mutex, PoisonError};
 
     use super::Message;
-    use crate::layers::summarize::TokenCounter;
+    use super::tokens::TokenCounter;
 
     /// Messages at the end of a counted history left out of the running count (counted at
     /// every call).

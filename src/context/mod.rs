@@ -46,10 +46,12 @@ use std::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    agent::{AgentEvent, Transcript},
-    message::Messages,
-};
+use crate::{event::AgentEvent, message::Messages};
+
+pub(crate) mod persisted;
+pub mod transcript;
+
+use self::transcript::Transcript;
 
 /// The context of one agent run, carried by every model and tool request.
 ///
@@ -424,8 +426,7 @@ pub(crate) struct RunState {
     pub(crate) extensions: Extensions,
 }
 
-/// The todo list's types live with their built-in; re-exported here as before.
-pub use crate::builtins::todo::{Todo, TodoStatus};
+pub use self::persisted::{Todo, TodoStatus};
 
 /// Identifies one instance of a stage or layer, so that the per-run data of several
 /// instances of one type can sit side by side in [`Extensions`] (`insert_for`/`get_for`, in
