@@ -3,7 +3,8 @@
 //! server, see `stdio_server_child`). Every result mapping and fault: text, structured,
 //! image, resource link, `isError`, a hang (call timeout), a crash (restarted once), garbage
 //! on stdout, tool list changes, elicitation (accept, decline, none), no process left after
-//! the agent is dropped.
+//! the agent is dropped, connect and reconnect failures (errors naming the server and the
+//! cause, no internal type names).
 #![cfg(all(feature = "mcp", unix))]
 
 mod support;
