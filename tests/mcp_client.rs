@@ -3,7 +3,8 @@
 //! server, see `stdio_server_child`). Every result mapping and fault: text, structured,
 //! image, resource link, `isError`, a hang (call timeout), a crash (restarted once), garbage
 //! on stdout, tool list changes, elicitation (accept, decline, none), no process left after
-//! the agent is dropped.
+//! the agent is dropped, connect and reconnect failures (errors naming the server and the
+//! cause, no internal type names).
 #![cfg(all(feature = "mcp", unix))]
 
 mod support;
@@ -845,4 +846,161 @@ fn an_oversized_message_is_dropped_in_bounded_memory() {
         err_grown_mib < 64,
         "peak RSS grew by {err_grown_mib} MiB while {FLOOD_MIB} MiB came on stderr"
     );
+}
+
+// ===== connect and reconnect errors =====
+
+/// Asserts `text` (what the model or the caller gets) names `server` and carries no internal
+/// type names: no `tower_agent::`, no `rmcp::`, no generic brackets.
+#[track_caller]
+fn assert_clean(text: &str, server: &str) {
+    assert!(
+        text.contains(&format!("`{server}`")),
+        "names the server: {text}"
+    );
+    for internal in ["tower_agent::", "rmcp::", "<", ">"] {
+        assert!(!text.contains(internal), "`{internal}` in: {text}");
+    }
+}
+
+/// A 127.0.0.1 address where nothing listens (bound, then closed).
+fn nothing_listens() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_errors_name_the_server_and_the_cause() {
+    let mcp = McpServers::builder()
+        .server(
+            "missing",
+            StdioServer::new("/nonexistent/tower-agent-mcp-server"),
+        )
+        .server("quits", StdioServer::new("sh").args(["-c", "exit 3"]))
+        .server(
+            "refused",
+            HttpServer::new(format!("http://{}/mcp", nothing_listens())),
+        )
+        .connect_timeout(Duration::from_secs(20))
+        .build();
+    let err = mcp.connect().await.unwrap_err();
+    let mut failed: Vec<&str> = err.failures().iter().map(|(n, _)| n.as_str()).collect();
+    failed.sort_unstable();
+    assert_eq!(failed, ["missing", "quits", "refused"], "{err}");
+    // What the caller gets (a warning, or the run's setup error): each server named.
+    let text = err.to_string();
+    for (name, why) in err.failures() {
+        let line = format!("MCP server `{name}`: {why}");
+        assert!(text.contains(&line), "{text}");
+        assert_clean(&line, name);
+    }
+    let why = |name: &str| {
+        let (_, why) = err.failures().iter().find(|(n, _)| n == name).unwrap();
+        why.to_lowercase()
+    };
+    assert!(why("missing").contains("no such file"), "{err}");
+    assert!(why("quits").contains("exit status: 3"), "{err}");
+    assert!(why("refused").contains("connection refused"), "{err}");
+
+    // Required: the run's setup error says the same, server named.
+    let mcp = McpServers::builder()
+        .server(
+            "refused",
+            HttpServer::new(format!("http://{}/mcp", nothing_listens())),
+        )
+        .require_all(true)
+        .build();
+    let agent = Agent::builder()
+        .model(ScriptedModel::new().text("ok"))
+        .stage(mcp)
+        .build();
+    let err = agent.run("go").await.unwrap_err();
+    assert!(err.is_setup(), "{err}");
+    let text = format!("{err:#}");
+    assert_clean(&text, "refused");
+    assert!(text.to_lowercase().contains("connection refused"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_http_reconnect_is_a_clean_error_for_the_model() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (url, _server, (task, cancel)) = http_server_on(listener);
+    let mcp = McpServers::builder()
+        .server("t", HttpServer::new(&url).bearer(TOKEN))
+        .call_timeout(Duration::from_secs(5))
+        .build();
+    let router = mcp.router().await.unwrap();
+    let out = call(&router, "mcp__t__echo", json!({"text": "1"})).await;
+    assert_eq!(out.content, "echo: 1");
+    // The server is killed: sessions cancelled, listener closed.
+    cancel.cancel();
+    task.abort();
+    let _ = task.await;
+    let out = call(&router, "mcp__t__echo", json!({"text": "2"})).await;
+    assert!(
+        out.is_error && out.content.contains("stopped during the call"),
+        "{}",
+        out.content
+    );
+    // The reconnect finds nothing listening.
+    let out = call(&router, "mcp__t__echo", json!({"text": "3"})).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        out.content
+            .starts_with("the MCP server `t` is not available: "),
+        "{}",
+        out.content
+    );
+    assert_clean(&out.content, "t");
+    assert!(
+        out.content.to_lowercase().contains("connection refused"),
+        "{}",
+        out.content
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_stdio_restart_is_a_clean_error_for_the_model() {
+    // The server runs the first time; restarted, it exits at once (status 3).
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let exe = std::env::current_exe().unwrap();
+    let script =
+        r#"if [ -e "$1" ]; then echo "no more" >&2; exit 3; fi; : > "$1"; shift; exec "$@""#;
+    let mcp = McpServers::builder()
+        .server(
+            "s",
+            StdioServer::new("sh")
+                .args(["-c", script, "sh"])
+                .args([
+                    marker.to_string_lossy().as_ref(),
+                    exe.to_string_lossy().as_ref(),
+                ])
+                .args([
+                    "--exact",
+                    "--include-ignored",
+                    "stdio_server_child",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_ENV, "1"),
+        )
+        .build();
+    let router = mcp.router().await.unwrap();
+    let out = call(&router, "mcp__s__crash", json!({})).await;
+    assert!(
+        out.is_error && out.content.contains("stopped during the call"),
+        "{}",
+        out.content
+    );
+    let out = call(&router, "mcp__s__echo", json!({"text": "x"})).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        out.content
+            .starts_with("the MCP server `s` is not available: "),
+        "{}",
+        out.content
+    );
+    assert_clean(&out.content, "s");
+    assert!(out.content.contains("exit status: 3"), "{}", out.content);
 }

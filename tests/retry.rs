@@ -37,6 +37,30 @@ fn overloaded() -> Reply {
     )
 }
 
+fn rate_limited() -> Reply {
+    Reply::status(
+        429,
+        r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#,
+    )
+}
+
+/// Sends `hi()` through `policy` to `server` and returns the gaps between the attempts, in
+/// paused tokio time.
+async fn gaps_between_attempts(server: &Server, policy: RetryPolicy) -> Vec<Duration> {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&sent);
+    let model = ServiceBuilder::new()
+        .retry(policy)
+        .map_request(move |req: ModelRequest| {
+            log.lock().unwrap().push(tokio::time::Instant::now());
+            req
+        })
+        .service(openai(server));
+    model.oneshot(hi()).await.unwrap();
+    let sent = sent.lock().unwrap();
+    sent.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
 fn provider_error(err: &BoxError) -> &ProviderError {
     ProviderError::find(&**err).unwrap_or_else(|| panic!("not a ProviderError: {err:?}"))
 }
@@ -180,4 +204,44 @@ async fn the_backoff_grows_with_bounded_jitter() {
         }
         assert_eq!(server.requests().len(), 5);
     }
+}
+
+/// Every retry taken counts toward the backoff's exponent, one that waited a `Retry-After`
+/// too (as the official OpenAI SDK counts): a 503 after a retried 429 waits `base_delay · 2`.
+#[tokio::test(start_paused = true)]
+async fn every_retry_taken_counts_toward_the_backoff() {
+    // 429 (Retry-After: 1), 503, 200: waits 1 s, then base · 2¹ = 1 s plus up to 25% jitter.
+    let server = Server::start();
+    server.reply(rate_limited().header("retry-after", "1"));
+    server.reply(overloaded());
+    server.reply(Reply::fixture("openai_text.json"));
+    let gaps = gaps_between_attempts(&server, RetryPolicy::new()).await;
+    assert_eq!(gaps.len(), 2, "{gaps:?}");
+    let slack = Duration::from_millis(5);
+    assert!(
+        gaps[0] >= Duration::from_secs(1) && gaps[0] <= Duration::from_secs(1) + slack,
+        "the Retry-After: {gaps:?}"
+    );
+    assert!(
+        gaps[1] >= Duration::from_secs(1) && gaps[1] <= Duration::from_millis(1_250) + slack,
+        "n = 1 after a Retry-After retry: {gaps:?}"
+    );
+    assert_eq!(server.requests().len(), 3);
+
+    // 503, 503, 200 without jitter: 0.5 s, then 1 s, exactly.
+    let server = Server::start();
+    server.reply(overloaded());
+    server.reply(overloaded());
+    server.reply(Reply::fixture("openai_text.json"));
+    let gaps = gaps_between_attempts(&server, RetryPolicy::new().jitter(false)).await;
+    assert_eq!(gaps.len(), 2, "{gaps:?}");
+    assert!(
+        gaps[0] >= Duration::from_millis(500) && gaps[0] <= Duration::from_millis(500) + slack,
+        "{gaps:?}"
+    );
+    assert!(
+        gaps[1] >= Duration::from_secs(1) && gaps[1] <= Duration::from_secs(1) + slack,
+        "{gaps:?}"
+    );
+    assert_eq!(server.requests().len(), 3);
 }

@@ -14,7 +14,7 @@ use tower_agent::{
 };
 
 use support::{
-    passed, rerun, rerun_after,
+    passed, rerun, rerun_after, rerun_reachable,
     stores::{Open, user_thread},
 };
 
@@ -530,7 +530,8 @@ fn child_opens() {
 #[tokio::test]
 async fn read_only_file_names_the_file_and_the_cause() {
     // Root writes through permission bits, so as root the case runs in a child process of
-    // an unprivileged user (nobody), for whom they hold.
+    // an unprivileged user (nobody), for whom they hold. It runs this test binary from the
+    // temp dir (nobody may not reach the build: the checkout may be in root's private home).
     let dir = tempfile::tempdir().unwrap();
     let path = read_only_database(dir.path()).await;
     let bytes = std::fs::read(&path).unwrap();
@@ -540,7 +541,7 @@ async fn read_only_file_names_the_file_and_the_cause() {
     };
     let text = if root {
         use std::os::unix::process::CommandExt;
-        let out = rerun("child_opens")
+        let out = rerun_reachable(dir.path(), "child_opens")
             .env(CHILD_DB, &path)
             .uid(65534)
             .gid(65534)

@@ -22,7 +22,11 @@
 //! - it waits what the provider's `Retry-After` says, or else what tower's
 //!   [`ExponentialBackoff`] says: `base_delay · 2ⁿ` (default 500 ms, doubling, at most
 //!   [`max_delay`](RetryPolicy::max_delay), 8 s) plus up to 25% of random jitter, never more
-//!   than `max_delay`; waits are [`tokio::time::sleep`]s (so paused-time tests run instantly);
+//!   than `max_delay`; waits are [`tokio::time::sleep`]s (so paused-time tests run instantly).
+//!   n is the number of retries this call has already taken — every one of them, those that
+//!   waited a `Retry-After` included (as the official OpenAI SDK counts) — so the first retry
+//!   waits `base_delay`, and a 503 after a 429 that was retried after its `Retry-After` waits
+//!   `base_delay · 2`;
 //! - it gives up at once when `Retry-After` asks for more than
 //!   [`max_retry_after`](RetryPolicy::max_retry_after) (default 60 s) — the caller gets the
 //!   provider's error, its [`retry_after`](ProviderError::retry_after) set (clamped to
@@ -192,8 +196,9 @@ impl RetryPolicy {
             .make_backoff()
     }
 
-    /// The wait before this call's next retry, without a `Retry-After`: tower's exponential
-    /// backoff, plus up to 25% of jitter drawn from tower's [`HasherRng`], at most `max_delay`.
+    /// Advances this call's backoff by one retry and returns the wait it computes (used unless
+    /// the provider gave a `Retry-After`): tower's exponential backoff, plus up to 25% of
+    /// jitter drawn from tower's [`HasherRng`], at most `max_delay`.
     ///
     /// NOTE: tower's own jitter (0.5.3) scales the whole seconds and the nanoseconds of a delay
     /// separately and truncates each, so a delay of whole seconds (1 s, 2 s, 4 s) gets none;
@@ -261,9 +266,12 @@ impl Policy<ModelRequest, ModelResponse, BoxError> for RetryPolicy {
             tracing::debug!(error = %provider, "retry budget spent; giving up");
             return None;
         }
+        // Every retry advances this call's backoff, one that waits a `Retry-After` too: n in
+        // `base_delay · 2ⁿ` counts every retry taken.
+        let backoff = self.next_backoff();
         let sleep = match retry_after {
             Some(wait) => tokio::time::sleep(wait),
-            None => self.next_backoff(),
+            None => backoff,
         };
         let delay = sleep
             .deadline()
@@ -373,6 +381,27 @@ mod tests {
                 .retry(&mut req, &mut failed(Kind::Server, None))
                 .is_none()
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_after_counts_toward_the_backoff() {
+        let mut req = ModelRequest::new(vec![Message::user("hi")]);
+        let mut p = RetryPolicy::new().max_attempts(4).jitter(false);
+        let start = tokio::time::Instant::now();
+        let retry_after = Some(Duration::from_secs(1));
+        p.retry(&mut req, &mut failed(Kind::RateLimited, retry_after))
+            .unwrap()
+            .await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        // The second retry: n = 1, whatever the first one waited.
+        p.retry(&mut req, &mut failed(Kind::Server, None))
+            .unwrap()
+            .await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        p.retry(&mut req, &mut failed(Kind::Server, None))
+            .unwrap()
+            .await;
+        assert_eq!(start.elapsed(), Duration::from_secs(4));
     }
 
     /// The delays of one call's backoff, in order.

@@ -277,6 +277,27 @@ pub fn rerun(test: &str) -> Command {
     cmd
 }
 
+/// Like [`rerun`], for a child that runs as another user (set with `CommandExt::uid`), who may
+/// not reach this test binary: the checkout, and the build in it, may be in a private home
+/// (mode 700, as `/root`). It runs a link to (else a copy of) the binary in `dir`, from `dir`;
+/// `dir` must be reachable by that user (say a fresh temp dir made mode 755), and on the
+/// binary's file system for a link.
+#[cfg(unix)]
+pub fn rerun_reachable(dir: &Path, test: &str) -> Command {
+    use std::os::unix::fs::PermissionsExt;
+    let exe = std::env::current_exe().unwrap();
+    let reachable = dir.join(exe.file_name().unwrap());
+    // A link, when it can be: a copy just written may still be open for writing in a child
+    // another test forks at that moment, and then cannot run (`ETXTBSY`).
+    if std::fs::hard_link(&exe, &reachable).is_err() {
+        std::fs::copy(&exe, &reachable).unwrap();
+    }
+    std::fs::set_permissions(&reachable, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = Command::new(reachable);
+    cmd.args(exactly(test)).current_dir(dir);
+    cmd
+}
+
 /// Like [`rerun`], through `sh -c`: the shell runs `setup` first (say `ulimit -v 2097152`, a
 /// limit on the address space) and, if it succeeds, `exec`s the test binary. `wrapper` is what
 /// runs the shell (say `["unshare", "--mount"]`), empty to run it directly. Arguments added to

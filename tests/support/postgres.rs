@@ -10,7 +10,10 @@
 //! socket: `listen_addresses = ''`, so no TCP port is taken and parallel test binaries never
 //! collide), with trust authentication, `fsync = off` (test data). PostgreSQL refuses to run
 //! as root: as root, `initdb` and the server run as the `postgres` user (else `nobody`) through
-//! `setpriv`, and the directory is given to that user.
+//! `setpriv`, and the directory is given to that user. That user needs nothing of the
+//! checkout or the build (which may be in root's private home, mode 700): the binaries are the
+//! system's (or in `TOWER_AGENT_PG_BIN`, which that user must reach), and every command runs
+//! from the server's directory.
 //!
 //! # Nothing is left behind
 //!
@@ -173,6 +176,9 @@ fn start() -> Result<Server, String> {
         .arg(&bin)
         .arg(&root)
         .args(run_as.as_ref().map(RunAs::prefix).unwrap_or_default())
+        // Not the test's working directory (the checkout), which the server's user may not
+        // reach.
+        .current_dir(&root)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -334,6 +340,7 @@ fn sweep_orphans(bin: &Path, run_as: &Option<RunAs>) {
         argv.extend(["-m", "immediate", "-w", "stop"].map(String::from));
         let _ = Command::new(&argv[0])
             .args(&argv[1..])
+            .current_dir(&root)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();

@@ -2,7 +2,10 @@
 //! service that calls it.
 
 use std::{
+    borrow::Cow,
     collections::HashMap,
+    error::Error,
+    fmt,
     future::Future,
     process::Stdio,
     sync::{
@@ -22,10 +25,10 @@ use rmcp::{
         ProtocolVersion, ServerNotification,
     },
     service::{
-        NotificationContext, Peer, RequestContext, RoleClient, RunningService, RxJsonRpcMessage,
-        ServiceError, TxJsonRpcMessage,
+        ClientInitializeError, NotificationContext, Peer, RequestContext, RoleClient,
+        RunningService, RxJsonRpcMessage, ServiceError, TxJsonRpcMessage,
     },
-    transport::Transport,
+    transport::{DynamicTransportError, Transport, streamable_http_client::StreamableHttpError},
 };
 use serde_json::Value;
 use tower::{Service, ServiceExt as _};
@@ -44,6 +47,10 @@ use crate::{
 
 /// The most bytes of a stdio server's stderr read (and logged) at a time.
 const STDERR_CHUNK: usize = 8192;
+
+/// How long a stdio server that failed to connect is given to exit, so the error can say how
+/// it did (its output closed as it exited, so this is short).
+const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 /// One tool of a server: the name the model uses, the server's name, the spec.
 #[derive(Debug, Clone)]
@@ -379,20 +386,89 @@ fn store_tools(tools: &Tools, generation: &AtomicU64, list: Vec<ToolEntry>, firs
 
 /// A call's error for the model: a lost transport without rmcp's transport type names.
 fn describe(e: &ServiceError) -> String {
-    use std::error::Error as _;
     match e {
         ServiceError::TransportClosed => "connection closed".to_owned(),
-        ServiceError::TransportSend(inner) => {
-            let mut why = String::from("connection lost");
-            let mut source = inner.source();
-            while let Some(cause) = source {
-                why.push_str(": ");
-                why.push_str(&cause.to_string());
-                source = cause.source();
+        ServiceError::TransportSend(inner) => format!("connection lost: {}", causes(inner)),
+        other => causes(other),
+    }
+}
+
+/// Why connecting failed, for the model and the caller, without rmcp's transport type names:
+/// what could not be done and the underlying cause (say "Connection refused"). Connecting and
+/// reconnecting both come here (through [`Server::connect`]), over stdio and HTTP alike.
+fn connect_error(e: &ClientInitializeError) -> String {
+    fn why(e: &ClientInitializeError) -> String {
+        match e {
+            ClientInitializeError::TransportError { error, context } => {
+                format!("could not {context}: {}", causes(error))
             }
-            why
+            ClientInitializeError::ConnectionClosed(what) => {
+                format!("the connection closed before the {what}")
+            }
+            ClientInitializeError::LegacyFallbackFailed { discover, fallback } => {
+                format!("{}; then {}", why(discover), why(fallback))
+            }
+            other => causes(other),
         }
-        other => other.to_string(),
+    }
+    format!("MCP initialization failed: {}", why(e))
+}
+
+/// An error and its causes, `: `-separated, each once (many errors repeat their cause in
+/// their own message), without rmcp's transport type names: a [`DynamicTransportError`]
+/// (`Transport [<type name>] error: …`) gives only its cause, a [`TransportFailure`].
+fn causes(err: &(dyn Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut next = Some(err);
+    while let Some(e) = next {
+        next = e.source();
+        if e.is::<DynamicTransportError>() {
+            continue;
+        }
+        let line = e.to_string();
+        if !text.contains(&line) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&line);
+        }
+    }
+    text
+}
+
+/// A transport's error: what failed and why (see [`Explain`]), as the model and the caller see
+/// it.
+#[derive(Debug)]
+struct TransportFailure(String);
+
+impl fmt::Display for TransportFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Error for TransportFailure {}
+
+/// A transport's own error as text, every cause included.
+trait Explain {
+    fn explain(&self) -> String;
+}
+
+/// The stdio transport's.
+impl Explain for std::io::Error {
+    fn explain(&self) -> String {
+        causes(self)
+    }
+}
+
+/// The streamable HTTP transport's: its HTTP client's error (say "error sending request …",
+/// caused by "Connection refused") is not given as its source, so it is unwrapped here.
+impl<E: Error + Send + Sync + 'static> Explain for StreamableHttpError<E> {
+    fn explain(&self) -> String {
+        match self {
+            StreamableHttpError::Client(inner) => causes(inner),
+            other => causes(other),
+        }
     }
 }
 
@@ -427,7 +503,7 @@ async fn list_tools(
     let mut cursor = None;
     for _ in 0..MAX_LIST_PAGES {
         let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-        let page = peer.list_tools(params).await.map_err(|e| e.to_string())?;
+        let page = peer.list_tools(params).await.map_err(|e| describe(&e))?;
         for tool in page.tools {
             if out.len() == MAX_TOOLS {
                 tracing::warn!(
@@ -516,10 +592,6 @@ async fn connect_stdio(cfg: &StdioServer, handler: Handler, name: &str) -> Resul
             tracing::debug!(server = %label, "MCP server stderr: {}", text.trim_end());
         }
     });
-    // Reaps the child when it exits (killed with its tree when the connection is dropped).
-    tokio::spawn(async move {
-        let _ = child.wait().await;
-    });
     let transport =
         rmcp::transport::async_rw::AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
             .with_max_line_length(MAX_MESSAGE);
@@ -527,10 +599,21 @@ async fn connect_stdio(cfg: &StdioServer, handler: Handler, name: &str) -> Resul
         inner: transport,
         tools: Arc::clone(&handler.tools),
     };
-    let service = handler
-        .serve(transport)
-        .await
-        .map_err(|e| format!("MCP initialization failed: {e}"))?;
+    let service = match handler.serve(transport).await {
+        Ok(service) => service,
+        Err(e) => {
+            let why = connect_error(&e);
+            // A server that quit: say how (it is killed with its tree if it did not).
+            return Err(match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+                Ok(Ok(status)) => format!("{why}; the server process exited ({status})"),
+                _ => why,
+            });
+        }
+    };
+    // Reaps the child when it exits (killed with its tree when the connection is dropped).
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
     Ok(Conn {
         service,
         _tree: Some(Mutex::new(tree)),
@@ -562,7 +645,7 @@ async fn connect_http(cfg: &HttpServer, handler: Handler) -> Result<Conn, String
     let service = handler
         .serve(transport)
         .await
-        .map_err(|e| format!("MCP initialization failed: {e}"))?;
+        .map_err(|e| connect_error(&e))?;
     Ok(Conn {
         service,
         _tree: None,
@@ -579,14 +662,25 @@ struct Watch<T> {
     tools: Arc<Tools>,
 }
 
-impl<T: Transport<RoleClient>> Transport<RoleClient> for Watch<T> {
-    type Error = T::Error;
+impl<T> Transport<RoleClient> for Watch<T>
+where
+    T: Transport<RoleClient>,
+    T::Error: Explain,
+{
+    /// The inner transport's error, explained (rmcp's error messages name the transport's type,
+    /// and its HTTP client error hides its cause).
+    type Error = TransportFailure;
+
+    fn name() -> Cow<'static, str> {
+        "MCP".into()
+    }
 
     fn send(
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
+        let sent = self.inner.send(item);
+        async move { sent.await.map_err(|e| TransportFailure(e.explain())) }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
@@ -602,8 +696,11 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Watch<T> {
         msg
     }
 
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.inner
+            .close()
+            .await
+            .map_err(|e| TransportFailure(e.explain()))
     }
 }
 
