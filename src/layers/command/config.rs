@@ -583,7 +583,7 @@ impl Config {
                     }
                 }
                 if let Some(pin) = &entry.handler.extras.pin
-                    && let Err(why) = pin.verify()
+                    && let Err(why) = pin.verify(&self.project_dir)
                 {
                     warnings.push(format!(
                         "{}: hook `{}` is skipped: {why}",

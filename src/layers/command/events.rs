@@ -109,8 +109,15 @@ impl Inner {
             None => &self.project_dir,
         };
         // Before anything is serialized or spawned: the matcher, the `if` rule and the
-        // trust pin of each handler.
-        let pinned = |e: &Entry| e.handler.extras.pin.as_ref().map(|p| p.verify());
+        // trust pin of each handler (checked on the script it would run where it runs: a
+        // persistent process runs in the project directory).
+        let pinned = |e: &Entry| {
+            let runs_in = match e.handler.persistent {
+                Some(_) => &self.project_dir,
+                None => cwd,
+            };
+            e.handler.extras.pin.as_ref().map(|p| p.verify(runs_in))
+        };
         let entries: Vec<&Entry> = self
             .entries(event)
             .iter()

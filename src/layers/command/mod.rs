@@ -318,10 +318,11 @@
 //! removed, `$CLAUDE_PROJECT_DIR` and the plugin variables expanded, leading assignments
 //! skipped); after an interpreter (`sh`, `bash`, `zsh`, `dash`, `python`, `python3`, `node`,
 //! `ruby`, `perl`, `deno`, `bun`, `env`), its first argument not starting with `-`. A relative
-//! path resolves against the project directory; a bare program name is looked up in `PATH`.
-//! The whole file is hashed, at build time (a mismatch is listed in
-//! [`CommandHooks::warnings`]) and again before every spawn (a mismatch skips the handler and
-//! is reported with [`RunContext::warn`](crate::context::RunContext::warn)). A pinned command
+//! path resolves against the project directory at build time, and before every spawn against
+//! the directory the handler runs in (its input's `cwd`: the file it would run); a bare
+//! program name is looked up in `PATH`. The whole file is hashed, at build time (a mismatch
+//! is listed in [`CommandHooks::warnings`]) and again before every spawn (a mismatch skips
+//! the handler and is reported with [`RunContext::warn`](crate::context::RunContext::warn)). A pinned command
 //! whose script cannot be found is skipped with a warning.
 //!
 //! # Events
