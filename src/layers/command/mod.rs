@@ -412,11 +412,16 @@
 //! file is `{session id}.jsonl`; a subagent's is `{session id}/subagents/agent-{id}.jsonl`,
 //! the `agent_transcript_path` of SubagentStop.
 //!
-//! **Stop cap.** As in Claude Code, once Stop hooks have kept a run from ending 8 times in a
-//! row (by `decision: "block"`, exit 2 or `additionalContext`, all counted alike), the next
-//! block is overridden: the run ends and a warning says so (an
-//! [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning), and a Notification). SubagentStop
-//! blocks are counted per subagent call. Raise or lower it with
+//! **Stop cap.** As Claude Code's client does, once Stop hooks have kept a run from ending 8
+//! times in a row (by `decision: "block"`, exit 2 or `additionalContext`, all counted alike)
+//! with no step in between in which the model made a tool call, the next block is
+//! overridden: the run ends and a warning says so (an
+//! [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning), and a Notification). A step
+//! with a tool call resets the count, so a "keep going until done" loop whose model works
+//! each iteration runs to its end (bounded by
+//! [`max_steps`](crate::agent::AgentBuilder::max_steps)). `stop_hook_active` is `true` once
+//! a Stop hook has kept the run going, for the rest of the run. SubagentStop blocks are
+//! counted per subagent call, by the same rule. Raise or lower it with
 //! [`stop_cap`](CommandHooksBuilder::stop_cap) (or [`Hooks::stop_cap`]).
 //!
 //! ## Working directory and project directory
@@ -908,8 +913,9 @@ impl CommandHooksBuilder {
         self
     }
 
-    /// How many times in a row Stop hooks may keep a run from ending before the next block
-    /// is overridden (default 8, as in Claude Code; see [`Hooks::stop_cap`]).
+    /// How many times in a row — with no tool call in between — Stop hooks may keep a run
+    /// from ending before the next block is overridden (default 8, as in Claude Code; a step
+    /// with a tool call resets the count; see [`Hooks::stop_cap`]).
     pub fn stop_cap(mut self, cap: u32) -> Self {
         self.stop_cap = Some(cap);
         self
