@@ -1692,6 +1692,67 @@ async fn subagent_stop_cap_applies() {
     assert!(store.is_empty());
 }
 
+// SubagentStop blocks count as Stop blocks do: in a row only with no tool call in between.
+// With a cap of 1, a subagent that makes a tool call in every pass is sent back three times
+// (no two blocks are consecutive); `stop_hook_active` is true from the second call on.
+#[tokio::test(flavor = "current_thread")]
+async fn subagent_stop_blocks_are_in_a_row_only_without_a_tool_call_between() {
+    let actives: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let a = Arc::clone(&actives);
+    let hooks = Hooks::new()
+        .on_subagent_stop("*", move |input: StopInput, _| {
+            let mut actives = a.lock().unwrap();
+            actives.push(input.stop_hook_active);
+            if actives.len() < 4 {
+                Stop::Continue("again".into())
+            } else {
+                Stop::Finish
+            }
+        })
+        .stop_cap(1)
+        .compile()
+        .unwrap();
+    let mut sub_model = ScriptedModel::new();
+    for i in 1..=4 {
+        sub_model = sub_model
+            .tool_call("note", json!({ "n": i }))
+            .text(format!("answer {i}"));
+    }
+    let sub_model = sub_model.recording();
+    let log = Log::new();
+    let store = MemoryStore::new();
+    let researcher = Agent::builder()
+        .model(sub_model.clone())
+        .tool(echo("note", &log))
+        .store(store.clone())
+        .build();
+    let lead = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("research", json!({ "prompt": "q" }))
+                .text("Done."),
+        )
+        .tool(researcher.into_tool("research", "Researches"))
+        .hooks(hooks)
+        .build();
+    let mut stream = lead.stream("go");
+    let events: Vec<AgentEvent> = (&mut stream).collect().await;
+    let resp = stream.take_response().unwrap().unwrap();
+
+    assert_eq!(resp.outcome, Outcome::Finished);
+    assert_eq!(*actives.lock().unwrap(), [false, true, true, true]);
+    assert_eq!(sub_model.requests().len(), 8);
+    assert_eq!(log.entries().len(), 4, "a note per pass");
+    assert_eq!(tool_messages(&resp.messages)[0].text(), "answer 4");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Warning { .. })),
+        "{events:?}"
+    );
+    assert!(store.is_empty());
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_subagent_that_does_not_finish_is_an_error_output_naming_the_outcome() {
     let store = MemoryStore::new();

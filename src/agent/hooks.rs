@@ -18,7 +18,8 @@ use crate::{
 pub struct StopInput {
     /// The agent's last answer.
     pub last_assistant_message: String,
-    /// Whether the agent is already continuing because of a stop hook.
+    /// Whether the agent is already continuing because of a stop hook: a Stop hook has kept
+    /// this run going before (SubagentStop: this subagent call), whatever happened since.
     pub stop_hook_active: bool,
     /// For SubagentStop: the subagent's (tool) name.
     pub agent_name: Option<String>,
@@ -39,6 +40,39 @@ impl StopInput {
             agent_id: None,
             agent_transcript_path: None,
         }
+    }
+}
+
+/// The Stop-hook blocks of one run (or, for SubagentStop, of one subagent call): what the
+/// stop cap bounds and what `stop_hook_active` says.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StopBlocks {
+    /// Blocks in a row: since the run started or the model last made a tool call.
+    in_a_row: u32,
+    /// Whether a block has kept the run going yet (for the rest of the run).
+    active: bool,
+}
+
+impl StopBlocks {
+    /// `stop_hook_active`: the run is already going on because of a Stop hook.
+    pub(crate) fn active(self) -> bool {
+        self.active
+    }
+
+    /// The model made a tool call: earlier blocks are no longer in a row.
+    pub(crate) fn acted(&mut self) {
+        self.in_a_row = 0;
+    }
+
+    /// A Stop hook blocked: counted, or, past `cap` blocks in a row, overridden. `Err` holds
+    /// the number of blocks in a row, this one included.
+    pub(crate) fn block(&mut self, cap: u32) -> Result<(), u32> {
+        if self.in_a_row >= cap {
+            return Err(self.in_a_row + 1);
+        }
+        self.in_a_row += 1;
+        self.active = true;
+        Ok(())
     }
 }
 
@@ -319,8 +353,9 @@ pub trait LoopHooks: Send + Sync + 'static {
         Box::pin(async { None })
     }
 
-    /// How many times in a row [`stop`](Self::stop) may send the agent back to work; the next
-    /// attempt is overridden and the run finishes with a warning (Claude Code's rule: 8).
+    /// How many times in a row — with no step in between in which the model made a tool call
+    /// — [`stop`](Self::stop) may send the agent back to work; the next attempt is overridden
+    /// and the run finishes with a warning (Claude Code's rule: 8).
     fn stop_cap(&self) -> u32 {
         8
     }

@@ -12,7 +12,7 @@ use super::{
     AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, PendingCall, SetupContext,
     hooks::{
         LoopHooks, MessageDisplayInput, ParentHooks, PostCompactInput, SessionSource,
-        SessionStartInput, StepCalls, StopFailureInput, StopInput,
+        SessionStartInput, StepCalls, StopBlocks, StopFailureInput, StopInput,
     },
     interrupt,
 };
@@ -150,8 +150,8 @@ struct Run<'a> {
     persist: bool,
     /// Messages of the history already in the transcript.
     transcribed: usize,
-    /// Stop-hook continuations in a row.
-    stop_continues: u32,
+    /// Stop-hook blocks: in a row (since the last step with a tool call), and whether any.
+    stop_blocks: StopBlocks,
     /// Contexts of SessionStart hooks, then of setup stages.
     start_context: Vec<String>,
     /// An [`AgentRequest::recover`] run: no prompt; the step in flight is finished first.
@@ -255,7 +255,7 @@ impl<'a> Run<'a> {
             steps: 0,
             persist: false,
             transcribed: usize::MAX,
-            stop_continues: 0,
+            stop_blocks: StopBlocks::default(),
             start_context: system_context,
             recovering: recover,
             pending,
@@ -582,23 +582,22 @@ impl<'a> Run<'a> {
             return Ok(Some(Outcome::Finished));
         }
         let last = self.history.last().map(|m| m.text().into_owned());
-        let input = StopInput::new(last.unwrap_or_default(), self.stop_continues > 0);
+        let input = StopInput::new(last.unwrap_or_default(), self.stop_blocks.active());
         let Some(feedback) = hooks.stop(input, ctx).await else {
             return Ok(Some(Outcome::Finished));
         };
-        // Claude Code's rule: after `stop_cap` blocks in a row (8 by default), the next one is
-        // overridden and the run ends, with a warning. Every continuation of a run is in a
-        // row: a Stop pass that lets the agent stop ends the run.
+        // Claude Code's rule: after `stop_cap` consecutive blocks (8 by default), the next one
+        // is overridden and the run ends, with a warning. Consecutive: with no tool call in
+        // between (`tools` resets the count), so a loop whose model works between blocks is
+        // not cut, and one that makes no progress is.
         let cap = hooks.stop_cap();
-        if self.stop_continues >= cap {
+        if let Err(blocks) = self.stop_blocks.block(cap) {
             ctx.warn(format!(
-                "Stop hooks blocked the run from ending {} times in a row; the stop cap ({cap}) \
-                 overrides them and the run ends",
-                self.stop_continues + 1
+                "Stop hooks blocked the run from ending {blocks} times in a row with no tool \
+                 call in between; the stop cap ({cap}) overrides them and the run ends"
             ));
             return Ok(Some(Outcome::Finished));
         }
-        self.stop_continues += 1;
         self.history.push(Message::user(feedback));
         self.save().await?;
         Ok(None)
@@ -612,6 +611,8 @@ impl<'a> Run<'a> {
         message: Message,
         tools: &BoxToolService,
     ) -> Result<Option<Outcome>, Error> {
+        // The model acted: Stop-hook blocks before this step are no longer in a row.
+        self.stop_blocks.acted();
         self.history.push(message);
         // The calls are read from the history's message (shared, not copied).
         let message = self.history.last_shared().expect("just pushed");

@@ -7,8 +7,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    Agent, AgentRequest,
-    hooks::{ParentHooks, StopInput, SubagentStartInput},
+    Agent, AgentRequest, AgentResponse,
+    hooks::{ParentHooks, StopBlocks, StopInput, SubagentStartInput},
     transcript::{Target, subagent_path},
 };
 use crate::{
@@ -53,7 +53,8 @@ impl Agent {
     /// When the subagent finishes, the calling agent's SubagentStop hooks
     /// ([`Hooks::on_subagent_stop`](crate::layers::hooks::Hooks::on_subagent_stop), matched
     /// on `name`) may send it back to work with feedback, continuing its conversation, at
-    /// most as many times as their stop cap allows. A subagent run that does not finish
+    /// most as many times in a row as their stop cap allows (a pass in which the subagent
+    /// made a tool call resets the count). A subagent run that does not finish
     /// (step limit, abort, block) is an error output naming its outcome. Cancelling the
     /// calling run cancels the subagent.
     ///
@@ -155,12 +156,17 @@ impl Tool for SubagentTool {
             thread: Some(thread.clone()),
         };
         let mut next = request(args.prompt);
-        let mut continues = 0u32;
+        // Counted per subagent call, as Stop blocks are per run; `seen`: the messages of the
+        // subagent's thread before its last pass.
+        let (mut blocks, mut seen) = (StopBlocks::default(), 0);
         let result = loop {
             let resp = match self.agent.run(next).await {
                 Ok(resp) => resp,
                 Err(err) => break Err(err.into()),
             };
+            if made_tool_call(&resp, &mut seen) {
+                blocks.acted();
+            }
             if !resp.outcome.is_finished() {
                 break Ok(ToolOutput::error(
                     id.clone(),
@@ -173,27 +179,23 @@ impl Tool for SubagentTool {
             let Some(hooks) = &hooks else {
                 break Ok(ToolOutput::text(id.clone(), resp.text));
             };
-            let mut input = StopInput::new(resp.text.clone(), continues > 0);
+            let mut input = StopInput::new(resp.text.clone(), blocks.active());
             input.agent_name = Some(name.clone());
             input.agent_id = Some(format!("agent-{id}"));
             input.agent_transcript_path = transcript.as_ref().map(|t| t.path.clone());
-            match hooks.stop(input, &ctx).await {
-                None => break Ok(ToolOutput::text(id.clone(), resp.text)),
-                // Counted per subagent call, as Stop is per run.
-                Some(_) if continues >= hooks.stop_cap() => {
-                    let cap = hooks.stop_cap();
-                    ctx.warn(format!(
-                        "SubagentStop hooks blocked subagent `{name}` from ending {} times in a \
-                         row; the stop cap ({cap}) overrides them and the subagent ends",
-                        continues + 1
-                    ));
-                    break Ok(ToolOutput::text(id.clone(), resp.text));
-                }
-                Some(feedback) => {
-                    continues += 1;
-                    next = request(feedback);
-                }
+            let Some(feedback) = hooks.stop(input, &ctx).await else {
+                break Ok(ToolOutput::text(id.clone(), resp.text));
+            };
+            let cap = hooks.stop_cap();
+            if let Err(n) = blocks.block(cap) {
+                ctx.warn(format!(
+                    "SubagentStop hooks blocked subagent `{name}` from ending {n} times in a row \
+                     with no tool call in between; the stop cap ({cap}) overrides them and the \
+                     subagent ends"
+                ));
+                break Ok(ToolOutput::text(id.clone(), resp.text));
             }
+            next = request(feedback);
         };
         cleanup.thread = None;
         if let Err(err) = self.agent.store().delete(&thread).await {
@@ -201,6 +203,19 @@ impl Tool for SubagentTool {
         }
         result
     }
+}
+
+/// Whether the subagent made a tool call in the pass that ended with `resp`: in the messages
+/// of its thread past the first `seen` (a pass that compacted its thread below that is read
+/// as having made none); `seen` becomes the thread's length.
+fn made_tool_call(resp: &AgentResponse, seen: &mut usize) -> bool {
+    let made = resp
+        .messages
+        .iter()
+        .skip(*seen)
+        .any(|m| !m.tool_calls.is_empty());
+    *seen = resp.messages.len();
+    made
 }
 
 /// Deletes a subagent's thread if its call is dropped before it could (a timeout on the tool

@@ -27,6 +27,7 @@ mod plugins;
 mod post_tool;
 mod post_tool_batch;
 mod pre_tool_use;
+mod project_dir;
 mod session_end;
 mod session_start;
 mod stop_failure;

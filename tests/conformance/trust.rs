@@ -1,11 +1,16 @@
 //! Beyond Claude Code: a trusted-hash pin per command (as Codex reviews and trusts hooks by
 //! hash). A pinned script that changed since it was trusted is skipped with a warning.
 
+use std::{os::unix::fs::PermissionsExt, path::PathBuf, sync::Arc};
+
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tower_agent::layers::command::CommandHooks;
+use tower_agent::{Agent, layers::command::CommandHooks, model::ScriptedModel};
 
-use crate::{recorder, run_calls, runs, support::command::Scripts};
+use crate::{
+    recorder, run_calls, runs,
+    support::command::{Scripts, bash_tool, warnings},
+};
 
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -110,4 +115,58 @@ async fn builder_trust() {
     .await;
     assert_eq!(runs(&scripts), ["via-bash"]);
     assert!(build("nothex").is_err());
+}
+
+// A pinned command naming its script by a relative path runs the file of that name in the
+// directory it runs in (the agent's working directory, here not the project directory): the
+// pin is checked on that file, not on the project's. A different file there is skipped with
+// a warning; the trusted file there runs.
+#[tokio::test]
+async fn a_relative_pin_is_checked_where_the_handler_runs() {
+    let scripts = Scripts::new();
+    let rec = recorder(&scripts);
+    let trusted = std::fs::read(&rec).unwrap();
+    let hash = sha256_hex(&trusted);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = elsewhere.path().join("rec.sh");
+    let run_in = |cwd: PathBuf| {
+        let hooks = pinned(&scripts, "./rec.sh relative", &hash);
+        assert!(hooks.warnings().is_empty(), "{:?}", hooks.warnings());
+        async move {
+            let (hooks, log) = warnings(hooks.into_hooks());
+            let seen = Arc::default();
+            let agent = Agent::builder()
+                .model(
+                    ScriptedModel::new()
+                        .tool_call("bash", json!({"command": "ls"}))
+                        .text("done"),
+                )
+                .tool(bash_tool(&seen))
+                .hooks(hooks.compile().unwrap())
+                .cwd(cwd)
+                .build();
+            agent.run("go").await.unwrap();
+            log.lock().unwrap().clone()
+        }
+    };
+
+    // Not the trusted script: skipped, though the project's `rec.sh` is unchanged.
+    let untrusted = "#!/usr/bin/env bash\necho untrusted >> \"$CLAUDE_PROJECT_DIR/runs.log\"\n";
+    std::fs::write(&other, untrusted).unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let warnings = run_in(elsewhere.path().to_path_buf()).await;
+    assert!(runs(&scripts).is_empty(), "{:?}", runs(&scripts));
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("changed since it was trusted")
+                && w.contains(&*other.to_string_lossy())),
+        "{warnings:?}"
+    );
+
+    // The trusted script there: it runs.
+    std::fs::write(&other, &trusted).unwrap();
+    let warnings = run_in(elsewhere.path().to_path_buf()).await;
+    assert_eq!(runs(&scripts), ["relative"]);
+    assert!(warnings.is_empty(), "{warnings:?}");
 }

@@ -583,7 +583,7 @@ impl Config {
                     }
                 }
                 if let Some(pin) = &entry.handler.extras.pin
-                    && let Err(why) = pin.verify()
+                    && let Err(why) = pin.verify(&self.project_dir)
                 {
                     warnings.push(format!(
                         "{}: hook `{}` is skipped: {why}",
@@ -1234,8 +1234,13 @@ fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), Con
         program,
         args: Vec::new(),
     };
-    let output = super::process::run_sync(&exec, project_dir, "describe", DESCRIBE_TIMEOUT)
-        .map_err(|e| err("describe", e))?;
+    let output = super::process::run_sync(
+        &exec,
+        super::process::Dirs::project(project_dir),
+        "describe",
+        DESCRIBE_TIMEOUT,
+    )
+    .map_err(|e| err("describe", e))?;
     if output.code != Some(0) {
         let status = match output.code {
             Some(code) => format!("exited with status {code}"),

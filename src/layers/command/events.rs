@@ -1,7 +1,11 @@
 //! Each event: the input its handlers get, and how their verdicts (in configuration order)
 //! become the decision of one callback of the [`Hooks`] registry.
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use futures_util::future::join_all;
 use serde_json::{Map, Value, json};
@@ -98,30 +102,38 @@ impl Inner {
         report: Report<'_>,
         env: Arc<[(String, String)]>,
     ) -> Vec<Verdict> {
+        // Handlers run in the directory the input's `cwd` names (`CLAUDE_PROJECT_DIR` is the
+        // project directory, whatever it is: see `Inner::call`).
+        let cwd: &Path = match input.get("cwd").and_then(Value::as_str) {
+            Some(cwd) => Path::new(cwd),
+            None => &self.project_dir,
+        };
         // Before anything is serialized or spawned: the matcher, the `if` rule and the
-        // trust pin of each handler.
+        // trust pin of each handler (checked on the script it would run where it runs: a
+        // persistent process runs in the project directory).
+        let pinned = |e: &Entry| {
+            let runs_in = match e.handler.persistent {
+                Some(_) => &self.project_dir,
+                None => cwd,
+            };
+            e.handler.extras.pin.as_ref().map(|p| p.verify(runs_in))
+        };
         let entries: Vec<&Entry> = self
             .entries(event)
             .iter()
             .filter(|e| subject.is_none_or(|s| e.matches(s)) && e.handler.allows(&input))
-            .filter(
-                |e| match e.handler.extras.pin.as_ref().map(|p| p.verify()) {
-                    Some(Err(why)) => {
-                        report.warn(format!("hook `{}` is skipped: {why}", e.handler.label));
-                        false
-                    }
-                    _ => true,
-                },
-            )
+            .filter(|e| match pinned(e) {
+                Some(Err(why)) => {
+                    report.warn(format!("hook `{}` is skipped: {why}", e.handler.label));
+                    false
+                }
+                _ => true,
+            })
             .collect();
         if entries.is_empty() {
             return Vec::new();
         }
-        // Handlers run in the directory the input's `cwd` names.
-        let dir: Arc<std::path::Path> = match input.get("cwd").and_then(Value::as_str) {
-            Some(cwd) => std::path::Path::new(cwd).into(),
-            None => self.project_dir.as_path().into(),
-        };
+        let dir: Arc<Path> = cwd.into();
         let input: Arc<str> = Value::Object(input).to_string().into();
         let mut waited = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -172,7 +184,11 @@ impl Inner {
                 .collect::<Vec<_>>()
                 .into()
         };
-        let result = process::call(event, handler, dir, &translated, report, &env).await;
+        let dirs = process::Dirs {
+            cwd: dir,
+            project: &self.project_dir,
+        };
+        let result = process::call(event, handler, dirs, &translated, report, &env).await;
         result.map(|reply| dialect.output(event, input, reply))
     }
 

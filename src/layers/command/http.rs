@@ -82,10 +82,13 @@ pub(crate) fn interpolate(
 }
 
 /// POSTs `input` (JSON text) to the hook's URL and reads the answer, all within `timeout`.
+/// `var` gives the value of a variable a header names (the environment a command handler
+/// would get: `CLAUDE_PROJECT_DIR` is the project directory, a plugin's variables are its).
 pub(crate) async fn post(
     hook: &HttpHook,
     input: &str,
     timeout: Duration,
+    var: impl Fn(&str) -> Option<String>,
 ) -> Result<Reply, Failure> {
     let client = client()?;
     let mut headers = reqwest::header::HeaderMap::new();
@@ -94,7 +97,7 @@ pub(crate) async fn post(
         reqwest::header::HeaderValue::from_static("application/json"),
     );
     for (name, value) in &hook.headers {
-        let value = interpolate(value, &hook.allowed_env, |n| std::env::var(n).ok());
+        let value = interpolate(value, &hook.allowed_env, &var);
         // Checked when loaded; the value may hold what a variable brought (a newline …).
         let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| Failure::Io(format!("header `{name}` has an invalid name")))?;

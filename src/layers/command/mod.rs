@@ -82,7 +82,7 @@
 //! | Handler field | Meaning |
 //! |---|---|
 //! | `type` | `"command"`, `"http"` ([below](#http-hooks)), `"mcp_tool"` ([below](#mcp-tool-hooks)), `"prompt"` or `"agent"` ([below](#prompt-and-agent-hooks)); any other type is an error |
-//! | `command` | run with `sh -c` in the project directory; with `args`, the executable itself (no shell; `${CLAUDE_PROJECT_DIR}` is replaced in it and in each argument) |
+//! | `command` | run with `sh -c` in the run's working directory ([below](#working-directory-and-project-directory)), with `CLAUDE_PROJECT_DIR` naming the project directory; with `args`, the executable itself (no shell; `${CLAUDE_PROJECT_DIR}` is replaced by the project directory in it and in each argument) |
 //! | `args` | argument list (exec form) |
 //! | `shell` | `"sh"` (default) or `"bash"`; others are skipped with a warning |
 //! | `timeout` | seconds, a positive number; default 600 (30 for UserPromptSubmit, 10 for MessageDisplay; SessionEnd handlers share one budget of 1.5 s, raised to their longest `timeout`, at most [60 s](SESSION_END_MAX_BUDGET); `CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS` overrides it) for `command`, `http` and `mcp_tool`, 30 for `prompt`, 60 for `agent`. A timed-out handler is killed and renders no decision |
@@ -125,7 +125,11 @@
 //! `Content-Type: application/json` and the `headers` of the handler. In a header value,
 //! `$NAME` and `${NAME}` are replaced by the environment variable `NAME` if it is listed in
 //! `allowedEnvVars`, else by nothing (an unset variable is empty too); a value that is not a
-//! valid header once replaced is a non-blocking error. Redirects are not followed. The answer:
+//! valid header once replaced is a non-blocking error. The variables are those a command
+//! handler would get: `CLAUDE_PROJECT_DIR` and `TOWER_AGENT_PROJECT_DIR` name the project
+//! directory, a plugin's handlers see its `CLAUDE_PLUGIN_ROOT` and `CLAUDE_PLUGIN_DATA`, a
+//! session's [`CLAUDE_ENV_FILE`](#claude_env_file) exports count; other names are read from
+//! this process's environment. Redirects are not followed. The answer:
 //!
 //! - **2xx, empty body**: as exit 0 with no output;
 //! - **2xx, a JSON object**: as exit 0 with that JSON on stdout (so a deny blocks, a
@@ -314,10 +318,11 @@
 //! removed, `$CLAUDE_PROJECT_DIR` and the plugin variables expanded, leading assignments
 //! skipped); after an interpreter (`sh`, `bash`, `zsh`, `dash`, `python`, `python3`, `node`,
 //! `ruby`, `perl`, `deno`, `bun`, `env`), its first argument not starting with `-`. A relative
-//! path resolves against the project directory; a bare program name is looked up in `PATH`.
-//! The whole file is hashed, at build time (a mismatch is listed in
-//! [`CommandHooks::warnings`]) and again before every spawn (a mismatch skips the handler and
-//! is reported with [`RunContext::warn`](crate::context::RunContext::warn)). A pinned command
+//! path resolves against the project directory at build time, and before every spawn against
+//! the directory the handler runs in (its input's `cwd`: the file it would run); a bare
+//! program name is looked up in `PATH`. The whole file is hashed, at build time (a mismatch
+//! is listed in [`CommandHooks::warnings`]) and again before every spawn (a mismatch skips
+//! the handler and is reported with [`RunContext::warn`](crate::context::RunContext::warn)). A pinned command
 //! whose script cannot be found is skipped with a warning.
 //!
 //! # Events
@@ -407,20 +412,41 @@
 //! file is `{session id}.jsonl`; a subagent's is `{session id}/subagents/agent-{id}.jsonl`,
 //! the `agent_transcript_path` of SubagentStop.
 //!
-//! **Stop cap.** As in Claude Code, once Stop hooks have kept a run from ending 8 times in a
-//! row (by `decision: "block"`, exit 2 or `additionalContext`, all counted alike), the next
-//! block is overridden: the run ends and a warning says so (an
-//! [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning), and a Notification). SubagentStop
-//! blocks are counted per subagent call. Raise or lower it with
+//! **Stop cap.** As Claude Code's client does, once Stop hooks have kept a run from ending 8
+//! times in a row (by `decision: "block"`, exit 2 or `additionalContext`, all counted alike)
+//! with no step in between in which the model made a tool call, the next block is
+//! overridden: the run ends and a warning says so (an
+//! [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning), and a Notification). A step
+//! with a tool call resets the count, so a "keep going until done" loop whose model works
+//! each iteration runs to its end (bounded by
+//! [`max_steps`](crate::agent::AgentBuilder::max_steps)). `stop_hook_active` is `true` once
+//! a Stop hook has kept the run going, for the rest of the run. SubagentStop blocks are
+//! counted per subagent call, by the same rule. Raise or lower it with
 //! [`stop_cap`](CommandHooksBuilder::stop_cap) (or [`Hooks::stop_cap`]).
 //!
-//! Handlers run in the directory their input's `cwd` names: the run's working directory when
-//! the agent has one of its own (one that differs from the process's current directory when
-//! the hooks were built, set with [`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd) or
-//! the request's `cwd`), else
-//! the project directory ([`project_dir`](CommandHooksBuilder::project_dir), default the
-//! current directory); `CLAUDE_PROJECT_DIR` and `TOWER_AGENT_PROJECT_DIR` are always the
-//! project directory. (A persistent handler is started once, in the project directory.)
+//! ## Working directory and project directory
+//!
+//! As in Claude Code's hooks reference (a command hook runs in the session's current
+//! directory, with `CLAUDE_PROJECT_DIR` set to the project root so that a settings file can
+//! name its scripts `"$CLAUDE_PROJECT_DIR"/.claude/hooks/…` wherever the session is), the
+//! two are kept apart:
+//!
+//! - **Working directory**: a command handler runs in the directory its input's `cwd`
+//!   names: the run's working directory when the agent has one of its own (one that differs
+//!   from the process's current directory when the hooks were built, set with
+//!   [`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd) or the request's `cwd`), else
+//!   the project directory. A persistent handler is started once, shared by every run: in
+//!   the project directory.
+//! - **Project directory** ([`project_dir`](CommandHooksBuilder::project_dir), default the
+//!   current directory): what `CLAUDE_PROJECT_DIR` and `TOWER_AGENT_PROJECT_DIR` hold for
+//!   every handler, whatever its working directory (shell form, exec form, persistent, a
+//!   plugin's); what `${CLAUDE_PROJECT_DIR}` is replaced by in exec form; what the variable
+//!   is in an `http` handler's headers; the root of an `agent` handler's file tools; what
+//!   `if` path rules and relative paths of [`trust`](CommandHooksBuilder::trust) anchor at.
+//! - A plugin's handlers also get `CLAUDE_PLUGIN_ROOT` (the plugin folder) and
+//!   `CLAUDE_PLUGIN_DATA` ([above](#plugins)), whatever their working directory.
+//! - `transcript_path` is the run's transcript file ([above](#events)), wherever the
+//!   handler runs.
 //!
 //! # Answers
 //!
@@ -690,7 +716,9 @@ impl CommandHooks {
             .collect()
     }
 
-    /// The directory handlers run in.
+    /// The project directory: what `CLAUDE_PROJECT_DIR` names for every handler, and where
+    /// handlers run when the agent has no working directory of its own (see the
+    /// [module docs](crate::layers::command#working-directory-and-project-directory)).
     pub fn project_dir(&self) -> &Path {
         &self.inner.project_dir
     }
@@ -847,8 +875,12 @@ impl CommandHooksBuilder {
         self
     }
 
-    /// The directory handlers run in, and the value of `CLAUDE_PROJECT_DIR` /
-    /// `TOWER_AGENT_PROJECT_DIR` (default: the current directory).
+    /// The project directory (default: the current directory): the value of
+    /// `CLAUDE_PROJECT_DIR` / `TOWER_AGENT_PROJECT_DIR` for every handler (also substituted
+    /// in exec form), and where handlers run when the agent has no working directory of its
+    /// own; an agent with one ([`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd)) runs
+    /// its handlers there, with `CLAUDE_PROJECT_DIR` still naming this directory (see the
+    /// [module docs](crate::layers::command#working-directory-and-project-directory)).
     pub fn project_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.project_dir = Some(dir.into());
         self
@@ -881,8 +913,9 @@ impl CommandHooksBuilder {
         self
     }
 
-    /// How many times in a row Stop hooks may keep a run from ending before the next block
-    /// is overridden (default 8, as in Claude Code; see [`Hooks::stop_cap`]).
+    /// How many times in a row — with no tool call in between — Stop hooks may keep a run
+    /// from ending before the next block is overridden (default 8, as in Claude Code; a step
+    /// with a tool call resets the count; see [`Hooks::stop_cap`]).
     pub fn stop_cap(mut self, cap: u32) -> Self {
         self.stop_cap = Some(cap);
         self

@@ -46,6 +46,7 @@ const READ_BUFFER: usize = 64 * 1024;
 /// A persistent handler's process, started on first use and restarted when it dies.
 pub(crate) struct Persistent {
     exec: Exec,
+    /// The project directory: where the process runs, and what `CLAUDE_PROJECT_DIR` names.
     dir: PathBuf,
     /// The running process: looked up under a plain mutex, held for a pointer copy only, so
     /// an event takes no async lock (no task hand-off) to find its process.
@@ -226,7 +227,8 @@ impl Persistent {
     }
 
     fn start(&self) -> Result<Conn, Failure> {
-        let mut std_cmd = process::command(&self.exec, &self.dir, "serve")
+        // Shared by every run: started in the project directory, not in a run's.
+        let mut std_cmd = process::command(&self.exec, process::Dirs::project(&self.dir), "serve")
             .map_err(|e| Failure::Io(format!("cannot start `{}`: {e}", self.exec.label())))?;
         std_cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let mut tree = ProcessTree::prepare(&mut std_cmd);

@@ -14,13 +14,33 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use super::config::{Exec, Handler, HookEvent};
 use crate::{context::RunContext, layers::hooks::PermissionRequest, process::ProcessTree};
 
+/// Where a handler runs, and the project it is told of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dirs<'a> {
+    /// The working directory of a process handler (the `cwd` of its input).
+    pub(crate) cwd: &'a Path,
+    /// The project directory: `CLAUDE_PROJECT_DIR` / `TOWER_AGENT_PROJECT_DIR`, also
+    /// substituted in exec form; the root of an `agent` handler's file tools.
+    pub(crate) project: &'a Path,
+}
+
+impl<'a> Dirs<'a> {
+    /// Running in the project directory itself (a persistent process, a describe step).
+    pub(crate) fn project(project: &'a Path) -> Self {
+        Dirs {
+            cwd: project,
+            project,
+        }
+    }
+}
+
 /// Runs `handler` once for `event` with `input` (its JSON text), within its timeout: the
 /// handler's `timeout`, else the default of its type (`prompt` 30 s, `agent` 60 s) or of the
 /// event (600 s; 30 s for UserPromptSubmit).
 pub(crate) async fn call(
     event: HookEvent,
     handler: &Handler,
-    dir: &Path,
+    dirs: Dirs<'_>,
     input: &str,
     report: Report<'_>,
     env: &[(String, String)],
@@ -32,22 +52,39 @@ pub(crate) async fn call(
     match (&handler.exec, &handler.persistent) {
         (_, Some(process)) => process.call(input, timeout, report).await,
         #[cfg(feature = "http-hooks")]
-        (Exec::Http(hook), None) => super::http::post(hook, input, timeout).await,
+        (Exec::Http(hook), None) => {
+            let var = |name: &str| variable(name, dirs.project, env);
+            super::http::post(hook, input, timeout, var).await
+        }
         #[cfg(feature = "mcp")]
         (Exec::Mcp(hook), None) => match tokio::time::timeout(timeout, hook.call(input)).await {
             Ok(result) => result,
             Err(_) => Err(Failure::Cancelled(timeout)),
         },
         (Exec::Model(hook), None) => {
-            match tokio::time::timeout(timeout, hook.evaluate(event, input, dir, report.ctx()))
-                .await
-            {
+            let verdict = hook.evaluate(event, input, dirs.project, report.ctx());
+            match tokio::time::timeout(timeout, verdict).await {
                 Ok(result) => result,
                 Err(_) => Err(Failure::Cancelled(timeout)),
             }
         }
-        (exec, None) => run(exec, dir, input.as_bytes(), timeout, env).await,
+        (exec, None) => run(exec, dirs, input.as_bytes(), timeout, env).await,
     }
+}
+
+/// The value of the variable `name` as a process handler would see it: its environment
+/// (`env`: the session's, then the handler's own; the last definition wins, and it is set
+/// after the project-dir variables, as in [`run`]), else the project-dir variables, else this
+/// process's environment.
+#[cfg(feature = "http-hooks")]
+fn variable(name: &str, project: &Path, env: &[(String, String)]) -> Option<String> {
+    if let Some((_, value)) = env.iter().rev().find(|(k, _)| k == name) {
+        return Some(value.clone());
+    }
+    if matches!(name, "CLAUDE_PROJECT_DIR" | "TOWER_AGENT_PROJECT_DIR") {
+        return Some(project.to_string_lossy().into_owned());
+    }
+    std::env::var(name).ok()
 }
 
 /// The most bytes kept of a hook's stdout or stderr (the rest is read and dropped).
@@ -125,11 +162,15 @@ fn substitute(s: &str, dir: &str) -> String {
         .replace("${TOWER_AGENT_PROJECT_DIR}", dir)
 }
 
-/// The command of a handler, in `dir`, with the project-dir variables and
-/// `TOWER_AGENT_HOOK_ACTION=action`; an error for a handler that is no process (`http`,
-/// `prompt`, `agent`).
-pub(crate) fn command(exec: &Exec, dir: &Path, action: &str) -> io::Result<std::process::Command> {
-    let dir_text = dir.to_string_lossy();
+/// The command of a handler, in `dirs.cwd`, with the project-dir variables naming
+/// `dirs.project` (also substituted in exec form) and `TOWER_AGENT_HOOK_ACTION=action`; an
+/// error for a handler that is no process (`http`, `prompt`, `agent`).
+pub(crate) fn command(
+    exec: &Exec,
+    dirs: Dirs<'_>,
+    action: &str,
+) -> io::Result<std::process::Command> {
+    let dir_text = dirs.project.to_string_lossy();
     let mut cmd = match exec {
         Exec::Shell { shell, command } => {
             let mut cmd = std::process::Command::new(shell);
@@ -147,9 +188,9 @@ pub(crate) fn command(exec: &Exec, dir: &Path, action: &str) -> io::Result<std::
         #[cfg(feature = "mcp")]
         Exec::Mcp(_) => return Err(io::Error::other("an `mcp_tool` handler is no process")),
     };
-    cmd.current_dir(dir)
-        .env("CLAUDE_PROJECT_DIR", dir)
-        .env("TOWER_AGENT_PROJECT_DIR", dir)
+    cmd.current_dir(dirs.cwd)
+        .env("CLAUDE_PROJECT_DIR", dirs.project)
+        .env("TOWER_AGENT_PROJECT_DIR", dirs.project)
         .env("TOWER_AGENT_HOOK_ACTION", action);
     Ok(cmd)
 }
@@ -170,12 +211,12 @@ fn spawn_error(exec: &Exec, e: &io::Error) -> Failure {
 /// started (`setsid`) still held its stdout open.
 pub(crate) async fn run(
     exec: &Exec,
-    dir: &Path,
+    dirs: Dirs<'_>,
     input: &[u8],
     timeout: Duration,
     env: &[(String, String)],
 ) -> Result<Reply, Failure> {
-    let mut std_cmd = command(exec, dir, "run").map_err(|e| spawn_error(exec, &e))?;
+    let mut std_cmd = command(exec, dirs, "run").map_err(|e| spawn_error(exec, &e))?;
     // The session's environment (`CLAUDE_ENV_FILE` exports, `CLAUDE_ENV_FILE` itself).
     std_cmd.envs(env.iter().map(|(k, v)| (k, v)));
     // Kills the tree when this future is dropped, however it ends.
@@ -280,7 +321,7 @@ pub(crate) struct SyncOutput {
 /// [`EXIT_GRACE`] for its output once it has exited (and what it left running was killed).
 pub(crate) fn run_sync(
     exec: &Exec,
-    dir: &Path,
+    dirs: Dirs<'_>,
     action: &str,
     timeout: Duration,
 ) -> Result<SyncOutput, String> {
@@ -289,7 +330,7 @@ pub(crate) fn run_sync(
         sync::{Arc, Mutex},
     };
     let mut cmd =
-        command(exec, dir, action).map_err(|e| format!("cannot run `{}`: {e}", exec.label()))?;
+        command(exec, dirs, action).map_err(|e| format!("cannot run `{}`: {e}", exec.label()))?;
     let mut tree = ProcessTree::prepare(&mut cmd);
     let mut child = cmd
         .stdin(Stdio::null())

@@ -11,8 +11,9 @@
 //!   `node`, `ruby`, `perl`, `deno`, `bun`, `env`), the script is its first argument that
 //!   does not start with `-` (for `env`, the first that is neither an option nor an
 //!   assignment), itself an interpreter or the script;
-//! - a relative path resolves against the project directory; a bare name (no `/`) as the
-//!   program is looked up in `PATH`.
+//! - a relative path resolves against the project directory at build time, and against the
+//!   directory the handler runs in (its input's `cwd`) before each spawn, since that is the
+//!   file the handler would run; a bare name (no `/`) as the program is looked up in `PATH`.
 //!
 //! The file is read whole, at most [`MAX_SCRIPT`] bytes (a FIFO or device is refused
 //! without blocking); a larger or unreadable file counts as changed. The hash is checked
@@ -37,7 +38,11 @@ const INTERPRETERS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Pin {
     hex: String,
+    /// The script, resolved against the project directory.
     script: Option<PathBuf>,
+    /// The script's path as the command names it, when that is relative: the handler runs
+    /// the file it names in the directory it runs in.
+    relative: Option<PathBuf>,
 }
 
 impl Pin {
@@ -50,6 +55,7 @@ impl Pin {
         Ok(Pin {
             hex: hex.to_ascii_lowercase(),
             script: None,
+            relative: None,
         })
     }
 
@@ -57,11 +63,17 @@ impl Pin {
         &self.hex
     }
 
-    /// `Ok` when the script still has the trusted hash; else why not.
-    pub(crate) fn verify(&self) -> Result<(), String> {
-        let Some(script) = &self.script else {
+    /// `Ok` when the script the handler would run in `cwd` (its working directory) still has
+    /// the trusted hash; else why not.
+    pub(crate) fn verify(&self, cwd: &Path) -> Result<(), String> {
+        let Some(project_script) = &self.script else {
             return Err("its script could not be found".into());
         };
+        let in_cwd = self
+            .relative
+            .as_ref()
+            .map(|r| std::path::absolute(cwd.join(r)).unwrap_or_else(|_| cwd.join(r)));
+        let script = in_cwd.as_ref().unwrap_or(project_script);
         let actual = hash_file(script)?;
         if actual == self.hex {
             Ok(())
@@ -95,11 +107,12 @@ pub(crate) fn resolve(exec: &Exec, project_dir: &Path, extras: &mut Extras) -> R
     let Some(pin) = &extras.pin else {
         return Ok(());
     };
-    let script = script_of(exec, project_dir, &extras.env)
+    let (script, relative) = locate(exec, project_dir, &extras.env)
         .ok_or_else(|| "cannot find the script of a command pinned with `sha256`".to_owned())?;
     extras.pin = Some(std::sync::Arc::new(Pin {
         hex: pin.hex.clone(),
         script: Some(script),
+        relative,
     }));
     Ok(())
 }
@@ -115,7 +128,7 @@ pub(crate) fn pin_if_script(
     if extras.pin.is_some() {
         return Ok(false);
     }
-    let Some(found) = script_of(exec, project_dir, &extras.env) else {
+    let Some((found, relative)) = locate(exec, project_dir, &extras.env) else {
         return Ok(false);
     };
     let wanted = std::path::absolute(project_dir.join(script)).unwrap_or_default();
@@ -126,16 +139,24 @@ pub(crate) fn pin_if_script(
     }
     let mut pin = Pin::parse(hex)?;
     pin.script = Some(found);
+    pin.relative = relative;
     extras.pin = Some(std::sync::Arc::new(pin));
     Ok(true)
 }
 
 /// The script a handler runs (see the module docs), as an absolute path.
-pub(crate) fn script_of(
+#[cfg(test)]
+fn script_of(exec: &Exec, project_dir: &Path, env: &[(String, String)]) -> Option<PathBuf> {
+    locate(exec, project_dir, env).map(|(script, _)| script)
+}
+
+/// The script a handler runs (see the module docs), as an absolute path resolved against
+/// the project directory; and, when the command names it by a relative path, that path.
+fn locate(
     exec: &Exec,
     project_dir: &Path,
     env: &[(String, String)],
-) -> Option<PathBuf> {
+) -> Option<(PathBuf, Option<PathBuf>)> {
     let dir = project_dir.to_string_lossy();
     let expand = |w: &str| -> String {
         let mut w = w
@@ -177,14 +198,14 @@ pub(crate) fn script_of(
         is_program = false;
     }
     let path = Path::new(&program);
-    let path = if path.is_absolute() {
-        path.to_path_buf()
+    let (path, relative) = if path.is_absolute() {
+        (path.to_path_buf(), None)
     } else if is_program && !program.contains('/') {
-        which(&program)?
+        (which(&program)?, None)
     } else {
-        project_dir.join(path)
+        (project_dir.join(path), Some(path.to_path_buf()))
     };
-    std::path::absolute(path).ok()
+    Some((std::path::absolute(path).ok()?, relative))
 }
 
 fn basename(program: &str) -> &str {
@@ -247,6 +268,15 @@ mod tests {
         };
         assert_eq!(script_of(&argv, p, &[]), Some("/proj/e.sh".into()));
         assert_eq!(script_of(&shell("'unterminated"), p, &[]), None);
+        // A relative script is also kept as written: it is checked where the handler runs.
+        assert_eq!(
+            locate(&shell("bash ./d.sh"), p, &[]),
+            Some(("/proj/d.sh".into(), Some("./d.sh".into())))
+        );
+        assert_eq!(
+            locate(&shell("\"$CLAUDE_PROJECT_DIR\"/a.sh"), p, &[]),
+            Some(("/proj/a.sh".into(), None))
+        );
     }
 
     #[test]

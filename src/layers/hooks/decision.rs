@@ -175,7 +175,8 @@ pub enum Stop {
     /// Let it finish.
     Finish,
     /// Make it go on: the feedback is added as a user message and the agent continues, with
-    /// `stop_hook_active` set on the next pass (at most 8 times in a row, by default).
+    /// `stop_hook_active` set for the rest of the run (at most 8 times in a row with no tool
+    /// call in between, by default: see [`Hooks::stop_cap`](super::Hooks::stop_cap)).
     Continue(String),
 }
 

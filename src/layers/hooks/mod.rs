@@ -83,18 +83,25 @@
 //! - **SessionStart**: contexts are kept in order; the first `Block` ends the run `Blocked`
 //!   before the prompt enters the thread.
 //! - **Stop / SubagentStop**: if any hook continues, the agent continues with the feedback of
-//!   every continuing hook (in order, blank-line separated) as a user message; the next pass
-//!   has `stop_hook_active = true`.
-//! - **Stop cap**, as Claude Code documents it: once Stop hooks have kept a run going 8
-//!   times in a row, the next attempt is overridden and the run ends
-//!   ([`Outcome::Finished`](crate::agent::Outcome::Finished)) with an
+//!   every continuing hook (in order, blank-line separated) as a user message. From then on,
+//!   for the rest of the run, Stop hooks get `stop_hook_active = true` (as in Claude Code's
+//!   reference: the run is already going on because of a stop hook), also after steps with
+//!   tool calls; a hook that must not loop checks it.
+//! - **Stop cap**, as Claude Code's client does (its reference documents none; it caps
+//!   *consecutive* blocks): once Stop hooks have kept a run going 8 times **in a row** — with
+//!   no step in between in which the model made a tool call — the next attempt is overridden
+//!   and the run ends ([`Outcome::Finished`](crate::agent::Outcome::Finished)) with an
 //!   [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning) (also a Notification) saying
-//!   so. Every way of continuing counts alike (a `Continue` here; for command hooks a
-//!   `decision: "block"`, an exit 2 or an `additionalContext`). A run is Claude Code's turn:
-//!   every continuation of one run is consecutive, since a pass that lets the agent stop ends
-//!   it. SubagentStop continuations are counted per subagent call. Change the cap with
-//!   [`Hooks::stop_cap`] ([`DEFAULT_STOP_CAP`] = 8); a loop that must run longer (a
-//!   12-iteration "keep going until done" loop) needs a higher cap.
+//!   so. A step in which the model made at least one tool call (whatever became of the
+//!   calls: a denied call counts) resets the count to 0, so a "keep going until done" loop
+//!   whose model works between blocks (a 12-iteration loop, a tool call each iteration) runs
+//!   to its end, bounded by [`max_steps`](crate::agent::AgentBuilder::max_steps), while a hook
+//!   that blocks an agent making no progress (answering text only) is overridden at the 9th
+//!   block. Every way of continuing counts alike (a `Continue` here; for command hooks a
+//!   `decision: "block"`, an exit 2 or an `additionalContext`). SubagentStop blocks are
+//!   counted per subagent call, by the same rule (a pass of the subagent in which it made a
+//!   tool call resets the count). Change the cap with [`Hooks::stop_cap`]
+//!   ([`DEFAULT_STOP_CAP`] = 8).
 //!
 //! # Example
 //!
@@ -177,8 +184,9 @@ pub const NOTIFY_WARNING: &str = "warning";
 /// The `notification_type` sent when the [`Approval`] service is about to be asked.
 pub const NOTIFY_PERMISSION_PROMPT: &str = "permission_prompt";
 
-/// The default cap on Stop-hook continuations in a row (per run; SubagentStop: per subagent
-/// call): Claude Code's 8. The 9th block is overridden and the run ends with a warning.
+/// The default cap on Stop-hook continuations in a row — with no tool call in between — (per
+/// run; SubagentStop: per subagent call): Claude Code's 8. The 9th such block is overridden
+/// and the run ends with a warning; a step with a tool call resets the count.
 pub const DEFAULT_STOP_CAP: u32 = 8;
 
 /// What the [`Approval`] service is asked.
@@ -470,7 +478,11 @@ impl<S> Hooks<S> {
 
     /// How many times in a row Stop hooks may keep a run going ([`DEFAULT_STOP_CAP`] = 8,
     /// as in Claude Code); the next attempt is overridden and the run ends with a warning.
-    /// SubagentStop hooks: per subagent call. See the [module docs](crate::layers::hooks).
+    /// In a row: with no step in between in which the model made a tool call — such a step
+    /// resets the count to 0, so a loop whose model works between blocks is bounded by
+    /// `max_steps`, not by the cap. SubagentStop hooks: per subagent call, a pass in which the
+    /// subagent made a tool call resetting the count. See the
+    /// [module docs](crate::layers::hooks).
     pub fn stop_cap(mut self, cap: u32) -> Hooks {
         self.stop_cap = Some(cap);
         self.with_state(state::Open)
