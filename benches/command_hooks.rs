@@ -49,8 +49,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 use tower_agent::{
     BoxError,
+    command::CommandHooks,
     context::RunContext,
-    layers::command::CommandHooks,
     message::{ToolCall, ToolOutput},
     tool::{BoxToolService, ToolRequest},
 };

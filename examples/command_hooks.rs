@@ -36,7 +36,7 @@ use std::{
 use axum::{Json, Router, extract::State, routing::post};
 use serde_json::{Value, json};
 use tower_agent::{
-    Agent, AgentResponse, BoxError, agent::Outcome, layers::command::CommandHooks, message::Role,
+    Agent, AgentResponse, BoxError, agent::Outcome, command::CommandHooks, message::Role,
     model::ScriptedModel, tool::tool_fn,
 };
 

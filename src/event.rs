@@ -236,4 +236,3 @@ impl PendingCall {
         ToolCall::new(self.id.clone(), self.name.clone(), self.arguments.clone())
     }
 }
-

@@ -89,7 +89,7 @@
 //!   [`schema`](layers::schema), [`limit`](layers::limit), [`ledger`](layers::ledger).
 //! - [`layers::hooks`]: plain callbacks for every event (PreToolUse, PostToolUse, Stop,
 //!   UserPromptSubmit, SessionStart …) with decisions, matchers, priorities and named order.
-//! - [`layers::command`]: external hook scripts and `settings.json` files of the Claude Code
+//! - [`command`]: external hook scripts and `settings.json` files of the Claude Code
 //!   hooks protocol, run unchanged, and persistent hook processes.
 //! - [`builtins`]: ready-made stages and tools (filesystem, todos, skills, memory).
 //! - [`store`]: where threads live between runs (in memory, or SQLite with `sqlite`); the
@@ -128,6 +128,7 @@ pub mod agent;
 mod bounded;
 pub mod builder;
 pub mod builtins;
+pub mod command;
 pub mod context;
 pub mod error;
 pub mod event;

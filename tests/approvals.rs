@@ -442,7 +442,7 @@ async fn the_transcript_gets_the_final_outputs() {
 /// the run under the policy, and the answer runs the calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_hooks_ask_and_defer_interrupt_the_run() {
-    use tower_agent::layers::command::CommandHooks;
+    use tower_agent::command::CommandHooks;
     let dir = tempfile::tempdir().unwrap();
     let decide = |decision: &str| {
         let out = json!({"hookSpecificOutput": {

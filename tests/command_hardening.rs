@@ -19,8 +19,7 @@ use support::{
     passed, peak_rss_kib, reported_number, rerun,
 };
 use tower_agent::{
-    Agent, AgentRequest, BoxError, layers::command::CommandHooks, model::ScriptedModel,
-    tool::tool_fn,
+    Agent, AgentRequest, BoxError, command::CommandHooks, model::ScriptedModel, tool::tool_fn,
 };
 
 // ===== helpers =====
@@ -453,7 +452,7 @@ mod fuzz {
 
     use proptest::prelude::*;
     use serde_json::{Value, json};
-    use tower_agent::layers::{command::CommandHooks, matcher::ToolMatcher};
+    use tower_agent::{command::CommandHooks, layers::matcher::ToolMatcher};
 
     /// JSON shaped like settings: the keys settings have, with values of any type.
     fn settings() -> impl Strategy<Value = Value> {

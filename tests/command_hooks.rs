@@ -19,8 +19,8 @@ use tower::service_fn;
 use tower_agent::{
     Agent, BoxError,
     agent::Outcome,
+    command::{CommandHooks, HookEvent},
     layers::{
-        command::{CommandHooks, HookEvent},
         hooks::{ApprovalDecision, ApprovalRequest},
         summarize::SummarizeLayer,
     },

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use tower::{Layer, service_fn, util::BoxCloneSyncService};
 use tower_agent::{
     Agent, AgentResponse, BoxError,
-    layers::command::{CommandHooks, HookEvent},
+    command::{CommandHooks, HookEvent},
     mcp::client::{ElicitationRequest, ElicitationResponse, HttpServer, McpServers},
     model::ScriptedModel,
     tool::tool_fn,

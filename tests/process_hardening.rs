@@ -16,7 +16,7 @@ use support::command::{Scripts, agent, tool_text};
 use tower_agent::{
     agent::AgentBuilder,
     builtins::filesystem::{Backend, ExecOptions, LocalFs},
-    layers::command::CommandHooks,
+    command::CommandHooks,
     model::{BoxModelService, ScriptedModel},
 };
 
@@ -197,7 +197,7 @@ exit 0"#
             .project_dir(&project)
             .build();
         let _ = tx.send(built.map(|h| {
-            h.commands(tower_agent::layers::command::HookEvent::PreToolUse)
+            h.commands(tower_agent::command::HookEvent::PreToolUse)
                 .len()
         }));
     });

@@ -19,9 +19,9 @@ use tower::{
 };
 use tower_agent::{
     Agent, AgentRequest, BoxError,
+    command::CommandHooks,
     context::RunContext,
     layers::{
-        command::CommandHooks,
         evict::EvictLayer,
         hooks::{BeforeModel, HookSet, Hooks, PostToolUse, PreToolUse},
         ledger::{JsonlLedger, LedgerLayer},

@@ -225,7 +225,7 @@ impl<M, L> AgentBuilder<M, L> {
     /// Without this, the agent keeps transcripts where its hooks say
     /// ([`Hooks::transcripts_dir`](crate::layers::hooks::Hooks::transcripts_dir)): command
     /// hooks default to a per-project directory
-    /// ([`CommandHooksBuilder::transcripts_dir`](crate::layers::command::CommandHooksBuilder::transcripts_dir)).
+    /// ([`CommandHooksBuilder::transcripts_dir`](crate::command::CommandHooksBuilder::transcripts_dir)).
     ///
     /// Each message is in the file before any hook that could read it runs (the assistant
     /// message before PreToolUse and Stop hooks, a tool result before its PostToolUse hooks

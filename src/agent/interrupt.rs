@@ -19,7 +19,7 @@
 //! still wins over an ask or a defer; an abort still ends the run with `Aborted`. Claude
 //! Code command hooks (`permissionDecision: "ask"` or `"defer"`) get the policy the same way:
 //! `CommandHooks::into_hooks().defer_approvals()` (see
-//! [`layers::command`](crate::layers::command)).
+//! [`command`](crate::command)).
 //!
 //! A step that ends otherwise (an abort, a cancellation) keeps its pending calls as well: the
 //! thread waits for their answer (or a new prompt) either way.

@@ -456,8 +456,8 @@ fn parse_items(items: &[Value]) -> Result<Vec<Todo>, Vec<String>> {
 
 // ===== the list =====
 
-pub use crate::context::{Todo, TodoStatus};
 pub(crate) use crate::context::persisted::Todos;
+pub use crate::context::{Todo, TodoStatus};
 
 /// The run's todo list (empty if none was written).
 pub fn todos(ctx: &RunContext) -> Vec<Todo> {

@@ -236,7 +236,7 @@ impl RunContext {
 
     /// The session's JSONL transcript, if the agent keeps transcripts
     /// ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts), on by default
-    /// for agents with [command hooks](crate::layers::command)): one line per message, in
+    /// for agents with [command hooks](crate::command)): one line per message, in
     /// Claude Code's shape, each written before any hook can read it (see
     /// [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) for the format
     /// and when each line is written).

@@ -49,4 +49,3 @@ pub(crate) struct Todos(pub(crate) Vec<Todo>);
 /// copy them).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FilesWritten(pub(crate) BTreeMap<String, Arc<str>>);
-

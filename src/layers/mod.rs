@@ -7,7 +7,6 @@
 //! | [`evict`] | tool | cuts huge outputs to head + tail, optionally spilling them to a file |
 //! | [`summarize`] | model | compacts old messages into a summary near the context window |
 //! | [`hooks`] | agent, model, tool | callback hooks for every event: decisions, matchers, priorities |
-//! | [`command`] | agent, model, tool | external hook scripts (Claude Code hooks protocol) and persistent hook processes, as [`hooks`] callbacks |
 //! | [`matcher`] | tool | [`ToolMatcher`](matcher::ToolMatcher) syntax and [`when`](matcher::when): any layer, only for some tools |
 //! | [`reminders`] | tool | trigger functions whose reminders follow the step's tool results |
 //! | [`schema`] | tool | validates arguments against the tool's JSON Schema before the call (deny with errors + example); schema hint after validation errors |
@@ -26,7 +25,6 @@
 //! hook) drops the readied service too. So a hook, a summarizer or another caller may share
 //! the inner service's capacity — even a `ConcurrencyLimit(1)` — without a deadlock.
 
-pub mod command;
 pub mod evict;
 pub mod hooks;
 pub mod ledger;

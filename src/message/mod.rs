@@ -944,10 +944,7 @@ impl Messages {
     /// [`count_message`](tokens::TokenCounter::count_message) over them),
     /// counting only what the running count shared with this history's clones has not
     /// counted yet (see [`memo`]).
-    pub(crate) fn count_tokens(
-        &self,
-        counter: &Arc<dyn tokens::TokenCounter>,
-    ) -> usize {
+    pub(crate) fn count_tokens(&self, counter: &Arc<dyn tokens::TokenCounter>) -> usize {
         let n = self.inner.len();
         // The messages in front of the counted ones: the system message (or the first one),
         // and those inserted in front since the count was shared.

@@ -78,4 +78,3 @@ fn json_len(v: &Value) -> usize {
         }
     }
 }
-

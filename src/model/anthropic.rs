@@ -87,9 +87,9 @@ use super::{
     http::{self, Endpoint, Transport},
 };
 use crate::{
-    event::{AgentEvent, ModelDelta},
     context::RunContext,
     error::BoxError,
+    event::{AgentEvent, ModelDelta},
     message::{Content, Message, ProviderItem, Reasoning, Role, StopReason, ToolCall, Usage},
 };
 

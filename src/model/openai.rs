@@ -101,9 +101,9 @@ use super::{
     http::{self, Endpoint, Transport},
 };
 use crate::{
-    event::{AgentEvent, ModelDelta},
     context::RunContext,
     error::BoxError,
+    event::{AgentEvent, ModelDelta},
     message::{Content, Message, Reasoning, Role, StopReason, ToolCall},
 };
 

@@ -2,7 +2,7 @@
 //! event names mapped to ours.
 
 use serde_json::{Value, json};
-use tower_agent::layers::command::{CommandHooks, HookEvent};
+use tower_agent::command::{CommandHooks, HookEvent};
 
 use crate::{run_calls, support::command::Scripts};
 

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 use tower_agent::{
     BoxError,
     agent::Outcome,
-    layers::command::CommandHooks,
+    command::CommandHooks,
     message::{Role, ToolCall},
     model::{ModelRequest, ModelResponse, ScriptedModel},
     tool::tool_fn,

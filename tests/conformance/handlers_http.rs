@@ -6,7 +6,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use tower_agent::{agent::Outcome, layers::command::CommandHooks, model::ScriptedModel};
+use tower_agent::{agent::Outcome, command::CommandHooks, model::ScriptedModel};
 
 use crate::{
     loopback::{Reply, Server},
@@ -243,7 +243,7 @@ fn where_http_hooks_do_not_apply() {
         .unwrap();
     assert!(
         hooks
-            .commands(tower_agent::layers::command::HookEvent::SessionStart)
+            .commands(tower_agent::command::HookEvent::SessionStart)
             .is_empty()
     );
     assert!(

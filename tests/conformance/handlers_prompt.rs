@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tower_agent::{
     agent::Outcome,
-    layers::command::{CommandHooks, HookEvent},
+    command::{CommandHooks, HookEvent},
     message::Role,
     model::{ModelRequest, ScriptedModel},
 };

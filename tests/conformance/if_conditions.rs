@@ -3,7 +3,7 @@
 //! matches, and a call it does not match starts no process.
 
 use serde_json::{Value, json};
-use tower_agent::layers::command::{CommandHooks, HookEvent};
+use tower_agent::command::{CommandHooks, HookEvent};
 
 use crate::{recorder, run_calls, runs, support::command::Scripts};
 

@@ -1,7 +1,7 @@
 //! hooks.md § "JSON output" and § "Common input fields".
 
 use serde_json::json;
-use tower_agent::{agent::Outcome, layers::command::CommandHooks};
+use tower_agent::{agent::Outcome, command::CommandHooks};
 
 use crate::{
     exit_codes::{calls_bash, dumped, dumping},

@@ -7,10 +7,8 @@ use tower::service_fn;
 use tower_agent::{
     BoxError,
     agent::Outcome,
-    layers::{
-        command::CommandHooks,
-        hooks::{ApprovalDecision, ApprovalRequest, Hooks},
-    },
+    command::CommandHooks,
+    layers::hooks::{ApprovalDecision, ApprovalRequest, Hooks},
 };
 
 use crate::{

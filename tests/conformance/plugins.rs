@@ -5,7 +5,7 @@
 use std::{os::unix::fs::PermissionsExt, path::Path};
 
 use serde_json::{Value, json};
-use tower_agent::layers::command::{CommandHooks, HookEvent};
+use tower_agent::command::{CommandHooks, HookEvent};
 
 use crate::{run_calls, support::command::Scripts};
 

@@ -8,7 +8,7 @@ use crate::{
     support::command::{Scripts, agent},
 };
 
-fn batch_hooks(s: &Scripts, command: &str) -> tower_agent::layers::command::CommandHooks {
+fn batch_hooks(s: &Scripts, command: &str) -> tower_agent::command::CommandHooks {
     // "There is no matcher for this event": a matcher is ignored.
     s.hooks(
         json!({ "PostToolBatch": [ { "matcher": "nothing-matches-this",

@@ -15,8 +15,7 @@ use std::{
 
 use serde_json::{Value, json};
 use tower_agent::{
-    Agent, AgentRequest, AgentResponse, agent::Outcome, layers::command::CommandHooks,
-    model::ScriptedModel,
+    Agent, AgentRequest, AgentResponse, agent::Outcome, command::CommandHooks, model::ScriptedModel,
 };
 
 use crate::{

@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 use tower_agent::{
     Agent, AgentRequest, AgentResponse,
     agent::{AgentEvent, Outcome},
-    layers::{command::CommandHooks, hooks::Hooks},
+    command::CommandHooks,
+    layers::hooks::Hooks,
     message::ToolCall,
     model::{ModelResponse, ScriptedModel},
 };
@@ -219,7 +220,7 @@ async fn every_kind_of_continuation_counts_toward_the_cap() {
     ] {
         let s = Scripts::new();
         let script = s.bash(name, body);
-        let hooks = tower_agent::layers::command::CommandHooks::builder()
+        let hooks = tower_agent::command::CommandHooks::builder()
             .settings_json(
                 json!({ "hooks": on("Stop", "", &script, json!({})) }),
                 "settings.json",
@@ -245,7 +246,7 @@ async fn every_kind_of_continuation_counts_toward_the_cap() {
     // A cap on the registry itself wins over the builder's.
     let s = Scripts::new();
     let script = s.bash("exit2.sh", "cat > /dev/null; echo 'again' >&2; exit 2");
-    let hooks = tower_agent::layers::command::CommandHooks::builder()
+    let hooks = tower_agent::command::CommandHooks::builder()
         .settings_json(
             json!({ "hooks": on("Stop", "", &script, json!({})) }),
             "settings.json",

@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use tower_agent::{
     Agent, AgentRequest, BoxError,
     agent::{AgentEvent, Outcome},
-    layers::{command::CommandHooks, hooks::Hooks},
+    command::CommandHooks,
+    layers::hooks::Hooks,
     model::ScriptedModel,
     tool::tool_fn,
 };

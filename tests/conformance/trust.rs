@@ -5,7 +5,7 @@ use std::{os::unix::fs::PermissionsExt, path::PathBuf, sync::Arc};
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tower_agent::{Agent, layers::command::CommandHooks, model::ScriptedModel};
+use tower_agent::{Agent, command::CommandHooks, model::ScriptedModel};
 
 use crate::{
     recorder, run_calls, runs,

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use tower_agent::{
     Agent, AgentResponse, BoxError,
     agent::AgentBuilder,
-    layers::{command::CommandHooks, hooks::Hooks},
+    command::CommandHooks,
+    layers::hooks::Hooks,
     model::{BoxModelService, ScriptedModel},
     tool::{Tool, tool_fn},
 };

@@ -98,10 +98,10 @@
 //!
 //! Its environment is this process's, plus the variables the run's SessionStart hooks
 //! exported through `CLAUDE_ENV_FILE` ([`SessionEnv`](crate::agent::SessionEnv); see
-//! [command hooks](crate::layers::command#claude_env_file)).
+//! [command hooks](crate::command#claude_env_file)).
 //!
 //! **What "everything it started" covers (no orphan processes).** On Linux, the first
-//! supervised command (an `execute` call or a [command hook](crate::layers::command)) makes
+//! supervised command (an `execute` call or a [command hook](crate::command)) makes
 //! this process a child subreaper (`PR_SET_CHILD_SUBREAPER`), so that what a command orphans
 //! (`setsid -f`, `nohup … &`, a double fork) is re-parented to this process rather than `init`.
 //! Each command gets a unique `TOWER_AGENT_SCOPE` environment variable. When its call ends,

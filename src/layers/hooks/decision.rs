@@ -45,7 +45,7 @@ pub enum PreToolUse {
     Abort(String),
     /// Several decisions, applied in order as if returned by consecutive hooks (a `Deny` or
     /// `Abort` stops the rest). For hooks that decide several things at once, such as
-    /// [command hooks](crate::layers::command).
+    /// [command hooks](crate::command).
     Many(Vec<PreToolUse>),
 }
 

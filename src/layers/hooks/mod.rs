@@ -495,7 +495,7 @@ impl<S> Hooks<S> {
 
     /// The transcripts directory of agents built with these hooks when their builder names
     /// none ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) wins).
-    /// [Command hooks](crate::layers::command) set a per-project default.
+    /// [Command hooks](crate::command) set a per-project default.
     pub fn transcripts_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Hooks {
         self.transcripts = Some(dir.into());
         self.with_state(state::Open)

@@ -104,7 +104,7 @@
 //! ([`ElicitationRequest::ctx`]): when several calls of that server are in flight, the one
 //! that started last (MCP does not say which call an elicitation belongs to); `None` when
 //! none is (a request between calls, or during an `mcp_tool` hook's call).
-//! [`CommandHooks::elicitation_layer`](crate::layers::command::CommandHooks::elicitation_layer)
+//! [`CommandHooks::elicitation_layer`](crate::command::CommandHooks::elicitation_layer)
 //! fires the `Elicitation` and `ElicitationResult` command hooks around the service.
 
 mod config;

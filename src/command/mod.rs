@@ -21,7 +21,7 @@
 //! # #[cfg(unix)] {
 //! use serde_json::json;
 //! use tower_agent::{Agent, BoxError, model::ScriptedModel, tool::tool_fn};
-//! use tower_agent::layers::command::CommandHooks;
+//! use tower_agent::command::CommandHooks;
 //!
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -633,7 +633,7 @@ use crate::{
 };
 
 /// External command hooks, loaded from configuration. See the
-/// [module docs](crate::layers::command).
+/// [module docs](crate::command).
 ///
 /// # Clone
 ///
@@ -656,7 +656,7 @@ impl CommandHooks {
     ///
     /// ```no_run
     /// # fn f(agent: tower_agent::agent::AgentBuilder<tower_agent::model::BoxModelService>) -> Result<(), Box<dyn std::error::Error>> {
-    /// use tower_agent::layers::command::CommandHooks;
+    /// use tower_agent::command::CommandHooks;
     /// let hooks = CommandHooks::builder().settings_file(".claude/settings.json").build()?;
     /// let agent = agent.hooks(hooks.into_hooks().compile()?).build();
     /// # Ok(()) }
@@ -680,7 +680,7 @@ impl CommandHooks {
     }
 
     /// Where agents built with these hooks keep transcripts when their builder names no
-    /// directory (see the [module docs](crate::layers::command#events)): `None` if no hook
+    /// directory (see the [module docs](crate::command#events)): `None` if no hook
     /// is configured, or transcripts are off.
     pub fn transcripts_dir(&self) -> Option<&Path> {
         self.transcripts.as_deref()
@@ -718,16 +718,16 @@ impl CommandHooks {
 
     /// The project directory: what `CLAUDE_PROJECT_DIR` names for every handler, and where
     /// handlers run when the agent has no working directory of its own (see the
-    /// [module docs](crate::layers::command#working-directory-and-project-directory)).
+    /// [module docs](crate::command#working-directory-and-project-directory)).
     pub fn project_dir(&self) -> &Path {
         &self.inner.project_dir
     }
 
     /// The `Elicitation` and `ElicitationResult` hooks as a layer over an MCP elicitation
-    /// service (see the [module docs](crate::layers::command#mcp-elicitation)):
+    /// service (see the [module docs](crate::command#mcp-elicitation)):
     ///
     /// ```no_run
-    /// # fn f(hooks: tower_agent::layers::command::CommandHooks, user: tower_agent::mcp::client::Elicitation) {
+    /// # fn f(hooks: tower_agent::command::CommandHooks, user: tower_agent::mcp::client::Elicitation) {
     /// use tower::{Layer, util::BoxCloneSyncService};
     /// use tower_agent::mcp::client::McpServers;
     /// let mcp = McpServers::builder()
@@ -817,14 +817,14 @@ impl CommandHooksBuilder {
     }
 
     /// Adds the executables of a hooks directory, each asked once what it handles (see the
-    /// [module docs](crate::layers::command#configuration)).
+    /// [module docs](crate::command#configuration)).
     pub fn hooks_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.sources.push(Source::Dir(dir.into()));
         self
     }
 
     /// Loads a Claude Code plugin folder's hooks: `hooks/hooks.json` and the `hooks` of
-    /// `.claude-plugin/plugin.json` (see the [module docs](crate::layers::command#plugins)).
+    /// `.claude-plugin/plugin.json` (see the [module docs](crate::command#plugins)).
     /// Its handlers get `CLAUDE_PLUGIN_ROOT` and `CLAUDE_PLUGIN_DATA`.
     pub fn plugin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.sources.push(Source::Plugin(dir.into()));
@@ -840,7 +840,7 @@ impl CommandHooksBuilder {
     }
 
     /// Loads the `hooks` of a Gemini CLI settings file (`.gemini/settings.json`), its
-    /// events mapped to ours (see the [module docs](crate::layers::command#other-formats)).
+    /// events mapped to ours (see the [module docs](crate::command#other-formats)).
     pub fn gemini_settings_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.sources.push(Source::Gemini(path.into()));
         self
@@ -869,7 +869,7 @@ impl CommandHooksBuilder {
 
     /// Trusts the script at `script` (relative paths: to the project directory) only with
     /// this SHA-256 (64 hex digits): every handler that runs it is pinned, as with a
-    /// `sha256` field (see the [module docs](crate::layers::command#trusted-hashes)).
+    /// `sha256` field (see the [module docs](crate::command#trusted-hashes)).
     pub fn trust(mut self, script: impl Into<PathBuf>, sha256: impl Into<String>) -> Self {
         self.trusted.push((script.into(), sha256.into()));
         self
@@ -880,7 +880,7 @@ impl CommandHooksBuilder {
     /// in exec form), and where handlers run when the agent has no working directory of its
     /// own; an agent with one ([`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd)) runs
     /// its handlers there, with `CLAUDE_PROJECT_DIR` still naming this directory (see the
-    /// [module docs](crate::layers::command#working-directory-and-project-directory)).
+    /// [module docs](crate::command#working-directory-and-project-directory)).
     pub fn project_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.project_dir = Some(dir.into());
         self
@@ -898,7 +898,7 @@ impl CommandHooksBuilder {
 
     /// Where agents built with these hooks keep their transcripts (the files of
     /// `transcript_path`), instead of the per-project default under the user's state
-    /// directory ([module docs](crate::layers::command#events)).
+    /// directory ([module docs](crate::command#events)).
     /// [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) still wins.
     pub fn transcripts_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.transcripts = Transcripts::Dir(dir.into());

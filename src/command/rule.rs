@@ -3,7 +3,7 @@
 //!
 //! Parsing happens once, at load time; matching is done on the call's name and arguments,
 //! without serializing anything. Every bound is a constant here and in the module docs of
-//! [`crate::layers::command`]:
+//! [`crate::command`]:
 //!
 //! - a rule is at most [`MAX_RULE`] characters (longer: a configuration error);
 //! - a Bash command is analysed up to [`MAX_COMMAND`] bytes and [`MAX_DEPTH`] levels of

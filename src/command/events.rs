@@ -1281,7 +1281,7 @@ mod elicitation {
 
     use super::{HookEvent, Inner, Report, Verdict};
     use crate::{
-        layers::command::process::Elicit,
+        command::process::Elicit,
         mcp::client::{ElicitationMode, ElicitationRequest, ElicitationResponse},
     };
 
