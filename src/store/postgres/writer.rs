@@ -300,8 +300,10 @@ impl Writer {
             Ok(Ok(outcomes)) => Ok(outcomes),
             Ok(Err(e)) => {
                 let broken = client.is_closed() || e.as_db_error().is_none();
+                // Not reused either way: a refused batch is rare, and a fresh session starts
+                // the next attempt with nothing left of the failed transaction.
+                self.client = None;
                 if broken {
-                    self.client = None;
                     Err(Failure::Connection(chain(&e)))
                 } else {
                     Err(Failure::Refused(chain(&e)))
@@ -392,10 +394,13 @@ async fn write_records(
         started.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
     let finish_params: Vec<&(dyn ToSql + Sync)> =
         finished.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
-    tokio::try_join!(
+    // In the order they ran (see `write_batch`).
+    let (started, finished) = tokio::join!(
         tx.execute(&start, &start_params),
         tx.execute(&finish, &finish_params),
-    )?;
+    );
+    started?;
+    finished?;
     Ok(())
 }
 
@@ -449,10 +454,13 @@ async fn write_batch(
     )?;
     let lock_params: [&(dyn ToSql + Sync); 2] = [&LOCK_SPACE, &keys];
     let head_params: [&(dyn ToSql + Sync); 1] = [&ids];
-    let (_, heads) = tokio::try_join!(
+    // In the order they ran (see the rows' statements below).
+    let (locked, heads) = tokio::join!(
         tx.query(&lock, &lock_params),
         tx.query(&heads, &head_params),
-    )?;
+    );
+    locked?;
+    let heads = heads?;
     let stored: HashMap<&str, Head> = heads
         .iter()
         .map(|row| (row.get::<_, &str>(0), (row.get(1), row.get(2))))
@@ -693,14 +701,23 @@ async fn write_batch(
         &[&files_upserted.0, &files_upserted.1, &files_upserted.2],
         &[&thread_ids, &counts, &todos, &pending, &now],
     ];
-    let (_, _, _, _, _, revisions) = tokio::try_join!(
+    // All awaited, and the first failure in the order they ran is the error: the ones after
+    // it only say "current transaction is aborted" (`try_join!` would give whichever it
+    // polled first).
+    let (deleted, inserted, cleared, files_gone, files_set, revisions) = tokio::join!(
         tx.execute(&statements.0, params[0]),
         tx.execute(&statements.1, params[1]),
         tx.execute(&statements.2, params[2]),
         tx.execute(&statements.3, params[3]),
         tx.execute(&statements.4, params[4]),
         tx.query(&statements.5, params[5]),
-    )?;
+    );
+    deleted?;
+    inserted?;
+    cleared?;
+    files_gone?;
+    files_set?;
+    let revisions = revisions?;
     let revisions: HashMap<&str, i64> = revisions
         .iter()
         .map(|row| (row.get::<_, &str>(0), row.get(1)))
