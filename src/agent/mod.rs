@@ -71,6 +71,7 @@
 
 mod builder;
 mod event;
+pub mod future;
 pub(crate) mod hooks;
 pub mod interrupt;
 mod run;
@@ -86,7 +87,6 @@ use std::{
     task::{Context, Poll},
 };
 
-use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
@@ -252,14 +252,14 @@ impl Service<AgentRequest> for Agent {
     type Response = AgentResponse;
     type Error = Error;
     /// Boxed: one allocation per run (not per step).
-    type Future = BoxFuture<'static, Result<AgentResponse, Error>>;
+    type Future = future::AgentFuture;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: AgentRequest) -> Self::Future {
-        Box::pin(traced_run(Arc::clone(&self.inner), request, None))
+        future::AgentFuture::new(traced_run(Arc::clone(&self.inner), request, None))
     }
 }
 

@@ -7,10 +7,9 @@ use std::{
     task::{Context, Poll},
 };
 
-use futures_util::future::BoxFuture;
 use tower::{Layer, Service};
 
-use super::events::Inner;
+use super::{events::Inner, future::ElicitationHooksFuture};
 use crate::{
     error::BoxError,
     mcp::client::{ElicitationRequest, ElicitationResponse},
@@ -72,7 +71,7 @@ where
 {
     type Response = ElicitationResponse;
     type Error = BoxError;
-    type Future = BoxFuture<'static, Result<ElicitationResponse, BoxError>>;
+    type Future = ElicitationHooksFuture<S>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -83,7 +82,7 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let hooks = Arc::clone(&self.hooks);
-        Box::pin(async move {
+        ElicitationHooksFuture::new(async move {
             // Elicitation: a hook that answers (or blocks) stands for the user.
             if let Some(answer) = hooks.elicitation(&req).await {
                 return Ok(answer);

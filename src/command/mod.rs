@@ -598,6 +598,9 @@ mod elicit;
 mod env_file;
 mod events;
 mod formats;
+#[cfg(feature = "mcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
+pub mod future;
 #[cfg(feature = "http-hooks")]
 mod http;
 #[cfg(feature = "mcp")]

@@ -54,6 +54,7 @@
 //! ```
 
 mod function;
+pub mod future;
 mod router;
 
 use std::{
@@ -63,13 +64,12 @@ use std::{
     task::{Context, Poll},
 };
 
-use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tower::{Service, util::BoxCloneSyncService};
 
 pub use self::{
     function::{ToolFn, TypedTool, tool_fn, typed_tool},
-    router::{ToolRouter, future},
+    router::ToolRouter,
 };
 use crate::{
     context::RunContext,
@@ -211,7 +211,7 @@ impl<T> fmt::Debug for ToolService<T> {
 impl<T: Tool> Service<ToolRequest> for ToolService<T> {
     type Response = ToolOutput;
     type Error = BoxError;
-    type Future = BoxFuture<'static, Result<ToolOutput, BoxError>>;
+    type Future = future::ToolServiceFuture<T>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -219,6 +219,6 @@ impl<T: Tool> Service<ToolRequest> for ToolService<T> {
 
     fn call(&mut self, req: ToolRequest) -> Self::Future {
         let tool = Arc::clone(&self.tool);
-        Box::pin(async move { tool.call(req).await })
+        future::ToolServiceFuture::new(async move { tool.call(req).await })
     }
 }

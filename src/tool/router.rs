@@ -248,7 +248,7 @@ impl Service<ToolRequest> for ToolRouter {
 }
 
 /// The response future of [`ToolRouter`].
-pub mod future {
+pub(super) mod future {
     use std::{
         future::Future,
         pin::Pin,

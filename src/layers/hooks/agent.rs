@@ -6,10 +6,9 @@ use std::{
     task::{Context, Poll},
 };
 
-use futures_util::future::BoxFuture;
 use tower::{Layer, Service, ServiceExt};
 
-use super::{HookSet, SessionSource, SessionStartInput};
+use super::{HookSet, SessionSource, SessionStartInput, future::HookAgentFuture};
 use crate::{
     agent::{AgentEvent, AgentRequest, AgentResponse, LoopHooks, Outcome},
     context::RunContext,
@@ -94,7 +93,7 @@ where
 {
     type Response = AgentResponse;
     type Error = S::Error;
-    type Future = BoxFuture<'static, Result<AgentResponse, S::Error>>;
+    type Future = HookAgentFuture<S>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -103,7 +102,7 @@ where
     fn call(&mut self, mut req: AgentRequest) -> Self::Future {
         let hooks = &self.set.inner;
         if hooks.session_start.is_empty() && hooks.prompt.is_empty() {
-            return Box::pin(self.inner.call(req));
+            return HookAgentFuture::call(self.inner.call(req));
         }
         // The call comes after the hooks: release what readiness reserved (a concurrency
         // permit, a buffer slot) by dropping the readied service, and call a fresh clone,
@@ -111,7 +110,7 @@ where
         let inner = self.inner.clone();
         drop(std::mem::replace(&mut self.inner, inner.clone()));
         let set = self.set.clone();
-        Box::pin(async move {
+        HookAgentFuture::hooks(async move {
             let ctx = context_of(&req, set.inner.transcripts.as_deref());
             // NOTE: outside the loop the store is not known: every run counts as a startup.
             let input = SessionStartInput::new(SessionSource::Startup, None);

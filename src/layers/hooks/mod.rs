@@ -147,6 +147,7 @@
 
 mod agent;
 mod decision;
+pub mod future;
 mod model;
 mod order;
 mod tool;

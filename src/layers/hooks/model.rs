@@ -6,10 +6,9 @@ use std::{
     task::{Context, Poll},
 };
 
-use futures_util::future::{BoxFuture, Either};
 use tower::{Layer, Service, ServiceExt};
 
-use super::{BeforeModel, HookSet, HookSetInner};
+use super::{BeforeModel, HookSet, HookSetInner, future::HookModelFuture};
 use crate::{
     context::RunContext,
     error::BoxError,
@@ -84,17 +83,13 @@ where
 {
     type Response = ModelResponse;
     type Error = BoxError;
-    type Future = Either<
-        futures_util::future::MapErr<S::Future, fn(S::Error) -> BoxError>,
-        BoxFuture<'static, Result<ModelResponse, BoxError>>,
-    >;
+    type Future = HookModelFuture<S>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
-        use futures_util::TryFutureExt;
         // Synchronous BeforeModel hooks (and none) decide here, so the service `poll_ready`
         // readied is called at once when they all continue; only its response waits for the
         // AfterModel hooks.
@@ -109,9 +104,9 @@ where
                     // Answered by a hook: the readied service is dropped (giving back what it
                     // reserved) and never called.
                     self.inner = self.inner.clone();
-                    return Either::Right(Box::pin(async move {
+                    return HookModelFuture::hooks(async move {
                         Ok(after_model(&set, resp, ctx).await)
-                    }));
+                    });
                 }
                 None => {
                     // NOTE: an asynchronous hook is awaited before the call, so the service
@@ -121,7 +116,7 @@ where
                     // call go on.
                     let inner = self.inner.clone();
                     self.inner = inner.clone();
-                    return Either::Right(Box::pin(async move {
+                    return HookModelFuture::hooks(async move {
                         let mut next = match decision.await {
                             BeforeModel::Continue(req) => Ok(req),
                             BeforeModel::Respond(resp) => Err(resp),
@@ -139,18 +134,18 @@ where
                             Err(resp) => resp,
                         };
                         Ok(after_model(&set, resp, ctx).await)
-                    }));
+                    });
                 }
             };
         }
-        let fut = self.inner.call(req).map_err(Into::into as fn(_) -> _);
+        let fut = self.inner.call(req);
         if set.after_model.is_empty() {
-            return Either::Left(fut);
+            return HookModelFuture::call(fut);
         }
-        Either::Right(Box::pin(async move {
-            let resp = fut.await?;
+        HookModelFuture::hooks(async move {
+            let resp = fut.await.map_err(Into::<BoxError>::into)?;
             Ok(after_model(&set, resp, ctx).await)
-        }))
+        })
     }
 }
 

@@ -6,13 +6,12 @@ use std::{
     task::{Context, Poll},
 };
 
-use futures_util::future::{BoxFuture, Either};
 use tower::{Layer, Service, ServiceExt};
 
 use super::{
     ApprovalDecision, ApprovalRequest, Deferred, HookSet, HookSetInner, NOTIFY_PERMISSION_PROMPT,
     Notification, PermissionDenied, PermissionRequest, PostToolUse, PostToolUseFailure, PreToolUse,
-    ToolFailure,
+    ToolFailure, future::HookToolFuture,
 };
 use crate::{
     agent::StepCalls,
@@ -100,10 +99,7 @@ where
 {
     type Response = ToolOutput;
     type Error = BoxError;
-    type Future = Either<
-        futures_util::future::MapErr<S::Future, fn(S::Error) -> BoxError>,
-        BoxFuture<'static, Result<ToolOutput, BoxError>>,
-    >;
+    type Future = HookToolFuture<S>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -117,7 +113,7 @@ where
             || set.post_tool.iter().any(|(m, _)| m.matches(call))
             || set.failure.iter().any(|(m, _)| m.matches(call));
         if !wanted {
-            return Either::Left(self.inner.call(req).map_err(Into::into as fn(_) -> _));
+            return HookToolFuture::call(self.inner.call(req));
         }
         // Synchronous PreToolUse hooks (and none) decide here, so the service `poll_ready`
         // readied is called at once when they let the call go on; only its result waits for
@@ -135,46 +131,40 @@ where
             let Some(now) = decision.take_ready() else {
                 // An asynchronous hook: the rest runs after it.
                 let inner = self.release();
-                return Either::Right(Box::pin(run(
+                return HookToolFuture::hooks(run(
                     set,
                     inner,
                     (original, call),
                     ctx,
                     pre,
                     Some((i, decision)),
-                )));
+                ));
             };
             match pre.apply(now, &mut call) {
                 None => {}
                 Some(exit) => {
                     self.release();
-                    return Either::Right(Box::pin(std::future::ready(pre.exit(exit, &call))));
+                    return HookToolFuture::hooks(std::future::ready(pre.exit(exit, &call)));
                 }
             }
         }
         if !pre.asks.is_empty() || pre.deferred {
             // The approval (or the deferral) is settled before the call.
             let inner = self.release();
-            return Either::Right(Box::pin(run(set, inner, (original, call), ctx, pre, None)));
+            return HookToolFuture::hooks(run(set, inner, (original, call), ctx, pre, None));
         }
         let PreState { contexts, .. } = pre;
         let wants_after = set.post_tool.iter().any(|(m, _)| m.matches(&call))
             || set.failure.iter().any(|(m, _)| m.matches(&call));
         if !wants_after && contexts.is_empty() {
             let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
-            return Either::Left(
-                self.inner
-                    .call(ToolRequest::new(call, ctx))
-                    .map_err(Into::into as fn(_) -> _),
-            );
+            return HookToolFuture::call(self.inner.call(ToolRequest::new(call, ctx)));
         }
         let fut = self
             .inner
             .call(ToolRequest::new((*call).clone(), ctx.clone()))
             .map_err(Into::into);
-        Either::Right(Box::pin(async move {
-            after(&set, call, ctx, contexts, fut.await).await
-        }))
+        HookToolFuture::hooks(async move { after(&set, call, ctx, contexts, fut.await).await })
     }
 }
 

@@ -1,0 +1,216 @@
+//! The response futures of the hook services: [`HookModelFuture`], [`HookToolFuture`] and
+//! [`HookAgentFuture`].
+//!
+//! Each is the inner service's own future, unboxed, when no hook is left to run once the call
+//! is made (no hook for the call, or only synchronous ones that let it go on): that path
+//! allocates nothing. Otherwise it is the hooks and the call in one boxed future (one
+//! allocation per call).
+
+use std::{
+    fmt,
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+};
+
+use futures_util::future::BoxFuture;
+use pin_project_lite::pin_project;
+use tower::Service;
+
+use crate::{
+    agent::{AgentRequest, AgentResponse},
+    error::BoxError,
+    message::ToolOutput,
+    model::{ModelRequest, ModelResponse},
+    tool::ToolRequest,
+};
+
+pin_project! {
+    /// The response future of [`HookModel<S>`](super::HookModel): the call of `S`, with the
+    /// model hooks around it.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct HookModelFuture<S>
+    where
+        S: Service<ModelRequest>,
+    {
+        #[pin]
+        kind: Kind<S::Future, ModelResponse, BoxError>,
+    }
+}
+
+pin_project! {
+    /// The response future of [`HookTool<S>`](super::HookTool): the call of `S`, with the tool
+    /// hooks around it.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct HookToolFuture<S>
+    where
+        S: Service<ToolRequest>,
+    {
+        #[pin]
+        kind: Kind<S::Future, ToolOutput, BoxError>,
+    }
+}
+
+pin_project! {
+    /// The response future of [`HookAgent<S>`](super::HookAgent): the call of `S`, after the
+    /// prompt hooks.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct HookAgentFuture<S>
+    where
+        S: Service<AgentRequest>,
+    {
+        #[pin]
+        kind: Kind<S::Future, AgentResponse, S::Error>,
+    }
+}
+
+pin_project! {
+    /// The inner service's call as it is (`F`), or the hooks and the call, boxed.
+    #[project = KindProj]
+    enum Kind<F, T, E> {
+        Call { #[pin] fut: F },
+        Hooks { fut: BoxFuture<'static, Result<T, E>> },
+    }
+}
+
+impl<F, T, E> Kind<F, T, E> {
+    fn hooks(fut: impl Future<Output = Result<T, E>> + Send + 'static) -> Self {
+        Kind::Hooks { fut: Box::pin(fut) }
+    }
+}
+
+impl<F, T, E, E2> Future for Kind<F, T, E>
+where
+    F: Future<Output = Result<T, E2>>,
+    E2: Into<E>,
+{
+    type Output = Result<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            KindProj::Call { fut } => fut.poll(cx).map_err(Into::into),
+            KindProj::Hooks { fut } => fut.as_mut().poll(cx),
+        }
+    }
+}
+
+impl<S: Service<ModelRequest>> HookModelFuture<S> {
+    /// The inner service's call, unboxed.
+    pub(super) fn call(fut: S::Future) -> Self {
+        HookModelFuture {
+            kind: Kind::Call { fut },
+        }
+    }
+
+    /// The hooks and the call.
+    pub(super) fn hooks(
+        fut: impl Future<Output = Result<ModelResponse, BoxError>> + Send + 'static,
+    ) -> Self {
+        HookModelFuture {
+            kind: Kind::hooks(fut),
+        }
+    }
+}
+
+impl<S> Future for HookModelFuture<S>
+where
+    S: Service<ModelRequest, Response = ModelResponse>,
+    S::Error: Into<BoxError>,
+{
+    type Output = Result<ModelResponse, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().kind.poll(cx)
+    }
+}
+
+impl<S: Service<ModelRequest>> fmt::Debug for HookModelFuture<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HookModelFuture").finish_non_exhaustive()
+    }
+}
+
+impl<S: Service<ToolRequest>> HookToolFuture<S> {
+    /// The inner service's call, unboxed.
+    pub(super) fn call(fut: S::Future) -> Self {
+        HookToolFuture {
+            kind: Kind::Call { fut },
+        }
+    }
+
+    /// The hooks and the call.
+    pub(super) fn hooks(
+        fut: impl Future<Output = Result<ToolOutput, BoxError>> + Send + 'static,
+    ) -> Self {
+        HookToolFuture {
+            kind: Kind::hooks(fut),
+        }
+    }
+}
+
+impl<S> Future for HookToolFuture<S>
+where
+    S: Service<ToolRequest, Response = ToolOutput>,
+    S::Error: Into<BoxError>,
+{
+    type Output = Result<ToolOutput, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().kind.poll(cx)
+    }
+}
+
+impl<S: Service<ToolRequest>> fmt::Debug for HookToolFuture<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HookToolFuture").finish_non_exhaustive()
+    }
+}
+
+impl<S: Service<AgentRequest>> HookAgentFuture<S> {
+    /// The inner service's call, unboxed.
+    pub(super) fn call(fut: S::Future) -> Self {
+        HookAgentFuture {
+            kind: Kind::Call { fut },
+        }
+    }
+
+    /// The hooks and the call.
+    pub(super) fn hooks(
+        fut: impl Future<Output = Result<AgentResponse, S::Error>> + Send + 'static,
+    ) -> Self {
+        HookAgentFuture {
+            kind: Kind::hooks(fut),
+        }
+    }
+}
+
+impl<S> Future for HookAgentFuture<S>
+where
+    S: Service<AgentRequest, Response = AgentResponse>,
+{
+    type Output = Result<AgentResponse, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().kind.poll(cx)
+    }
+}
+
+impl<S: Service<AgentRequest>> fmt::Debug for HookAgentFuture<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HookAgentFuture").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Agent, model::BoxModelService, tool::BoxToolService};
+
+    #[test]
+    fn send_and_static() {
+        fn assert_send_static<T: Send + 'static>() {}
+        assert_send_static::<HookModelFuture<BoxModelService>>();
+        assert_send_static::<HookToolFuture<BoxToolService>>();
+        assert_send_static::<HookAgentFuture<Agent>>();
+    }
+}
