@@ -1,6 +1,6 @@
 //! The agent loop.
 
-use std::{future::Future, pin::Pin, sync::Arc, task::Poll};
+use std::{future::Future, path::PathBuf, pin::Pin, sync::Arc, task::Poll};
 
 use futures_util::{StreamExt, stream::FuturesUnordered};
 use smallvec::SmallVec;
@@ -17,7 +17,7 @@ use super::{
     interrupt,
 };
 use crate::{
-    context::{RunContext, RunState},
+    context::{RunContext, RunContextBuilder, RunState, transcript},
     error::{Abort, BoxError, Error, error_chain},
     message::{Message, Messages, Role, StopReason, ToolCall, ToolOutput, Usage},
     model::{BoxModelService, ModelRequest},
@@ -165,6 +165,65 @@ struct Run<'a> {
     thread_id: String,
 }
 
+/// The saved thread `thread_id` names, if any (`None` for a run that is not saved).
+async fn load(inner: &Inner, thread_id: Option<&str>) -> Result<Option<Thread>, Error> {
+    let Some(id) = thread_id else {
+        return Ok(None);
+    };
+    inner.store.load(id).await.map_err(Error::store)
+}
+
+/// The decisions of an approvals run on the thread's pending calls, checked; `None` for a run
+/// without approvals. An error for approvals of a thread that was not resumed.
+fn decisions(
+    source: SessionSource,
+    pending: &[PendingCall],
+    approvals: Option<&interrupt::Approvals>,
+) -> Result<Option<Vec<(PendingCall, interrupt::Decision)>>, Error> {
+    let Some(approvals) = approvals else {
+        return Ok(None);
+    };
+    if source != SessionSource::Resume {
+        return Err(Error::approvals(interrupt::ApprovalError::NoThread));
+    }
+    interrupt::check(pending, approvals)
+        .map(Some)
+        .map_err(Error::approvals)
+}
+
+/// The run's context from `builder` and the request's parts: the agent's working directory
+/// when the request has none, the request's transcript file or one in the agent's transcript
+/// directory. The transcript file exists when this returns, before any hook can be given its
+/// path.
+fn context(
+    inner: &Inner,
+    mut builder: RunContextBuilder,
+    thread_id: Option<String>,
+    cwd: Option<PathBuf>,
+    events: Option<mpsc::UnboundedSender<AgentEvent>>,
+    transcript: Option<transcript::Target>,
+) -> RunContext {
+    if let Some(id) = thread_id {
+        builder = builder.session_id(id);
+    }
+    if let Some(cwd) = cwd.or_else(|| inner.cwd.clone()) {
+        builder = builder.cwd(cwd);
+    }
+    if let Some(tx) = events {
+        builder = builder.events(tx);
+    }
+    let mut ctx = builder.build();
+    if let Some(target) = transcript {
+        ctx = ctx.with_transcript_file(target.path, Some(target.agent_id));
+    } else if let Some(dir) = &inner.transcripts {
+        ctx = ctx.with_transcript(dir);
+    }
+    if let Some(transcript) = ctx.transcript() {
+        transcript.touch();
+    }
+    ctx
+}
+
 impl<'a> Run<'a> {
     /// Phase "start": load the thread, emit `AgentStart`, run SessionStart and
     /// UserPromptSubmit hooks, add the prompt to the history and save it.
@@ -187,51 +246,23 @@ impl<'a> Run<'a> {
             approvals,
         } = *req;
         let persist = thread_id.is_some();
-        let mut source = SessionSource::Startup;
-        let (mut history, state, pending, approved) = match &thread_id {
-            Some(id) => match inner.store.load(id).await.map_err(Error::store)? {
-                Some(t) => {
-                    source = SessionSource::Resume;
-                    let state = Thread::restore(t.todos, t.files);
-                    (t.messages, state, t.pending, t.approved)
-                }
-                None => Default::default(),
-            },
-            None => Default::default(),
+        let loaded = load(inner, thread_id.as_deref()).await?;
+        let source = if loaded.is_some() {
+            SessionSource::Resume
+        } else {
+            SessionSource::Startup
         };
+        let (mut history, state, pending, approved) = loaded.map_or_else(Default::default, |t| {
+            let state = Thread::restore(t.todos, t.files);
+            (t.messages, state, t.pending, t.approved)
+        });
         // Refused before anything runs or is saved.
-        let decided = match &approvals {
-            Some(_) if source != SessionSource::Resume => {
-                return Err(Error::approvals(interrupt::ApprovalError::NoThread));
-            }
-            Some(approvals) => {
-                Some(interrupt::check(&pending, approvals).map_err(Error::approvals)?)
-            }
-            None => None,
-        };
-        let mut builder = RunContext::builder()
+        let decided = decisions(source, &pending, approvals.as_ref())?;
+        let builder = RunContext::builder()
             .state(RunState { extensions: state })
             .extensions(extensions)
             .cancellation(cancellation.unwrap_or_default());
-        if let Some(id) = thread_id {
-            builder = builder.session_id(id);
-        }
-        if let Some(cwd) = cwd.or_else(|| inner.cwd.clone()) {
-            builder = builder.cwd(cwd);
-        }
-        if let Some(tx) = events {
-            builder = builder.events(tx);
-        }
-        let mut ctx = builder.build();
-        if let Some(target) = transcript {
-            ctx = ctx.with_transcript_file(target.path, Some(target.agent_id));
-        } else if let Some(dir) = &inner.transcripts {
-            ctx = ctx.with_transcript(dir);
-        }
-        // The file exists before any hook can be given its path.
-        if let Some(transcript) = ctx.transcript() {
-            transcript.touch();
-        }
+        let ctx = context(inner, builder, thread_id, cwd, events, transcript);
         ctx.emit_with(|| AgentEvent::AgentStart {
             thread_id: ctx.session_id().to_owned(),
             run_id: ctx.run_id().to_owned(),
@@ -287,34 +318,9 @@ impl<'a> Run<'a> {
         }
         let mut transcribed = transcribed;
         if let Some(decided) = decided {
-            // Decided in this save, before any approved call runs (see `interrupt`).
-            run.pending.clear();
-            let (outputs, approved) = interrupt::prepare(&decided);
-            let n = outputs.len();
-            let at = interrupt::insert_outputs(&mut history, outputs);
-            // The transcript gets the denials now and the approved calls' outputs when they
-            // end (not their placeholders).
-            transcribed += n;
-            if let Some(transcript) = run.ctx.transcript() {
-                let denials = decided.iter().zip(history.iter().skip(at));
-                transcript.append(denials.filter_map(|((_, d), m)| {
-                    matches!(d, interrupt::Decision::Deny { .. }).then_some(m)
-                }));
-            }
-            run.approved = approved;
+            transcribed += run.apply_decisions(&mut history, &decided);
         } else {
-            if !run.pending.is_empty() {
-                let outputs = std::mem::take(&mut run.pending)
-                    .iter()
-                    .map(|p| interrupt::denied(&p.id, interrupt::SUPERSEDED))
-                    .collect::<Vec<_>>();
-                let n = outputs.len();
-                let at = interrupt::insert_outputs(&mut history, outputs);
-                transcribed += n;
-                if let Some(transcript) = run.ctx.transcript() {
-                    transcript.append(history.iter().skip(at).take(n));
-                }
-            }
+            transcribed += run.supersede_pending(&mut history);
             history.push(Message::user(prompt));
             if !prompt_context.is_empty() {
                 history.push(Message::user(reminder_message(&prompt_context)));
@@ -325,6 +331,48 @@ impl<'a> Run<'a> {
         // point keeps it, and every whole step.
         run.save().await?;
         Ok(Started::Running(run))
+    }
+
+    /// Answers the thread's pending calls as an approvals run decided them, in this save,
+    /// before any approved call runs (see `interrupt`): denials as outputs, approved calls
+    /// with placeholder outputs, to run first. Returns how many outputs went into `history`
+    /// (the transcript gets the denials now and the approved calls' outputs when they end,
+    /// not their placeholders).
+    fn apply_decisions(
+        &mut self,
+        history: &mut Messages,
+        decided: &[(PendingCall, interrupt::Decision)],
+    ) -> usize {
+        self.pending.clear();
+        let (outputs, approved) = interrupt::prepare(decided);
+        let n = outputs.len();
+        let at = interrupt::insert_outputs(history, outputs);
+        if let Some(transcript) = self.ctx.transcript() {
+            let denials = decided.iter().zip(history.iter().skip(at));
+            transcript.append(denials.filter_map(|((_, d), m)| {
+                matches!(d, interrupt::Decision::Deny { .. }).then_some(m)
+            }));
+        }
+        self.approved = approved;
+        n
+    }
+
+    /// Denies the thread's pending calls as superseded by a new prompt (outputs in `history`
+    /// and the transcript); returns how many.
+    fn supersede_pending(&mut self, history: &mut Messages) -> usize {
+        if self.pending.is_empty() {
+            return 0;
+        }
+        let outputs = std::mem::take(&mut self.pending)
+            .iter()
+            .map(|p| interrupt::denied(&p.id, interrupt::SUPERSEDED))
+            .collect::<Vec<_>>();
+        let n = outputs.len();
+        let at = interrupt::insert_outputs(history, outputs);
+        if let Some(transcript) = self.ctx.transcript() {
+            transcript.append(history.iter().skip(at).take(n));
+        }
+        n
     }
 
     /// The loop hooks of the start: SessionStart (its contexts are kept for the system

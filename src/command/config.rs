@@ -780,25 +780,7 @@ fn parse_handler(
     let Value::Object(h) = value else {
         return Err(err("", "must be an object with `type` and `command`"));
     };
-    const TYPES: &str = "\"command\", \"http\", \"mcp_tool\", \"prompt\", \"agent\"";
-    let kind = match h.get("type") {
-        Some(Value::String(t))
-            if matches!(
-                t.as_str(),
-                "command" | "http" | "mcp_tool" | "prompt" | "agent"
-            ) =>
-        {
-            t.as_str()
-        }
-        Some(Value::String(t)) => {
-            return Err(err(
-                "type",
-                &format!("unknown handler type `{t}` (supported: {TYPES})"),
-            ));
-        }
-        None => return Err(err("", &format!("missing `type` ({TYPES})"))),
-        Some(_) => return Err(err("type", &format!("must be a string ({TYPES})"))),
-    };
+    let kind = handler_type(h, &err)?;
     let extras = extras(h, file, path, out)?;
     let timeout = timeout(h, "timeout").map_err(|m| err("timeout", m))?;
     let flag = |name: &str| flag(h, name).map_err(|m| err(name, m));
@@ -820,18 +802,12 @@ fn parse_handler(
             ));
         }
         let exec = match kind {
-            "http" => match http_handler(event, h, file, path, out, &err)? {
-                Some(exec) => exec,
-                None => return Ok(None),
-            },
-            "mcp_tool" => match mcp_handler(h, file, path, out, &err)? {
-                Some(exec) => exec,
-                None => return Ok(None),
-            },
-            _ => match model_handler(event, kind, h, file, path, out, &err)? {
-                Some(exec) => exec,
-                None => return Ok(None),
-            },
+            "http" => http_handler(event, h, file, path, out, &err)?,
+            "mcp_tool" => mcp_handler(h, file, path, out, &err)?,
+            _ => model_handler(event, kind, h, file, path, out, &err)?,
+        };
+        let Some(exec) = exec else {
+            return Ok(None);
         };
         return Ok(Some(Definition {
             exec,
@@ -844,6 +820,57 @@ fn parse_handler(
             extras,
         }));
     }
+    let Some(exec) = command_handler(h, file, path, out, &err)? else {
+        return Ok(None);
+    };
+    if persistent && background {
+        return Err(err("persistent", "a persistent handler cannot be `async`"));
+    }
+    Ok(Some(Definition {
+        exec,
+        timeout,
+        fail_closed,
+        persistent,
+        background,
+        rewake,
+        origin: format!("{file}: {path}"),
+        extras,
+    }))
+}
+
+/// A handler's `type`: `command`, `http`, `mcp_tool`, `prompt` or `agent`.
+fn handler_type<'h>(
+    h: &'h Map<String, Value>,
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<&'h str, ConfigError> {
+    const TYPES: &str = "\"command\", \"http\", \"mcp_tool\", \"prompt\", \"agent\"";
+    match h.get("type") {
+        Some(Value::String(t))
+            if matches!(
+                t.as_str(),
+                "command" | "http" | "mcp_tool" | "prompt" | "agent"
+            ) =>
+        {
+            Ok(t.as_str())
+        }
+        Some(Value::String(t)) => Err(err(
+            "type",
+            &format!("unknown handler type `{t}` (supported: {TYPES})"),
+        )),
+        None => Err(err("", &format!("missing `type` ({TYPES})"))),
+        Some(_) => Err(err("type", &format!("must be a string ({TYPES})"))),
+    }
+}
+
+/// What a `command` handler runs: `command` with `args` and no shell, or `command` in
+/// `shell` (`sh` or `bash`). `None` (with a warning) for a shell tower-agent does not support.
+fn command_handler(
+    h: &Map<String, Value>,
+    file: &str,
+    path: &str,
+    out: &mut Config,
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<Option<Exec>, ConfigError> {
     let command = match h.get("command") {
         Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
         Some(Value::String(_)) => return Err(err("command", "must not be empty")),
@@ -876,25 +903,12 @@ fn parse_handler(
         }
         Some(_) => return Err(err("shell", "must be a string")),
     };
-    if persistent && background {
-        return Err(err("persistent", "a persistent handler cannot be `async`"));
-    }
-    let exec = match args {
+    Ok(Some(match args {
         Some(args) => Exec::Argv {
             program: command,
             args,
         },
         None => Exec::Shell { shell, command },
-    };
-    Ok(Some(Definition {
-        exec,
-        timeout,
-        fail_closed,
-        persistent,
-        background,
-        rewake,
-        origin: format!("{file}: {path}"),
-        extras,
     }))
 }
 

@@ -23,8 +23,8 @@ use crate::{
             BeforeModel, HookFuture, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
             Notification, PermissionDenied, PermissionRequest, PostCompactInput, PostToolBatch,
             PostToolUse, PostToolUseFailure, PreToolUse, SessionStart, SessionStartInput, Stop,
-            StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent,
-            TaskInput, ToolBatch, ToolFailure, UserPrompt,
+            StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskInput,
+            ToolBatch, ToolFailure, UserPrompt,
         },
         matcher::ToolMatcher,
         summarize::{CompactDecision, CompactInfo},
@@ -324,214 +324,253 @@ fn joined(parts: Vec<String>, separator: &str) -> Option<String> {
 
 // ===== registration =====
 
-pub(crate) fn register(inner: &Arc<Inner>, mut hooks: Hooks) -> Hooks {
-    let entries = |event| -> &[Entry] { inner.entries(event) };
-    if !entries(HookEvent::PreToolUse).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .before_tool_use(union(entries(HookEvent::PreToolUse)), move |call, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.pre_tool_use(&call, &ctx).await }
-            })
-            .into();
-    }
-    if !entries(HookEvent::PostToolUse).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .after_tool_use(
-                union(entries(HookEvent::PostToolUse)),
-                move |call, output, ctx| {
-                    let i = Arc::clone(&i);
-                    async move { i.post_tool_use(&call, &output, &ctx).await }
-                },
-            )
-            .into();
-    }
-    if !entries(HookEvent::PostToolUseFailure).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_tool_failure(
-                union(entries(HookEvent::PostToolUseFailure)),
-                move |call, failure, ctx| {
-                    let i = Arc::clone(&i);
-                    async move { i.post_tool_use_failure(&call, &failure, &ctx).await }
-                },
-            )
-            .into();
-    }
-    if !entries(HookEvent::UserPromptSubmit).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_user_prompt(move |prompt, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.user_prompt(&prompt, &ctx).await }
-            })
-            .into();
-    }
-    if !entries(HookEvent::Stop).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_stop(move |input, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.stop(HookEvent::Stop, input, &ctx).await }
-            })
-            .into();
-    }
-    if !entries(HookEvent::SubagentStop).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_subagent_stop(
-                union(entries(HookEvent::SubagentStop)),
-                move |input, ctx| {
-                    let i = Arc::clone(&i);
-                    async move { i.stop(HookEvent::SubagentStop, input, &ctx).await }
-                },
-            )
-            .into();
-    }
-    if !entries(HookEvent::SessionStart).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_session_start_for(
-                union(entries(HookEvent::SessionStart)),
-                move |input, ctx| {
-                    let i = Arc::clone(&i);
-                    async move { i.session_start(input, &ctx).await }
-                },
-            )
-            .into();
-    }
-    if !entries(HookEvent::SessionEnd).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_session_end(move |response, ctx| i.session_end(response, ctx))
-            .into();
-    }
-    if !entries(HookEvent::StopFailure).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_stop_failure(union(entries(HookEvent::StopFailure)), move |input, ctx| {
-                i.stop_failure(input, ctx)
-            })
-            .into();
-    }
-    if !entries(HookEvent::SubagentStart).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_subagent_start(
-                union(entries(HookEvent::SubagentStart)),
-                move |input, ctx| {
-                    let i = Arc::clone(&i);
-                    async move { i.subagent_start(input, &ctx).await }
-                },
-            )
-            .into();
-    }
-    for (event, task) in [
-        (HookEvent::TaskCreated, TaskEvent::Created),
-        (HookEvent::TaskCompleted, TaskEvent::Completed),
-    ] {
-        if entries(event).is_empty() {
-            continue;
+/// Adds one callback per configured event to `hooks`, in the order of [`EVENTS`].
+pub(crate) fn register(inner: &Arc<Inner>, hooks: Hooks) -> Hooks {
+    EVENTS.iter().fold(hooks, |hooks, &(event, add)| {
+        let entries = inner.entries(event);
+        if entries.is_empty() {
+            hooks
+        } else {
+            add(inner, entries, hooks)
         }
-        let i = Arc::clone(inner);
-        let f = move |input, ctx: RunContext| {
-            let i = Arc::clone(&i);
-            async move { i.task(event, input, &ctx).await }
-        };
-        hooks = match task {
-            TaskEvent::Created => hooks.on_task_created(f),
-            _ => hooks.on_task_completed(f),
-        }
-        .into();
-    }
-    if !entries(HookEvent::InstructionsLoaded).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_instructions_loaded(
-                union(entries(HookEvent::InstructionsLoaded)),
-                move |input, ctx| i.instructions_loaded(input, ctx),
-            )
-            .into();
-    }
-    if !entries(HookEvent::PostCompact).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_post_compact(union(entries(HookEvent::PostCompact)), move |input, ctx| {
-                i.post_compact(input, ctx)
-            })
-            .into();
-    }
-    if !entries(HookEvent::MessageDisplay).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_message_display(move |input, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.message_display(input, &ctx).await }
-            })
-            .into();
-    }
-    if !entries(HookEvent::Notification).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_notify(
-                union(entries(HookEvent::Notification)),
-                move |notification, ctx| i.notification(notification, ctx),
-            )
-            .into();
-    }
-    if !entries(HookEvent::PermissionRequest).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_permission_request(
-                union(entries(HookEvent::PermissionRequest)),
-                move |call, ctx| {
-                    let i = Arc::clone(&i);
-                    async move { i.permission_request(&call, &ctx).await }
-                },
-            )
-            .into();
-    }
-    if !entries(HookEvent::PermissionDenied).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_permission_denied(
-                union(entries(HookEvent::PermissionDenied)),
-                move |call, reason, ctx| {
-                    let i = Arc::clone(&i);
-                    async move { i.permission_denied(&call, &reason, &ctx).await }
-                },
-            )
-            .into();
-    }
-    if !entries(HookEvent::PostToolBatch).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .on_post_tool_batch(move |batch, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.post_tool_batch(&batch, &ctx).await }
-            })
-            .into();
-    }
-    if !entries(HookEvent::BeforeModel).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .before_model(move |req| {
-                let i = Arc::clone(&i);
-                async move { i.before_model(req).await }
-            })
-            .into();
-    }
-    if !entries(HookEvent::AfterModel).is_empty() {
-        let i = Arc::clone(inner);
-        hooks = hooks
-            .after_model(move |resp, ctx| {
-                let i = Arc::clone(&i);
-                async move { i.after_model(resp, &ctx).await }
-            })
-            .into();
-    }
+    })
+}
+
+/// Adds the callback of one event to a registry; the event's configured handlers (never
+/// none) give the callback's matcher.
+type Add = fn(&Arc<Inner>, &[Entry], Hooks) -> Hooks;
+
+/// The events [`register`] adds a callback for, in registration order (the registry labels
+/// hooks by their position), each with how it is added.
+const EVENTS: [(HookEvent, Add); 21] = [
+    (HookEvent::PreToolUse, add_pre_tool_use),
+    (HookEvent::PostToolUse, add_post_tool_use),
+    (HookEvent::PostToolUseFailure, add_post_tool_use_failure),
+    (HookEvent::UserPromptSubmit, add_user_prompt_submit),
+    (HookEvent::Stop, add_stop),
+    (HookEvent::SubagentStop, add_subagent_stop),
+    (HookEvent::SessionStart, add_session_start),
+    (HookEvent::SessionEnd, add_session_end),
+    (HookEvent::StopFailure, add_stop_failure),
+    (HookEvent::SubagentStart, add_subagent_start),
+    (HookEvent::TaskCreated, add_task_created),
+    (HookEvent::TaskCompleted, add_task_completed),
+    (HookEvent::InstructionsLoaded, add_instructions_loaded),
+    (HookEvent::PostCompact, add_post_compact),
+    (HookEvent::MessageDisplay, add_message_display),
+    (HookEvent::Notification, add_notification),
+    (HookEvent::PermissionRequest, add_permission_request),
+    (HookEvent::PermissionDenied, add_permission_denied),
+    (HookEvent::PostToolBatch, add_post_tool_batch),
+    (HookEvent::BeforeModel, add_before_model),
+    (HookEvent::AfterModel, add_after_model),
+];
+
+// The tool events.
+
+fn add_pre_tool_use(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
     hooks
+        .before_tool_use(union(entries), move |call, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.pre_tool_use(&call, &ctx).await }
+        })
+        .into()
+}
+
+fn add_post_tool_use(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .after_tool_use(union(entries), move |call, output, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.post_tool_use(&call, &output, &ctx).await }
+        })
+        .into()
+}
+
+fn add_post_tool_use_failure(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_tool_failure(union(entries), move |call, failure, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.post_tool_use_failure(&call, &failure, &ctx).await }
+        })
+        .into()
+}
+
+fn add_permission_request(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_permission_request(union(entries), move |call, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.permission_request(&call, &ctx).await }
+        })
+        .into()
+}
+
+fn add_permission_denied(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_permission_denied(union(entries), move |call, reason, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.permission_denied(&call, &reason, &ctx).await }
+        })
+        .into()
+}
+
+fn add_post_tool_batch(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_post_tool_batch(move |batch, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.post_tool_batch(&batch, &ctx).await }
+        })
+        .into()
+}
+
+// The run's events: its prompt, start, stop and end, and its subagents'.
+
+fn add_user_prompt_submit(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_user_prompt(move |prompt, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.user_prompt(&prompt, &ctx).await }
+        })
+        .into()
+}
+
+fn add_stop(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_stop(move |input, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.stop(HookEvent::Stop, input, &ctx).await }
+        })
+        .into()
+}
+
+fn add_subagent_stop(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_subagent_stop(union(entries), move |input, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.stop(HookEvent::SubagentStop, input, &ctx).await }
+        })
+        .into()
+}
+
+fn add_session_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_session_start_for(union(entries), move |input, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.session_start(input, &ctx).await }
+        })
+        .into()
+}
+
+fn add_session_end(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_session_end(move |response, ctx| i.session_end(response, ctx))
+        .into()
+}
+
+fn add_stop_failure(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_stop_failure(union(entries), move |input, ctx| i.stop_failure(input, ctx))
+        .into()
+}
+
+fn add_subagent_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_subagent_start(union(entries), move |input, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.subagent_start(input, &ctx).await }
+        })
+        .into()
+}
+
+// What the run tells: tasks, instructions, compaction, messages, notifications.
+
+fn add_task_created(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_task_created(move |input, ctx: RunContext| {
+            let i = Arc::clone(&i);
+            async move { i.task(HookEvent::TaskCreated, input, &ctx).await }
+        })
+        .into()
+}
+
+fn add_task_completed(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_task_completed(move |input, ctx: RunContext| {
+            let i = Arc::clone(&i);
+            async move { i.task(HookEvent::TaskCompleted, input, &ctx).await }
+        })
+        .into()
+}
+
+fn add_instructions_loaded(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_instructions_loaded(union(entries), move |input, ctx| {
+            i.instructions_loaded(input, ctx)
+        })
+        .into()
+}
+
+fn add_post_compact(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_post_compact(union(entries), move |input, ctx| i.post_compact(input, ctx))
+        .into()
+}
+
+fn add_message_display(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_message_display(move |input, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.message_display(input, &ctx).await }
+        })
+        .into()
+}
+
+fn add_notification(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .on_notify(union(entries), move |notification, ctx| {
+            i.notification(notification, ctx)
+        })
+        .into()
+}
+
+// The model events.
+
+fn add_before_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .before_model(move |req| {
+            let i = Arc::clone(&i);
+            async move { i.before_model(req).await }
+        })
+        .into()
+}
+
+fn add_after_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+    let i = Arc::clone(inner);
+    hooks
+        .after_model(move |resp, ctx| {
+            let i = Arc::clone(&i);
+            async move { i.after_model(resp, &ctx).await }
+        })
+        .into()
 }
 
 /// The PreCompact callback for [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact).

@@ -106,82 +106,8 @@ pub(crate) fn load_plugin(
         None
     };
     let manifest_file = manifest_path.display().to_string();
-    let name = match &manifest {
-        None => root
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "plugin".into()),
-        Some(Value::Object(m)) => match m.get("name") {
-            Some(Value::String(n)) if !n.trim().is_empty() => n.trim().to_owned(),
-            Some(_) => {
-                return Err(ConfigError::new(
-                    &manifest_file,
-                    "name",
-                    "must be a non-empty string",
-                ));
-            }
-            None => return Err(ConfigError::new(&manifest_file, "", "missing `name`")),
-        },
-        Some(_) => {
-            return Err(ConfigError::new(
-                &manifest_file,
-                "",
-                "plugin.json must be a JSON object",
-            ));
-        }
-    };
-
-    // What to load: hooks/hooks.json, then the manifest's `hooks`.
-    let mut sources: Vec<(Value, String)> = Vec::new();
-    let default = root.join("hooks/hooks.json");
-    if default.is_file() {
-        sources.push((config::read_json(&default)?, default.display().to_string()));
-    }
-    let extra = manifest
-        .as_ref()
-        .and_then(|m| m.get("hooks"))
-        .filter(|v| !v.is_null());
-    let add_path = |p: &str, at: &str, sources: &mut Vec<(Value, String)>| {
-        let file = inside(&root, p).ok_or_else(|| {
-            ConfigError::new(
-                &manifest_file,
-                at,
-                format!("`{p}`: a path must start with `./` and stay inside the plugin"),
-            )
-        })?;
-        if file != default {
-            sources.push((config::read_json(&file)?, file.display().to_string()));
-        }
-        Ok::<_, ConfigError>(())
-    };
-    match extra {
-        None => {}
-        Some(Value::String(p)) => add_path(p, "hooks", &mut sources)?,
-        Some(Value::Array(paths)) => {
-            for (i, p) in paths.iter().enumerate() {
-                let at = format!("hooks[{i}]");
-                let Value::String(p) = p else {
-                    return Err(ConfigError::new(&manifest_file, at, "must be a path"));
-                };
-                add_path(p, &at, &mut sources)?;
-            }
-        }
-        Some(Value::Object(inline)) => {
-            let value = if inline.contains_key("hooks") {
-                Value::Object(inline.clone())
-            } else {
-                json!({ "hooks": inline })
-            };
-            sources.push((value, format!("{manifest_file}: hooks")));
-        }
-        Some(_) => {
-            return Err(ConfigError::new(
-                &manifest_file,
-                "hooks",
-                "must be a path, an array of paths or an object",
-            ));
-        }
-    }
+    let name = plugin_name(&root, manifest.as_ref(), &manifest_file)?;
+    let sources = hook_sources(&root, manifest.as_ref(), &manifest_file)?;
     if sources.is_empty() {
         return Ok(());
     }
@@ -222,6 +148,93 @@ pub(crate) fn load_plugin(
     });
     out.source = saved;
     result
+}
+
+/// The plugin's name: the manifest's `name`, or the folder's without a manifest.
+fn plugin_name(
+    root: &Path,
+    manifest: Option<&Value>,
+    manifest_file: &str,
+) -> Result<String, ConfigError> {
+    match manifest {
+        None => Ok(root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "plugin".into())),
+        Some(Value::Object(m)) => match m.get("name") {
+            Some(Value::String(n)) if !n.trim().is_empty() => Ok(n.trim().to_owned()),
+            Some(_) => Err(ConfigError::new(
+                manifest_file,
+                "name",
+                "must be a non-empty string",
+            )),
+            None => Err(ConfigError::new(manifest_file, "", "missing `name`")),
+        },
+        Some(_) => Err(ConfigError::new(
+            manifest_file,
+            "",
+            "plugin.json must be a JSON object",
+        )),
+    }
+}
+
+/// The hook configurations to load, each with the file it names in errors:
+/// `hooks/hooks.json`, then what the manifest's `hooks` names (a path, paths, or inline).
+fn hook_sources(
+    root: &Path,
+    manifest: Option<&Value>,
+    manifest_file: &str,
+) -> Result<Vec<(Value, String)>, ConfigError> {
+    let mut sources: Vec<(Value, String)> = Vec::new();
+    let default = root.join("hooks/hooks.json");
+    if default.is_file() {
+        sources.push((config::read_json(&default)?, default.display().to_string()));
+    }
+    let extra = manifest
+        .and_then(|m| m.get("hooks"))
+        .filter(|v| !v.is_null());
+    let add_path = |p: &str, at: &str, sources: &mut Vec<(Value, String)>| {
+        let file = inside(root, p).ok_or_else(|| {
+            ConfigError::new(
+                manifest_file,
+                at,
+                format!("`{p}`: a path must start with `./` and stay inside the plugin"),
+            )
+        })?;
+        if file != default {
+            sources.push((config::read_json(&file)?, file.display().to_string()));
+        }
+        Ok::<_, ConfigError>(())
+    };
+    match extra {
+        None => {}
+        Some(Value::String(p)) => add_path(p, "hooks", &mut sources)?,
+        Some(Value::Array(paths)) => {
+            for (i, p) in paths.iter().enumerate() {
+                let at = format!("hooks[{i}]");
+                let Value::String(p) = p else {
+                    return Err(ConfigError::new(manifest_file, at, "must be a path"));
+                };
+                add_path(p, &at, &mut sources)?;
+            }
+        }
+        Some(Value::Object(inline)) => {
+            let value = if inline.contains_key("hooks") {
+                Value::Object(inline.clone())
+            } else {
+                json!({ "hooks": inline })
+            };
+            sources.push((value, format!("{manifest_file}: hooks")));
+        }
+        Some(_) => {
+            return Err(ConfigError::new(
+                manifest_file,
+                "hooks",
+                "must be a path, an array of paths or an object",
+            ));
+        }
+    }
+    Ok(sources)
 }
 
 /// `./path` inside `root` (lexically: no `..` out of it).

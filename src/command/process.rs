@@ -749,6 +749,45 @@ fn read_json(
     report: Report<'_>,
 ) -> Option<String> {
     let name = &handler.label;
+    read_common(event, name, json, verdict, report);
+    let specific = specific_output(event, name, json, report)?;
+    let mut denial = None;
+    if event == HookEvent::PreToolUse
+        && let Some((p, given)) = permission_decision(event, name, specific, report)
+    {
+        if p == Permission::Deny {
+            denial.clone_from(&given);
+        }
+        let why = given.unwrap_or_else(|| format!("decided by hook `{name}`"));
+        verdict.permission = Some((p, why));
+        if p == Permission::Defer {
+            // The reference: for "defer", the reason, updatedInput and
+            // additionalContext are ignored.
+            return None;
+        }
+    }
+    if event == HookEvent::PermissionRequest {
+        verdict.request = permission_request(event, name, specific.get("decision"), report);
+    }
+    if event == HookEvent::PermissionDenied {
+        verdict.retry = specific.get("retry") == Some(&Value::Bool(true));
+    }
+    if matches!(event, HookEvent::Elicitation | HookEvent::ElicitationResult) {
+        verdict.elicitation = elicitation(event, name, specific, report);
+    }
+    read_updates(event, name, specific, verdict, report);
+    denial
+}
+
+/// The fields every event reads: `continue` / `stopReason`, `systemMessage`, and `decision`
+/// / `reason` (`block`, or the legacy PreToolUse `approve`).
+fn read_common(
+    event: HookEvent,
+    name: &str,
+    json: &Map<String, Value>,
+    verdict: &mut Verdict,
+    report: Report<'_>,
+) {
     if json.get("continue") == Some(&Value::Bool(false)) {
         verdict.stop = Some(
             text(json.get("stopReason"))
@@ -762,21 +801,26 @@ fn read_json(
     let reason = text(json.get("reason"));
     match json.get("decision").and_then(Value::as_str) {
         Some("block") => {
-            verdict.block = Some(
-                reason
-                    .clone()
-                    .unwrap_or_else(|| format!("blocked by hook `{name}`")),
-            );
+            verdict.block = Some(reason.unwrap_or_else(|| format!("blocked by hook `{name}`")));
         }
         // Legacy PreToolUse answer.
         Some("approve") if event == HookEvent::PreToolUse => {
-            verdict.permission = Some((Permission::Allow, reason.clone().unwrap_or_default()));
+            verdict.permission = Some((Permission::Allow, reason.unwrap_or_default()));
         }
         Some(other) => tracing::debug!(hook = %name, decision = other, "unknown decision ignored"),
         None => {}
     }
-    let specific = json.get("hookSpecificOutput")?;
-    let Value::Object(specific) = specific else {
+}
+
+/// `hookSpecificOutput`, if the answer has one that is an object for this event (anything
+/// else is reported and ignored).
+fn specific_output<'j>(
+    event: HookEvent,
+    name: &str,
+    json: &'j Map<String, Value>,
+    report: Report<'_>,
+) -> Option<&'j Map<String, Value>> {
+    let Value::Object(specific) = json.get("hookSpecificOutput")? else {
         report.warn(format!(
             "{event} hook `{name}`: hookSpecificOutput is not an object; ignored"
         ));
@@ -790,45 +834,42 @@ fn read_json(
         ));
         return None;
     }
-    let mut denial = None;
-    if event == HookEvent::PreToolUse
-        && let Some(decision) = specific.get("permissionDecision").and_then(Value::as_str)
-    {
-        let permission = match decision {
-            "allow" => Some(Permission::Allow),
-            "ask" => Some(Permission::Ask),
-            "deny" => Some(Permission::Deny),
-            "defer" => Some(Permission::Defer),
-            other => {
-                report.warn(format!(
-                    "{event} hook `{name}`: unknown permissionDecision `{other}`; ignored"
-                ));
-                None
-            }
-        };
-        if let Some(p) = permission {
-            let given = text(specific.get("permissionDecisionReason"));
-            if p == Permission::Deny {
-                denial.clone_from(&given);
-            }
-            let why = given.unwrap_or_else(|| format!("decided by hook `{name}`"));
-            verdict.permission = Some((p, why));
-            if p == Permission::Defer {
-                // The reference: for "defer", the reason, updatedInput and
-                // additionalContext are ignored.
-                return None;
-            }
+    Some(specific)
+}
+
+/// A PreToolUse `permissionDecision` and its `permissionDecisionReason`; an unknown decision
+/// is reported and ignored.
+fn permission_decision(
+    event: HookEvent,
+    name: &str,
+    specific: &Map<String, Value>,
+    report: Report<'_>,
+) -> Option<(Permission, Option<String>)> {
+    let permission = match specific.get("permissionDecision").and_then(Value::as_str)? {
+        "allow" => Permission::Allow,
+        "ask" => Permission::Ask,
+        "deny" => Permission::Deny,
+        "defer" => Permission::Defer,
+        other => {
+            report.warn(format!(
+                "{event} hook `{name}`: unknown permissionDecision `{other}`; ignored"
+            ));
+            return None;
         }
-    }
-    if event == HookEvent::PermissionRequest {
-        verdict.request = permission_request(event, name, specific.get("decision"), report);
-    }
-    if event == HookEvent::PermissionDenied {
-        verdict.retry = specific.get("retry") == Some(&Value::Bool(true));
-    }
-    if matches!(event, HookEvent::Elicitation | HookEvent::ElicitationResult) {
-        verdict.elicitation = elicitation(event, name, specific, report);
-    }
+    };
+    Some((permission, text(specific.get("permissionDecisionReason"))))
+}
+
+/// What `hookSpecificOutput` replaces or adds: `updatedInput` (an object; anything else
+/// denies a PreToolUse call), `updatedToolOutput`, `additionalContext`, `displayContent`,
+/// `llm_request` and `llm_response`.
+fn read_updates(
+    event: HookEvent,
+    name: &str,
+    specific: &Map<String, Value>,
+    verdict: &mut Verdict,
+    report: Report<'_>,
+) {
     match specific.get("updatedInput") {
         None | Some(Value::Null) => {}
         Some(input @ Value::Object(_)) => verdict.updated_input = Some(input.clone()),
@@ -862,7 +903,6 @@ fn read_json(
     if let Some(response) = specific.get("llm_response").filter(|v| !v.is_null()) {
         verdict.llm_response = Some(response.clone());
     }
-    denial
 }
 
 /// An Elicitation / ElicitationResult answer: `action` (`accept`, `decline`, `cancel`) and,

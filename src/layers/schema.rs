@@ -419,24 +419,48 @@ fn example(schema: &Value, root: &Value, depth: usize) -> Value {
     if depth > MAX_DEPTH {
         return Value::Null;
     }
-    if let Some(v) = obj.get("const").or_else(|| obj.get("default")) {
+    if let Some(v) = given_example(obj) {
         return v.clone();
     }
-    for key in ["examples", "enum"] {
-        if let Some(first) = obj
-            .get(key)
+    if let Some(v) = composed_example(obj, root, depth) {
+        return v;
+    }
+    match schema_type(obj) {
+        Some("object") => example_object(obj, root, depth),
+        Some("array") => example_array(obj, root, depth),
+        Some("string") => Value::String(example_string(obj)),
+        Some("integer") => example_number(obj, true),
+        Some("number") => example_number(obj, false),
+        Some("boolean") => Value::Bool(false),
+        _ => Value::Null,
+    }
+}
+
+/// The value a schema gives itself: `const`, `default`, the first of `examples` or `enum`.
+fn given_example(obj: &serde_json::Map<String, Value>) -> Option<&Value> {
+    if let Some(v) = obj.get("const").or_else(|| obj.get("default")) {
+        return Some(v);
+    }
+    ["examples", "enum"].into_iter().find_map(|key| {
+        obj.get(key)
             .and_then(Value::as_array)
             .and_then(|a| a.first())
-        {
-            return first.clone();
-        }
-    }
+    })
+}
+
+/// The example of a schema made of others: the `$ref` target, the first non-null branch of
+/// `anyOf` / `oneOf`, or the `allOf` parts' examples merged.
+fn composed_example(
+    obj: &serde_json::Map<String, Value>,
+    root: &Value,
+    depth: usize,
+) -> Option<Value> {
     if let Some(target) = obj
         .get("$ref")
         .and_then(Value::as_str)
         .and_then(|r| resolve_ref(root, r))
     {
-        return example(target, root, depth + 1);
+        return Some(example(target, root, depth + 1));
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(branches) = obj.get(key).and_then(Value::as_array) {
@@ -445,23 +469,24 @@ fn example(schema: &Value, root: &Value, depth: usize) -> Value {
                 .find(|b| b.get("type").and_then(Value::as_str) != Some("null"))
                 .or_else(|| branches.first());
             if let Some(branch) = branch {
-                return example(branch, root, depth + 1);
+                return Some(example(branch, root, depth + 1));
             }
         }
     }
-    if let Some(parts) = obj.get("allOf").and_then(Value::as_array) {
-        let mut merged: Option<Value> = None;
-        for part in parts {
-            match (merged.as_mut(), example(part, root, depth + 1)) {
-                (Some(Value::Object(m)), Value::Object(more)) => m.extend(more),
-                (None, v) => merged = Some(v),
-                _ => {}
-            }
-        }
-        if let Some(v) = merged {
-            return v;
+    let parts = obj.get("allOf").and_then(Value::as_array)?;
+    let mut merged: Option<Value> = None;
+    for part in parts {
+        match (merged.as_mut(), example(part, root, depth + 1)) {
+            (Some(Value::Object(m)), Value::Object(more)) => m.extend(more),
+            (None, v) => merged = Some(v),
+            _ => {}
         }
     }
+    merged
+}
+
+/// The schema's `type` (the first non-null one of a list), else the type its keywords imply.
+fn schema_type(obj: &serde_json::Map<String, Value>) -> Option<&str> {
     let ty = match obj.get("type") {
         Some(Value::String(t)) => Some(t.as_str()),
         Some(Value::Array(types)) => types
@@ -471,7 +496,7 @@ fn example(schema: &Value, root: &Value, depth: usize) -> Value {
             .or(Some("null")),
         _ => None,
     };
-    let ty = ty.or_else(|| {
+    ty.or_else(|| {
         if obj.contains_key("properties") || obj.contains_key("required") {
             Some("object")
         } else if obj.contains_key("items") || obj.contains_key("prefixItems") {
@@ -479,63 +504,57 @@ fn example(schema: &Value, root: &Value, depth: usize) -> Value {
         } else {
             None
         }
-    });
-    match ty {
-        Some("object") => {
-            let props = obj.get("properties").and_then(Value::as_object);
-            let required = obj.get("required").and_then(Value::as_array);
-            let mut out = serde_json::Map::new();
-            let required: Vec<&str> = required
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            if required.is_empty() {
-                // Nothing required: show the shape rather than `{}`.
-                for (name, s) in props.into_iter().flatten() {
-                    out.insert(name.clone(), example(s, root, depth + 1));
-                }
-            }
-            for name in required {
-                let value = props
-                    .and_then(|p| p.get(name))
-                    .map_or(Value::Null, |s| example(s, root, depth + 1));
-                out.insert(name.to_owned(), value);
-            }
-            Value::Object(out)
+    })
+}
+
+/// Every `required` property by its own schema; every property if none is required.
+fn example_object(obj: &serde_json::Map<String, Value>, root: &Value, depth: usize) -> Value {
+    let props = obj.get("properties").and_then(Value::as_object);
+    let required = obj.get("required").and_then(Value::as_array);
+    let mut out = serde_json::Map::new();
+    let required: Vec<&str> = required
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if required.is_empty() {
+        // Nothing required: show the shape rather than `{}`.
+        for (name, s) in props.into_iter().flatten() {
+            out.insert(name.clone(), example(s, root, depth + 1));
         }
-        Some("array") => {
-            let min = obj.get("minItems").and_then(Value::as_u64).unwrap_or(1);
-            let n = min.clamp(1, 10) as usize;
-            let prefix = obj.get("prefixItems").and_then(Value::as_array);
-            let items = obj.get("items");
-            let items = match items {
-                Some(Value::Array(tuple)) => {
-                    // draft 4–2019-09 tuple form
-                    return Value::Array(
-                        tuple.iter().map(|s| example(s, root, depth + 1)).collect(),
-                    );
-                }
-                other => other,
-            };
-            let mut out: Vec<Value> = prefix
-                .into_iter()
-                .flatten()
-                .map(|s| example(s, root, depth + 1))
-                .collect();
-            if let Some(items) = items.filter(|i| !matches!(i, Value::Bool(false))) {
-                while out.len() < n {
-                    out.push(example(items, root, depth + 1));
-                }
-            }
-            Value::Array(out)
-        }
-        Some("string") => Value::String(example_string(obj)),
-        Some("integer") => example_number(obj, true),
-        Some("number") => example_number(obj, false),
-        Some("boolean") => Value::Bool(false),
-        _ => Value::Null,
     }
+    for name in required {
+        let value = props
+            .and_then(|p| p.get(name))
+            .map_or(Value::Null, |s| example(s, root, depth + 1));
+        out.insert(name.to_owned(), value);
+    }
+    Value::Object(out)
+}
+
+/// `minItems` items (at least 1, at most 10) by `prefixItems` then `items`; a tuple `items`
+/// (draft 4 to 2019-09) item by item.
+fn example_array(obj: &serde_json::Map<String, Value>, root: &Value, depth: usize) -> Value {
+    let min = obj.get("minItems").and_then(Value::as_u64).unwrap_or(1);
+    let n = min.clamp(1, 10) as usize;
+    let prefix = obj.get("prefixItems").and_then(Value::as_array);
+    let items = match obj.get("items") {
+        Some(Value::Array(tuple)) => {
+            return Value::Array(tuple.iter().map(|s| example(s, root, depth + 1)).collect());
+        }
+        other => other,
+    };
+    let mut out: Vec<Value> = prefix
+        .into_iter()
+        .flatten()
+        .map(|s| example(s, root, depth + 1))
+        .collect();
+    if let Some(items) = items.filter(|i| !matches!(i, Value::Bool(false))) {
+        while out.len() < n {
+            out.push(example(items, root, depth + 1));
+        }
+    }
+    Value::Array(out)
 }
 
 fn resolve_ref<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {

@@ -983,6 +983,14 @@ fn response(
 
 // ===== streaming =====
 
+/// The cache reads and writes among a usage's input tokens (0 for a count left out).
+fn cache_tokens(usage: &ApiUsage) -> (u64, u64) {
+    (
+        usage.cache_read_input_tokens.unwrap_or_default(),
+        usage.cache_creation_input_tokens.unwrap_or_default(),
+    )
+}
+
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum StreamEvent {
@@ -1113,180 +1121,202 @@ impl Assembly {
                 data.as_bytes(),
             )
         })?;
-        let step = ctx.step();
         match event {
-            StreamEvent::MessageStart { message } => {
-                self.id = message.id;
-                self.model = message.model;
-                if let Some(usage) = message.usage {
-                    self.input_tokens = usage.input();
-                    self.output_tokens = usage.output_tokens;
-                    self.cache_tokens = (
-                        usage.cache_read_input_tokens.unwrap_or_default(),
-                        usage.cache_creation_input_tokens.unwrap_or_default(),
-                    );
-                }
-            }
+            StreamEvent::MessageStart { message } => self.start_message(message),
             StreamEvent::ContentBlockStart {
                 index,
                 content_block,
-            } => {
-                self.kept = self.kept.saturating_add(data.len());
-                let Some(known) = is_known(&content_block) else {
-                    return Err(http::malformed(
-                        PROVIDER,
-                        "a started content block has no `type`",
-                        data.as_bytes(),
-                    ));
-                };
-                if !known {
-                    self.parts.insert(
-                        index,
-                        Part::Provider {
-                            block: content_block,
-                            json: String::new(),
-                        },
-                    );
-                    return Ok(false);
-                }
-                let content_block = StartBlock::deserialize(&content_block).map_err(|e| {
-                    http::malformed(
-                        PROVIDER,
-                        format!("a started content block is not valid: {e}"),
-                        data.as_bytes(),
-                    )
-                })?;
-                let part = match content_block {
-                    StartBlock::Text { text } => {
-                        if !text.is_empty() {
-                            let text = text.clone();
-                            ctx.emit_with(|| AgentEvent::ModelDelta {
-                                step,
-                                delta: ModelDelta::Text { text },
-                            });
-                        }
-                        Part::Text(text)
-                    }
-                    StartBlock::ToolUse { id, name, input } => {
-                        let call = self.calls;
-                        self.calls += 1;
-                        ctx.emit_with(|| AgentEvent::ModelDelta {
-                            step,
-                            delta: ModelDelta::ToolCall {
-                                index: call,
-                                id: Some(id.clone()),
-                                name: Some(name.clone()),
-                                arguments: String::new(),
-                            },
-                        });
-                        Part::Tool {
-                            call,
-                            id,
-                            name,
-                            input,
-                            json: String::new(),
-                        }
-                    }
-                    StartBlock::Thinking {
-                        thinking,
-                        signature,
-                    } => {
-                        if !thinking.is_empty() {
-                            let text = thinking.clone();
-                            ctx.emit_with(|| AgentEvent::ModelDelta {
-                                step,
-                                delta: ModelDelta::Reasoning { text },
-                            });
-                        }
-                        Part::Reasoning(Reasoning {
-                            signature: (!signature.is_empty()).then_some(signature),
-                            ..Reasoning::text(thinking)
-                        })
-                    }
-                    StartBlock::RedactedThinking { data } => {
-                        Part::Reasoning(Reasoning::redacted(data))
-                    }
-                };
-                self.parts.insert(index, part);
-            }
+            } => self.start_block(index, content_block, data, ctx)?,
             StreamEvent::ContentBlockDelta { index, delta } => {
-                match (self.parts.get_mut(&index), delta) {
-                    (Some(Part::Text(text)), BlockDelta::TextDelta { text: piece }) => {
-                        self.kept = self.kept.saturating_add(piece.len());
-                        text.push_str(&piece);
-                        ctx.emit_with(|| AgentEvent::ModelDelta {
-                            step,
-                            delta: ModelDelta::Text { text: piece },
-                        });
-                    }
-                    (
-                        Some(Part::Tool { call, json, .. }),
-                        BlockDelta::InputJsonDelta { partial_json },
-                    ) => {
-                        self.kept = self.kept.saturating_add(partial_json.len());
-                        json.push_str(&partial_json);
-                        let index = *call;
-                        ctx.emit_with(|| AgentEvent::ModelDelta {
-                            step,
-                            delta: ModelDelta::ToolCall {
-                                index,
-                                id: None,
-                                name: None,
-                                arguments: partial_json,
-                            },
-                        });
-                    }
-                    (Some(Part::Reasoning(r)), BlockDelta::ThinkingDelta { thinking }) => {
-                        self.kept = self.kept.saturating_add(thinking.len());
-                        r.text.push_str(&thinking);
-                        ctx.emit_with(|| AgentEvent::ModelDelta {
-                            step,
-                            delta: ModelDelta::Reasoning { text: thinking },
-                        });
-                    }
-                    (Some(Part::Reasoning(r)), BlockDelta::SignatureDelta { signature }) => {
-                        self.kept = self.kept.saturating_add(signature.len());
-                        r.signature.get_or_insert_default().push_str(&signature);
-                    }
-                    (
-                        Some(Part::Provider { json, .. }),
-                        BlockDelta::InputJsonDelta { partial_json },
-                    ) => {
-                        self.kept = self.kept.saturating_add(partial_json.len());
-                        json.push_str(&partial_json);
-                    }
-                    (None, _) => {
-                        return Err(http::malformed(
-                            PROVIDER,
-                            format!("a delta for content block {index}, which never started"),
-                            data.as_bytes(),
-                        ));
-                    }
-                    _ => {}
-                }
+                self.add_delta(index, delta, data, ctx)?;
             }
-            StreamEvent::MessageDelta { delta, usage } => {
-                if let Some(reason) = delta.stop_reason {
-                    self.stop_reason = Some(reason);
-                }
-                if let Some(usage) = usage {
-                    if let Some(input) = usage.input() {
-                        self.input_tokens = Some(input);
-                        self.cache_tokens = (
-                            usage.cache_read_input_tokens.unwrap_or_default(),
-                            usage.cache_creation_input_tokens.unwrap_or_default(),
-                        );
-                    }
-                    if let Some(output) = usage.output_tokens {
-                        self.output_tokens = Some(output);
-                    }
-                }
-            }
+            StreamEvent::MessageDelta { delta, usage } => self.update_message(delta, usage),
             StreamEvent::MessageStop => return Ok(true),
             StreamEvent::Error { error } => return Err(http::error_object(PROVIDER, &error)),
             StreamEvent::Other => {}
         }
         Ok(false)
+    }
+
+    /// `message_start`: the message's id, model and first usage.
+    fn start_message(&mut self, message: StartMessage) {
+        self.id = message.id;
+        self.model = message.model;
+        if let Some(usage) = message.usage {
+            self.input_tokens = usage.input();
+            self.output_tokens = usage.output_tokens;
+            self.cache_tokens = cache_tokens(&usage);
+        }
+    }
+
+    /// `content_block_start`: a new part at `index`, kept whole if this crate does not
+    /// model its type. `data` is the whole event, counted and quoted in errors.
+    fn start_block(
+        &mut self,
+        index: usize,
+        content_block: Value,
+        data: &str,
+        ctx: &RunContext,
+    ) -> Result<(), ProviderError> {
+        self.kept = self.kept.saturating_add(data.len());
+        let Some(known) = is_known(&content_block) else {
+            return Err(http::malformed(
+                PROVIDER,
+                "a started content block has no `type`",
+                data.as_bytes(),
+            ));
+        };
+        if !known {
+            self.parts.insert(
+                index,
+                Part::Provider {
+                    block: content_block,
+                    json: String::new(),
+                },
+            );
+            return Ok(());
+        }
+        let content_block = StartBlock::deserialize(&content_block).map_err(|e| {
+            http::malformed(
+                PROVIDER,
+                format!("a started content block is not valid: {e}"),
+                data.as_bytes(),
+            )
+        })?;
+        let part = self.open_part(content_block, ctx);
+        self.parts.insert(index, part);
+        Ok(())
+    }
+
+    /// The part a known block starts, its first text or the tool call emitted as a delta.
+    fn open_part(&mut self, block: StartBlock, ctx: &RunContext) -> Part {
+        let step = ctx.step();
+        match block {
+            StartBlock::Text { text } => {
+                if !text.is_empty() {
+                    let text = text.clone();
+                    ctx.emit_with(|| AgentEvent::ModelDelta {
+                        step,
+                        delta: ModelDelta::Text { text },
+                    });
+                }
+                Part::Text(text)
+            }
+            StartBlock::ToolUse { id, name, input } => {
+                let call = self.calls;
+                self.calls += 1;
+                ctx.emit_with(|| AgentEvent::ModelDelta {
+                    step,
+                    delta: ModelDelta::ToolCall {
+                        index: call,
+                        id: Some(id.clone()),
+                        name: Some(name.clone()),
+                        arguments: String::new(),
+                    },
+                });
+                Part::Tool {
+                    call,
+                    id,
+                    name,
+                    input,
+                    json: String::new(),
+                }
+            }
+            StartBlock::Thinking {
+                thinking,
+                signature,
+            } => {
+                if !thinking.is_empty() {
+                    let text = thinking.clone();
+                    ctx.emit_with(|| AgentEvent::ModelDelta {
+                        step,
+                        delta: ModelDelta::Reasoning { text },
+                    });
+                }
+                Part::Reasoning(Reasoning {
+                    signature: (!signature.is_empty()).then_some(signature),
+                    ..Reasoning::text(thinking)
+                })
+            }
+            StartBlock::RedactedThinking { data } => Part::Reasoning(Reasoning::redacted(data)),
+        }
+    }
+
+    /// `content_block_delta`: a piece added to the part at `index` (and emitted as a delta);
+    /// a piece of another kind than its part is dropped.
+    fn add_delta(
+        &mut self,
+        index: usize,
+        delta: BlockDelta,
+        data: &str,
+        ctx: &RunContext,
+    ) -> Result<(), ProviderError> {
+        let step = ctx.step();
+        match (self.parts.get_mut(&index), delta) {
+            (Some(Part::Text(text)), BlockDelta::TextDelta { text: piece }) => {
+                self.kept = self.kept.saturating_add(piece.len());
+                text.push_str(&piece);
+                ctx.emit_with(|| AgentEvent::ModelDelta {
+                    step,
+                    delta: ModelDelta::Text { text: piece },
+                });
+            }
+            (Some(Part::Tool { call, json, .. }), BlockDelta::InputJsonDelta { partial_json }) => {
+                self.kept = self.kept.saturating_add(partial_json.len());
+                json.push_str(&partial_json);
+                let index = *call;
+                ctx.emit_with(|| AgentEvent::ModelDelta {
+                    step,
+                    delta: ModelDelta::ToolCall {
+                        index,
+                        id: None,
+                        name: None,
+                        arguments: partial_json,
+                    },
+                });
+            }
+            (Some(Part::Reasoning(r)), BlockDelta::ThinkingDelta { thinking }) => {
+                self.kept = self.kept.saturating_add(thinking.len());
+                r.text.push_str(&thinking);
+                ctx.emit_with(|| AgentEvent::ModelDelta {
+                    step,
+                    delta: ModelDelta::Reasoning { text: thinking },
+                });
+            }
+            (Some(Part::Reasoning(r)), BlockDelta::SignatureDelta { signature }) => {
+                self.kept = self.kept.saturating_add(signature.len());
+                r.signature.get_or_insert_default().push_str(&signature);
+            }
+            (Some(Part::Provider { json, .. }), BlockDelta::InputJsonDelta { partial_json }) => {
+                self.kept = self.kept.saturating_add(partial_json.len());
+                json.push_str(&partial_json);
+            }
+            (None, _) => {
+                return Err(http::malformed(
+                    PROVIDER,
+                    format!("a delta for content block {index}, which never started"),
+                    data.as_bytes(),
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `message_delta`: the stop reason and the usage so far (a field left out keeps the
+    /// value before).
+    fn update_message(&mut self, delta: MessageDeltaBody, usage: Option<ApiUsage>) {
+        if let Some(reason) = delta.stop_reason {
+            self.stop_reason = Some(reason);
+        }
+        let Some(usage) = usage else { return };
+        if let Some(input) = usage.input() {
+            self.input_tokens = Some(input);
+            self.cache_tokens = cache_tokens(&usage);
+        }
+        if let Some(output) = usage.output_tokens {
+            self.output_tokens = Some(output);
+        }
     }
 
     fn finish(self) -> ModelResponse {

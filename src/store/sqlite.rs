@@ -1163,15 +1163,36 @@ fn save(conn: &Connection, ctx: &Ctx, thread: &Thread) -> Result<i64, BoxError> 
     });
 
     // 1. Messages: append, or rewrite from the first difference.
-    let keep = match marked.map_or_else(|| plan(stored, cached.as_ref(), new), Plan::Append) {
+    let how = marked.map_or_else(|| plan(stored, cached.as_ref(), new), Plan::Append);
+    let keep = keep_messages(conn, ctx, id, new, how)?;
+    insert_messages(conn, id, new, keep)?;
+    // 2. Files: only the ones that changed.
+    save_files(conn, id, cached.as_ref(), stored.is_some(), &thread.files)?;
+    // 3. The thread row.
+    let revision = save_thread_row(conn, thread)?;
+    // 4. The journal.
+    prune_journal(conn, id, new)?;
+    Ok(revision)
+}
+
+/// Deletes the message rows of thread `id` that `how` does not keep; returns how many
+/// leading messages of `new` stay stored as they are.
+fn keep_messages(
+    conn: &Connection,
+    ctx: &Ctx,
+    id: &str,
+    new: &Messages,
+    how: Plan,
+) -> Result<usize, BoxError> {
+    match how {
         Plan::Fresh => {
             // No thread row: nothing of this id may survive (rows of a half-deleted thread
             // would make the inserts below fail).
             conn.prepare_cached("DELETE FROM messages WHERE thread_id = ?1")?
                 .execute([id])?;
-            0
+            Ok(0)
         }
-        Plan::Append(keep) => keep,
+        Plan::Append(keep) => Ok(keep),
         Plan::Compare => {
             let mut first_difference = FirstDifference::new(new);
             {
@@ -1189,29 +1210,45 @@ fn save(conn: &Connection, ctx: &Ctx, thread: &Thread) -> Result<i64, BoxError> 
             let same = first_difference.same();
             conn.prepare_cached("DELETE FROM messages WHERE thread_id = ?1 AND seq >= ?2")?
                 .execute(params![id, same as i64])?;
-            same
-        }
-    };
-    {
-        let mut insert =
-            conn.prepare_cached("INSERT INTO messages (thread_id, seq, body) VALUES (?1, ?2, ?3)")?;
-        for (seq, message) in new.iter().enumerate().skip(keep) {
-            insert.execute(params![id, seq as i64, serialize(message)?])?;
+            Ok(same)
         }
     }
+}
 
-    // 2. Files: only the ones that changed (compared with the stored rows when the cache
-    // does not know them: a thread's files, not its history).
+/// Inserts the messages of `new` from position `keep` on.
+fn insert_messages(
+    conn: &Connection,
+    id: &str,
+    new: &Messages,
+    keep: usize,
+) -> Result<(), BoxError> {
+    let mut insert =
+        conn.prepare_cached("INSERT INTO messages (thread_id, seq, body) VALUES (?1, ?2, ?3)")?;
+    for (seq, message) in new.iter().enumerate().skip(keep) {
+        insert.execute(params![id, seq as i64, serialize(message)?])?;
+    }
+    Ok(())
+}
+
+/// Writes the file rows of thread `id` that changed: compared with the cache's files, or with
+/// the stored rows when the cache does not know them and a thread row exists (`stored`).
+fn save_files(
+    conn: &Connection,
+    id: &str,
+    cached: Option<&Cached>,
+    stored: bool,
+    new: &BTreeMap<String, Arc<str>>,
+) -> Result<(), BoxError> {
     let read;
-    let current = match (&cached, stored) {
-        (Some(c), _) => Some(&c.files),
-        (None, Some(_)) => {
+    let current = match cached {
+        Some(c) => Some(&c.files),
+        None if stored => {
             read = stored_files(conn, id)?;
             Some(&read)
         }
-        (None, None) => None,
+        None => None,
     };
-    let files = file_changes(current, &thread.files);
+    let files = file_changes(current, new);
     if files.delete_all {
         conn.prepare_cached("DELETE FROM files WHERE thread_id = ?1")?
             .execute([id])?;
@@ -1223,8 +1260,12 @@ fn save(conn: &Connection, ctx: &Ctx, thread: &Thread) -> Result<i64, BoxError> 
     for (path, content) in files.upserts {
         upsert_file(conn, id, path, content)?;
     }
+    Ok(())
+}
 
-    // 3. The thread row: count, todos, a new revision (never given before in this database).
+/// Writes the thread row: count, todos, pending calls and a new revision (never given before
+/// in this database), which it returns.
+fn save_thread_row(conn: &Connection, thread: &Thread) -> Result<i64, BoxError> {
     let now = to_millis(SystemTime::now());
     let revision: i64 = conn
         .prepare_cached("UPDATE revisions SET last = last + 1 WHERE id = 0 RETURNING last")?
@@ -1240,16 +1281,19 @@ fn save(conn: &Connection, ctx: &Ctx, thread: &Thread) -> Result<i64, BoxError> 
             pending = excluded.pending",
     )?
     .execute(params![
-        id,
+        thread.id.as_str(),
         revision,
-        new.len() as i64,
+        thread.messages.len() as i64,
         serde_json::to_string(&thread.todos)?,
         now,
         super::rows::encode_calls(thread)?
     ])?;
+    Ok(revision)
+}
 
-    // 4. The journal: no resume can read an entry of a call that is not one of the last
-    // message's any more.
+/// Deletes the journal entries of thread `id` no resume can read any more: those of a call
+/// that is not one of the last message's.
+fn prune_journal(conn: &Connection, id: &str, new: &Messages) -> Result<(), BoxError> {
     match super::journal::live_calls(new.last()) {
         None => conn
             .prepare_cached("DELETE FROM journal WHERE thread_id = ?1")?
@@ -1263,7 +1307,7 @@ fn save(conn: &Connection, ctx: &Ctx, thread: &Thread) -> Result<i64, BoxError> 
             .execute(params![id, live])?
         }
     };
-    Ok(revision)
+    Ok(())
 }
 
 fn upsert_file(conn: &Connection, id: &str, path: &str, content: &str) -> rusqlite::Result<usize> {

@@ -798,80 +798,17 @@ impl ClientHandler for Handler {
 
 /// Maps a `CallToolResult` (as JSON) to a [`ToolOutput`] (see the module docs' table).
 pub(super) fn map_result(call_id: String, result: &Value) -> ToolOutput {
-    let mut text: Vec<String> = Vec::new();
-    let mut images = Vec::new();
-    let mut documents = Vec::new();
-    let mut has_text = false;
-    let empty = Vec::new();
-    let content = result
-        .get("content")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    let s = |v: &Value, k: &str| {
-        v.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    for block in content {
-        match block
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-        {
-            "text" => {
-                has_text = true;
-                text.push(s(block, "text"));
-            }
-            "image" => {
-                let mime = s(block, "mimeType");
-                images.push(format!("data:{mime};base64,{}", s(block, "data")));
-                text.push(format!("[image: {mime}]"));
-            }
-            "audio" => text.push(format!("[audio: {}, not shown]", s(block, "mimeType"))),
-            "resource_link" => {
-                let mut line = format!("[resource link: {}", s(block, "uri"));
-                let extra: Vec<String> = ["name", "mimeType"]
-                    .iter()
-                    .map(|k| s(block, k))
-                    .filter(|v| !v.is_empty())
-                    .collect();
-                if !extra.is_empty() {
-                    line.push_str(&format!(" ({})", extra.join(", ")));
-                }
-                line.push(']');
-                text.push(line);
-            }
-            "resource" => {
-                let res = block.get("resource").unwrap_or(&Value::Null);
-                let uri = s(res, "uri");
-                let mime = s(res, "mimeType");
-                if let Some(t) = res.get("text").and_then(Value::as_str) {
-                    has_text = true;
-                    text.push(format!("[resource {uri}]\n{t}"));
-                } else if let Some(blob) = res.get("blob").and_then(Value::as_str) {
-                    if mime == "application/pdf" {
-                        documents.push((format!("data:{mime};base64,{blob}"), uri.clone()));
-                        text.push(format!("[resource {uri}: PDF document]"));
-                    } else if mime.starts_with("image/") {
-                        images.push(format!("data:{mime};base64,{blob}"));
-                        text.push(format!("[resource {uri}: image {mime}]"));
-                    } else {
-                        text.push(format!(
-                            "[resource {uri}: {} bytes of {}, not shown]",
-                            blob.len() / 4 * 3,
-                            if mime.is_empty() {
-                                "binary data"
-                            } else {
-                                &mime
-                            }
-                        ));
-                    }
-                }
-            }
-            other => text.push(format!("[unsupported content type `{other}`]")),
-        }
+    let mut blocks = Blocks::default();
+    let content = result.get("content").and_then(Value::as_array);
+    for block in content.into_iter().flatten() {
+        blocks.push(block);
     }
+    let Blocks {
+        mut text,
+        images,
+        documents,
+        has_text,
+    } = blocks;
     let structured = result.get("structuredContent").filter(|v| !v.is_null());
     if let Some(structured) = structured
         && !has_text
@@ -901,6 +838,104 @@ pub(super) fn map_result(call_id: String, result: &Value) -> ToolOutput {
         out = out.with_metadata("mcp_structured_content", structured.clone());
     }
     out
+}
+
+/// The content blocks of a tool result put together.
+#[derive(Default)]
+struct Blocks {
+    /// One entry per block: its text, or a line saying what it is.
+    text: Vec<String>,
+    /// Images, as data URLs.
+    images: Vec<String>,
+    /// PDF documents, as data URLs, with their URIs.
+    documents: Vec<(String, String)>,
+    /// Whether a block was text (a text block or a text resource).
+    has_text: bool,
+}
+
+impl Blocks {
+    fn push(&mut self, block: &Value) {
+        match block
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+        {
+            "text" => {
+                self.has_text = true;
+                self.text.push(string(block, "text"));
+            }
+            "image" => {
+                let mime = string(block, "mimeType");
+                self.images
+                    .push(format!("data:{mime};base64,{}", string(block, "data")));
+                self.text.push(format!("[image: {mime}]"));
+            }
+            "audio" => self
+                .text
+                .push(format!("[audio: {}, not shown]", string(block, "mimeType"))),
+            "resource_link" => self.text.push(resource_link(block)),
+            "resource" => self.push_resource(block.get("resource").unwrap_or(&Value::Null)),
+            other => self
+                .text
+                .push(format!("[unsupported content type `{other}`]")),
+        }
+    }
+
+    /// An embedded resource: its text, or its blob as a PDF document, an image or a line
+    /// saying how big it is.
+    fn push_resource(&mut self, res: &Value) {
+        let uri = string(res, "uri");
+        let mime = string(res, "mimeType");
+        if let Some(t) = res.get("text").and_then(Value::as_str) {
+            self.has_text = true;
+            self.text.push(format!("[resource {uri}]\n{t}"));
+            return;
+        }
+        let Some(blob) = res.get("blob").and_then(Value::as_str) else {
+            return;
+        };
+        if mime == "application/pdf" {
+            self.documents
+                .push((format!("data:{mime};base64,{blob}"), uri.clone()));
+            self.text.push(format!("[resource {uri}: PDF document]"));
+        } else if mime.starts_with("image/") {
+            self.images.push(format!("data:{mime};base64,{blob}"));
+            self.text.push(format!("[resource {uri}: image {mime}]"));
+        } else {
+            self.text.push(format!(
+                "[resource {uri}: {} bytes of {}, not shown]",
+                blob.len() / 4 * 3,
+                if mime.is_empty() {
+                    "binary data"
+                } else {
+                    &mime
+                }
+            ));
+        }
+    }
+}
+
+/// A `resource_link` block as a line: its URI, then its name and MIME type if given.
+fn resource_link(block: &Value) -> String {
+    let mut line = format!("[resource link: {}", string(block, "uri"));
+    let extra: Vec<String> = ["name", "mimeType"]
+        .iter()
+        .map(|k| string(block, k))
+        .filter(|v| !v.is_empty())
+        .collect();
+    if !extra.is_empty() {
+        line.push_str(&format!(" ({})", extra.join(", ")));
+    }
+    line.push(']');
+    line
+}
+
+/// The string `v[k]`, empty if it is none.
+fn string(v: &Value, k: &str) -> String {
+    v.get(k)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// The tool service of one server: calls the tool the request names.

@@ -437,8 +437,77 @@ async fn write_batch(
         tx.commit().await?;
         return Ok(Vec::new());
     }
-    // Saves and deletes of one thread take turns; the locks in key order, so that two
-    // batches (of any replicas) never wait for each other in a cycle.
+    let heads = lock_threads(&tx, batch).await?;
+    let stored: HashMap<&str, Head> = heads
+        .iter()
+        .map(|row| (row.get::<_, &str>(0), (row.get(1), row.get(2))))
+        .collect();
+
+    // Each save's plan, or its own failure.
+    let mut outcomes: Vec<Result<i64, BoxError>> = Vec::with_capacity(batch.len());
+    let mut writes: Vec<Option<Write<'_>>> = Vec::with_capacity(batch.len());
+    let mut compare: Vec<&str> = Vec::new();
+    for (job, remembered) in batch.iter().zip(remembered) {
+        let id = job.work.id.as_str();
+        match plan_write(tag, &job.work, remembered.as_ref(), stored.get(id).copied()) {
+            Ok(write) => {
+                if write.compare {
+                    compare.push(id);
+                }
+                outcomes.push(Ok(0));
+                writes.push(Some(write));
+            }
+            Err(conflict) => {
+                outcomes.push(Err(Box::new(conflict)));
+                writes.push(None);
+            }
+        }
+    }
+    // Compacted, edited or unknown histories: from their first stored row that differs.
+    if !compare.is_empty() {
+        compare_stored(&tx, batch, &compare, &mut writes, &mut outcomes).await?;
+    }
+
+    // The rows: one statement per kind, for every save of the batch.
+    let mut rows = Rows::default();
+    for (i, write) in writes.iter().enumerate() {
+        let Some(w) = write else { continue };
+        if let Err(e) = rows.add(i, w) {
+            outcomes[i] = Err(Box::new(e));
+        }
+    }
+    // The journal records last: the thread locks are always taken first.
+    if rows.written.is_empty() {
+        write_records(&tx, records).await?;
+        tx.commit().await?;
+        return Ok(outcomes);
+    }
+    let revisions = write_rows(&tx, &rows).await?;
+    let revisions: HashMap<&str, i64> = revisions
+        .iter()
+        .map(|row| (row.get::<_, &str>(0), row.get(1)))
+        .collect();
+    write_records(&tx, records).await?;
+    // After the records: those of the batch came first.
+    prune_journals(&tx, batch, &rows).await?;
+    tx.commit().await?;
+    for &i in &rows.written {
+        let id = batch[i].work.id.as_str();
+        outcomes[i] = revisions
+            .get(id)
+            .copied()
+            .ok_or_else(|| format!("thread `{id}`: the server returned no revision").into());
+    }
+    Ok(outcomes)
+}
+
+/// Takes the locks of the batch's threads and reads their thread rows (id, revision, message
+/// count). Saves and deletes of one thread take turns; the locks in key order, so that two
+/// batches (of any replicas) never wait for each other in a cycle.
+async fn lock_threads(
+    tx: &deadpool_postgres::Transaction<'_>,
+    batch: &[Job<Thread>],
+) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
     let mut keys: Vec<i32> = batch.iter().map(|job| thread_key(&job.work.id)).collect();
     keys.sort_unstable();
     keys.dedup();
@@ -460,203 +529,209 @@ async fn write_batch(
         tx.query(&heads, &head_params),
     );
     locked?;
-    let heads = heads?;
-    let stored: HashMap<&str, Head> = heads
+    heads
+}
+
+/// The write of one save, given what this store remembers of the thread and the thread row
+/// `found`; a [`Conflict`] if what it remembers is not what the database holds.
+fn plan_write<'a>(
+    tag: u64,
+    thread: &'a Thread,
+    remembered: Option<&'a Cached>,
+    found: Option<Head>,
+) -> Result<Write<'a>, Conflict> {
+    // What this store remembers must still be what the database holds.
+    let current = match remembered {
+        None => None,
+        Some(r) if r.revision == ABSENT && found.is_none() => None,
+        Some(r) if r.revision != ABSENT && is_current(found, r) => Some(r),
+        Some(r) => {
+            return Err(Conflict {
+                thread: thread.id.clone(),
+                expected: (r.revision != ABSENT).then_some(r.revision),
+                found: found.map(|(revision, _)| revision),
+            });
+        }
+    };
+    // A history this store marked stored at the revision the database holds appends,
+    // whatever the cache holds (no cliff past the cache size).
+    let marked = found.and_then(|(revision, count)| {
+        usize::try_from(count)
+            .ok()
+            .filter(|&n| thread.messages.stored_as(tag, revision, n))
+    });
+    let planned = match (current, marked) {
+        (None, Some(keep)) => Plan::Append(keep),
+        _ => plan(found, current, &thread.messages),
+    };
+    let (delete_from, insert_from, compare) = match planned {
+        // No thread row: nothing of this id may survive.
+        Plan::Fresh => (Some(0), 0, false),
+        Plan::Append(keep) => (None, keep, false),
+        Plan::Compare => (Some(0), 0, true),
+    };
+    Ok(Write {
+        delete_from,
+        insert_from,
+        thread,
+        remembered: current,
+        compare,
+    })
+}
+
+/// Reads the stored rows of the saves that compare (`compare`, their ids) and sets their
+/// writes to delete and insert from the first row that differs; a save whose history cannot
+/// be serialized fails alone.
+async fn compare_stored<'a>(
+    tx: &deadpool_postgres::Transaction<'_>,
+    batch: &'a [Job<Thread>],
+    compare: &[&str],
+    writes: &mut [Option<Write<'a>>],
+    outcomes: &mut [Result<i64, BoxError>],
+) -> Result<(), tokio_postgres::Error> {
+    let select = tx
+        .prepare_cached(
+            "SELECT thread_id, seq, body FROM tower_agent_messages WHERE thread_id = ANY($1)
+             ORDER BY thread_id, seq",
+        )
+        .await?;
+    let rows = tx.query(&select, &[&compare]).await?;
+    let mut differences = first_differences(batch, &rows);
+    for (i, write) in writes.iter_mut().enumerate() {
+        let Some(w) = write.as_mut().filter(|w| w.compare) else {
+            continue;
+        };
+        match differences.remove(w.thread.id.as_str()).unwrap_or(Ok(0)) {
+            Ok(same) => {
+                w.delete_from = Some(same as i64);
+                w.insert_from = same;
+            }
+            Err(e) => {
+                outcomes[i] = Err(Box::new(e));
+                *write = None;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// For each thread of `rows` (its stored `(thread_id, seq, body)` rows, in order), how many
+/// leading messages of its save's history are stored as they are.
+fn first_differences<'r>(
+    batch: &[Job<Thread>],
+    rows: &'r [tokio_postgres::Row],
+) -> HashMap<&'r str, Result<usize, serde_json::Error>> {
+    let mut differences = HashMap::new();
+    let by_id: HashMap<&str, usize> = batch
         .iter()
-        .map(|row| (row.get::<_, &str>(0), (row.get(1), row.get(2))))
+        .enumerate()
+        .map(|(i, job)| (job.work.id.as_str(), i))
         .collect();
-
-    // Each save's plan, or its own failure.
-    let mut outcomes: Vec<Result<i64, BoxError>> = Vec::with_capacity(batch.len());
-    let mut writes: Vec<Option<Write<'_>>> = Vec::with_capacity(batch.len());
-    let mut compare: Vec<&str> = Vec::new();
-    for (job, remembered) in batch.iter().zip(remembered) {
-        let id = job.work.id.as_str();
-        let found = stored.get(id).copied();
-        // What this store remembers must still be what the database holds.
-        let current = match remembered {
-            None => None,
-            Some(r) if r.revision == ABSENT && found.is_none() => None,
-            Some(r) if r.revision != ABSENT && is_current(found, r) => Some(r),
-            Some(r) => {
-                outcomes.push(Err(Box::new(Conflict {
-                    thread: id.to_owned(),
-                    expected: (r.revision != ABSENT).then_some(r.revision),
-                    found: found.map(|(revision, _)| revision),
-                })));
-                writes.push(None);
-                continue;
-            }
-        };
-        // A history this store marked stored at the revision the database holds appends,
-        // whatever the cache holds (no cliff past the cache size).
-        let marked = found.and_then(|(revision, count)| {
-            usize::try_from(count)
-                .ok()
-                .filter(|&n| job.work.messages.stored_as(tag, revision, n))
-        });
-        let planned = match (current, marked) {
-            (None, Some(keep)) => Plan::Append(keep),
-            _ => plan(found, current, &job.work.messages),
-        };
-        let write = match planned {
-            // No thread row: nothing of this id may survive.
-            Plan::Fresh => Write {
-                delete_from: Some(0),
-                insert_from: 0,
-                thread: &job.work,
-                remembered: current,
-                compare: false,
-            },
-            Plan::Append(keep) => Write {
-                delete_from: None,
-                insert_from: keep,
-                thread: &job.work,
-                remembered: current,
-                compare: false,
-            },
-            Plan::Compare => {
-                compare.push(id);
-                Write {
-                    delete_from: Some(0),
-                    insert_from: 0,
-                    thread: &job.work,
-                    remembered: current,
-                    compare: true,
-                }
-            }
-        };
-        outcomes.push(Ok(0));
-        writes.push(Some(write));
-    }
-
-    // Compacted, edited or unknown histories: from their first stored row that differs.
-    if !compare.is_empty() {
-        let select = tx
-            .prepare_cached(
-                "SELECT thread_id, seq, body FROM tower_agent_messages WHERE thread_id = ANY($1)
-                 ORDER BY thread_id, seq",
-            )
-            .await?;
-        let rows = tx.query(&select, &[&compare]).await?;
-        let mut differences: HashMap<&str, Result<usize, serde_json::Error>> = HashMap::new();
-        let by_id: HashMap<&str, usize> = batch
+    let mut start = 0;
+    while start < rows.len() {
+        let id: &str = rows[start].get(0);
+        let end = rows[start..]
             .iter()
-            .enumerate()
-            .map(|(i, job)| (job.work.id.as_str(), i))
-            .collect();
-        let mut start = 0;
-        while start < rows.len() {
-            let id: &str = rows[start].get(0);
-            let end = rows[start..]
-                .iter()
-                .position(|row| row.get::<_, &str>(0) != id)
-                .map_or(rows.len(), |n| start + n);
-            let Some(job) = by_id.get(id).map(|&i| &batch[i]) else {
-                start = end;
-                continue;
-            };
-            let mut first_difference = FirstDifference::new(&job.work.messages);
-            let mut result = Ok(());
-            for row in &rows[start..end] {
-                match first_difference.row(row.get(1), row.get(2)) {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            differences.insert(id, result.map(|()| first_difference.same()));
+            .position(|row| row.get::<_, &str>(0) != id)
+            .map_or(rows.len(), |n| start + n);
+        let Some(job) = by_id.get(id).map(|&i| &batch[i]) else {
             start = end;
-        }
-        for (i, write) in writes.iter_mut().enumerate() {
-            let Some(w) = write.as_mut().filter(|w| w.compare) else {
-                continue;
-            };
-            match differences.remove(w.thread.id.as_str()).unwrap_or(Ok(0)) {
-                Ok(same) => {
-                    w.delete_from = Some(same as i64);
-                    w.insert_from = same;
-                }
+            continue;
+        };
+        let mut first_difference = FirstDifference::new(&job.work.messages);
+        let mut result = Ok(());
+        for row in &rows[start..end] {
+            match first_difference.row(row.get(1), row.get(2)) {
+                Ok(true) => {}
+                Ok(false) => break,
                 Err(e) => {
-                    outcomes[i] = Err(Box::new(e));
-                    *write = None;
+                    result = Err(e);
+                    break;
                 }
             }
         }
+        differences.insert(id, result.map(|()| first_difference.same()));
+        start = end;
     }
+    differences
+}
 
-    // The rows: one statement per kind, for every save of the batch.
-    let mut delete_ids: Vec<&str> = Vec::new();
-    let mut delete_from: Vec<i64> = Vec::new();
-    let mut insert_ids: Vec<&str> = Vec::new();
-    let mut insert_seqs: Vec<i64> = Vec::new();
-    let mut insert_bodies: Vec<String> = Vec::new();
-    let mut files_cleared: Vec<&str> = Vec::new();
-    let mut files_deleted: (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
-    let mut files_upserted: (Vec<&str>, Vec<&str>, Vec<&[u8]>) =
-        (Vec::new(), Vec::new(), Vec::new());
-    let mut thread_ids: Vec<&str> = Vec::new();
-    let mut counts: Vec<i64> = Vec::new();
-    let mut todos: Vec<String> = Vec::new();
-    let mut pending: Vec<String> = Vec::new();
-    let mut written: Vec<usize> = Vec::new();
-    for (i, write) in writes.iter().enumerate() {
-        let Some(w) = write else { continue };
+/// The rows a batch writes, one column per parameter of the statement of their kind.
+#[derive(Default)]
+struct Rows<'a> {
+    /// Message rows deleted: thread, from this position on.
+    delete_ids: Vec<&'a str>,
+    delete_from: Vec<i64>,
+    /// Message rows inserted: thread, position, body.
+    insert_ids: Vec<&'a str>,
+    insert_seqs: Vec<i64>,
+    insert_bodies: Vec<String>,
+    /// Threads whose file rows are all deleted.
+    files_cleared: Vec<&'a str>,
+    /// File rows deleted: thread, path.
+    files_deleted: (Vec<&'a str>, Vec<&'a str>),
+    /// File rows inserted or updated: thread, path, content.
+    files_upserted: (Vec<&'a str>, Vec<&'a str>, Vec<&'a [u8]>),
+    /// Thread rows: id, message count, todos, pending calls.
+    thread_ids: Vec<&'a str>,
+    counts: Vec<i64>,
+    todos: Vec<String>,
+    pending: Vec<String>,
+    /// The batch positions of the saves written.
+    written: Vec<usize>,
+}
+
+impl<'a> Rows<'a> {
+    /// Adds the rows of save `i`; an error (and nothing added) if it cannot be serialized: a
+    /// save that cannot be fails alone, before anything is sent.
+    fn add(&mut self, i: usize, w: &Write<'a>) -> Result<(), serde_json::Error> {
         let thread = w.thread;
         let id = thread.id.as_str();
-        // Serialized first: a save that cannot be fails alone, before anything is sent.
         let bodies = thread
             .messages
             .iter()
             .skip(w.insert_from)
             .map(serialize)
-            .collect::<Result<Vec<String>, _>>();
-        let rest = serde_json::to_string(&thread.todos)
-            .and_then(|t| crate::store::rows::encode_calls(thread).map(|p| (t, p)));
-        let (bodies, (todo, pend)) = match (bodies, rest) {
-            (Ok(b), Ok(r)) => (b, r),
-            (Err(e), _) | (_, Err(e)) => {
-                outcomes[i] = Err(Box::new(e));
-                continue;
-            }
-        };
+            .collect::<Result<Vec<String>, _>>()?;
+        let todo = serde_json::to_string(&thread.todos)?;
+        let pend = crate::store::rows::encode_calls(thread)?;
         if let Some(from) = w.delete_from {
-            delete_ids.push(id);
-            delete_from.push(from);
+            self.delete_ids.push(id);
+            self.delete_from.push(from);
         }
         for (n, body) in bodies.into_iter().enumerate() {
-            insert_ids.push(id);
-            insert_seqs.push((w.insert_from + n) as i64);
-            insert_bodies.push(body);
+            self.insert_ids.push(id);
+            self.insert_seqs.push((w.insert_from + n) as i64);
+            self.insert_bodies.push(body);
         }
         let files = file_changes(w.remembered.map(|c| &c.files), &thread.files);
         if files.delete_all {
-            files_cleared.push(id);
+            self.files_cleared.push(id);
         }
         for path in files.deleted {
-            files_deleted.0.push(id);
-            files_deleted.1.push(path);
+            self.files_deleted.0.push(id);
+            self.files_deleted.1.push(path);
         }
         for (path, content) in files.upserts {
-            files_upserted.0.push(id);
-            files_upserted.1.push(path);
-            files_upserted.2.push(content.as_bytes());
+            self.files_upserted.0.push(id);
+            self.files_upserted.1.push(path);
+            self.files_upserted.2.push(content.as_bytes());
         }
-        thread_ids.push(id);
-        counts.push(thread.messages.len() as i64);
-        todos.push(todo);
-        pending.push(pend);
-        written.push(i);
+        self.thread_ids.push(id);
+        self.counts.push(thread.messages.len() as i64);
+        self.todos.push(todo);
+        self.pending.push(pend);
+        self.written.push(i);
+        Ok(())
     }
-    // The journal records last: the thread locks are always taken first.
-    if written.is_empty() {
-        write_records(&tx, records).await?;
-        tx.commit().await?;
-        return Ok(outcomes);
-    }
+}
+
+/// Writes `rows` (pipelined, one statement per kind); the `(id, revision)` rows of the
+/// threads written.
+async fn write_rows(
+    tx: &deadpool_postgres::Transaction<'_>,
+    rows: &Rows<'_>,
+) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
     let statements = tokio::try_join!(
         tx.prepare_cached(
             "DELETE FROM tower_agent_messages m USING unnest($1::text[], $2::int8[]) AS d (id, s)
@@ -694,12 +769,22 @@ async fn write_batch(
     let now = to_millis(SystemTime::now());
     // Pipelined: sent in this order, run in this order.
     let params: [&[&(dyn ToSql + Sync)]; 6] = [
-        &[&delete_ids, &delete_from],
-        &[&insert_ids, &insert_seqs, &insert_bodies],
-        &[&files_cleared],
-        &[&files_deleted.0, &files_deleted.1],
-        &[&files_upserted.0, &files_upserted.1, &files_upserted.2],
-        &[&thread_ids, &counts, &todos, &pending, &now],
+        &[&rows.delete_ids, &rows.delete_from],
+        &[&rows.insert_ids, &rows.insert_seqs, &rows.insert_bodies],
+        &[&rows.files_cleared],
+        &[&rows.files_deleted.0, &rows.files_deleted.1],
+        &[
+            &rows.files_upserted.0,
+            &rows.files_upserted.1,
+            &rows.files_upserted.2,
+        ],
+        &[
+            &rows.thread_ids,
+            &rows.counts,
+            &rows.todos,
+            &rows.pending,
+            &now,
+        ],
     ];
     // All awaited, and the first failure in the order they ran is the error: the ones after
     // it only say "current transaction is aborted" (`try_join!` would give whichever it
@@ -717,15 +802,18 @@ async fn write_batch(
     cleared?;
     files_gone?;
     files_set?;
-    let revisions = revisions?;
-    let revisions: HashMap<&str, i64> = revisions
-        .iter()
-        .map(|row| (row.get::<_, &str>(0), row.get(1)))
-        .collect();
-    write_records(&tx, records).await?;
-    // The journal of each thread saved: no resume can read an entry of a call that is not one
-    // of its last message's any more (after the records: those of the batch came first).
-    let live: Vec<String> = written
+    revisions
+}
+
+/// Prunes the journal of each thread `rows` saved: no resume can read an entry of a call that
+/// is not one of its last message's any more.
+async fn prune_journals(
+    tx: &deadpool_postgres::Transaction<'_>,
+    batch: &[Job<Thread>],
+    rows: &Rows<'_>,
+) -> Result<(), tokio_postgres::Error> {
+    let live: Vec<String> = rows
+        .written
         .iter()
         .map(|&i| {
             let calls = crate::store::journal::live_calls(batch[i].work.messages.last());
@@ -747,14 +835,6 @@ async fn write_batch(
              WHERE j.thread_id = d.id AND NOT (d.live::jsonb ? j.call_id)",
         )
         .await?;
-    tx.execute(&prune, &[&thread_ids, &live]).await?;
-    tx.commit().await?;
-    for i in written {
-        let id = batch[i].work.id.as_str();
-        outcomes[i] = revisions
-            .get(id)
-            .copied()
-            .ok_or_else(|| format!("thread `{id}`: the server returned no revision").into());
-    }
-    Ok(outcomes)
+    tx.execute(&prune, &[&rows.thread_ids, &live]).await?;
+    Ok(())
 }
