@@ -1,6 +1,6 @@
 //! LedgerLayer with its JSONL and SQLite sinks, in full agent runs.
 
-mod support;
+use crate::support;
 
 use std::{
     io::Write,
@@ -226,6 +226,7 @@ async fn a_ledger_that_cannot_write_warns_and_the_call_succeeds() {
         .with_ansi(false)
         .with_max_level(tracing::Level::WARN)
         .finish();
+    support::scoped_subscribers();
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,6 @@
 //! - no readied service is held across an await: a summarizer, a hook or another caller that
 //!   shares the inner service's `ConcurrencyLimit(1)` gets the permit (a deadlock fails the
 //!   test through a timeout instead of hanging it).
-#![cfg(unix)]
 
 use std::{future::Future, os::unix::fs::PermissionsExt, task::Poll, time::Duration};
 

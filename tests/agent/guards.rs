@@ -1,6 +1,6 @@
 //! SchemaGuardLayer and CallLimitsLayer, on their own and in full agent runs.
 
-mod support;
+use crate::support;
 
 use std::sync::{
     Arc,

@@ -1,6 +1,6 @@
 //! The event stream of a run, and reminders queued by tools.
 
-mod support;
+use crate::support;
 
 use std::{
     future::pending,

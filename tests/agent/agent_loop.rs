@@ -1,7 +1,7 @@
 //! The loop: how runs end (step limit, abort, drop, cancellation), the setup and prepare
 //! stages, and thread continuation through the store.
 
-mod support;
+use crate::support;
 
 use std::{
     future::{Future, pending},

@@ -1,7 +1,7 @@
 //! `ServiceBuilder` order is the onion order on both the model and the tool path: the first
 //! `.layer()` is the outermost (sees the request first and the response last).
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use tower::ServiceBuilder;

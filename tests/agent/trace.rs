@@ -152,6 +152,7 @@ impl Visit for Fields<'_> {
 fn capture() -> (Capture, DefaultGuard) {
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
+    crate::support::scoped_subscribers();
     (capture, tracing::subscriber::set_default(subscriber))
 }
 
@@ -161,6 +162,7 @@ fn capture_up_to(max: LevelFilter) -> (Capture, DefaultGuard) {
     let subscriber = tracing_subscriber::registry()
         .with(max)
         .with(capture.clone());
+    crate::support::scoped_subscribers();
     (capture, tracing::subscriber::set_default(subscriber))
 }
 

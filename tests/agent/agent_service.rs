@@ -1,7 +1,7 @@
 //! The agent as a plain tower service, and the `Clone + Send + Sync` guarantees the crate
 //! promises (axum needs them).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

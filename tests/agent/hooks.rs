@@ -2,7 +2,7 @@
 //! rules, the order (priorities, `before`/`after`, cycles), matchers, approval, the stop cap,
 //! SubagentStop, sync and async callbacks, and the tool layer used on its own.
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{

@@ -1,7 +1,7 @@
 //! The agent level composes like the model and tool levels: per-request data reaches the run,
 //! and agent-level layers (a cache that answers by itself, prompt hooks) wrap the agent.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use tower_agent::{
