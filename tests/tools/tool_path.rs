@@ -1,7 +1,7 @@
 //! The tool path: concurrency and result order, failures as error outputs the model sees,
 //! and the router's readiness (with `tower_test::mock` tools).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The todo, skills and memory built-ins, end to end with real temporary files.
 
-mod support;
+use crate::support;
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! 2): a run over unchanged files hands nothing to tokio's blocking pool, and an edit — the
 //! agent's own, through the filesystem tools — shows at the next run.
 
-mod support;
+use crate::support;
 
 use std::{sync::mpsc, time::Duration};
 

@@ -2,7 +2,7 @@
 //! laughs"), oversized files and front matter. Each is skipped with a warning, and the run's
 //! memory stays bounded, measured in a child process under an address-space limit.
 
-mod support;
+use crate::support;
 
 use std::{path::Path, time::Instant};
 
@@ -111,7 +111,7 @@ fn hostile_skill_files_are_skipped_within_a_measured_memory_bound() {
     let out = rerun_after(
         &[],
         &format!("ulimit -v {ADDRESS_SPACE_KIB}"),
-        "child_runs_skills",
+        &support::test_name!("child_runs_skills"),
     )
     .env(CHILD_DIR, root)
     .output()

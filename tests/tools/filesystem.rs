@@ -1,6 +1,6 @@
 //! The filesystem tools over real temporary directories and real processes.
 
-mod support;
+use crate::support;
 
 use std::{
     path::{Path, PathBuf},
@@ -1127,7 +1127,10 @@ async fn the_backend_cuts_long_lines_while_reading_and_says_where() {
 /// resident memory the case reported (in KiB) is under [`PEAK_BOUND_KIB`], then that the case
 /// passed.
 fn peak_rss_of_case(name: &str) {
-    let out = rerun(name).env("FS_MEMORY_CASE", "1").output().unwrap();
+    let out = rerun(&support::test_name!(name))
+        .env("FS_MEMORY_CASE", "1")
+        .output()
+        .unwrap();
     let peak = reported_number(&out, "PEAK_RSS_KIB");
     assert!(peak < PEAK_BOUND_KIB, "peak RSS {peak} KiB");
     passed(&out, name);
