@@ -2,9 +2,8 @@
 //! documented form, through whole agent runs against loopback servers: Anthropic `tool_result`
 //! content blocks, and Chat Completions' user message after the tool results (a tool message
 //! holds only text there). The Responses API's form is tested in `tests/responses.rs`.
-#![cfg(all(feature = "openai", feature = "anthropic"))]
 
-mod loopback;
+use crate::loopback;
 
 use loopback::{Reply, Server};
 use serde_json::json;

@@ -3,9 +3,8 @@
 //! structured output into a Rust type on both providers, refusals, `pause_turn` continued,
 //! every provider's "context too long" typed, and `SummarizeLayer` compacting and retrying once
 //! on it. Payloads are written from the providers' API references.
-#![cfg(all(feature = "openai", feature = "anthropic"))]
 
-mod loopback;
+use crate::loopback;
 
 use std::sync::{
     Arc,

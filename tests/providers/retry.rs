@@ -1,9 +1,8 @@
 //! `RetryPolicy` on tower's parts, against a loopback OpenAI server: the retry budget
 //! (`TpsBudget`) stops retries once spent, `Retry-After` is honoured (and a too long one is not
 //! waited for), and the exponential backoff grows between attempts, with bounded jitter.
-#![cfg(feature = "openai")]
 
-mod loopback;
+use crate::loopback;
 
 use std::{
     sync::{Arc, Mutex},

@@ -5,9 +5,8 @@
 //! call (`reasoning_content` sent back on tool-call turns only), `api.openai.com` never getting
 //! reasoning, Ollama streams with every tool call at `index: 0`, and the response cap applied to
 //! reasoning.
-#![cfg(all(feature = "openai", feature = "anthropic"))]
 
-mod loopback;
+use crate::loopback;
 
 use std::sync::{
     Arc, Mutex,

@@ -1,9 +1,8 @@
 //! `Anthropic` against a loopback server speaking the Messages API: the exact JSON and headers
 //! sent (system split out, tool results grouped), real-shaped answers, streaming with text and
 //! tool-input deltas, retries, typed errors, and whole agent runs.
-#![cfg(feature = "anthropic")]
 
-mod loopback;
+use crate::loopback;
 
 use std::{
     sync::{

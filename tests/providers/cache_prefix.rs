@@ -6,8 +6,7 @@
 //! byte-identical prefix of the next request's body, prints the average and where each pair
 //! first differs, and asserts the target (≥ 0.95).
 
-#[path = "loopback/mod.rs"]
-mod loopback;
+use crate::loopback;
 
 use std::path::Path;
 

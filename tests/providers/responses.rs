@@ -3,10 +3,8 @@
 //! come back with their `encrypted_content` on the next request, function calls and their
 //! outputs, streaming events, usage with cached and reasoning tokens, typed errors, retries,
 //! and images returned by a tool.
-#![cfg(feature = "openai")]
 
-mod loopback;
-mod support;
+use crate::loopback;
 
 use std::{
     sync::{
@@ -644,8 +642,11 @@ mod memory {
     const MIB: u64 = 1 << 20;
     const CASE: &str = "TOWER_AGENT_RESPONSES_MEMORY_CASE";
     const URL: &str = "TOWER_AGENT_RESPONSES_MEMORY_URL";
-    /// What the child costs besides the answer (the binary, its runtime, the client).
-    const BASELINE: u64 = 24 * MIB;
+    /// What the child costs besides the answer (the binary, its runtime, the client): about
+    /// 20 MiB measured for a JSON answer and 25 for a stream, with room to spare (16 and 21 when
+    /// this file was a test binary of its own: the larger binary of the group touches more
+    /// pages).
+    const BASELINE: u64 = 32 * MIB;
 
     /// The child: one call against the parent's server, then its peak resident memory.
     #[test]
@@ -678,7 +679,7 @@ mod memory {
     fn peak_of(case: &str, reply: Reply) -> (u64, String) {
         let server = Server::start();
         server.reply(reply);
-        let out = rerun("memory::memory_child")
+        let out = rerun(&crate::support::test_name!("memory_child"))
             .env(CASE, case)
             .env(URL, server.url())
             .output()

@@ -4,10 +4,8 @@
 //! (a JSON answer, an error page, one server-sent line) are cut off at their documented limits
 //! while they are read. The memory cases run the client in a child process (this test binary,
 //! re-executed) and assert its peak resident memory (`VmHWM`).
-#![cfg(feature = "openai")]
 
-mod loopback;
-mod support;
+use crate::loopback;
 
 use std::time::Duration;
 
@@ -446,8 +444,10 @@ mod memory {
     const URL: &str = "TOWER_AGENT_MEMORY_URL";
 
     /// What the child costs besides the body (the test binary, its runtime, the client):
-    /// about 13 MiB measured, with room to spare. The old code held the whole 300 MB body.
-    const BASELINE: u64 = 24 * MIB;
+    /// about 20 MiB measured, with room to spare (13 when this file was a test binary of its
+    /// own: the larger binary of the group touches more pages). The old code held the whole
+    /// 300 MB body.
+    const BASELINE: u64 = 32 * MIB;
 
     /// The child: runs one case against the parent's server and prints its peak resident
     /// memory. Ignored, so only the tests below run it (through `rerun`).
@@ -476,7 +476,7 @@ mod memory {
     fn peak_of(case: &str, reply: Reply) -> (u64, String) {
         let server = Server::start();
         server.reply(reply);
-        let out = rerun("memory::memory_child")
+        let out = rerun(&crate::support::test_name!("memory_child"))
             .env(CASE, case)
             .env(URL, server.url())
             .output()

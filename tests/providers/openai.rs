@@ -1,9 +1,8 @@
 //! `OpenAiChat` against a loopback server speaking the Chat Completions API: the exact JSON
 //! and headers sent, real-shaped answers (text, several tool calls, usage), streaming with
 //! deltas, retries with `Retry-After`, typed errors, and whole agent runs.
-#![cfg(feature = "openai")]
 
-mod loopback;
+use crate::loopback;
 
 use std::{
     sync::{

@@ -1,9 +1,8 @@
 //! Acceptance test of the GenAI observability (issue 11, item 7): runs of real agents, their
 //! spans exported through `tracing-opentelemetry` to the OpenTelemetry SDK's in-memory
 //! exporter, checked against the OpenTelemetry GenAI semantic conventions.
-#![cfg(all(feature = "opentelemetry", feature = "openai"))]
 
-mod loopback;
+use crate::loopback;
 
 use std::collections::BTreeMap;
 
@@ -44,6 +43,7 @@ fn otel() -> Otel {
     let tracer = provider.tracer("tests");
     let subscriber =
         tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
+    crate::support::scoped_subscribers();
     let guard = tracing::subscriber::set_default(subscriber);
     Otel {
         exporter,
