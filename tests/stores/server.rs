@@ -1,8 +1,7 @@
 //! The HTTP server end to end, over real sockets on 127.0.0.1 with reqwest: runs, SSE
 //! streams, threads, errors, concurrency, layers and graceful shutdown.
-#![cfg(all(feature = "axum", feature = "sqlite"))]
 
-mod support;
+use crate::support;
 
 use std::{
     future::IntoFuture,

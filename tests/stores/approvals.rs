@@ -6,9 +6,8 @@
 //! once" and "never ran" are counted on disk. Then the HTTP route (`403`, `409`, `422`,
 //! concurrent answers) and the acceptance test: two server processes on a real PostgreSQL, the
 //! one that asked restarted, the answer given through the other.
-#![cfg(all(feature = "axum", feature = "sqlite", unix))]
 
-mod support;
+use crate::support;
 
 use std::{
     path::{Path, PathBuf},
@@ -744,7 +743,7 @@ mod replicas {
     }
 
     async fn replica_process(db: &str, dir: &Path) -> (support::Killed, String) {
-        let mut cmd = support::rerun("replicas::child_approval_replica");
+        let mut cmd = support::rerun(&crate::support::test_name!("child_approval_replica"));
         cmd.env(CHILD_URL, db).env(CHILD_DIR, dir);
         support::spawn_reporting(cmd, "REPLICA").await
     }

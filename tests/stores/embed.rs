@@ -4,7 +4,6 @@
 //! `RequestBodyLimitLayer` and a bearer-auth layer wrap the routes, the service served is a
 //! `Timeout<Agent>`, a tool reads the authenticated user from the run's extensions, and a
 //! second user is refused (`403`) the first user's thread.
-#![cfg(feature = "axum")]
 
 use std::{
     collections::HashMap,

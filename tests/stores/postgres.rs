@@ -5,9 +5,8 @@
 //! Postgres does: compare-and-swap between replicas (a conflict error, never a lost update),
 //! migrations, a newer schema refused, connection errors that name the server and hide the
 //! password.
-#![cfg(all(feature = "postgres", feature = "axum", unix))]
 
-mod support;
+use crate::support;
 
 use std::{sync::Arc, time::Duration};
 
@@ -39,7 +38,7 @@ async fn postgres() -> (Open<Postgres>, String) {
     (open, url)
 }
 
-store_scenarios!(shared, postgres());
+crate::store_scenarios!(shared, postgres());
 
 // ===== Postgres only: incremental appends, compare-and-swap =====
 
@@ -843,7 +842,7 @@ async fn child_holds_a_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_with_sigkill_releases_its_lease() {
     let (open, url) = postgres().await;
-    let mut cmd = support::rerun("child_holds_a_lease");
+    let mut cmd = support::rerun(&support::test_name!("child_holds_a_lease"));
     cmd.env(CHILD_URL, &url);
     let (mut child, _) = support::spawn_reporting(cmd, "LEASED").await;
     let store = open().await;
@@ -963,7 +962,7 @@ async fn child_replica() {
 
 /// Starts a replica process; its base URL.
 async fn replica_process(db: &str) -> (support::Killed, String) {
-    let mut cmd = support::rerun("child_replica");
+    let mut cmd = support::rerun(&support::test_name!("child_replica"));
     cmd.env(CHILD_URL, db);
     support::spawn_reporting(cmd, "REPLICA").await
 }

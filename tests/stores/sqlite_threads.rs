@@ -1,8 +1,7 @@
 //! `store::Sqlite` under load: the number of OS threads stays bounded (one writer and
 //! [`READERS`] reader threads per store, whatever the number of operations in flight), and
-//! dropping the last handle stops them. One test in this binary: it counts the process's
-//! threads, so nothing else may run beside it.
-#![cfg(feature = "sqlite")]
+//! dropping the last handle stops them. The test counts the process's threads, so nothing
+//! else may run beside it: it runs alone in a child process (`support::alone`).
 
 use std::sync::{
     Arc,
@@ -16,6 +15,8 @@ use tower_agent::{
         sqlite::{READERS, WRITE_QUEUE},
     },
 };
+
+use crate::support;
 
 /// The process's OS threads (`Threads:` in `/proc/self/status`).
 fn threads() -> usize {
@@ -47,6 +48,11 @@ fn names() -> Vec<String> {
 
 #[test]
 fn threads_stay_bounded_under_2000_concurrent_operations_and_stop_on_drop() {
+    if !support::alone(&support::test_name!(
+        "threads_stay_bounded_under_2000_concurrent_operations_and_stop_on_drop"
+    )) {
+        return;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()

@@ -1,9 +1,8 @@
 //! `store::Sqlite` end to end: the scenarios every store passes (`support::stores`: threads
 //! survive the store, saves are per step, concurrent runs on different threads), a file that
 //! is not a database is refused and left as it was, several writers on one file.
-#![cfg(feature = "sqlite")]
 
-mod support;
+use crate::support;
 
 use std::{path::Path, sync::Arc, time::Duration};
 
@@ -32,7 +31,7 @@ async fn sqlite() -> (Open<Sqlite>, tempfile::TempDir) {
 // Threads survive the store and continue, appends and rewrites, stores on one file see each
 // other's writes, concurrent runs on different threads, a dropped run keeps its finished
 // steps: the scenarios `Postgres` passes too (`support::stores`).
-store_scenarios!(shared, sqlite());
+crate::store_scenarios!(shared, sqlite());
 
 fn siblings(path: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
@@ -270,7 +269,7 @@ async fn stale_writer_in_another_process_never_appends() {
     let mut mine = user_thread("t", &["a1", "a2"]);
     a.save(&mine).await.unwrap();
 
-    let out = rerun("child_deletes_and_recreates")
+    let out = rerun(&support::test_name!("child_deletes_and_recreates"))
         .env(CHILD_DB, &path)
         .output()
         .unwrap();
@@ -343,7 +342,7 @@ async fn two_processes_saving_one_thread_never_mix() {
     let writers: Vec<_> = ["x", "y"]
         .into_iter()
         .map(|w| {
-            rerun("child_hammers")
+            rerun(&support::test_name!("child_hammers"))
                 .env(CHILD_DB, &db)
                 .env(CHILD_WRITER, w)
                 .stdout(std::process::Stdio::piped())
@@ -541,7 +540,7 @@ async fn read_only_file_names_the_file_and_the_cause() {
     };
     let text = if root {
         use std::os::unix::process::CommandExt;
-        let out = rerun_reachable(dir.path(), "child_opens")
+        let out = rerun_reachable(dir.path(), &support::test_name!("child_opens"))
             .env(CHILD_DB, &path)
             .uid(65534)
             .gid(65534)
@@ -569,7 +568,7 @@ async fn read_only_file_system_names_the_file_and_the_cause() {
     let out = rerun_after(
         &["unshare", "--map-root-user", "--mount"],
         r#"mount --bind -o ro "$TOWER_AGENT_TEST_RO_DIR" "$TOWER_AGENT_TEST_RO_DIR""#,
-        "child_opens",
+        &support::test_name!("child_opens"),
     )
     .env("TOWER_AGENT_TEST_RO_DIR", ro)
     .env(CHILD_DB, &path)
@@ -630,7 +629,7 @@ async fn child_holds_a_lease() {
 async fn a_process_killed_with_sigkill_releases_its_lease() {
     use tower_agent::store::ThreadBusy;
     let (open, dir) = sqlite().await;
-    let mut cmd = rerun("child_holds_a_lease");
+    let mut cmd = rerun(&support::test_name!("child_holds_a_lease"));
     cmd.env(CHILD_DB, dir.path().join("threads.db"));
     let (mut child, _) = support::spawn_reporting(cmd, "LEASED").await;
     // Another process holds it: busy here.

@@ -35,9 +35,8 @@
 //!
 //! Each point has its own thread id and side-effect directory (and, for SQLite, its own
 //! database file); PostgreSQL is the project's throwaway server (`support::postgres`).
-#![cfg(all(feature = "sqlite", feature = "postgres", unix))]
 
-mod support;
+use crate::support;
 
 use std::{
     collections::HashMap,
@@ -536,7 +535,7 @@ impl Said {
 /// Starts the child role `mode` for `point`, killed at write `kill_at` if any.
 fn spawn_child(point: &Point, mode: &str, kill_at: Option<usize>) -> (Child, PathBuf) {
     let stderr = point.dir.join(format!("{mode}.stderr"));
-    let mut cmd = support::rerun("crash_child");
+    let mut cmd = support::rerun(&support::test_name!("crash_child"));
     cmd.env(ENV_MODE, mode)
         .env(ENV_STORE, &point.spec)
         .env(ENV_THREAD, &point.thread)

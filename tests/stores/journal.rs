@@ -8,7 +8,7 @@
 //! many times the side effect happened. `tests/resume.rs` does the same across processes,
 //! with `kill -9`.
 
-mod support;
+use crate::support;
 
 use std::{
     collections::HashMap,

@@ -3,9 +3,8 @@
 //! call, and `POST /threads/{id}/resume` on another replica (this test process) finishes the
 //! run from the store and its tool-call journal. Every tool appends a line to a counter file
 //! each time it runs: the counter is how many times the side effect happened.
-#![cfg(all(feature = "postgres", feature = "axum", unix))]
 
-mod support;
+use crate::support;
 
 use std::{
     path::{Path, PathBuf},
@@ -92,7 +91,7 @@ async fn child_replica() {
 
 /// Starts a replica process; its base URL.
 async fn replica_process(db: &str, dir: &Path, calls: &str) -> (support::Killed, String) {
-    let mut cmd = support::rerun("child_replica");
+    let mut cmd = support::rerun(&support::test_name!("child_replica"));
     cmd.env(CHILD_URL, db)
         .env(CHILD_DIR, dir)
         .env(CHILD_CALLS, calls);
