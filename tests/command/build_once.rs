@@ -1,10 +1,10 @@
 //! What a builder can read once is read once, not at every run or hook call (issue 16,
 //! target 4): the process's working directory is read when the command hooks are built.
 //!
-//! This binary changes the process's working directory: it holds this one test only.
-#![cfg(unix)]
+//! The test changes the process's working directory: it runs alone in a child process
+//! (`support::alone`), where no other test sees the change.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::command::{Scripts, agent, on};
@@ -15,6 +15,11 @@ use tower_agent::model::ScriptedModel;
 /// read the process's directory again: the handler then ran in the run's directory).
 #[tokio::test(flavor = "current_thread")]
 async fn hooks_compare_the_run_directory_with_the_process_directory_read_at_build() {
+    if !support::alone(&support::test_name!(
+        "hooks_compare_the_run_directory_with_the_process_directory_read_at_build"
+    )) {
+        return;
+    }
     let s = Scripts::new();
     let (start, moved) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let back = std::env::current_dir().unwrap();

@@ -1,7 +1,6 @@
 //! Command hooks with real processes: bash and python3 scripts written into temp dirs.
-#![cfg(unix)]
 
-mod support;
+use crate::support;
 
 use std::{
     path::Path,

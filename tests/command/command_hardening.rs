@@ -2,9 +2,8 @@
 //! not UTF-8 or lines without end, a hook's bad `updatedInput`, transcript file names, and
 //! property tests over settings and matchers. Real processes (bash and python3 scripts), real
 //! files.
-#![cfg(unix)]
 
-mod support;
+use crate::support;
 
 use std::{
     path::PathBuf,
@@ -212,7 +211,10 @@ fn costs_little_memory(test: &str, stream: &str) {
         memory_case(&case);
         return;
     }
-    let out = rerun(test).env(MEMORY_CASE, stream).output().unwrap();
+    let out = rerun(&support::test_name!(test))
+        .env(MEMORY_CASE, stream)
+        .output()
+        .unwrap();
     passed(&out, test);
     let mib = reported_number(&out, "PEAK_GROWTH_KIB") / 1024;
     assert!(mib < 32, "peak RSS grew by {mib} MiB for a 300 MB line");

@@ -2,9 +2,8 @@
 //! through `setsid`), a hook's answer survives a child holding its stdout, and no zombies are
 //! left behind. Real processes; each leftover is found by a unique `sleep` argument in
 //! `/proc/*/cmdline`.
-#![cfg(target_os = "linux")]
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{Arc, Mutex},
@@ -20,8 +19,8 @@ use tower_agent::{
     model::{BoxModelService, ScriptedModel},
 };
 
-/// The tests of this file look at every process of the test binary (zombie children): one at
-/// a time.
+/// The tests of this file look at every child of the process (zombies): each runs alone in a
+/// child process of its own ([`support::alone`]), one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 // ===== /proc =====
@@ -137,6 +136,11 @@ const DENY: &str = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "pe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_shot_deny_stands_when_a_setsid_child_holds_stdout() {
     let _serial = SERIAL.lock().await;
+    if !support::alone(&support::test_name!(
+        "a_one_shot_deny_stands_when_a_setsid_child_holds_stdout"
+    )) {
+        return;
+    }
     let s = Scripts::new();
     for (exit, marker) in [(0, "1000.101"), (2, "1000.102")] {
         let hook = s.script(
@@ -173,6 +177,11 @@ async fn a_one_shot_deny_stands_when_a_setsid_child_holds_stdout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_describe_step_is_bounded_when_a_setsid_child_holds_stdout() {
     let _serial = SERIAL.lock().await;
+    if !support::alone(&support::test_name!(
+        "a_describe_step_is_bounded_when_a_setsid_child_holds_stdout"
+    )) {
+        return;
+    }
     let s = Scripts::new();
     let dir = s.path("hooks");
     std::fs::create_dir(&dir).unwrap();
@@ -215,6 +224,11 @@ exit 0"#
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_run_kills_what_a_one_shot_hook_started_with_setsid() {
     let _serial = SERIAL.lock().await;
+    if !support::alone(&support::test_name!(
+        "a_dropped_run_kills_what_a_one_shot_hook_started_with_setsid"
+    )) {
+        return;
+    }
     let s = Scripts::new();
     let markers = ["1000.104", "1000.105", "1000.106"];
     let hook = s.script(
@@ -246,6 +260,11 @@ async fn a_dropped_run_kills_what_a_one_shot_hook_started_with_setsid() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_hook_takes_what_it_started_with_it() {
     let _serial = SERIAL.lock().await;
+    if !support::alone(&support::test_name!(
+        "a_persistent_hook_takes_what_it_started_with_it"
+    )) {
+        return;
+    }
     let s = Scripts::new();
     let markers = ["1000.107", "1000.108", "1000.109"];
     let hook = s.script(
@@ -284,6 +303,11 @@ for line in sys.stdin:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn execute_kills_what_the_command_started_with_setsid() {
     let _serial = SERIAL.lock().await;
+    if !support::alone(&support::test_name!(
+        "execute_kills_what_the_command_started_with_setsid"
+    )) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let fs = LocalFs::new(dir.path());
     let markers = ["1000.110", "1000.111", "1000.112"];
@@ -341,6 +365,11 @@ async fn execute_kills_what_the_command_started_with_setsid() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_commands_do_not_sweep_each_other() {
     let _serial = SERIAL.lock().await;
+    if !support::alone(&support::test_name!(
+        "concurrent_commands_do_not_sweep_each_other"
+    )) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(LocalFs::new(dir.path()));
     let tasks: Vec<_> = (0..8)
