@@ -5,9 +5,8 @@
 //! on stdout, tool list changes, elicitation (accept, decline, none), no process left after
 //! the agent is dropped, connect and reconnect failures (errors naming the server and the
 //! cause, no internal type names).
-#![cfg(all(feature = "mcp", unix))]
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{
@@ -220,7 +219,7 @@ async fn stdio_server_child() {
     if std::env::var_os(CHILD_ENV).is_none() {
         return;
     }
-    // The test harness has written `test stdio_server_child ... ` (no newline) to stdout:
+    // The test harness has written `test mcp_client::stdio_server_child ... ` (no newline) to stdout:
     // end that line, which the client skips as not MCP.
     {
         use std::io::Write;
@@ -241,7 +240,7 @@ fn stdio_config() -> StdioServer {
         .args([
             "--exact",
             "--include-ignored",
-            "stdio_server_child",
+            support::test_name!("stdio_server_child").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])
@@ -747,7 +746,7 @@ async fn servers_from_a_mcp_json_file_with_variables() {
     let command = format!("${{TOWER_AGENT_TEST_EXE_UNSET:-{}}}", exe.to_string_lossy());
     let doc = json!({"mcpServers": {
         "s": {"command": command,
-              "args": ["--exact", "--include-ignored", "stdio_server_child", "--nocapture"],
+              "args": ["--exact", "--include-ignored", support::test_name!("stdio_server_child"), "--nocapture"],
               "env": {"TOWER_AGENT_MCP_TEST_CHILD": "${TOWER_AGENT_TEST_CHILD_VALUE_UNSET:-1}"}},
         "broken": {"command": "/nonexistent/mcp-server"},
         "notmcp": {"command": "sh", "args": ["-c", "echo hello; sleep 30"]},
@@ -820,7 +819,7 @@ async fn flood_child() {
 
 #[test]
 fn an_oversized_message_is_dropped_in_bounded_memory() {
-    let out = support::rerun("flood_child")
+    let out = support::rerun(&support::test_name!("flood_child"))
         .env("TOWER_AGENT_MCP_FLOOD", "1")
         .output()
         .unwrap();
@@ -979,7 +978,7 @@ async fn a_failed_stdio_restart_is_a_clean_error_for_the_model() {
                 .args([
                     "--exact",
                     "--include-ignored",
-                    "stdio_server_child",
+                    support::test_name!("stdio_server_child").as_str(),
                     "--nocapture",
                     "--test-threads=1",
                 ])

@@ -1,9 +1,8 @@
 //! The crate's MCP server (`mcp::server`) driven by rmcp's own client: in-process over a tokio
 //! duplex pipe, and over streamable HTTP on a real 127.0.0.1 port, mounted in one axum
 //! `Router` next to the crate's own routes.
-#![cfg(all(feature = "mcp", feature = "axum"))]
 
-mod support;
+use crate::support;
 
 use std::{sync::Arc, time::Duration};
 
@@ -745,7 +744,7 @@ fn costs_little_memory(test: &str, case: &str) {
         memory_case(&case);
         return;
     }
-    let out = support::rerun(test)
+    let out = support::rerun(&support::test_name!(test))
         .env(MEMORY_CASE, case)
         .output()
         .unwrap();

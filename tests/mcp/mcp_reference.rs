@@ -4,9 +4,8 @@
 //! project's `.ci/mcp-servers` (a file lock keeps concurrent test binaries from racing; a
 //! marker file records a finished install). Needs `node` and `npm` (the script installs them
 //! with apt-get on Debian/Ubuntu as root), and the npm registry on first use.
-#![cfg(all(feature = "mcp", unix))]
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -6,9 +6,8 @@
 //!   configuration errors;
 //! - the `Elicitation` and `ElicitationResult` events around the elicitation service (item
 //!   4), with real shell scripts: answer in the user's place, exit 2, override, the inputs.
-#![cfg(all(feature = "mcp", unix))]
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{
