@@ -1,6 +1,10 @@
 //! Allocations per model call on the bare agent step (issue 16, target 4), counted by a
 //! counting global allocator: at most 12, so that it cannot silently regress. Figures:
 //! `cargo bench --bench allocations`.
+//!
+//! A test binary of its own (`cargo test --all-features --test allocations`), not a module of
+//! a group: the allocator counts every allocation of the process, and must not count other
+//! tests' work.
 
 #[path = "support/alloc_steps.rs"]
 mod alloc_steps;

@@ -1,6 +1,8 @@
 //! Conformance with the Claude Code hooks reference (`hooks.md`), organised by its sections:
 //! real hook scripts (bash, python3) read their input from stdin and answer as the reference
-//! documents; each test names the section it checks.
+//! documents; each test names the section it checks. One test binary, a module per section:
+//! run it alone with `cargo test --all-features --test conformance`, one module of it with
+//! `cargo test --all-features --test conformance -- pre_tool_use::`.
 #![cfg(unix)]
 
 #[path = "../loopback/mod.rs"]

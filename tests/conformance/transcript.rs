@@ -565,7 +565,7 @@ with open({out:?}, "w") as f:
 fn default_run(env: &[(&str, &Path)], remove: &[&str]) -> (PathBuf, u64, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("my project")).unwrap();
-    let mut cmd = rerun("transcript::default_transcripts_child");
+    let mut cmd = rerun(&crate::support::test_name!("default_transcripts_child"));
     cmd.env("TR_DIR", dir.path());
     for name in remove {
         cmd.env_remove(name);

@@ -2,8 +2,9 @@
 //! checks over histories and model requests, and child processes that re-run one test of the
 //! current test binary (to measure its peak memory, or to run it under limits).
 //!
-//! Each test file includes this module (`mod support;`) and uses a part of it: the rest is dead
-//! code there, hence the `allow`.
+//! Each test binary (`tests/<group>/main.rs`) declares this module once
+//! (`#[path = "../support/mod.rs"] mod support;`), its modules use it as `crate::support`; a
+//! binary uses a part of it: the rest is dead code there, hence the `allow`.
 #![allow(dead_code, unreachable_pub)]
 
 #[cfg(unix)]
@@ -242,6 +243,53 @@ pub fn write_skill(root: &Path, dir: &str, text: &str) -> PathBuf {
     path
 }
 
+// ===== tracing =====
+
+/// Call before `tracing::subscriber::set_default` in a test binary where other tests run
+/// without a subscriber, beside this one. `tracing` caches per call site whether a span or
+/// event is wanted, for every thread, when a thread first reaches it; while a single scoped
+/// subscriber is registered, it asks only the subscriber of the thread that reaches it. A test
+/// without a subscriber that reaches (say) the `invoke_agent` span first, while another test's
+/// subscriber lives, then marks it unwanted for good, and that test's subscriber never sees
+/// it. This registers once, for the life of the process, a subscriber that wants nothing but
+/// has every call site asked again at each span and event: each thread's own subscriber then
+/// decides, whoever came first.
+pub fn scoped_subscribers() {
+    static ASK_EACH_TIME: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    ASK_EACH_TIME.get_or_init(|| tracing::Dispatch::new(AskEachTime));
+}
+
+/// The subscriber of [`scoped_subscribers`]: every call site is of interest "sometimes", no
+/// span or event is enabled.
+struct AskEachTime;
+
+impl tracing::Subscriber for AskEachTime {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        false
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, _: &tracing::Event<'_>) {}
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
 // ===== child processes =====
 
 /// The peak resident memory of this process (`VmHWM` in `/proc/self/status`), in KiB.
@@ -267,10 +315,40 @@ fn exactly(test: &str) -> [&str; 5] {
     ]
 }
 
+/// The full name of the test `$name` of the calling module (a test function there, or a path
+/// from there such as `memory::child`), as the test binary names it and `--exact` wants it:
+/// the caller's module path without the crate (the binary), then `$name` — say
+/// `sqlite::child_opens` for `test_name!("child_opens")` in `tests/stores/sqlite.rs`. Name the
+/// test a child runs ([`rerun`] and its kin) with it, never with a literal path: the name then
+/// follows the test wherever its file moves.
+#[allow(unused_macros)]
+macro_rules! test_name {
+    ($name:expr) => {
+        $crate::support::full_test_name(module_path!(), $name)
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use test_name;
+
+/// The name of the test `name` of the module `module` (a `module_path!()` of this test
+/// binary): see [`test_name!`].
+pub fn full_test_name(module: &str, name: &str) -> String {
+    let krate = env!("CARGO_CRATE_NAME");
+    let within = module
+        .strip_prefix(krate)
+        .unwrap_or_else(|| panic!("{module} is not a module of the test binary {krate}"));
+    match within.strip_prefix("::") {
+        Some(path) => format!("{path}::{name}"),
+        None if within.is_empty() => name.to_owned(),
+        None => panic!("{module} is not a module of the test binary {krate}"),
+    }
+}
+
 /// A command that runs this test binary again for exactly the test `test` (its full name, say
-/// `memory::child`), `--exact --include-ignored --nocapture --test-threads=1`. The child
-/// inherits the environment: set a variable with `.env(…)` to tell it what to do. A test that
-/// is only a child's role is `#[ignore]`d, so the suite itself never runs it as a vacuous pass.
+/// `memory::child`: build it with [`test_name!`]), `--exact --include-ignored --nocapture
+/// --test-threads=1`. The child inherits the environment: set a variable with `.env(…)` to tell
+/// it what to do. A test that is only a child's role is `#[ignore]`d, so the suite itself never
+/// runs it as a vacuous pass.
 pub fn rerun(test: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(exactly(test));
@@ -316,6 +394,24 @@ pub fn rerun_after(wrapper: &[&str], setup: &str, test: &str) -> Command {
         .arg(std::env::current_exe().unwrap())
         .args(exactly(test));
     cmd
+}
+
+/// Set in the child of [`alone`]: the full name of the test it runs.
+const ALONE: &str = "TOWER_AGENT_TEST_ALONE";
+
+/// For a test that looks at or changes the whole process (its OS threads, its zombie
+/// children, its working directory): the other tests of its binary, running beside it in the
+/// same process, would disturb it or be disturbed. Call it first with the test's full name
+/// ([`test_name!`]): in the test's own child process ([`rerun`], where it runs alone) it returns
+/// true, and the test goes on; in the parent it runs that child, fails unless the child passed,
+/// and returns false: the test then returns.
+pub fn alone(test: &str) -> bool {
+    if std::env::var(ALONE).is_ok_and(|t| t == test) {
+        return true;
+    }
+    let out = rerun(test).env(ALONE, test).output().unwrap();
+    passed(&out, test);
+    false
 }
 
 /// The stdout of a child of [`rerun`]; fails, naming it `what`, unless the child exited

@@ -62,7 +62,7 @@
 //!   it leaves unanswered ends at the call timeout. A message is at most [`MAX_MESSAGE`]
 //!   (16 MiB: a stdio line, an SSE event or a JSON response over HTTP); a longer one is
 //!   dropped as it is read, never buffered whole (a 256 MiB line costs the client about
-//!   16 MiB of memory, measured by `tests/mcp_client.rs`).
+//!   16 MiB of memory, measured by `tests/mcp/mcp_client.rs`).
 //! - A stdio server's stderr is read as it comes, 8 KiB at a time, into `tracing` at debug
 //!   level, and not kept.
 //! - An elicitation the [`Elicitation`] service does not answer within the call timeout is

@@ -1,0 +1,23 @@
+//! The agent loop and its layers, without a provider or a store: composition, the loop's
+//! endings, the agent as a tower service, events, layer order, readiness, reminders,
+//! summarizing, tracing, the ledger, guards and callback hooks. One test binary, a module per
+//! area (a file of its own before). Run this group alone with
+//! `cargo test --all-features --test agent`, one module of it with
+//! `cargo test --all-features --test agent -- hooks::`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod agent_composition;
+mod agent_loop;
+mod agent_service;
+mod events;
+mod guards;
+mod hooks;
+mod layer_order;
+mod ledger;
+#[cfg(unix)]
+mod readiness;
+mod reminders;
+mod summarize;
+mod trace;
