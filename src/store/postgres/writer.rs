@@ -299,7 +299,7 @@ impl Writer {
         match tokio::time::timeout_at(deadline, write).await {
             Ok(Ok(outcomes)) => Ok(outcomes),
             Ok(Err(e)) => {
-                let broken = client.is_closed() || e.as_db_error().is_none();
+                let broken = client.is_closed() || !refused(&e);
                 // Not reused either way: a refused batch is rare, and a fresh session starts
                 // the next attempt with nothing left of the failed transaction.
                 self.client = None;
@@ -321,6 +321,21 @@ impl Writer {
             }
         }
     }
+}
+
+/// Whether `e` is the server refusing a statement on a session that goes on (a constraint, a
+/// deadlock, a serialization failure): an error of the server below `FATAL`. A `FATAL` or
+/// `PANIC` error (a terminated backend, a server shutting down) ends the session, and a
+/// client-side error (a closed socket) is no answer at all: the connection is broken, and
+/// whether the batch was committed is unknown.
+fn refused(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::Severity;
+    e.as_db_error().is_some_and(|db| {
+        !matches!(
+            db.parsed_severity(),
+            Some(Severity::Fatal | Severity::Panic)
+        )
+    })
 }
 
 /// Why a whole batch failed.
