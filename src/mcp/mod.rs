@@ -9,5 +9,17 @@
 pub mod client;
 pub mod server;
 
+/// `s` cut to at most `max` bytes (at a character boundary) with `…` appended, if longer.
+pub(crate) fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &s[..end]))
+}
+
 pub use self::client::McpServers;
 pub use self::server::{AgentTool, McpServer};

@@ -112,7 +112,6 @@
 //! `examples/mcp_server.rs` is a complete stdio server a desktop client can launch.
 
 use std::{
-    borrow::Cow,
     collections::HashMap,
     fmt,
     path::PathBuf,
@@ -389,7 +388,7 @@ impl McpServer {
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool `{}`; the tools are: {}",
-                    truncate(&params.name, 200),
+                    super::truncate(&params.name, 200),
                     names.join(", ")
                 ),
                 None,
@@ -483,17 +482,6 @@ fn request_id(context: &RequestContext<RoleServer>) -> String {
 fn next_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-fn truncate(s: &str, max: usize) -> Cow<'_, str> {
-    if s.len() <= max {
-        return Cow::Borrowed(s);
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    Cow::Owned(format!("{}…", &s[..end]))
 }
 
 /// A [`ToolSpec`] as MCP lists it. A `parameters` schema that is not a JSON object (which MCP

@@ -417,6 +417,9 @@ fn connect_error(e: &ClientInitializeError) -> String {
 /// An error and its causes, `: `-separated, each once (many errors repeat their cause in
 /// their own message), without rmcp's transport type names: a [`DynamicTransportError`]
 /// (`Transport [<type name>] error: …`) gives only its cause, a [`TransportFailure`].
+///
+/// At most [`MAX_ERROR_TEXT`] bytes (then cut, with `…`): the messages may be the server's own
+/// (a JSON-RPC error of up to [`MAX_MESSAGE`] bytes), and the text goes to the model.
 fn causes(err: &(dyn Error + 'static)) -> String {
     let mut text = String::new();
     let mut next = Some(err);
@@ -426,15 +429,22 @@ fn causes(err: &(dyn Error + 'static)) -> String {
             continue;
         }
         let line = e.to_string();
-        if !text.contains(&line) {
+        let line = crate::mcp::truncate(&line, MAX_ERROR_TEXT);
+        if !text.contains(&*line) {
             if !text.is_empty() {
                 text.push_str(": ");
             }
             text.push_str(&line);
         }
+        if text.len() >= MAX_ERROR_TEXT {
+            break;
+        }
     }
-    text
+    crate::mcp::truncate(&text, MAX_ERROR_TEXT).into_owned()
 }
+
+/// The most bytes of an MCP server's error text the model (or a caller) gets: 4 KiB.
+const MAX_ERROR_TEXT: usize = 4096;
 
 /// A transport's error: what failed and why (see [`Explain`]), as the model and the caller see
 /// it.
@@ -969,6 +979,35 @@ impl Service<ToolRequest> for McpTool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A server's huge error message (a JSON-RPC error up to `MAX_MESSAGE`, multi-byte text)
+    /// reaches the model cut to `MAX_ERROR_TEXT` bytes, at a character boundary.
+    #[test]
+    fn a_huge_error_text_is_cut() {
+        #[derive(Debug)]
+        struct Chain(String, Option<Box<Chain>>);
+        impl fmt::Display for Chain {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+        impl Error for Chain {
+            fn source(&self) -> Option<&(dyn Error + 'static)> {
+                self.1.as_deref().map(|e| e as &(dyn Error + 'static))
+            }
+        }
+        let huge = "é".repeat(MAX_MESSAGE / 2);
+        let err = Chain("initialize".into(), Some(Box::new(Chain(huge, None))));
+        let text = causes(&err);
+        assert!(
+            text.len() <= MAX_ERROR_TEXT + '…'.len_utf8(),
+            "{}",
+            text.len()
+        );
+        assert!(text.starts_with("initialize: éé") && text.ends_with('…'));
+        let small = Chain("refused".into(), None);
+        assert_eq!(causes(&small), "refused");
+    }
 
     #[test]
     fn sanitized_names() {
