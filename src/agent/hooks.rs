@@ -483,10 +483,7 @@ pub(crate) struct ParentHooks(pub(crate) Arc<dyn LoopHooks>);
 
 /// The loop hooks of the run of `ctx`, if it has any.
 pub(crate) fn of(ctx: &RunContext) -> Option<Arc<dyn LoopHooks>> {
-    ctx.state()
-        .extensions
-        .get::<ParentHooks>()
-        .map(|p| Arc::clone(&p.0))
+    ctx.with_data(|data| data.get::<ParentHooks>().map(|p| Arc::clone(&p.0)))
 }
 
 /// The environment the SessionStart hooks of a run exported through `CLAUDE_ENV_FILE`: given
@@ -497,10 +494,7 @@ pub struct SessionEnv(pub Arc<[(String, String)]>);
 impl SessionEnv {
     /// The variables of the run of `ctx` (empty if none were exported).
     pub fn of(ctx: &RunContext) -> SessionEnv {
-        ctx.state()
-            .extensions
-            .get::<SessionEnv>()
-            .cloned()
+        ctx.with_data(|data| data.get::<SessionEnv>().cloned())
             .unwrap_or_default()
     }
 

@@ -17,7 +17,7 @@ use super::{
     interrupt,
 };
 use crate::{
-    context::{RunContext, RunContextBuilder, RunState, transcript},
+    context::{RunContext, RunContextBuilder, transcript},
     error::{Abort, BoxError, Error, error_chain},
     message::{Message, Messages, Role, StopReason, ToolCall, ToolOutput, Usage},
     model::{BoxModelService, ModelRequest},
@@ -212,12 +212,14 @@ fn context(
     if let Some(tx) = events {
         builder = builder.events(tx);
     }
-    let mut ctx = builder.build();
     if let Some(target) = transcript {
-        ctx = ctx.with_transcript_file(target.path, Some(target.agent_id));
+        builder = builder
+            .transcript_path(target.path)
+            .transcript_agent_id(target.agent_id);
     } else if let Some(dir) = &inner.transcripts {
-        ctx = ctx.with_transcript(dir);
+        builder = builder.transcript_dir(dir);
     }
+    let ctx = builder.build();
     if let Some(transcript) = ctx.transcript() {
         transcript.touch();
     }
@@ -259,7 +261,7 @@ impl<'a> Run<'a> {
         // Refused before anything runs or is saved.
         let decided = decisions(source, &pending, approvals.as_ref())?;
         let builder = RunContext::builder()
-            .state(RunState { extensions: state })
+            .data(state)
             .extensions(extensions)
             .cancellation(cancellation.unwrap_or_default());
         let ctx = context(inner, builder, thread_id, cwd, events, transcript);
@@ -389,9 +391,7 @@ impl<'a> Run<'a> {
         };
         // Subagents run by this run's tools find the SubagentStop hooks here.
         self.ctx
-            .state()
-            .extensions
-            .insert(ParentHooks(Arc::clone(hooks)));
+            .with_data(|data| data.insert(ParentHooks(Arc::clone(hooks))));
         hooks.run_start(&self.ctx);
         let input = SessionStartInput::new(source, self.model_name());
         let started = hooks.session_start(input, &self.ctx).await?;
@@ -953,7 +953,9 @@ impl<'a> Run<'a> {
         }
         // The thread id is the run's own copy, lent to every save (an empty id allocates
         // nothing), not a new copy per save.
-        let mut thread = Thread::of_run("", self.history.clone(), &self.ctx.state().extensions);
+        let mut thread = self
+            .ctx
+            .with_data(|data| Thread::of_run("", self.history.clone(), data));
         thread.id = std::mem::take(&mut self.thread_id);
         thread.pending.clone_from(&self.pending);
         thread.approved.clone_from(&self.approved);

@@ -117,11 +117,7 @@ impl Tool for SubagentTool {
             }
         };
         let ctx = req.ctx;
-        let parent = ctx
-            .state()
-            .extensions
-            .get::<ParentHooks>()
-            .map(|p| p.0.clone());
+        let parent = ctx.with_data(|data| data.get::<ParentHooks>().map(|p| p.0.clone()));
         // SubagentStart: contexts that open the subagent's conversation.
         let mut start_context = Vec::new();
         if let Some(parent) = parent.as_ref().filter(|h| h.has_subagent_start(name)) {

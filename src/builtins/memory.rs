@@ -159,10 +159,10 @@ impl Memory {
     /// The memory this stage loaded in the run of `ctx` (the files joined with
     /// [`SEPARATOR`]), or `None` if there was none or its setup has not run.
     pub fn loaded(&self, ctx: &RunContext) -> Option<Arc<str>> {
-        ctx.state()
-            .extensions
-            .get_for::<MemoryRun>(self.id)
-            .and_then(|run| run.content.clone())
+        ctx.with_data(|data| {
+            data.get_for::<MemoryRun>(self.id)
+                .and_then(|run| run.content.clone())
+        })
     }
 
     /// Reads the files and joins what was found (warnings go to `ctx`); InstructionsLoaded
@@ -225,7 +225,7 @@ impl Setup for Memory {
                 injection: content.as_deref().map(|c| self.injection(c).into()),
                 content: content.map(Into::into),
             };
-            ctx.state().extensions.insert_for(self.id, run);
+            ctx.with_data(|data| data.insert_for(self.id, run));
             Ok(())
         })
     }
@@ -234,12 +234,10 @@ impl Setup for Memory {
 impl Prepare for Memory {
     /// Appends the memory block to the system message (nothing if no memory was loaded).
     fn prepare(&self, req: &mut ModelRequest) -> Result<(), BoxError> {
-        let injection = req
-            .ctx
-            .state()
-            .extensions
-            .get_for::<MemoryRun>(self.id)
-            .and_then(|run| run.injection.clone());
+        let injection = req.ctx.with_data(|data| {
+            data.get_for::<MemoryRun>(self.id)
+                .and_then(|run| run.injection.clone())
+        });
         if let Some(text) = injection {
             req.append_system(&text);
         }

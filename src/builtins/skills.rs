@@ -225,11 +225,11 @@ impl Skills {
 
     /// The skills this stage found in the run of `ctx` (empty before its setup ran).
     pub fn loaded(&self, ctx: &RunContext) -> Arc<[Skill]> {
-        ctx.state()
-            .extensions
-            .get_for::<SkillRun>(self.id)
-            .map(|run| Arc::clone(&run.skills))
-            .unwrap_or_else(|| Arc::from(Vec::new()))
+        ctx.with_data(|data| {
+            data.get_for::<SkillRun>(self.id)
+                .map(|run| Arc::clone(&run.skills))
+        })
+        .unwrap_or_else(|| Arc::from(Vec::new()))
     }
 
     /// Finds and parses the skills (warnings go to `ctx`).
@@ -299,7 +299,7 @@ impl Setup for Skills {
                 jit,
                 skills: skills.into(),
             };
-            ctx.state().extensions.insert_for(self.id, run);
+            ctx.with_data(|data| data.insert_for(self.id, run));
             Ok(())
         })
     }
@@ -308,9 +308,12 @@ impl Setup for Skills {
 impl Prepare for Skills {
     /// Appends the catalog (and the skills matched just in time) to the system message.
     fn prepare(&self, req: &mut ModelRequest) -> Result<(), BoxError> {
-        let (catalog, jit) = match req.ctx.state().extensions.get_for::<SkillRun>(self.id) {
-            Some(run) => (run.catalog.clone(), run.jit.clone()),
-            None => return Ok(()),
+        let run = req.ctx.with_data(|data| {
+            data.get_for::<SkillRun>(self.id)
+                .map(|run| (run.catalog.clone(), run.jit.clone()))
+        });
+        let Some((catalog, jit)) = run else {
+            return Ok(());
         };
         if let Some(catalog) = catalog {
             req.append_system(&catalog);

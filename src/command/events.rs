@@ -223,10 +223,7 @@ fn spawn(what: &str, fut: impl Future<Output = ()> + Send + 'static) {
 
 /// The variables the run's SessionStart hooks exported through `CLAUDE_ENV_FILE`.
 fn session_env(ctx: &RunContext) -> Arc<[(String, String)]> {
-    ctx.state()
-        .extensions
-        .get::<SessionEnv>()
-        .map(|e| Arc::clone(&e.0))
+    ctx.with_data(|data| data.get::<SessionEnv>().map(|e| Arc::clone(&e.0)))
         .unwrap_or_default()
 }
 
@@ -781,7 +778,7 @@ impl Inner {
             warnings.into_iter().for_each(|w| ctx.warn(w));
             if !vars.is_empty() {
                 let all: Vec<(String, String)> = earlier.iter().cloned().chain(vars).collect();
-                ctx.state().extensions.insert(SessionEnv(all.into()));
+                ctx.with_data(|data| data.insert(SessionEnv(all.into())));
             }
         }
         let mut contexts = Vec::new();

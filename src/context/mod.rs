@@ -66,19 +66,20 @@ struct Shared {
     session_id: String,
     run_id: String,
     cwd: PathBuf,
-    state: Mutex<RunState>,
+    data: Mutex<RunData>,
     reminders: Mutex<Vec<String>>,
     /// Boxed, as `transcript`: rare, and every run's context would carry it inline.
     compaction: Mutex<Option<Box<Compaction>>>,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: CancellationToken,
     transcript: Option<Box<Transcript>>,
-    notify: std::sync::OnceLock<Arc<NotifyFn>>,
+    /// Boxed: most runs have no observer.
+    warning_observers: Mutex<Vec<Arc<WarningFn>>>,
     extensions: http::Extensions,
 }
 
-/// Notification observers of a run (the agent's Notification hooks).
-pub(crate) type NotifyFn = dyn Fn(&str, &RunContext) + Send + Sync;
+/// An observer of a run's warnings ([`RunContext::on_warning`]).
+type WarningFn = dyn Fn(&str, &RunContext) + Send + Sync;
 
 impl RunContext {
     /// A context with fresh ids, the process's current directory, no event listener and a new
@@ -130,16 +131,12 @@ impl RunContext {
 
     /// Runs `f` on the run's typed per-run data (of layers, stages, tools and built-ins),
     /// under the run's lock: `f` is synchronous, so the lock is never held across an `.await`.
-    pub fn with_data<R>(&self, f: impl FnOnce(&mut Extensions) -> R) -> R {
-        f(&mut self.state().extensions)
-    }
-
-    /// Locks the run's shared state (loop plumbing). Never hold the guard across an `.await`.
-    pub(crate) fn state(&self) -> MutexGuard<'_, RunState> {
-        self.shared
-            .state
+    pub fn with_data<R>(&self, f: impl FnOnce(&mut RunData) -> R) -> R {
+        f(&mut self
+            .shared
+            .data
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 
     /// Queues a reminder. Reminders queued during a step are appended once, after all of the
@@ -148,8 +145,9 @@ impl RunContext {
         self.reminders().push(text.into());
     }
 
-    /// Takes the queued reminders.
-    pub(crate) fn take_reminders(&self) -> Vec<String> {
+    /// Takes the queued reminders. The agent's loop takes them after each step's tool
+    /// results (a loop of your own would do the same).
+    pub fn take_reminders(&self) -> Vec<String> {
         std::mem::take(&mut *self.reminders())
     }
 
@@ -211,15 +209,27 @@ impl RunContext {
     pub fn warn(&self, message: impl Into<String>) {
         let message = message.into();
         tracing::warn!("{message}");
-        if let Some(notify) = self.shared.notify.get() {
-            notify(&message, self);
+        let observers = self
+            .shared
+            .warning_observers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for observe in observers {
+            observe(&message, self);
         }
         self.emit(AgentEvent::Warning { message });
     }
 
-    /// Sets the run's Notification observers (once, at the start of the run).
-    pub(crate) fn set_notify(&self, notify: Arc<NotifyFn>) {
-        let _ = self.shared.notify.set(notify);
+    /// Calls `observe` with every warning of the run from now on ([`warn`](Self::warn)), in the
+    /// order the observers were added (the agent's Notification hooks are one). An observer
+    /// runs on the task that warns: keep it short.
+    pub fn on_warning(&self, observe: impl Fn(&str, &RunContext) + Send + Sync + 'static) {
+        self.shared
+            .warning_observers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::new(observe));
     }
 
     /// The run's cancellation token: cancel it to end the run with
@@ -249,34 +259,10 @@ impl RunContext {
         self.shared.transcript.as_deref().map(Transcript::path)
     }
 
-    /// The run's transcript writer.
-    pub(crate) fn transcript(&self) -> Option<&Transcript> {
+    /// The run's transcript writer, if the run keeps a transcript (see
+    /// [`transcript_path`](Self::transcript_path)): a layer writes its own lines with it.
+    pub fn transcript(&self) -> Option<&Transcript> {
         self.shared.transcript.as_deref()
-    }
-
-    /// This context with its transcript under `dir`: `{dir}/{name}.jsonl`, where `name` is
-    /// [`transcript_file_name`] of the session id. Only before the context is shared.
-    pub(crate) fn with_transcript(self, dir: &Path) -> Self {
-        let name = transcript_file_name(self.session_id());
-        self.with_transcript_file(dir.join(format!("{name}.jsonl")), None)
-    }
-
-    /// This context with its transcript in `path` (`agent_id`: a subagent's). Only before
-    /// the context is shared.
-    pub(crate) fn with_transcript_file(self, path: PathBuf, agent_id: Option<String>) -> Self {
-        let mut shared = Arc::try_unwrap(self.shared)
-            .unwrap_or_else(|_| unreachable!("with_transcript is called on a fresh context"));
-        shared.transcript = Some(Box::new(Transcript::new(
-            path,
-            &shared.session_id,
-            &shared.run_id,
-            &shared.cwd,
-            agent_id,
-        )));
-        RunContext {
-            shared: Arc::new(shared),
-            step: self.step,
-        }
     }
 }
 
@@ -305,18 +291,42 @@ pub struct RunContextBuilder {
     session_id: Option<String>,
     run_id: Option<String>,
     cwd: Option<PathBuf>,
-    state: Option<RunState>,
+    data: RunData,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: Option<CancellationToken>,
-    transcript: Option<PathBuf>,
+    transcript: Option<TranscriptAt>,
+    transcript_agent: Option<String>,
     extensions: http::Extensions,
 }
 
+/// Where a [`RunContextBuilder`] puts the transcript.
+#[derive(Debug)]
+enum TranscriptAt {
+    File(PathBuf),
+    Dir(PathBuf),
+}
+
 impl RunContextBuilder {
-    /// The session's JSONL transcript file.
+    /// The session's JSONL transcript file (see [`RunContext::transcript_path`]).
     #[must_use]
     pub fn transcript_path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.transcript = Some(path.into());
+        self.transcript = Some(TranscriptAt::File(path.into()));
+        self
+    }
+
+    /// The session's JSONL transcript in `dir`: the file is `{dir}/{name}.jsonl`, `name`
+    /// being the session id escaped (see [`RunContext::transcript_path`]).
+    #[must_use]
+    pub fn transcript_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.transcript = Some(TranscriptAt::Dir(dir.into()));
+        self
+    }
+
+    /// The transcript is a subagent's, of id `agent_id`: its lines carry `agentId` and are
+    /// marked `isSidechain`.
+    #[must_use]
+    pub fn transcript_agent_id(mut self, agent_id: impl Into<String>) -> Self {
+        self.transcript_agent = Some(agent_id.into());
         self
     }
 
@@ -341,10 +351,11 @@ impl RunContextBuilder {
         self
     }
 
-    /// The initial run state (e.g. restored from a thread).
+    /// The run's initial typed data (see [`RunContext::with_data`]): the agent starts a run
+    /// with the data restored from its thread.
     #[must_use]
-    pub(crate) fn state(mut self, state: RunState) -> Self {
-        self.state = Some(state);
+    pub fn data(mut self, data: RunData) -> Self {
+        self.data = data;
         self
     }
 
@@ -377,21 +388,33 @@ impl RunContextBuilder {
             .cwd
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("."));
-        let transcript = self
-            .transcript
-            .map(|path| Box::new(Transcript::new(path, &session_id, &run_id, &cwd, None)));
+        let transcript = self.transcript.map(|at| {
+            let path = match at {
+                TranscriptAt::File(path) => path,
+                TranscriptAt::Dir(dir) => {
+                    dir.join(format!("{}.jsonl", transcript_file_name(&session_id)))
+                }
+            };
+            Box::new(Transcript::new(
+                path,
+                &session_id,
+                &run_id,
+                &cwd,
+                self.transcript_agent,
+            ))
+        });
         RunContext {
             shared: Arc::new(Shared {
                 session_id,
                 run_id,
                 cwd,
-                state: Mutex::new(self.state.unwrap_or_default()),
+                data: Mutex::new(self.data),
                 reminders: Mutex::new(Vec::new()),
                 compaction: Mutex::new(None),
                 events: self.events,
                 cancel: self.cancel.unwrap_or_default(),
                 transcript,
-                notify: std::sync::OnceLock::new(),
+                warning_observers: Mutex::new(Vec::new()),
                 extensions: self.extensions,
             }),
             step: 0,
@@ -415,31 +438,37 @@ pub(crate) struct Compaction {
     pub(crate) trigger: &'static str,
 }
 
-// ===== RunState =====
-
-/// State shared by everything in one run (loop plumbing; reach it with
-/// [`RunContext::with_data`]).
-#[derive(Debug, Default)]
-pub(crate) struct RunState {
-    /// Typed data of layers, stages, tools and built-ins, for this run (the built-ins' todo
-    /// list and files written are restored from the thread and saved with it).
-    pub(crate) extensions: Extensions,
-}
-
 pub use self::persisted::{Todo, TodoStatus};
 
-/// Identifies one instance of a stage or layer, so that the per-run data of several
-/// instances of one type can sit side by side in [`Extensions`] (`insert_for`/`get_for`, in
-/// the crate).
-/// Clones of an instance keep its id (a stage registered with
+/// Identifies one instance of a layer, stage or tool, so that the per-run data of several
+/// instances of one type sit side by side in a run's [`RunData`]
+/// ([`insert_for`](RunData::insert_for), [`get_for`](RunData::get_for)).
+///
+/// Make one when the layer is made and keep it in the layer: clones of a layer share their
+/// id, and so their per-run data (an agent clones its stacks, and a stage registered with
 /// [`AgentBuilder::stage`](crate::agent::AgentBuilder::stage) is two clones that must share
-/// their data).
+/// their data). Two layers made separately have separate data even when their types are
+/// equal.
+///
+/// ```
+/// use tower_agent::context::{InstanceId, RunContext};
+///
+/// #[derive(Default)]
+/// struct Calls(u32);
+///
+/// let (a, b) = (InstanceId::new(), InstanceId::new());
+/// let ctx = RunContext::new();
+/// ctx.with_data(|data| data.get_or_default_for::<Calls>(a).0 += 1);
+/// ctx.with_data(|data| data.get_or_default_for::<Calls>(a).0 += 1);
+/// assert_eq!(ctx.with_data(|data| data.get_for::<Calls>(a).map(|c| c.0)), Some(2));
+/// assert!(ctx.with_data(|data| data.get_for::<Calls>(b).is_none()));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct InstanceId(u64);
+pub struct InstanceId(u64);
 
 impl InstanceId {
     /// A fresh id, unique in the process.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         InstanceId(NEXT.fetch_add(1, Ordering::Relaxed))
     }
@@ -454,14 +483,14 @@ impl Default for InstanceId {
 /// A map from type (and optionally a layer instance) to value: per-run data of layers and
 /// stages.
 #[derive(Default)]
-pub struct Extensions {
+pub struct RunData {
     map: HashMap<(TypeId, u64), Box<dyn Any + Send + Sync>>,
 }
 
 /// The key of values stored without an instance.
 const NO_INSTANCE: u64 = 0;
 
-impl Extensions {
+impl RunData {
     fn key<T: 'static>(instance: u64) -> (TypeId, u64) {
         (TypeId::of::<T>(), instance)
     }
@@ -498,30 +527,34 @@ impl Extensions {
     }
 
     /// Inserts the value of type `T` of one instance, returning its previous one.
-    pub(crate) fn insert_for<T: Send + Sync + 'static>(
-        &mut self,
-        id: InstanceId,
-        value: T,
-    ) -> Option<T> {
+    pub fn insert_for<T: Send + Sync + 'static>(&mut self, id: InstanceId, value: T) -> Option<T> {
         self.insert_at(id.0, value)
     }
 
     /// The value of type `T` of one instance.
-    pub(crate) fn get_for<T: Send + Sync + 'static>(&self, id: InstanceId) -> Option<&T> {
+    pub fn get_for<T: Send + Sync + 'static>(&self, id: InstanceId) -> Option<&T> {
         self.map.get(&Self::key::<T>(id.0))?.downcast_ref()
     }
 
     /// The value of type `T` of one instance, mutably.
-    pub(crate) fn get_for_mut<T: Send + Sync + 'static>(
-        &mut self,
-        id: InstanceId,
-    ) -> Option<&mut T> {
+    pub fn get_for_mut<T: Send + Sync + 'static>(&mut self, id: InstanceId) -> Option<&mut T> {
         self.map.get_mut(&Self::key::<T>(id.0))?.downcast_mut()
     }
 
+    /// The value of type `T` of one instance, inserting `T::default()` first if there is none.
+    pub fn get_or_default_for<T: Default + Send + Sync + 'static>(
+        &mut self,
+        id: InstanceId,
+    ) -> &mut T {
+        self.map
+            .entry(Self::key::<T>(id.0))
+            .or_insert_with(|| Box::new(T::default()))
+            .downcast_mut()
+            .expect("the entry of TypeId::of::<T>() holds a T")
+    }
+
     /// Removes the value of type `T` of one instance.
-    #[cfg(test)]
-    pub(crate) fn remove_for<T: Send + Sync + 'static>(&mut self, id: InstanceId) -> Option<T> {
+    pub fn remove_for<T: Send + Sync + 'static>(&mut self, id: InstanceId) -> Option<T> {
         self.remove_at(id.0)
     }
 
@@ -538,9 +571,9 @@ impl Extensions {
     }
 }
 
-impl fmt::Debug for Extensions {
+impl fmt::Debug for RunData {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Extensions")
+        f.debug_struct("RunData")
             .field("len", &self.map.len())
             .finish()
     }
@@ -667,7 +700,7 @@ mod tests {
 
     #[test]
     fn extensions_by_type() {
-        let mut ext = Extensions::default();
+        let mut ext = RunData::default();
         assert_eq!(ext.insert(5u32), None);
         assert_eq!(ext.insert(6u32), Some(5));
         *ext.get_or_default::<String>() += "x";

@@ -121,8 +121,9 @@ pub(crate) fn default_dir(project_dir: &Path) -> Option<PathBuf> {
     Some(state.join("tower-agent").join("projects").join(project))
 }
 
-/// A session's JSONL transcript, shared by everything in one run (see the module docs).
-pub(crate) struct Transcript {
+/// A session's JSONL transcript, shared by everything in one run (see the module docs):
+/// [`RunContext::transcript`](super::RunContext::transcript).
+pub struct Transcript {
     path: PathBuf,
     session_id: String,
     run_id: String,
@@ -168,19 +169,19 @@ impl Transcript {
     }
 
     /// The file.
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// Creates the file (and its directories) if it is missing.
-    pub(crate) fn touch(&self) {
+    pub fn touch(&self) {
         let mut state = self.lock();
         self.write(&mut state, "");
     }
 
     /// Appends `messages` (the loop's, in history order), skipping tool results recorded
     /// early (see [`record_tool_result`](Self::record_tool_result)).
-    pub(crate) fn append<'a>(&self, messages: impl Iterator<Item = &'a Message>) {
+    pub fn append<'a>(&self, messages: impl Iterator<Item = &'a Message>) {
         let mut state = self.lock();
         let mut lines = String::new();
         for message in messages {
@@ -209,7 +210,7 @@ impl Transcript {
 
     /// Writes a tool result now, ahead of the loop (for the hooks that run on it); the loop
     /// then does not write it again.
-    pub(crate) fn record_tool_result(&self, output: &ToolOutput) {
+    pub fn record_tool_result(&self, output: &ToolOutput) {
         let mut state = self.lock();
         if state.early.contains_key(&output.call_id) || state.early.len() >= MAX_EARLY {
             return;

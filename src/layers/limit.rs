@@ -81,7 +81,7 @@ use std::{
 use tower::{Layer, Service};
 
 use crate::{
-    context::{Extensions, InstanceId, RunContext},
+    context::{InstanceId, RunContext},
     error::{Abort, BoxError},
     message::ToolOutput,
     model::{ModelRequest, ModelResponse},
@@ -197,15 +197,16 @@ impl CallLimitsLayer {
 
     /// What this layer (and its clones) counted in the run of `ctx` so far.
     pub fn counts(&self, ctx: &RunContext) -> CallCounts {
-        let state = ctx.state();
-        let Some(counts) = state.extensions.get_for::<Counts>(self.id) else {
-            return CallCounts::default();
-        };
-        CallCounts {
-            model_calls: counts.model_calls,
-            tool_calls: counts.tool_calls,
-            per_tool: counts.per_tool.iter().cloned().collect(),
-        }
+        ctx.with_data(|data| {
+            let Some(counts) = data.get_for::<Counts>(self.id) else {
+                return CallCounts::default();
+            };
+            CallCounts {
+                model_calls: counts.model_calls,
+                tool_calls: counts.tool_calls,
+                per_tool: counts.per_tool.iter().cloned().collect(),
+            }
+        })
     }
 }
 
@@ -239,13 +240,10 @@ impl<S> CallLimits<S> {
     inner_service_accessors!();
 }
 
-/// Runs `f` on the counts of layer `id`, created empty on the first call of the run.
-fn with_counts<R>(ext: &mut Extensions, id: InstanceId, f: impl FnOnce(&mut Counts) -> R) -> R {
-    if let Some(counts) = ext.get_for_mut::<Counts>(id) {
-        return f(counts);
-    }
-    ext.insert_for(id, Counts::default());
-    f(ext.get_for_mut(id).expect("inserted above"))
+/// Runs `f` on the counts of layer `id` in the run of `ctx`, created empty on the first call
+/// of the run.
+fn with_counts<R>(ctx: &RunContext, id: InstanceId, f: impl FnOnce(&mut Counts) -> R) -> R {
+    ctx.with_data(|data| f(data.get_or_default_for::<Counts>(id)))
 }
 
 /// Counts a model call, or says why it is over the limit.
@@ -253,7 +251,7 @@ fn admit_model(config: &Config, id: InstanceId, ctx: &RunContext) -> Result<(), 
     let Some(max) = config.model_calls else {
         return Ok(());
     };
-    with_counts(&mut ctx.state().extensions, id, |counts| {
+    with_counts(ctx, id, |counts| {
         if counts.model_calls >= max {
             return Err(format!(
                 "model call limit reached: at most {max} model calls per run"
@@ -275,7 +273,7 @@ fn admit_tool(config: &Config, id: InstanceId, req: &ToolRequest) -> Result<(), 
         .iter()
         .find(|(tool, _)| tool == name)
         .map(|(_, max)| *max);
-    with_counts(&mut req.ctx.state().extensions, id, |counts| {
+    with_counts(&req.ctx, id, |counts| {
         if let Some(max) = config.tool_calls.filter(|max| counts.tool_calls >= *max) {
             return Err(format!(
                 "tool call limit reached: at most {max} tool calls per run; do not call any more tools, answer with what you have"

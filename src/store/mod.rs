@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     context::{
-        Extensions,
+        RunData,
         persisted::{FilesWritten, Todo, Todos},
     },
     error::BoxError,
@@ -130,8 +130,8 @@ pub struct Thread {
 
 impl Thread {
     /// The run's data restored from the thread: the built-ins' todo list and files written.
-    pub(crate) fn restore(todos: Vec<Todo>, files: BTreeMap<String, Arc<str>>) -> Extensions {
-        let mut data = Extensions::default();
+    pub(crate) fn restore(todos: Vec<Todo>, files: BTreeMap<String, Arc<str>>) -> RunData {
+        let mut data = RunData::default();
         if !todos.is_empty() {
             data.insert(Todos(todos));
         }
@@ -142,7 +142,7 @@ impl Thread {
     }
 
     /// The thread `id` of `messages`, with the built-ins' persisted data of the run's `data`.
-    pub(crate) fn of_run(id: &str, messages: Messages, data: &Extensions) -> Self {
+    pub(crate) fn of_run(id: &str, messages: Messages, data: &RunData) -> Self {
         Thread {
             id: id.to_owned(),
             messages,

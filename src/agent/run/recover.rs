@@ -140,9 +140,7 @@ impl<'a> Run<'a> {
         (self.history, self.persist, self.transcribed) = (history, persist, transcribed);
         if let Some(hooks) = &self.inner.hooks {
             self.ctx
-                .state()
-                .extensions
-                .insert(ParentHooks(Arc::clone(hooks)));
+                .with_data(|data| data.insert(ParentHooks(Arc::clone(hooks))));
             hooks.run_start(&self.ctx);
             let input = SessionStartInput::new(SessionSource::Resume, self.model_name());
             match hooks.session_start(input, &self.ctx).await {

@@ -153,17 +153,14 @@ fn context_of(req: &AgentRequest, transcripts: Option<&std::path::Path>) -> RunC
     if let Some(tx) = &req.events {
         builder = builder.events(tx.clone());
     }
-    let ctx = builder.build();
-    match (&req.thread_id, transcripts) {
-        (Some(_), Some(dir)) => {
-            let ctx = ctx.with_transcript(dir);
-            if let Some(transcript) = ctx.transcript() {
-                transcript.touch();
-            }
-            ctx
-        }
-        _ => ctx,
+    if let (Some(_), Some(dir)) = (&req.thread_id, transcripts) {
+        builder = builder.transcript_dir(dir);
     }
+    let ctx = builder.build();
+    if let Some(transcript) = ctx.transcript() {
+        transcript.touch();
+    }
+    ctx
 }
 
 /// The answer to a blocked request: the run never started.

@@ -1133,9 +1133,9 @@ impl LoopHooks for HookSet {
             .any(|(m, _)| m.matches_name(NOTIFY_WARNING))
         {
             let observers = Arc::clone(&self.inner);
-            ctx.set_notify(Arc::new(move |message, ctx| {
+            ctx.on_warning(move |message, ctx| {
                 observers.notify(&Notification::new(NOTIFY_WARNING, message, None), ctx);
-            }));
+            });
         }
     }
 
