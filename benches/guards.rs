@@ -33,12 +33,15 @@ use futures_util::FutureExt;
 use serde_json::{Value, json};
 use support::{estimate, output_dir};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
+#[path = "../examples/call_limits/limit.rs"]
+mod limit;
+
+use limit::CallLimitsLayer;
 use tower_agent::{
     BoxError,
     context::RunContext,
     layers::{
         ledger::{LedgerEntry, LedgerLayer},
-        limit::CallLimitsLayer,
         schema::SchemaGuardLayer,
     },
     message::{ToolCall, ToolOutput, ToolSpec},

@@ -86,7 +86,8 @@
 //! - [`layers`]: one module per hook layer — [`trace`](layers::trace),
 //!   [`evict`](layers::evict), [`summarize`](layers::summarize),
 //!   [`reminders`](layers::reminders), [`matcher`](layers::matcher) (`when(matcher, layer)`),
-//!   [`schema`](layers::schema), [`limit`](layers::limit), [`ledger`](layers::ledger).
+//!   [`schema`](layers::schema), [`ledger`](layers::ledger) (a call-limits layer written
+//!   outside the crate, with its public API only: `examples/call_limits`).
 //! - [`layers::hooks`]: plain callbacks for every event (PreToolUse, PostToolUse, Stop,
 //!   UserPromptSubmit, SessionStart …) with decisions, matchers, priorities and named order.
 //! - [`command`]: external hook scripts and `settings.json` files of the Claude Code

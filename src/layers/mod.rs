@@ -10,8 +10,11 @@
 //! | [`matcher`] | tool | [`ToolMatcher`](matcher::ToolMatcher) syntax and [`when`](matcher::when): any layer, only for some tools |
 //! | [`reminders`] | tool | trigger functions whose reminders follow the step's tool results |
 //! | [`schema`] | tool | validates arguments against the tool's JSON Schema before the call (deny with errors + example); schema hint after validation errors |
-//! | [`limit`] | model, tool | at most N model calls and N tool calls (in all, per tool) per run: deny or end the run |
 //! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
+//!
+//! A layer of your own has the same powers as these: they use the crate's public API only.
+//! The example `call_limits` (at most N model and tool calls per run, a stateful layer on
+//! both stacks) is written outside the crate to show it: `cargo run --example call_limits`.
 //!
 //! # Readiness
 //!
@@ -21,14 +24,13 @@
 //! of something else: a layer that calls at once calls the service `poll_ready` readied; a
 //! layer that first awaits hooks or a summarizer ([`hooks`], [`summarize`]) drops the readied
 //! service (giving back what it reserved, e.g. a `ConcurrencyLimit` permit) and readies a
-//! fresh clone when it calls; a layer that refuses a call ([`limit`], [`schema`], a denying
-//! hook) drops the readied service too. So a hook, a summarizer or another caller may share
+//! fresh clone when it calls; a layer that refuses a call ([`schema`], a call limit, a
+//! denying hook) drops the readied service too. So a hook, a summarizer or another caller may share
 //! the inner service's capacity — even a `ConcurrencyLimit(1)` — without a deadlock.
 
 pub mod evict;
 pub mod hooks;
 pub mod ledger;
-pub mod limit;
 pub mod matcher;
 pub mod reminders;
 pub mod schema;

@@ -148,7 +148,6 @@ forward_tool_specs!(crate::layers::evict::Evict<S>);
 forward_tool_specs!(crate::layers::reminders::Reminders<S>);
 forward_tool_specs!(crate::layers::trace::Trace<S>);
 forward_tool_specs!(crate::layers::matcher::When<S, M>);
-forward_tool_specs!(crate::layers::limit::CallLimits<S>);
 forward_tool_specs!(crate::layers::ledger::Ledger<S>);
 
 // ===== compiled schemas =====

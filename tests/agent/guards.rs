@@ -7,6 +7,7 @@ use std::sync::{
     atomic::{AtomicUsize, Ordering},
 };
 
+use crate::limit::{CallLimitsLayer, OnLimit};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -17,7 +18,6 @@ use tower_agent::{
     context::RunContext,
     layers::{
         evict::EvictLayer,
-        limit::{CallLimitsLayer, OnLimit},
         schema::{SchemaGuardLayer, ToolSpecs, example_for_schema},
     },
     message::{Message, Role, ToolCall, ToolOutput, ToolSpec},
@@ -780,7 +780,7 @@ fn layers_and_services_are_send_sync_clone() {
     check::<SchemaGuardLayer<tower_agent::layers::schema::FromTools>>();
     check::<tower_agent::layers::schema::SchemaGuard<ToolRouter>>();
     check::<CallLimitsLayer>();
-    check::<tower_agent::layers::limit::CallLimits<ToolRouter>>();
+    check::<crate::limit::CallLimits<ToolRouter>>();
     fn spec_is_used(_: ToolSpec) {}
     let _ = spec_is_used;
 }

@@ -11,11 +11,16 @@ mod support;
 mod agent_composition;
 mod agent_loop;
 mod agent_service;
+mod call_limits;
 mod events;
 mod guards;
 mod hooks;
 mod layer_order;
 mod ledger;
+/// The call-limits layer of `examples/call_limits`, written outside the crate with its public
+/// API only: its unit tests run here, and `guards` and `readiness` run it in agents.
+#[path = "../../examples/call_limits/limit.rs"]
+mod limit;
 #[cfg(unix)]
 mod readiness;
 mod reminders;

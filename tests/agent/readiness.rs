@@ -12,6 +12,7 @@
 
 use std::{future::Future, os::unix::fs::PermissionsExt, task::Poll, time::Duration};
 
+use crate::limit::{CallLimitsLayer, OnLimit};
 use serde_json::{Value, json};
 use tower::{
     Layer, Service, ServiceBuilder, ServiceExt, limit::ConcurrencyLimitLayer, timeout::TimeoutLayer,
@@ -24,7 +25,6 @@ use tower_agent::{
         evict::EvictLayer,
         hooks::{BeforeModel, HookSet, Hooks, PostToolUse, PreToolUse},
         ledger::{JsonlLedger, LedgerLayer},
-        limit::{CallLimitsLayer, OnLimit},
         matcher::when,
         reminders::RemindersLayer,
         schema::SchemaGuardLayer,

@@ -4,14 +4,14 @@
 //! One layer type for both paths: [`CallLimits<S>`] is a `Service<ModelRequest>` over a model
 //! and a `Service<ToolRequest>` over tools, so one configured layer goes on both stacks and
 //! its limits read as one policy. The counts live in the run's data
-//! ([`RunContext::with_data`](crate::context::RunContext::with_data)), keyed by the layer's
+//! ([`RunContext::with_data`](tower_agent::context::RunContext::with_data)), keyed by the layer's
 //! instance: every run starts from zero, the clones of one layer (the copy on the model
 //! stack, the copies on the tool stack) count together, and two layers built separately count
 //! apart.
 //!
 //! | Limit | Counts | Over the limit |
 //! |---|---|---|
-//! | [`max_model_calls(n)`](CallLimitsLayer::max_model_calls) | model calls through the layer | the run ends with [`Outcome::Aborted`](crate::agent::Outcome::Aborted) (`model call limit reached: …`) |
+//! | [`max_model_calls(n)`](CallLimitsLayer::max_model_calls) | model calls through the layer | the run ends with [`Outcome::Aborted`](tower_agent::agent::Outcome::Aborted) (`model call limit reached: …`) |
 //! | [`max_tool_calls(n)`](CallLimitsLayer::max_tool_calls) | tool calls of any tool | [`OnLimit`] |
 //! | [`max_calls_of(tool, n)`](CallLimitsLayer::max_calls_of) | calls of one tool | [`OnLimit`] |
 //!
@@ -37,39 +37,11 @@
 //! (giving back what it reserved, e.g. a `ConcurrencyLimit` permit) and an unready clone takes
 //! its place, so the inner service must be `Clone`.
 //!
-//! # Example
-//!
-//! ```
-//! use serde_json::json;
-//! use tower::ServiceBuilder;
-//! use tower_agent::{Agent, BoxError, agent::Outcome, model::ScriptedModel, tool::tool_fn};
-//! use tower_agent::layers::limit::{CallLimitsLayer, OnLimit};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::Error> {
-//! let limits = CallLimitsLayer::new()
-//!     .max_model_calls(10)
-//!     .max_calls_of("search", 2)
-//!     .on_limit(OnLimit::Deny);
-//! let model = ScriptedModel::new()
-//!     .tool_calls([("search", json!({})), ("search", json!({})), ("search", json!({}))])
-//!     .text("two searches were enough");
-//! let agent = Agent::builder()
-//!     .model(ServiceBuilder::new().layer(limits.clone()).service(model))
-//!     .tool(tool_fn("search", "Searches", json!({"type": "object"}), |_, _| async {
-//!         Ok("results")
-//!     }))
-//!     .tool_layer(limits)
-//!     .build();
-//!
-//! let resp = agent.run("search three times").await?;
-//! assert_eq!(resp.outcome, Outcome::Finished);
-//! let outputs: Vec<String> = resp.messages.iter().skip(2).take(3).map(|m| m.text().into_owned()).collect();
-//! assert_eq!(outputs.iter().filter(|o| *o == "results").count(), 2);
-//! assert!(outputs.iter().any(|o| o.starts_with("tool call limit reached: `search` may be called at most 2 times")));
-//! # Ok(())
-//! # }
-//! ```
+//! This layer is written with the crate's public API only, outside the crate (an example):
+//! copy it into your project, or take it as the pattern of a stateful layer of your own
+//! (see the guide's "Write your own stateful layer"). `main.rs` of this example runs it.
+
+#![allow(unreachable_pub, dead_code)]
 
 use std::{
     collections::HashMap,
@@ -80,15 +52,16 @@ use std::{
 
 use tower::{Layer, Service};
 
-use crate::{
+use tower_agent::{
     context::{InstanceId, RunContext},
     error::{Abort, BoxError},
+    layers::schema::ToolSpecs,
     message::ToolOutput,
     model::{ModelRequest, ModelResponse},
     tool::ToolRequest,
 };
 
-/// What a tool call over a limit gets. See the [module docs](crate::layers::limit).
+/// What a tool call over a limit gets. See the [module docs](self).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum OnLimit {
     /// The call is not run; the model gets an error output saying the limit is reached, and
@@ -96,7 +69,7 @@ pub enum OnLimit {
     #[default]
     Deny,
     /// The call is not run; the layer returns an [`Abort`], which ends the run with
-    /// [`Outcome::Aborted`](crate::agent::Outcome::Aborted) after the step's other calls.
+    /// [`Outcome::Aborted`](tower_agent::agent::Outcome::Aborted) after the step's other calls.
     EndRun,
 }
 
@@ -143,7 +116,7 @@ impl CallCounts {
     }
 }
 
-/// Limits the model and tool calls of a run. See the [module docs](crate::layers::limit).
+/// Limits the model and tool calls of a run. See the [module docs](self).
 ///
 /// # Clone
 ///
@@ -237,7 +210,20 @@ pub struct CallLimits<S> {
 }
 
 impl<S> CallLimits<S> {
-    inner_service_accessors!();
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, consuming this one.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
 }
 
 /// Runs `f` on the counts of layer `id` in the run of `ctx`, created empty on the first call
@@ -350,6 +336,14 @@ where
     }
 }
 
+/// The layer is transparent to the tools' descriptions: the agent asks the tool stack for
+/// them through [`ToolSpecs`].
+impl<S: ToolSpecs> ToolSpecs for CallLimits<S> {
+    fn tool_specs(&self) -> Arc<Vec<tower_agent::message::ToolSpec>> {
+        self.inner.tool_specs()
+    }
+}
+
 /// Drops the service `poll_ready` readied for a call that will not be made, giving back what
 /// it reserved (e.g. a `ConcurrencyLimit` permit); an unready clone takes its place.
 fn release<S: Clone>(inner: &mut S) {
@@ -424,75 +418,5 @@ pub mod future {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.debug_struct("ResponseFuture").finish_non_exhaustive()
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::message::ToolCall;
-    use serde_json::json;
-    use tower::ServiceExt;
-
-    fn echo() -> impl Service<ToolRequest, Response = ToolOutput, Error = BoxError> + Clone {
-        tower::service_fn(|req: ToolRequest| async move {
-            Ok::<_, BoxError>(ToolOutput::text(req.call.id, "ok"))
-        })
-    }
-
-    #[tokio::test]
-    async fn total_and_per_tool_limits_count_only_calls_that_ran() {
-        let layer = CallLimitsLayer::new()
-            .max_tool_calls(3)
-            .max_calls_of("a", 1);
-        let svc = layer.layer(echo());
-        let ctx = RunContext::new();
-        let call = |name: &str| ToolRequest::new(ToolCall::new("1", name, json!({})), ctx.clone());
-        let mut outs = Vec::new();
-        for name in ["a", "a", "b", "b", "b"] {
-            outs.push(svc.clone().oneshot(call(name)).await.unwrap());
-        }
-        let errors: Vec<bool> = outs.iter().map(|o| o.is_error).collect();
-        assert_eq!(errors, [false, true, false, false, true]);
-        assert!(
-            outs[1]
-                .content
-                .contains("`a` may be called at most 1 times")
-        );
-        assert!(outs[4].content.contains("at most 3 tool calls per run"));
-        let counts = layer.counts(&ctx);
-        assert_eq!(
-            (counts.tool_calls, counts.tool("a"), counts.tool("b")),
-            (3, 1, 0),
-            "per tool: only the tools with a per-tool limit"
-        );
-    }
-
-    #[tokio::test]
-    async fn end_run_returns_an_abort() {
-        let svc = CallLimitsLayer::new()
-            .max_tool_calls(0)
-            .on_limit(OnLimit::EndRun)
-            .layer(echo());
-        let req = ToolRequest::new(ToolCall::new("1", "a", json!({})), RunContext::new());
-        let err = svc.oneshot(req).await.unwrap_err();
-        assert_eq!(
-            Abort::find(&*err).map(Abort::reason),
-            Some(
-                "tool call limit reached: at most 0 tool calls per run; do not call any more tools, answer with what you have"
-            )
-        );
-    }
-
-    #[test]
-    fn layers_count_apart_and_clones_together() {
-        let a = CallLimitsLayer::new().max_model_calls(1);
-        let b = CallLimitsLayer::new().max_model_calls(1);
-        let ctx = RunContext::new();
-        assert!(admit_model(&a.config, a.id, &ctx).is_ok());
-        assert!(admit_model(&b.config, b.id, &ctx).is_ok());
-        let a2 = a.clone();
-        assert!(admit_model(&a2.config, a2.id, &ctx).is_err());
-        assert_eq!(a.counts(&ctx).model_calls, 1);
     }
 }
