@@ -24,21 +24,48 @@ use std::{error::Error as StdError, fmt};
 pub type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// A typed error that ends the run with
-/// [`Outcome::Aborted`](crate::agent::Outcome::Aborted) when it comes out of the tool stack.
+/// [`Outcome::Aborted`](crate::agent::Outcome::Aborted) when it comes out of the tool stack (or
+/// the model stack).
 ///
 /// Any other error of the tool stack becomes an error output for the model. The loop finds an
 /// `Abort` anywhere in the error's [`source`](StdError::source) chain, so layers that wrap
-/// errors keep it working.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// errors keep it working. The outcome's `error` is the abort's [`reason`](Abort::reason); the
+/// abort itself, with the error of yours it carries ([`with_source`](Abort::with_source)), is
+/// the response's [`error`](crate::AgentResponse::error).
+#[derive(Debug, Clone)]
 pub struct Abort {
     reason: String,
+    source: Option<std::sync::Arc<dyn StdError + Send + Sync>>,
 }
+
+impl PartialEq for Abort {
+    /// Aborts are equal when their reasons are (their sources are not compared).
+    fn eq(&self, other: &Self) -> bool {
+        self.reason == other.reason
+    }
+}
+
+impl Eq for Abort {}
 
 impl Abort {
     /// An abort with a reason.
     pub fn new(reason: impl Into<String>) -> Self {
         Abort {
             reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An abort with a reason, caused by `source`: a typed error of yours, which the caller
+    /// finds in [`AgentResponse::error`](crate::AgentResponse::error) (see
+    /// [`find_source`](Abort::find_source)).
+    pub fn with_source(
+        reason: impl Into<String>,
+        source: impl StdError + Send + Sync + 'static,
+    ) -> Self {
+        Abort {
+            reason: reason.into(),
+            source: Some(std::sync::Arc::new(source)),
         }
     }
 
@@ -58,6 +85,21 @@ impl Abort {
         }
         None
     }
+
+    /// The first error of type `E` in `err` or its source chain (through an `Abort`'s
+    /// source too): the typed cause of a run's end.
+    pub fn find_source<'a, E: StdError + 'static>(
+        err: &'a (dyn StdError + 'static),
+    ) -> Option<&'a E> {
+        let mut cur = Some(err);
+        while let Some(e) = cur {
+            if let Some(found) = e.downcast_ref::<E>() {
+                return Some(found);
+            }
+            cur = e.source();
+        }
+        None
+    }
 }
 
 impl fmt::Display for Abort {
@@ -66,7 +108,13 @@ impl fmt::Display for Abort {
     }
 }
 
-impl StdError for Abort {}
+impl StdError for Abort {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
 
 /// The crate's error: what keeps an agent run from running.
 ///

@@ -628,6 +628,33 @@ pub struct AgentResponse {
     pub steps: u32,
     /// Tokens used, summed over the run's model calls.
     pub usage: Usage,
+    /// The error that ended the run, typed, when it ended
+    /// [`Outcome::Aborted`]: the model's error (after whatever retry layer you stacked), or
+    /// the error a tool-stack layer returned with an [`Abort`](crate::Abort) in its chain
+    /// (an `Abort` made with [`Abort::with_source`](crate::Abort::with_source) carries an
+    /// error of yours). Downcast it to find your own type: the outcome's `error` text is
+    /// for people, this is for code. `None` for every other outcome.
+    ///
+    /// ```
+    /// # use tower_agent::{AgentResponse, Abort, agent::Outcome};
+    /// #[derive(Debug)]
+    /// struct OverBudget { tokens: u64 }
+    /// impl std::fmt::Display for OverBudget {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    ///         write!(f, "over budget by {} tokens", self.tokens)
+    ///     }
+    /// }
+    /// impl std::error::Error for OverBudget {}
+    ///
+    /// # let resp = AgentResponse::new("t", Outcome::Aborted { error: "budget".into() })
+    /// #     .with_error(Abort::with_source("budget", OverBudget { tokens: 12 }));
+    /// let over = resp
+    ///     .error
+    ///     .as_deref()
+    ///     .and_then(|err| Abort::find_source::<OverBudget>(err));
+    /// assert_eq!(over.map(|o| o.tokens), Some(12));
+    /// ```
+    pub error: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl AgentResponse {
@@ -653,6 +680,7 @@ impl AgentResponse {
             messages: Messages::new(),
             steps: 0,
             usage: Usage::default(),
+            error: None,
         }
     }
 
@@ -688,6 +716,13 @@ impl AgentResponse {
     #[must_use]
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = usage;
+        self
+    }
+
+    /// This response with the error that ended the run (see [`error`](Self::error)).
+    #[must_use]
+    pub fn with_error(mut self, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.error = Some(std::sync::Arc::new(error));
         self
     }
 

@@ -80,6 +80,7 @@ impl StopGuard {
                 messages: Messages::new(),
                 steps: self.steps,
                 usage: self.usage,
+                error: None,
             };
             hooks.session_end(&response, &ctx);
         }
@@ -163,6 +164,19 @@ struct Run<'a> {
     approved: Vec<PendingCall>,
     /// The thread id of the run's saves (empty for a run that is not saved).
     thread_id: String,
+    /// The error that ended the run, typed ([`AgentResponse::error`]).
+    error: Option<RunError>,
+}
+
+/// An error that ended a run, shared ([`AgentResponse::error`]).
+pub(crate) type RunError = Arc<dyn std::error::Error + Send + Sync>;
+
+/// The reason of the [`Abort`] in `err`'s chain (its text if there is none).
+fn abort_reason(err: &RunError) -> String {
+    match Abort::find(&**err) {
+        Some(abort) => abort.reason().to_owned(),
+        None => err.to_string(),
+    }
 }
 
 /// The saved thread `thread_id` names, if any (`None` for a run that is not saved).
@@ -294,6 +308,7 @@ impl<'a> Run<'a> {
             pending,
             approved,
             thread_id,
+            error: None,
         };
         if inner.shutdown.is_cancelled() {
             // Shutting down: the run never starts, the thread is left as it was.
@@ -486,7 +501,7 @@ impl<'a> Run<'a> {
     /// a prepare stage or the model failed). The request is made once the model is ready and
     /// moved into its call at once: a run waiting for its model holds only the model's future.
     async fn answer(
-        &self,
+        &mut self,
         ctx: &RunContext,
         stacks: &Stacks,
         model: &mut BoxModelService,
@@ -494,23 +509,24 @@ impl<'a> Run<'a> {
         let model = match or_cancel(ctx, model.ready()).await {
             None => return Err(Outcome::Cancelled),
             Some(Ok(model)) => model,
-            Some(Err(err)) => return Err(self.model_failed(&*err, ctx)),
+            Some(Err(err)) => return Err(self.model_failed(err, ctx)),
         };
         let request = self.model_request(ctx, stacks)?;
         match or_cancel(ctx, model.call(request)).await {
             None => Err(Outcome::Cancelled),
             Some(Ok(response)) => Ok(response),
-            Some(Err(err)) => Err(self.model_failed(&*err, ctx)),
+            Some(Err(err)) => Err(self.model_failed(err, ctx)),
         }
     }
 
     /// The outcome of a failed model call: the reason of an [`Abort`] in its chain, else the
     /// failure (after StopFailure hooks).
-    fn model_failed(&self, err: &(dyn std::error::Error + 'static), ctx: &RunContext) -> Outcome {
-        let error = match Abort::find(err) {
+    fn model_failed(&mut self, err: BoxError, ctx: &RunContext) -> Outcome {
+        let err = RunError::from(err);
+        let error = match Abort::find(&*err) {
             Some(abort) => abort.reason().to_owned(),
             None => {
-                let details = error_chain(err);
+                let details = error_chain(&*err);
                 if let Some(hooks) = &self.inner.hooks {
                     let input = StopFailureInput::from_error(details.clone());
                     hooks.stop_failure(&input, ctx);
@@ -518,6 +534,7 @@ impl<'a> Run<'a> {
                 format!("model call failed: {details}")
             }
         };
+        self.error = Some(err);
         Outcome::Aborted { error }
     }
 
@@ -792,7 +809,9 @@ impl<'a> Run<'a> {
             let step = ctx.step();
             ctx.emit_with(|| AgentEvent::Reminders { step, reminders });
         }
-        if let Some(error) = abort {
+        if let Some(err) = abort {
+            let error = abort_reason(&err);
+            self.error = Some(err);
             return Err(Outcome::Aborted { error });
         }
         if interrupted {
@@ -943,7 +962,11 @@ impl<'a> Run<'a> {
         if cancelled {
             return Ok(Some(Outcome::Cancelled));
         }
-        Ok(abort.map(|error| Outcome::Aborted { error }))
+        Ok(abort.map(|err| {
+            let error = abort_reason(&err);
+            self.error = Some(err);
+            Outcome::Aborted { error }
+        }))
     }
 
     async fn save(&mut self) -> Result<(), Error> {
@@ -994,6 +1017,7 @@ impl<'a> Run<'a> {
             messages: self.history,
             steps: self.steps,
             usage: self.usage,
+            error: self.error,
         };
         if let Some(hooks) = &self.inner.hooks {
             hooks.session_end(&response, &self.ctx);
@@ -1114,10 +1138,10 @@ fn cancelled_waiter<'a, 'b>(
         .as_mut()
 }
 
-/// A tool call's output as the model sees it, and the abort reason if it aborted the run.
+/// A tool call's output as the model sees it, and the error if it aborted the run.
 struct Settled {
     output: ToolOutput,
-    abort: Option<String>,
+    abort: Option<RunError>,
     /// A PreToolUse hook deferred the call.
     deferred: Option<ToolCall>,
     /// The call waits for a person's decision (the deferring approval policy).
@@ -1158,7 +1182,7 @@ fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
         Err(err) => match Abort::find(&*err) {
             Some(abort) => Settled {
                 output: ToolOutput::error(call.id.clone(), format!("aborted: {}", abort.reason())),
-                abort: Some(abort.reason().to_owned()),
+                abort: Some(RunError::from(err)),
                 deferred: None,
                 pending: None,
             },

@@ -762,3 +762,80 @@ fn a_run_future_holds_the_run_state_once() {
     let size = std::mem::size_of_val(&agent.run(AgentRequest::new("hi")));
     assert!(size <= 4096, "a run's future is {size} bytes");
 }
+
+/// A typed error of the caller's, carried by an [`Abort`] or returned by a model.
+#[derive(Debug, PartialEq)]
+struct OverBudget {
+    tokens: u64,
+}
+
+impl std::fmt::Display for OverBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "over budget by {} tokens", self.tokens)
+    }
+}
+
+impl std::error::Error for OverBudget {}
+
+#[tokio::test]
+async fn the_tool_stack_ends_the_run_with_its_own_reason_and_typed_error() {
+    let model = ScriptedModel::new()
+        .tool_call("spend", json!({}))
+        .text("never reached");
+    let agent = Agent::builder()
+        .model(model)
+        .tool(tool_fn("spend", "Spends", any_object(), |_, _| async {
+            Err::<String, BoxError>(
+                Abort::with_source("the run's budget is spent", OverBudget { tokens: 12 }).into(),
+            )
+        }))
+        .build();
+    let resp = agent.run("spend").await.expect("the run ends, not fails");
+    assert_eq!(
+        resp.outcome,
+        Outcome::Aborted {
+            error: "the run's budget is spent".into()
+        }
+    );
+    let error = resp.error.as_deref().expect("the typed error");
+    assert_eq!(
+        Abort::find_source::<OverBudget>(error),
+        Some(&OverBudget { tokens: 12 })
+    );
+    assert_eq!(
+        Abort::find(error).map(Abort::reason),
+        Some("the run's budget is spent")
+    );
+}
+
+#[tokio::test]
+async fn a_model_error_is_the_responses_typed_error() {
+    let model = tower::service_fn(|_req: ModelRequest| async {
+        Err::<ModelResponse, BoxError>(Box::new(OverBudget { tokens: 3 }))
+    });
+    let resp = Agent::builder()
+        .model(model)
+        .build()
+        .run("hi")
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.outcome,
+        Outcome::Aborted {
+            error: "model call failed: over budget by 3 tokens".into()
+        }
+    );
+    let error = resp.error.as_deref().expect("the model's error");
+    assert_eq!(
+        Abort::find_source::<OverBudget>(error),
+        Some(&OverBudget { tokens: 3 })
+    );
+    // A run that finishes has none.
+    let resp = Agent::builder()
+        .model(ScriptedModel::new().text("done"))
+        .build()
+        .run("hi")
+        .await
+        .unwrap();
+    assert!(resp.outcome.is_finished() && resp.error.is_none());
+}
