@@ -9,7 +9,10 @@ use tower::{
     layer::util::{Identity, Stack},
 };
 
-use super::{Agent, Inner, LoopHooks, Prepare, Setup};
+use super::{
+    Agent, Inner, LoopHooks, Prepare, Setup,
+    step::{BoxStepService, Proceed, StepControl, StepEnd, StepLayerFn},
+};
 use crate::{
     error::BoxError,
     message::{ToolOutput, ToolSpec},
@@ -50,6 +53,8 @@ struct Parts {
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
     hooks: Option<Arc<dyn LoopHooks>>,
+    /// The step layers, the first added outermost.
+    step_layers: Vec<Arc<StepLayerFn>>,
     transcripts: Option<PathBuf>,
     name: Option<Arc<str>>,
 }
@@ -71,6 +76,7 @@ impl AgentBuilder<NoModel> {
                 cwd: None,
                 shutdown: CancellationToken::new(),
                 hooks: None,
+                step_layers: Vec::new(),
                 transcripts: None,
                 name: None,
             },
@@ -130,6 +136,21 @@ impl<M, L> AgentBuilder<M, L> {
             tool_layer: Stack::new(layer, self.tool_layer),
             parts: self.parts,
         }
+    }
+
+    /// Adds a layer to the step stack, inside the ones added before: it sees how each step
+    /// ended and decides whether the run goes on. See [`step`](crate::agent::step).
+    pub fn step_layer<T>(mut self, layer: T) -> Self
+    where
+        T: Layer<BoxStepService> + Send + Sync + 'static,
+        T::Service: Service<StepEnd, Response = StepControl> + Clone + Send + Sync + 'static,
+        <T::Service as Service<StepEnd>>::Error: Into<BoxError>,
+        <T::Service as Service<StepEnd>>::Future: Send + 'static,
+    {
+        self.parts.step_layers.push(Arc::new(move |inner| {
+            BoxStepService::new(layer.layer(inner).map_err(Into::into))
+        }));
+        self
     }
 
     /// Adds a before-agent [`Setup`] stage (run once per run, in order).
@@ -264,6 +285,7 @@ where
             Some(hooks) => hooks.wrap_model(self.model),
             None => self.model,
         };
+        let step = step_stack(&self.parts.step_layers, hooks.as_deref());
         // Explicit wins; else the hooks' default (command hooks: per project).
         let transcripts = self.parts.transcripts.or_else(|| {
             hooks
@@ -274,6 +296,7 @@ where
             inner: Arc::new(Inner {
                 model,
                 hooks,
+                step,
                 transcripts,
                 name: self.parts.name,
                 tools: self.parts.tools,
@@ -299,6 +322,23 @@ where
                 shutdown: self.parts.shutdown,
             }),
         }
+    }
+}
+
+/// The step stack of `layers` (the first outermost) under the hooks' step layer; `None`
+/// without either.
+fn step_stack(
+    layers: &[Arc<StepLayerFn>],
+    hooks: Option<&dyn LoopHooks>,
+) -> Option<BoxStepService> {
+    let stack = layers
+        .iter()
+        .rev()
+        .fold(BoxStepService::new(Proceed), |inner, layer| layer(inner));
+    match hooks.and_then(|h| h.wrap_step(stack.clone())) {
+        Some(hooked) => Some(hooked),
+        None if layers.is_empty() => None,
+        None => Some(stack),
     }
 }
 

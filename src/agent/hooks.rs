@@ -327,55 +327,29 @@ pub trait LoopHooks: Send + Sync + 'static {
         let _ = (step, ctx);
     }
 
-    /// A step ended (its results are in the history).
-    fn after_step(&self, step: u32, ctx: &RunContext) {
-        let _ = (step, ctx);
-    }
-
-    /// After a step with tool calls: `false` ends the run
-    /// ([`Outcome::Blocked`](super::Outcome::Blocked)).
-    fn should_continue(&self, step: u32, ctx: &RunContext) -> bool {
-        let _ = (step, ctx);
-        true
-    }
-
-    /// Whether any Stop hook (`subagent: None`) or SubagentStop hook for that subagent name
-    /// would run: when `false`, [`stop`](Self::stop) is not called.
-    fn has_stop(&self, subagent: Option<&str>) -> bool {
-        let _ = subagent;
+    /// Whether any SubagentStop hook would run for the subagent `name`: when `false`,
+    /// [`subagent_stop`](Self::subagent_stop) is not called.
+    fn has_subagent_stop(&self, name: &str) -> bool {
+        let _ = name;
         false
     }
 
-    /// Stop / SubagentStop (`input.agent_name` set): `Some(feedback)` sends the agent back to
+    /// SubagentStop (`input.agent_name` set): `Some(feedback)` sends the subagent back to
     /// work with `feedback` as a user message, `None` lets it finish.
-    fn stop<'a>(&'a self, input: StopInput, ctx: &'a RunContext) -> BoxFuture<'a, Option<String>> {
+    fn subagent_stop<'a>(
+        &'a self,
+        input: StopInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Option<String>> {
         let _ = (input, ctx);
         Box::pin(async { None })
     }
 
-    /// How many times in a row — with no step in between in which the model made a tool call
-    /// — [`stop`](Self::stop) may send the agent back to work; the next attempt is overridden
-    /// and the run finishes with a warning (Claude Code's rule: 8).
+    /// How many times in a row — with no pass in between in which the subagent made a tool
+    /// call — [`subagent_stop`](Self::subagent_stop) may send a subagent back to work; the
+    /// next attempt is overridden with a warning (Claude Code's rule: 8).
     fn stop_cap(&self) -> u32 {
         8
-    }
-
-    /// Whether any PostToolBatch hook would run: when `false`,
-    /// [`post_tool_batch`](Self::post_tool_batch) is not called (and the batch is not built).
-    fn has_post_tool_batch(&self) -> bool {
-        false
-    }
-
-    /// PostToolBatch: every call of a step resolved (`batch`), before the next model call.
-    /// `Err(reason)` stops the loop ([`Outcome::Blocked`](super::Outcome::Blocked), the
-    /// reason kept in the conversation), else the contexts to add before the next model call.
-    fn post_tool_batch<'a>(
-        &'a self,
-        batch: ToolBatch,
-        ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
-        let _ = (batch, ctx);
-        Box::pin(async { Ok(Vec::new()) })
     }
 
     /// Where the agent keeps transcripts when its builder names no directory
@@ -470,6 +444,14 @@ pub trait LoopHooks: Send + Sync + 'static {
     fn wrap_tools(&self, tools: BoxToolService) -> BoxToolService {
         tools
     }
+
+    /// Wraps the agent's step stack (outermost), once, when the agent is built; `None` (the
+    /// default) when there is nothing to wrap it with (an agent without step layers then
+    /// calls no step stack).
+    fn wrap_step(&self, step: super::step::BoxStepService) -> Option<super::step::BoxStepService> {
+        let _ = step;
+        None
+    }
 }
 
 /// How many tool calls the current step of a run makes (per-run data, set by the loop before
@@ -507,7 +489,7 @@ impl SessionEnv {
 
 /// What a PostToolBatch hook sees: every call of the step and its result as the model will
 /// see it, in call order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct ToolBatch {
     /// The calls, in the order the model made them.

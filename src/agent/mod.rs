@@ -76,6 +76,7 @@ pub(crate) mod hooks;
 pub mod interrupt;
 mod run;
 mod stage;
+pub mod step;
 mod subagent;
 pub use crate::context::transcript;
 
@@ -144,6 +145,8 @@ struct Inner {
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
     hooks: Option<Arc<dyn LoopHooks>>,
+    /// The step stack (`None` without step layers: nothing to call).
+    step: Option<step::BoxStepService>,
     transcripts: Option<PathBuf>,
     name: Option<Arc<str>>,
 }

@@ -12,9 +12,10 @@ use super::{
     AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, PendingCall, SetupContext,
     hooks::{
         LoopHooks, MessageDisplayInput, ParentHooks, PostCompactInput, SessionSource,
-        SessionStartInput, StepCalls, StopBlocks, StopFailureInput, StopInput,
+        SessionStartInput, StepCalls, StopFailureInput,
     },
     interrupt,
+    step::{StepControl, StepEnd},
 };
 use crate::{
     context::{RunContext, RunContextBuilder, transcript},
@@ -151,8 +152,6 @@ struct Run<'a> {
     persist: bool,
     /// Messages of the history already in the transcript.
     transcribed: usize,
-    /// Stop-hook blocks: in a row (since the last step with a tool call), and whether any.
-    stop_blocks: StopBlocks,
     /// Contexts of SessionStart hooks, then of setup stages.
     start_context: Vec<String>,
     /// An [`AgentRequest::recover`] run: no prompt; the step in flight is finished first.
@@ -302,7 +301,6 @@ impl<'a> Run<'a> {
             steps: 0,
             persist: false,
             transcribed: usize::MAX,
-            stop_blocks: StopBlocks::default(),
             start_context: system_context,
             recovering: recover,
             pending,
@@ -621,12 +619,7 @@ impl<'a> Run<'a> {
                     self.save().await?;
                     Ok(None)
                 }
-                Some(Ending::Refusal(refusal)) => {
-                    if let Some(hooks) = &self.inner.hooks {
-                        hooks.after_step(ctx.step(), &ctx);
-                    }
-                    Ok(Some(Outcome::Refused { refusal }))
-                }
+                Some(Ending::Refusal(refusal)) => Ok(Some(Outcome::Refused { refusal })),
                 None => self.stop(&ctx).await,
             }
         } else {
@@ -636,36 +629,24 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Phase "stop": the model answered without tool calls; Stop hooks decide whether the run
-    /// is finished or goes on with their feedback.
+    /// Phase "stop": the model answered without tool calls; the step stack (Stop hooks)
+    /// decides whether the run is finished or goes on with feedback.
     async fn stop(&mut self, ctx: &RunContext) -> Result<Option<Outcome>, Error> {
-        let Some(hooks) = &self.inner.hooks else {
-            return Ok(Some(Outcome::Finished));
-        };
-        hooks.after_step(ctx.step(), ctx);
-        if !hooks.has_stop(None) {
+        if self.inner.step.is_none() {
             return Ok(Some(Outcome::Finished));
         }
-        let last = self.history.last().map(|m| m.text().into_owned());
-        let input = StopInput::new(last.unwrap_or_default(), self.stop_blocks.active());
-        let Some(feedback) = hooks.stop(input, ctx).await else {
-            return Ok(Some(Outcome::Finished));
-        };
-        // Claude Code's rule: after `stop_cap` consecutive blocks (8 by default), the next one
-        // is overridden and the run ends, with a warning. Consecutive: with no tool call in
-        // between (`tools` resets the count), so a loop whose model works between blocks is
-        // not cut, and one that makes no progress is.
-        let cap = hooks.stop_cap();
-        if let Err(blocks) = self.stop_blocks.block(cap) {
-            ctx.warn(format!(
-                "Stop hooks blocked the run from ending {blocks} times in a row with no tool \
-                 call in between; the stop cap ({cap}) overrides them and the run ends"
-            ));
-            return Ok(Some(Outcome::Finished));
+        let message = self.history.last_shared().expect("the final answer");
+        let end = StepEnd::new(ctx.clone(), message, Arc::default());
+        match self.step_control(end, ctx).await {
+            Ok(StepControl::Resume { feedback }) => {
+                self.history.push(Message::user(feedback));
+                self.save().await?;
+                Ok(None)
+            }
+            Ok(StepControl::End { reason }) => Ok(Some(Outcome::Blocked { reason })),
+            Ok(_) => Ok(Some(Outcome::Finished)),
+            Err(outcome) => Ok(Some(outcome)),
         }
-        self.history.push(Message::user(feedback));
-        self.save().await?;
-        Ok(None)
     }
 
     /// Phase "tools": the step's tool calls, concurrently, results in call order; then the
@@ -676,8 +657,6 @@ impl<'a> Run<'a> {
         message: Message,
         tools: &BoxToolService,
     ) -> Result<Option<Outcome>, Error> {
-        // The model acted: Stop-hook blocks before this step are no longer in a row.
-        self.stop_blocks.acted();
         self.history.push(message);
         // The calls are read from the history's message (shared, not copied).
         let message = self.history.last_shared().expect("just pushed");
@@ -717,19 +696,12 @@ impl<'a> Run<'a> {
             Ok(batch) => batch,
             Err(outcome) => return Ok(Some(outcome)),
         };
-        // PostToolBatch: after the whole batch resolved, before the next model call. Boxed,
-        // as a rare path: not part of every step's future.
-        if let Some(batch) = batch
-            && let Some(outcome) = Box::pin(self.post_tool_batch(batch, ctx)).await
+        // The step stack: after the whole batch resolved, before the next model call. Boxed:
+        // not part of every step's future.
+        if let Some((message, batch)) = batch
+            && let Some(outcome) = Box::pin(self.end_step(message, batch, ctx)).await
         {
             return Ok(Some(outcome));
-        }
-        if let Some(hooks) = &self.inner.hooks {
-            hooks.after_step(ctx.step(), ctx);
-            if !hooks.should_continue(ctx.step(), ctx) {
-                let reason = "a should_continue hook ended the run".to_owned();
-                return Ok(Some(Outcome::Blocked { reason }));
-            }
         }
         self.save().await?;
         Ok(None)
@@ -743,7 +715,7 @@ impl<'a> Run<'a> {
         ctx: &RunContext,
         done: CallResults,
         cancelled: bool,
-    ) -> Result<Option<super::ToolBatch>, Outcome> {
+    ) -> Result<Option<(Arc<Message>, super::ToolBatch)>, Outcome> {
         // Shared, not copied: the history grows below while the calls are read.
         let message = self.history.last_shared().expect("assistant message");
         let calls = &message.tool_calls;
@@ -777,22 +749,20 @@ impl<'a> Run<'a> {
             }
             Some(settled.output)
         });
-        // Into the history as they are settled, without a list of their own unless a
-        // PostToolBatch hook is to see them.
-        let batch = match &self.inner.hooks {
-            Some(hooks) if hooks.has_post_tool_batch() => {
-                let outputs: Vec<ToolOutput> = outputs.collect();
-                self.history
-                    .extend(outputs.iter().cloned().map(Message::from));
-                Some(super::ToolBatch {
-                    calls: calls.clone(),
-                    outputs,
-                })
-            }
-            _ => {
-                self.history.extend(outputs.map(Message::from));
-                None
-            }
+        // Into the history as they are settled, without a list of their own unless the step
+        // stack is to see them.
+        let batch = if self.inner.step.is_some() {
+            let outputs: Vec<ToolOutput> = outputs.collect();
+            self.history
+                .extend(outputs.iter().cloned().map(Message::from));
+            let batch = super::ToolBatch {
+                calls: calls.clone(),
+                outputs,
+            };
+            Some((Arc::clone(&message), batch))
+        } else {
+            self.history.extend(outputs.map(Message::from));
+            None
         };
         drop(message);
         // Saved with the thread however the step ends: answered later, or denied by the
@@ -830,26 +800,47 @@ impl<'a> Run<'a> {
         Ok(batch)
     }
 
-    /// PostToolBatch hooks: their contexts join the history; `Some` if one stopped the loop.
-    async fn post_tool_batch(
+    /// The step stack at the end of a step with tool calls: its contexts join the history;
+    /// `Some` if it ends the run.
+    async fn end_step(
         &mut self,
+        message: Arc<Message>,
         batch: super::ToolBatch,
         ctx: &RunContext,
     ) -> Option<Outcome> {
-        let hooks = self.inner.hooks.as_ref()?;
-        match hooks.post_tool_batch(batch, ctx).await {
-            Ok(contexts) if contexts.is_empty() => None,
-            Ok(contexts) => {
-                self.history
-                    .push(Message::user(reminder_message(&contexts)));
-                None
+        let end = StepEnd::new(ctx.clone(), message, Arc::new(batch));
+        let context = match self.step_control(end, ctx).await {
+            Ok(StepControl::Proceed { context }) => context,
+            Ok(StepControl::Resume { feedback }) => vec![feedback],
+            Ok(StepControl::End { reason }) => {
+                let text = reminder_message(std::slice::from_ref(&reason));
+                self.history.push(Message::user(text));
+                return Some(Outcome::Blocked { reason });
             }
-            Err(reason) => {
-                self.history
-                    .push(Message::user(reminder_message(std::slice::from_ref(
-                        &reason,
-                    ))));
-                Some(Outcome::Blocked { reason })
+            Err(outcome) => return Some(outcome),
+        };
+        if !context.is_empty() {
+            self.history.push(Message::user(reminder_message(&context)));
+        }
+        None
+    }
+
+    /// Calls the step stack (there is one) with `end`; `Err` with the run's outcome if it
+    /// failed or the run was cancelled.
+    async fn step_control(
+        &mut self,
+        end: StepEnd,
+        ctx: &RunContext,
+    ) -> Result<StepControl, Outcome> {
+        let stack = self.inner.step.clone().expect("called with a step stack");
+        match or_cancel(ctx, stack.oneshot(end)).await {
+            None => Err(Outcome::Cancelled),
+            Some(Ok(control)) => Ok(control),
+            Some(Err(err)) => {
+                let err = RunError::from(err);
+                let error = abort_reason(&err);
+                self.error = Some(err);
+                Err(Outcome::Aborted { error })
             }
         }
     }

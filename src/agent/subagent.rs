@@ -127,7 +127,7 @@ impl Tool for SubagentTool {
             };
             start_context = parent.subagent_start(input, &ctx).await;
         }
-        let hooks = parent.filter(|h| h.has_stop(Some(name)));
+        let hooks = parent.filter(|h| h.has_subagent_stop(name));
         // The subagent's conversation lives in its store for the length of this call, so a
         // SubagentStop hook can send it back to work on it.
         let thread = format!("{}/{name}/{id}", ctx.session_id());
@@ -179,7 +179,7 @@ impl Tool for SubagentTool {
             input.agent_name = Some(name.clone());
             input.agent_id = Some(format!("agent-{id}"));
             input.agent_transcript_path = transcript.as_ref().map(|t| t.path.clone());
-            let Some(feedback) = hooks.stop(input, &ctx).await else {
+            let Some(feedback) = hooks.subagent_stop(input, &ctx).await else {
                 break Ok(ToolOutput::text(id.clone(), resp.text));
             };
             let cap = hooks.stop_cap();

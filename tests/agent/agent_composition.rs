@@ -384,53 +384,82 @@ async fn prompt_hooks_as_a_layer_on_the_agent() {
     );
 }
 
-/// The loop's own hook trait, implemented by hand (no callback registry): a stop policy that
-/// sends the agent back to work once, and step observers; `stream()` sees the run they shape.
+/// Hooks written by hand (no callback registry): a step layer that sends the agent back to
+/// work once (per-run data of its own instance), and a step observer through the loop's hook
+/// trait; `stream()` sees the run they shape.
 #[tokio::test(flavor = "current_thread")]
-async fn a_hand_written_loop_hooks_shapes_the_run() {
+async fn a_hand_written_step_layer_shapes_the_run() {
     use std::sync::{
         Arc,
         atomic::{AtomicU32, Ordering},
     };
 
-    use futures_util::{StreamExt, future::BoxFuture};
+    use futures_util::StreamExt;
+    use tower::layer::layer_fn;
     use tower_agent::{
-        agent::{AgentEvent, LoopHooks, StopInput},
-        context::RunContext,
+        BoxError,
+        agent::{
+            AgentEvent, LoopHooks,
+            step::{BoxStepService, StepControl, StepEnd},
+        },
+        context::{InstanceId, RunContext},
     };
 
-    struct OneMore {
+    struct Steps {
         steps: Arc<AtomicU32>,
     }
 
-    impl LoopHooks for OneMore {
+    impl LoopHooks for Steps {
         fn before_step(&self, _step: u32, _ctx: &RunContext) {
             self.steps.fetch_add(1, Ordering::SeqCst);
         }
+    }
 
-        fn has_stop(&self, subagent: Option<&str>) -> bool {
-            subagent.is_none()
+    /// Sends the agent back to work once per run.
+    #[derive(Clone)]
+    struct OneMore {
+        inner: BoxStepService,
+        id: InstanceId,
+    }
+
+    /// The per-run flag of one `OneMore` layer.
+    #[derive(Default)]
+    struct Resumed(bool);
+
+    impl tower::Service<StepEnd> for OneMore {
+        type Response = StepControl;
+        type Error = BoxError;
+        type Future = <BoxStepService as tower::Service<StepEnd>>::Future;
+
+        fn poll_ready(
+            &mut self,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), BoxError>> {
+            self.inner.poll_ready(cx)
         }
 
-        fn stop<'a>(
-            &'a self,
-            input: StopInput,
-            _ctx: &'a RunContext,
-        ) -> BoxFuture<'a, Option<String>> {
-            Box::pin(async move {
-                (!input.stop_hook_active)
-                    .then(|| format!("check '{}'", input.last_assistant_message))
-            })
+        fn call(&mut self, end: StepEnd) -> Self::Future {
+            let first = end.is_final()
+                && end.ctx.with_data(|data| {
+                    !std::mem::replace(&mut data.get_or_default_for::<Resumed>(self.id).0, true)
+                });
+            if first {
+                let feedback = format!("check '{}'", end.message.text());
+                return Box::pin(async move { Ok(StepControl::resume(feedback)) });
+            }
+            self.inner.call(end)
         }
     }
 
+    let id = InstanceId::new();
     let steps = Arc::new(AtomicU32::new(0));
     let model = ScriptedModel::new().text("draft").text("final").recording();
     let agent = Agent::builder()
         .model(model.clone())
-        .hooks(OneMore {
+        .hooks(Steps {
             steps: Arc::clone(&steps),
         })
+        .step_layer(layer_fn(move |inner| OneMore { inner, id }))
         .build();
 
     let events: Vec<AgentEvent> = agent.stream("write it").collect().await;

@@ -1,5 +1,5 @@
-//! The response futures of the hook services: [`HookModelFuture`], [`HookToolFuture`] and
-//! [`HookAgentFuture`].
+//! The response futures of the hook services: [`HookModelFuture`], [`HookToolFuture`],
+//! [`HookStepFuture`] and [`HookAgentFuture`].
 //!
 //! Each is the inner service's own future, unboxed, when no hook is left to run once the call
 //! is made (no hook for the call, or only synchronous ones that let it go on): that path
@@ -18,7 +18,10 @@ use pin_project_lite::pin_project;
 use tower::Service;
 
 use crate::{
-    agent::{AgentRequest, AgentResponse},
+    agent::{
+        AgentRequest, AgentResponse,
+        step::{StepControl, StepEnd},
+    },
     error::BoxError,
     message::ToolOutput,
     model::{ModelRequest, ModelResponse},
@@ -61,6 +64,19 @@ pin_project! {
     {
         #[pin]
         kind: Kind<S::Future, AgentResponse, S::Error>,
+    }
+}
+
+pin_project! {
+    /// The response future of [`HookStep<S>`](super::HookStep): the step hooks, then the call
+    /// of `S`.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct HookStepFuture<S>
+    where
+        S: Service<StepEnd>,
+    {
+        #[pin]
+        kind: Kind<S::Future, StepControl, BoxError>,
     }
 }
 
@@ -201,6 +217,42 @@ impl<S: Service<AgentRequest>> fmt::Debug for HookAgentFuture<S> {
     }
 }
 
+impl<S: Service<StepEnd>> HookStepFuture<S> {
+    /// The inner service's call, unboxed.
+    pub(super) fn call(fut: S::Future) -> Self {
+        HookStepFuture {
+            kind: Kind::Call { fut },
+        }
+    }
+
+    /// The hooks and the call.
+    pub(super) fn hooks(
+        fut: impl Future<Output = Result<StepControl, BoxError>> + Send + 'static,
+    ) -> Self {
+        HookStepFuture {
+            kind: Kind::hooks(fut),
+        }
+    }
+}
+
+impl<S> Future for HookStepFuture<S>
+where
+    S: Service<StepEnd, Response = StepControl>,
+    S::Error: Into<BoxError>,
+{
+    type Output = Result<StepControl, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().kind.poll(cx)
+    }
+}
+
+impl<S: Service<StepEnd>> fmt::Debug for HookStepFuture<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HookStepFuture").finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +264,6 @@ mod tests {
         assert_send_static::<HookModelFuture<BoxModelService>>();
         assert_send_static::<HookToolFuture<BoxToolService>>();
         assert_send_static::<HookAgentFuture<Agent>>();
+        assert_send_static::<HookStepFuture<crate::agent::step::BoxStepService>>();
     }
 }

@@ -150,6 +150,7 @@ mod decision;
 pub mod future;
 mod model;
 mod order;
+mod step;
 mod tool;
 
 use std::{collections::HashMap, fmt, sync::Arc};
@@ -167,12 +168,15 @@ pub use self::{
     },
     model::{HookModel, HookModelLayer},
     order::HookOrderError,
+    step::{HookStep, HookStepLayer},
     tool::{HookTool, HookToolLayer},
 };
 use futures_util::future::BoxFuture;
 
+use tower::Layer;
+
 use crate::{
-    agent::{AgentResponse, LoopHooks},
+    agent::{AgentResponse, LoopHooks, step::BoxStepService},
     context::RunContext,
     error::BoxError,
     layers::matcher::ToolMatcher,
@@ -962,6 +966,12 @@ impl HookSet {
         HookAgentLayer::new(self.clone())
     }
 
+    /// The step hooks (`after_step`, `should_continue`, PostToolBatch, Stop) as a layer of
+    /// the step stack (see [`HookStepLayer`]).
+    pub fn step_layer(&self) -> HookStepLayer {
+        HookStepLayer::new(self.clone())
+    }
+
     /// The model-level hooks (before/after model) as a model layer.
     pub fn model_layer(&self) -> HookModelLayer {
         HookModelLayer::new(self.clone())
@@ -1159,46 +1169,26 @@ impl LoopHooks for HookSet {
         self.inner.before_step.iter().for_each(|f| f(step, ctx));
     }
 
-    fn after_step(&self, step: u32, ctx: &RunContext) {
-        self.inner.after_step.iter().for_each(|f| f(step, ctx));
+    fn has_subagent_stop(&self, name: &str) -> bool {
+        self.inner
+            .subagent_stop
+            .iter()
+            .any(|(m, _)| m.matches_name(name))
     }
 
-    fn should_continue(&self, step: u32, ctx: &RunContext) -> bool {
-        self.inner.should_continue.iter().all(|f| f(step, ctx))
-    }
-
-    fn has_stop(&self, subagent: Option<&str>) -> bool {
-        match subagent {
-            None => !self.inner.stop.is_empty(),
-            Some(name) => self
-                .inner
-                .subagent_stop
-                .iter()
-                .any(|(m, _)| m.matches_name(name)),
-        }
-    }
-
-    fn stop<'a>(&'a self, input: StopInput, ctx: &'a RunContext) -> BoxFuture<'a, Option<String>> {
+    fn subagent_stop<'a>(
+        &'a self,
+        input: StopInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
-            let subagent = input.agent_name.clone();
-            self.inner.stop(subagent.as_deref(), input, ctx).await
+            let name = input.agent_name.clone().unwrap_or_default();
+            self.inner.stop(Some(&name), input, ctx).await
         })
     }
 
     fn stop_cap(&self) -> u32 {
         self.inner.stop_cap
-    }
-
-    fn has_post_tool_batch(&self) -> bool {
-        !self.inner.post_tool_batch.is_empty()
-    }
-
-    fn post_tool_batch<'a>(
-        &'a self,
-        batch: ToolBatch,
-        ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
-        Box::pin(self.inner.post_tool_batch(Arc::new(batch), ctx))
     }
 
     fn transcripts_dir(&self) -> Option<&std::path::Path> {
@@ -1306,5 +1296,14 @@ impl LoopHooks for HookSet {
 
     fn wrap_tools(&self, tools: crate::tool::BoxToolService) -> crate::tool::BoxToolService {
         crate::tool::BoxToolService::new(HookTool::new(tools, self))
+    }
+
+    fn wrap_step(&self, step: BoxStepService) -> Option<BoxStepService> {
+        let hooks = &self.inner;
+        let any = !hooks.after_step.is_empty()
+            || !hooks.should_continue.is_empty()
+            || !hooks.stop.is_empty()
+            || !hooks.post_tool_batch.is_empty();
+        any.then(|| BoxStepService::new(self.step_layer().layer(step)))
     }
 }
