@@ -592,6 +592,7 @@
 //! [`RunContext::warn`](crate::context::RunContext::warn) — the model is not told its
 //! arguments were bad, and the tool never sees the bad input.
 
+mod builder;
 mod config;
 #[cfg(feature = "mcp")]
 mod elicit;
@@ -618,21 +619,18 @@ use std::{
     sync::Arc,
 };
 
-use serde_json::Value;
-use tower::{Service, ServiceExt};
-
+pub use self::builder::CommandHooksBuilder;
 pub use self::config::{ConfigError, HookEvent};
 #[cfg(feature = "mcp")]
 pub use self::elicit::{ElicitationHooks, ElicitationHooksLayer};
+use self::events::Inner;
 pub use self::events::SESSION_END_MAX_BUDGET;
-use self::{config::Config, events::Inner};
 use crate::{
-    error::BoxError,
     layers::{
         hooks::{HookFuture, Hooks},
         summarize::{CompactDecision, CompactInfo},
     },
-    model::{BoxModelService, ModelRequest, ModelResponse},
+    model::ModelRequest,
 };
 
 /// External command hooks, loaded from configuration. See the
@@ -754,279 +752,5 @@ impl fmt::Debug for CommandHooks {
             }
         }
         events.finish()
-    }
-}
-
-/// Builds [`CommandHooks`]. See [`CommandHooks::builder`].
-#[derive(Debug, Default)]
-#[must_use]
-pub struct CommandHooksBuilder {
-    sources: Vec<Source>,
-    project_dir: Option<PathBuf>,
-    permission_mode: Option<String>,
-    transcripts: Transcripts,
-    stop_cap: Option<u32>,
-    model: Option<BoxModelService>,
-    #[cfg(feature = "mcp")]
-    mcp: Option<crate::mcp::client::McpServers>,
-    plugin_data_dir: Option<PathBuf>,
-    disabled_hooks: Vec<String>,
-    disabled_plugins: Vec<String>,
-    trusted: Vec<(PathBuf, String)>,
-}
-
-/// Where agents of these hooks keep transcripts.
-#[derive(Debug, Default)]
-enum Transcripts {
-    /// Per project, under the user's state directory.
-    #[default]
-    Default,
-    Dir(PathBuf),
-    Off,
-}
-
-/// The `permission_mode` values of the reference (`manual` is an alias of `default`).
-const PERMISSION_MODES: [&str; 6] = [
-    "default",
-    "plan",
-    "acceptEdits",
-    "auto",
-    "dontAsk",
-    "bypassPermissions",
-];
-
-#[derive(Debug)]
-enum Source {
-    File(PathBuf),
-    Json(Value, String),
-    Dir(PathBuf),
-    Plugin(PathBuf),
-    Gemini(PathBuf),
-    Codex(PathBuf),
-}
-
-impl CommandHooksBuilder {
-    /// Loads the `hooks` (and `disableAllHooks`) of a settings file. Repeatable: files merge
-    /// in the order given.
-    pub fn settings_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.sources.push(Source::File(path.into()));
-        self
-    }
-
-    /// Loads a settings value; `origin` names it in errors and warnings.
-    pub fn settings_json(mut self, settings: Value, origin: impl Into<String>) -> Self {
-        self.sources.push(Source::Json(settings, origin.into()));
-        self
-    }
-
-    /// Adds the executables of a hooks directory, each asked once what it handles (see the
-    /// [module docs](crate::command#configuration)).
-    pub fn hooks_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.sources.push(Source::Dir(dir.into()));
-        self
-    }
-
-    /// Loads a Claude Code plugin folder's hooks: `hooks/hooks.json` and the `hooks` of
-    /// `.claude-plugin/plugin.json` (see the [module docs](crate::command#plugins)).
-    /// Its handlers get `CLAUDE_PLUGIN_ROOT` and `CLAUDE_PLUGIN_DATA`.
-    pub fn plugin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.sources.push(Source::Plugin(dir.into()));
-        self
-    }
-
-    /// Where plugins' data directories (`CLAUDE_PLUGIN_DATA`) are made, one per plugin
-    /// (default: `$XDG_STATE_HOME/tower-agent/plugins/data`, else
-    /// `~/.local/state/tower-agent/plugins/data`).
-    pub fn plugin_data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.plugin_data_dir = Some(dir.into());
-        self
-    }
-
-    /// Loads the `hooks` of a Gemini CLI settings file (`.gemini/settings.json`), its
-    /// events mapped to ours (see the [module docs](crate::command#other-formats)).
-    pub fn gemini_settings_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.sources.push(Source::Gemini(path.into()));
-        self
-    }
-
-    /// Loads a Codex `hooks.json` (`~/.codex/hooks.json`, `.codex/hooks.json`), or the
-    /// inline `[hooks]` tables of a Codex `config.toml` (a path ending in `.toml`).
-    pub fn codex_hooks_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.sources.push(Source::Codex(path.into()));
-        self
-    }
-
-    /// Disables the hook named `name`: its command as written (or as run, after
-    /// substitution), or its `name` field. Same as listing it in `disabledHooks`.
-    pub fn disable_hook(mut self, name: impl Into<String>) -> Self {
-        self.disabled_hooks.push(name.into());
-        self
-    }
-
-    /// Disables every hook of the plugin named `name` (its `plugin.json` name). Same as
-    /// listing it in `disabledPlugins`.
-    pub fn disable_plugin(mut self, name: impl Into<String>) -> Self {
-        self.disabled_plugins.push(name.into());
-        self
-    }
-
-    /// Trusts the script at `script` (relative paths: to the project directory) only with
-    /// this SHA-256 (64 hex digits): every handler that runs it is pinned, as with a
-    /// `sha256` field (see the [module docs](crate::command#trusted-hashes)).
-    pub fn trust(mut self, script: impl Into<PathBuf>, sha256: impl Into<String>) -> Self {
-        self.trusted.push((script.into(), sha256.into()));
-        self
-    }
-
-    /// The project directory (default: the current directory): the value of
-    /// `CLAUDE_PROJECT_DIR` / `TOWER_AGENT_PROJECT_DIR` for every handler (also substituted
-    /// in exec form), and where handlers run when the agent has no working directory of its
-    /// own; an agent with one ([`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd)) runs
-    /// its handlers there, with `CLAUDE_PROJECT_DIR` still naming this directory (see the
-    /// [module docs](crate::command#working-directory-and-project-directory)).
-    pub fn project_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.project_dir = Some(dir.into());
-        self
-    }
-
-    /// The `permission_mode` every hook input reports (default `"default"`): one of the
-    /// reference's values `default`, `plan`, `acceptEdits`, `auto`, `dontAsk`,
-    /// `bypassPermissions` (`manual` is reported as `default`). Reported only: approvals go
-    /// through the hooks and the [`Approval`](crate::layers::hooks::Approval) service
-    /// whatever the mode. An unknown value is a [`ConfigError`] from [`build`](Self::build).
-    pub fn permission_mode(mut self, mode: impl Into<String>) -> Self {
-        self.permission_mode = Some(mode.into());
-        self
-    }
-
-    /// Where agents built with these hooks keep their transcripts (the files of
-    /// `transcript_path`), instead of the per-project default under the user's state
-    /// directory ([module docs](crate::command#events)).
-    /// [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) still wins.
-    pub fn transcripts_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.transcripts = Transcripts::Dir(dir.into());
-        self
-    }
-
-    /// No default transcripts: agents built with these hooks keep none unless their builder
-    /// asks ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts)), and
-    /// `transcript_path` is then `""`.
-    pub fn without_transcripts(mut self) -> Self {
-        self.transcripts = Transcripts::Off;
-        self
-    }
-
-    /// How many times in a row — with no tool call in between — Stop hooks may keep a run
-    /// from ending before the next block is overridden (default 8, as in Claude Code; a step
-    /// with a tool call resets the count; see [`Hooks::stop_cap`]).
-    pub fn stop_cap(mut self, cap: u32) -> Self {
-        self.stop_cap = Some(cap);
-        self
-    }
-
-    /// The model service of `prompt` and `agent` handlers: any model service, such as the
-    /// agent's own (a provider, a [`ServiceBuilder`](tower::ServiceBuilder) stack over one, or
-    /// a [`ScriptedModel`](crate::model::ScriptedModel)). A handler's `model` field becomes
-    /// the request's [`ModelSettings::model`](crate::model::ModelSettings::model). Without
-    /// it, `prompt` and `agent` handlers are skipped with a warning
-    /// ([`CommandHooks::warnings`]).
-    pub fn model<S>(mut self, model: S) -> Self
-    where
-        S: Service<ModelRequest, Response = ModelResponse> + Clone + Send + Sync + 'static,
-        S::Error: Into<BoxError>,
-        S::Future: Send + 'static,
-    {
-        self.model = Some(BoxModelService::new(model.map_err(Into::into)));
-        self
-    }
-
-    /// The MCP servers `mcp_tool` handlers call (usually the set the agent registers, so
-    /// its connections are reused: a handler never connects a server). Without it,
-    /// `mcp_tool` handlers are skipped with a warning ([`CommandHooks::warnings`]).
-    #[cfg(feature = "mcp")]
-    pub fn mcp(mut self, servers: crate::mcp::client::McpServers) -> Self {
-        self.mcp = Some(servers);
-        self
-    }
-
-    /// Loads every source, in order. Describing a hooks directory runs its executables: this
-    /// blocks for as long as they take (at most 10 s each).
-    ///
-    /// # Errors
-    ///
-    /// A file that cannot be read or is not JSON, a bad value in it, an unknown event or
-    /// handler type, a matcher that is not a valid pattern, or a hooks-directory executable
-    /// that does not describe itself: a [`ConfigError`] naming the file and the JSON path.
-    pub fn build(self) -> Result<CommandHooks, ConfigError> {
-        // Read once here, not at every hook call (see `Inner::hook_dir`).
-        let process_dir = std::env::current_dir().ok();
-        let project_dir = match self.project_dir {
-            Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
-            None => process_dir.clone().unwrap_or_else(|| PathBuf::from(".")),
-        };
-        let mut config = Config::default();
-        config.model = self.model;
-        #[cfg(feature = "mcp")]
-        {
-            config.mcp = self.mcp;
-        }
-        config.project_dir.clone_from(&project_dir);
-        let data_root = self
-            .plugin_data_dir
-            .clone()
-            .unwrap_or_else(|| plugin::default_data_root(&project_dir));
-        for source in &self.sources {
-            match source {
-                Source::File(path) => config::load_file(path, &project_dir, &mut config)?,
-                Source::Json(value, origin) => {
-                    config::load_settings(value, origin, &project_dir, &mut config)?;
-                }
-                Source::Dir(dir) => config::load_dir(dir, &project_dir, &mut config)?,
-                Source::Plugin(dir) => {
-                    plugin::load_plugin(dir, &data_root, &project_dir, &mut config)?;
-                }
-                Source::Gemini(path) => formats::load_gemini(path, &project_dir, &mut config)?,
-                Source::Codex(path) => formats::load_codex(path, &project_dir, &mut config)?,
-            }
-        }
-        config.disabled_hooks.extend(self.disabled_hooks);
-        config.disabled_plugins.extend(self.disabled_plugins);
-        config.finish(&self.trusted)?;
-        let permission_mode = match self.permission_mode.as_deref() {
-            None | Some("manual") => "default",
-            Some(mode) => PERMISSION_MODES
-                .into_iter()
-                .find(|m| *m == mode)
-                .ok_or_else(|| {
-                    ConfigError::new(
-                        "CommandHooksBuilder::permission_mode",
-                        "",
-                        format!(
-                            "unknown permission mode `{mode}` (one of {})",
-                            PERMISSION_MODES.join(", ")
-                        ),
-                    )
-                })?,
-        };
-        // Transcripts default on only when there is a hook to read them.
-        let configured = !config.disabled && config.events.iter().any(|e| !e.is_empty());
-        let transcripts = match self.transcripts {
-            Transcripts::Off => None,
-            Transcripts::Dir(dir) => Some(dir),
-            Transcripts::Default if configured => {
-                crate::agent::transcript::default_dir(&project_dir)
-            }
-            Transcripts::Default => None,
-        };
-        Ok(CommandHooks {
-            inner: Arc::new(Inner {
-                config,
-                project_dir,
-                process_dir,
-                permission_mode,
-            }),
-            transcripts,
-            stop_cap: self.stop_cap,
-        })
     }
 }
