@@ -322,11 +322,6 @@ pub trait LoopHooks: Send + Sync + 'static {
         Box::pin(async { Ok((prompt, Vec::new())) })
     }
 
-    /// A step starts (`ctx` is at that step).
-    fn before_step(&self, step: u32, ctx: &RunContext) {
-        let _ = (step, ctx);
-    }
-
     /// Whether any SubagentStop hook would run for the subagent `name`: when `false`,
     /// [`subagent_stop`](Self::subagent_stop) is not called.
     fn has_subagent_stop(&self, name: &str) -> bool {
@@ -409,30 +404,6 @@ pub trait LoopHooks: Send + Sync + 'static {
     /// InstructionsLoaded: a memory file was loaded (observe only).
     fn instructions_loaded(&self, input: &InstructionsInput, ctx: &RunContext) {
         let _ = (input, ctx);
-    }
-
-    /// PostCompact: the history was compacted (observe only); then SessionStart runs again
-    /// with [`SessionSource::Compact`].
-    fn post_compact(&self, input: &PostCompactInput, ctx: &RunContext) {
-        let _ = (input, ctx);
-    }
-
-    /// Whether [`message_display`](Self::message_display) has anything to run; when
-    /// `false` it is not called.
-    fn has_message_display(&self) -> bool {
-        false
-    }
-
-    /// MessageDisplay: an assistant message with text is complete; `Some(text)` is what to
-    /// display in its place ([`AgentEvent::MessageDisplay`](super::AgentEvent::MessageDisplay)).
-    /// Display only: the history keeps the original.
-    fn message_display<'a>(
-        &'a self,
-        input: MessageDisplayInput,
-        ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Option<String>> {
-        let _ = (input, ctx);
-        Box::pin(async { None })
     }
 
     /// Wraps the agent's model stack (outermost), once, when the agent is built.

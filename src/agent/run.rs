@@ -11,8 +11,7 @@ use tower::{Service, ServiceExt};
 use super::{
     AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, PendingCall, SetupContext,
     hooks::{
-        LoopHooks, MessageDisplayInput, ParentHooks, PostCompactInput, SessionSource,
-        SessionStartInput, StepCalls, StopFailureInput,
+        LoopHooks, ParentHooks, SessionSource, SessionStartInput, StepCalls, StopFailureInput,
     },
     interrupt,
     step::{StepControl, StepEnd},
@@ -338,7 +337,7 @@ impl<'a> Run<'a> {
             transcribed += run.supersede_pending(&mut history);
             history.push(Message::user(prompt));
             if !prompt_context.is_empty() {
-                history.push(Message::user(reminder_message(&prompt_context)));
+                history.push(Message::hook_context(&prompt_context));
             }
         }
         (run.history, run.persist, run.transcribed) = (history, persist, transcribed);
@@ -574,23 +573,19 @@ impl<'a> Run<'a> {
         self.steps = step + 1;
         self.guard.steps = self.steps;
         ctx.emit_with(|| AgentEvent::StepStart { step });
-        if let Some(hooks) = &inner.hooks {
-            hooks.before_step(step, &ctx);
-        }
         let response = match self.answer(&ctx, stacks, model).await {
             Ok(response) => response,
             Err(outcome) => return Ok(Some(outcome)),
         };
         // Taken apart (and the rest dropped) at once: only what is used after the awaits
         // below stays in this future.
-        let (mut message, usage, ending) = message_and_usage(response);
+        let (mut message, usage, ending, mut extensions) = message_and_usage(response);
         if let Some(usage) = usage {
             self.usage += usage;
             self.guard.usage = self.usage;
         }
-        if let Some(compaction) = ctx.take_compaction() {
-            // Boxed, as the rare paths below: not part of every step's future.
-            Box::pin(self.compacted(compaction, &ctx)).await;
+        if let Some(compaction) = extensions.remove::<crate::context::Compaction>() {
+            self.compacted(compaction, &ctx);
         }
         message.role = Role::Assistant;
         // Ids are unique within the thread: the history only grows.
@@ -605,8 +600,9 @@ impl<'a> Run<'a> {
             message: message.clone(),
             usage,
         });
-        if let Some(hooks) = inner.hooks.as_ref().filter(|h| h.has_message_display()) {
-            Box::pin(message_display(hooks.as_ref(), &message, position, &ctx)).await;
+        // The text a model layer (MessageDisplay hooks) decided to display for it.
+        if let Some(crate::model::Display(text)) = extensions.remove() {
+            ctx.emit_with(|| AgentEvent::MessageDisplay { step, text });
         }
         if message.tool_calls.is_empty() {
             self.history.push(message);
@@ -774,8 +770,7 @@ impl<'a> Run<'a> {
         }
         let reminders = self.ctx.take_reminders();
         if !reminders.is_empty() {
-            self.history
-                .push(Message::user(reminder_message(&reminders)));
+            self.history.push(Message::hook_context(&reminders));
             let step = ctx.step();
             ctx.emit_with(|| AgentEvent::Reminders { step, reminders });
         }
@@ -813,14 +808,13 @@ impl<'a> Run<'a> {
             Ok(StepControl::Proceed { context }) => context,
             Ok(StepControl::Resume { feedback }) => vec![feedback],
             Ok(StepControl::End { reason }) => {
-                let text = reminder_message(std::slice::from_ref(&reason));
-                self.history.push(Message::user(text));
+                self.history.push(Message::hook_context([&reason]));
                 return Some(Outcome::Blocked { reason });
             }
             Err(outcome) => return Some(outcome),
         };
         if !context.is_empty() {
-            self.history.push(Message::user(reminder_message(&context)));
+            self.history.push(Message::hook_context(&context));
         }
         None
     }
@@ -845,42 +839,9 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Applies a compaction; then PostCompact hooks, and SessionStart hooks with source
-    /// `compact`, whose contexts follow the summary in the history.
-    async fn compacted(&mut self, c: crate::context::Compaction, ctx: &RunContext) {
-        let (trigger, summary, at) = (
-            c.trigger,
-            c.summary.clone(),
-            c.range.start + c.replacement.len(),
-        );
-        if !self.apply_compaction(c, ctx.step()) {
-            return;
-        }
-        let Some(hooks) = &self.inner.hooks else {
-            return;
-        };
-        let input = PostCompactInput {
-            trigger,
-            compact_summary: summary,
-        };
-        hooks.post_compact(&input, ctx);
-        let input = SessionStartInput::new(SessionSource::Compact, self.model_name());
-        let contexts = match hooks.session_start(input, ctx).await {
-            Ok(contexts) => contexts,
-            Err(reason) => {
-                ctx.warn(format!(
-                    "a SessionStart hook (source compact) cannot block: {reason}"
-                ));
-                return;
-            }
-        };
-        if !contexts.is_empty() {
-            self.history
-                .insert(at, Message::user(reminder_message(&contexts)));
-            if self.transcribed >= at {
-                self.transcribed += 1;
-            }
-        }
+    /// Applies a compaction a model layer reported (the hooks on it ran in the model stack).
+    fn compacted(&mut self, c: crate::context::Compaction, ctx: &RunContext) {
+        self.apply_compaction(c, ctx.step());
     }
 
     /// The model named by the agent's settings.
@@ -1024,37 +985,10 @@ impl<'a> Run<'a> {
     }
 }
 
-/// MessageDisplay: the hooks see a complete assistant message with text (once, as for
-/// non-interactive runs); the event stream gets the text to display.
-async fn message_display(
-    hooks: &dyn LoopHooks,
-    message: &Message,
-    position: usize,
-    ctx: &RunContext,
-) {
-    let text = message.text();
-    if text.is_empty() {
-        return;
-    }
-    let input = MessageDisplayInput {
-        turn_id: ctx.run_id().to_owned(),
-        message_id: format!("{}-{position}", ctx.run_id()),
-        index: 0,
-        is_final: true,
-        delta: text.clone().into_owned(),
-    };
-    let shown = hooks.message_display(input, ctx).await;
-    let step = ctx.step();
-    ctx.emit_with(|| AgentEvent::MessageDisplay {
-        step,
-        text: shown.unwrap_or_else(|| text.into_owned()),
-    });
-}
-
 /// A response's message and usage; the rest (its metadata) is dropped here.
 fn message_and_usage(
     response: crate::model::ModelResponse,
-) -> (Message, Option<Usage>, Option<Ending>) {
+) -> (Message, Option<Usage>, Option<Ending>, ::http::Extensions) {
     let ending = match response.stop_reason {
         StopReason::PauseTurn => Some(Ending::Pause),
         StopReason::Refusal => Some(Ending::Refusal(
@@ -1065,7 +999,12 @@ fn message_and_usage(
         )),
         _ => None,
     };
-    (response.message, response.usage, ending)
+    (
+        response.message,
+        response.usage,
+        ending,
+        response.extensions,
+    )
 }
 
 /// A stop reason the loop acts on.
@@ -1295,31 +1234,4 @@ async fn call_tools(
     })
     .await;
     (results, was_cancelled)
-}
-
-/// The reminders of a step as one message: each in a `<system-hook>` block, blank line between.
-fn reminder_message(reminders: &[String]) -> String {
-    let mut text = String::new();
-    for (i, r) in reminders.iter().enumerate() {
-        if i > 0 {
-            text.push_str("\n\n");
-        }
-        text.push_str("<system-hook>\n");
-        text.push_str(r);
-        text.push_str("\n</system-hook>");
-    }
-    text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reminder_blocks() {
-        assert_eq!(
-            reminder_message(&["a".into(), "b".into()]),
-            "<system-hook>\na\n</system-hook>\n\n<system-hook>\nb\n</system-hook>"
-        );
-    }
 }

@@ -68,8 +68,6 @@ struct Shared {
     cwd: PathBuf,
     data: Mutex<RunData>,
     reminders: Mutex<Vec<String>>,
-    /// Boxed, as `transcript`: rare, and every run's context would carry it inline.
-    compaction: Mutex<Option<Box<Compaction>>>,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: CancellationToken,
     transcript: Option<Box<Transcript>>,
@@ -156,30 +154,6 @@ impl RunContext {
             .reminders
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Asks the loop to compact the thread's history: after this step's model call, the
-    /// messages in `compaction.range` are replaced by `compaction.replacement`, provided the
-    /// history still holds exactly the messages `compaction.source` holds in that range (see
-    /// [`Messages::shares_range`]). A model layer that compacts the request (such as
-    /// [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer)) uses this so the thread
-    /// keeps the compaction instead of compacting again at every step.
-    pub(crate) fn request_compaction(&self, compaction: Compaction) {
-        *self
-            .shared
-            .compaction
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(compaction));
-    }
-
-    /// Takes the pending compaction request.
-    pub(crate) fn take_compaction(&self) -> Option<Compaction> {
-        self.shared
-            .compaction
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .map(|c| *c)
     }
 
     /// Whether anyone listens to this run's events ([`Agent::stream`](crate::Agent::stream)).
@@ -410,7 +384,6 @@ impl RunContextBuilder {
                 cwd,
                 data: Mutex::new(self.data),
                 reminders: Mutex::new(Vec::new()),
-                compaction: Mutex::new(None),
                 events: self.events,
                 cancel: self.cancel.unwrap_or_default(),
                 transcript,
@@ -422,20 +395,52 @@ impl RunContextBuilder {
     }
 }
 
-/// A request to replace part of the thread's history. See
-/// [`RunContext::request_compaction`].
+/// A compaction of the thread's history, reported by the model layer that compacted the
+/// request (such as [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer)) in its
+/// response's [`extensions`](crate::model::ModelResponse::extensions): after the step's model
+/// call, the loop replaces the messages in `range` with `replacement`, provided the history
+/// still holds exactly the messages `source` holds in that range (see
+/// [`Messages::shares_range`]), so the thread keeps the compaction instead of compacting again
+/// at every step.
 #[derive(Debug, Clone)]
-pub(crate) struct Compaction {
+#[non_exhaustive]
+pub struct Compaction {
     /// The messages the range was computed on (the model request's, cheap to clone).
-    pub(crate) source: Messages,
+    pub source: Messages,
     /// The range of `source` to replace.
-    pub(crate) range: std::ops::Range<usize>,
+    pub range: std::ops::Range<usize>,
     /// What replaces it.
-    pub(crate) replacement: Vec<crate::message::Message>,
+    pub replacement: Vec<crate::message::Message>,
     /// The summarizer's text (PostCompact's `compact_summary`).
-    pub(crate) summary: String,
+    pub summary: String,
     /// `auto` or `manual` (PreCompact / PostCompact `trigger`).
-    pub(crate) trigger: &'static str,
+    pub trigger: &'static str,
+}
+
+impl Compaction {
+    /// Replace `range` of `source` (the model request's messages) with `replacement`;
+    /// `summary` is the summarizer's text; the trigger is `auto`.
+    pub fn new(
+        source: Messages,
+        range: std::ops::Range<usize>,
+        replacement: Vec<crate::message::Message>,
+        summary: impl Into<String>,
+    ) -> Self {
+        Compaction {
+            source,
+            range,
+            replacement,
+            summary: summary.into(),
+            trigger: "auto",
+        }
+    }
+
+    /// This compaction with another trigger (`manual`).
+    #[must_use]
+    pub fn trigger(mut self, trigger: &'static str) -> Self {
+        self.trigger = trigger;
+        self
+    }
 }
 
 pub use self::persisted::{Todo, TodoStatus};

@@ -521,22 +521,21 @@ where
         Ok(_) => Err("the summarizer answered with no text".to_owned()),
         Err(err) => Err(crate::error::error_chain(&*err.into())),
     };
-    let req = match summary {
+    let (req, compaction) = match summary {
         Ok(summary) => {
             let replacement = vec![Message::user(format!(
                 "<summary>\nSummary of the {} earlier messages of this conversation:\n\n{summary}\n</summary>",
                 cut - start
             ))];
-            req.ctx.request_compaction(Compaction {
-                source: req.messages.clone(),
-                range: start..cut,
-                replacement: replacement.clone(),
+            let compaction = Compaction::new(
+                req.messages.clone(),
+                start..cut,
+                replacement.clone(),
                 summary,
-                trigger: "auto",
-            });
+            );
             let mut req = req;
             req.messages.splice(start..cut, replacement);
-            req
+            (req, Some(compaction))
         }
         Err(why) => {
             if let Some(err) = overflow {
@@ -548,10 +547,15 @@ where
             req.ctx.warn(format!(
                 "summarization failed, the request went on uncompacted: {why}"
             ));
-            req
+            (req, None)
         }
     };
-    inner.oneshot(req).await.map_err(Into::into)
+    let mut resp = inner.oneshot(req).await.map_err(Into::into)?;
+    if let Some(compaction) = compaction {
+        // Reported with the answer: the loop makes the thread keep it.
+        resp.extensions.insert(compaction);
+    }
+    Ok(resp)
 }
 
 /// The settings of the summarizer's call: the request's, without what asks for another kind

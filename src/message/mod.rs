@@ -388,6 +388,28 @@ impl Message {
         Self::new(Role::User, text)
     }
 
+    /// A user message of hook contexts, each in a `<system-hook>` block, blank-line
+    /// separated: how the loop adds reminders and the contexts hooks add between steps.
+    ///
+    /// ```
+    /// use tower_agent::message::Message;
+    ///
+    /// let m = Message::hook_context(["a", "b"]);
+    /// assert_eq!(m.text(), "<system-hook>\na\n</system-hook>\n\n<system-hook>\nb\n</system-hook>");
+    /// ```
+    pub fn hook_context<S: AsRef<str>>(contexts: impl IntoIterator<Item = S>) -> Self {
+        let mut text = String::new();
+        for (i, context) in contexts.into_iter().enumerate() {
+            if i > 0 {
+                text.push_str("\n\n");
+            }
+            text.push_str("<system-hook>\n");
+            text.push_str(context.as_ref());
+            text.push_str("\n</system-hook>");
+        }
+        Self::user(text)
+    }
+
     /// An assistant message.
     pub fn assistant(text: impl Into<String>) -> Self {
         Self::new(Role::Assistant, text)

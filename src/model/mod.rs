@@ -401,7 +401,10 @@ impl ModelSettings {
 }
 
 /// What the model answered.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Equality compares the answer (message, usage, stop reason, metadata), not the
+/// [`extensions`](Self::extensions).
+#[derive(Debug, Clone)]
 pub struct ModelResponse {
     /// The assistant message (text and/or tool calls).
     pub message: Message,
@@ -412,7 +415,29 @@ pub struct ModelResponse {
     /// Who answered and how, as the provider reported it (for tracing: see
     /// [`layers::trace`](crate::layers::trace)).
     pub meta: ResponseMeta,
+    /// What layers of the model stack report with the answer, typed, as
+    /// [`http::Response::extensions`](::http::Response::extensions) do: the loop reads a
+    /// [`Compaction`](crate::context::Compaction) (a layer compacted the request: the thread
+    /// keeps it) and a [`Display`](crate::model::Display) (the text a MessageDisplay hook
+    /// shows) here. A layer of yours can carry its own data to an outer layer.
+    pub extensions: ::http::Extensions,
 }
+
+impl PartialEq for ModelResponse {
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message
+            && self.usage == other.usage
+            && self.stop_reason == other.stop_reason
+            && self.meta == other.meta
+    }
+}
+
+/// The text to display for a response's message in place of its own (the
+/// [`AgentEvent::MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event), carried
+/// in [`ModelResponse::extensions`] by the model layer that decided it (MessageDisplay hooks).
+/// The history keeps the model's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Display(pub String);
 
 /// What a provider reports about a response besides its content: the provider's name, the
 /// model asked for and the one that answered, the response's id and the finish reasons in
@@ -497,6 +522,7 @@ impl ModelResponse {
             usage: None,
             stop_reason,
             meta: ResponseMeta::default(),
+            extensions: ::http::Extensions::new(),
         }
     }
 

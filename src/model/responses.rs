@@ -633,6 +633,7 @@ fn response(resp: ApiResponse, streamed: Vec<Value>) -> Result<ModelResponse, Pr
         usage: resp.usage.as_ref().and_then(ApiUsage::usage),
         stop_reason,
         meta,
+        extensions: ::http::Extensions::new(),
     })
 }
 

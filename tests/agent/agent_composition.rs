@@ -385,8 +385,8 @@ async fn prompt_hooks_as_a_layer_on_the_agent() {
 }
 
 /// Hooks written by hand (no callback registry): a step layer that sends the agent back to
-/// work once (per-run data of its own instance), and a step observer through the loop's hook
-/// trait; `stream()` sees the run they shape.
+/// work once (per-run data of its own instance), and a model layer counting the steps;
+/// `stream()` sees the run they shape.
 #[tokio::test(flavor = "current_thread")]
 async fn a_hand_written_step_layer_shapes_the_run() {
     use std::sync::{
@@ -399,21 +399,11 @@ async fn a_hand_written_step_layer_shapes_the_run() {
     use tower_agent::{
         BoxError,
         agent::{
-            AgentEvent, LoopHooks,
+            AgentEvent,
             step::{BoxStepService, StepControl, StepEnd},
         },
-        context::{InstanceId, RunContext},
+        context::InstanceId,
     };
-
-    struct Steps {
-        steps: Arc<AtomicU32>,
-    }
-
-    impl LoopHooks for Steps {
-        fn before_step(&self, _step: u32, _ctx: &RunContext) {
-            self.steps.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     /// Sends the agent back to work once per run.
     #[derive(Clone)]
@@ -454,11 +444,16 @@ async fn a_hand_written_step_layer_shapes_the_run() {
     let id = InstanceId::new();
     let steps = Arc::new(AtomicU32::new(0));
     let model = ScriptedModel::new().text("draft").text("final").recording();
+    let counted = Arc::clone(&steps);
     let agent = Agent::builder()
-        .model(model.clone())
-        .hooks(Steps {
-            steps: Arc::clone(&steps),
-        })
+        .model(
+            tower::ServiceBuilder::new()
+                .map_request(move |req| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    req
+                })
+                .service(model.clone()),
+        )
         .step_layer(layer_fn(move |inner| OneMore { inner, id }))
         .build();
 

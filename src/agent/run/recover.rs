@@ -170,8 +170,7 @@ impl<'a> Run<'a> {
         self.steps = 1;
         self.guard.steps = 1;
         ctx.emit_with(|| AgentEvent::StepStart { step: 0 });
-        if let Some(hooks) = &self.inner.hooks {
-            hooks.before_step(0, &ctx);
+        if self.inner.hooks.is_some() {
             ctx.with_data(|d| d.insert(StepCalls(calls.len())));
         }
         let (done, cancelled) = self.finish_calls(&ctx, &calls, stacks).await?;

@@ -1109,6 +1109,21 @@ impl HookSetInner {
 
     /// Runs the SessionStart hooks matching the source: `Err(reason)` if one blocks, else
     /// their contexts, in order.
+    /// Runs MessageDisplay hooks, each seeing the text the previous one decided: the text to
+    /// display.
+    pub(crate) async fn message_display(
+        &self,
+        mut input: MessageDisplayInput,
+        ctx: &RunContext,
+    ) -> String {
+        for f in &self.display {
+            if let MessageDisplay::Replace(text) = f(input.clone(), ctx.clone()).await {
+                input.delta = text;
+            }
+        }
+        input.delta
+    }
+
     pub(crate) async fn session_start(
         &self,
         input: SessionStartInput,
@@ -1163,10 +1178,6 @@ impl LoopHooks for HookSet {
         ctx: &'a RunContext,
     ) -> BoxFuture<'a, Result<(String, Vec<String>), String>> {
         Box::pin(self.inner.user_prompt(prompt, ctx))
-    }
-
-    fn before_step(&self, step: u32, ctx: &RunContext) {
-        self.inner.before_step.iter().for_each(|f| f(step, ctx));
     }
 
     fn has_subagent_stop(&self, name: &str) -> bool {
@@ -1259,35 +1270,6 @@ impl LoopHooks for HookSet {
                 f(input, ctx);
             }
         }
-    }
-
-    fn post_compact(&self, input: &PostCompactInput, ctx: &RunContext) {
-        for (m, f) in &self.inner.post_compact {
-            if m.matches_name(input.trigger) {
-                f(input, ctx);
-            }
-        }
-    }
-
-    fn has_message_display(&self) -> bool {
-        !self.inner.display.is_empty()
-    }
-
-    fn message_display<'a>(
-        &'a self,
-        mut input: MessageDisplayInput,
-        ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Option<String>> {
-        Box::pin(async move {
-            let mut replaced = None;
-            for f in &self.inner.display {
-                if let MessageDisplay::Replace(text) = f(input.clone(), ctx.clone()).await {
-                    input.delta.clone_from(&text);
-                    replaced = Some(text);
-                }
-            }
-            replaced
-        })
     }
 
     fn wrap_model(&self, model: crate::model::BoxModelService) -> crate::model::BoxModelService {

@@ -8,11 +8,15 @@ use std::{
 
 use tower::{Layer, Service, ServiceExt};
 
-use super::{BeforeModel, HookSet, HookSetInner, future::HookModelFuture};
+use super::{
+    BeforeModel, HookSet, HookSetInner, MessageDisplayInput, PostCompactInput, SessionSource,
+    SessionStartInput, future::HookModelFuture,
+};
 use crate::{
-    context::RunContext,
+    context::{Compaction, RunContext},
     error::BoxError,
-    model::{ModelRequest, ModelResponse},
+    message::Message,
+    model::{Display, ModelRequest, ModelResponse},
 };
 
 /// The model-level hooks of a [`HookSet`] as a layer. See the
@@ -95,6 +99,12 @@ where
         // AfterModel hooks.
         let set = Arc::clone(&self.set);
         let ctx = req.ctx.clone();
+        set.before_step.iter().for_each(|f| f(ctx.step(), &ctx));
+        let ctx = After {
+            ctx,
+            position: req.messages.len(),
+            model: req.settings.model.as_deref().map(str::to_owned),
+        };
         let mut req = req;
         for (i, f) in set.before_model.iter().enumerate() {
             let mut decision = f(req);
@@ -139,7 +149,7 @@ where
             };
         }
         let fut = self.inner.call(req);
-        if set.after_model.is_empty() {
+        if !set.acts_after_model() {
             return HookModelFuture::call(fut);
         }
         HookModelFuture::hooks(async move {
@@ -149,14 +159,80 @@ where
     }
 }
 
-/// Runs the AfterModel hooks over `resp`, in order.
-async fn after_model(
-    set: &HookSetInner,
-    mut resp: ModelResponse,
+/// What the hooks after the call need of the request.
+struct After {
     ctx: RunContext,
-) -> ModelResponse {
+    /// Where the answer goes in the conversation (the request's length): its MessageDisplay id.
+    position: usize,
+    /// The model asked for (a SessionStart input's `model`).
+    model: Option<String>,
+}
+
+impl HookSetInner {
+    /// Whether any hook runs on a model call's answer: AfterModel, MessageDisplay, or (on a
+    /// compacted request) PostCompact and SessionStart.
+    fn acts_after_model(&self) -> bool {
+        !(self.after_model.is_empty()
+            && self.display.is_empty()
+            && self.post_compact.is_empty()
+            && self.session_start.is_empty())
+    }
+}
+
+/// Runs the AfterModel hooks over `resp`, in order; then, if a layer below compacted the
+/// request, the PostCompact hooks and the SessionStart hooks of source `compact` (their
+/// contexts follow the summary); then the MessageDisplay hooks, whose text travels in the
+/// response ([`Display`]).
+async fn after_model(set: &HookSetInner, mut resp: ModelResponse, after: After) -> ModelResponse {
+    let ctx = after.ctx;
     for f in &set.after_model {
         resp = f(resp, ctx.clone()).await;
     }
+    if let Some(compaction) = resp.extensions.get_mut::<Compaction>() {
+        compacted(set, compaction, after.model, &ctx).await;
+    }
+    if !set.display.is_empty() {
+        let text = resp.message.text();
+        if !text.is_empty() {
+            let input = MessageDisplayInput {
+                turn_id: ctx.run_id().to_owned(),
+                message_id: format!("{}-{}", ctx.run_id(), after.position),
+                index: 0,
+                is_final: true,
+                delta: text.into_owned(),
+            };
+            let shown = set.message_display(input, &ctx).await;
+            resp.extensions.insert(Display(shown));
+        }
+    }
     resp
+}
+
+/// PostCompact, then SessionStart with source `compact`: its contexts join the compaction's
+/// replacement, after the summary (a block is not possible here: a warning).
+async fn compacted(
+    set: &HookSetInner,
+    compaction: &mut Compaction,
+    model: Option<String>,
+    ctx: &RunContext,
+) {
+    let input = PostCompactInput {
+        trigger: compaction.trigger,
+        compact_summary: compaction.summary.clone(),
+    };
+    for (m, f) in &set.post_compact {
+        if m.matches_name(input.trigger) {
+            f(&input, ctx);
+        }
+    }
+    let input = SessionStartInput::new(SessionSource::Compact, model);
+    match set.session_start(input, ctx).await {
+        Ok(contexts) if contexts.is_empty() => {}
+        Ok(contexts) => compaction
+            .replacement
+            .push(Message::hook_context(&contexts)),
+        Err(reason) => ctx.warn(format!(
+            "a SessionStart hook (source compact) cannot block: {reason}"
+        )),
+    }
 }

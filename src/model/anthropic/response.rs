@@ -202,6 +202,7 @@ pub(super) fn response(
         usage,
         stop_reason,
         meta,
+        extensions: ::http::Extensions::new(),
     }
 }
 

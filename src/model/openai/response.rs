@@ -170,6 +170,7 @@ pub(super) fn response(
         usage: usage.and_then(ChatUsage::usage),
         stop_reason,
         meta,
+        extensions: ::http::Extensions::new(),
     }
 }
 
