@@ -139,7 +139,7 @@ async fn schema_and_pragmas() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     let application: i64 = conn
         .pragma_query_value(None, "application_id", |r| r.get(0))
         .unwrap();
@@ -202,13 +202,13 @@ async fn stale_writer_never_appends_onto_a_recreated_thread() {
     let (a, b) = (Sqlite::open(&path).unwrap(), Sqlite::open(&path).unwrap());
 
     let mut mine = user_thread("t", &["a1", "a2"]);
-    mine.files.insert("/a.md".into(), "a".into());
-    mine.todos.push(Todo::new("1", "a's todo"));
+    mine.set_file("/a.md", "a");
+    mine.set_todos(vec![Todo::new("1", "a's todo")]);
     a.save(&mine).await.unwrap();
 
     b.delete("t").await.unwrap();
     let mut theirs = user_thread("t", &["b1", "b2"]);
-    theirs.files.insert("/b.md".into(), "b".into());
+    theirs.set_file("/b.md", "b");
     b.save(&theirs).await.unwrap();
 
     mine.messages.extend([
@@ -309,9 +309,7 @@ async fn child_hammers() {
         thread
             .messages
             .push(tower_agent::message::Message::user(format!("{writer}-{n}")));
-        thread
-            .files
-            .insert("/writer".into(), Arc::from(writer.as_str()));
+        thread.set_file("/writer", &writer);
         store.save(&thread).await.unwrap();
     }
 }
@@ -329,8 +327,8 @@ fn assert_one_writer(thread: &Thread) {
     let writer = first.split('-').next().unwrap();
     let expected: Vec<String> = (0..texts.len()).map(|i| format!("{writer}-{i}")).collect();
     assert_eq!(texts, expected, "a mix of two writers' threads");
-    assert_eq!(thread.files.len(), 1, "{:?}", thread.files);
-    assert_eq!(thread.files["/writer"].as_ref(), writer);
+    assert_eq!(thread.files().len(), 1, "{:?}", thread.files());
+    assert_eq!(thread.files()["/writer"].as_ref(), writer);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -416,7 +414,7 @@ async fn version_1_database_is_upgraded() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     // The counter starts past every revision the old schema gave.
     let last: i64 = conn
         .query_row("SELECT last FROM revisions", [], |r| r.get(0))
