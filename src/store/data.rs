@@ -94,11 +94,17 @@ pub trait Persisted: Serialize + DeserializeOwned + Send + Sync + 'static {
 ///
 /// Cloning it is one reference count (values are shared too), so saving after every step
 /// copies nothing; a change clones the map of keys once (not the values) when a saved copy
-/// shares it.
-#[derive(Clone, Default, PartialEq)]
+/// shares it. Empty, it allocates nothing.
+#[derive(Clone, Default)]
 pub struct ThreadData {
-    entries: Arc<BTreeMap<Arc<str>, Arc<Value>>>,
+    /// `None`: empty.
+    entries: Option<Arc<Entries>>,
 }
+
+type Entries = BTreeMap<Arc<str>, Arc<Value>>;
+
+/// The entries of every empty [`ThreadData`].
+static EMPTY: Entries = BTreeMap::new();
 
 impl ThreadData {
     /// No data.
@@ -133,7 +139,7 @@ impl ThreadData {
 
     /// The JSON value under `key`.
     pub fn value(&self, key: &str) -> Option<&Value> {
-        self.entries.get(key).map(|v| &**v)
+        self.entries().get(key).map(|v| &**v)
     }
 
     /// Sets the JSON value under `key`, returning the previous one. Setting the value a key
@@ -144,25 +150,25 @@ impl ThreadData {
         value: impl Into<Arc<Value>>,
     ) -> Option<Arc<Value>> {
         let (key, value) = (key.into(), value.into());
-        if let Some(old) = self.entries.get(&key)
+        if let Some(old) = self.entries().get(&key)
             && (Arc::ptr_eq(old, &value) || old == &value)
         {
             return Some(value);
         }
-        Arc::make_mut(&mut self.entries).insert(key, value)
+        self.entries_mut().insert(key, value)
     }
 
     /// Removes the value under `key`, returning it.
     pub fn remove_value(&mut self, key: &str) -> Option<Arc<Value>> {
-        if !self.entries.contains_key(key) {
+        if !self.entries().contains_key(key) {
             return None;
         }
-        Arc::make_mut(&mut self.entries).remove(key)
+        self.entries_mut().remove(key)
     }
 
     /// Every key and value, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
-        self.entries.iter().map(|(k, v)| (&**k, &**v))
+        self.entries().iter().map(|(k, v)| (&**k, &**v))
     }
 
     /// The keys starting with `prefix` and their values, in key order (e.g. the files of the
@@ -171,7 +177,7 @@ impl ThreadData {
         &'a self,
         prefix: &'a str,
     ) -> impl Iterator<Item = (&'a str, &'a Value)> {
-        self.entries
+        self.entries()
             .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
             .map(|(k, v)| (&**k, &**v))
             .take_while(move |(k, _)| k.starts_with(prefix))
@@ -179,23 +185,38 @@ impl ThreadData {
 
     /// How many keys it holds.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries().len()
     }
 
     /// Whether it holds no key.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries().is_empty()
     }
 
     /// Whether `self` and `other` are clones of one map (then they are equal, and a store
     /// has nothing to compare).
     pub(crate) fn ptr_eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.entries, &other.entries)
+        match (&self.entries, &other.entries) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
     }
 
     /// The shared entries (to compare values by pointer first).
-    pub(crate) fn entries(&self) -> &BTreeMap<Arc<str>, Arc<Value>> {
-        &self.entries
+    pub(crate) fn entries(&self) -> &Entries {
+        self.entries.as_deref().unwrap_or(&EMPTY)
+    }
+
+    /// The entries, to change: copied first if a clone shares them.
+    fn entries_mut(&mut self) -> &mut Entries {
+        Arc::make_mut(self.entries.get_or_insert_with(Default::default))
+    }
+}
+
+impl PartialEq for ThreadData {
+    fn eq(&self, other: &Self) -> bool {
+        self.ptr_eq(other) || self.entries() == other.entries()
     }
 }
 
@@ -221,12 +242,12 @@ impl<'de> Deserialize<'de> for ThreadData {
 
 impl<K: Into<Arc<str>>, V: Into<Arc<Value>>> FromIterator<(K, V)> for ThreadData {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let entries: Entries = iter
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         ThreadData {
-            entries: Arc::new(
-                iter.into_iter()
-                    .map(|(k, v)| (k.into(), v.into()))
-                    .collect(),
-            ),
+            entries: (!entries.is_empty()).then(|| Arc::new(entries)),
         }
     }
 }

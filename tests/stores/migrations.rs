@@ -139,7 +139,10 @@ fn old() -> Old {
         messages: vec![Message::user("Plan it, then deploy."), call],
         todos: vec![Todo::new("1", "Write \"the\" plan"), shipped],
         files: [
-            ("notes/plan.md", "line 1\nline \"2\"\ttab, ünïcode ✓, \\ and '"),
+            (
+                "notes/plan.md",
+                "line 1\nline \"2\"\ttab, ünïcode ✓, \\ and '",
+            ),
             ("bin/nul.txt", "before \0 after"),
             ("empty", ""),
         ]
@@ -475,7 +478,11 @@ mod postgres {
     async fn a_schema_3_database_migrates_with_nothing_lost() {
         let url = pg::database().await;
         let old = old();
-        pg::sql(&url, &format!("{POSTGRES_V2}; {POSTGRES_V3}; {}", rows_v3(&old))).await;
+        pg::sql(
+            &url,
+            &format!("{POSTGRES_V2}; {POSTGRES_V3}; {}", rows_v3(&old)),
+        )
+        .await;
 
         let store = Postgres::connect(&url).await.unwrap();
         assert_eq!(SCHEMA_VERSION, 4);
@@ -558,7 +565,8 @@ mod postgres {
         .await;
         let err = Postgres::connect(&url).await.unwrap_err();
         assert!(
-            err.to_string().contains("cannot migrate its schema to version 4"),
+            err.to_string()
+                .contains("cannot migrate its schema to version 4"),
             "{err}"
         );
         assert_eq!(
