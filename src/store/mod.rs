@@ -2,7 +2,7 @@
 //! `Sqlite` (feature `sqlite`, a database file) and `Postgres` (feature `postgres`, one
 //! database shared by server replicas).
 //!
-//! A run with a thread id loads the thread (messages, and its [data](data): the todo list,
+//! A run with a thread id loads the thread (messages, and its [data]: the todo list,
 //! the files written, your own [`Persisted`] types) before it starts, saves it
 //! after every step and at the end, and so continues the conversation of an earlier run with
 //! the same id. A run without a thread id is ephemeral: it gets a fresh id and is not saved.

@@ -639,3 +639,88 @@ async fn a_process_killed_with_sigkill_releases_its_lease() {
     let lease = store.lease("t").await.expect("free once its holder died");
     drop(lease);
 }
+
+// ===== the thread data of a tool of the application's own =====
+
+#[derive(serde::Serialize, serde::Deserialize, Default, Debug, PartialEq)]
+struct Visits {
+    count: u32,
+    last: String,
+}
+
+impl tower_agent::store::Persisted for Visits {
+    const KEY: &'static str = "tests.visits";
+}
+
+/// A tool that keeps a type of its own in the thread data, through the public API only.
+fn visit_tool() -> impl tower_agent::tool::Tool {
+    tower_agent::tool::tool_fn(
+        "visit",
+        "records a visit",
+        support::any_object(),
+        |args, ctx| async move {
+            let mut visits = ctx.persisted::<Visits>()?.unwrap_or_default();
+            visits.count += 1;
+            visits.last = args["who"].as_str().unwrap_or_default().to_owned();
+            ctx.persist(&visits)?;
+            Ok(format!("visit {}", visits.count))
+        },
+    )
+}
+
+/// A tool's own type is restored from the thread when a run starts and saved with it: two
+/// runs, each through a store opened again (another process), count two visits; the
+/// database holds it as one row of `data`, under its key.
+#[tokio::test]
+async fn a_tools_own_persisted_type_is_kept_with_the_thread() {
+    use tower_agent::{Agent, AgentRequest, model::ScriptedModel};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    for (who, said) in [("ada", "visit 1"), ("grace", "visit 2")] {
+        let agent = Agent::builder()
+            .model(
+                ScriptedModel::new()
+                    .tool_call("visit", json!({ "who": who }))
+                    .text("ok"),
+            )
+            .tool(visit_tool())
+            .store(Sqlite::open(&path).unwrap())
+            .build();
+        agent
+            .run(AgentRequest::new("visit").thread("t"))
+            .await
+            .unwrap();
+        let thread = Sqlite::open(&path)
+            .unwrap()
+            .load("t")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(thread.messages.iter().any(|m| m.text() == said), "{said}");
+    }
+    let thread = Sqlite::open(&path)
+        .unwrap()
+        .load("t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        thread.data.get::<Visits>().unwrap(),
+        Some(Visits {
+            count: 2,
+            last: "grace".into()
+        })
+    );
+    let value: String = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT value FROM data WHERE thread_id = 't' AND key = 'tests.visits'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&value).unwrap(),
+        json!({"count": 2, "last": "grace"})
+    );
+}

@@ -59,7 +59,7 @@ impl fmt::Display for Conflict {
 
 impl StdError for Conflict {}
 
-/// Why [`Postgres::connect`] failed. Its `Display` names the server and database, never the
+/// Why [`Postgres::connect`](super::Postgres::connect) failed. Its `Display` names the server and database, never the
 /// password.
 pub struct ConnectError {
     pub(super) target: String,
