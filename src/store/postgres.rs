@@ -402,7 +402,7 @@ impl Postgres {
         .await
     }
 
-    /// Deletes the thread `id` (messages, todos and files); deleting a missing thread is not
+    /// Deletes the thread `id` (its messages and data); deleting a missing thread is not
     /// an error. The same as [`ThreadStore::delete`].
     ///
     /// # Errors
