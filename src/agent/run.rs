@@ -267,7 +267,7 @@ impl<'a> Run<'a> {
             SessionSource::Startup
         };
         let (mut history, state, pending, approved) = loaded.map_or_else(Default::default, |t| {
-            let state = Thread::restore(t.todos, t.files);
+            let state = Thread::restore(t.data);
             (t.messages, state, t.pending, t.approved)
         });
         // Refused before anything runs or is saved.

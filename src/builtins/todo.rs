@@ -190,9 +190,7 @@ impl Setup for TodoList {
 impl Prepare for TodoList {
     /// Appends the current list at the end of the request (nothing if it is empty).
     fn prepare(&self, req: &mut ModelRequest) -> Result<(), BoxError> {
-        let text = req
-            .ctx
-            .with_data(|d| self.prompt_text(&d.get_or_default::<Todos>().0));
+        let text = self.prompt_text(&todos(&req.ctx));
         if let Some(text) = text {
             // At the end of the request, not in the system message: the list changes during a
             // run, and the request's prefix must not (prompt caching).
@@ -459,14 +457,16 @@ fn parse_items(items: &[Value]) -> Result<Vec<Todo>, Vec<String>> {
 pub(crate) use crate::context::persisted::Todos;
 pub use crate::context::{Todo, TodoStatus};
 
-/// The run's todo list (empty if none was written).
+/// The run's todo list (empty if none was written). It is kept in the run's thread data
+/// ([`store::data`](crate::store::data), key `tower_agent.todos`), restored from the thread
+/// and saved with it; [`Thread::todos`](crate::store::Thread::todos) reads it from a thread.
 pub fn todos(ctx: &RunContext) -> Vec<Todo> {
-    ctx.with_data(|d| d.get::<Todos>().map(|t| t.0.clone()).unwrap_or_default())
+    ctx.with_thread_data(|d| Todos::of(d))
 }
 
 /// Replaces the run's todo list (saved with the thread after the step).
 pub fn set_todos(ctx: &RunContext, todos: Vec<Todo>) {
-    ctx.with_data(|d| d.insert(Todos(todos)));
+    ctx.with_thread_data(|d| Todos::set(d, todos));
 }
 
 #[cfg(test)]

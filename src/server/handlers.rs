@@ -136,11 +136,15 @@ pub(super) async fn thread(
             format!("no thread `{id}`"),
         ));
     };
+    let (todos, files) = (
+        thread.todos(),
+        crate::context::persisted::FilesWritten::paths(&thread.data),
+    );
     Ok(Json(ThreadResponse {
         id: thread.id,
         messages: thread.messages,
-        todos: thread.todos,
-        files: thread.files.into_keys().collect(),
+        todos,
+        files,
         pending: thread.pending,
     }))
 }

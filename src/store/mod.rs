@@ -2,7 +2,8 @@
 //! `Sqlite` (feature `sqlite`, a database file) and `Postgres` (feature `postgres`, one
 //! database shared by server replicas).
 //!
-//! A run with a thread id loads the thread (messages, todos, files) before it starts, saves it
+//! A run with a thread id loads the thread (messages, and its [data]: the todo list,
+//! the files written, your own [`Persisted`] types) before it starts, saves it
 //! after every step and at the end, and so continues the conversation of an earlier run with
 //! the same id. A run without a thread id is ephemeral: it gets a fresh id and is not saved.
 //!
@@ -59,6 +60,10 @@ use crate::{
     message::Messages,
 };
 
+pub mod data;
+
+pub use self::data::{Persisted, ThreadData};
+
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub mod sqlite;
@@ -101,17 +106,17 @@ pub struct ThreadInfo {
 
 /// A conversation thread as it is persisted.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SerializedThread")]
 pub struct Thread {
     /// The thread id.
     pub id: String,
     /// Its messages.
     pub messages: Messages,
-    /// Its todo list.
-    #[serde(default)]
-    pub todos: Vec<Todo>,
-    /// Files written or edited in it: path → content.
-    #[serde(default)]
-    pub files: BTreeMap<String, Arc<str>>,
+    /// Its data besides the messages: the built-ins' todo list ([`todos`](Self::todos)) and
+    /// files written ([`files`](Self::files)), and the [`Persisted`] types of your tools and
+    /// layers. See [`store::data`](data).
+    #[serde(default, skip_serializing_if = "ThreadData::is_empty")]
+    pub data: ThreadData,
     /// Tool calls waiting for a person's decision: the run ended
     /// [`Outcome::Interrupted`](crate::agent::Outcome::Interrupted) (see
     /// [`interrupt`](crate::agent::interrupt)). Every store keeps them.
@@ -128,29 +133,60 @@ pub struct Thread {
     pub approved: Vec<crate::event::PendingCall>,
 }
 
+/// A [`Thread`] as JSON, also as this crate wrote it before [`Thread::data`]: with fields
+/// `todos` and `files` (path → content), which are read into the data.
+#[derive(Deserialize)]
+struct SerializedThread {
+    id: String,
+    messages: Messages,
+    #[serde(default)]
+    data: ThreadData,
+    #[serde(default)]
+    pending: Vec<crate::event::PendingCall>,
+    #[serde(default)]
+    approved: Vec<crate::event::PendingCall>,
+    #[serde(default)]
+    todos: Vec<Todo>,
+    #[serde(default)]
+    files: BTreeMap<String, String>,
+}
+
+impl From<SerializedThread> for Thread {
+    fn from(t: SerializedThread) -> Self {
+        let mut thread = Thread {
+            id: t.id,
+            messages: t.messages,
+            data: t.data,
+            pending: t.pending,
+            approved: t.approved,
+        };
+        if !t.todos.is_empty() {
+            thread.set_todos(t.todos);
+        }
+        for (path, content) in t.files {
+            thread.set_file(&path, &content);
+        }
+        thread
+    }
+}
+
 impl Thread {
-    /// The run's data restored from the thread: the built-ins' todo list and files written.
-    pub(crate) fn restore(todos: Vec<Todo>, files: BTreeMap<String, Arc<str>>) -> RunData {
-        let mut data = RunData::default();
-        if !todos.is_empty() {
-            data.insert(Todos(todos));
+    /// The run's data restored from the thread (its [`ThreadData`]).
+    pub(crate) fn restore(data: ThreadData) -> RunData {
+        let mut extensions = RunData::default();
+        if !data.is_empty() {
+            extensions.insert(data);
         }
-        if !files.is_empty() {
-            data.insert(FilesWritten(files));
-        }
-        data
+        extensions
     }
 
-    /// The thread `id` of `messages`, with the built-ins' persisted data of the run's `data`.
+    /// The thread `id` of `messages`, with the thread data of the run's `data` (shared, not
+    /// copied).
     pub(crate) fn of_run(id: &str, messages: Messages, data: &RunData) -> Self {
         Thread {
             id: id.to_owned(),
             messages,
-            todos: data.get::<Todos>().map(|t| t.0.clone()).unwrap_or_default(),
-            files: data
-                .get::<FilesWritten>()
-                .map(|f| f.0.clone())
-                .unwrap_or_default(),
+            data: data.get::<ThreadData>().cloned().unwrap_or_default(),
             pending: Vec::new(),
             approved: Vec::new(),
         }
@@ -162,6 +198,35 @@ impl Thread {
             id: id.into(),
             ..Self::default()
         }
+    }
+
+    /// Its todo list (of the [todo built-in](crate::builtins::todo), in [`data`](Self::data)
+    /// under `tower_agent.todos`); empty if there is none (or if what is stored there is not
+    /// a todo list, which is logged).
+    pub fn todos(&self) -> Vec<Todo> {
+        Todos::of(&self.data)
+    }
+
+    /// Replaces its todo list.
+    pub fn set_todos(&mut self, todos: Vec<Todo>) {
+        Todos::set(&mut self.data, todos);
+    }
+
+    /// The files written or edited in it (by the [filesystem
+    /// built-ins](crate::builtins::filesystem), in [`data`](Self::data) under
+    /// `tower_agent.files/` and the path): path → content.
+    pub fn files(&self) -> BTreeMap<String, Arc<str>> {
+        FilesWritten::of(&self.data)
+    }
+
+    /// Sets the content of file `path` among its [`files`](Self::files).
+    pub fn set_file(&mut self, path: &str, content: &str) {
+        FilesWritten::record(&mut self.data, path, content);
+    }
+
+    /// Removes file `path` from its [`files`](Self::files); whether it was there.
+    pub fn remove_file(&mut self, path: &str) -> bool {
+        FilesWritten::remove(&mut self.data, path)
     }
 }
 
@@ -326,19 +391,17 @@ impl ThreadStore for MemoryStore {
         let mut threads = self.lock();
         match threads.get_mut(&thread.id) {
             // The usual save (a step of a thread already here): the id is kept, the rest is
-            // shared (messages, file contents) or copied, with no allocation for the id.
+            // shared (messages, data) or copied, with no allocation for the id.
             Some(stored) => {
                 let Thread {
                     id: _,
                     messages,
-                    todos,
-                    files,
+                    data,
                     pending,
                     approved,
                 } = thread;
                 stored.messages.clone_from(messages);
-                stored.todos.clone_from(todos);
-                stored.files.clone_from(files);
+                stored.data.clone_from(data);
                 stored.pending.clone_from(pending);
                 stored.approved.clone_from(approved);
             }

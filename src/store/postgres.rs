@@ -28,9 +28,9 @@
 //!
 //! | table | one row per | columns |
 //! |---|---|---|
-//! | `tower_agent_threads` | thread | id, revision, message count, todos (JSON), pending calls (JSON), created/updated (Unix ms) |
+//! | `tower_agent_threads` | thread | id, revision, message count, pending calls (JSON), created/updated (Unix ms) |
 //! | `tower_agent_messages` | message | thread id, position, the [`Message`](crate::message::Message) as JSON |
-//! | `tower_agent_files` | file written in the thread | thread id, path, content (bytes) |
+//! | `tower_agent_data` | key of the thread's [data](crate::store::data) | thread id, key, value (JSON text): the todo list (`tower_agent.todos`), one row per file written (`tower_agent.files/` and its path), your [`Persisted`](crate::store::Persisted) types |
 //! | `tower_agent_journal` | tool call of a thread | thread id, call id, tool, arguments (JSON), output (JSON, `NULL` until it finished): the [tool-call journal](crate::store::journal), deleted with the thread |
 //! | `tower_agent_schema` | (one row) | the schema version |
 //!
@@ -38,12 +38,20 @@
 //! store can share a database (or a schema, chosen with the URL's `options=-c search_path=…`)
 //! with an application's own tables.
 //!
+//! The schema knows nothing of the built-ins: whatever a tool or layer keeps in the thread's
+//! data is a row of `tower_agent_data`, and a save writes only the keys whose value changed
+//! since the store's last load or save of the thread (a step that edits one file of fifty
+//! writes one row; a step that changes no data writes none). A save of a thread the store
+//! does not remember rewrites its data rows.
+//!
 //! # Migrations
 //!
 //! [`connect`](Postgres::connect) creates the schema in a database that has none and migrates
 //! an older one (the version is in `tower_agent_schema`; this version writes version
 //! [`SCHEMA_VERSION`]), in one transaction under an advisory lock, so replicas that start
-//! together migrate once. A database whose schema version is newer than this crate knows is
+//! together migrate once. Version 4 moved the todo list (column `todos` of
+//! `tower_agent_threads`) and the files (table `tower_agent_files`) of version 3 into
+//! `tower_agent_data`. A database whose schema version is newer than this crate knows is
 //! refused ([`ConnectError::is_too_new`]) and left untouched.
 //!
 //! # Several writers: compare-and-swap on a revision
@@ -56,7 +64,7 @@
 //!
 //! - if the store remembers the thread and the database still holds that revision, it
 //!   appends the new messages (when the stored ones are a prefix of the new history, the usual
-//!   step) or rewrites from the first difference, and writes only the files that changed;
+//!   step) or rewrites from the first difference, and writes only the data keys that changed;
 //! - if the store remembers the thread but the database holds **another revision, or no
 //!   thread** (another store saved or deleted it since), nothing is written and the save fails
 //!   with a [`Conflict`] naming the thread (find it with [`Conflict::find`]). The store keeps
@@ -97,7 +105,7 @@
 //! distinct threads and calls; a second save of a thread waits for the next batch, so a
 //! thread's saves are written in order) and writes them in **one transaction**: the
 //! per-thread locks in key order, one read of the thread rows, then one multi-row statement
-//! per kind of row (messages deleted, messages inserted, files, thread rows with their new
+//! per kind of row (messages deleted, messages inserted, data rows, thread rows with their new
 //! revisions, journal records), pipelined. While a batch is written the next one gathers, so
 //! the more saves are in flight, the fewer transactions per save; the writers' batches go in
 //! parallel, each on its own connection. Every rule above holds per save, and each caller
@@ -134,9 +142,9 @@
 //! Errors name the server and the database (``postgres thread store `agents` on
 //! db.internal:5432 as agent: …``), never the password: [`ConnectError`] for [`connect`](Postgres::connect) (a bad URL, an unreachable
 //! server, a refused login, a schema too new), a [`Conflict`] for a lost compare-and-swap.
-//! Thread ids and file paths are PostgreSQL `text`, which cannot hold the NUL character: a
-//! save of such an id or path fails with an error saying so, and nothing is written. File
-//! contents are stored as bytes, so any text is kept.
+//! Thread ids and data keys (file paths among them) are PostgreSQL `text`, which cannot hold
+//! the NUL character: a save of such an id or key fails with an error saying so, and nothing
+//! is written. Data values are JSON text, which escapes it, so any value is kept.
 //!
 //! TLS is not built in: connect over a private network, a unix socket
 //! (`postgresql:///agents?host=/run/postgresql`) or a TLS tunnel (a URL with
@@ -150,8 +158,6 @@
 //! plain parameterised statements.
 
 use std::{
-    collections::BTreeMap,
-    error::Error as StdError,
     fmt,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
@@ -166,56 +172,23 @@ use tokio::{
     runtime::Handle,
     sync::{mpsc, oneshot},
 };
-use tokio_postgres::{NoTls, config::Host};
+use tokio_postgres::NoTls;
 
-use super::{
-    Lease, Thread, ThreadBusy, ThreadInfo, ThreadStore,
-    rows::{Cache, Cached, DEFAULT_CACHE_THREADS, from_millis, new_tag},
+use self::errors::{ConnectErrorKind, chain, describe, redact_url};
+pub use self::{
+    errors::{Conflict, ConnectError},
+    schema::SCHEMA_VERSION,
 };
-use crate::{context::Todo, error::BoxError, message::Messages};
+use super::{
+    Lease, Thread, ThreadBusy, ThreadData, ThreadInfo, ThreadStore,
+    rows::{Cache, Cached, DEFAULT_CACHE_THREADS, from_millis, new_tag, parse_value},
+};
+use crate::{error::BoxError, message::Messages};
 
-/// The schema migrations: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[
-    // 1: threads, their messages (one row each), the files written in them, and one revision
-    // sequence for the whole database.
-    "CREATE TABLE tower_agent_threads (
-        id text PRIMARY KEY,
-        revision bigint NOT NULL,
-        message_count bigint NOT NULL,
-        todos text NOT NULL,
-        created_at bigint NOT NULL,
-        updated_at bigint NOT NULL
-    );
-    CREATE INDEX tower_agent_threads_updated_at ON tower_agent_threads (updated_at);
-    CREATE TABLE tower_agent_messages (
-        thread_id text NOT NULL,
-        seq bigint NOT NULL,
-        body text NOT NULL,
-        PRIMARY KEY (thread_id, seq)
-    );
-    CREATE TABLE tower_agent_files (
-        thread_id text NOT NULL,
-        path text NOT NULL,
-        content bytea NOT NULL,
-        PRIMARY KEY (thread_id, path)
-    );
-    CREATE SEQUENCE tower_agent_revisions;",
-    // 2: the calls of an interrupted run that wait for approval (JSON array).
-    "ALTER TABLE tower_agent_threads ADD COLUMN pending text NOT NULL DEFAULT '[]';",
-    // 3: the tool-call journal (`store::journal`): one row per call of a thread, `output`
-    // NULL while the call is started and not finished.
-    "CREATE TABLE tower_agent_journal (
-        thread_id text NOT NULL,
-        call_id text NOT NULL,
-        tool text NOT NULL,
-        arguments text NOT NULL,
-        output text,
-        PRIMARY KEY (thread_id, call_id)
-    );",
-];
-
-/// The schema version this crate writes (and the newest it accepts).
-pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+mod errors;
+mod journal;
+mod schema;
+mod writer;
 
 /// How many connections [`Postgres::connect`] pools at most.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
@@ -261,9 +234,6 @@ const LEASE_GRACE: Duration = Duration::from_millis(250);
 
 /// The revision a store remembers for a thread it found absent (the sequence starts at 1).
 const ABSENT: i64 = 0;
-
-/// The advisory lock (one-key form) held while the schema is created or migrated.
-const MIGRATION_LOCK: i64 = i64::from_be_bytes(*b"tagtschm");
 
 /// A [`ThreadStore`] in a PostgreSQL database. See the [module docs](self).
 ///
@@ -356,7 +326,7 @@ impl Postgres {
             .get()
             .await
             .map_err(|e| fail(ConnectErrorKind::Connect, Some(e.into())))?;
-        match tokio::time::timeout(OPERATION_TIMEOUT, migrate(&mut client)).await {
+        match tokio::time::timeout(OPERATION_TIMEOUT, schema::migrate(&mut client)).await {
             Ok(Ok(())) => {}
             Ok(Err((kind, source))) => return Err(fail(kind, source)),
             Err(elapsed) => {
@@ -432,7 +402,7 @@ impl Postgres {
         .await
     }
 
-    /// Deletes the thread `id` (messages, todos and files); deleting a missing thread is not
+    /// Deletes the thread `id` (its messages and data); deleting a missing thread is not
     /// an error. The same as [`ThreadStore::delete`].
     ///
     /// # Errors
@@ -445,7 +415,7 @@ impl Postgres {
             lock_thread(&tx, id).await?;
             for sql in [
                 "DELETE FROM tower_agent_messages WHERE thread_id = $1",
-                "DELETE FROM tower_agent_files WHERE thread_id = $1",
+                "DELETE FROM tower_agent_data WHERE thread_id = $1",
                 "DELETE FROM tower_agent_threads WHERE id = $1",
                 "DELETE FROM tower_agent_journal WHERE thread_id = $1",
             ] {
@@ -522,10 +492,10 @@ impl Postgres {
         let refuse =
             |e: BoxError| -> BoxError { format!("postgres thread store {target}: {e}").into() };
         no_nul("thread id", &thread.id).map_err(refuse)?;
-        for path in thread.files.keys() {
-            no_nul("file path", path).map_err(refuse)?;
+        for (key, _) in thread.data.iter() {
+            no_nul("data key", key).map_err(refuse)?;
         }
-        // An O(1) copy of the history, and of the file contents (shared).
+        // An O(1) copy of the history, and of the data (shared).
         self.queue(&thread.id, thread.clone(), writer::Queued::Save)
             .await
     }
@@ -618,11 +588,11 @@ impl ThreadStore for Postgres {
             let remembered = match &loaded {
                 Some((revision, thread)) => {
                     thread.messages.mark_stored(self.shared.tag, *revision);
-                    Cached::new(*revision, thread.messages.clone(), thread.files.clone())
+                    Cached::new(*revision, thread.messages.clone(), thread.data.clone())
                 }
                 // Remembered as absent: a save that finds the thread created meanwhile by
                 // another store is a conflict, not a replacement.
-                None => Cached::new(ABSENT, Messages::new(), BTreeMap::new()),
+                None => Cached::new(ABSENT, Messages::new(), ThreadData::new()),
             };
             self.cache().put(id.to_owned(), remembered);
             Ok(loaded.map(|(_, thread)| thread))
@@ -645,9 +615,6 @@ impl ThreadStore for Postgres {
         Some(self)
     }
 }
-
-mod journal;
-mod writer;
 
 /// The connection that holds a lease's advisory lock; it unlocks (or closes) when dropped.
 struct LeaseConnection {
@@ -686,44 +653,40 @@ fn lease_key(id: &str) -> i64 {
 /// The thread `id` and its revision, read in one snapshot.
 async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, BoxError> {
     // One statement, so one snapshot and one round trip (prepared once per connection): the
-    // thread's row, its messages and its files, a row each (not gathered into arrays, which
+    // thread's row, its messages and its data, a row each (not gathered into arrays, which
     // PostgreSQL caps at 1 GB a value). A load holds a connection of the pool for this only,
     // so a burst of runs starting at once waits for connections the least (before: a
     // transaction of four statements, each parsed again).
     let statement = client
         .prepare_cached(
-            "SELECT 0::int2, revision, todos, pending, NULL::bytea
+            "SELECT 0::int2, revision, pending, NULL
                FROM tower_agent_threads WHERE id = $1
              UNION ALL
-             SELECT 1::int2, seq, body, NULL, NULL
+             SELECT 1::int2, seq, body, NULL
                FROM tower_agent_messages WHERE thread_id = $1
              UNION ALL
-             SELECT 2::int2, NULL, path, NULL, content
-               FROM tower_agent_files WHERE thread_id = $1",
+             SELECT 2::int2, NULL, key, value
+               FROM tower_agent_data WHERE thread_id = $1",
         )
         .await?;
     let rows = client.query(&statement, &[&id]).await?;
     let mut head = None;
     let mut bodies: Vec<(i64, &str)> = Vec::new();
-    let mut files = BTreeMap::new();
+    let mut data = Vec::new();
     for row in &rows {
         match row.try_get::<_, i16>(0)? {
-            0 => head = Some((row.try_get::<_, i64>(1)?, row.try_get(2)?, row.try_get(3)?)),
+            0 => head = Some((row.try_get::<_, i64>(1)?, row.try_get(2)?)),
             1 => bodies.push((row.try_get(1)?, row.try_get(2)?)),
             _ => {
-                let path: String = row.try_get(2)?;
-                let content = String::from_utf8(row.try_get(4)?)
-                    .map_err(|e| format!("thread `{id}`: file `{path}` is not UTF-8: {e}"))?;
-                files.insert(path, Arc::<str>::from(content));
+                let key: &str = row.try_get(2)?;
+                data.push((key, parse_value(id, key, row.try_get(3)?)?));
             }
         }
     }
     // Message rows without a thread row are what a half-done delete left: no thread.
-    let Some((revision, todos, pending)): Option<(i64, &str, &str)> = head else {
+    let Some((revision, pending)): Option<(i64, &str)> = head else {
         return Ok(None);
     };
-    let todos: Vec<Todo> =
-        serde_json::from_str(todos).map_err(|e| format!("thread `{id}`: bad todos JSON: {e}"))?;
     let (pending, approved) = super::rows::decode_calls(id, pending)?;
     // The rows of a union come in no stated order.
     bodies.sort_unstable_by_key(|&(seq, _)| seq);
@@ -737,8 +700,7 @@ async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, Bo
     let thread = Thread {
         id: id.to_owned(),
         messages,
-        todos,
-        files,
+        data: data.into_iter().collect(),
         pending,
         approved,
     };
@@ -760,285 +722,5 @@ fn no_nul(what: &str, text: &str) -> Result<(), BoxError> {
         Err(format!("the {what} {text:?} contains a NUL character, which PostgreSQL text cannot hold; nothing was saved").into())
     } else {
         Ok(())
-    }
-}
-
-/// Creates or migrates the schema, under the migration lock.
-async fn migrate(client: &mut Object) -> Result<(), (ConnectErrorKind, Option<BoxError>)> {
-    let db = |e: tokio_postgres::Error| (ConnectErrorKind::Schema, Some(e.into()));
-    let tx = client.transaction().await.map_err(db)?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-        .await
-        .map_err(db)?;
-    tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS tower_agent_schema (
-            id int PRIMARY KEY CHECK (id = 0),
-            version int NOT NULL
-        )",
-    )
-    .await
-    .map_err(db)?;
-    let version: i32 = tx
-        .query_opt("SELECT version FROM tower_agent_schema WHERE id = 0", &[])
-        .await
-        .map_err(db)?
-        .map_or(0, |row| row.get(0));
-    if version > SCHEMA_VERSION {
-        // Rolled back when `tx` drops: the database is left as it was.
-        return Err((ConnectErrorKind::TooNew { found: version }, None));
-    }
-    if version == SCHEMA_VERSION {
-        return tx.commit().await.map_err(db);
-    }
-    for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        tx.batch_execute(migration).await.map_err(|e| {
-            (
-                ConnectErrorKind::Migration {
-                    to: from as i32 + 1,
-                },
-                Some(e.into()),
-            )
-        })?;
-    }
-    tx.execute(
-        "INSERT INTO tower_agent_schema (id, version) VALUES (0, $1)
-         ON CONFLICT (id) DO UPDATE SET version = excluded.version",
-        &[&SCHEMA_VERSION],
-    )
-    .await
-    .map_err(db)?;
-    tx.commit().await.map_err(db)
-}
-
-// ===== errors =====
-
-/// A save lost its compare-and-swap: another store saved or deleted the thread since this
-/// store last loaded or saved it. Nothing was written. Load the thread again to continue
-/// from what the other writer saved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Conflict {
-    thread: String,
-    /// `None`: the store found no thread.
-    expected: Option<i64>,
-    /// `None`: the thread was deleted.
-    found: Option<i64>,
-}
-
-impl Conflict {
-    /// The thread whose save was refused.
-    pub fn thread(&self) -> &str {
-        &self.thread
-    }
-
-    /// The conflict in an error chain (e.g. an [`Error`](crate::Error) of a run whose save
-    /// was refused), if there is one.
-    pub fn find<'e>(mut error: &'e (dyn StdError + 'static)) -> Option<&'e Conflict> {
-        loop {
-            if let Some(conflict) = error.downcast_ref::<Conflict>() {
-                return Some(conflict);
-            }
-            error = error.source()?;
-        }
-    }
-}
-
-impl fmt::Display for Conflict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "thread `{}` was changed by another writer since this store read it (",
-            self.thread
-        )?;
-        match self.expected {
-            Some(expected) => write!(f, "revision {expected} expected, ")?,
-            None => f.write_str("no thread expected, ")?,
-        }
-        match self.found {
-            Some(found) => write!(f, "{found} found")?,
-            None => f.write_str("the thread was deleted")?,
-        }
-        f.write_str("); nothing was saved: load the thread again")
-    }
-}
-
-impl StdError for Conflict {}
-
-/// Why [`Postgres::connect`] failed. Its `Display` names the server and database, never the
-/// password.
-pub struct ConnectError {
-    target: String,
-    kind: ConnectErrorKind,
-    source: Option<BoxError>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ConnectErrorKind {
-    Url,
-    Connect,
-    Schema,
-    TooNew { found: i32 },
-    Migration { to: i32 },
-}
-
-impl ConnectError {
-    /// The server and database, as the error names them (no password).
-    pub fn target(&self) -> &str {
-        &self.target
-    }
-
-    /// The URL could not be parsed.
-    pub fn is_bad_url(&self) -> bool {
-        self.kind == ConnectErrorKind::Url
-    }
-
-    /// The server could not be reached, or refused the connection or the login.
-    pub fn is_connect(&self) -> bool {
-        self.kind == ConnectErrorKind::Connect
-    }
-
-    /// The database was written by a newer version of this crate (its schema version is
-    /// higher than [`SCHEMA_VERSION`]); it was left untouched.
-    pub fn is_too_new(&self) -> bool {
-        matches!(self.kind, ConnectErrorKind::TooNew { .. })
-    }
-}
-
-impl fmt::Debug for ConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConnectError")
-            .field("target", &self.target)
-            .field("kind", &self.kind)
-            .field("source", &self.source)
-            .finish()
-    }
-}
-
-impl fmt::Display for ConnectError {
-    /// ``cannot open postgres thread store TARGET: WHAT IS WRONG: THE CAUSE``.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot open postgres thread store {}: ", self.target)?;
-        match self.kind {
-            ConnectErrorKind::Url => f.write_str("bad database URL"),
-            ConnectErrorKind::Connect => f.write_str("cannot connect"),
-            ConnectErrorKind::Schema => f.write_str("cannot read or create the schema"),
-            ConnectErrorKind::TooNew { found } => write!(
-                f,
-                "its schema version is {found}, newer than the {SCHEMA_VERSION} this version of \
-                 tower-agent knows; upgrade tower-agent (the database was left untouched)"
-            ),
-            ConnectErrorKind::Migration { to } => {
-                write!(f, "cannot migrate its schema to version {to}")
-            }
-        }?;
-        match &self.source {
-            Some(source) => write!(f, ": {}", chain(&**source)),
-            None => Ok(()),
-        }
-    }
-}
-
-impl StdError for ConnectError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn StdError + 'static))
-    }
-}
-
-/// An error and its causes, `: `-separated (tokio-postgres puts the server's message and the
-/// OS error in the causes).
-fn chain(e: &(dyn StdError + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-/// `` `DB` on HOST:PORT as USER `` (no password).
-fn describe(config: &tokio_postgres::Config) -> String {
-    let ports = config.get_ports();
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, host)| {
-            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
-            match host {
-                Host::Tcp(name) => format!("{name}:{port}"),
-                #[cfg(unix)]
-                Host::Unix(dir) => format!("{}/.s.PGSQL.{port}", dir.display()),
-            }
-        })
-        .collect();
-    let hosts = if hosts.is_empty() {
-        "localhost:5432".to_owned()
-    } else {
-        hosts.join(",")
-    };
-    let user = config.get_user().unwrap_or("(default user)");
-    let db = config.get_dbname().unwrap_or(user);
-    format!("`{db}` on {hosts} as {user}")
-}
-
-/// A URL that could not be parsed, with any `user:password@` part's password removed.
-fn redact_url(url: &str) -> String {
-    let text = match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if scheme < at => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.find(':') {
-                Some(colon) => format!(
-                    "{}{}:***{}",
-                    &url[..scheme + 3],
-                    &userinfo[..colon],
-                    &url[at..]
-                ),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    };
-    // A `key=value` string may carry `password=…`.
-    let text = match text.find("password=") {
-        Some(at) => {
-            let rest = &text[at + "password=".len()..];
-            let end = rest.find(' ').map_or(text.len(), |i| at + 9 + i);
-            format!("{}password=***{}", &text[..at], &text[end..])
-        }
-        None => text,
-    };
-    format!("`{text}`")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_are_redacted() {
-        assert_eq!(
-            redact_url("postgres://ada:s3cret@db:5x/app"),
-            "`postgres://ada:***@db:5x/app`"
-        );
-        assert_eq!(
-            redact_url("host=db password=s3cret port=x"),
-            "`host=db password=*** port=x`"
-        );
-        assert_eq!(redact_url("password=s3cret"), "`password=***`");
-        assert_eq!(redact_url("postgres://db/app"), "`postgres://db/app`");
-    }
-
-    #[test]
-    fn targets_name_host_and_database() {
-        let config: tokio_postgres::Config = "postgresql://ada:s3cret@db.internal:6543/agents"
-            .parse()
-            .unwrap();
-        assert_eq!(describe(&config), "`agents` on db.internal:6543 as ada");
     }
 }

@@ -1,6 +1,6 @@
 //! What the SQL stores (`Sqlite`, `Postgres`) share: the per-thread memory of the last save,
-//! the append-or-rewrite decision, the first stored row that differs, and which files a save
-//! writes. Each store runs the SQL; the decisions are made here, once.
+//! the append-or-rewrite decision, the first stored row that differs, and which data rows a
+//! save writes. Each store runs the SQL; the decisions are made here, once.
 
 use std::{
     collections::BTreeMap,
@@ -8,6 +8,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
+use super::ThreadData;
 use crate::{
     event::PendingCall,
     message::{Message, Messages},
@@ -16,25 +17,21 @@ use crate::{
 /// How many threads a store remembers the last saved state of.
 pub(super) const DEFAULT_CACHE_THREADS: usize = 1024;
 
-/// What the store last wrote or read for a thread: the shared history (an O(1) clone of the
-/// run's), the files, and the revision the database had then.
+/// What the store last wrote or read for a thread: the shared history and data (O(1) clones
+/// of the run's), and the revision the database had then.
 #[derive(Clone)]
 pub(super) struct Cached {
     pub(super) revision: i64,
     pub(super) messages: Messages,
-    pub(super) files: BTreeMap<String, Arc<str>>,
+    pub(super) data: ThreadData,
 }
 
 impl Cached {
-    pub(super) fn new(
-        revision: i64,
-        messages: Messages,
-        files: BTreeMap<String, Arc<str>>,
-    ) -> Self {
+    pub(super) fn new(revision: i64, messages: Messages, data: ThreadData) -> Self {
         Cached {
             revision,
             messages,
-            files,
+            data,
         }
     }
 }
@@ -165,45 +162,83 @@ pub(super) fn serialize(message: &Message) -> Result<String, serde_json::Error> 
     serde_json::to_string(message)
 }
 
-/// Which file rows a save writes.
-pub(super) struct FileChanges<'a> {
-    /// Delete every file row of the thread first (nothing known about what is stored).
+/// Which data rows (key → JSON text) a save writes.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct DataChanges<'a> {
+    /// Delete every data row of the thread first (nothing known about what is stored).
     pub(super) delete_all: bool,
-    /// Paths to delete (no longer in the thread).
+    /// Keys to delete (no longer in the thread).
     pub(super) deleted: Vec<&'a str>,
-    /// Paths to insert or update, with their content.
-    pub(super) upserts: Vec<(&'a str, &'a str)>,
+    /// Keys to insert or update, with their value (JSON text).
+    pub(super) upserts: Vec<(&'a str, String)>,
 }
 
-/// The file rows to write for `new`, given the files stored by the last save if that is
-/// still current (`None`: rewrite them all).
-pub(super) fn file_changes<'a>(
-    current: Option<&'a BTreeMap<String, Arc<str>>>,
-    new: &'a BTreeMap<String, Arc<str>>,
-) -> FileChanges<'a> {
-    match current {
-        Some(old) => FileChanges {
-            delete_all: false,
-            deleted: old
-                .keys()
-                .filter(|p| !new.contains_key(*p))
-                .map(String::as_str)
-                .collect(),
-            upserts: new
-                .iter()
-                .filter(|(path, content)| {
-                    !old.get(*path)
-                        .is_some_and(|o| Arc::ptr_eq(o, content) || o == *content)
-                })
-                .map(|(p, c)| (p.as_str(), c.as_ref()))
-                .collect(),
-        },
-        None => FileChanges {
+/// The data rows to write for `new`, given the data stored by the last save if that is
+/// still current (`None`: rewrite them all). Nothing at all for the data the last save
+/// stored (the same shared map: one comparison); else one comparison per key, a value
+/// compared by pointer first (values the run did not set are shared with the saved ones).
+/// Only the values written are serialized.
+pub(super) fn data_changes<'a>(
+    current: Option<&'a ThreadData>,
+    new: &'a ThreadData,
+) -> DataChanges<'a> {
+    let Some(old) = current else {
+        return DataChanges {
             delete_all: true,
             deleted: Vec::new(),
-            upserts: new.iter().map(|(p, c)| (p.as_str(), c.as_ref())).collect(),
-        },
+            upserts: new.iter().map(|(k, v)| (k, v.to_string())).collect(),
+        };
+    };
+    if old.ptr_eq(new) {
+        return DataChanges::default();
     }
+    let (old, new) = (old.entries(), new.entries());
+    DataChanges {
+        delete_all: false,
+        deleted: old
+            .keys()
+            .filter(|k| !new.contains_key(*k))
+            .map(|k| &**k)
+            .collect(),
+        upserts: new
+            .iter()
+            .filter(|(key, value)| {
+                !old.get(*key)
+                    .is_some_and(|o| Arc::ptr_eq(o, value) || o == *value)
+            })
+            .map(|(k, v)| (&**k, v.to_string()))
+            .collect(),
+    }
+}
+
+/// The data rows to write for `new`, given the rows stored (`stored`: key → JSON text) when
+/// the store remembers nothing of them: a value is written when its JSON text differs.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(super) fn data_changes_from_rows<'a>(
+    stored: &'a BTreeMap<String, String>,
+    new: &'a ThreadData,
+) -> DataChanges<'a> {
+    let new_entries = new.entries();
+    DataChanges {
+        delete_all: false,
+        deleted: stored
+            .keys()
+            .filter(|k| !new_entries.contains_key(k.as_str()))
+            .map(String::as_str)
+            .collect(),
+        upserts: new
+            .iter()
+            .filter_map(|(key, value)| {
+                let text = value.to_string();
+                (stored.get(key) != Some(&text)).then_some((key, text))
+            })
+            .collect(),
+    }
+}
+
+/// A data value of thread `id` as it is stored (JSON text), read back.
+pub(super) fn parse_value(id: &str, key: &str, text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("thread `{id}`: bad data `{key}`: {e}"))
 }
 
 pub(super) fn to_millis(t: SystemTime) -> i64 {
@@ -232,7 +267,7 @@ mod tests {
     #[test]
     fn cache_evicts_least_recently_used() {
         let mut cache = Cache::new(2);
-        let entry = || Cached::new(1, Messages::new(), BTreeMap::new());
+        let entry = || Cached::new(1, Messages::new(), ThreadData::new());
         cache.put("a".into(), entry());
         cache.put("b".into(), entry());
         assert!(cache.get("a").is_some());
@@ -250,7 +285,7 @@ mod tests {
     fn cache_stays_bounded_and_evicts_in_order() {
         let n = 100_000;
         let mut cache = Cache::new(n);
-        let entry = |r| Cached::new(r, Messages::new(), BTreeMap::new());
+        let entry = |r| Cached::new(r, Messages::new(), ThreadData::new());
         for i in 0..2 * n {
             cache.put(i.to_string(), entry(i as i64));
             if i % 2 == 0 && i >= n {
@@ -271,7 +306,7 @@ mod tests {
     #[test]
     fn plans() {
         let old: Messages = [Message::user("a")].into_iter().collect();
-        let cached = Cached::new(3, old.clone(), BTreeMap::new());
+        let cached = Cached::new(3, old.clone(), ThreadData::new());
         let mut grown = old.clone();
         grown.push(Message::user("b"));
         assert_eq!(plan(None, None, &grown), Plan::Fresh);
@@ -281,6 +316,45 @@ mod tests {
         assert_eq!(plan(Some((3, 1)), None, &grown), Plan::Compare);
         assert!(is_current(Some((3, 1)), &cached));
         assert!(!is_current(Some((4, 1)), &cached) && !is_current(None, &cached));
+    }
+
+    #[test]
+    fn data_changes_write_only_what_changed() {
+        use serde_json::json;
+        let mut data: ThreadData = (0..50)
+            .map(|i| (format!("f/{i}"), json!(format!("content {i}"))))
+            .collect();
+        data.set_value("todos", json!([]));
+        let saved = data.clone();
+        // Nothing changed: nothing written, nothing compared.
+        assert_eq!(data_changes(Some(&saved), &data), DataChanges::default());
+        // One file of fifty edited, one removed, one added.
+        data.set_value("f/7", json!("edited"));
+        data.remove_value("f/8");
+        data.set_value("f/new", json!("new"));
+        let changes = data_changes(Some(&saved), &data);
+        assert!(!changes.delete_all);
+        assert_eq!(changes.deleted, ["f/8"]);
+        assert_eq!(
+            changes.upserts,
+            [
+                ("f/7", "\"edited\"".to_owned()),
+                ("f/new", "\"new\"".to_owned())
+            ]
+        );
+        // Unknown: all of them.
+        let all = data_changes(None, &data);
+        assert!(all.delete_all && all.upserts.len() == 51);
+        // Against stored rows: by JSON text.
+        let stored: BTreeMap<String, String> = saved
+            .iter()
+            .map(|(k, v)| (k.to_owned(), v.to_string()))
+            .collect();
+        let from_rows = data_changes_from_rows(&stored, &data);
+        assert_eq!(
+            (from_rows.deleted, from_rows.upserts),
+            (changes.deleted, changes.upserts)
+        );
     }
 }
 

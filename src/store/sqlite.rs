@@ -33,15 +33,21 @@
 //!
 //! | table | one row per | columns |
 //! |---|---|---|
-//! | `threads` | thread | id, revision (new at every save), message count, todos (JSON), pending calls (JSON), created/updated (Unix ms) |
-//! | `messages` | message | thread id, position, the [`Message`] as JSON |
-//! | `files` | file written in the thread | thread id, path, content |
+//! | `threads` | thread | id, revision (new at every save), message count, pending calls (JSON), created/updated (Unix ms) |
+//! | `messages` | message | thread id, position, the [`Message`](crate::message::Message) as JSON |
+//! | `data` | key of the thread's [data](crate::store::data) | thread id, key, value (JSON): the todo list (`tower_agent.todos`), one row per file written (`tower_agent.files/` and its path), your [`Persisted`](crate::store::Persisted) types |
 //! | `revisions` | (one row) | the last revision given |
 //! | `journal` | tool call of a thread | thread id, call id, tool, arguments (JSON), output (JSON, `NULL` until it finished): the [tool-call journal](crate::store::journal), deleted with the thread |
 //!
+//! The schema knows nothing of the built-ins: whatever a tool or layer keeps in the thread's
+//! data is a row of `data`, and a save writes only the keys whose value changed (a step that
+//! edits one file of fifty writes one row; a step that changes no data writes none).
+//!
 //! The schema is created on [`open`](Sqlite::open) (in a new or empty database, marked with
-//! the `application_id` pragma) and migrated with the `user_version` pragma (version 3; an
-//! older database is upgraded in place on open). A file that is not a SQLite database, a
+//! the `application_id` pragma) and migrated with the `user_version` pragma (version 5; an
+//! older database is upgraded in place on open, in one transaction: version 5 moved the
+//! todo list (column `threads.todos`) and the files (table `files`) of version 4 into
+//! `data`). A file that is not a SQLite database, a
 //! damaged (e.g. truncated) database, the database of another application, and a database
 //! written by a newer version of this crate are refused and left untouched.
 //!
@@ -60,7 +66,7 @@
 //! The loop hands the store the whole thread after every step. When the stored messages are
 //! still a prefix of the new history (the usual step: a few messages appended) and nobody else
 //! wrote the thread in between, a save appends only the new messages and writes only the
-//! files that changed; nothing is serialized but the new messages. Two things tell the store
+//! data keys that changed; nothing is serialized but the new messages and the changed values. Two things tell the store
 //! so, checked against the thread's revision in the database inside the write transaction:
 //!
 //! - the history itself: a history the store loaded or saved carries a mark of what was
@@ -69,11 +75,12 @@
 //!   appends whether or not the store still remembers it — there is no cliff past the cache;
 //! - a cache of the last save or load of the 1,024 threads used last (least recently used first out, O(1) per operation): the shared,
 //!   copy-on-write history, not a copy, compared by pointer (one comparison per message), and
-//!   the files saved.
+//!   the data saved (shared too: unchanged data is one pointer comparison, a changed one a
+//!   comparison per key, by pointer first).
 //!
 //! When the history was compacted or edited, or another store wrote the thread, the save
 //! compares the stored rows with the new history and rewrites from the first difference on.
-//! When the cache does not hold the thread's files, the save reads the thread's file rows and
+//! When the cache does not hold the thread's data, the save reads the thread's data rows and
 //! writes those that differ.
 //!
 //! # Durability and concurrency
@@ -117,7 +124,7 @@
 //!   history's mark or its cache holds with the database's. Only when they match does it
 //!   append; otherwise another store wrote or deleted the thread since, and the save compares
 //!   the stored rows with its history and rewrites them from the first difference (and the
-//!   files that differ from the stored ones). Stores of one process on one file share their
+//!   data rows that differ from the stored ones). Stores of one process on one file share their
 //!   marks' meaning (a history saved through one appends through the other); a mark from
 //!   another database never matches.
 //!
@@ -138,95 +145,37 @@
 
 use std::{
     collections::BTreeMap,
-    error::Error as StdError,
-    fmt,
-    fs::OpenOptions,
-    io::{self, Read},
+    fmt, io,
     panic::{AssertUnwindSafe, catch_unwind},
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex, MutexGuard,
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicU64, AtomicUsize},
     },
-    time::{Duration, SystemTime},
+    time::Duration,
 };
 
 use futures_util::future::BoxFuture;
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
 use super::ThreadInfo;
 use super::{
     Lease, Thread, ThreadStore,
-    rows::{
-        Cache, Cached, DEFAULT_CACHE_THREADS, FirstDifference, Plan, file_changes, from_millis,
-        is_current, new_tag, plan, serialize, to_millis,
-    },
+    rows::{Cache, DEFAULT_CACHE_THREADS, from_millis, new_tag},
 };
-use crate::{
-    context::Todo,
-    error::BoxError,
-    message::{Message, Messages},
-};
+use crate::error::BoxError;
 
-/// The first 16 bytes of every SQLite database file.
-const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+pub use self::open::OpenError;
+use self::open::{OpenErrorKind, check_file, classify, prepare};
+
+mod journal;
+mod open;
+mod save;
+mod writer;
 
 /// How long a writer waits for a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The schema migrations: `MIGRATIONS[n]` takes `user_version` from `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[
-    // 1: threads, their messages (one row each) and the files written in them.
-    "CREATE TABLE threads (
-        id TEXT PRIMARY KEY NOT NULL,
-        revision INTEGER NOT NULL,
-        message_count INTEGER NOT NULL,
-        todos TEXT NOT NULL,
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL
-    );
-    CREATE INDEX threads_updated_at ON threads (updated_at);
-    CREATE TABLE messages (
-        thread_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (thread_id, seq)
-    );
-    CREATE TABLE files (
-        thread_id TEXT NOT NULL,
-        path TEXT NOT NULL,
-        content TEXT NOT NULL,
-        PRIMARY KEY (thread_id, path)
-    );",
-    // 2: one revision counter for the whole database. A thread's revision used to count its
-    // own saves, so a thread deleted and saved again started over at 1 and a stale store could
-    // take it for the thread it had cached. Every save now takes the next value of this
-    // counter: a revision is never given twice, not even across a delete.
-    "CREATE TABLE revisions (
-        id INTEGER PRIMARY KEY NOT NULL CHECK (id = 0),
-        last INTEGER NOT NULL
-    );
-    INSERT INTO revisions (id, last) SELECT 0, coalesce(max(revision), 0) FROM threads;",
-    // 3: the calls of an interrupted run that wait for approval (JSON array).
-    "ALTER TABLE threads ADD COLUMN pending TEXT NOT NULL DEFAULT '[]';",
-    // 4: the tool-call journal (`store::journal`): one row per call of a thread, `output`
-    // NULL while the call is started and not finished.
-    "CREATE TABLE journal (
-        thread_id TEXT NOT NULL,
-        call_id TEXT NOT NULL,
-        tool TEXT NOT NULL,
-        arguments TEXT NOT NULL,
-        output TEXT,
-        PRIMARY KEY (thread_id, call_id)
-    );",
-];
-
-/// The `application_id` of a tower-agent thread database: `"tagt"`.
-const APPLICATION_ID: i32 = i32::from_be_bytes(*b"tagt");
-
-/// The schema version this crate writes.
-const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// A [`ThreadStore`] in a SQLite database. See the [module docs](crate::store::sqlite).
 ///
@@ -481,7 +430,7 @@ impl Sqlite {
         shared.threads.push(
             std::thread::Builder::new()
                 .name("tower-agent-sqlite-writer".into())
-                .spawn(move || writer(conn, &writer_ctx, rx))?,
+                .spawn(move || writer::writer(conn, &writer_ctx, rx))?,
         );
         if !readers.is_empty() {
             let (reads, rx) = mpsc::channel::<ReadJob>(READ_QUEUE);
@@ -540,7 +489,7 @@ impl Sqlite {
         .await
     }
 
-    /// Deletes the thread `id` (messages, todos and files); deleting a missing thread is not
+    /// Deletes the thread `id` (its messages and data); deleting a missing thread is not
     /// an error. The same as [`ThreadStore::delete`].
     ///
     /// # Errors
@@ -593,195 +542,6 @@ fn failed() -> BoxError {
         .into()
 }
 
-/// The writer thread: takes every write queued (up to [`MAX_BATCH`]), runs them in one
-/// transaction, commits it, and answers each caller.
-fn writer(mut conn: Connection, ctx: &Ctx, mut rx: mpsc::Receiver<Job>) {
-    let mut jobs = Vec::new();
-    while let Some(job) = rx.blocking_recv() {
-        jobs.push(job);
-        while jobs.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
-            }
-        }
-        let mut writes = Vec::with_capacity(jobs.len());
-        let mut reads = Vec::new();
-        for job in jobs.drain(..) {
-            match job {
-                Job::Write(write, reply) => writes.push((write, reply)),
-                Job::Read(read) => reads.push(read),
-                #[cfg(test)]
-                Job::Exit => return,
-            }
-        }
-        if !writes.is_empty()
-            && catch_unwind(AssertUnwindSafe(|| commit(&mut conn, ctx, writes))).is_err()
-        {
-            // The transaction rolled back as it unwound and the callers got an error (their
-            // answers were dropped). What the cache holds may be off: forget it.
-            tracing::error!("sqlite thread store: a write panicked; its transaction failed");
-            ctx.cache().clear();
-        }
-        for read in reads {
-            let _ = catch_unwind(AssertUnwindSafe(|| read(&mut conn, ctx)));
-        }
-    }
-}
-
-/// Commits `writes` in one transaction and answers each caller.
-///
-/// The batch is first run as it is: a savepoint per write journals every page the write
-/// changes, which costs more than the write itself, and writes almost never fail. If one
-/// does, the transaction is rolled back and the batch run again with a savepoint per write,
-/// so that the failing write is rolled back alone and its caller gets its error while the
-/// others are committed.
-fn commit(conn: &mut Connection, ctx: &Ctx, writes: Vec<(Write, Reply)>) {
-    ctx.largest_batch.fetch_max(writes.len(), Ordering::Relaxed);
-    if writes.len() > 1 {
-        match all_or_nothing(conn, ctx, &writes) {
-            Ok(revisions) => {
-                for ((write, reply), revision) in writes.into_iter().zip(revisions) {
-                    committed(ctx, write, revision);
-                    let _ = reply.send(Ok(()));
-                }
-                return;
-            }
-            Err(Failed::Write) => {} // rolled back: again, one savepoint per write
-            Err(Failed::Commit(e)) => return fail_all(ctx, writes, &e),
-        }
-    }
-    let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
-        Ok(tx) => tx,
-        Err(e) => return fail_all(ctx, writes, &e.to_string()),
-    };
-    let mut done = Vec::with_capacity(writes.len());
-    // A savepoint only when there are others to keep.
-    let alone = writes.len() == 1;
-    for (write, reply) in writes {
-        let result = if alone {
-            apply(&tx, ctx, &write)
-        } else {
-            tx.savepoint().map_err(BoxError::from).and_then(|sp| {
-                let revision = apply(&sp, ctx, &write)?;
-                sp.commit()?;
-                Ok(revision)
-            })
-        };
-        if alone && let Err(e) = result {
-            // Nothing of it may be committed.
-            forget(ctx, &write);
-            let _ = reply.send(Err(e));
-            return;
-        }
-        done.push((write, result, reply));
-    }
-    match tx.commit() {
-        Ok(()) => {
-            for (write, result, reply) in done {
-                let answer = match result {
-                    Ok(revision) => {
-                        committed(ctx, write, revision);
-                        Ok(())
-                    }
-                    Err(e) => {
-                        forget(ctx, &write);
-                        Err(e)
-                    }
-                };
-                let _ = reply.send(answer);
-            }
-        }
-        Err(e) => {
-            let writes = done.into_iter().map(|(w, _, r)| (w, r)).collect();
-            fail_all(ctx, writes, &e.to_string());
-        }
-    }
-}
-
-/// Why [`all_or_nothing`] stored nothing.
-enum Failed {
-    /// A write failed; the transaction was rolled back.
-    Write,
-    /// The transaction could not begin or commit.
-    Commit(String),
-}
-
-/// Runs every write of `writes` in one transaction with no savepoint, and commits it only
-/// if all of them succeeded; returns each write's revision.
-fn all_or_nothing(
-    conn: &mut Connection,
-    ctx: &Ctx,
-    writes: &[(Write, Reply)],
-) -> Result<Vec<Option<i64>>, Failed> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(|e| Failed::Commit(e.to_string()))?;
-    let mut revisions = Vec::with_capacity(writes.len());
-    for (write, _) in writes {
-        // On an error the transaction rolls back as it is dropped.
-        revisions.push(apply(&tx, ctx, write).map_err(|_| Failed::Write)?);
-    }
-    tx.commit().map_err(|e| Failed::Commit(e.to_string()))?;
-    Ok(revisions)
-}
-
-/// Answers every caller of `writes` with the error `e` (the transaction could not begin or
-/// commit): nothing of the batch is stored.
-fn fail_all(ctx: &Ctx, writes: Vec<(Write, Reply)>, e: &str) {
-    for (_, reply) in writes {
-        let _ = reply.send(Err(format!(
-            "sqlite thread store: the transaction of this write failed: {e}"
-        )
-        .into()));
-    }
-    ctx.cache().clear();
-}
-
-/// Runs one write in the writer's transaction; a save answers its new revision.
-fn apply(conn: &Connection, ctx: &Ctx, write: &Write) -> Result<Option<i64>, BoxError> {
-    match write {
-        Write::Save(thread) => save(conn, ctx, thread).map(Some),
-        Write::Delete(id) => {
-            conn.prepare_cached("DELETE FROM messages WHERE thread_id = ?1")?
-                .execute([id])?;
-            conn.prepare_cached("DELETE FROM files WHERE thread_id = ?1")?
-                .execute([id])?;
-            conn.prepare_cached("DELETE FROM threads WHERE id = ?1")?
-                .execute([id])?;
-            conn.prepare_cached("DELETE FROM journal WHERE thread_id = ?1")?
-                .execute([id])?;
-            Ok(None)
-        }
-        Write::Exec(exec) => {
-            exec(conn)?;
-            Ok(None)
-        }
-    }
-}
-
-/// What a committed write changes in memory: the cache, and the mark on the saved history.
-fn committed(ctx: &Ctx, write: Write, revision: Option<i64>) {
-    match (write, revision) {
-        (Write::Save(thread), Some(revision)) => {
-            thread.messages.mark_stored(ctx.tag, revision);
-            ctx.cache().put(
-                thread.id,
-                Cached::new(revision, thread.messages, thread.files),
-            );
-        }
-        (Write::Delete(id), _) => ctx.cache().remove(&id),
-        _ => {}
-    }
-}
-
-/// A write that failed: what the cache holds of its thread may be off.
-fn forget(ctx: &Ctx, write: &Write) {
-    if let Write::Save(thread) = write {
-        ctx.cache().remove(&thread.id);
-    }
-}
-
 impl fmt::Debug for Sqlite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sqlite")
@@ -796,7 +556,7 @@ impl fmt::Debug for Sqlite {
 impl ThreadStore for Sqlite {
     fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
         let id = id.to_owned();
-        Box::pin(self.read(move |conn, ctx| load(conn, ctx, id)))
+        Box::pin(self.read(move |conn, ctx| save::load(conn, ctx, id)))
     }
 
     fn save<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
@@ -825,503 +585,15 @@ impl ThreadStore for Sqlite {
     }
 }
 
-mod journal;
-
-// ===== opening =====
-
-/// Checks the file before SQLite touches it, so that the errors name their cause:
-///
-/// - a missing file is created here (empty: SQLite makes it a new database), so that a
-///   directory that does not exist or cannot be written is reported with the OS error
-///   (SQLite would only say "unable to open database file");
-/// - a file that cannot be opened for writing (a read-only file or file system) is refused
-///   with the OS error (SQLite would open it read-only and fail on the first save);
-/// - a file that is not empty and does not start with the SQLite header is refused.
-fn check_file(path: &Path) -> Result<(), (OpenErrorKind, Option<BoxError>)> {
-    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return match OpenOptions::new().write(true).create_new(true).open(path) {
-                // Created empty, or by another process in the meantime: SQLite takes over.
-                Ok(_) => Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-                Err(e) => Err((OpenErrorKind::Create, Some(e.into()))),
-            };
-        }
-        Err(e) if is_read_only(&e) => return Err((OpenErrorKind::ReadOnly, Some(e.into()))),
-        Err(e) => return Err((OpenErrorKind::Io, Some(e.into()))),
-    };
-    let mut head = Vec::with_capacity(SQLITE_HEADER.len());
-    (&mut file)
-        .take(SQLITE_HEADER.len() as u64)
-        .read_to_end(&mut head)
-        .map_err(|e| (OpenErrorKind::Io, Some(e.into())))?;
-    if head.is_empty() || head == SQLITE_HEADER {
-        Ok(())
-    } else {
-        Err((OpenErrorKind::NotADatabase, None))
-    }
-}
-
-/// Whether opening a file for writing failed because it (or its file system) is read-only.
-fn is_read_only(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
-    )
-}
-
-/// Configures a fresh connection and brings its schema up to date.
-fn prepare(
-    mut conn: Connection,
-    wal: bool,
-) -> Result<Connection, (OpenErrorKind, Option<BoxError>)> {
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql_error)?;
-    // The first read of the file: SQLite reports a damaged header here, before any write.
-    let found = schema_version(&conn)?;
-    if found < SCHEMA_VERSION {
-        // Another process may be migrating the same file: decide under the write lock.
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql_error)?;
-        let version = schema_version(&tx)?;
-        for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            tx.execute_batch(migration).map_err(|e| {
-                (
-                    OpenErrorKind::Migration {
-                        to: from as i64 + 1,
-                    },
-                    Some(e.into()),
-                )
-            })?;
-        }
-        tx.pragma_update(None, "application_id", APPLICATION_ID)
-            .map_err(sql_error)?;
-        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-            .map_err(sql_error)?;
-        tx.commit().map_err(sql_error)?;
-    }
-    if wal {
-        let mode: String = conn
-            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-            .map_err(sql_error)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            tracing::warn!(%mode, "sqlite thread store: WAL mode not available");
-        }
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sql_error)?;
-        // Savepoint journals (group commit) in memory, not in temporary files.
-        conn.pragma_update(None, "temp_store", "MEMORY")
-            .map_err(sql_error)?;
-    }
-    Ok(conn)
-}
-
-/// The schema version of a database this store may use: one it created (its application id),
-/// or an empty one (version 0). Refuses the database of another application and one of a
-/// newer version of this crate.
-fn schema_version(conn: &Connection) -> Result<i64, (OpenErrorKind, Option<BoxError>)> {
-    let pragma = |name| {
-        conn.pragma_query_value(None, name, |row| row.get::<_, i64>(0))
-            .map_err(sql_error)
-    };
-    let (application, version) = (pragma("application_id")?, pragma("user_version")?);
-    if application != i64::from(APPLICATION_ID) {
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
-            .map_err(sql_error)?;
-        if application != 0 || version != 0 || tables != 0 {
-            return Err((OpenErrorKind::Foreign, None));
-        }
-    }
-    if version > SCHEMA_VERSION {
-        return Err((OpenErrorKind::TooNew { found: version }, None));
-    }
-    Ok(version)
-}
-
-fn sql_error(e: rusqlite::Error) -> (OpenErrorKind, Option<BoxError>) {
-    (classify(&e), Some(e.into()))
-}
-
-fn classify(e: &rusqlite::Error) -> OpenErrorKind {
-    match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => OpenErrorKind::NotADatabase,
-        Some(ErrorCode::DatabaseCorrupt) => OpenErrorKind::Damaged,
-        Some(ErrorCode::ReadOnly) => OpenErrorKind::ReadOnly,
-        Some(ErrorCode::CannotOpen) => OpenErrorKind::CannotOpen,
-        _ => OpenErrorKind::Sqlite,
-    }
-}
-
-/// Why [`Sqlite::open`] failed. Its `Display` names the file.
-pub struct OpenError {
-    path: PathBuf,
-    kind: OpenErrorKind,
-    source: Option<BoxError>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OpenErrorKind {
-    Io,
-    Create,
-    ReadOnly,
-    CannotOpen,
-    Damaged,
-    NotADatabase,
-    TooNew { found: i64 },
-    Foreign,
-    Migration { to: i64 },
-    Thread,
-    Sqlite,
-}
-
-impl OpenError {
-    /// The file that could not be opened (`:memory:` for an in-memory database).
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The file is not a SQLite database (it was left untouched).
-    pub fn is_not_a_database(&self) -> bool {
-        self.kind == OpenErrorKind::NotADatabase
-    }
-
-    /// The file is a SQLite database, but not one of this crate (it has tables, or another
-    /// application's id); it was left untouched.
-    pub fn is_foreign(&self) -> bool {
-        self.kind == OpenErrorKind::Foreign
-    }
-
-    /// The file (or its file system) is read-only, or this process may not write it.
-    pub fn is_read_only(&self) -> bool {
-        self.kind == OpenErrorKind::ReadOnly
-    }
-
-    /// The file is a damaged SQLite database: truncated, or its pages are corrupt. It was
-    /// left untouched.
-    pub fn is_damaged(&self) -> bool {
-        self.kind == OpenErrorKind::Damaged
-    }
-
-    /// The database was written by a newer version of this crate (its schema version is
-    /// higher than the one this version knows).
-    pub fn is_too_new(&self) -> bool {
-        matches!(self.kind, OpenErrorKind::TooNew { .. })
-    }
-}
-
-impl fmt::Debug for OpenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenError")
-            .field("path", &self.path)
-            .field("kind", &self.kind)
-            .field("source", &self.source)
-            .finish()
-    }
-}
-
-impl fmt::Display for OpenError {
-    /// ``cannot open thread store `PATH`: WHAT IS WRONG: THE OS OR SQLITE ERROR``.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot open thread store `{}`: ", self.path.display())?;
-        match self.kind {
-            OpenErrorKind::Io => f.write_str("cannot read the file"),
-            OpenErrorKind::Create => f.write_str("cannot create the file"),
-            OpenErrorKind::ReadOnly => f.write_str("the file cannot be written (read-only)"),
-            OpenErrorKind::CannotOpen => f.write_str(
-                "SQLite cannot open the file or create its `-wal` and `-shm` files next to it \
-                 (the directory must be writable)",
-            ),
-            OpenErrorKind::Damaged => f.write_str(
-                "the file is a damaged SQLite database, e.g. truncated (it was left untouched)",
-            ),
-            OpenErrorKind::NotADatabase => {
-                f.write_str("the file is not a SQLite database (it was left untouched)")
-            }
-            OpenErrorKind::TooNew { found } => write!(
-                f,
-                "its schema version is {found}, newer than the {SCHEMA_VERSION} this version of \
-                 tower-agent knows; upgrade tower-agent"
-            ),
-            OpenErrorKind::Foreign => f.write_str(
-                "it is a SQLite database of another application (it was left untouched)",
-            ),
-            OpenErrorKind::Migration { to } => {
-                write!(f, "cannot migrate its schema to version {to}")
-            }
-            OpenErrorKind::Thread => f.write_str("cannot start the store's threads"),
-            OpenErrorKind::Sqlite => f.write_str("SQLite error"),
-        }?;
-        // The cause, so that the message alone says what is wrong.
-        match &self.source {
-            Some(source) => write!(f, ": {source}"),
-            None => Ok(()),
-        }
-    }
-}
-
-impl StdError for OpenError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn StdError + 'static))
-    }
-}
-
-// ===== load and save =====
-
-fn load(conn: &mut Connection, ctx: &Ctx, id: String) -> Result<Option<Thread>, BoxError> {
-    let tx = conn.transaction()?;
-    let head = tx
-        .prepare_cached("SELECT revision, todos, pending FROM threads WHERE id = ?1")?
-        .query_row([&id], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-            ))
-        })
-        .optional()?;
-    let Some((revision, todos_json, pending_json)) = head else {
-        return Ok(None);
-    };
-    let todos: Vec<Todo> = serde_json::from_str(&todos_json)
-        .map_err(|e| format!("thread `{id}`: bad todos JSON: {e}"))?;
-    let (pending, approved) = super::rows::decode_calls(&id, &pending_json)?;
-
-    let mut messages = Messages::new();
-    {
-        let mut stmt =
-            tx.prepare_cached("SELECT seq, body FROM messages WHERE thread_id = ?1 ORDER BY seq")?;
-        let mut rows = stmt.query([&id])?;
-        while let Some(row) = rows.next()? {
-            let seq: i64 = row.get(0)?;
-            let body = row.get_ref(1)?.as_str()?;
-            let message: Message = serde_json::from_str(body)
-                .map_err(|e| format!("thread `{id}`: bad message {seq}: {e}"))?;
-            messages.push(message);
-        }
-    }
-    let files = stored_files(&tx, &id)?;
-    tx.commit()?;
-
-    // The history is what the database holds at `revision`: a save of it (grown) appends.
-    messages.mark_stored(ctx.tag, revision);
-    let mut cache = ctx.cache();
-    // Not over a newer save the writer committed meanwhile.
-    if cache.get(&id).is_none_or(|c| c.revision <= revision) {
-        cache.put(
-            id.clone(),
-            Cached::new(revision, messages.clone(), files.clone()),
-        );
-    }
-    drop(cache);
-    Ok(Some(Thread {
-        id,
-        messages,
-        todos,
-        files,
-        pending,
-        approved,
-    }))
-}
-
-/// The file rows of thread `id`.
-fn stored_files(conn: &Connection, id: &str) -> rusqlite::Result<BTreeMap<String, Arc<str>>> {
-    let mut files = BTreeMap::new();
-    let mut stmt = conn.prepare_cached("SELECT path, content FROM files WHERE thread_id = ?1")?;
-    let mut rows = stmt.query([id])?;
-    while let Some(row) = rows.next()? {
-        let path: String = row.get(0)?;
-        let content: String = row.get(1)?;
-        files.insert(path, Arc::<str>::from(content));
-    }
-    Ok(files)
-}
-
-/// Writes `thread` (inside the writer's transaction); returns its new revision.
-fn save(conn: &Connection, ctx: &Ctx, thread: &Thread) -> Result<i64, BoxError> {
-    let id = thread.id.as_str();
-    let new = &thread.messages;
-    let stored: Option<(i64, i64)> = conn
-        .prepare_cached("SELECT revision, message_count FROM threads WHERE id = ?1")?
-        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?;
-    // What this store last wrote or read, if it is still what the database holds.
-    let cached = ctx
-        .cache()
-        .get(id)
-        .filter(|c| is_current(stored, c))
-        .cloned();
-    // The history says its first messages are the ones stored at this very revision (it was
-    // loaded or saved here and only grew since): append, whatever the cache holds.
-    let marked = stored.and_then(|(revision, count)| {
-        usize::try_from(count)
-            .ok()
-            .filter(|&n| new.stored_as(ctx.tag, revision, n))
-    });
-
-    // 1. Messages: append, or rewrite from the first difference.
-    let how = marked.map_or_else(|| plan(stored, cached.as_ref(), new), Plan::Append);
-    let keep = keep_messages(conn, ctx, id, new, how)?;
-    insert_messages(conn, id, new, keep)?;
-    // 2. Files: only the ones that changed.
-    save_files(conn, id, cached.as_ref(), stored.is_some(), &thread.files)?;
-    // 3. The thread row.
-    let revision = save_thread_row(conn, thread)?;
-    // 4. The journal.
-    prune_journal(conn, id, new)?;
-    Ok(revision)
-}
-
-/// Deletes the message rows of thread `id` that `how` does not keep; returns how many
-/// leading messages of `new` stay stored as they are.
-fn keep_messages(
-    conn: &Connection,
-    ctx: &Ctx,
-    id: &str,
-    new: &Messages,
-    how: Plan,
-) -> Result<usize, BoxError> {
-    match how {
-        Plan::Fresh => {
-            // No thread row: nothing of this id may survive (rows of a half-deleted thread
-            // would make the inserts below fail).
-            conn.prepare_cached("DELETE FROM messages WHERE thread_id = ?1")?
-                .execute([id])?;
-            Ok(0)
-        }
-        Plan::Append(keep) => Ok(keep),
-        Plan::Compare => {
-            let mut first_difference = FirstDifference::new(new);
-            {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT seq, body FROM messages WHERE thread_id = ?1 ORDER BY seq",
-                )?;
-                let mut rows = stmt.query([id])?;
-                while let Some(row) = rows.next()? {
-                    ctx.compared_rows.fetch_add(1, Ordering::Relaxed);
-                    if !first_difference.row(row.get(0)?, row.get_ref(1)?.as_str()?)? {
-                        break;
-                    }
-                }
-            }
-            let same = first_difference.same();
-            conn.prepare_cached("DELETE FROM messages WHERE thread_id = ?1 AND seq >= ?2")?
-                .execute(params![id, same as i64])?;
-            Ok(same)
-        }
-    }
-}
-
-/// Inserts the messages of `new` from position `keep` on.
-fn insert_messages(
-    conn: &Connection,
-    id: &str,
-    new: &Messages,
-    keep: usize,
-) -> Result<(), BoxError> {
-    let mut insert =
-        conn.prepare_cached("INSERT INTO messages (thread_id, seq, body) VALUES (?1, ?2, ?3)")?;
-    for (seq, message) in new.iter().enumerate().skip(keep) {
-        insert.execute(params![id, seq as i64, serialize(message)?])?;
-    }
-    Ok(())
-}
-
-/// Writes the file rows of thread `id` that changed: compared with the cache's files, or with
-/// the stored rows when the cache does not know them and a thread row exists (`stored`).
-fn save_files(
-    conn: &Connection,
-    id: &str,
-    cached: Option<&Cached>,
-    stored: bool,
-    new: &BTreeMap<String, Arc<str>>,
-) -> Result<(), BoxError> {
-    let read;
-    let current = match cached {
-        Some(c) => Some(&c.files),
-        None if stored => {
-            read = stored_files(conn, id)?;
-            Some(&read)
-        }
-        None => None,
-    };
-    let files = file_changes(current, new);
-    if files.delete_all {
-        conn.prepare_cached("DELETE FROM files WHERE thread_id = ?1")?
-            .execute([id])?;
-    }
-    for path in files.deleted {
-        conn.prepare_cached("DELETE FROM files WHERE thread_id = ?1 AND path = ?2")?
-            .execute(params![id, path])?;
-    }
-    for (path, content) in files.upserts {
-        upsert_file(conn, id, path, content)?;
-    }
-    Ok(())
-}
-
-/// Writes the thread row: count, todos, pending calls and a new revision (never given before
-/// in this database), which it returns.
-fn save_thread_row(conn: &Connection, thread: &Thread) -> Result<i64, BoxError> {
-    let now = to_millis(SystemTime::now());
-    let revision: i64 = conn
-        .prepare_cached("UPDATE revisions SET last = last + 1 WHERE id = 0 RETURNING last")?
-        .query_row([], |row| row.get(0))?;
-    conn.prepare_cached(
-        "INSERT INTO threads (id, revision, message_count, todos, created_at, updated_at, pending)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
-         ON CONFLICT (id) DO UPDATE SET
-            revision = excluded.revision,
-            message_count = excluded.message_count,
-            todos = excluded.todos,
-            updated_at = excluded.updated_at,
-            pending = excluded.pending",
-    )?
-    .execute(params![
-        thread.id.as_str(),
-        revision,
-        thread.messages.len() as i64,
-        serde_json::to_string(&thread.todos)?,
-        now,
-        super::rows::encode_calls(thread)?
-    ])?;
-    Ok(revision)
-}
-
-/// Deletes the journal entries of thread `id` no resume can read any more: those of a call
-/// that is not one of the last message's.
-fn prune_journal(conn: &Connection, id: &str, new: &Messages) -> Result<(), BoxError> {
-    match super::journal::live_calls(new.last()) {
-        None => conn
-            .prepare_cached("DELETE FROM journal WHERE thread_id = ?1")?
-            .execute([id])?,
-        Some(calls) => {
-            let live = serde_json::to_string(&calls.iter().map(|c| &c.id).collect::<Vec<_>>())?;
-            conn.prepare_cached(
-                "DELETE FROM journal WHERE thread_id = ?1
-                 AND call_id NOT IN (SELECT value FROM json_each(?2))",
-            )?
-            .execute(params![id, live])?
-        }
-    };
-    Ok(())
-}
-
-fn upsert_file(conn: &Connection, id: &str, path: &str, content: &str) -> rusqlite::Result<usize> {
-    conn.prepare_cached(
-        "INSERT INTO files (thread_id, path, content) VALUES (?1, ?2, ?3)
-         ON CONFLICT (thread_id, path) DO UPDATE SET content = excluded.content",
-    )?
-    .execute(params![id, path, content])
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use super::*;
-    use crate::{context::TodoStatus, message::Message};
+    use crate::{
+        context::{Todo, TodoStatus},
+        message::{Message, Messages},
+    };
 
     async fn count_rows(store: &Sqlite, id: &str) -> i64 {
         let id = id.to_owned();
@@ -1349,21 +621,23 @@ mod tests {
         assert!(store.load("t").await.unwrap().is_none());
 
         let mut t = thread("t", &["a", "b"]);
-        t.todos.push(Todo::new("1", "x"));
-        t.files.insert("/f".into(), "one".into());
+        t.set_todos(vec![Todo::new("1", "x")]);
+        t.set_file("/f", "one");
         store.save(&t).await.unwrap();
 
         // Append: the history shares its prefix with what was saved.
         t.messages.push(Message::assistant("c"));
-        t.todos[0].status = TodoStatus::Done;
-        t.files.insert("/g".into(), "two".into());
+        let mut todos = t.todos();
+        todos[0].status = TodoStatus::Done;
+        t.set_todos(todos);
+        t.set_file("/g", "two");
         store.save(&t).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), t);
         assert_eq!(count_rows(&store, "t").await, 3);
 
         // Compaction: rewrite from the first difference.
         t.messages.splice(0..2, [Message::user("summary")]);
-        t.files.remove("/f");
+        t.remove_file("/f");
         store.save(&t).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), t);
         assert_eq!(count_rows(&store, "t").await, 2);

@@ -585,24 +585,26 @@ async fn a_new_run_on_a_thread_left_mid_step_answers_its_calls_without_running_t
 async fn a_postgres_database_of_schema_2_is_migrated_to_the_journal_keeping_its_threads() {
     use tower_agent::store::{Postgres, postgres::SCHEMA_VERSION};
     let url = support::postgres::database().await;
-    let store = Postgres::connect(&url).await.unwrap();
-    store
-        .save(&support::stores::user_thread("old", &["hi"]))
-        .await
-        .unwrap();
-    drop(store);
-    // Back to schema 2, as a database of the previous release is.
+    // A database of schema 2, as that release wrote it (its exact DDL), with a thread.
+    let body = serde_json::to_string(&Message::user("hi")).unwrap();
     support::postgres::sql(
         &url,
-        "DROP TABLE tower_agent_journal; UPDATE tower_agent_schema SET version = 2;",
+        &format!(
+            "{}; INSERT INTO tower_agent_threads
+                (id, revision, message_count, todos, created_at, updated_at, pending)
+             VALUES ('old', nextval('tower_agent_revisions'), 1, '[]', 1, 1, '[]');
+             INSERT INTO tower_agent_messages VALUES ('old', 0, '{}');",
+            crate::migrations::POSTGRES_V2,
+            body.replace('\'', "''")
+        ),
     )
     .await;
 
     let store = Postgres::connect(&url).await.unwrap();
-    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(SCHEMA_VERSION, 4);
     assert_eq!(
         support::postgres::column(&url, "SELECT version::text FROM tower_agent_schema").await,
-        [Some("3".to_owned())]
+        [Some("4".to_owned())]
     );
     let old = store.load("old").await.unwrap().unwrap();
     assert_eq!(old.messages[0].text(), "hi");

@@ -15,6 +15,8 @@ mod crash_points;
 #[cfg(feature = "axum")]
 mod embed;
 mod journal;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod migrations;
 #[cfg(all(feature = "postgres", feature = "axum", unix))]
 mod postgres;
 #[cfg(all(feature = "postgres", feature = "axum", unix))]

@@ -58,10 +58,14 @@ async fn a_step_appends_rows_and_leaves_the_stored_ones() {
     let (open, url) = postgres().await;
     let store = open().await;
     let mut t = user_thread("t", &["a", "b", "c"]);
-    t.files.insert("/kept".into(), "same".into());
+    for i in 0..50 {
+        t.set_file(&format!("/kept/{i:02}"), "same");
+    }
     store.save(&t).await.unwrap();
     let before = row_versions(&url, "t").await;
-    let files_before = pg::column(&url, "SELECT xmin::text FROM tower_agent_files").await;
+    let data_rows = "SELECT xmin::text FROM tower_agent_data ORDER BY key";
+    let files_before = pg::column(&url, data_rows).await;
+    assert_eq!(files_before.len(), 50);
 
     t.messages.push(Message::assistant("d"));
     store.save(&t).await.unwrap();
@@ -69,8 +73,15 @@ async fn a_step_appends_rows_and_leaves_the_stored_ones() {
     assert_eq!(after.len(), 4);
     assert_eq!(after[..3], before[..], "the stored rows were rewritten");
     assert_ne!(after[3], after[0]);
-    let files_after = pg::column(&url, "SELECT xmin::text FROM tower_agent_files").await;
+    let files_after = pg::column(&url, data_rows).await;
     assert_eq!(files_after, files_before, "an unchanged file was rewritten");
+
+    // One file of fifty edited: its row only.
+    t.set_file("/kept/07", "edited");
+    store.save(&t).await.unwrap();
+    let edited = pg::column(&url, data_rows).await;
+    let rewritten: Vec<usize> = (0..50).filter(|&i| edited[i] != files_before[i]).collect();
+    assert_eq!(rewritten, [7], "only the edited file's row is written");
 
     // A compaction rewrites from the first difference only.
     t.messages.get_mut(2).unwrap().push_text("!");
@@ -251,14 +262,13 @@ async fn text_postgres_cannot_hold_is_refused_and_file_bytes_are_kept() {
     let err = store.save(&user_thread("a\0b", &["x"])).await.unwrap_err();
     assert!(err.to_string().contains("NUL"), "{err}");
     let mut t = user_thread("t", &["with \0 inside"]);
-    t.files
-        .insert("/bin".into(), Arc::from("nul \0 and ünïcode"));
+    t.set_file("/bin", "nul \0 and ünïcode");
     let err = {
         let mut bad = t.clone();
-        bad.files.insert("/a\0b".into(), "x".into());
+        bad.set_file("/a\0b", "x");
         store.save(&bad).await.unwrap_err()
     };
-    assert!(err.to_string().contains("file path"), "{err}");
+    assert!(err.to_string().contains("data key"), "{err}");
     assert!(store.list().await.is_empty(), "nothing was saved");
     store.save(&t).await.unwrap();
     assert_eq!(open().await.load("t").await.unwrap().unwrap(), t);
@@ -686,7 +696,7 @@ async fn replicas_starting_together_create_the_schema_once() {
     assert_eq!(
         tables,
         [
-            "tower_agent_files",
+            "tower_agent_data",
             "tower_agent_journal",
             "tower_agent_messages",
             "tower_agent_schema",
@@ -1081,17 +1091,19 @@ async fn a_load_reads_the_whole_thread_in_order_and_names_a_bad_row() {
     let wanted: Vec<String> = (0..12).map(|i| format!("m{i}")).collect();
     let refs: Vec<&str> = wanted.iter().map(String::as_str).collect();
     let mut thread = user_thread("whole", &refs);
-    thread.files.insert("/z".into(), "last".into());
-    thread.files.insert("/a".into(), "first".into());
-    thread.files.insert("/m/é".into(), "ünïcode".into());
+    thread.set_file("/z", "last");
+    thread.set_file("/a", "first");
+    thread.set_file("/m/é", "ünïcode");
+    thread.set_todos(vec![tower_agent::context::Todo::new("1", "ordered")]);
     open().await.save(&thread).await.unwrap();
 
     let fresh = open().await;
     let loaded = fresh.load("whole").await.unwrap().expect("the thread");
     assert_eq!(texts(&loaded), wanted);
     assert_eq!(loaded.messages, thread.messages);
-    assert_eq!(loaded.files, thread.files);
-    assert_eq!(loaded.todos, thread.todos);
+    assert_eq!(loaded.files(), thread.files());
+    assert_eq!(loaded.todos(), thread.todos());
+    assert_eq!(loaded.data, thread.data);
     assert!(fresh.load("absent").await.unwrap().is_none());
     // Rows of messages without their thread's row (a delete left half done): no thread.
     pg::sql(
@@ -1117,13 +1129,13 @@ async fn a_load_reads_the_whole_thread_in_order_and_names_a_bad_row() {
         &url,
         "UPDATE tower_agent_messages SET body = (SELECT body FROM tower_agent_messages
            WHERE thread_id = 'whole' AND seq = 10) WHERE thread_id = 'whole' AND seq = 11;
-         UPDATE tower_agent_files SET content = '\\xff'::bytea
-           WHERE thread_id = 'whole' AND path = '/m/é'",
+         UPDATE tower_agent_data SET value = '\"cut'
+           WHERE thread_id = 'whole' AND key = 'tower_agent.files//m/é'",
     )
     .await;
     let err = open().await.load("whole").await.unwrap_err().to_string();
     assert!(
-        err.contains("file `/m/é` is not UTF-8"),
-        "the error names the file: {err}"
+        err.contains("thread `whole`: bad data `tower_agent.files//m/é`"),
+        "the error names the thread and the key: {err}"
     );
 }

@@ -139,7 +139,7 @@ async fn schema_and_pragmas() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     let application: i64 = conn
         .pragma_query_value(None, "application_id", |r| r.get(0))
         .unwrap();
@@ -202,13 +202,13 @@ async fn stale_writer_never_appends_onto_a_recreated_thread() {
     let (a, b) = (Sqlite::open(&path).unwrap(), Sqlite::open(&path).unwrap());
 
     let mut mine = user_thread("t", &["a1", "a2"]);
-    mine.files.insert("/a.md".into(), "a".into());
-    mine.todos.push(Todo::new("1", "a's todo"));
+    mine.set_file("/a.md", "a");
+    mine.set_todos(vec![Todo::new("1", "a's todo")]);
     a.save(&mine).await.unwrap();
 
     b.delete("t").await.unwrap();
     let mut theirs = user_thread("t", &["b1", "b2"]);
-    theirs.files.insert("/b.md".into(), "b".into());
+    theirs.set_file("/b.md", "b");
     b.save(&theirs).await.unwrap();
 
     mine.messages.extend([
@@ -309,9 +309,7 @@ async fn child_hammers() {
         thread
             .messages
             .push(tower_agent::message::Message::user(format!("{writer}-{n}")));
-        thread
-            .files
-            .insert("/writer".into(), Arc::from(writer.as_str()));
+        thread.set_file("/writer", &writer);
         store.save(&thread).await.unwrap();
     }
 }
@@ -329,8 +327,8 @@ fn assert_one_writer(thread: &Thread) {
     let writer = first.split('-').next().unwrap();
     let expected: Vec<String> = (0..texts.len()).map(|i| format!("{writer}-{i}")).collect();
     assert_eq!(texts, expected, "a mix of two writers' threads");
-    assert_eq!(thread.files.len(), 1, "{:?}", thread.files);
-    assert_eq!(thread.files["/writer"].as_ref(), writer);
+    assert_eq!(thread.files().len(), 1, "{:?}", thread.files());
+    assert_eq!(thread.files()["/writer"].as_ref(), writer);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -416,7 +414,7 @@ async fn version_1_database_is_upgraded() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     // The counter starts past every revision the old schema gave.
     let last: i64 = conn
         .query_row("SELECT last FROM revisions", [], |r| r.get(0))
@@ -640,4 +638,89 @@ async fn a_process_killed_with_sigkill_releases_its_lease() {
     child.0.wait().unwrap();
     let lease = store.lease("t").await.expect("free once its holder died");
     drop(lease);
+}
+
+// ===== the thread data of a tool of the application's own =====
+
+#[derive(serde::Serialize, serde::Deserialize, Default, Debug, PartialEq)]
+struct Visits {
+    count: u32,
+    last: String,
+}
+
+impl tower_agent::store::Persisted for Visits {
+    const KEY: &'static str = "tests.visits";
+}
+
+/// A tool that keeps a type of its own in the thread data, through the public API only.
+fn visit_tool() -> impl tower_agent::tool::Tool {
+    tower_agent::tool::tool_fn(
+        "visit",
+        "records a visit",
+        support::any_object(),
+        |args, ctx| async move {
+            let mut visits = ctx.persisted::<Visits>()?.unwrap_or_default();
+            visits.count += 1;
+            visits.last = args["who"].as_str().unwrap_or_default().to_owned();
+            ctx.persist(&visits)?;
+            Ok(format!("visit {}", visits.count))
+        },
+    )
+}
+
+/// A tool's own type is restored from the thread when a run starts and saved with it: two
+/// runs, each through a store opened again (another process), count two visits; the
+/// database holds it as one row of `data`, under its key.
+#[tokio::test]
+async fn a_tools_own_persisted_type_is_kept_with_the_thread() {
+    use tower_agent::{Agent, AgentRequest, model::ScriptedModel};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.db");
+    for (who, said) in [("ada", "visit 1"), ("grace", "visit 2")] {
+        let agent = Agent::builder()
+            .model(
+                ScriptedModel::new()
+                    .tool_call("visit", json!({ "who": who }))
+                    .text("ok"),
+            )
+            .tool(visit_tool())
+            .store(Sqlite::open(&path).unwrap())
+            .build();
+        agent
+            .run(AgentRequest::new("visit").thread("t"))
+            .await
+            .unwrap();
+        let thread = Sqlite::open(&path)
+            .unwrap()
+            .load("t")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(thread.messages.iter().any(|m| m.text() == said), "{said}");
+    }
+    let thread = Sqlite::open(&path)
+        .unwrap()
+        .load("t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        thread.data.get::<Visits>().unwrap(),
+        Some(Visits {
+            count: 2,
+            last: "grace".into()
+        })
+    );
+    let value: String = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT value FROM data WHERE thread_id = 't' AND key = 'tests.visits'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&value).unwrap(),
+        json!({"count": 2, "last": "grace"})
+    );
 }

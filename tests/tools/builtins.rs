@@ -124,7 +124,7 @@ async fn todo_invalid_status_is_an_error_output() {
         "{text}"
     );
     // The list is unchanged.
-    let todos = store.get("t").unwrap().todos;
+    let todos = store.get("t").unwrap().todos();
     assert_eq!(todos.len(), 1);
     assert_eq!(todos[0].status, TodoStatus::Pending);
 }
@@ -152,7 +152,7 @@ async fn todo_list_persists_with_the_thread() {
         .run(AgentRequest::new("plan").thread("t"))
         .await
         .unwrap();
-    assert_eq!(store.get("t").unwrap().todos.len(), 2);
+    assert_eq!(store.get("t").unwrap().todos().len(), 2);
 
     let second = agent
         .run(AgentRequest::new("go on").thread("t"))

@@ -947,8 +947,8 @@ async fn files_written_and_edited_are_saved_with_the_thread() {
     assert_eq!(resp.text, "Done.");
 
     let thread = store.get("t").unwrap();
-    assert_eq!(thread.files.len(), 1, "{:?}", thread.files);
-    assert_eq!(&*thread.files["notes.txt"], "milk\nbread\n");
+    assert_eq!(thread.files().len(), 1, "{:?}", thread.files());
+    assert_eq!(&*thread.files()["notes.txt"], "milk\nbread\n");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
         "milk\nbread\n"

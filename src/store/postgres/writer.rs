@@ -27,7 +27,7 @@ use crate::{
     store::{
         Thread,
         rows::{
-            Cache, Cached, FirstDifference, Head, Plan, file_changes, is_current, plan, serialize,
+            Cache, Cached, FirstDifference, Head, Plan, data_changes, is_current, plan, serialize,
             to_millis,
         },
     },
@@ -256,7 +256,7 @@ impl Writer {
                     thread.messages.mark_stored(self.tag, revision);
                     cache.put(
                         thread.id.clone(),
-                        Cached::new(revision, thread.messages, thread.files),
+                        Cached::new(revision, thread.messages, thread.data),
                     );
                     Ok(())
                 }
@@ -681,16 +681,15 @@ struct Rows<'a> {
     insert_ids: Vec<&'a str>,
     insert_seqs: Vec<i64>,
     insert_bodies: Vec<String>,
-    /// Threads whose file rows are all deleted.
-    files_cleared: Vec<&'a str>,
-    /// File rows deleted: thread, path.
-    files_deleted: (Vec<&'a str>, Vec<&'a str>),
-    /// File rows inserted or updated: thread, path, content.
-    files_upserted: (Vec<&'a str>, Vec<&'a str>, Vec<&'a [u8]>),
-    /// Thread rows: id, message count, todos, pending calls.
+    /// Threads whose data rows are all deleted.
+    data_cleared: Vec<&'a str>,
+    /// Data rows deleted: thread, key.
+    data_deleted: (Vec<&'a str>, Vec<&'a str>),
+    /// Data rows inserted or updated: thread, key, value (JSON text).
+    data_upserted: (Vec<&'a str>, Vec<&'a str>, Vec<String>),
+    /// Thread rows: id, message count, pending calls.
     thread_ids: Vec<&'a str>,
     counts: Vec<i64>,
-    todos: Vec<String>,
     pending: Vec<String>,
     /// The batch positions of the saves written.
     written: Vec<usize>,
@@ -708,7 +707,6 @@ impl<'a> Rows<'a> {
             .skip(w.insert_from)
             .map(serialize)
             .collect::<Result<Vec<String>, _>>()?;
-        let todo = serde_json::to_string(&thread.todos)?;
         let pend = crate::store::rows::encode_calls(thread)?;
         if let Some(from) = w.delete_from {
             self.delete_ids.push(id);
@@ -719,22 +717,21 @@ impl<'a> Rows<'a> {
             self.insert_seqs.push((w.insert_from + n) as i64);
             self.insert_bodies.push(body);
         }
-        let files = file_changes(w.remembered.map(|c| &c.files), &thread.files);
-        if files.delete_all {
-            self.files_cleared.push(id);
+        let data = data_changes(w.remembered.map(|c| &c.data), &thread.data);
+        if data.delete_all {
+            self.data_cleared.push(id);
         }
-        for path in files.deleted {
-            self.files_deleted.0.push(id);
-            self.files_deleted.1.push(path);
+        for key in data.deleted {
+            self.data_deleted.0.push(id);
+            self.data_deleted.1.push(key);
         }
-        for (path, content) in files.upserts {
-            self.files_upserted.0.push(id);
-            self.files_upserted.1.push(path);
-            self.files_upserted.2.push(content.as_bytes());
+        for (key, value) in data.upserts {
+            self.data_upserted.0.push(id);
+            self.data_upserted.1.push(key);
+            self.data_upserted.2.push(value);
         }
         self.thread_ids.push(id);
         self.counts.push(thread.messages.len() as i64);
-        self.todos.push(todo);
         self.pending.push(pend);
         self.written.push(i);
         Ok(())
@@ -756,26 +753,25 @@ async fn write_rows(
             "INSERT INTO tower_agent_messages (thread_id, seq, body)
              SELECT * FROM unnest($1::text[], $2::int8[], $3::text[])"
         ),
-        tx.prepare_cached("DELETE FROM tower_agent_files WHERE thread_id = ANY($1)"),
+        tx.prepare_cached("DELETE FROM tower_agent_data WHERE thread_id = ANY($1)"),
         tx.prepare_cached(
-            "DELETE FROM tower_agent_files f USING unnest($1::text[], $2::text[]) AS d (id, p)
-             WHERE f.thread_id = d.id AND f.path = d.p"
+            "DELETE FROM tower_agent_data f USING unnest($1::text[], $2::text[]) AS d (id, k)
+             WHERE f.thread_id = d.id AND f.key = d.k"
         ),
         tx.prepare_cached(
-            "INSERT INTO tower_agent_files (thread_id, path, content)
-             SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[])
-             ON CONFLICT (thread_id, path) DO UPDATE SET content = excluded.content"
+            "INSERT INTO tower_agent_data (thread_id, key, value)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+             ON CONFLICT (thread_id, key) DO UPDATE SET value = excluded.value"
         ),
         // A new revision per thread, from the sequence (never given before in this database).
         tx.prepare_cached(
             "INSERT INTO tower_agent_threads
-                (id, revision, message_count, todos, created_at, updated_at, pending)
-             SELECT id, nextval('tower_agent_revisions'), n, t, $5, $5, p
-             FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[]) AS u (id, n, t, p)
+                (id, revision, message_count, created_at, updated_at, pending)
+             SELECT id, nextval('tower_agent_revisions'), n, $4, $4, p
+             FROM unnest($1::text[], $2::int8[], $3::text[]) AS u (id, n, p)
              ON CONFLICT (id) DO UPDATE SET
                 revision = excluded.revision,
                 message_count = excluded.message_count,
-                todos = excluded.todos,
                 updated_at = excluded.updated_at,
                 pending = excluded.pending
              RETURNING id, revision"
@@ -786,25 +782,19 @@ async fn write_rows(
     let params: [&[&(dyn ToSql + Sync)]; 6] = [
         &[&rows.delete_ids, &rows.delete_from],
         &[&rows.insert_ids, &rows.insert_seqs, &rows.insert_bodies],
-        &[&rows.files_cleared],
-        &[&rows.files_deleted.0, &rows.files_deleted.1],
+        &[&rows.data_cleared],
+        &[&rows.data_deleted.0, &rows.data_deleted.1],
         &[
-            &rows.files_upserted.0,
-            &rows.files_upserted.1,
-            &rows.files_upserted.2,
+            &rows.data_upserted.0,
+            &rows.data_upserted.1,
+            &rows.data_upserted.2,
         ],
-        &[
-            &rows.thread_ids,
-            &rows.counts,
-            &rows.todos,
-            &rows.pending,
-            &now,
-        ],
+        &[&rows.thread_ids, &rows.counts, &rows.pending, &now],
     ];
     // All awaited, and the first failure in the order they ran is the error: the ones after
     // it only say "current transaction is aborted" (`try_join!` would give whichever it
     // polled first).
-    let (deleted, inserted, cleared, files_gone, files_set, revisions) = tokio::join!(
+    let (deleted, inserted, cleared, data_gone, data_set, revisions) = tokio::join!(
         tx.execute(&statements.0, params[0]),
         tx.execute(&statements.1, params[1]),
         tx.execute(&statements.2, params[2]),
@@ -815,8 +805,8 @@ async fn write_rows(
     deleted?;
     inserted?;
     cleared?;
-    files_gone?;
-    files_set?;
+    data_gone?;
+    data_set?;
     revisions
 }
 
