@@ -3,19 +3,21 @@
 //! New here? The [`guide`] has one short page per task (add a tool, add a hook, use a real
 //! model, serve over HTTP, persist threads, test an agent), each a runnable example.
 //!
-//! > An agent run is three nested services — the **agent** (one run), the **model** (one LLM
-//! > call) and the **tools** (one tool call each). Every hook is a [`Layer`](tower::Layer) on
-//! > one of them, stacked with [`ServiceBuilder`](tower::ServiceBuilder). One-time setup
-//! > (before-agent) and request preparation (modify-request) are plain pre-stages that run
-//! > before the stacks.
+//! > An agent run is nested services — the **agent** (one run), the **model** (one LLM
+//! > call), the **tools** (one tool call each) and the **step** (how each step ended). Every
+//! > hook is a [`Layer`](tower::Layer) on one of them, stacked with
+//! > [`ServiceBuilder`](tower::ServiceBuilder); results travel back in the responses. One-time
+//! > setup (before-agent) and request preparation (modify-request) are plain pre-stages that
+//! > run before the stacks. Where each hook event fires: [the hooks guide](guide::hooks).
 //!
 //! ```text
-//! Agent           Service<AgentRequest>     layers: prompt hooks, stop policy, limits, timeout
-//!  └─ run loop, per step:
+//! Agent           Service<AgentRequest>     layers around it: prompt hooks, auth, timeout
+//!  └─ run loop: SessionStart, UserPromptSubmit … then per step:
 //!      ├─ Prepare stages (in order)         skills catalog, memory, dynamic prompt
-//!      ├─ model stack  Service<ModelRequest> trace → summarize → retry/timeout → provider
-//!      └─ tool stack   Service<ToolRequest>  trace → hooks → guards → evict → ToolRouter → tool
-//!         (the tool calls of one step run concurrently; results go back in call order)
+//!      ├─ model stack  Service<ModelRequest> hooks → trace → summarize → retry → provider
+//!      ├─ tool stack   Service<ToolRequest>  hooks → trace → guards → evict → ToolRouter → tool
+//!      │  (the tool calls of one step run concurrently; results go back in call order)
+//!      └─ step stack   Service<StepEnd>      hooks (Stop, PostToolBatch) → your step layers
 //! ```
 //!
 //! `ServiceBuilder` order is the onion order: the first `.layer()` is the outermost, sees the
@@ -71,7 +73,7 @@
 //! # }
 //! ```
 //!
-//! # The three levels
+//! # The levels
 //!
 //! - [`model`]: any `Service<ModelRequest, Response = ModelResponse, Error = BoxError>`;
 //!   [`ScriptedModel`](model::ScriptedModel) for tests and offline demos.
@@ -80,6 +82,8 @@
 //!   trait, and the by-name [`ToolRouter`](tool::ToolRouter).
 //! - [`agent`]: [`Agent`] is a `Service<AgentRequest, Response = AgentResponse>`, so it can sit
 //!   behind an axum route or inside generic tower middleware.
+//! - [`agent::step`]: a `Service<StepEnd, Response = StepControl>` decides at the end of each
+//!   step whether the run goes on (Stop and PostToolBatch hooks are a layer of it).
 //!
 //! # Hooks
 //!

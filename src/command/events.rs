@@ -24,7 +24,7 @@ use crate::{
             Notification, PermissionDenied, PermissionRequest, PostCompactInput, PostToolBatch,
             PostToolUse, PostToolUseFailure, PreToolUse, SessionStart, SessionStartInput, Stop,
             StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskInput,
-            ToolBatch, ToolFailure, UserPrompt,
+            ToolBatch, ToolFailure, UserPrompt, state::Added,
         },
         matcher::ToolMatcher,
         summarize::{CompactDecision, CompactInfo},
@@ -322,20 +322,30 @@ fn joined(parts: Vec<String>, separator: &str) -> Option<String> {
 // ===== registration =====
 
 /// Adds one callback per configured event to `hooks`, in the order of [`EVENTS`].
+///
+/// Each callback is named `command:{event}` (`command:PreToolUse` …), so that a Rust hook can
+/// be ordered against it with `before` / `after`, unless a hook of the registry has that name
+/// already (a second set of command hooks: its callbacks stay unnamed).
 pub(crate) fn register(inner: &Arc<Inner>, hooks: Hooks) -> Hooks {
     EVENTS.iter().fold(hooks, |hooks, &(event, add)| {
         let entries = inner.entries(event);
         if entries.is_empty() {
-            hooks
+            return hooks;
+        }
+        let name = format!("command:{}", event.name());
+        let taken = hooks.has_name(&name);
+        let added = add(inner, entries, hooks);
+        if taken {
+            added.into()
         } else {
-            add(inner, entries, hooks)
+            added.name(name).into()
         }
     })
 }
 
 /// Adds the callback of one event to a registry; the event's configured handlers (never
 /// none) give the callback's matcher.
-type Add = fn(&Arc<Inner>, &[Entry], Hooks) -> Hooks;
+type Add = fn(&Arc<Inner>, &[Entry], Hooks) -> Hooks<Added>;
 
 /// The events [`register`] adds a callback for, in registration order (the registry labels
 /// hooks by their position), each with how it is added.
@@ -365,209 +375,167 @@ const EVENTS: [(HookEvent, Add); 21] = [
 
 // The tool events.
 
-fn add_pre_tool_use(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_pre_tool_use(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .before_tool_use(union(entries), move |call, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.pre_tool_use(&call, &ctx).await }
-        })
-        .into()
+    hooks.before_tool_use(union(entries), move |call, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.pre_tool_use(&call, &ctx).await }
+    })
 }
 
-fn add_post_tool_use(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_post_tool_use(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .after_tool_use(union(entries), move |call, output, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.post_tool_use(&call, &output, &ctx).await }
-        })
-        .into()
+    hooks.after_tool_use(union(entries), move |call, output, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.post_tool_use(&call, &output, &ctx).await }
+    })
 }
 
-fn add_post_tool_use_failure(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_post_tool_use_failure(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_tool_failure(union(entries), move |call, failure, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.post_tool_use_failure(&call, &failure, &ctx).await }
-        })
-        .into()
+    hooks.on_tool_failure(union(entries), move |call, failure, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.post_tool_use_failure(&call, &failure, &ctx).await }
+    })
 }
 
-fn add_permission_request(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_permission_request(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_permission_request(union(entries), move |call, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.permission_request(&call, &ctx).await }
-        })
-        .into()
+    hooks.on_permission_request(union(entries), move |call, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.permission_request(&call, &ctx).await }
+    })
 }
 
-fn add_permission_denied(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_permission_denied(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_permission_denied(union(entries), move |call, reason, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.permission_denied(&call, &reason, &ctx).await }
-        })
-        .into()
+    hooks.on_permission_denied(union(entries), move |call, reason, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.permission_denied(&call, &reason, &ctx).await }
+    })
 }
 
-fn add_post_tool_batch(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+fn add_post_tool_batch(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_post_tool_batch(move |batch, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.post_tool_batch(&batch, &ctx).await }
-        })
-        .into()
+    hooks.on_post_tool_batch(move |batch, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.post_tool_batch(&batch, &ctx).await }
+    })
 }
 
 // The run's events: its prompt, start, stop and end, and its subagents'.
 
-fn add_user_prompt_submit(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+fn add_user_prompt_submit(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_user_prompt(move |prompt, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.user_prompt(&prompt, &ctx).await }
-        })
-        .into()
+    hooks.on_user_prompt(move |prompt, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.user_prompt(&prompt, &ctx).await }
+    })
 }
 
-fn add_stop(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+fn add_stop(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_stop(move |input, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.stop(HookEvent::Stop, input, &ctx).await }
-        })
-        .into()
+    hooks.on_stop(move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.stop(HookEvent::Stop, input, &ctx).await }
+    })
 }
 
-fn add_subagent_stop(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_subagent_stop(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_subagent_stop(union(entries), move |input, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.stop(HookEvent::SubagentStop, input, &ctx).await }
-        })
-        .into()
+    hooks.on_subagent_stop(union(entries), move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.stop(HookEvent::SubagentStop, input, &ctx).await }
+    })
 }
 
-fn add_session_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_session_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_session_start_for(union(entries), move |input, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.session_start(input, &ctx).await }
-        })
-        .into()
+    hooks.on_session_start_for(union(entries), move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.session_start(input, &ctx).await }
+    })
 }
 
-fn add_session_end(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+fn add_session_end(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_session_end(move |response, ctx| i.session_end(response, ctx))
-        .into()
+    hooks.on_session_end(move |response, ctx| i.session_end(response, ctx))
 }
 
-fn add_stop_failure(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_stop_failure(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_stop_failure(union(entries), move |input, ctx| i.stop_failure(input, ctx))
-        .into()
+    hooks.on_stop_failure(union(entries), move |input, ctx| i.stop_failure(input, ctx))
 }
 
-fn add_subagent_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_subagent_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_subagent_start(union(entries), move |input, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.subagent_start(input, &ctx).await }
-        })
-        .into()
+    hooks.on_subagent_start(union(entries), move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.subagent_start(input, &ctx).await }
+    })
 }
 
 // What the run tells: tasks, instructions, compaction, messages, notifications.
 
-fn add_task_created(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+fn add_task_created(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_task_created(move |input, ctx: RunContext| {
-            let i = Arc::clone(&i);
-            async move { i.task(HookEvent::TaskCreated, input, &ctx).await }
-        })
-        .into()
+    hooks.on_task_created(move |input, ctx: RunContext| {
+        let i = Arc::clone(&i);
+        async move { i.task(HookEvent::TaskCreated, input, &ctx).await }
+    })
 }
 
-fn add_task_completed(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+fn add_task_completed(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_task_completed(move |input, ctx: RunContext| {
-            let i = Arc::clone(&i);
-            async move { i.task(HookEvent::TaskCompleted, input, &ctx).await }
-        })
-        .into()
+    hooks.on_task_completed(move |input, ctx: RunContext| {
+        let i = Arc::clone(&i);
+        async move { i.task(HookEvent::TaskCompleted, input, &ctx).await }
+    })
 }
 
-fn add_instructions_loaded(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_instructions_loaded(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_instructions_loaded(union(entries), move |input, ctx| {
-            i.instructions_loaded(input, ctx)
-        })
-        .into()
+    hooks.on_instructions_loaded(union(entries), move |input, ctx| {
+        i.instructions_loaded(input, ctx)
+    })
 }
 
-fn add_post_compact(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_post_compact(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_post_compact(union(entries), move |input, ctx| i.post_compact(input, ctx))
-        .into()
+    hooks.on_post_compact(union(entries), move |input, ctx| i.post_compact(input, ctx))
 }
 
-fn add_message_display(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+fn add_message_display(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_message_display(move |input, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.message_display(input, &ctx).await }
-        })
-        .into()
+    hooks.on_message_display(move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.message_display(input, &ctx).await }
+    })
 }
 
-fn add_notification(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks {
+fn add_notification(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .on_notify(union(entries), move |notification, ctx| {
-            i.notification(notification, ctx)
-        })
-        .into()
+    hooks.on_notify(union(entries), move |notification, ctx| {
+        i.notification(notification, ctx)
+    })
 }
 
 // The model events.
 
-fn add_before_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+fn add_before_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .before_model(move |req| {
-            let i = Arc::clone(&i);
-            async move { i.before_model(req).await }
-        })
-        .into()
+    hooks.before_model(move |req| {
+        let i = Arc::clone(&i);
+        async move { i.before_model(req).await }
+    })
 }
 
-fn add_after_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks {
+fn add_after_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks
-        .after_model(move |resp, ctx| {
-            let i = Arc::clone(&i);
-            async move { i.after_model(resp, &ctx).await }
-        })
-        .into()
+    hooks.after_model(move |resp, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.after_model(resp, &ctx).await }
+    })
 }
 
 /// The PreCompact callback for [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact).

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | give the model a tool: a closure, a typed function, a type, an MCP server's tools | [`tools`] |
 //! | run code before or after a tool call, a model call or a run — and pick the right one of the five ways | [`hooks`] |
+//! | write a layer that keeps per-run state (a token budget) and ends a run with its own reason | [`stateful_layer`] |
 //! | call a real model: OpenAI-compatible, Anthropic, the Responses API, with retries and timeouts | [`models`] |
 //! | show a run as it happens: tool calls, text as it is written | [`events`] |
 //! | reuse hook scripts and plugins written for Claude Code | [`claude_code`] |
@@ -27,6 +28,9 @@ pub mod tools {}
 
 #[doc = include_str!("hooks.md")]
 pub mod hooks {}
+
+#[doc = include_str!("stateful_layer.md")]
+pub mod stateful_layer {}
 
 #[doc = include_str!("models.md")]
 pub mod models {}

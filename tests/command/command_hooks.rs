@@ -1179,3 +1179,45 @@ if not data["stop_hook_active"]:
     assert_eq!(tool_text(&resp), "Tower is great (docs.rs).");
     assert_eq!(s.read("sub.log"), "research False\nresearch True\n");
 }
+
+// ===== order against Rust hooks =====
+
+/// Command hooks are named `command:{event}` (the hooks guide, "The order of hooks"): a Rust
+/// hook registered after them runs first with `.before("command:PreToolUse")`, and so sees the
+/// call a settings script then denies; a Rust hook after them at the default priority never
+/// sees it (a deny ends the chain). A second set of command hooks keeps its callbacks unnamed
+/// instead of clashing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_hook_ordered_before_the_settings_scripts_sees_the_call_they_deny() {
+    use std::sync::{Arc, Mutex};
+    use tower_agent::layers::hooks::{Hooks, PreToolUse};
+
+    let s = Scripts::new();
+    let block = s.bash("block.sh", "cat > /dev/null; echo 'not here' >&2; exit 2");
+    let audit = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (first, late) = (Arc::clone(&audit), Arc::clone(&audit));
+    let hooks: Hooks = s
+        .hooks(on("PreToolUse", "bash", &block, json!({})))
+        .register(Hooks::new())
+        .before_tool_use("*", move |call, _ctx| {
+            first.lock().unwrap().push(format!("audit {}", call.name));
+            PreToolUse::Continue
+        })
+        .before("command:PreToolUse")
+        .before_tool_use("*", move |call, _ctx| {
+            late.lock().unwrap().push(format!("late {}", call.name));
+            PreToolUse::Continue
+        })
+        .into();
+    // A second set registers beside the first: unnamed, no clash.
+    let hooks = s
+        .hooks(on("PreToolUse", "bash", &block, json!({})))
+        .register(hooks);
+    assert!(hooks.has_name("command:PreToolUse"));
+    let model = calls_bash("ls");
+    let (builder, seen) = agent(&model, hooks);
+    let resp = builder.build().run("go").await.unwrap();
+    assert_eq!(tool_text(&resp), "denied: not here");
+    assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
+    assert_eq!(*audit.lock().unwrap(), ["audit bash"]);
+}

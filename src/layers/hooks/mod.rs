@@ -506,6 +506,14 @@ impl<S> Hooks<S> {
         self.with_state(state::Open)
     }
 
+    /// Whether a hook of this registry is named `name` (names are unique: see
+    /// [`name`](Hooks::name)).
+    pub fn has_name(&self, name: &str) -> bool {
+        self.registrations
+            .iter()
+            .any(|r| r.name.as_deref() == Some(name))
+    }
+
     /// Whether [`transcripts_dir`](Self::transcripts_dir) was set.
     pub(crate) fn has_transcripts_dir(&self) -> bool {
         self.transcripts.is_some()
