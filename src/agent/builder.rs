@@ -11,6 +11,7 @@ use tower::{
 
 use super::{
     Agent, Inner, LoopHooks, Prepare, Setup,
+    start::{Begin, BoxStartService, RunStart, StartLayerFn},
     step::{BoxStepService, Proceed, StepControl, StepEnd, StepLayerFn},
 };
 use crate::{
@@ -55,6 +56,8 @@ struct Parts {
     hooks: Option<Arc<dyn LoopHooks>>,
     /// The step layers, the first added outermost.
     step_layers: Vec<Arc<StepLayerFn>>,
+    /// The start layers, the first added outermost.
+    start_layers: Vec<Arc<StartLayerFn>>,
     transcripts: Option<PathBuf>,
     name: Option<Arc<str>>,
 }
@@ -77,6 +80,7 @@ impl AgentBuilder<NoModel> {
                 shutdown: CancellationToken::new(),
                 hooks: None,
                 step_layers: Vec::new(),
+                start_layers: Vec::new(),
                 transcripts: None,
                 name: None,
             },
@@ -149,6 +153,22 @@ impl<M, L> AgentBuilder<M, L> {
     {
         self.parts.step_layers.push(Arc::new(move |inner| {
             BoxStepService::new(layer.layer(inner).map_err(Into::into))
+        }));
+        self
+    }
+
+    /// Adds a layer to the start stack, inside the ones added before: it sees each run
+    /// start, before its prompt enters the thread, and may add context, rewrite the prompt or
+    /// refuse the run. See [`start`](crate::agent::start).
+    pub fn start_layer<T>(mut self, layer: T) -> Self
+    where
+        T: Layer<BoxStartService> + Send + Sync + 'static,
+        T::Service: Service<RunStart, Response = RunStart> + Clone + Send + Sync + 'static,
+        <T::Service as Service<RunStart>>::Error: Into<BoxError>,
+        <T::Service as Service<RunStart>>::Future: Send + 'static,
+    {
+        self.parts.start_layers.push(Arc::new(move |inner| {
+            BoxStartService::new(layer.layer(inner).map_err(Into::into))
         }));
         self
     }
@@ -286,6 +306,7 @@ where
             None => self.model,
         };
         let step = step_stack(&self.parts.step_layers, hooks.as_deref());
+        let start = start_stack(&self.parts.start_layers, hooks.as_deref());
         // Explicit wins; else the hooks' default (command hooks: per project).
         let transcripts = self.parts.transcripts.or_else(|| {
             hooks
@@ -297,6 +318,7 @@ where
                 model,
                 hooks,
                 step,
+                start,
                 transcripts,
                 name: self.parts.name,
                 tools: self.parts.tools,
@@ -336,6 +358,23 @@ fn step_stack(
         .rev()
         .fold(BoxStepService::new(Proceed), |inner, layer| layer(inner));
     match hooks.and_then(|h| h.wrap_step(stack.clone())) {
+        Some(hooked) => Some(hooked),
+        None if layers.is_empty() => None,
+        None => Some(stack),
+    }
+}
+
+/// The start stack of `layers` (the first outermost) under the hooks' start layer; `None`
+/// without either.
+fn start_stack(
+    layers: &[Arc<StartLayerFn>],
+    hooks: Option<&dyn LoopHooks>,
+) -> Option<BoxStartService> {
+    let stack = layers
+        .iter()
+        .rev()
+        .fold(BoxStartService::new(Begin), |inner, layer| layer(inner));
+    match hooks.and_then(|h| h.wrap_start(stack.clone())) {
         Some(hooked) => Some(hooked),
         None if layers.is_empty() => None,
         None => Some(stack),

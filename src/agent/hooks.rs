@@ -283,45 +283,27 @@ pub struct MessageDisplayInput {
     pub delta: String,
 }
 
-/// Agent-level hooks: what must happen inside the loop, at points no tower layer around the
-/// agent, the model or the tools can reach. The loop owns this trait; the callback registry
-/// ([`HookSet`](crate::layers::hooks::HookSet)) implements it, and
-/// [`AgentBuilder::hooks`](super::AgentBuilder::hooks) takes any implementation.
+/// What the loop asks of a hook set besides its layers: the points that have no service of
+/// their own, and the installation of the set's layers.
 ///
-/// Every method has a default that does nothing (or lets the run go on), so an
-/// implementation names only the points it uses. Synchronous methods are called on the loop's
-/// task: keep them short.
+/// Every hook event fires in a layer of one of the agent's stacks ([`start`](super::start),
+/// model, tool, [`step`](super::step)) — except these, which cannot:
+///
+/// - **SubagentStart, SubagentStop, TaskCreated, TaskCompleted, InstructionsLoaded** are
+///   raised by built-in tools and stages in the middle of their own work (a subagent about to
+///   run or to finish inside one tool call, a todo list's diff, a memory file read): no service
+///   boundary sits there. The tool finds the hooks of its run in the run's data.
+/// - **SessionEnd, StopFailure** fire as the run ends, also when its future is dropped
+///   (outcome `Cancelled`), from the loop's drop guard, which holds the steps and usage so far;
+///   a layer around the run would need them in the response of a run that never answers. (Not
+///   yet a layer: a later step of the redesign.)
+///
+/// The `wrap_*` methods install the set's layers, outermost, when the agent is built.
+/// The callback registry ([`HookSet`](crate::layers::hooks::HookSet)) implements the trait, and
+/// [`AgentBuilder::hooks`](super::AgentBuilder::hooks) takes any implementation. Every method
+/// has a default that does nothing, so an implementation names only the points it uses.
+/// Synchronous methods are called on the loop's task: keep them short.
 pub trait LoopHooks: Send + Sync + 'static {
-    /// Once per run, before [`session_start`](Self::session_start): set up per-run data
-    /// (observers of [`RunContext::warn`], data for subagents).
-    fn run_start(&self, ctx: &RunContext) {
-        let _ = ctx;
-    }
-
-    /// SessionStart: `Err(reason)` blocks the run before its prompt enters the thread, else
-    /// the contexts to add to the run's system prompt, in order. With
-    /// [`SessionSource::Compact`] (after a compaction) a block is ignored and the contexts
-    /// are added to the history after the summary.
-    fn session_start<'a>(
-        &'a self,
-        input: SessionStartInput,
-        ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
-        let _ = (input, ctx);
-        Box::pin(async { Ok(Vec::new()) })
-    }
-
-    /// UserPromptSubmit: `Err(reason)` blocks the run (the prompt never enters the thread),
-    /// else the prompt (maybe rewritten) and contexts to add after it, in order.
-    fn user_prompt<'a>(
-        &'a self,
-        prompt: String,
-        ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Result<(String, Vec<String>), String>> {
-        let _ = ctx;
-        Box::pin(async { Ok((prompt, Vec::new())) })
-    }
-
     /// Whether any SubagentStop hook would run for the subagent `name`: when `false`,
     /// [`subagent_stop`](Self::subagent_stop) is not called.
     fn has_subagent_stop(&self, name: &str) -> bool {
@@ -414,6 +396,16 @@ pub trait LoopHooks: Send + Sync + 'static {
     /// Wraps a run's tool stack (outermost), once per run.
     fn wrap_tools(&self, tools: BoxToolService) -> BoxToolService {
         tools
+    }
+
+    /// Wraps the agent's start stack (outermost), once, when the agent is built; `None` (the
+    /// default) when there is nothing to wrap it with.
+    fn wrap_start(
+        &self,
+        start: super::start::BoxStartService,
+    ) -> Option<super::start::BoxStartService> {
+        let _ = start;
+        None
     }
 
     /// Wraps the agent's step stack (outermost), once, when the agent is built; `None` (the

@@ -50,10 +50,11 @@
 //!
 //! The agent is a tower service like the model and the tools, so agent-level layers go
 //! around it with `ServiceBuilder`: a timeout, a concurrency limit, a layer that answers by
-//! itself ([`AgentResponse::new`] and the [`AgentEvent`] variants can be built by users), the
-//! prompt-level hooks ([`HookSet::agent_layer`](crate::layers::hooks::HookSet::agent_layer)).
-//! What must happen inside the loop (step observers, stop decisions, the SessionStart and
-//! UserPromptSubmit hooks of [`AgentBuilder::hooks`]) goes through [`LoopHooks`], a trait the
+//! itself ([`AgentResponse::new`] and the [`AgentEvent`] variants can be built by users).
+//! Inside the run, the loop calls four stacks, each a tower service with its layers: the
+//! [`start`] stack (SessionStart, UserPromptSubmit), the model stack, the tool stack and the
+//! [`step`] stack (Stop, PostToolBatch). What has no service of its own — the events built-in
+//! tools raise inside their call, the run's end — goes through [`LoopHooks`], a trait the
 //! loop owns and the hooks registry implements. Per-request data of the caller travels in
 //! [`AgentRequest::extensions`] to
 //! [`RunContext::extensions`](crate::context::RunContext::extensions).
@@ -76,6 +77,7 @@ pub(crate) mod hooks;
 pub mod interrupt;
 mod run;
 mod stage;
+pub mod start;
 pub mod step;
 mod subagent;
 pub use crate::context::transcript;
@@ -147,6 +149,8 @@ struct Inner {
     hooks: Option<Arc<dyn LoopHooks>>,
     /// The step stack (`None` without step layers: nothing to call).
     step: Option<step::BoxStepService>,
+    /// The start stack (`None` without start layers: nothing to call).
+    start: Option<start::BoxStartService>,
     transcripts: Option<PathBuf>,
     name: Option<Arc<str>>,
 }
@@ -407,11 +411,10 @@ pub struct AgentRequest {
     /// tools, hooks and stages (subagents see their parent run's).
     pub extensions: http::Extensions,
     /// Context for the run's system prompt (appended to it at every step, before the context
-    /// of SessionStart hooks and setup stages): what an agent-level layer such as
-    /// [`HookSet::agent_layer`](crate::layers::hooks::HookSet::agent_layer) adds.
+    /// of SessionStart hooks and setup stages): what a layer around the agent adds.
     pub system_context: Vec<String>,
     /// Context to add after the prompt, as one user message of `<system-hook>` blocks (before
-    /// the contexts of UserPromptSubmit hooks of the loop).
+    /// the contexts of UserPromptSubmit hooks of the start stack).
     pub prompt_context: Vec<String>,
     /// Where the run's transcript goes, when its caller chose (a subagent's).
     pub(crate) transcript: Option<transcript::Target>,

@@ -10,10 +10,9 @@ use tower::{Service, ServiceExt};
 
 use super::{
     AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, PendingCall, SetupContext,
-    hooks::{
-        LoopHooks, ParentHooks, SessionSource, SessionStartInput, StepCalls, StopFailureInput,
-    },
+    hooks::{LoopHooks, ParentHooks, SessionSource, StepCalls, StopFailureInput},
     interrupt,
+    start::RunStart,
     step::{StepControl, StepEnd},
 };
 use crate::{
@@ -315,12 +314,12 @@ impl<'a> Run<'a> {
         if recover {
             return run.recovered_start(history, persist, transcribed).await;
         }
-        let started = (run.prompt_hooks(source, prompt, prompt_context, decided.is_none())).await;
-        let (prompt, prompt_context) = match started {
-            Ok(prompted) => prompted,
-            Err(reason) => {
+        let prompt = decided.is_none().then_some(prompt);
+        let (prompt, prompt_context) = match run.start_stack(source, prompt, prompt_context).await {
+            Ok(started) => started,
+            Err(outcome) => {
                 run.history = history;
-                return Ok(Started::Ended(run, Outcome::Blocked { reason }));
+                return Ok(Started::Ended(run, outcome));
             }
         };
         // A thread whose last run stopped mid-step (saved before its calls ran), or before it
@@ -335,7 +334,7 @@ impl<'a> Run<'a> {
             transcribed += run.apply_decisions(&mut history, &decided);
         } else {
             transcribed += run.supersede_pending(&mut history);
-            history.push(Message::user(prompt));
+            history.push(Message::user(prompt.unwrap_or_default()));
             if !prompt_context.is_empty() {
                 history.push(Message::hook_context(&prompt_context));
             }
@@ -389,31 +388,42 @@ impl<'a> Run<'a> {
         n
     }
 
-    /// The loop hooks of the start: SessionStart (its contexts are kept for the system
-    /// prompt), then UserPromptSubmit. `Err(reason)` if one blocked.
-    async fn prompt_hooks(
+    /// The start stack (SessionStart, UserPromptSubmit hooks): the prompt and contexts it
+    /// decided (its system contexts are kept for the system message); `Err(outcome)` if it
+    /// refused the run (`Blocked`) or failed (`Aborted`).
+    async fn start_stack(
         &mut self,
         source: SessionSource,
-        prompt: String,
-        mut contexts: Vec<String>,
-        with_prompt: bool,
-    ) -> Result<(String, Vec<String>), String> {
-        let Some(hooks) = &self.inner.hooks else {
+        prompt: Option<String>,
+        contexts: Vec<String>,
+    ) -> Result<(Option<String>, Vec<String>), Outcome> {
+        if let Some(hooks) = &self.inner.hooks {
+            // Subagents and built-in tools of this run find its hooks here.
+            self.ctx
+                .with_data(|data| data.insert(ParentHooks(Arc::clone(hooks))));
+        }
+        let Some(stack) = self.inner.start.clone() else {
             return Ok((prompt, contexts));
         };
-        // Subagents run by this run's tools find the SubagentStop hooks here.
-        self.ctx
-            .with_data(|data| data.insert(ParentHooks(Arc::clone(hooks))));
-        hooks.run_start(&self.ctx);
-        let input = SessionStartInput::new(source, self.model_name());
-        let started = hooks.session_start(input, &self.ctx).await?;
-        self.start_context.extend(started);
-        if !with_prompt {
-            return Ok((prompt, contexts));
+        let mut start = RunStart::new(self.ctx.clone(), source, prompt);
+        start.model = self.model_name();
+        start.system_context = std::mem::take(&mut self.start_context);
+        start.prompt_context = contexts;
+        match stack.oneshot(start).await {
+            Ok(start) => {
+                self.start_context = start.system_context;
+                match start.blocked {
+                    Some(reason) => Err(Outcome::Blocked { reason }),
+                    None => Ok((start.prompt, start.prompt_context)),
+                }
+            }
+            Err(err) => {
+                let err = RunError::from(err);
+                let error = abort_reason(&err);
+                self.error = Some(err);
+                Err(Outcome::Aborted { error })
+            }
         }
-        let (prompt, added) = hooks.user_prompt(prompt, &self.ctx).await?;
-        contexts.extend(added);
-        Ok((prompt, contexts))
     }
 
     /// The run after its start: setup, the approved calls of an answer to an interrupted run,

@@ -318,9 +318,9 @@ async fn prompt_hooks_as_a_layer_on_the_agent() {
     let agent = Agent::builder()
         .model(model.clone())
         .system_prompt("base")
+        .hooks(prompts)
         .build();
     let svc = ServiceBuilder::new()
-        .layer(prompts.agent_layer())
         .timeout(Duration::from_secs(30))
         .service(agent);
 
@@ -479,25 +479,24 @@ async fn a_hand_written_step_layer_shapes_the_run() {
     );
 }
 
-/// The prompt-hook layer over a `ConcurrencyLimit(1)`: readying the layer readies the limit
-/// (takes its one permit); the call, made after the hooks ran, must not wait for that permit.
+/// The prompt-hook layer of the start stack over a `ConcurrencyLimit(1)`: readying the hook
+/// layer readies the limit (takes its one permit); the call, made after the hooks ran, must
+/// not wait for that permit.
 #[tokio::test(flavor = "current_thread")]
 async fn the_prompt_hook_layer_over_a_concurrency_limit_of_one_answers() {
     use std::time::Duration;
-    use tower::{Service, ServiceBuilder, ServiceExt};
+    use tower::{Service, ServiceExt};
     use tower_agent::layers::hooks::UserPrompt;
 
     let prompts = Hooks::new()
         .on_user_prompt(|_prompt, _ctx| async { UserPrompt::AddContext("noted".into()) })
         .compile()
         .unwrap();
-    let agent = Agent::builder()
+    let mut svc = Agent::builder()
         .model(ScriptedModel::new().text("ok").per_run())
+        .hooks(prompts)
+        .start_layer(tower::limit::ConcurrencyLimitLayer::new(1))
         .build();
-    let mut svc = ServiceBuilder::new()
-        .layer(prompts.agent_layer())
-        .concurrency_limit(1)
-        .service(agent);
 
     for i in 0..3 {
         let call = async {

@@ -162,12 +162,11 @@ async fn user_prompt_submit_sees_an_existing_transcript_of_the_earlier_runs() {
     );
 }
 
-// hooks.md § "Common input fields": the same holds when the prompt-level hooks run as a tower
-// layer around the agent (`HookSet::agent_layer`): with a thread id, `transcript_path` is the
-// thread's file, which exists and holds the earlier runs.
+// hooks.md § "Common input fields": the same holds when the prompt-level hooks are placed by
+// hand as a layer of the start stack (`HookSet::start_layer`): with a thread id,
+// `transcript_path` is the thread's file, which exists and holds the earlier runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prompt_hooks_as_an_agent_layer_see_the_threads_transcript() {
-    use tower::{Service, ServiceBuilder, ServiceExt};
+async fn prompt_hooks_as_a_start_layer_see_the_threads_transcript() {
     let s = Scripts::new();
     let log = s.path("log");
     let hooks = recording_hooks(&s, &[("UserPromptSubmit", "")], &log);
@@ -175,13 +174,11 @@ async fn prompt_hooks_as_an_agent_layer_see_the_threads_transcript() {
     let agent = Agent::builder()
         .model(ScriptedModel::new().text("one").text("two"))
         .transcripts(s.path("transcripts"))
+        .start_layer(set.start_layer())
         .build();
-    let mut service = ServiceBuilder::new()
-        .layer(set.agent_layer())
-        .service(agent);
     for prompt in ["first", "second"] {
-        let svc = service.ready().await.unwrap();
-        svc.call(AgentRequest::new(prompt).thread("t-1"))
+        agent
+            .run(AgentRequest::new(prompt).thread("t-1"))
             .await
             .unwrap();
     }

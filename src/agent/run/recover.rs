@@ -14,7 +14,7 @@ use super::{CallResults, Done, Run, Settled, Stacks, Started, call_tools};
 use crate::{
     agent::{
         AgentEvent, Outcome,
-        hooks::{ParentHooks, SessionSource, SessionStartInput, StepCalls},
+        hooks::{SessionSource, StepCalls},
     },
     context::RunContext,
     error::{BoxError, Error, error_chain},
@@ -138,15 +138,11 @@ impl<'a> Run<'a> {
             ));
         }
         (self.history, self.persist, self.transcribed) = (history, persist, transcribed);
-        if let Some(hooks) = &self.inner.hooks {
-            self.ctx
-                .with_data(|data| data.insert(ParentHooks(Arc::clone(hooks))));
-            hooks.run_start(&self.ctx);
-            let input = SessionStartInput::new(SessionSource::Resume, self.model_name());
-            match hooks.session_start(input, &self.ctx).await {
-                Ok(contexts) => self.start_context.extend(contexts),
-                Err(reason) => return Ok(Started::Ended(self, Outcome::Blocked { reason })),
-            }
+        if let Err(outcome) = self
+            .start_stack(SessionSource::Resume, None, Vec::new())
+            .await
+        {
+            return Ok(Started::Ended(self, outcome));
         }
         Ok(Started::Running(self))
     }

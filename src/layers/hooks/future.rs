@@ -1,5 +1,5 @@
 //! The response futures of the hook services: [`HookModelFuture`], [`HookToolFuture`],
-//! [`HookStepFuture`] and [`HookAgentFuture`].
+//! [`HookStepFuture`] and [`HookStartFuture`].
 //!
 //! Each is the inner service's own future, unboxed, when no hook is left to run once the call
 //! is made (no hook for the call, or only synchronous ones that let it go on): that path
@@ -19,7 +19,7 @@ use tower::Service;
 
 use crate::{
     agent::{
-        AgentRequest, AgentResponse,
+        start::RunStart,
         step::{StepControl, StepEnd},
     },
     error::BoxError,
@@ -55,15 +55,15 @@ pin_project! {
 }
 
 pin_project! {
-    /// The response future of [`HookAgent<S>`](super::HookAgent): the call of `S`, after the
+    /// The response future of [`HookStart<S>`](super::HookStart): the call of `S`, after the
     /// prompt hooks.
     #[must_use = "futures do nothing unless polled"]
-    pub struct HookAgentFuture<S>
+    pub struct HookStartFuture<S>
     where
-        S: Service<AgentRequest>,
+        S: Service<RunStart>,
     {
         #[pin]
-        kind: Kind<S::Future, AgentResponse, S::Error>,
+        kind: Kind<S::Future, RunStart, BoxError>,
     }
 }
 
@@ -182,38 +182,39 @@ impl<S: Service<ToolRequest>> fmt::Debug for HookToolFuture<S> {
     }
 }
 
-impl<S: Service<AgentRequest>> HookAgentFuture<S> {
+impl<S: Service<RunStart>> HookStartFuture<S> {
     /// The inner service's call, unboxed.
     pub(super) fn call(fut: S::Future) -> Self {
-        HookAgentFuture {
+        HookStartFuture {
             kind: Kind::Call { fut },
         }
     }
 
     /// The hooks and the call.
     pub(super) fn hooks(
-        fut: impl Future<Output = Result<AgentResponse, S::Error>> + Send + 'static,
+        fut: impl Future<Output = Result<RunStart, BoxError>> + Send + 'static,
     ) -> Self {
-        HookAgentFuture {
+        HookStartFuture {
             kind: Kind::hooks(fut),
         }
     }
 }
 
-impl<S> Future for HookAgentFuture<S>
+impl<S> Future for HookStartFuture<S>
 where
-    S: Service<AgentRequest, Response = AgentResponse>,
+    S: Service<RunStart, Response = RunStart>,
+    S::Error: Into<BoxError>,
 {
-    type Output = Result<AgentResponse, S::Error>;
+    type Output = Result<RunStart, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.project().kind.poll(cx)
     }
 }
 
-impl<S: Service<AgentRequest>> fmt::Debug for HookAgentFuture<S> {
+impl<S: Service<RunStart>> fmt::Debug for HookStartFuture<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HookAgentFuture").finish_non_exhaustive()
+        f.debug_struct("HookStartFuture").finish_non_exhaustive()
     }
 }
 
@@ -256,14 +257,14 @@ impl<S: Service<StepEnd>> fmt::Debug for HookStepFuture<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Agent, model::BoxModelService, tool::BoxToolService};
+    use crate::{model::BoxModelService, tool::BoxToolService};
 
     #[test]
     fn send_and_static() {
         fn assert_send_static<T: Send + 'static>() {}
         assert_send_static::<HookModelFuture<BoxModelService>>();
         assert_send_static::<HookToolFuture<BoxToolService>>();
-        assert_send_static::<HookAgentFuture<Agent>>();
+        assert_send_static::<HookStartFuture<crate::agent::start::BoxStartService>>();
         assert_send_static::<HookStepFuture<crate::agent::step::BoxStepService>>();
     }
 }

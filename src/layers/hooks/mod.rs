@@ -4,13 +4,14 @@
 //! Register callbacks on a [`Hooks`] registry, [`compile`](Hooks::compile) it (the order is
 //! resolved once, here: a cycle or an unknown name is an error naming the hooks), and hand
 //! the [`HookSet`] to [`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks). The set
-//! becomes one model layer (outermost on the model path), one tool layer (outermost on the
-//! tool path) and the agent-level hooks of the loop. [`HookSet::tool_layer`] and
-//! [`HookSet::model_layer`] give the layers alone, to place them yourself in a
-//! `ServiceBuilder` stack, and [`HookSet::agent_layer`] the prompt-level hooks (SessionStart,
-//! UserPromptSubmit) as a layer on the agent service; write a `Layer` by hand when a hook needs
-//! more than a callback. The loop runs the agent-level hooks through
-//! [`LoopHooks`], which [`HookSet`] implements.
+//! becomes one layer outermost on each of the agent's stacks: the start stack (SessionStart,
+//! UserPromptSubmit), the model stack, the tool stack and the step stack (Stop,
+//! PostToolBatch). [`HookSet::start_layer`], [`HookSet::model_layer`], [`HookSet::tool_layer`]
+//! and [`HookSet::step_layer`] give the layers alone, to place them yourself in a
+//! `ServiceBuilder` stack. The events raised inside built-in tools (SubagentStart,
+//! SubagentStop, TaskCreated, TaskCompleted, InstructionsLoaded) and the run's end (SessionEnd,
+//! StopFailure) reach the set through [`LoopHooks`], which [`HookSet`] implements. Write a
+//! `Layer` by hand when a hook needs more than a callback.
 //!
 //! # Events
 //!
@@ -145,11 +146,11 @@
 //! # }
 //! ```
 
-mod agent;
 mod decision;
 pub mod future;
 mod model;
 mod order;
+mod start;
 mod step;
 mod tool;
 
@@ -158,7 +159,6 @@ use std::{collections::HashMap, fmt, sync::Arc};
 use tower::util::BoxCloneSyncService;
 
 pub use self::{
-    agent::{HookAgent, HookAgentLayer},
     decision::{
         BeforeModel, Deferred, HookFuture, HookResult, InstructionsInput, MessageDisplay,
         MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput,
@@ -168,6 +168,7 @@ pub use self::{
     },
     model::{HookModel, HookModelLayer},
     order::HookOrderError,
+    start::{HookStart, HookStartLayer},
     step::{HookStep, HookStepLayer},
     tool::{HookTool, HookToolLayer},
 };
@@ -176,7 +177,7 @@ use futures_util::future::BoxFuture;
 use tower::Layer;
 
 use crate::{
-    agent::{AgentResponse, LoopHooks, step::BoxStepService},
+    agent::{AgentResponse, LoopHooks, start::BoxStartService, step::BoxStepService},
     context::RunContext,
     error::BoxError,
     layers::matcher::ToolMatcher,
@@ -940,16 +941,11 @@ impl HookSet {
         HookToolLayer::new(self.clone())
     }
 
-    /// The prompt-level hooks (SessionStart, UserPromptSubmit) as a layer on the agent
-    /// service: see [`HookAgentLayer`].
-    ///
-    /// Give the builder ([`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks)) a set
-    /// without these hooks (register them on a [`Hooks`] of their own), or they run twice: in
-    /// the layer and in the loop.
+    /// The start hooks (SessionStart, UserPromptSubmit, and the Notification observer) as a
+    /// layer of the start stack: see [`HookStartLayer`].
     ///
     /// ```
-    /// use tower::{ServiceBuilder, ServiceExt};
-    /// use tower_agent::{Agent, AgentRequest, agent::Outcome, model::ScriptedModel};
+    /// use tower_agent::{Agent, agent::Outcome, model::ScriptedModel};
     /// use tower_agent::layers::hooks::{Hooks, UserPrompt};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
@@ -963,15 +959,17 @@ impl HookSet {
     ///         }
     ///     })
     ///     .compile()?;
-    /// let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
-    /// let svc = ServiceBuilder::new().layer(prompts.agent_layer()).service(agent);
-    /// let resp = svc.oneshot(AgentRequest::new("my password is hunter2")).await?;
+    /// let agent = Agent::builder()
+    ///     .model(ScriptedModel::new().text("hi"))
+    ///     .start_layer(prompts.start_layer())
+    ///     .build();
+    /// let resp = agent.run("my password is hunter2").await?;
     /// assert!(matches!(resp.outcome, Outcome::Blocked { .. }));
     /// # Ok(())
     /// # }
     /// ```
-    pub fn agent_layer(&self) -> HookAgentLayer {
-        HookAgentLayer::new(self.clone())
+    pub fn start_layer(&self) -> HookStartLayer {
+        HookStartLayer::new(self.clone())
     }
 
     /// The step hooks (`after_step`, `should_continue`, PostToolBatch, Stop) as a layer of
@@ -1115,8 +1113,6 @@ impl HookSetInner {
         Ok((prompt.to_string(), contexts))
     }
 
-    /// Runs the SessionStart hooks matching the source: `Err(reason)` if one blocks, else
-    /// their contexts, in order.
     /// Runs MessageDisplay hooks, each seeing the text the previous one decided: the text to
     /// display.
     pub(crate) async fn message_display(
@@ -1132,6 +1128,8 @@ impl HookSetInner {
         input.delta
     }
 
+    /// Runs the SessionStart hooks matching the source: `Err(reason)` if one blocks, else
+    /// their contexts, in order.
     pub(crate) async fn session_start(
         &self,
         input: SessionStartInput,
@@ -1158,36 +1156,6 @@ impl HookSetInner {
 /// should_continue, Stop / SubagentStop, SessionEnd and Notification run inside the loop
 /// through this; the model and tool hooks wrap the stacks.
 impl LoopHooks for HookSet {
-    fn run_start(&self, ctx: &RunContext) {
-        if self
-            .inner
-            .notification
-            .iter()
-            .any(|(m, _)| m.matches_name(NOTIFY_WARNING))
-        {
-            let observers = Arc::clone(&self.inner);
-            ctx.on_warning(move |message, ctx| {
-                observers.notify(&Notification::new(NOTIFY_WARNING, message, None), ctx);
-            });
-        }
-    }
-
-    fn session_start<'a>(
-        &'a self,
-        input: SessionStartInput,
-        ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
-        Box::pin(self.inner.session_start(input, ctx))
-    }
-
-    fn user_prompt<'a>(
-        &'a self,
-        prompt: String,
-        ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Result<(String, Vec<String>), String>> {
-        Box::pin(self.inner.user_prompt(prompt, ctx))
-    }
-
     fn has_subagent_stop(&self, name: &str) -> bool {
         self.inner
             .subagent_stop
@@ -1286,6 +1254,14 @@ impl LoopHooks for HookSet {
 
     fn wrap_tools(&self, tools: crate::tool::BoxToolService) -> crate::tool::BoxToolService {
         crate::tool::BoxToolService::new(HookTool::new(tools, self))
+    }
+
+    fn wrap_start(&self, start: BoxStartService) -> Option<BoxStartService> {
+        let hooks = &self.inner;
+        let any = !(hooks.session_start.is_empty()
+            && hooks.prompt.is_empty()
+            && hooks.notification.is_empty());
+        any.then(|| BoxStartService::new(self.start_layer().layer(start)))
     }
 
     fn wrap_step(&self, step: BoxStepService) -> Option<BoxStepService> {

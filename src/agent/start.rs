@@ -1,0 +1,126 @@
+//! The start level: layers that see a run start, before its prompt enters the thread.
+//!
+//! Once the thread is loaded and the run's context made, the loop calls the agent's start
+//! stack with a [`RunStart`]: the context, whether the session starts or resumes, the prompt
+//! and the contexts the caller gave. Each layer may add context for the system message
+//! ([`system_context`](RunStart::system_context)), rewrite the prompt or add context after it
+//! ([`prompt_context`](RunStart::prompt_context)), or refuse the run
+//! ([`block`](RunStart::block)); the start the stack answers is the one the run takes. The
+//! innermost service answers the start as it got it. Layers added with
+//! [`AgentBuilder::start_layer`](super::AgentBuilder::start_layer) wrap it, the first added
+//! outermost; the SessionStart and UserPromptSubmit hooks of a
+//! [`HookSet`](crate::layers::hooks::HookSet) are one such layer
+//! ([`HookSet::start_layer`](crate::layers::hooks::HookSet::start_layer), installed outermost
+//! by [`AgentBuilder::hooks`](super::AgentBuilder::hooks)).
+//!
+//! An agent without start layers calls no service.
+//!
+//! # Example
+//!
+//! A layer that refuses prompts over 1,000 bytes and tells the model the date:
+//!
+//! ```
+//! use tower::ServiceExt;
+//! use tower_agent::{Agent, BoxError, agent::{Outcome, start::RunStart}, model::ScriptedModel};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent::Error> {
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new().text("hi").recording())
+//!     .start_layer(tower::layer::layer_fn(|inner: tower_agent::agent::start::BoxStartService| {
+//!         tower::service_fn(move |mut start: RunStart| {
+//!             let inner = inner.clone();
+//!             async move {
+//!                 if start.prompt.as_ref().is_some_and(|p| p.len() > 1_000) {
+//!                     return Ok::<_, BoxError>(start.block("the prompt is too long"));
+//!                 }
+//!                 start.system_context.push("Today is 2026-11-26.".into());
+//!                 inner.oneshot(start).await
+//!             }
+//!         })
+//!     }))
+//!     .build();
+//! let resp = agent.run("x".repeat(2_000)).await?;
+//! assert_eq!(resp.outcome, Outcome::Blocked { reason: "the prompt is too long".into() });
+//! assert!(agent.run("hello").await?.outcome.is_finished());
+//! # Ok(())
+//! # }
+//! ```
+
+use std::task::{Context, Poll};
+
+use tower::{Service, util::BoxCloneSyncService};
+
+use super::hooks::SessionSource;
+use crate::{context::RunContext, error::BoxError};
+
+/// A run starting, for the start stack.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RunStart {
+    /// The run's context.
+    pub ctx: RunContext,
+    /// Whether the session starts (a new thread) or resumes (a thread with history).
+    pub source: SessionSource,
+    /// The model the agent's settings name.
+    pub model: Option<String>,
+    /// The prompt, which enters the thread once the run starts; `None` for a run without one
+    /// (a recovery, an answer to approvals).
+    pub prompt: Option<String>,
+    /// Contexts for the run's system message, in order (every model call of the run sees
+    /// them; not saved in the thread).
+    pub system_context: Vec<String>,
+    /// Contexts added after the prompt, in order, as one user message of `<system-hook>`
+    /// blocks (saved in the thread).
+    pub prompt_context: Vec<String>,
+    /// Why a layer refused the run: it ends
+    /// [`Outcome::Blocked`](crate::agent::Outcome::Blocked) before the prompt enters the
+    /// thread.
+    pub blocked: Option<String>,
+}
+
+impl RunStart {
+    /// The start of a run at `ctx`, from `source`, with `prompt`.
+    pub fn new(ctx: RunContext, source: SessionSource, prompt: Option<String>) -> Self {
+        RunStart {
+            ctx,
+            source,
+            model: None,
+            prompt,
+            system_context: Vec::new(),
+            prompt_context: Vec::new(),
+            blocked: None,
+        }
+    }
+
+    /// This start refused with `reason` (see [`blocked`](Self::blocked)).
+    #[must_use]
+    pub fn block(mut self, reason: impl Into<String>) -> Self {
+        self.blocked = Some(reason.into());
+        self
+    }
+}
+
+/// The agent's start stack, boxed.
+pub type BoxStartService = BoxCloneSyncService<RunStart, RunStart, BoxError>;
+
+/// The innermost service of a start stack: the start as it got it, at once.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Begin;
+
+impl Service<RunStart> for Begin {
+    type Response = RunStart;
+    type Error = BoxError;
+    type Future = std::future::Ready<Result<RunStart, BoxError>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, start: RunStart) -> Self::Future {
+        std::future::ready(Ok(start))
+    }
+}
+
+/// A layer of the start stack, as the agent keeps it.
+pub(crate) type StartLayerFn = dyn Fn(BoxStartService) -> BoxStartService + Send + Sync;

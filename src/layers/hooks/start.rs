@@ -1,0 +1,145 @@
+//! [`HookStartLayer`]: the SessionStart and UserPromptSubmit hooks of a [`HookSet`] as a layer
+//! of the agent's start stack, and the run's Notification observer.
+
+use std::{
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use tower::{Layer, Service, ServiceExt};
+
+use super::{
+    HookSet, HookSetInner, NOTIFY_WARNING, Notification, SessionStartInput, future::HookStartFuture,
+};
+use crate::{agent::start::RunStart, context::RunContext, error::BoxError};
+
+/// The SessionStart and UserPromptSubmit hooks of a [`HookSet`] as a layer of the start stack
+/// ([`AgentBuilder::start_layer`](crate::agent::AgentBuilder::start_layer);
+/// [`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks) installs it outermost). See
+/// [`agent::start`](crate::agent::start).
+///
+/// SessionStart hooks run (matched on the start's source), then — for a start with a prompt —
+/// UserPromptSubmit hooks, with the merge rules of the [hooks docs](crate::layers::hooks): a
+/// block refuses the run ([`RunStart::block`]; the inner service is not called); a rewrite
+/// replaces the prompt; contexts go to the start's
+/// [`system_context`](RunStart::system_context) (SessionStart) and
+/// [`prompt_context`](RunStart::prompt_context) (UserPromptSubmit). The layer also makes the
+/// set's Notification hooks observe the run's warnings
+/// ([`RunContext::on_warning`](crate::context::RunContext::on_warning)).
+///
+/// Readiness: `poll_ready` passes the inner service's through. With hooks to await, the readied
+/// inner service is dropped and the call goes to a fresh clone readied after the hooks.
+#[derive(Clone)]
+pub struct HookStartLayer {
+    set: HookSet,
+}
+
+impl HookStartLayer {
+    /// The layer of `set`'s start hooks.
+    pub fn new(set: HookSet) -> Self {
+        HookStartLayer { set }
+    }
+}
+
+impl fmt::Debug for HookStartLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HookStartLayer")
+            .field("set", &self.set)
+            .finish()
+    }
+}
+
+impl<S> Layer<S> for HookStartLayer {
+    type Service = HookStart<S>;
+
+    fn layer(&self, inner: S) -> HookStart<S> {
+        HookStart {
+            inner,
+            set: self.set.clone(),
+        }
+    }
+}
+
+/// The service of [`HookStartLayer`].
+#[derive(Clone)]
+pub struct HookStart<S> {
+    inner: S,
+    set: HookSet,
+}
+
+impl<S: fmt::Debug> fmt::Debug for HookStart<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HookStart")
+            .field("inner", &self.inner)
+            .field("set", &self.set)
+            .finish()
+    }
+}
+
+impl<S> Service<RunStart> for HookStart<S>
+where
+    S: Service<RunStart, Response = RunStart> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = RunStart;
+    type Error = BoxError;
+    type Future = HookStartFuture<S>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, start: RunStart) -> Self::Future {
+        observe_warnings(&self.set.inner, &start.ctx);
+        let hooks = &self.set.inner;
+        if hooks.session_start.is_empty() && (hooks.prompt.is_empty() || start.prompt.is_none()) {
+            return HookStartFuture::call(self.inner.call(start));
+        }
+        let inner = self.inner.clone();
+        drop(std::mem::replace(&mut self.inner, inner.clone()));
+        let set = Arc::clone(&self.set.inner);
+        HookStartFuture::hooks(async move {
+            let start = match prompt_hooks(&set, start).await {
+                Ok(start) => start,
+                Err(blocked) => return Ok(blocked),
+            };
+            inner.oneshot(start).await.map_err(Into::into)
+        })
+    }
+}
+
+/// SessionStart, then UserPromptSubmit: the start they shaped, or `Err` with it refused.
+async fn prompt_hooks(set: &HookSetInner, mut start: RunStart) -> Result<RunStart, RunStart> {
+    let input = SessionStartInput::new(start.source, start.model.clone());
+    match set.session_start(input, &start.ctx).await {
+        Ok(contexts) => start.system_context.extend(contexts),
+        Err(reason) => return Err(start.block(reason)),
+    }
+    let Some(prompt) = start.prompt.take() else {
+        return Ok(start);
+    };
+    match set.user_prompt(prompt, &start.ctx).await {
+        Ok((prompt, contexts)) => {
+            start.prompt = Some(prompt);
+            start.prompt_context.extend(contexts);
+            Ok(start)
+        }
+        Err(reason) => Err(start.block(reason)),
+    }
+}
+
+/// The set's Notification hooks of type `warning` observe the run's warnings.
+fn observe_warnings(set: &Arc<HookSetInner>, ctx: &RunContext) {
+    if set
+        .notification
+        .iter()
+        .any(|(m, _)| m.matches_name(NOTIFY_WARNING))
+    {
+        let observers = Arc::clone(set);
+        ctx.on_warning(move |message, ctx| {
+            observers.notify(&Notification::new(NOTIFY_WARNING, message, None), ctx);
+        });
+    }
+}
