@@ -654,11 +654,7 @@ pub struct AgentResponse {
     ///
     /// # let resp = AgentResponse::new("t", Outcome::Aborted { error: "budget".into() })
     /// #     .with_error(Abort::with_source("budget", OverBudget { tokens: 12 }));
-    /// let over = resp
-    ///     .error
-    ///     .as_deref()
-    ///     .and_then(|err| Abort::find_source::<OverBudget>(err));
-    /// assert_eq!(over.map(|o| o.tokens), Some(12));
+    /// assert_eq!(resp.error_as::<OverBudget>().map(|o| o.tokens), Some(12));
     /// ```
     pub error: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
@@ -723,6 +719,14 @@ impl AgentResponse {
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = usage;
         self
+    }
+
+    /// The first error of type `E` in the chain of the run's [`error`](Self::error): the
+    /// typed cause of an `Aborted` run (an error of yours carried by
+    /// [`Abort::with_source`](crate::Abort::with_source), or the model's error).
+    pub fn error_as<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        let error: &(dyn std::error::Error + 'static) = self.error.as_deref()?;
+        crate::Abort::find_source(error)
     }
 
     /// This response with the error that ended the run (see [`error`](Self::error)).
