@@ -48,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{event::AgentEvent, message::Messages};
 
+pub mod data;
 pub(crate) mod persisted;
 pub mod transcript;
 

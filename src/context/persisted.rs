@@ -1,4 +1,4 @@
-//! The run's data saved with its thread ([`ThreadData`], see [`store::data`](crate::store::data)):
+//! The run's data saved with its thread ([`ThreadData`], see [`context::data`](crate::context::data)):
 //! the [`RunContext`] methods that read and write it, and the built-ins' entries in it (the
 //! todo list, the files written).
 //!
@@ -9,7 +9,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use super::RunContext;
-use crate::store::{Persisted, ThreadData};
+use super::data::{Persisted, ThreadData};
 
 /// One item of the todo list.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -117,7 +117,7 @@ impl FilesWritten {
 }
 
 /// The run's data saved with its thread ([`ThreadData`], see
-/// [`store::data`](crate::store::data)): restored from the thread when the run starts, saved
+/// [`context::data`](crate::context::data)): restored from the thread when the run starts, saved
 /// with it after every step. A run without a thread id keeps it for the run only.
 impl RunContext {
     /// The value of `T` in the run's thread data (see [`Persisted`]); `None` if there is none.

@@ -60,7 +60,9 @@ use crate::{
     message::Messages,
 };
 
-pub mod data;
+/// The per-thread data map (its home is [`context::data`](crate::context::data), below the
+/// stores).
+pub use crate::context::data;
 
 pub use self::data::{Persisted, ThreadData};
 
@@ -477,5 +479,39 @@ impl ToolJournal for MemoryStore {
     ) -> BoxFuture<'a, Result<HashMap<String, JournalEntry>, BoxError>> {
         let entries = self.journal_lock().entries(thread, call_ids);
         Box::pin(async { Ok(entries) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// A thread serialized before `Thread::data` (fields `todos` and `files`) reads into its
+    /// data; serialized now, it has `data` only.
+    #[test]
+    fn a_thread_of_the_old_shape_deserializes_into_its_data() {
+        let old = json!({
+            "id": "t",
+            "messages": [],
+            "todos": [{"id": "1", "title": "a", "status": "done"}],
+            "files": {"src/a.rs": "fn a() {}"},
+        });
+        let thread: super::Thread = serde_json::from_value(old).unwrap();
+        assert_eq!(thread.todos()[0].title, "a");
+        assert_eq!(&*thread.files()["src/a.rs"], "fn a() {}");
+        let now = serde_json::to_value(&thread).unwrap();
+        assert_eq!(
+            now,
+            json!({
+                "id": "t",
+                "messages": [],
+                "data": {
+                    "tower_agent.files/src/a.rs": "fn a() {}",
+                    "tower_agent.todos": [{"id": "1", "title": "a", "status": "done"}],
+                },
+            })
+        );
+        let back: super::Thread = serde_json::from_value(now).unwrap();
+        assert_eq!(back, thread);
     }
 }

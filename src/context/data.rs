@@ -298,35 +298,6 @@ mod tests {
         assert_eq!(data.with_prefix("c").count(), 0);
     }
 
-    /// A thread serialized before `Thread::data` (fields `todos` and `files`) reads into its
-    /// data; serialized now, it has `data` only.
-    #[test]
-    fn a_thread_of_the_old_shape_deserializes_into_its_data() {
-        let old = json!({
-            "id": "t",
-            "messages": [],
-            "todos": [{"id": "1", "title": "a", "status": "done"}],
-            "files": {"src/a.rs": "fn a() {}"},
-        });
-        let thread: crate::store::Thread = serde_json::from_value(old).unwrap();
-        assert_eq!(thread.todos()[0].title, "a");
-        assert_eq!(&*thread.files()["src/a.rs"], "fn a() {}");
-        let now = serde_json::to_value(&thread).unwrap();
-        assert_eq!(
-            now,
-            json!({
-                "id": "t",
-                "messages": [],
-                "data": {
-                    "tower_agent.files/src/a.rs": "fn a() {}",
-                    "tower_agent.todos": [{"id": "1", "title": "a", "status": "done"}],
-                },
-            })
-        );
-        let back: crate::store::Thread = serde_json::from_value(now).unwrap();
-        assert_eq!(back, thread);
-    }
-
     #[test]
     fn serializes_as_an_object() {
         let data: ThreadData = [("k", json!({"x": [1, "two"]}))].into_iter().collect();
