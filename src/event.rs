@@ -86,7 +86,7 @@ pub enum AgentEvent {
         replacement: usize,
     },
     /// An assistant message's text as it is to be displayed: sent only when MessageDisplay
-    /// hooks are configured ([`LoopHooks::message_display`](crate::agent::LoopHooks::message_display)),
+    /// hooks are configured ([`Hooks::on_message_display`](crate::layers::hooks::Hooks::on_message_display)),
     /// after the message's [`ModelResponse`](AgentEvent::ModelResponse), with the hooks'
     /// `displayContent` (or the original text if none gave one). The history keeps the
     /// original.

@@ -82,14 +82,14 @@ use serde_json::Value;
 ///
 /// Read and write it in a run with [`RunContext::persisted`](crate::context::RunContext::persisted)
 /// and [`RunContext::persist`](crate::context::RunContext::persist), or on a
-/// [`Thread`](super::Thread) with [`ThreadData::get`] and [`ThreadData::set`].
+/// [`Thread`](crate::store::Thread) with [`ThreadData::get`] and [`ThreadData::set`].
 pub trait Persisted: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The key it is kept under. Name it after your crate or application
     /// (`"my_app.calls"`); keys starting with `tower_agent.` are this crate's.
     const KEY: &'static str;
 }
 
-/// The data a [`Thread`](super::Thread) keeps besides its messages: key → JSON value, saved
+/// The data a [`Thread`](crate::store::Thread) keeps besides its messages: key → JSON value, saved
 /// with the thread by every store. See the [module docs](self).
 ///
 /// Cloning it is one reference count (values are shared too), so saving after every step

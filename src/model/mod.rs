@@ -418,7 +418,7 @@ pub struct ModelResponse {
     /// What layers of the model stack report with the answer, typed, as
     /// [`http::Response::extensions`](::http::Response::extensions) do: the loop reads a
     /// [`Compaction`](crate::context::Compaction) (a layer compacted the request: the thread
-    /// keeps it) and a [`Display`](crate::model::Display) (the text a MessageDisplay hook
+    /// keeps it) and a [`Display`] (the text a MessageDisplay hook
     /// shows) here. A layer of yours can carry its own data to an outer layer.
     pub extensions: ::http::Extensions,
 }

@@ -10,7 +10,10 @@ use std::{
 use futures_util::future::BoxFuture;
 use tower::Service;
 
-use super::{CallResults, Done, Run, Settled, Stacks, Started, call_tools};
+use super::{
+    Run, Stacks, Started,
+    tools::{CallResults, Done, Settled, call_tools},
+};
 use crate::{
     agent::{
         AgentEvent, Outcome,

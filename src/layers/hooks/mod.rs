@@ -15,32 +15,10 @@
 //!
 //! # Events
 //!
-//! | Event | Registered with | Callback | Can |
-//! |---|---|---|---|
-//! | SessionStart | [`on_session_start`](Hooks::on_session_start) | `(ctx)` | add context to the run's system prompt, block (run ends `Blocked`) |
-//! | UserPromptSubmit | [`on_user_prompt`](Hooks::on_user_prompt) | `(prompt, ctx)` | block (run ends `Blocked`), add context, rewrite the prompt |
-//! | step start / end | [`before_step`](Hooks::before_step), [`after_step`](Hooks::after_step) | `(step, &ctx)` | observe |
-//! | after a step | [`should_continue`](Hooks::should_continue) | `(step, &ctx) -> bool` | `false` ends the run (`Blocked`) even if tool calls remain |
-//! | before model | [`before_model`](Hooks::before_model) | `(request)` | modify the request, or answer without calling the model |
-//! | after model | [`after_model`](Hooks::after_model) | `(response, ctx)` | modify or replace the response |
-//! | PreToolUse | [`before_tool_use`](Hooks::before_tool_use) | `(call, ctx)` | allow, deny, ask, rewrite the arguments, add context, abort the run |
-//! | PostToolUse | [`after_tool_use`](Hooks::after_tool_use) | `(call, output, ctx)` | replace the output, add context next to it, abort the run |
-//! | PostToolUseFailure | [`on_tool_failure`](Hooks::on_tool_failure) | `(call, failure, ctx)` | add context next to the error, abort the run |
-//! | PermissionRequest | [`on_permission_request`](Hooks::on_permission_request) | `(call, ctx)` | allow (maybe with new arguments) or deny a call that needs approval, before the [`Approval`] service |
-//! | PermissionDenied | [`on_permission_denied`](Hooks::on_permission_denied) | `(call, reason, ctx)` | tell the model it may retry a call the approval path denied on its own |
-//! | PostToolBatch | [`on_post_tool_batch`](Hooks::on_post_tool_batch) | `(batch, ctx)` | add context before the next model call, stop the loop |
-//! | Stop | [`on_stop`](Hooks::on_stop) | `(input, ctx)` | finish, or continue with feedback |
-//! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | `(input, ctx)` | send a subagent back to work |
-//! | SessionStart (by source) | [`on_session_start_for`](Hooks::on_session_start_for) | `(input, ctx)` | as SessionStart; matcher on `startup`, `resume`, `compact` (after a compaction: context added after the summary) |
-//! | SubagentStart | [`on_subagent_start`](Hooks::on_subagent_start) | `(input, ctx)` | add context to the subagent's conversation |
-//! | TaskCreated / TaskCompleted | [`on_task_created`](Hooks::on_task_created), [`on_task_completed`](Hooks::on_task_completed) | `(input, ctx)` | block the `write_todos` call with feedback |
-//! | InstructionsLoaded | [`on_instructions_loaded`](Hooks::on_instructions_loaded) | `(&input, &ctx)` | observe each memory file loaded |
-//! | MessageDisplay | [`on_message_display`](Hooks::on_message_display) | `(input, ctx)` | replace the text of the [`MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event (display only) |
-//! | PostCompact | [`on_post_compact`](Hooks::on_post_compact) | `(&input, &ctx)` | observe a compaction (its summary) |
-//! | StopFailure | [`on_stop_failure`](Hooks::on_stop_failure) | `(&input, &ctx)` | observe a run that ends on a model error |
-//! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `(&response, &ctx)` | observe (also a run whose future is dropped: outcome `Cancelled`); reason: [`session_end_reason`](crate::agent::session_end_reason) |
-//! | Notification | [`on_notification`](Hooks::on_notification) | `(message, &ctx)` | observe each warning of the run |
-//! | Notification (typed) | [`on_notify`](Hooks::on_notify) | `(&notification, &ctx)` | observe warnings and permission prompts, by `notification_type` |
+//! Every event — where it fires, the methods that register a Rust hook for it, what the hook
+//! can do — is a row of the table on [`HookEvent`], made from the crate's one list of events.
+//! A callback takes the event's input and the run's [`RunContext`]; its signature is on its
+//! registration method.
 //!
 //! Callbacks that decide return the event's decision type ([`PreToolUse`], [`PostToolUse`],
 //! …) either at once or as a future (`async move { … }`): both work, and a synchronous answer
@@ -147,6 +125,7 @@
 //! ```
 
 mod decision;
+mod events;
 pub mod future;
 mod model;
 mod order;
@@ -166,6 +145,7 @@ pub use self::{
         SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput,
         Task, TaskEvent, TaskInput, ToolBatch, ToolFailure, UserPrompt,
     },
+    events::HookEvent,
     model::{HookModel, HookModelLayer},
     order::HookOrderError,
     start::{HookStart, HookStartLayer},
@@ -176,13 +156,14 @@ use futures_util::future::BoxFuture;
 
 use tower::Layer;
 
+use self::events::HookSlots;
+pub(crate) use self::events::hook_table;
 use crate::{
     agent::{AgentResponse, LoopHooks, start::BoxStartService, step::BoxStepService},
     context::RunContext,
     error::BoxError,
     layers::matcher::ToolMatcher,
-    message::{ToolCall, ToolOutput},
-    model::{ModelRequest, ModelResponse},
+    message::ToolCall,
 };
 
 /// The `notification_type` of a [`RunContext::warn`].
@@ -220,100 +201,14 @@ pub enum ApprovalDecision {
 /// policy engine …), type-erased.
 pub type Approval = BoxCloneSyncService<ApprovalRequest, ApprovalDecision, BoxError>;
 
-pub(crate) type PreToolFn =
-    dyn Fn(Arc<ToolCall>, RunContext) -> HookFuture<PreToolUse> + Send + Sync;
-pub(crate) type PostToolFn =
-    dyn Fn(Arc<ToolCall>, Arc<ToolOutput>, RunContext) -> HookFuture<PostToolUse> + Send + Sync;
-pub(crate) type FailureFn = dyn Fn(Arc<ToolCall>, Arc<ToolFailure>, RunContext) -> HookFuture<PostToolUseFailure>
-    + Send
-    + Sync;
-pub(crate) type BeforeModelFn = dyn Fn(ModelRequest) -> HookFuture<BeforeModel> + Send + Sync;
-pub(crate) type AfterModelFn =
-    dyn Fn(ModelResponse, RunContext) -> HookFuture<ModelResponse> + Send + Sync;
-pub(crate) type PromptFn = dyn Fn(Arc<str>, RunContext) -> HookFuture<UserPrompt> + Send + Sync;
-pub(crate) type StopFn = dyn Fn(StopInput, RunContext) -> HookFuture<Stop> + Send + Sync;
-pub(crate) type SessionStartFn =
-    dyn Fn(SessionStartInput, RunContext) -> HookFuture<SessionStart> + Send + Sync;
-pub(crate) type StopFailureFn = dyn Fn(&StopFailureInput, &RunContext) + Send + Sync;
-pub(crate) type SubagentStartFn =
-    dyn Fn(SubagentStartInput, RunContext) -> HookFuture<SubagentStart> + Send + Sync;
-pub(crate) type TaskFn = dyn Fn(TaskInput, RunContext) -> HookFuture<Task> + Send + Sync;
-pub(crate) type InstructionsFn = dyn Fn(&InstructionsInput, &RunContext) + Send + Sync;
-pub(crate) type PostCompactFn = dyn Fn(&PostCompactInput, &RunContext) + Send + Sync;
-pub(crate) type DisplayFn =
-    dyn Fn(MessageDisplayInput, RunContext) -> HookFuture<MessageDisplay> + Send + Sync;
-pub(crate) type SessionEndFn = dyn Fn(&AgentResponse, &RunContext) + Send + Sync;
-pub(crate) type StepFn = dyn Fn(u32, &RunContext) + Send + Sync;
-pub(crate) type NotificationFn = dyn Fn(&Notification, &RunContext) + Send + Sync;
-pub(crate) type RequestFn =
-    dyn Fn(Arc<ToolCall>, RunContext) -> HookFuture<PermissionRequest> + Send + Sync;
-pub(crate) type DeniedFn =
-    dyn Fn(Arc<ToolCall>, Arc<str>, RunContext) -> HookFuture<PermissionDenied> + Send + Sync;
-pub(crate) type BatchFn =
-    dyn Fn(Arc<ToolBatch>, RunContext) -> HookFuture<PostToolBatch> + Send + Sync;
-pub(crate) type ContinueFn = dyn Fn(u32, &RunContext) -> bool + Send + Sync;
-
-#[derive(Clone)]
-enum Callback {
-    PreTool(Arc<PreToolFn>),
-    PostTool(Arc<PostToolFn>),
-    Failure(Arc<FailureFn>),
-    BeforeModel(Arc<BeforeModelFn>),
-    AfterModel(Arc<AfterModelFn>),
-    Prompt(Arc<PromptFn>),
-    Stop(Arc<StopFn>),
-    SubagentStop(Arc<StopFn>),
-    SessionStart(Arc<SessionStartFn>),
-    SessionEnd(Arc<SessionEndFn>),
-    BeforeStep(Arc<StepFn>),
-    AfterStep(Arc<StepFn>),
-    ShouldContinue(Arc<ContinueFn>),
-    Notification(Arc<NotificationFn>),
-    StopFailure(Arc<StopFailureFn>),
-    SubagentStart(Arc<SubagentStartFn>),
-    Task(TaskEvent, Arc<TaskFn>),
-    InstructionsLoaded(Arc<InstructionsFn>),
-    PostCompact(Arc<PostCompactFn>),
-    MessageDisplay(Arc<DisplayFn>),
-    PermissionRequest(Arc<RequestFn>),
-    PermissionDenied(Arc<DeniedFn>),
-    PostToolBatch(Arc<BatchFn>),
-}
-
-impl Callback {
-    fn event(&self) -> &'static str {
-        match self {
-            Callback::PreTool(_) => "before_tool_use",
-            Callback::PostTool(_) => "after_tool_use",
-            Callback::Failure(_) => "on_tool_failure",
-            Callback::BeforeModel(_) => "before_model",
-            Callback::AfterModel(_) => "after_model",
-            Callback::Prompt(_) => "on_user_prompt",
-            Callback::Stop(_) => "on_stop",
-            Callback::SubagentStop(_) => "on_subagent_stop",
-            Callback::SessionStart(_) => "on_session_start",
-            Callback::SessionEnd(_) => "on_session_end",
-            Callback::BeforeStep(_) => "before_step",
-            Callback::AfterStep(_) => "after_step",
-            Callback::ShouldContinue(_) => "should_continue",
-            Callback::Notification(_) => "on_notification",
-            Callback::StopFailure(_) => "on_stop_failure",
-            Callback::SubagentStart(_) => "on_subagent_start",
-            Callback::Task(TaskEvent::Created, _) => "on_task_created",
-            Callback::Task(_, _) => "on_task_completed",
-            Callback::InstructionsLoaded(_) => "on_instructions_loaded",
-            Callback::PostCompact(_) => "on_post_compact",
-            Callback::MessageDisplay(_) => "on_message_display",
-            Callback::PermissionRequest(_) => "on_permission_request",
-            Callback::PermissionDenied(_) => "on_permission_denied",
-            Callback::PostToolBatch(_) => "on_post_tool_batch",
-        }
-    }
-}
+/// Puts a registered hook into its slot of a compiled set, with its matcher.
+type Install = Arc<dyn Fn(&mut HookSlots, &ToolMatcher) + Send + Sync>;
 
 #[derive(Clone)]
 pub(crate) struct Registration {
-    callback: Callback,
+    /// The registration method, for labels.
+    event: &'static str,
+    install: Install,
     matcher: ToolMatcher,
     pub(crate) name: Option<String>,
     pub(crate) priority: i32,
@@ -332,7 +227,7 @@ impl Registration {
 
     /// `#index (event)`, whatever the name.
     pub(crate) fn unnamed_label(&self, index: usize) -> String {
-        format!("#{index} ({})", self.callback.event())
+        format!("#{index} ({})", self.event)
     }
 }
 
@@ -442,9 +337,15 @@ impl<S> Hooks<S> {
         self.with_state(state::Open)
     }
 
-    fn push(mut self, matcher: ToolMatcher, callback: Callback) -> Hooks<state::Added> {
+    fn push(
+        mut self,
+        event: &'static str,
+        matcher: ToolMatcher,
+        install: Install,
+    ) -> Hooks<state::Added> {
         self.registrations.push(Registration {
-            callback,
+            event,
+            install,
             matcher,
             name: None,
             priority: 0,
@@ -520,346 +421,6 @@ impl<S> Hooks<S> {
         self.transcripts.is_some()
     }
 
-    /// PreToolUse: before each matching tool call.
-    pub fn before_tool_use<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(Arc<ToolCall>, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<PreToolUse>,
-    {
-        self.push(
-            matcher.into(),
-            Callback::PreTool(Arc::new(move |c, x| f(c, x).into_hook_future())),
-        )
-    }
-
-    /// PostToolUse: after each matching tool call that succeeded (its output is not an error).
-    pub fn after_tool_use<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(Arc<ToolCall>, Arc<ToolOutput>, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<PostToolUse>,
-    {
-        self.push(
-            matcher.into(),
-            Callback::PostTool(Arc::new(move |c, o, x| f(c, o, x).into_hook_future())),
-        )
-    }
-
-    /// PostToolUseFailure: after each matching tool call that failed or returned an error
-    /// output.
-    pub fn on_tool_failure<F, R>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(Arc<ToolCall>, Arc<ToolFailure>, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<PostToolUseFailure>,
-    {
-        self.push(
-            matcher.into(),
-            Callback::Failure(Arc::new(move |c, e, x| f(c, e, x).into_hook_future())),
-        )
-    }
-
-    /// Before each model call: modify the request or answer in the model's place.
-    pub fn before_model<F, R>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(ModelRequest) -> R + Send + Sync + 'static,
-        R: HookResult<BeforeModel>,
-    {
-        self.push(
-            ToolMatcher::all(),
-            Callback::BeforeModel(Arc::new(move |r| f(r).into_hook_future())),
-        )
-    }
-
-    /// After each model call: modify or replace the response.
-    pub fn after_model<F, R>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(ModelResponse, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<ModelResponse>,
-    {
-        self.push(
-            ToolMatcher::all(),
-            Callback::AfterModel(Arc::new(move |r, x| f(r, x).into_hook_future())),
-        )
-    }
-
-    /// UserPromptSubmit: before the prompt enters the thread.
-    pub fn on_user_prompt<F, R>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(Arc<str>, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<UserPrompt>,
-    {
-        self.push(
-            ToolMatcher::all(),
-            Callback::Prompt(Arc::new(move |p, x| f(p, x).into_hook_future())),
-        )
-    }
-
-    /// Stop: when the agent is about to finish (the model answered without tool calls).
-    pub fn on_stop<F, R>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(StopInput, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<Stop>,
-    {
-        self.push(
-            ToolMatcher::all(),
-            Callback::Stop(Arc::new(move |i, x| f(i, x).into_hook_future())),
-        )
-    }
-
-    /// SubagentStop: when a subagent ([`Agent::into_tool`](crate::Agent::into_tool)) run by
-    /// this agent finishes; the matcher picks subagents by tool name.
-    pub fn on_subagent_stop<F, R>(
-        self,
-        matcher: impl Into<ToolMatcher>,
-        f: F,
-    ) -> Hooks<state::Added>
-    where
-        F: Fn(StopInput, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<Stop>,
-    {
-        self.push(
-            matcher.into(),
-            Callback::SubagentStop(Arc::new(move |i, x| f(i, x).into_hook_future())),
-        )
-    }
-
-    /// SessionStart: once per run, before the setup stages (sources `startup` and
-    /// `resume`; not after a compaction: this hook's context stays in the system prompt for
-    /// the whole run). See [`on_session_start_for`](Self::on_session_start_for) for the
-    /// source and the model.
-    pub fn on_session_start<F, R>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<SessionStart>,
-    {
-        self.push(
-            ToolMatcher::from("startup|resume"),
-            Callback::SessionStart(Arc::new(move |_, x| f(x).into_hook_future())),
-        )
-    }
-
-    /// SessionStart for the sources `matcher` matches (`startup`, `resume`, `compact`; `"*"`
-    /// for all), with the [`SessionStartInput`]. At `startup`/`resume` the contexts go to the
-    /// run's system prompt; at `compact` (right after a compaction) they are added to the
-    /// history after the summary, and a block is ignored (with a warning).
-    pub fn on_session_start_for<F, R>(
-        self,
-        matcher: impl Into<ToolMatcher>,
-        f: F,
-    ) -> Hooks<state::Added>
-    where
-        F: Fn(SessionStartInput, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<SessionStart>,
-    {
-        self.push(
-            matcher.into(),
-            Callback::SessionStart(Arc::new(move |i, x| f(i, x).into_hook_future())),
-        )
-    }
-
-    /// StopFailure: the run ends on a model error (observe only); the matcher picks error
-    /// types ([`StopFailureInput::error`]).
-    pub fn on_stop_failure<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(&StopFailureInput, &RunContext) + Send + Sync + 'static,
-    {
-        self.push(matcher.into(), Callback::StopFailure(Arc::new(f)))
-    }
-
-    /// SubagentStart: a subagent ([`Agent::into_tool`](crate::Agent::into_tool)) of this
-    /// agent is about to run; the matcher picks subagents by name. Contexts start the
-    /// subagent's conversation; it cannot be blocked.
-    pub fn on_subagent_start<F, R>(
-        self,
-        matcher: impl Into<ToolMatcher>,
-        f: F,
-    ) -> Hooks<state::Added>
-    where
-        F: Fn(SubagentStartInput, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<SubagentStart>,
-    {
-        self.push(
-            matcher.into(),
-            Callback::SubagentStart(Arc::new(move |i, x| f(i, x).into_hook_future())),
-        )
-    }
-
-    /// TaskCreated: a `write_todos` call adds a todo; [`Task::Block`] fails the call (the
-    /// list is left unchanged) with feedback for the model.
-    pub fn on_task_created<F, R>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(TaskInput, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<Task>,
-    {
-        self.push(
-            ToolMatcher::all(),
-            Callback::Task(
-                TaskEvent::Created,
-                Arc::new(move |i, x| f(i, x).into_hook_future()),
-            ),
-        )
-    }
-
-    /// TaskCompleted: a `write_todos` call marks a todo done; [`Task::Block`] fails the call
-    /// (the list is left unchanged) with feedback for the model.
-    pub fn on_task_completed<F, R>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(TaskInput, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<Task>,
-    {
-        self.push(
-            ToolMatcher::all(),
-            Callback::Task(
-                TaskEvent::Completed,
-                Arc::new(move |i, x| f(i, x).into_hook_future()),
-            ),
-        )
-    }
-
-    /// InstructionsLoaded: a [`Memory`](crate::builtins::memory::Memory) file was loaded
-    /// (observe only); the matcher is compared with the load reason.
-    pub fn on_instructions_loaded<F>(
-        self,
-        matcher: impl Into<ToolMatcher>,
-        f: F,
-    ) -> Hooks<state::Added>
-    where
-        F: Fn(&InstructionsInput, &RunContext) + Send + Sync + 'static,
-    {
-        self.push(matcher.into(), Callback::InstructionsLoaded(Arc::new(f)))
-    }
-
-    /// PostCompact: the history was compacted (observe only); the matcher is compared with
-    /// the trigger (`auto`, `manual`).
-    pub fn on_post_compact<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(&PostCompactInput, &RunContext) + Send + Sync + 'static,
-    {
-        self.push(matcher.into(), Callback::PostCompact(Arc::new(f)))
-    }
-
-    /// MessageDisplay: each complete assistant message with text; a
-    /// [`MessageDisplay::Replace`] changes what the
-    /// [`AgentEvent::MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event shows
-    /// (replacements chain in order), never the history.
-    pub fn on_message_display<F, R>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(MessageDisplayInput, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<MessageDisplay>,
-    {
-        self.push(
-            ToolMatcher::all(),
-            Callback::MessageDisplay(Arc::new(move |i, x| f(i, x).into_hook_future())),
-        )
-    }
-
-    /// SessionEnd: once per run, after it ended (observe only).
-    pub fn on_session_end<F>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(&AgentResponse, &RunContext) + Send + Sync + 'static,
-    {
-        self.push(ToolMatcher::all(), Callback::SessionEnd(Arc::new(f)))
-    }
-
-    /// Before each step (observe only).
-    pub fn before_step<F>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(u32, &RunContext) + Send + Sync + 'static,
-    {
-        self.push(ToolMatcher::all(), Callback::BeforeStep(Arc::new(f)))
-    }
-
-    /// After each step's tool calls (observe only).
-    pub fn after_step<F>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(u32, &RunContext) + Send + Sync + 'static,
-    {
-        self.push(ToolMatcher::all(), Callback::AfterStep(Arc::new(f)))
-    }
-
-    /// After each step with tool calls: `false` ends the run
-    /// ([`Outcome::Blocked`](crate::agent::Outcome::Blocked)) before the next model call.
-    pub fn should_continue<F>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(u32, &RunContext) -> bool + Send + Sync + 'static,
-    {
-        self.push(ToolMatcher::all(), Callback::ShouldContinue(Arc::new(f)))
-    }
-
-    /// Notification: each warning of a run ([`RunContext::warn`]: a skipped skill, a failed
-    /// summarization, a stop cap reached …), observe only. (The `warning` notifications of
-    /// [`on_notify`](Self::on_notify).)
-    pub fn on_notification<F>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(&str, &RunContext) + Send + Sync + 'static,
-    {
-        self.push(
-            ToolMatcher::new(NOTIFY_WARNING),
-            Callback::Notification(Arc::new(move |n: &Notification, ctx: &RunContext| {
-                f(&n.message, ctx);
-            })),
-        )
-    }
-
-    /// Notification, every type: the matcher picks by `notification_type` —
-    /// `permission_prompt` (the [`Approval`] service is about to be asked, with the message
-    /// and the title `Permission needed`) or `warning` (each [`RunContext::warn`]). Observe
-    /// only; called on the task that notifies: keep it short.
-    pub fn on_notify<F>(self, matcher: impl Into<ToolMatcher>, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(&Notification, &RunContext) + Send + Sync + 'static,
-    {
-        self.push(matcher.into(), Callback::Notification(Arc::new(f)))
-    }
-
-    /// PermissionRequest: a matching call needs approval (a PreToolUse hook answered
-    /// [`PreToolUse::Ask`]); decide in place of the [`Approval`] service. See the
-    /// [module docs](crate::layers::hooks#order-and-merge-rules).
-    pub fn on_permission_request<F, R>(
-        self,
-        matcher: impl Into<ToolMatcher>,
-        f: F,
-    ) -> Hooks<state::Added>
-    where
-        F: Fn(Arc<ToolCall>, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<PermissionRequest>,
-    {
-        self.push(
-            matcher.into(),
-            Callback::PermissionRequest(Arc::new(move |c, x| f(c, x).into_hook_future())),
-        )
-    }
-
-    /// PermissionDenied: the approval path denied a matching call on its own (no
-    /// [`Approval`] service, or it failed) with `reason`. Not called when a PreToolUse or
-    /// PermissionRequest hook denies, nor when the approval service answers `Deny`.
-    pub fn on_permission_denied<F, R>(
-        self,
-        matcher: impl Into<ToolMatcher>,
-        f: F,
-    ) -> Hooks<state::Added>
-    where
-        F: Fn(Arc<ToolCall>, Arc<str>, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<PermissionDenied>,
-    {
-        self.push(
-            matcher.into(),
-            Callback::PermissionDenied(Arc::new(move |c, r, x| f(c, r, x).into_hook_future())),
-        )
-    }
-
-    /// PostToolBatch: once per step with tool calls, after all of them resolved, before the
-    /// next model call.
-    pub fn on_post_tool_batch<F, R>(self, f: F) -> Hooks<state::Added>
-    where
-        F: Fn(Arc<ToolBatch>, RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<PostToolBatch>,
-    {
-        self.push(
-            ToolMatcher::all(),
-            Callback::PostToolBatch(Arc::new(move |b, x| f(b, x).into_hook_future())),
-        )
-    }
-
     /// Resolves the order and compiles the hooks.
     ///
     /// # Errors
@@ -880,34 +441,8 @@ impl<S> Hooks<S> {
             ..HookSetInner::default()
         };
         for i in order {
-            let Registration {
-                callback, matcher, ..
-            } = self.registrations[i].clone();
-            match callback {
-                Callback::PreTool(f) => set.pre_tool.push((matcher, f)),
-                Callback::PostTool(f) => set.post_tool.push((matcher, f)),
-                Callback::Failure(f) => set.failure.push((matcher, f)),
-                Callback::BeforeModel(f) => set.before_model.push(f),
-                Callback::AfterModel(f) => set.after_model.push(f),
-                Callback::Prompt(f) => set.prompt.push(f),
-                Callback::Stop(f) => set.stop.push(f),
-                Callback::SubagentStop(f) => set.subagent_stop.push((matcher, f)),
-                Callback::SessionStart(f) => set.session_start.push((matcher, f)),
-                Callback::StopFailure(f) => set.stop_failure.push((matcher, f)),
-                Callback::SubagentStart(f) => set.subagent_start.push((matcher, f)),
-                Callback::Task(event, f) => set.task.push((event, f)),
-                Callback::InstructionsLoaded(f) => set.instructions.push((matcher, f)),
-                Callback::PostCompact(f) => set.post_compact.push((matcher, f)),
-                Callback::MessageDisplay(f) => set.display.push(f),
-                Callback::SessionEnd(f) => set.session_end.push(f),
-                Callback::BeforeStep(f) => set.before_step.push(f),
-                Callback::AfterStep(f) => set.after_step.push(f),
-                Callback::ShouldContinue(f) => set.should_continue.push(f),
-                Callback::Notification(f) => set.notification.push((matcher, f)),
-                Callback::PermissionRequest(f) => set.permission_request.push((matcher, f)),
-                Callback::PermissionDenied(f) => set.permission_denied.push((matcher, f)),
-                Callback::PostToolBatch(f) => set.post_tool_batch.push(f),
-            }
+            let registration = &self.registrations[i];
+            (registration.install)(&mut set.slots, &registration.matcher);
         }
         Ok(HookSet {
             inner: Arc::new(set),
@@ -919,7 +454,7 @@ impl<S> fmt::Debug for Hooks<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let events: HashMap<&str, usize> =
             self.registrations.iter().fold(HashMap::new(), |mut m, r| {
-                *m.entry(r.callback.event()).or_default() += 1;
+                *m.entry(r.event).or_default() += 1;
                 m
             });
         f.debug_struct("Hooks")
@@ -999,29 +534,8 @@ impl fmt::Debug for HookSet {
 
 #[derive(Default)]
 pub(crate) struct HookSetInner {
-    pub(crate) pre_tool: Vec<(ToolMatcher, Arc<PreToolFn>)>,
-    pub(crate) post_tool: Vec<(ToolMatcher, Arc<PostToolFn>)>,
-    pub(crate) failure: Vec<(ToolMatcher, Arc<FailureFn>)>,
-    pub(crate) before_model: Vec<Arc<BeforeModelFn>>,
-    pub(crate) after_model: Vec<Arc<AfterModelFn>>,
-    pub(crate) prompt: Vec<Arc<PromptFn>>,
-    pub(crate) stop: Vec<Arc<StopFn>>,
-    pub(crate) subagent_stop: Vec<(ToolMatcher, Arc<StopFn>)>,
-    pub(crate) session_start: Vec<(ToolMatcher, Arc<SessionStartFn>)>,
-    pub(crate) stop_failure: Vec<(ToolMatcher, Arc<StopFailureFn>)>,
-    pub(crate) subagent_start: Vec<(ToolMatcher, Arc<SubagentStartFn>)>,
-    pub(crate) task: Vec<(TaskEvent, Arc<TaskFn>)>,
-    pub(crate) instructions: Vec<(ToolMatcher, Arc<InstructionsFn>)>,
-    pub(crate) post_compact: Vec<(ToolMatcher, Arc<PostCompactFn>)>,
-    pub(crate) display: Vec<Arc<DisplayFn>>,
-    pub(crate) session_end: Vec<Arc<SessionEndFn>>,
-    pub(crate) before_step: Vec<Arc<StepFn>>,
-    pub(crate) after_step: Vec<Arc<StepFn>>,
-    pub(crate) should_continue: Vec<Arc<ContinueFn>>,
-    pub(crate) notification: Vec<(ToolMatcher, Arc<NotificationFn>)>,
-    pub(crate) permission_request: Vec<(ToolMatcher, Arc<RequestFn>)>,
-    pub(crate) permission_denied: Vec<(ToolMatcher, Arc<DeniedFn>)>,
-    pub(crate) post_tool_batch: Vec<Arc<BatchFn>>,
+    /// The hooks, a slot per registration method.
+    pub(crate) slots: HookSlots,
     pub(crate) approval: Option<Approval>,
     /// [`Hooks::defer_approvals`].
     pub(crate) defer_approvals: bool,
@@ -1030,10 +544,26 @@ pub(crate) struct HookSetInner {
     order: Vec<String>,
 }
 
+impl std::ops::Deref for HookSetInner {
+    type Target = HookSlots;
+
+    fn deref(&self) -> &HookSlots {
+        &self.slots
+    }
+}
+
 impl HookSetInner {
+    /// The TaskCreated or TaskCompleted hooks.
+    fn task_hooks(&self, event: TaskEvent) -> &[Arc<events::TaskFn>] {
+        match event {
+            TaskEvent::Created => &self.on_task_created,
+            TaskEvent::Completed => &self.on_task_completed,
+        }
+    }
+
     /// Sends `notification` to the Notification hooks matching its type.
     pub(crate) fn notify(&self, notification: &Notification, ctx: &RunContext) {
-        for (m, f) in &self.notification {
+        for (m, f) in &self.on_notify {
             if m.matches_name(notification.notification_type) {
                 f(notification, ctx);
             }
@@ -1058,7 +588,7 @@ impl HookSetInner {
             }
         }
         let mut contexts = Vec::new();
-        for f in &self.post_tool_batch {
+        for f in &self.on_post_tool_batch {
             apply(f(Arc::clone(&batch), ctx.clone()).await, &mut contexts)?;
         }
         Ok(contexts)
@@ -1072,10 +602,10 @@ impl HookSetInner {
         input: StopInput,
         ctx: &RunContext,
     ) -> Option<String> {
-        let hooks: Vec<&Arc<StopFn>> = match subagent {
-            None => self.stop.iter().collect(),
+        let hooks: Vec<&Arc<events::StopFn>> = match subagent {
+            None => self.on_stop.iter().collect(),
             Some(name) => self
-                .subagent_stop
+                .on_subagent_stop
                 .iter()
                 .filter(|(m, _)| m.matches_name(name))
                 .map(|(_, f)| f)
@@ -1097,12 +627,12 @@ impl HookSetInner {
         prompt: String,
         ctx: &RunContext,
     ) -> Result<(String, Vec<String>), String> {
-        if self.prompt.is_empty() {
+        if self.on_user_prompt.is_empty() {
             return Ok((prompt, Vec::new()));
         }
         let mut prompt: Arc<str> = prompt.into();
         let mut contexts = Vec::new();
-        for f in &self.prompt {
+        for f in &self.on_user_prompt {
             match f(Arc::clone(&prompt), ctx.clone()).await {
                 UserPrompt::Continue => {}
                 UserPrompt::Block(reason) => return Err(reason),
@@ -1120,7 +650,7 @@ impl HookSetInner {
         mut input: MessageDisplayInput,
         ctx: &RunContext,
     ) -> String {
-        for f in &self.display {
+        for f in &self.on_message_display {
             if let MessageDisplay::Replace(text) = f(input.clone(), ctx.clone()).await {
                 input.delta = text;
             }
@@ -1138,7 +668,7 @@ impl HookSetInner {
         let mut contexts = Vec::new();
         let source = input.source.as_str();
         for (_, f) in self
-            .session_start
+            .on_session_start_for
             .iter()
             .filter(|(m, _)| m.matches_name(source))
         {
@@ -1158,7 +688,7 @@ impl HookSetInner {
 impl LoopHooks for HookSet {
     fn has_subagent_stop(&self, name: &str) -> bool {
         self.inner
-            .subagent_stop
+            .on_subagent_stop
             .iter()
             .any(|(m, _)| m.matches_name(name))
     }
@@ -1183,11 +713,14 @@ impl LoopHooks for HookSet {
     }
 
     fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
-        self.inner.session_end.iter().for_each(|f| f(response, ctx));
+        self.inner
+            .on_session_end
+            .iter()
+            .for_each(|f| f(response, ctx));
     }
 
     fn stop_failure(&self, input: &StopFailureInput, ctx: &RunContext) {
-        for (m, f) in &self.inner.stop_failure {
+        for (m, f) in &self.inner.on_stop_failure {
             if m.matches_name(input.error) {
                 f(input, ctx);
             }
@@ -1196,7 +729,7 @@ impl LoopHooks for HookSet {
 
     fn has_subagent_start(&self, agent_type: &str) -> bool {
         self.inner
-            .subagent_start
+            .on_subagent_start
             .iter()
             .any(|(m, _)| m.matches_name(agent_type))
     }
@@ -1208,7 +741,7 @@ impl LoopHooks for HookSet {
     ) -> BoxFuture<'a, Vec<String>> {
         Box::pin(async move {
             let mut contexts = Vec::new();
-            for (m, f) in &self.inner.subagent_start {
+            for (m, f) in &self.inner.on_subagent_start {
                 if m.matches_name(&input.agent_type)
                     && let SubagentStart::AddContext(text) = f(input.clone(), ctx.clone()).await
                 {
@@ -1220,7 +753,7 @@ impl LoopHooks for HookSet {
     }
 
     fn has_task(&self, event: TaskEvent) -> bool {
-        self.inner.task.iter().any(|(e, _)| *e == event)
+        !self.inner.task_hooks(event).is_empty()
     }
 
     fn task<'a>(
@@ -1229,10 +762,8 @@ impl LoopHooks for HookSet {
         ctx: &'a RunContext,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            for (event, f) in &self.inner.task {
-                if *event == input.event
-                    && let Task::Block(reason) = f(input.clone(), ctx.clone()).await
-                {
+            for f in self.inner.task_hooks(input.event) {
+                if let Task::Block(reason) = f(input.clone(), ctx.clone()).await {
                     return Err(reason);
                 }
             }
@@ -1241,7 +772,7 @@ impl LoopHooks for HookSet {
     }
 
     fn instructions_loaded(&self, input: &InstructionsInput, ctx: &RunContext) {
-        for (m, f) in &self.inner.instructions {
+        for (m, f) in &self.inner.on_instructions_loaded {
             if m.matches_name(input.load_reason) {
                 f(input, ctx);
             }
@@ -1258,9 +789,9 @@ impl LoopHooks for HookSet {
 
     fn wrap_start(&self, start: BoxStartService) -> Option<BoxStartService> {
         let hooks = &self.inner;
-        let any = !(hooks.session_start.is_empty()
-            && hooks.prompt.is_empty()
-            && hooks.notification.is_empty());
+        let any = !(hooks.on_session_start_for.is_empty()
+            && hooks.on_user_prompt.is_empty()
+            && hooks.on_notify.is_empty());
         any.then(|| BoxStartService::new(self.start_layer().layer(start)))
     }
 
@@ -1268,8 +799,8 @@ impl LoopHooks for HookSet {
         let hooks = &self.inner;
         let any = !hooks.after_step.is_empty()
             || !hooks.should_continue.is_empty()
-            || !hooks.stop.is_empty()
-            || !hooks.post_tool_batch.is_empty();
+            || !hooks.on_stop.is_empty()
+            || !hooks.on_post_tool_batch.is_empty();
         any.then(|| BoxStepService::new(self.step_layer().layer(step)))
     }
 }

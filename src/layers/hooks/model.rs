@@ -173,9 +173,9 @@ impl HookSetInner {
     /// compacted request) PostCompact and SessionStart.
     fn acts_after_model(&self) -> bool {
         !(self.after_model.is_empty()
-            && self.display.is_empty()
-            && self.post_compact.is_empty()
-            && self.session_start.is_empty())
+            && self.on_message_display.is_empty()
+            && self.on_post_compact.is_empty()
+            && self.on_session_start_for.is_empty())
     }
 }
 
@@ -191,7 +191,7 @@ async fn after_model(set: &HookSetInner, mut resp: ModelResponse, after: After) 
     if let Some(compaction) = resp.extensions.get_mut::<Compaction>() {
         compacted(set, compaction, after.model, &ctx).await;
     }
-    if !set.display.is_empty() {
+    if !set.on_message_display.is_empty() {
         let text = resp.message.text();
         if !text.is_empty() {
             let input = MessageDisplayInput {
@@ -220,7 +220,7 @@ async fn compacted(
         trigger: compaction.trigger,
         compact_summary: compaction.summary.clone(),
     };
-    for (m, f) in &set.post_compact {
+    for (m, f) in &set.on_post_compact {
         if m.matches_name(input.trigger) {
             f(&input, ctx);
         }

@@ -94,7 +94,9 @@ where
     fn call(&mut self, start: RunStart) -> Self::Future {
         observe_warnings(&self.set.inner, &start.ctx);
         let hooks = &self.set.inner;
-        if hooks.session_start.is_empty() && (hooks.prompt.is_empty() || start.prompt.is_none()) {
+        if hooks.on_session_start_for.is_empty()
+            && (hooks.on_user_prompt.is_empty() || start.prompt.is_none())
+        {
             return HookStartFuture::call(self.inner.call(start));
         }
         let inner = self.inner.clone();
@@ -133,7 +135,7 @@ async fn prompt_hooks(set: &HookSetInner, mut start: RunStart) -> Result<RunStar
 /// The set's Notification hooks of type `warning` observe the run's warnings.
 fn observe_warnings(set: &Arc<HookSetInner>, ctx: &RunContext) {
     if set
-        .notification
+        .on_notify
         .iter()
         .any(|(m, _)| m.matches_name(NOTIFY_WARNING))
     {

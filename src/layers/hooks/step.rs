@@ -107,10 +107,10 @@ where
         let hooks = &self.set.inner;
         let asynchronous = if end.is_final() {
             after_step(&self.set, &end);
-            !hooks.stop.is_empty()
+            !hooks.on_stop.is_empty()
         } else {
             with_blocks(&end.ctx, self.id, StopBlocks::acted);
-            if hooks.post_tool_batch.is_empty() {
+            if hooks.on_post_tool_batch.is_empty() {
                 if let Some(end_run) = after_step(&self.set, &end) {
                     return HookStepFuture::hooks(std::future::ready(Ok(end_run)));
                 }

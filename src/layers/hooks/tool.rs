@@ -109,9 +109,9 @@ where
         use futures_util::TryFutureExt;
         let set = &self.set;
         let call = &req.call;
-        let wanted = set.pre_tool.iter().any(|(m, _)| m.matches(call))
-            || set.post_tool.iter().any(|(m, _)| m.matches(call))
-            || set.failure.iter().any(|(m, _)| m.matches(call));
+        let wanted = set.before_tool_use.iter().any(|(m, _)| m.matches(call))
+            || set.after_tool_use.iter().any(|(m, _)| m.matches(call))
+            || set.on_tool_failure.iter().any(|(m, _)| m.matches(call));
         if !wanted {
             return HookToolFuture::call(self.inner.call(req));
         }
@@ -123,7 +123,7 @@ where
         let mut call = Arc::new(call);
         let original = Arc::clone(&call);
         let mut pre = PreState::default();
-        for (i, (matcher, f)) in set.pre_tool.iter().enumerate() {
+        for (i, (matcher, f)) in set.before_tool_use.iter().enumerate() {
             if !matcher.matches(&call) {
                 continue;
             }
@@ -154,8 +154,8 @@ where
             return HookToolFuture::hooks(run(set, inner, (original, call), ctx, pre, None));
         }
         let PreState { contexts, .. } = pre;
-        let wants_after = set.post_tool.iter().any(|(m, _)| m.matches(&call))
-            || set.failure.iter().any(|(m, _)| m.matches(&call));
+        let wants_after = set.after_tool_use.iter().any(|(m, _)| m.matches(&call))
+            || set.on_tool_failure.iter().any(|(m, _)| m.matches(&call));
         if !wants_after && contexts.is_empty() {
             let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
             return HookToolFuture::call(self.inner.call(ToolRequest::new(call, ctx)));
@@ -205,9 +205,9 @@ where
             }
             i + 1
         }
-        None => set.pre_tool.len(),
+        None => set.before_tool_use.len(),
     };
-    for (matcher, f) in &set.pre_tool[rest..] {
+    for (matcher, f) in &set.before_tool_use[rest..] {
         if !matcher.matches(&call) {
             continue;
         }
@@ -258,8 +258,8 @@ where
         }
     }
 
-    let wants_after = set.post_tool.iter().any(|(m, _)| m.matches(&call))
-        || set.failure.iter().any(|(m, _)| m.matches(&call));
+    let wants_after = set.after_tool_use.iter().any(|(m, _)| m.matches(&call))
+        || set.on_tool_failure.iter().any(|(m, _)| m.matches(&call));
     if !wants_after && contexts.is_empty() {
         let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
         return inner
@@ -314,7 +314,7 @@ async fn approve(
     contexts: &mut Vec<String>,
 ) -> Approved {
     let mut allowed = false;
-    for (matcher, f) in &set.permission_request {
+    for (matcher, f) in &set.on_permission_request {
         if !matcher.matches(call) {
             continue;
         }
@@ -380,7 +380,7 @@ async fn approve(
         }
     };
     let why: Arc<str> = denied.as_str().into();
-    for (matcher, f) in &set.permission_denied {
+    for (matcher, f) in &set.on_permission_denied {
         if !matcher.matches(call) {
             continue;
         }
@@ -406,7 +406,7 @@ async fn after(
 ) -> Result<ToolOutput, BoxError> {
     match result {
         Ok(mut output) if !output.is_error => {
-            for (matcher, f) in &set.post_tool {
+            for (matcher, f) in &set.after_tool_use {
                 if !matcher.matches(&call) {
                     continue;
                 }
@@ -455,7 +455,7 @@ async fn failure_hooks(
     ctx: &crate::context::RunContext,
     contexts: &mut Vec<String>,
 ) -> Result<(), BoxError> {
-    for (matcher, f) in &set.failure {
+    for (matcher, f) in &set.on_tool_failure {
         if !matcher.matches(call) {
             continue;
         }

@@ -1,0 +1,280 @@
+//! One step of a run: the model's answer, the step stack's decision, a compaction.
+
+use super::super::{
+    AgentEvent, Outcome,
+    hooks::StopFailureInput,
+    step::{StepControl, StepEnd},
+};
+use super::{Run, RunError, Stacks, abort_reason, tools::or_cancel};
+use crate::{
+    context::RunContext,
+    error::{Abort, BoxError, Error, error_chain},
+    message::{Message, Role, StopReason, Usage},
+    model::{BoxModelService, ModelRequest},
+};
+use std::sync::Arc;
+use tower::{Service, ServiceExt};
+
+impl Run<'_> {
+    /// The model's answer to the step's request, or the outcome the run ends with (cancelled,
+    /// a prepare stage or the model failed). The request is made once the model is ready and
+    /// moved into its call at once: a run waiting for its model holds only the model's future.
+    pub(super) async fn answer(
+        &mut self,
+        ctx: &RunContext,
+        stacks: &Stacks,
+        model: &mut BoxModelService,
+    ) -> Result<crate::model::ModelResponse, Outcome> {
+        let model = match or_cancel(ctx, model.ready()).await {
+            None => return Err(Outcome::Cancelled),
+            Some(Ok(model)) => model,
+            Some(Err(err)) => return Err(self.model_failed(err, ctx)),
+        };
+        let request = self.model_request(ctx, stacks)?;
+        match or_cancel(ctx, model.call(request)).await {
+            None => Err(Outcome::Cancelled),
+            Some(Ok(response)) => Ok(response),
+            Some(Err(err)) => Err(self.model_failed(err, ctx)),
+        }
+    }
+
+    /// The outcome of a failed model call: the reason of an [`Abort`] in its chain, else the
+    /// failure (after StopFailure hooks).
+    pub(super) fn model_failed(&mut self, err: BoxError, ctx: &RunContext) -> Outcome {
+        let err = RunError::from(err);
+        let error = match Abort::find(&*err) {
+            Some(abort) => abort.reason().to_owned(),
+            None => {
+                let details = error_chain(&*err);
+                if let Some(hooks) = &self.inner.hooks {
+                    let input = StopFailureInput::from_error(details.clone());
+                    hooks.stop_failure(&input, ctx);
+                }
+                format!("model call failed: {details}")
+            }
+        };
+        self.error = Some(err);
+        Outcome::Aborted { error }
+    }
+
+    /// The step's model request: the history, the tools, the settings, the context of setup,
+    /// then the prepare stages; `Err` (the run aborts) if a stage fails.
+    pub(super) fn model_request(
+        &self,
+        ctx: &RunContext,
+        stacks: &Stacks,
+    ) -> Result<ModelRequest, Outcome> {
+        let inner = self.inner;
+        let mut request = ModelRequest {
+            messages: self.history.clone(),
+            tools: Arc::clone(&stacks.specs),
+            settings: inner.settings.clone(),
+            ctx: ctx.clone(),
+        };
+        if let Some(text) = &stacks.system_context {
+            request.append_system(text);
+        }
+        for stage in &inner.prepares {
+            if let Err(err) = stage.prepare(&mut request) {
+                let error = format!("prepare stage failed: {}", error_chain(&*err));
+                return Err(Outcome::Aborted { error });
+            }
+        }
+        Ok(request)
+    }
+
+    /// Phase "step": prepare stages, the model call, then the stop phase (no tool calls) or
+    /// the tools phase. `Some(outcome)` ends the run.
+    pub(super) async fn step(
+        &mut self,
+        step: u32,
+        stacks: &Stacks,
+        model: &mut BoxModelService,
+    ) -> Result<Option<Outcome>, Error> {
+        let inner = self.inner;
+        if self.ctx.is_cancelled() || inner.shutdown.is_cancelled() {
+            return Ok(Some(Outcome::Cancelled));
+        }
+        let ctx = self.ctx.with_step(step);
+        self.steps = step + 1;
+        self.guard.steps = self.steps;
+        ctx.emit_with(|| AgentEvent::StepStart { step });
+        let response = match self.answer(&ctx, stacks, model).await {
+            Ok(response) => response,
+            Err(outcome) => return Ok(Some(outcome)),
+        };
+        // Taken apart (and the rest dropped) at once: only what is used after the awaits
+        // below stays in this future.
+        let (mut message, usage, ending, mut extensions) = message_and_usage(response);
+        if let Some(usage) = usage {
+            self.usage += usage;
+            self.guard.usage = self.usage;
+        }
+        if let Some(compaction) = extensions.remove::<crate::context::Compaction>() {
+            self.compacted(compaction, &ctx);
+        }
+        message.role = Role::Assistant;
+        // Ids are unique within the thread: the history only grows.
+        let position = self.history.len();
+        for (i, call) in message.tool_calls.iter_mut().enumerate() {
+            if call.id.is_empty() {
+                call.id = format!("call_{position}_{i}");
+            }
+        }
+        ctx.emit_with(|| AgentEvent::ModelResponse {
+            step,
+            message: message.clone(),
+            usage,
+        });
+        // The text a model layer (MessageDisplay hooks) decided to display for it.
+        if let Some(crate::model::Display(text)) = extensions.remove() {
+            ctx.emit_with(|| AgentEvent::MessageDisplay { step, text });
+        }
+        if message.tool_calls.is_empty() {
+            self.history.push(message);
+            // In the transcript before Stop hooks read it.
+            self.transcribe();
+            match ending {
+                // Anthropic's documented continuation: the paused answer goes back as it is
+                // and the model is called again (a new step, so `max_steps` bounds it).
+                Some(Ending::Pause) => {
+                    self.save().await?;
+                    Ok(None)
+                }
+                Some(Ending::Refusal(refusal)) => Ok(Some(Outcome::Refused { refusal })),
+                None => self.stop(&ctx).await,
+            }
+        } else {
+            // Boxed: the calls' futures are the largest state of a step, and a run spends its
+            // time waiting for its model, whose state is small.
+            Box::pin(self.tools(&ctx, message, &stacks.tools)).await
+        }
+    }
+
+    /// Phase "stop": the model answered without tool calls; the step stack (Stop hooks)
+    /// decides whether the run is finished or goes on with feedback.
+    pub(super) async fn stop(&mut self, ctx: &RunContext) -> Result<Option<Outcome>, Error> {
+        if self.inner.step.is_none() {
+            return Ok(Some(Outcome::Finished));
+        }
+        let message = self.history.last_shared().expect("the final answer");
+        let end = StepEnd::new(ctx.clone(), message, Arc::default());
+        match self.step_control(end, ctx).await {
+            Ok(StepControl::Resume { feedback }) => {
+                self.history.push(Message::user(feedback));
+                self.save().await?;
+                Ok(None)
+            }
+            Ok(StepControl::End { reason }) => Ok(Some(Outcome::Blocked { reason })),
+            Ok(_) => Ok(Some(Outcome::Finished)),
+            Err(outcome) => Ok(Some(outcome)),
+        }
+    }
+
+    /// The step stack at the end of a step with tool calls: its contexts join the history;
+    /// `Some` if it ends the run.
+    pub(super) async fn end_step(
+        &mut self,
+        message: Arc<Message>,
+        batch: super::super::ToolBatch,
+        ctx: &RunContext,
+    ) -> Option<Outcome> {
+        let end = StepEnd::new(ctx.clone(), message, Arc::new(batch));
+        let context = match self.step_control(end, ctx).await {
+            Ok(StepControl::Proceed { context }) => context,
+            Ok(StepControl::Resume { feedback }) => vec![feedback],
+            Ok(StepControl::End { reason }) => {
+                self.history.push(Message::hook_context([&reason]));
+                return Some(Outcome::Blocked { reason });
+            }
+            Err(outcome) => return Some(outcome),
+        };
+        if !context.is_empty() {
+            self.history.push(Message::hook_context(&context));
+        }
+        None
+    }
+
+    /// Calls the step stack (there is one) with `end`; `Err` with the run's outcome if it
+    /// failed or the run was cancelled.
+    pub(super) async fn step_control(
+        &mut self,
+        end: StepEnd,
+        ctx: &RunContext,
+    ) -> Result<StepControl, Outcome> {
+        let stack = self.inner.step.clone().expect("called with a step stack");
+        match or_cancel(ctx, stack.oneshot(end)).await {
+            None => Err(Outcome::Cancelled),
+            Some(Ok(control)) => Ok(control),
+            Some(Err(err)) => {
+                let err = RunError::from(err);
+                let error = abort_reason(&err);
+                self.error = Some(err);
+                Err(Outcome::Aborted { error })
+            }
+        }
+    }
+
+    /// Applies a compaction a model layer reported (the hooks on it ran in the model stack).
+    pub(super) fn compacted(&mut self, c: crate::context::Compaction, ctx: &RunContext) {
+        self.apply_compaction(c, ctx.step());
+    }
+
+    /// The model named by the agent's settings.
+    pub(super) fn model_name(&self) -> Option<String> {
+        self.inner.settings.model.as_deref().map(str::to_owned)
+    }
+
+    /// Whether the compaction was applied.
+    pub(super) fn apply_compaction(&mut self, c: crate::context::Compaction, step: u32) -> bool {
+        let range = c.range.clone();
+        if range.start > range.end || !self.history.shares_range(&c.source, range.clone()) {
+            tracing::warn!(
+                ?range,
+                "compaction skipped: the history changed since it was computed"
+            );
+            return false;
+        }
+        let (replaced, replacement) = (range.len(), c.replacement.len());
+        if self.transcribed >= range.end {
+            self.transcribed = self.transcribed - range.len() + replacement;
+        }
+        self.history.splice(range, c.replacement);
+        self.ctx.emit_with(|| AgentEvent::Compacted {
+            step,
+            replaced,
+            replacement,
+        });
+        true
+    }
+}
+
+/// A response's message and usage; the rest (its metadata) is dropped here.
+pub(super) fn message_and_usage(
+    response: crate::model::ModelResponse,
+) -> (Message, Option<Usage>, Option<Ending>, ::http::Extensions) {
+    let ending = match response.stop_reason {
+        StopReason::PauseTurn => Some(Ending::Pause),
+        StopReason::Refusal => Some(Ending::Refusal(
+            response
+                .meta
+                .refusal
+                .unwrap_or_else(|| response.message.text().into_owned()),
+        )),
+        _ => None,
+    };
+    (
+        response.message,
+        response.usage,
+        ending,
+        response.extensions,
+    )
+}
+
+/// A stop reason the loop acts on.
+pub(super) enum Ending {
+    /// `pause_turn`: call the model again with the paused answer.
+    Pause,
+    /// The model refused, saying this.
+    Refusal(String),
+}

@@ -1,0 +1,521 @@
+//! The event list, written once.
+//!
+//! One table, [`hook_events!`] below, names every event: its settings name, where it fires,
+//! what a hook can do there, the default timeout of a command handler, which protocol fields it
+//! has, and the Rust registration methods of [`Hooks`]. From it come the [`HookEvent`] enum
+//! (the names settings files use), the registration methods and the storage of a compiled
+//! [`HookSet`](super::HookSet), and the events' table in the docs (`hook_table!`, shown in
+//! the [module docs](super) and the [hooks guide](crate::guide::hooks)).
+//!
+//! Adding an event is one entry here, its typed input and output next to where it fires, the
+//! firing point (a layer), and its translation for command hooks in `command::events`.
+
+use std::{fmt, sync::Arc, time::Duration};
+
+use super::{
+    BeforeModel, HookFuture, HookResult, Hooks, InstructionsInput, MessageDisplay,
+    MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput,
+    PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse, SessionStart, SessionStartInput,
+    Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskInput,
+    ToolBatch, ToolFailure, UserPrompt, state,
+};
+use crate::{
+    agent::AgentResponse,
+    context::RunContext,
+    layers::matcher::ToolMatcher,
+    message::{ToolCall, ToolOutput},
+    model::{ModelRequest, ModelResponse},
+};
+
+/// The type of a stored hook: a deciding hook answers a future of its decision; an observer
+/// answers at once.
+macro_rules! hook_fn {
+    (decide [$($ty:ty),*] $out:ty) => {
+        dyn Fn($($ty),*) -> HookFuture<$out> + Send + Sync
+    };
+    (observe [$($ty:ty),*] $out:ty) => {
+        dyn Fn($($ty),*) -> $out + Send + Sync
+    };
+}
+
+/// The type of a stored TaskCreated / TaskCompleted hook.
+pub(crate) type TaskFn = hook_fn!(decide [TaskInput, RunContext] Task);
+
+/// The type of a stored Stop / SubagentStop hook.
+pub(crate) type StopFn = hook_fn!(decide [StopInput, RunContext] Stop);
+
+/// A slot of compiled hooks: with their matchers where the registration takes one.
+macro_rules! hook_slot {
+    ([$m:ident] $f:ty) => { Vec<(ToolMatcher, Arc<$f>)> };
+    ([] $f:ty) => { Vec<Arc<$f>> };
+}
+
+/// One registration method of [`Hooks`].
+macro_rules! hook_method {
+    (decide [$(#[doc = $doc:literal])*] $method:ident [$($matcher:ident)?]
+        [$($arg:ident : $ty:ty),*] $out:ty) => {
+        $(#[doc = $doc])*
+        pub fn $method<F, R>(self, $($matcher: impl Into<ToolMatcher>,)? f: F) -> Hooks<state::Added>
+        where
+            F: Fn($($ty),*) -> R + Send + Sync + 'static,
+            R: HookResult<$out>,
+        {
+            let f: Arc<hook_fn!(decide [$($ty),*] $out)> =
+                Arc::new(move |$($arg),*| f($($arg),*).into_hook_future());
+            let matcher = hook_method!(@matcher $($matcher)?);
+            self.push(stringify!($method), matcher, Arc::new(move |slots: &mut HookSlots, m: &ToolMatcher| {
+                slots.$method.push(hook_method!(@item [$($matcher)?] m f));
+            }))
+        }
+    };
+    (observe [$(#[doc = $doc:literal])*] $method:ident [$($matcher:ident)?]
+        [$($arg:ident : $ty:ty),*] $out:ty) => {
+        $(#[doc = $doc])*
+        pub fn $method<F>(self, $($matcher: impl Into<ToolMatcher>,)? f: F) -> Hooks<state::Added>
+        where
+            F: Fn($($ty),*) -> $out + Send + Sync + 'static,
+        {
+            let f: Arc<hook_fn!(observe [$($ty),*] $out)> = Arc::new(f);
+            let matcher = hook_method!(@matcher $($matcher)?);
+            self.push(stringify!($method), matcher, Arc::new(move |slots: &mut HookSlots, m: &ToolMatcher| {
+                slots.$method.push(hook_method!(@item [$($matcher)?] m f));
+            }))
+        }
+    };
+    (@matcher $matcher:ident) => { $matcher.into() };
+    (@matcher) => { ToolMatcher::all() };
+    (@item [$matcher:ident] $m:ident $f:ident) => { ($m.clone(), $f.clone()) };
+    (@item [] $m:ident $f:ident) => {{ let _ = $m; $f.clone() }};
+}
+
+/// The table. Each event: its doc line; `fires` (the level, and when), `can` (what a hook
+/// decides there), `timeout` (of a command handler that sets none, ms), `tool_input` (the
+/// input has `tool_name`/`tool_input`: `if` rules apply), `matcher` (settings matchers
+/// apply); then its Rust registration methods, each `fn name(matcher?; args) -> kind Output`.
+/// The `rust` section: registration methods of no settings event.
+macro_rules! hook_events {
+    (
+        events {
+            $(
+                $(#[doc = $edoc:literal])*
+                $Event:ident {
+                    fires: $fires:literal,
+                    can: $can:literal,
+                    timeout: $timeout:expr,
+                    tool_input: $tool_input:literal,
+                    matcher: $has_matcher:literal,
+                    $(
+                        $(#[doc = $doc:literal])*
+                        fn $method:ident($($matcher:ident)? ; $($arg:ident : $ty:ty),*) -> $kind:ident $out:ty;
+                    )*
+                }
+            )*
+        }
+        rust {
+            $(
+                $rlabel:literal {
+                    fires: $rfires:literal,
+                    can: $rcan:literal,
+                    $(
+                        $(#[doc = $rdoc:literal])*
+                        fn $rmethod:ident($($rmatcher:ident)? ; $($rarg:ident : $rty:ty),*) -> $rkind:ident $rout:ty;
+                    )*
+                }
+            )*
+        }
+    ) => {
+        /// The events' table, as Markdown, for the docs.
+        macro_rules! hook_table {
+            () => {
+                concat!(
+                    "| Event | Fires | Rust hook | Can |\n|---|---|---|---|\n",
+                    $(
+                        "| ", stringify!($Event), " | ", $fires, " | ",
+                        $( "[`", stringify!($method), "`](crate::layers::hooks::Hooks::", stringify!($method), ") ", )*
+                        " | ", $can, " |\n",
+                    )*
+                    $(
+                        "| ", $rlabel, " (Rust only) | ", $rfires, " | ",
+                        $( "[`", stringify!($rmethod), "`](crate::layers::hooks::Hooks::", stringify!($rmethod), ") ", )*
+                        " | ", $rcan, " |\n",
+                    )*
+                )
+            };
+        }
+        pub(crate) use hook_table;
+
+        /// The events of hooks, by the names settings files use (`hook_event_name` in a
+        /// command hook's input).
+        ///
+        /// [`HookEvent::parse`] also accepts the Gemini CLI names `BeforeModel` /
+        /// `AfterModel` (which are the names here) and the short aliases `agent-start`
+        /// (SessionStart), `step-start` (BeforeModel), `tool-call-start` (PreToolUse),
+        /// `tool-call-end` (PostToolUse) and `agent-stop` (Stop).
+        ///
+        #[doc = hook_table!()]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum HookEvent {
+            $( $(#[doc = $edoc])* $Event, )*
+        }
+
+        impl HookEvent {
+            /// Every event, in the order of this enum.
+            pub const ALL: [HookEvent; [$(HookEvent::$Event),*].len()] = [$(HookEvent::$Event),*];
+
+            /// The protocol name (`hook_event_name` in a hook's input).
+            pub const fn name(self) -> &'static str {
+                match self { $( HookEvent::$Event => stringify!($Event), )* }
+            }
+
+            /// Where the event fires: the level of the agent whose layer fires it, and when.
+            pub const fn fires(self) -> &'static str {
+                match self { $( HookEvent::$Event => $fires, )* }
+            }
+
+            /// What a hook of this event can do.
+            pub const fn can(self) -> &'static str {
+                match self { $( HookEvent::$Event => $can, )* }
+            }
+
+            /// The names of the [`Hooks`] methods that register a Rust hook for this event.
+            pub const fn methods(self) -> &'static [&'static str] {
+                match self { $( HookEvent::$Event => &[$(stringify!($method)),*], )* }
+            }
+
+            /// The timeout of a `command`, `http` or `mcp_tool` handler that sets none, as in
+            /// the Claude Code hooks reference: 30 s for UserPromptSubmit, 10 s for
+            /// MessageDisplay, 1.5 s for SessionEnd (whose handlers share one budget, see
+            /// [`SESSION_END_MAX_BUDGET`](crate::command::SESSION_END_MAX_BUDGET)), else 600 s.
+            pub const fn default_timeout(self) -> Duration {
+                match self { $( HookEvent::$Event => Duration::from_millis($timeout), )* }
+            }
+
+            /// The events whose input has `tool_name` / `tool_input`, where `if` rules apply.
+            pub(crate) const fn is_tool_event(self) -> bool {
+                match self { $( HookEvent::$Event => $tool_input, )* }
+            }
+
+            /// Whether settings matchers apply; other events ignore them, as in the protocol.
+            pub(crate) const fn has_matcher(self) -> bool {
+                match self { $( HookEvent::$Event => $has_matcher, )* }
+            }
+        }
+
+
+        /// A compiled [`HookSet`](super::HookSet)'s hooks, a slot per registration method,
+        /// each in the resolved order.
+        #[derive(Default)]
+        pub(crate) struct HookSlots {
+            $( $( pub(crate) $method: hook_slot!([$($matcher)?] hook_fn!($kind [$($ty),*] $out)), )* )*
+            $( $( pub(crate) $rmethod: hook_slot!([$($rmatcher)?] hook_fn!($rkind [$($rty),*] $rout)), )* )*
+        }
+
+        /// The registration methods, one per row of the table.
+        impl<S> Hooks<S> {
+            $( $( hook_method!($kind [$(#[doc = $doc])*] $method [$($matcher)?] [$($arg : $ty),*] $out); )* )*
+            $( $( hook_method!($rkind [$(#[doc = $rdoc])*] $rmethod [$($rmatcher)?] [$($rarg : $rty),*] $rout); )* )*
+        }
+    };
+}
+
+hook_events! {
+    events {
+        /// Before a tool call: allow, deny, ask, rewrite the input.
+        PreToolUse {
+            fires: "tool: before the call",
+            can: "allow, deny, ask, defer, rewrite the arguments, add context, abort the run",
+            timeout: 600_000, tool_input: true, matcher: true,
+            /// PreToolUse: before each matching tool call.
+            fn before_tool_use(matcher; call: Arc<ToolCall>, ctx: RunContext) -> decide PreToolUse;
+        }
+        /// After a tool call that succeeded: add context, replace the output.
+        PostToolUse {
+            fires: "tool: after a call that succeeded",
+            can: "replace the output, add context next to it, abort the run",
+            timeout: 600_000, tool_input: true, matcher: true,
+            /// PostToolUse: after each matching tool call that succeeded (its output is not
+            /// an error).
+            fn after_tool_use(matcher; call: Arc<ToolCall>, output: Arc<ToolOutput>, ctx: RunContext) -> decide PostToolUse;
+        }
+        /// After a tool call that failed: add context.
+        PostToolUseFailure {
+            fires: "tool: after a call that failed",
+            can: "add context next to the error, abort the run",
+            timeout: 600_000, tool_input: true, matcher: true,
+            /// PostToolUseFailure: after each matching tool call that failed or returned an
+            /// error output.
+            fn on_tool_failure(matcher; call: Arc<ToolCall>, failure: Arc<ToolFailure>, ctx: RunContext) -> decide PostToolUseFailure;
+        }
+        /// Before the prompt enters the thread: block, add context.
+        UserPromptSubmit {
+            fires: "start: before the prompt enters the thread",
+            can: "block (the run ends `Blocked`), add context, rewrite the prompt",
+            timeout: 30_000, tool_input: false, matcher: false,
+            /// UserPromptSubmit: before the prompt enters the thread.
+            fn on_user_prompt(; prompt: Arc<str>, ctx: RunContext) -> decide UserPrompt;
+        }
+        /// When the agent is about to finish: make it go on.
+        Stop {
+            fires: "step: the model answered without tool calls",
+            can: "finish, or continue with feedback",
+            timeout: 600_000, tool_input: false, matcher: false,
+            /// Stop: when the agent is about to finish (the model answered without tool
+            /// calls).
+            fn on_stop(; input: StopInput, ctx: RunContext) -> decide Stop;
+        }
+        /// When a subagent is about to finish: send it back to work.
+        SubagentStop {
+            fires: "tool: inside a subagent's call, as it finishes",
+            can: "send the subagent back to work",
+            timeout: 600_000, tool_input: false, matcher: true,
+            /// SubagentStop: when a subagent ([`Agent::into_tool`](crate::Agent::into_tool))
+            /// run by this agent finishes; the matcher picks subagents by tool name.
+            fn on_subagent_stop(matcher; input: StopInput, ctx: RunContext) -> decide Stop;
+        }
+        /// Once per run, before anything else: add context, stop the run.
+        SessionStart {
+            fires: "start: `startup`, `resume`; model: `compact`, on the answer of a compacted request",
+            can: "add context (the run's system prompt; after the summary at `compact`), block (the run ends `Blocked`)",
+            timeout: 600_000, tool_input: false, matcher: true,
+            /// SessionStart for the sources `matcher` matches (`startup`, `resume`, `compact`;
+            /// `"*"` for all), with the [`SessionStartInput`]. At `startup`/`resume` the
+            /// contexts go to the run's system prompt; at `compact` (right after a
+            /// compaction) they are added to the history after the summary, and a block is
+            /// ignored (with a warning). [`on_session_start`](Self::on_session_start) is the
+            /// short form for `startup|resume`.
+            fn on_session_start_for(matcher; input: SessionStartInput, ctx: RunContext) -> decide SessionStart;
+        }
+        /// Once per run, after it ended: observe.
+        SessionEnd {
+            fires: "run end: the loop, as the run ends (also a run whose future is dropped)",
+            can: "observe; reason: [`session_end_reason`](crate::agent::session_end_reason)",
+            timeout: 1_500, tool_input: false, matcher: true,
+            /// SessionEnd: once per run, after it ended (observe only).
+            fn on_session_end(; response: &AgentResponse, ctx: &RunContext) -> observe ();
+        }
+        /// Before the summarize layer compacts the history: veto.
+        PreCompact {
+            fires: "model: in the summarize layer, before it compacts",
+            can: "veto the compaction ([`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact))",
+            timeout: 600_000, tool_input: false, matcher: true,
+        }
+        /// Each warning of a run: observe.
+        Notification {
+            fires: "start: an observer set for the run; called where a warning or a permission prompt is raised",
+            can: "observe, by `notification_type` (`warning`, `permission_prompt`)",
+            timeout: 600_000, tool_input: false, matcher: true,
+            /// Notification, every type: the matcher picks by `notification_type` —
+            /// `permission_prompt` (the [`Approval`](super::Approval) service is about to be
+            /// asked, with the message and the title `Permission needed`) or `warning` (each
+            /// [`RunContext::warn`]). Observe only; called on the task that notifies: keep it
+            /// short. [`on_notification`](Self::on_notification) is the short form for
+            /// warnings.
+            fn on_notify(matcher; notification: &Notification, ctx: &RunContext) -> observe ();
+        }
+        /// Before each model call: replace the request, or answer in the model's place.
+        BeforeModel {
+            fires: "model: before each call",
+            can: "modify the request, or answer without calling the model",
+            timeout: 600_000, tool_input: false, matcher: false,
+            /// Before each model call: modify the request or answer in the model's place.
+            fn before_model(; request: ModelRequest) -> decide BeforeModel;
+        }
+        /// After each model call: replace the response.
+        AfterModel {
+            fires: "model: after each call",
+            can: "modify or replace the response",
+            timeout: 600_000, tool_input: false, matcher: false,
+            /// After each model call: modify or replace the response.
+            fn after_model(; response: ModelResponse, ctx: RunContext) -> decide ModelResponse;
+        }
+        /// A subagent is about to run: add context to its conversation.
+        SubagentStart {
+            fires: "tool: inside a subagent's call, before it runs",
+            can: "add context to the subagent's conversation",
+            timeout: 600_000, tool_input: false, matcher: true,
+            /// SubagentStart: a subagent ([`Agent::into_tool`](crate::Agent::into_tool)) of
+            /// this agent is about to run; the matcher picks subagents by name. Contexts start
+            /// the subagent's conversation; it cannot be blocked.
+            fn on_subagent_start(matcher; input: SubagentStartInput, ctx: RunContext) -> decide SubagentStart;
+        }
+        /// `write_todos` adds a todo: block it.
+        TaskCreated {
+            fires: "tool: inside `write_todos`, for each todo it adds",
+            can: "block the call with feedback (the list is left unchanged)",
+            timeout: 600_000, tool_input: false, matcher: false,
+            /// TaskCreated: a `write_todos` call adds a todo; [`Task::Block`] fails the call
+            /// (the list is left unchanged) with feedback for the model.
+            fn on_task_created(; input: TaskInput, ctx: RunContext) -> decide Task;
+        }
+        /// `write_todos` marks a todo done: block it.
+        TaskCompleted {
+            fires: "tool: inside `write_todos`, for each todo it marks done",
+            can: "block the call with feedback (the list is left unchanged)",
+            timeout: 600_000, tool_input: false, matcher: false,
+            /// TaskCompleted: a `write_todos` call marks a todo done; [`Task::Block`] fails
+            /// the call (the list is left unchanged) with feedback for the model.
+            fn on_task_completed(; input: TaskInput, ctx: RunContext) -> decide Task;
+        }
+        /// The run ends on a model error: observe.
+        StopFailure {
+            fires: "run end: the run ends on a model error",
+            can: "observe; the matcher picks error types",
+            timeout: 600_000, tool_input: false, matcher: true,
+            /// StopFailure: the run ends on a model error (observe only); the matcher picks
+            /// error types ([`StopFailureInput::error`]).
+            fn on_stop_failure(matcher; input: &StopFailureInput, ctx: &RunContext) -> observe ();
+        }
+        /// A memory file was loaded: observe.
+        InstructionsLoaded {
+            fires: "tool: a memory file was loaded (the memory built-in)",
+            can: "observe; the matcher picks load reasons",
+            timeout: 600_000, tool_input: false, matcher: true,
+            /// InstructionsLoaded: a [`Memory`](crate::builtins::memory::Memory) file was
+            /// loaded (observe only); the matcher is compared with the load reason.
+            fn on_instructions_loaded(matcher; input: &InstructionsInput, ctx: &RunContext) -> observe ();
+        }
+        /// An assistant message with text is complete: replace what is displayed.
+        MessageDisplay {
+            fires: "model: each complete assistant message with text",
+            can: "replace the text of the [`MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event (display only)",
+            timeout: 10_000, tool_input: false, matcher: false,
+            /// MessageDisplay: each complete assistant message with text; a
+            /// [`MessageDisplay::Replace`] changes what the
+            /// [`AgentEvent::MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event
+            /// shows (replacements chain in order), never the history.
+            fn on_message_display(; input: MessageDisplayInput, ctx: RunContext) -> decide MessageDisplay;
+        }
+        /// The history was compacted: observe.
+        PostCompact {
+            fires: "model: on the answer of a compacted request",
+            can: "observe the compaction (its summary); the matcher picks the trigger",
+            timeout: 600_000, tool_input: false, matcher: true,
+            /// PostCompact: the history was compacted (observe only); the matcher is compared
+            /// with the trigger (`auto`, `manual`).
+            fn on_post_compact(matcher; input: &PostCompactInput, ctx: &RunContext) -> observe ();
+        }
+        /// When a call needs approval (a PreToolUse `ask`), before the
+        /// [`Approval`](crate::layers::hooks::Approval) service: allow or deny in its place.
+        PermissionRequest {
+            fires: "tool: a call needs approval, before the [`Approval`](crate::layers::hooks::Approval) service",
+            can: "allow (maybe with new arguments) or deny in the service's place",
+            timeout: 600_000, tool_input: true, matcher: true,
+            /// PermissionRequest: a matching call needs approval (a PreToolUse hook answered
+            /// [`PreToolUse::Ask`]); decide in place of the [`Approval`](super::Approval)
+            /// service. See the [module docs](crate::layers::hooks#order-and-merge-rules).
+            fn on_permission_request(matcher; call: Arc<ToolCall>, ctx: RunContext) -> decide PermissionRequest;
+        }
+        /// When the approval path denies a call on its own (no approval service, or it failed):
+        /// observe, or tell the model it may retry.
+        PermissionDenied {
+            fires: "tool: the approval path denied a call on its own",
+            can: "tell the model it may retry",
+            timeout: 600_000, tool_input: true, matcher: true,
+            /// PermissionDenied: the approval path denied a matching call on its own (no
+            /// [`Approval`](super::Approval) service, or it failed) with `reason`. Not called
+            /// when a PreToolUse or PermissionRequest hook denies, nor when the approval
+            /// service answers `Deny`.
+            fn on_permission_denied(matcher; call: Arc<ToolCall>, reason: Arc<str>, ctx: RunContext) -> decide PermissionDenied;
+        }
+        /// After every call of a step resolved, before the next model call: add context, stop
+        /// the loop.
+        PostToolBatch {
+            fires: "step: after every call of a step resolved, before the next model call",
+            can: "add context before the next model call, stop the loop",
+            timeout: 600_000, tool_input: false, matcher: false,
+            /// PostToolBatch: once per step with tool calls, after all of them resolved,
+            /// before the next model call.
+            fn on_post_tool_batch(; batch: Arc<ToolBatch>, ctx: RunContext) -> decide PostToolBatch;
+        }
+        /// An MCP server asks the user for input during a tool call, before the
+        /// [`Elicitation`](crate::mcp::client::Elicitation) service: answer in its place, or
+        /// decline. Fired by
+        /// [`CommandHooks::elicitation_layer`](crate::command::CommandHooks::elicitation_layer)
+        /// (feature `mcp`).
+        Elicitation {
+            fires: "tool: an MCP server asks for input during a call (command hooks' elicitation layer)",
+            can: "answer in the user's place, or decline",
+            timeout: 600_000, tool_input: false, matcher: true,
+        }
+        /// After the user answered an MCP elicitation: override the answer, or decline. Fired
+        /// by [`CommandHooks::elicitation_layer`](crate::command::CommandHooks::elicitation_layer)
+        /// (feature `mcp`).
+        ElicitationResult {
+            fires: "tool: after the user answered an MCP elicitation (command hooks' elicitation layer)",
+            can: "override the answer, or decline",
+            timeout: 600_000, tool_input: false, matcher: true,
+        }
+    }
+    rust {
+        "step start" {
+            fires: "model: before each model call",
+            can: "observe",
+            /// Before each step (observe only).
+            fn before_step(; step: u32, ctx: &RunContext) -> observe ();
+        }
+        "step end" {
+            fires: "step: after each step's tool calls",
+            can: "observe; `should_continue` returning `false` ends the run (`Blocked`) before the next model call",
+            /// After each step's tool calls (observe only).
+            fn after_step(; step: u32, ctx: &RunContext) -> observe ();
+            /// After each step with tool calls: `false` ends the run
+            /// ([`Outcome::Blocked`](crate::agent::Outcome::Blocked)) before the next model
+            /// call.
+            fn should_continue(; step: u32, ctx: &RunContext) -> observe bool;
+        }
+    }
+}
+
+impl HookEvent {
+    /// The event of a protocol name or an alias (see the type docs).
+    pub fn parse(name: &str) -> Option<HookEvent> {
+        let alias = match name {
+            "agent-start" => Some(HookEvent::SessionStart),
+            "step-start" => Some(HookEvent::BeforeModel),
+            "tool-call-start" => Some(HookEvent::PreToolUse),
+            "tool-call-end" => Some(HookEvent::PostToolUse),
+            "agent-stop" => Some(HookEvent::Stop),
+            _ => None,
+        };
+        alias.or_else(|| Self::ALL.into_iter().find(|e| e.name() == name))
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for HookEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The short forms of a registration method of the table.
+impl<S> Hooks<S> {
+    /// SessionStart: once per run, before the setup stages (sources `startup` and `resume`;
+    /// not after a compaction: this hook's context stays in the system prompt for the whole
+    /// run). See [`on_session_start_for`](Self::on_session_start_for) for the source and the
+    /// model.
+    pub fn on_session_start<F, R>(self, f: F) -> Hooks<state::Added>
+    where
+        F: Fn(RunContext) -> R + Send + Sync + 'static,
+        R: HookResult<SessionStart>,
+    {
+        self.on_session_start_for("startup|resume", move |_, ctx| f(ctx))
+    }
+
+    /// Notification: each warning of a run ([`RunContext::warn`]: a skipped skill, a failed
+    /// summarization, a stop cap reached …), observe only. (The `warning` notifications of
+    /// [`on_notify`](Self::on_notify).)
+    pub fn on_notification<F>(self, f: F) -> Hooks<state::Added>
+    where
+        F: Fn(&str, &RunContext) + Send + Sync + 'static,
+    {
+        self.on_notify(
+            super::NOTIFY_WARNING,
+            move |n: &Notification, ctx: &RunContext| f(&n.message, ctx),
+        )
+    }
+}
