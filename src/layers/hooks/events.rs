@@ -10,6 +10,9 @@
 //! Adding an event is one entry here, its typed input and output next to where it fires, the
 //! firing point (a layer), and its translation for command hooks in `command::events`.
 
+// The table writes an observer that returns nothing as `-> observe ()`.
+#![allow(clippy::unused_unit)]
+
 use std::{fmt, sync::Arc, time::Duration};
 
 use super::{

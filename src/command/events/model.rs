@@ -1,0 +1,195 @@
+//! The model events: PreCompact, BeforeModel, AfterModel.
+
+use super::super::{config::HookEvent, process::Report};
+use super::{Inner, TRIGGER};
+use crate::{
+    context::RunContext,
+    layers::{
+        hooks::BeforeModel,
+        summarize::{CompactDecision, CompactInfo},
+    },
+    message::{Message, Messages, StopReason, ToolSpec, Usage},
+    model::{ModelRequest, ModelResponse, ModelSettings},
+};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+impl Inner {
+    pub(super) async fn pre_compact(
+        self: &Arc<Self>,
+        info: CompactInfo,
+        ctx: &RunContext,
+    ) -> CompactDecision {
+        let event = HookEvent::PreCompact;
+        let mut input = self.base(event, ctx);
+        input.insert("trigger".into(), TRIGGER.into());
+        input.insert("custom_instructions".into(), "".into());
+        input.insert("tokens".into(), info.tokens.into());
+        input.insert("threshold".into(), info.threshold.into());
+        input.insert("summarized_messages".into(), info.summarized.into());
+        input.insert("kept_messages".into(), info.kept.into());
+        let verdicts = self
+            .run(event, Some(TRIGGER), input, Report::Run(ctx))
+            .await;
+        for v in verdicts {
+            if let Some(reason) = v.stop.or(v.block).or(v.failed) {
+                tracing::info!("compaction vetoed by a PreCompact hook: {reason}");
+                return CompactDecision::Veto;
+            }
+        }
+        CompactDecision::Proceed
+    }
+
+    pub(super) async fn before_model(self: &Arc<Self>, mut req: ModelRequest) -> BeforeModel {
+        let event = HookEvent::BeforeModel;
+        let ctx = req.ctx.clone();
+        let mut input = self.base(event, &ctx);
+        input.insert(
+            "llm_request".into(),
+            json!({
+                "messages": req.messages,
+                "tools": *req.tools,
+                "settings": settings_json(&req.settings),
+            }),
+        );
+        let verdicts = self.run(event, None, input, Report::Run(&ctx)).await;
+        for v in verdicts {
+            if let Some(reason) = v.stop.or(v.block).or(v.failed) {
+                return BeforeModel::Respond(ModelResponse::text(reason));
+            }
+            if let Some(new) = v.llm_request
+                && let Err(why) = replace_request(&mut req, new)
+            {
+                ctx.warn(format!(
+                    "a BeforeModel hook's llm_request is ignored: {why}"
+                ));
+            }
+        }
+        BeforeModel::Continue(req)
+    }
+
+    pub(super) async fn after_model(
+        self: &Arc<Self>,
+        mut resp: ModelResponse,
+        ctx: &RunContext,
+    ) -> ModelResponse {
+        let event = HookEvent::AfterModel;
+        let mut input = self.base(event, ctx);
+        input.insert(
+            "llm_response".into(),
+            json!({
+                "message": resp.message,
+                "usage": resp.usage,
+                "stop_reason": resp.stop_reason,
+            }),
+        );
+        let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
+        for v in verdicts {
+            if let Some(reason) = v.stop.or(v.block).or(v.failed) {
+                let usage = resp.usage;
+                let mut blocked = ModelResponse::text(reason);
+                blocked.usage = usage;
+                return blocked;
+            }
+            if let Some(new) = v.llm_response
+                && let Err(why) = replace_response(&mut resp, new)
+            {
+                ctx.warn(format!(
+                    "an AfterModel hook's llm_response is ignored: {why}"
+                ));
+            }
+        }
+        resp
+    }
+}
+
+pub(super) fn settings_json(s: &ModelSettings) -> Value {
+    json!({
+        "model": s.model.as_deref(),
+        "temperature": s.temperature,
+        "max_tokens": s.max_tokens,
+        "stream": s.stream,
+    })
+}
+
+/// Replaces the parts of `req` present in `new` (`messages`, `tools`, `settings`).
+pub(super) fn replace_request(req: &mut ModelRequest, new: Value) -> Result<(), String> {
+    let Value::Object(mut new) = new else {
+        return Err("it is not an object".into());
+    };
+    let messages = match new.remove("messages") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(serde_json::from_value::<Messages>(v).map_err(|e| format!("messages: {e}"))?)
+        }
+    };
+    let tools = match new.remove("tools") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(serde_json::from_value::<Vec<ToolSpec>>(v).map_err(|e| format!("tools: {e}"))?)
+        }
+    };
+    let settings = match new.remove("settings") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(s)) => {
+            let mut settings = req.settings.clone();
+            if let Some(v) = s.get("model") {
+                settings.model = v.as_str().map(Into::into);
+            }
+            if let Some(v) = s.get("temperature") {
+                settings.temperature = v.as_f64().map(|t| t as f32);
+            }
+            if let Some(v) = s.get("max_tokens") {
+                settings.max_tokens = v.as_u64().and_then(|n| u32::try_from(n).ok());
+            }
+            if let Some(v) = s.get("stream").and_then(Value::as_bool) {
+                settings.stream = v;
+            }
+            Some(settings)
+        }
+        Some(_) => return Err("settings: not an object".into()),
+    };
+    if let Some(messages) = messages {
+        req.messages = messages;
+    }
+    if let Some(tools) = tools {
+        req.tools = Arc::new(tools);
+    }
+    if let Some(settings) = settings {
+        req.settings = settings;
+    }
+    Ok(())
+}
+
+/// Replaces the parts of `resp` present in `new` (`message`, `usage`, `stop_reason`).
+pub(super) fn replace_response(resp: &mut ModelResponse, new: Value) -> Result<(), String> {
+    let Value::Object(mut new) = new else {
+        return Err("it is not an object".into());
+    };
+    let message = match new.remove("message") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(serde_json::from_value::<Message>(v).map_err(|e| format!("message: {e}"))?),
+    };
+    let usage = match new.remove("usage") {
+        None => None,
+        Some(v) => {
+            Some(serde_json::from_value::<Option<Usage>>(v).map_err(|e| format!("usage: {e}"))?)
+        }
+    };
+    let stop_reason = match new.remove("stop_reason") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(serde_json::from_value::<StopReason>(v).map_err(|e| format!("stop_reason: {e}"))?)
+        }
+    };
+    if let Some(message) = message {
+        resp.message = message;
+    }
+    if let Some(usage) = usage {
+        resp.usage = usage;
+    }
+    if let Some(stop_reason) = stop_reason {
+        resp.stop_reason = stop_reason;
+    }
+    Ok(())
+}

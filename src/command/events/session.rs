@@ -1,0 +1,323 @@
+//! The run's events: the prompt, Stop, the session's start and end, subagents, tasks, memory files, compactions, display, notifications.
+
+use super::super::env_file::EnvFile;
+use super::super::{config::HookEvent, process::Report};
+use super::{
+    Inner, SESSION_END_BUDGET, SESSION_END_ENV, SESSION_END_MAX_BUDGET, joined, session_env, spawn,
+};
+use crate::{
+    agent::{AgentResponse, SessionEnv, session_end_reason},
+    context::RunContext,
+    layers::hooks::{
+        InstructionsInput, MessageDisplay, MessageDisplayInput, Notification, PostCompactInput,
+        SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart,
+        SubagentStartInput, Task, TaskInput, UserPrompt,
+    },
+};
+use std::{sync::Arc, time::Duration};
+
+impl Inner {
+    pub(super) async fn user_prompt(
+        self: &Arc<Self>,
+        prompt: &str,
+        ctx: &RunContext,
+    ) -> UserPrompt {
+        let event = HookEvent::UserPromptSubmit;
+        let mut input = self.base(event, ctx);
+        input.insert("prompt".into(), prompt.into());
+        let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
+        let mut blocks = Vec::new();
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop {
+                return UserPrompt::Block(reason);
+            }
+            blocks.extend(v.block.or(v.failed));
+            contexts.extend(v.contexts);
+        }
+        if let Some(reason) = joined(blocks, "; ") {
+            return UserPrompt::Block(reason);
+        }
+        joined(contexts, "\n\n").map_or(UserPrompt::Continue, UserPrompt::AddContext)
+    }
+
+    pub(super) async fn stop(
+        self: &Arc<Self>,
+        event: HookEvent,
+        stop: StopInput,
+        ctx: &RunContext,
+    ) -> Stop {
+        let mut input = self.base(event, ctx);
+        input.insert("stop_hook_active".into(), stop.stop_hook_active.into());
+        input.insert(
+            "last_assistant_message".into(),
+            stop.last_assistant_message.into(),
+        );
+        let subject = match (event, &stop.agent_name) {
+            (HookEvent::SubagentStop, Some(name)) => {
+                input.insert("agent_type".into(), name.clone().into());
+                let id = stop.agent_id.clone().unwrap_or_else(|| name.clone());
+                input.insert("agent_id".into(), id.into());
+                let transcript = stop.agent_transcript_path.as_ref();
+                let path = transcript.map(|p| p.to_string_lossy().into_owned());
+                input.insert(
+                    "agent_transcript_path".into(),
+                    path.unwrap_or_default().into(),
+                );
+                Some(name.as_str())
+            }
+            _ => None,
+        };
+        let verdicts = self.run(event, subject, input, Report::Run(ctx)).await;
+        let mut feedback = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop {
+                // The agent is stopping anyway: it finishes, and the reason is reported.
+                ctx.warn(format!("a {event} hook ended the run: {reason}"));
+                return Stop::Finish;
+            }
+            feedback.extend(v.block.or(v.failed));
+            feedback.extend(v.contexts);
+        }
+        joined(feedback, "\n\n").map_or(Stop::Finish, Stop::Continue)
+    }
+
+    pub(super) async fn session_start(
+        self: &Arc<Self>,
+        start: SessionStartInput,
+        ctx: &RunContext,
+    ) -> SessionStart {
+        let event = HookEvent::SessionStart;
+        let source = start.source.as_str();
+        if !self.wants(event, source) {
+            return SessionStart::Continue;
+        }
+        let mut input = self.base(event, ctx);
+        input.insert("source".into(), source.into());
+        if let Some(model) = start.model {
+            input.insert("model".into(), model.into());
+        }
+        // CLAUDE_ENV_FILE: a fresh file per firing; what the hooks export is read after.
+        let earlier = session_env(ctx);
+        let mut env: Vec<(String, String)> = earlier.to_vec();
+        let file = match EnvFile::create() {
+            Ok(file) => {
+                let path = file.path().to_string_lossy().into_owned();
+                env.push(("CLAUDE_ENV_FILE".into(), path));
+                Some(file)
+            }
+            Err(err) => {
+                ctx.warn(format!("CLAUDE_ENV_FILE could not be created: {err}"));
+                None
+            }
+        };
+        let verdicts = self
+            .run_with_env(event, Some(source), input, Report::Run(ctx), env.into())
+            .await;
+        if let Some(file) = file {
+            let (vars, warnings) = file.read(&earlier).await;
+            warnings.into_iter().for_each(|w| ctx.warn(w));
+            if !vars.is_empty() {
+                let all: Vec<(String, String)> = earlier.iter().cloned().chain(vars).collect();
+                ctx.with_data(|data| data.insert(SessionEnv(all.into())));
+            }
+        }
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop.or(v.failed) {
+                return SessionStart::Block(reason);
+            }
+            if let Some(reason) = v.block {
+                // SessionStart cannot block (as in the protocol): the reason is reported.
+                ctx.warn(format!("a SessionStart hook: {reason}"));
+            }
+            contexts.extend(v.contexts);
+        }
+        joined(contexts, "\n\n").map_or(SessionStart::Continue, SessionStart::AddContext)
+    }
+
+    pub(super) fn session_end(self: &Arc<Self>, response: &AgentResponse, ctx: &RunContext) {
+        let event = HookEvent::SessionEnd;
+        let reason = session_end_reason(&response.outcome);
+        if !self.wants(event, reason) {
+            return;
+        }
+        let mut input = self.base(event, ctx);
+        input.insert("reason".into(), reason.into());
+        input.insert(
+            "outcome".into(),
+            serde_json::to_value(&response.outcome).unwrap_or_default(),
+        );
+        let inner = Arc::clone(self);
+        let env = session_env(ctx);
+        let budget = self.session_end_budget();
+        spawn("a SessionEnd hook", async move {
+            let run = inner.run_with_env(event, Some(reason), input, Report::Log, env);
+            if tokio::time::timeout(budget, run).await.is_err() {
+                tracing::warn!(
+                    "SessionEnd hooks ran past their shared budget of {budget:?}; they were killed"
+                );
+            }
+        });
+    }
+
+    /// The budget every SessionEnd handler shares: `CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS`
+    /// if set, else 1.5 s raised to the longest handler `timeout`, at most 60 s.
+    pub(super) fn session_end_budget(&self) -> Duration {
+        if let Some(ms) = std::env::var(SESSION_END_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            return Duration::from_millis(ms);
+        }
+        self.entries(HookEvent::SessionEnd)
+            .iter()
+            .filter_map(|e| e.handler.timeout)
+            .fold(SESSION_END_BUDGET, Duration::max)
+            .min(SESSION_END_MAX_BUDGET)
+    }
+
+    pub(super) fn stop_failure(self: &Arc<Self>, failure: &StopFailureInput, ctx: &RunContext) {
+        let event = HookEvent::StopFailure;
+        let mut input = self.base(event, ctx);
+        input.insert("error".into(), failure.error.into());
+        input.insert("error_details".into(), failure.error_details.clone().into());
+        input.insert(
+            "last_assistant_message".into(),
+            failure.last_assistant_message.clone().into(),
+        );
+        let (inner, env, error) = (Arc::clone(self), session_env(ctx), failure.error);
+        // Output and exit code are ignored (as in the protocol): observe only.
+        spawn("a StopFailure hook", async move {
+            inner
+                .run_with_env(event, Some(error), input, Report::Log, env)
+                .await;
+        });
+    }
+
+    pub(super) async fn subagent_start(
+        self: &Arc<Self>,
+        start: SubagentStartInput,
+        ctx: &RunContext,
+    ) -> SubagentStart {
+        let event = HookEvent::SubagentStart;
+        let mut input = self.base(event, ctx);
+        input.insert("agent_id".into(), start.agent_id.into());
+        input.insert("agent_type".into(), start.agent_type.clone().into());
+        let verdicts = self
+            .run(event, Some(&start.agent_type), input, Report::Run(ctx))
+            .await;
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.block.or(v.stop) {
+                // SubagentStart cannot block (as in the protocol): the reason is reported.
+                ctx.warn(format!("a SubagentStart hook: {reason}"));
+            }
+            contexts.extend(v.contexts);
+        }
+        joined(contexts, "\n\n").map_or(SubagentStart::Continue, SubagentStart::AddContext)
+    }
+
+    pub(super) async fn task(
+        self: &Arc<Self>,
+        event: HookEvent,
+        task: TaskInput,
+        ctx: &RunContext,
+    ) -> Task {
+        let mut input = self.base(event, ctx);
+        input.insert("task_id".into(), task.task_id.into());
+        input.insert("task_subject".into(), task.task_subject.into());
+        if let Some(description) = task.task_description {
+            input.insert("task_description".into(), description.into());
+        }
+        let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
+        let mut blocks = Vec::new();
+        for v in verdicts {
+            blocks.extend(v.block.or(v.failed));
+            // TaskCreated ignores `continue: false`; for TaskCompleted it stops the work on
+            // the task: here, the completion is refused with the stop reason.
+            if event == HookEvent::TaskCompleted {
+                blocks.extend(v.stop);
+            }
+        }
+        joined(blocks, "\n\n").map_or(Task::Continue, Task::Block)
+    }
+
+    pub(super) fn instructions_loaded(
+        self: &Arc<Self>,
+        loaded: &InstructionsInput,
+        ctx: &RunContext,
+    ) {
+        let event = HookEvent::InstructionsLoaded;
+        let mut input = self.base(event, ctx);
+        input.insert(
+            "file_path".into(),
+            loaded.file_path.to_string_lossy().into_owned().into(),
+        );
+        input.insert("memory_type".into(), loaded.memory_type.into());
+        input.insert("load_reason".into(), loaded.load_reason.into());
+        let (inner, env, reason) = (Arc::clone(self), session_env(ctx), loaded.load_reason);
+        // No decision control (as in the protocol): observe only.
+        spawn("an InstructionsLoaded hook", async move {
+            inner
+                .run_with_env(event, Some(reason), input, Report::Log, env)
+                .await;
+        });
+    }
+
+    pub(super) fn post_compact(self: &Arc<Self>, compact: &PostCompactInput, ctx: &RunContext) {
+        let event = HookEvent::PostCompact;
+        let mut input = self.base(event, ctx);
+        input.insert("trigger".into(), compact.trigger.into());
+        input.insert(
+            "compact_summary".into(),
+            compact.compact_summary.clone().into(),
+        );
+        let (inner, env, trigger) = (Arc::clone(self), session_env(ctx), compact.trigger);
+        // No decision control (as in the protocol): observe only.
+        spawn("a PostCompact hook", async move {
+            inner
+                .run_with_env(event, Some(trigger), input, Report::Log, env)
+                .await;
+        });
+    }
+
+    pub(super) async fn message_display(
+        self: &Arc<Self>,
+        display: MessageDisplayInput,
+        ctx: &RunContext,
+    ) -> MessageDisplay {
+        let event = HookEvent::MessageDisplay;
+        let mut input = self.base(event, ctx);
+        input.insert("turn_id".into(), display.turn_id.into());
+        input.insert("message_id".into(), display.message_id.into());
+        input.insert("index".into(), display.index.into());
+        input.insert("final".into(), display.is_final.into());
+        input.insert("delta".into(), display.delta.into());
+        // Display only: blocks, `continue` and `systemMessage` are discarded; a failure shows
+        // the original text.
+        let verdicts = self.run(event, None, input, Report::Log).await;
+        verdicts
+            .into_iter()
+            .rev()
+            .find_map(|v| v.display)
+            .map_or(MessageDisplay::Keep, MessageDisplay::Replace)
+    }
+
+    pub(super) fn notification(self: &Arc<Self>, notification: &Notification, ctx: &RunContext) {
+        let event = HookEvent::Notification;
+        let mut input = self.base(event, ctx);
+        input.insert("message".into(), notification.message.clone().into());
+        if let Some(title) = &notification.title {
+            input.insert("title".into(), title.clone().into());
+        }
+        let kind = notification.notification_type;
+        input.insert("notification_type".into(), kind.into());
+        let inner = Arc::clone(self);
+        // Exit codes, stderr, `systemMessage` and `continue` are ignored (the reference):
+        // the handlers only observe, in the background.
+        spawn("a Notification hook", async move {
+            inner.run(event, Some(kind), input, Report::Log).await;
+        });
+    }
+}

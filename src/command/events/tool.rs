@@ -1,0 +1,291 @@
+//! The tool events: PreToolUse, PostToolUse, PostToolUseFailure, PermissionRequest, PermissionDenied, PostToolBatch.
+
+use super::super::{
+    config::HookEvent,
+    process::{Permission, Report, Verdict},
+};
+use super::{Inner, joined};
+use crate::{
+    context::RunContext,
+    layers::hooks::{
+        PermissionDenied, PermissionRequest, PostToolBatch, PostToolUse, PostToolUseFailure,
+        PreToolUse, ToolBatch, ToolFailure,
+    },
+    message::{ToolCall, ToolOutput},
+};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+impl Inner {
+    pub(super) async fn pre_tool_use(
+        self: &Arc<Self>,
+        call: &ToolCall,
+        ctx: &RunContext,
+    ) -> PreToolUse {
+        let event = HookEvent::PreToolUse;
+        let mut input = self.base(event, ctx);
+        input.insert("tool_name".into(), call.name.clone().into());
+        input.insert("tool_input".into(), call.arguments.clone());
+        input.insert("tool_use_id".into(), call.id.clone().into());
+        let verdicts = self
+            .run(event, Some(&call.name), input, Report::Run(ctx))
+            .await;
+        merge_pre_tool_use(verdicts)
+    }
+
+    pub(super) async fn post_tool_use(
+        self: &Arc<Self>,
+        call: &ToolCall,
+        output: &ToolOutput,
+        ctx: &RunContext,
+    ) -> PostToolUse {
+        let event = HookEvent::PostToolUse;
+        // The hooks may read the transcript: the result goes there first.
+        if let Some(transcript) = ctx.transcript() {
+            transcript.record_tool_result(output);
+        }
+        let mut input = self.base(event, ctx);
+        input.insert("tool_name".into(), call.name.clone().into());
+        input.insert("tool_input".into(), call.arguments.clone());
+        input.insert("tool_response".into(), tool_response(&output.content));
+        input.insert("tool_use_id".into(), call.id.clone().into());
+        let verdicts = self
+            .run(event, Some(&call.name), input, Report::Run(ctx))
+            .await;
+        let mut decisions = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop {
+                return PostToolUse::Abort(reason);
+            }
+            if let Some(new) = v.updated_output {
+                let content = match new {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                };
+                decisions.push(PostToolUse::Replace(ToolOutput {
+                    content,
+                    ..output.clone()
+                }));
+            }
+            // A block after the fact: its reason goes next to the result.
+            if let Some(reason) = v.block.or(v.failed) {
+                decisions.push(PostToolUse::AddContext(reason));
+            }
+            decisions.extend(v.contexts.into_iter().map(PostToolUse::AddContext));
+        }
+        match decisions.len() {
+            0 => PostToolUse::Keep,
+            1 => decisions.pop().expect("one decision"),
+            _ => PostToolUse::Many(decisions),
+        }
+    }
+
+    pub(super) async fn post_tool_use_failure(
+        self: &Arc<Self>,
+        call: &ToolCall,
+        failure: &ToolFailure,
+        ctx: &RunContext,
+    ) -> PostToolUseFailure {
+        let event = HookEvent::PostToolUseFailure;
+        // The hooks may read the transcript: the failed result goes there first.
+        if let Some(transcript) = ctx.transcript() {
+            match &failure.output {
+                Some(output) => transcript.record_tool_result(output),
+                None => transcript
+                    .record_tool_result(&ToolOutput::error(call.id.clone(), failure.error.clone())),
+            }
+        }
+        let mut input = self.base(event, ctx);
+        input.insert("tool_name".into(), call.name.clone().into());
+        input.insert("tool_input".into(), call.arguments.clone());
+        input.insert("tool_use_id".into(), call.id.clone().into());
+        input.insert("error".into(), failure.error.clone().into());
+        input.insert("is_interrupt".into(), false.into());
+        input.insert("tool_response".into(), json!({ "error": failure.error }));
+        let verdicts = self
+            .run(event, Some(&call.name), input, Report::Run(ctx))
+            .await;
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop {
+                return PostToolUseFailure::Abort(reason);
+            }
+            contexts.extend(v.block.or(v.failed));
+            contexts.extend(v.contexts);
+        }
+        joined(contexts, "\n\n").map_or(PostToolUseFailure::Keep, PostToolUseFailure::AddContext)
+    }
+
+    pub(super) async fn permission_request(
+        self: &Arc<Self>,
+        call: &ToolCall,
+        ctx: &RunContext,
+    ) -> PermissionRequest {
+        let event = HookEvent::PermissionRequest;
+        let mut input = self.base(event, ctx);
+        input.insert("tool_name".into(), call.name.clone().into());
+        input.insert("tool_input".into(), call.arguments.clone());
+        let verdicts = self
+            .run(event, Some(&call.name), input, Report::Run(ctx))
+            .await;
+        merge_permission_request(verdicts)
+    }
+
+    pub(super) async fn permission_denied(
+        self: &Arc<Self>,
+        call: &ToolCall,
+        reason: &str,
+        ctx: &RunContext,
+    ) -> PermissionDenied {
+        let event = HookEvent::PermissionDenied;
+        let mut input = self.base(event, ctx);
+        input.insert("tool_name".into(), call.name.clone().into());
+        input.insert("tool_input".into(), call.arguments.clone());
+        input.insert("tool_use_id".into(), call.id.clone().into());
+        input.insert("reason".into(), reason.into());
+        let verdicts = self
+            .run(event, Some(&call.name), input, Report::Run(ctx))
+            .await;
+        if verdicts.iter().any(|v| v.retry) {
+            PermissionDenied::Retry
+        } else {
+            PermissionDenied::Stand
+        }
+    }
+
+    pub(super) async fn post_tool_batch(
+        self: &Arc<Self>,
+        batch: &ToolBatch,
+        ctx: &RunContext,
+    ) -> PostToolBatch {
+        let event = HookEvent::PostToolBatch;
+        let mut input = self.base(event, ctx);
+        let calls: Vec<Value> = batch
+            .calls
+            .iter()
+            .zip(&batch.outputs)
+            .map(|(call, output)| {
+                json!({
+                    "tool_name": call.name,
+                    "tool_input": call.arguments,
+                    "tool_use_id": call.id,
+                    "tool_response": output.content,
+                })
+            })
+            .collect();
+        input.insert("tool_calls".into(), calls.into());
+        let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            // `continue: false` first, then a block (exit 2 or `decision: "block"`).
+            if let Some(reason) = v.stop.or(v.block).or(v.failed) {
+                return PostToolBatch::Stop(reason);
+            }
+            contexts.extend(v.contexts);
+        }
+        joined(contexts, "\n\n").map_or(PostToolBatch::Continue, PostToolBatch::AddContext)
+    }
+}
+
+/// A tool's output as `tool_response`: the JSON it holds if it is a JSON object or array,
+/// else the text.
+pub(super) fn tool_response(content: &str) -> Value {
+    let t = content.trim_start();
+    if (t.starts_with('{') || t.starts_with('['))
+        && let Ok(value) = serde_json::from_str::<Value>(content)
+    {
+        return value;
+    }
+    Value::String(content.to_owned())
+}
+
+/// PermissionRequest verdicts, in configuration order, as one decision: `continue: false`
+/// denies and interrupts; a deny (messages joined) beats an allow (the last `updatedInput`
+/// wins); a fail-closed failure denies.
+pub(super) fn merge_permission_request(verdicts: Vec<Verdict>) -> PermissionRequest {
+    let mut denies = Vec::new();
+    let mut interrupt = false;
+    let mut allow: Option<Option<Value>> = None;
+    for v in verdicts {
+        if let Some(reason) = v.stop {
+            return PermissionRequest::Deny {
+                message: reason,
+                interrupt: true,
+            };
+        }
+        if let Some(why) = v.failed {
+            denies.push(why);
+            continue;
+        }
+        match v.request {
+            Some(PermissionRequest::Deny {
+                message,
+                interrupt: i,
+            }) => {
+                denies.push(message);
+                interrupt |= i;
+            }
+            Some(PermissionRequest::Allow { updated_input }) => {
+                allow = Some(updated_input.or(allow.flatten()));
+            }
+            Some(PermissionRequest::NoDecision) | None => {}
+        }
+    }
+    if let Some(message) = joined(denies, "; ") {
+        return PermissionRequest::Deny { message, interrupt };
+    }
+    match allow {
+        Some(updated_input) => PermissionRequest::Allow { updated_input },
+        None => PermissionRequest::NoDecision,
+    }
+}
+
+/// PreToolUse verdicts, in configuration order, as one decision: `continue: false` aborts;
+/// deny > defer > ask > allow (reasons of the winning kind joined); every `updatedInput`
+/// applied in order; every context kept in order.
+pub(super) fn merge_pre_tool_use(verdicts: Vec<Verdict>) -> PreToolUse {
+    let mut contexts = Vec::new();
+    let mut denies = Vec::new();
+    let mut asks = Vec::new();
+    let mut rewrites = Vec::new();
+    let mut allowed = false;
+    let mut deferred = false;
+    for v in verdicts {
+        if let Some(reason) = v.stop {
+            return PreToolUse::Abort(reason);
+        }
+        contexts.extend(v.contexts.into_iter().map(PreToolUse::AddContext));
+        if let Some(reason) = v.block.or(v.failed) {
+            denies.push(reason);
+            continue;
+        }
+        match v.permission {
+            Some((Permission::Deny, reason)) => denies.push(reason),
+            Some((Permission::Ask, reason)) => asks.push(reason),
+            Some((Permission::Defer, _)) => deferred = true,
+            Some((Permission::Allow, _)) => allowed = true,
+            None => {}
+        }
+        rewrites.extend(v.updated_input.map(PreToolUse::Rewrite));
+    }
+    let mut decisions = contexts;
+    if let Some(reason) = joined(denies, "; ") {
+        decisions.push(PreToolUse::Deny(reason));
+    } else {
+        decisions.extend(rewrites);
+        if deferred {
+            // Ignored by the tool layer in a step of several calls: the asks still count.
+            decisions.push(PreToolUse::Defer);
+        }
+        if let Some(reason) = joined(asks, "; ") {
+            decisions.push(PreToolUse::Ask(reason));
+        } else if allowed {
+            decisions.push(PreToolUse::Allow);
+        }
+    }
+    match decisions.len() {
+        0 => PreToolUse::Continue,
+        1 => decisions.pop().expect("one decision"),
+        _ => PreToolUse::Many(decisions),
+    }
+}
