@@ -21,7 +21,7 @@ mod register;
 mod session;
 mod tool;
 
-pub(crate) use self::register::{pre_compact, register};
+pub(crate) use self::{model::pre_compact, register::register};
 
 /// What PreCompact hooks match on (`trigger`): the summarize layer compacts on its own.
 const TRIGGER: &str = "auto";

@@ -1,7 +1,10 @@
 //! The model events: PreCompact, BeforeModel, AfterModel.
 
+use super::super::config::Entry;
 use super::super::{config::HookEvent, process::Report};
+use super::register::Add;
 use super::{Inner, TRIGGER};
+use crate::layers::hooks::{HookFuture, Hooks, state::Added};
 use crate::{
     context::RunContext,
     layers::{
@@ -192,4 +195,44 @@ pub(super) fn replace_response(resp: &mut ModelResponse, new: Value) -> Result<(
         resp.stop_reason = stop_reason;
     }
     Ok(())
+}
+
+/// The model events [`register`](super::register) adds a callback for, in registration order,
+/// each with how it is added.
+pub(super) const EVENTS: &[(HookEvent, Add)] = &[
+    (HookEvent::BeforeModel, add_before_model),
+    (HookEvent::AfterModel, add_after_model),
+];
+
+fn add_before_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.before_model(move |req| {
+        let i = Arc::clone(&i);
+        async move { i.before_model(req).await }
+    })
+}
+
+fn add_after_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.after_model(move |resp, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.after_model(resp, &ctx).await }
+    })
+}
+
+/// The PreCompact callback for [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact).
+pub(crate) fn pre_compact(
+    inner: &Arc<Inner>,
+) -> impl Fn(CompactInfo, ModelRequest) -> HookFuture<CompactDecision> + Clone + Send + Sync + 'static
+{
+    let inner = inner
+        .wants(HookEvent::PreCompact, TRIGGER)
+        .then(|| Arc::clone(inner));
+    move |info, req| match &inner {
+        None => HookFuture::ready(CompactDecision::Proceed),
+        Some(i) => {
+            let i = Arc::clone(i);
+            HookFuture::boxed(async move { i.pre_compact(info, &req.ctx).await })
+        }
+    }
 }

@@ -1,10 +1,13 @@
 //! The run's events: the prompt, Stop, the session's start and end, subagents, tasks, memory files, compactions, display, notifications.
 
+use super::super::config::Entry;
 use super::super::env_file::EnvFile;
 use super::super::{config::HookEvent, process::Report};
 use super::{
     Inner, SESSION_END_BUDGET, SESSION_END_ENV, SESSION_END_MAX_BUDGET, joined, session_env, spawn,
 };
+use super::{register::Add, union};
+use crate::layers::hooks::{Hooks, state::Added};
 use crate::{
     agent::{AgentResponse, SessionEnv, session_end_reason},
     context::RunContext,
@@ -320,4 +323,115 @@ impl Inner {
             inner.run(event, Some(kind), input, Report::Log).await;
         });
     }
+}
+
+/// The session events [`register`](super::register) adds a callback for, in registration order,
+/// each with how it is added.
+pub(super) const EVENTS: &[(HookEvent, Add)] = &[
+    (HookEvent::UserPromptSubmit, add_user_prompt_submit),
+    (HookEvent::Stop, add_stop),
+    (HookEvent::SubagentStop, add_subagent_stop),
+    (HookEvent::SessionStart, add_session_start),
+    (HookEvent::SessionEnd, add_session_end),
+    (HookEvent::StopFailure, add_stop_failure),
+    (HookEvent::SubagentStart, add_subagent_start),
+    (HookEvent::TaskCreated, add_task_created),
+    (HookEvent::TaskCompleted, add_task_completed),
+    (HookEvent::InstructionsLoaded, add_instructions_loaded),
+    (HookEvent::PostCompact, add_post_compact),
+    (HookEvent::MessageDisplay, add_message_display),
+    (HookEvent::Notification, add_notification),
+];
+
+fn add_user_prompt_submit(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_user_prompt(move |prompt, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.user_prompt(&prompt, &ctx).await }
+    })
+}
+
+fn add_stop(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_stop(move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.stop(HookEvent::Stop, input, &ctx).await }
+    })
+}
+
+fn add_subagent_stop(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_subagent_stop(union(entries), move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.stop(HookEvent::SubagentStop, input, &ctx).await }
+    })
+}
+
+fn add_session_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_session_start_for(union(entries), move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.session_start(input, &ctx).await }
+    })
+}
+
+fn add_session_end(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_session_end(move |response, ctx| i.session_end(response, ctx))
+}
+
+fn add_stop_failure(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_stop_failure(union(entries), move |input, ctx| i.stop_failure(input, ctx))
+}
+
+fn add_subagent_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_subagent_start(union(entries), move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.subagent_start(input, &ctx).await }
+    })
+}
+
+fn add_task_created(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_task_created(move |input, ctx: RunContext| {
+        let i = Arc::clone(&i);
+        async move { i.task(HookEvent::TaskCreated, input, &ctx).await }
+    })
+}
+
+fn add_task_completed(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_task_completed(move |input, ctx: RunContext| {
+        let i = Arc::clone(&i);
+        async move { i.task(HookEvent::TaskCompleted, input, &ctx).await }
+    })
+}
+
+fn add_instructions_loaded(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_instructions_loaded(union(entries), move |input, ctx| {
+        i.instructions_loaded(input, ctx)
+    })
+}
+
+fn add_post_compact(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_post_compact(union(entries), move |input, ctx| i.post_compact(input, ctx))
+}
+
+fn add_message_display(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_message_display(move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.message_display(input, &ctx).await }
+    })
+}
+
+fn add_notification(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_notify(union(entries), move |notification, ctx| {
+        i.notification(notification, ctx)
+    })
 }

@@ -1,10 +1,13 @@
 //! The tool events: PreToolUse, PostToolUse, PostToolUseFailure, PermissionRequest, PermissionDenied, PostToolBatch.
 
+use super::super::config::Entry;
 use super::super::{
     config::HookEvent,
     process::{Permission, Report, Verdict},
 };
 use super::{Inner, joined};
+use super::{register::Add, union};
+use crate::layers::hooks::{Hooks, state::Added};
 use crate::{
     context::RunContext,
     layers::hooks::{
@@ -288,4 +291,63 @@ pub(super) fn merge_pre_tool_use(verdicts: Vec<Verdict>) -> PreToolUse {
         1 => decisions.pop().expect("one decision"),
         _ => PreToolUse::Many(decisions),
     }
+}
+
+/// The tool events [`register`](super::register) adds a callback for, in registration order,
+/// each with how it is added.
+pub(super) const EVENTS: &[(HookEvent, Add)] = &[
+    (HookEvent::PreToolUse, add_pre_tool_use),
+    (HookEvent::PostToolUse, add_post_tool_use),
+    (HookEvent::PostToolUseFailure, add_post_tool_use_failure),
+    (HookEvent::PermissionRequest, add_permission_request),
+    (HookEvent::PermissionDenied, add_permission_denied),
+    (HookEvent::PostToolBatch, add_post_tool_batch),
+];
+
+fn add_pre_tool_use(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.before_tool_use(union(entries), move |call, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.pre_tool_use(&call, &ctx).await }
+    })
+}
+
+fn add_post_tool_use(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.after_tool_use(union(entries), move |call, output, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.post_tool_use(&call, &output, &ctx).await }
+    })
+}
+
+fn add_post_tool_use_failure(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_tool_failure(union(entries), move |call, failure, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.post_tool_use_failure(&call, &failure, &ctx).await }
+    })
+}
+
+fn add_permission_request(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_permission_request(union(entries), move |call, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.permission_request(&call, &ctx).await }
+    })
+}
+
+fn add_permission_denied(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_permission_denied(union(entries), move |call, reason, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.permission_denied(&call, &reason, &ctx).await }
+    })
+}
+
+fn add_post_tool_batch(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_post_tool_batch(move |batch, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.post_tool_batch(&batch, &ctx).await }
+    })
 }
