@@ -815,6 +815,35 @@ fn config_errors_name_the_file_and_the_path() {
     assert!(err.to_string().contains("invalid JSON"), "{err}");
 }
 
+/// Every protocol event the crate does not fire (`HookEvent::NOT_FIRED`, from the one table of
+/// events) loads from settings and is skipped with one warning naming its reason; none of them
+/// is an event the crate fires.
+#[test]
+fn every_event_not_fired_loads_with_one_warning_giving_its_reason() {
+    assert!(!HookEvent::NOT_FIRED.is_empty());
+    for &(name, reason) in HookEvent::NOT_FIRED {
+        assert!(
+            HookEvent::parse(name).is_none(),
+            "{name} is fired and listed as not fired"
+        );
+        let hooks = CommandHooks::builder()
+            .settings_json(
+                json!({ "hooks": { name: [{ "hooks": [{ "type": "command", "command": "true" }] }] } }),
+                "settings.json",
+            )
+            .build()
+            .unwrap();
+        let warnings = hooks.warnings();
+        assert_eq!(warnings.len(), 1, "{name}: {warnings:?}");
+        assert!(
+            warnings[0].contains(&format!(
+                "the {name} event is not fired by tower-agent ({reason})"
+            )),
+            "{name}: {warnings:?}"
+        );
+    }
+}
+
 #[test]
 fn unsupported_handlers_and_events_are_skipped_with_warnings() {
     let hooks = CommandHooks::builder()

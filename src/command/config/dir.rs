@@ -8,9 +8,9 @@ use std::{
 use serde_json::Value;
 
 use super::{
-    ConfigError, HookEvent, NOT_FIRED,
+    ConfigError, HookEvent,
     handler::{Config, Definition, Exec, Extras},
-    settings::{compile_matcher, flag, timeout},
+    settings::{compile_matcher, flag, not_fired, timeout},
 };
 
 /// How long a hooks-directory executable may take to describe itself.
@@ -127,9 +127,9 @@ fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), Con
             return Err(err(&path, "must be an event name".into()));
         };
         let Some(event) = HookEvent::parse(e) else {
-            if NOT_FIRED.contains(&e.as_str()) {
+            if let Some(reason) = not_fired(e) {
                 out.warn(format!(
-                    "{name}: {path}: the {e} event is not fired by tower-agent; skipped"
+                    "{name}: {path}: the {e} event is not fired by tower-agent ({reason}); skipped"
                 ));
                 continue;
             }

@@ -13,17 +13,3 @@ pub(crate) use self::{
 };
 
 pub use crate::layers::hooks::HookEvent;
-
-/// Protocol events this crate does not fire: configuring them is not an error (settings
-/// files written for Claude Code load unchanged); their handlers are skipped with a warning.
-const NOT_FIRED: &[&str] = &[
-    "Setup",
-    "UserPromptExpansion",
-    "TeammateIdle",
-    "ConfigChange",
-    "CwdChanged",
-    "DirectoryAdded",
-    "FileChanged",
-    "WorktreeCreate",
-    "WorktreeRemove",
-];

@@ -6,7 +6,7 @@ use std::{path::Path, sync::Arc, time::Duration};
 use serde_json::{Map, Value};
 
 use super::{
-    ConfigError, HookEvent, NOT_FIRED,
+    ConfigError, HookEvent,
     handler::{Config, Definition, Exec, Extras, Matcher, Pin},
 };
 #[cfg(feature = "http-hooks")]
@@ -34,7 +34,14 @@ pub(crate) fn load_file(
 
 /// Whether `name` is a protocol event this crate does not fire (loaded with a warning).
 pub(crate) fn is_not_fired(name: &str) -> bool {
-    NOT_FIRED.contains(&name)
+    not_fired(name).is_some()
+}
+
+/// Why the protocol event `name` is not fired, if it is one this crate does not fire.
+pub(crate) fn not_fired(name: &str) -> Option<&'static str> {
+    HookEvent::NOT_FIRED
+        .iter()
+        .find_map(|&(event, reason)| (event == name).then_some(reason))
 }
 
 /// Reads a JSON file: a regular file of at most [`MAX_SETTINGS`] bytes of UTF-8 JSON.
@@ -92,9 +99,9 @@ pub(crate) fn load_settings(
     for (name, groups) in hooks {
         let path = format!("hooks.{name}");
         let Some(event) = HookEvent::parse(name) else {
-            if NOT_FIRED.contains(&name.as_str()) {
+            if let Some(reason) = not_fired(name) {
                 out.warn(format!(
-                    "{file}: {path}: the {name} event is not fired by tower-agent; its hooks are skipped"
+                    "{file}: {path}: the {name} event is not fired by tower-agent ({reason}); its hooks are skipped"
                 ));
                 continue;
             }

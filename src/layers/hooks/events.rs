@@ -126,6 +126,9 @@ macro_rules! hook_events {
                 }
             )*
         }
+        not_fired {
+            $( $nname:ident: $nreason:literal, )*
+        }
     ) => {
         /// The events' table, as Markdown, for the docs.
         macro_rules! hook_table {
@@ -141,6 +144,9 @@ macro_rules! hook_events {
                         "| ", $rlabel, " (Rust only) | ", $rfires, " | ",
                         $( "[`", stringify!($rmethod), "`](crate::layers::hooks::Hooks::", stringify!($rmethod), ") ", )*
                         " | ", $rcan, " |\n",
+                    )*
+                    $(
+                        "| ", stringify!($nname), " | not fired: ", $nreason, " | | |\n",
                     )*
                 )
             };
@@ -165,6 +171,12 @@ macro_rules! hook_events {
         impl HookEvent {
             /// Every event, in the order of this enum.
             pub const ALL: [HookEvent; [$(HookEvent::$Event),*].len()] = [$(HookEvent::$Event),*];
+
+            /// The protocol events this crate does not fire, each with the reason: settings
+            /// that configure them load (files written for Claude Code load unchanged), and
+            /// their handlers are skipped with a warning.
+            pub const NOT_FIRED: &'static [(&'static str, &'static str)] =
+                &[$( (stringify!($nname), $nreason), )*];
 
             /// The protocol name (`hook_event_name` in a hook's input).
             pub const fn name(self) -> &'static str {
@@ -467,6 +479,17 @@ hook_events! {
             /// call.
             fn should_continue(; step: u32, ctx: &RunContext) -> observe bool;
         }
+    }
+    not_fired {
+        Setup: "fires on a command-line client's `--init` and `--maintenance` runs; a library has no install step",
+        UserPromptExpansion: "expands slash commands and MCP prompts typed into a command-line client; a library's prompt is the text its caller built",
+        TeammateIdle: "Claude Code's agent teams; a library run has no teammates",
+        ConfigChange: "settings files are read once, when `CommandHooks` is built; nothing watches them",
+        CwdChanged: "a command-line session changing directory; a library run's directory is fixed by its caller",
+        DirectoryAdded: "`/add-dir` of a command-line session; a library run's directories are its caller's",
+        FileChanged: "needs a file watcher over the session; a library run has none",
+        WorktreeCreate: "the client's git worktrees; a library creates none",
+        WorktreeRemove: "the client's git worktrees; a library creates none",
     }
 }
 

@@ -145,7 +145,7 @@ pub use self::{
         SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput,
         Task, TaskEvent, TaskInput, ToolBatch, ToolFailure, UserPrompt,
     },
-    events::HookEvent,
+    events::*,
     model::{HookModel, HookModelLayer},
     order::HookOrderError,
     start::{HookStart, HookStartLayer},
