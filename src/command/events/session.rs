@@ -1,23 +1,27 @@
 //! The run's events: the prompt, Stop, the session's start and end, subagents, tasks, memory files, compactions, display, notifications.
 
-use super::super::config::Entry;
-use super::super::env_file::EnvFile;
-use super::super::{config::HookEvent, process::Report};
-use super::{
-    Inner, SESSION_END_BUDGET, SESSION_END_ENV, SESSION_END_MAX_BUDGET, joined, session_env, spawn,
+use std::{sync::Arc, time::Duration};
+
+use serde_json::{Map, Value};
+
+use super::super::{
+    config::{Entry, HookEvent},
+    env_file::EnvFile,
+    process::{Report, Verdict},
 };
-use super::{register::Add, union};
-use crate::layers::hooks::{Hooks, state::Added};
+use super::{
+    Inner, SESSION_END_BUDGET, SESSION_END_ENV, SESSION_END_MAX_BUDGET, joined, register::Add,
+    session_env, spawn, union,
+};
 use crate::{
     agent::{AgentResponse, SessionEnv, session_end_reason},
     context::RunContext,
     layers::hooks::{
-        InstructionsInput, MessageDisplay, MessageDisplayInput, Notification, PostCompactInput,
-        SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart,
-        SubagentStartInput, Task, TaskInput, UserPrompt,
+        Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput, Notification,
+        PostCompactInput, SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput,
+        SubagentStart, SubagentStartInput, Task, TaskInput, UserPrompt, state::Added,
     },
 };
-use std::{sync::Arc, time::Duration};
 
 impl Inner {
     pub(super) async fn user_prompt(
@@ -100,7 +104,32 @@ impl Inner {
         if let Some(model) = start.model {
             input.insert("model".into(), model.into());
         }
-        // CLAUDE_ENV_FILE: a fresh file per firing; what the hooks export is read after.
+        let verdicts = self
+            .run_with_env_file(event, Some(source), input, ctx)
+            .await;
+        let mut contexts = Vec::new();
+        for v in verdicts {
+            if let Some(reason) = v.stop.or(v.failed) {
+                return SessionStart::Block(reason);
+            }
+            if let Some(reason) = v.block {
+                // SessionStart cannot block (as in the protocol): the reason is reported.
+                ctx.warn(format!("a SessionStart hook: {reason}"));
+            }
+            contexts.extend(v.contexts);
+        }
+        joined(contexts, "\n\n").map_or(SessionStart::Continue, SessionStart::AddContext)
+    }
+
+    /// Runs the handlers of `event` with a `CLAUDE_ENV_FILE`: a fresh file per firing; what
+    /// the hooks export there is read after and kept for the run's later hooks.
+    async fn run_with_env_file(
+        self: &Arc<Self>,
+        event: HookEvent,
+        subject: Option<&str>,
+        input: Map<String, Value>,
+        ctx: &RunContext,
+    ) -> Vec<Verdict> {
         let earlier = session_env(ctx);
         let mut env: Vec<(String, String)> = earlier.to_vec();
         let file = match EnvFile::create() {
@@ -115,7 +144,7 @@ impl Inner {
             }
         };
         let verdicts = self
-            .run_with_env(event, Some(source), input, Report::Run(ctx), env.into())
+            .run_with_env(event, subject, input, Report::Run(ctx), env.into())
             .await;
         if let Some(file) = file {
             let (vars, warnings) = file.read(&earlier).await;
@@ -125,18 +154,7 @@ impl Inner {
                 ctx.with_data(|data| data.insert(SessionEnv(all.into())));
             }
         }
-        let mut contexts = Vec::new();
-        for v in verdicts {
-            if let Some(reason) = v.stop.or(v.failed) {
-                return SessionStart::Block(reason);
-            }
-            if let Some(reason) = v.block {
-                // SessionStart cannot block (as in the protocol): the reason is reported.
-                ctx.warn(format!("a SessionStart hook: {reason}"));
-            }
-            contexts.extend(v.contexts);
-        }
-        joined(contexts, "\n\n").map_or(SessionStart::Continue, SessionStart::AddContext)
+        verdicts
     }
 
     pub(super) fn session_end(self: &Arc<Self>, response: &AgentResponse, ctx: &RunContext) {

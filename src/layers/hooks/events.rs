@@ -91,7 +91,9 @@ macro_rules! hook_method {
     (@item [] $m:ident $f:ident) => {{ let _ = $m; $f.clone() }};
 }
 
-/// The table. Each event: its doc line; `fires` (the level, and when), `can` (what a hook
+/// The table. Each event: its doc line; `levels` (the stacks whose hook layer fires it:
+/// `start`, `step`, `model`, `tool`; `builtin` for the built-in tools, `end` for the run's
+/// end), `fires` (the level, and when), `can` (what a hook
 /// decides there), `timeout` (of a command handler that sets none, ms), `tool_input` (the
 /// input has `tool_name`/`tool_input`: `if` rules apply), `matcher` (settings matchers
 /// apply); then its Rust registration methods, each `fn name(matcher?; args) -> kind Output`.
@@ -102,6 +104,7 @@ macro_rules! hook_events {
             $(
                 $(#[doc = $edoc:literal])*
                 $Event:ident {
+                    levels: [$($level:ident),*],
                     fires: $fires:literal,
                     can: $can:literal,
                     timeout: $timeout:expr,
@@ -117,6 +120,7 @@ macro_rules! hook_events {
         rust {
             $(
                 $rlabel:literal {
+                    levels: [$($rlevel:ident),*],
                     fires: $rfires:literal,
                     can: $rcan:literal,
                     $(
@@ -226,6 +230,16 @@ macro_rules! hook_events {
             $( $( pub(crate) $rmethod: hook_slot!([$($rmatcher)?] hook_fn!($rkind [$($rty),*] $rout)), )* )*
         }
 
+        impl HookSlots {
+            /// Whether any hook fires at `level` (`start`, `step`, `model`, `tool`,
+            /// `builtin`, `end`): the agent leaves out a level's layer that has none.
+            pub(crate) fn any_at(&self, level: &str) -> bool {
+                $( ([$(stringify!($level)),*].contains(&level) && (false $(|| !self.$method.is_empty())*)) || )*
+                $( ([$(stringify!($rlevel)),*].contains(&level) && (false $(|| !self.$rmethod.is_empty())*)) || )*
+                false
+            }
+        }
+
         /// The registration methods, one per row of the table.
         impl<S> Hooks<S> {
             $( $( hook_method!($kind [$(#[doc = $doc])*] $method [$($matcher)?] [$($arg : $ty),*] $out); )* )*
@@ -238,6 +252,7 @@ hook_events! {
     events {
         /// Before a tool call: allow, deny, ask, rewrite the input.
         PreToolUse {
+            levels: [tool],
             fires: "tool: before the call",
             can: "allow, deny, ask, defer, rewrite the arguments, add context, abort the run",
             timeout: 600_000, tool_input: true, matcher: true,
@@ -246,6 +261,7 @@ hook_events! {
         }
         /// After a tool call that succeeded: add context, replace the output.
         PostToolUse {
+            levels: [tool],
             fires: "tool: after a call that succeeded",
             can: "replace the output, add context next to it, abort the run",
             timeout: 600_000, tool_input: true, matcher: true,
@@ -255,6 +271,7 @@ hook_events! {
         }
         /// After a tool call that failed: add context.
         PostToolUseFailure {
+            levels: [tool],
             fires: "tool: after a call that failed",
             can: "add context next to the error, abort the run",
             timeout: 600_000, tool_input: true, matcher: true,
@@ -264,6 +281,7 @@ hook_events! {
         }
         /// Before the prompt enters the thread: block, add context.
         UserPromptSubmit {
+            levels: [start],
             fires: "start: before the prompt enters the thread",
             can: "block (the run ends `Blocked`), add context, rewrite the prompt",
             timeout: 30_000, tool_input: false, matcher: false,
@@ -272,6 +290,7 @@ hook_events! {
         }
         /// When the agent is about to finish: make it go on.
         Stop {
+            levels: [step],
             fires: "step: the model answered without tool calls",
             can: "finish, or continue with feedback",
             timeout: 600_000, tool_input: false, matcher: false,
@@ -281,6 +300,7 @@ hook_events! {
         }
         /// When a subagent is about to finish: send it back to work.
         SubagentStop {
+            levels: [builtin],
             fires: "tool: inside a subagent's call, as it finishes",
             can: "send the subagent back to work",
             timeout: 600_000, tool_input: false, matcher: true,
@@ -290,6 +310,7 @@ hook_events! {
         }
         /// Once per run, before anything else: add context, stop the run.
         SessionStart {
+            levels: [start, model],
             fires: "start: `startup`, `resume`; model: `compact`, on the answer of a compacted request",
             can: "add context (the run's system prompt; after the summary at `compact`), block (the run ends `Blocked`)",
             timeout: 600_000, tool_input: false, matcher: true,
@@ -303,6 +324,7 @@ hook_events! {
         }
         /// Once per run, after it ended: observe.
         SessionEnd {
+            levels: [end],
             fires: "run end: the loop, as the run ends (also a run whose future is dropped)",
             can: "observe; reason: [`session_end_reason`](crate::agent::session_end_reason)",
             timeout: 1_500, tool_input: false, matcher: true,
@@ -311,12 +333,14 @@ hook_events! {
         }
         /// Before the summarize layer compacts the history: veto.
         PreCompact {
+            levels: [model],
             fires: "model: in the summarize layer, before it compacts",
             can: "veto the compaction ([`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact))",
             timeout: 600_000, tool_input: false, matcher: true,
         }
         /// Each warning of a run: observe.
         Notification {
+            levels: [start],
             fires: "start: an observer set for the run; called where a warning or a permission prompt is raised",
             can: "observe, by `notification_type` (`warning`, `permission_prompt`)",
             timeout: 600_000, tool_input: false, matcher: true,
@@ -330,6 +354,7 @@ hook_events! {
         }
         /// Before each model call: replace the request, or answer in the model's place.
         BeforeModel {
+            levels: [model],
             fires: "model: before each call",
             can: "modify the request, or answer without calling the model",
             timeout: 600_000, tool_input: false, matcher: false,
@@ -338,6 +363,7 @@ hook_events! {
         }
         /// After each model call: replace the response.
         AfterModel {
+            levels: [model],
             fires: "model: after each call",
             can: "modify or replace the response",
             timeout: 600_000, tool_input: false, matcher: false,
@@ -346,6 +372,7 @@ hook_events! {
         }
         /// A subagent is about to run: add context to its conversation.
         SubagentStart {
+            levels: [builtin],
             fires: "tool: inside a subagent's call, before it runs",
             can: "add context to the subagent's conversation",
             timeout: 600_000, tool_input: false, matcher: true,
@@ -356,6 +383,7 @@ hook_events! {
         }
         /// `write_todos` adds a todo: block it.
         TaskCreated {
+            levels: [builtin],
             fires: "tool: inside `write_todos`, for each todo it adds",
             can: "block the call with feedback (the list is left unchanged)",
             timeout: 600_000, tool_input: false, matcher: false,
@@ -365,6 +393,7 @@ hook_events! {
         }
         /// `write_todos` marks a todo done: block it.
         TaskCompleted {
+            levels: [builtin],
             fires: "tool: inside `write_todos`, for each todo it marks done",
             can: "block the call with feedback (the list is left unchanged)",
             timeout: 600_000, tool_input: false, matcher: false,
@@ -374,6 +403,7 @@ hook_events! {
         }
         /// The run ends on a model error: observe.
         StopFailure {
+            levels: [end],
             fires: "run end: the run ends on a model error",
             can: "observe; the matcher picks error types",
             timeout: 600_000, tool_input: false, matcher: true,
@@ -383,6 +413,7 @@ hook_events! {
         }
         /// A memory file was loaded: observe.
         InstructionsLoaded {
+            levels: [builtin],
             fires: "tool: a memory file was loaded (the memory built-in)",
             can: "observe; the matcher picks load reasons",
             timeout: 600_000, tool_input: false, matcher: true,
@@ -392,6 +423,7 @@ hook_events! {
         }
         /// An assistant message with text is complete: replace what is displayed.
         MessageDisplay {
+            levels: [model],
             fires: "model: each complete assistant message with text",
             can: "replace the text of the [`MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event (display only)",
             timeout: 10_000, tool_input: false, matcher: false,
@@ -403,6 +435,7 @@ hook_events! {
         }
         /// The history was compacted: observe.
         PostCompact {
+            levels: [model],
             fires: "model: on the answer of a compacted request",
             can: "observe the compaction (its summary); the matcher picks the trigger",
             timeout: 600_000, tool_input: false, matcher: true,
@@ -413,6 +446,7 @@ hook_events! {
         /// When a call needs approval (a PreToolUse `ask`), before the
         /// [`Approval`](crate::layers::hooks::Approval) service: allow or deny in its place.
         PermissionRequest {
+            levels: [tool],
             fires: "tool: a call needs approval, before the [`Approval`](crate::layers::hooks::Approval) service",
             can: "allow (maybe with new arguments) or deny in the service's place",
             timeout: 600_000, tool_input: true, matcher: true,
@@ -424,6 +458,7 @@ hook_events! {
         /// When the approval path denies a call on its own (no approval service, or it failed):
         /// observe, or tell the model it may retry.
         PermissionDenied {
+            levels: [tool],
             fires: "tool: the approval path denied a call on its own",
             can: "tell the model it may retry",
             timeout: 600_000, tool_input: true, matcher: true,
@@ -436,6 +471,7 @@ hook_events! {
         /// After every call of a step resolved, before the next model call: add context, stop
         /// the loop.
         PostToolBatch {
+            levels: [step],
             fires: "step: after every call of a step resolved, before the next model call",
             can: "add context before the next model call, stop the loop",
             timeout: 600_000, tool_input: false, matcher: false,
@@ -449,6 +485,7 @@ hook_events! {
         /// [`CommandHooks::elicitation_layer`](crate::command::CommandHooks::elicitation_layer)
         /// (feature `mcp`).
         Elicitation {
+            levels: [tool],
             fires: "tool: an MCP server asks for input during a call (command hooks' elicitation layer)",
             can: "answer in the user's place, or decline",
             timeout: 600_000, tool_input: false, matcher: true,
@@ -457,6 +494,7 @@ hook_events! {
         /// by [`CommandHooks::elicitation_layer`](crate::command::CommandHooks::elicitation_layer)
         /// (feature `mcp`).
         ElicitationResult {
+            levels: [tool],
             fires: "tool: after the user answered an MCP elicitation (command hooks' elicitation layer)",
             can: "override the answer, or decline",
             timeout: 600_000, tool_input: false, matcher: true,
@@ -464,12 +502,14 @@ hook_events! {
     }
     rust {
         "step start" {
+            levels: [model],
             fires: "model: before each model call",
             can: "observe",
             /// Before each step (observe only).
             fn before_step(; step: u32, ctx: &RunContext) -> observe ();
         }
         "step end" {
+            levels: [step],
             fires: "step: after each step's tool calls",
             can: "observe; `should_continue` returning `false` ends the run (`Blocked`) before the next model call",
             /// After each step's tool calls (observe only).

@@ -788,19 +788,14 @@ impl LoopHooks for HookSet {
     }
 
     fn wrap_start(&self, start: BoxStartService) -> Option<BoxStartService> {
-        let hooks = &self.inner;
-        let any = !(hooks.on_session_start_for.is_empty()
-            && hooks.on_user_prompt.is_empty()
-            && hooks.on_notify.is_empty());
-        any.then(|| BoxStartService::new(self.start_layer().layer(start)))
+        self.inner
+            .any_at("start")
+            .then(|| BoxStartService::new(self.start_layer().layer(start)))
     }
 
     fn wrap_step(&self, step: BoxStepService) -> Option<BoxStepService> {
-        let hooks = &self.inner;
-        let any = !hooks.after_step.is_empty()
-            || !hooks.should_continue.is_empty()
-            || !hooks.on_stop.is_empty()
-            || !hooks.on_post_tool_batch.is_empty();
-        any.then(|| BoxStepService::new(self.step_layer().layer(step)))
+        self.inner
+            .any_at("step")
+            .then(|| BoxStepService::new(self.step_layer().layer(step)))
     }
 }
