@@ -12,6 +12,7 @@ mod support;
 
 mod common_ev2;
 mod compact;
+mod cwd_changed;
 mod env_file;
 mod exit_codes;
 mod formats;

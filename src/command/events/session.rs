@@ -1,4 +1,5 @@
-//! The run's events: the prompt, Stop, the session's start and end, subagents, tasks, memory files, compactions, display, notifications.
+//! The run's events: the prompt, Stop, the session's start and end, the working directory,
+//! subagents, tasks, memory files, compactions, display, notifications.
 
 use std::{sync::Arc, time::Duration};
 
@@ -17,9 +18,9 @@ use crate::{
     agent::{AgentResponse, SessionEnv, session_end_reason},
     context::RunContext,
     layers::hooks::{
-        Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput, Notification,
-        PostCompactInput, SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput,
-        SubagentStart, SubagentStartInput, Task, TaskInput, UserPrompt, state::Added,
+        CwdChanged, CwdChangedInput, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
+        Notification, PostCompactInput, SessionStart, SessionStartInput, Stop, StopFailureInput,
+        StopInput, SubagentStart, SubagentStartInput, Task, TaskInput, UserPrompt, state::Added,
     },
 };
 
@@ -155,6 +156,25 @@ impl Inner {
             }
         }
         verdicts
+    }
+
+    /// CwdChanged: observe only. A block or a stop is reported (the event cannot block, as in
+    /// the protocol).
+    pub(super) async fn cwd_changed(
+        self: &Arc<Self>,
+        change: CwdChangedInput,
+        ctx: &RunContext,
+    ) -> CwdChanged {
+        let event = HookEvent::CwdChanged;
+        let mut input = self.base(event, ctx);
+        input.insert("old_cwd".into(), change.old_cwd.to_string_lossy().into());
+        input.insert("new_cwd".into(), change.new_cwd.to_string_lossy().into());
+        for v in self.run_with_env_file(event, None, input, ctx).await {
+            if let Some(reason) = v.block.or(v.stop) {
+                ctx.warn(format!("a CwdChanged hook: {reason}"));
+            }
+        }
+        CwdChanged::Continue
     }
 
     pub(super) fn session_end(self: &Arc<Self>, response: &AgentResponse, ctx: &RunContext) {
@@ -350,6 +370,7 @@ pub(super) const EVENTS: &[(HookEvent, Add)] = &[
     (HookEvent::Stop, add_stop),
     (HookEvent::SubagentStop, add_subagent_stop),
     (HookEvent::SessionStart, add_session_start),
+    (HookEvent::CwdChanged, add_cwd_changed),
     (HookEvent::SessionEnd, add_session_end),
     (HookEvent::StopFailure, add_stop_failure),
     (HookEvent::SubagentStart, add_subagent_start),
@@ -390,6 +411,14 @@ fn add_session_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hoo
     hooks.on_session_start_for(union(entries), move |input, ctx| {
         let i = Arc::clone(&i);
         async move { i.session_start(input, &ctx).await }
+    })
+}
+
+fn add_cwd_changed(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_cwd_changed(move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.cwd_changed(input, &ctx).await }
     })
 }
 

@@ -13,7 +13,7 @@
 // The table writes an observer that returns nothing as `-> observe ()`.
 #![allow(clippy::unused_unit)]
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use super::{
     BeforeModel, HookFuture, HookResult, Hooks, InstructionsInput, MessageDisplay,
@@ -499,6 +499,19 @@ hook_events! {
             can: "override the answer, or decline",
             timeout: 600_000, tool_input: false, matcher: true,
         }
+        /// The run's working directory is not the one the thread's previous run had: observe.
+        CwdChanged {
+            levels: [start],
+            fires: "start: a run of a thread whose previous run had another working directory, before SessionStart",
+            can: "observe; command hooks may export variables through `CLAUDE_ENV_FILE`",
+            timeout: 600_000, tool_input: false, matcher: false,
+            /// CwdChanged: the run's working directory ([`RunContext::cwd`]) is not the one
+            /// the thread's previous run had. The start hook layer keeps each run's directory
+            /// in the thread's data (key `tower_agent.cwd`) when its set has a CwdChanged
+            /// hook, so the first run it sees of a thread fires nothing. Awaited before
+            /// SessionStart; a run without a thread never fires it.
+            fn on_cwd_changed(; input: CwdChangedInput, ctx: RunContext) -> decide CwdChanged;
+        }
     }
     rust {
         "step start" {
@@ -525,11 +538,36 @@ hook_events! {
         UserPromptExpansion: "expands slash commands and MCP prompts typed into a command-line client; a library's prompt is the text its caller built",
         TeammateIdle: "Claude Code's agent teams; a library run has no teammates",
         ConfigChange: "settings files are read once, when `CommandHooks` is built; nothing watches them",
-        CwdChanged: "a command-line session changing directory; a library run's directory is fixed by its caller",
         DirectoryAdded: "`/add-dir` of a command-line session; a library run's directories are its caller's",
         FileChanged: "needs a file watcher over the session; a library run has none",
         WorktreeCreate: "the client's git worktrees; a library creates none",
         WorktreeRemove: "the client's git worktrees; a library creates none",
+    }
+}
+
+/// What a CwdChanged hook gets: the thread's previous working directory and the run's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CwdChangedInput {
+    /// The working directory of the thread's previous run.
+    pub old_cwd: PathBuf,
+    /// This run's ([`RunContext::cwd`]).
+    pub new_cwd: PathBuf,
+}
+
+/// What a CwdChanged hook answers: nothing to decide (the protocol's `watchPaths` feed a file
+/// watcher this crate does not have).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CwdChanged {
+    /// Go on.
+    #[default]
+    Continue,
+}
+
+impl HookResult<CwdChanged> for CwdChanged {
+    fn into_hook_future(self) -> HookFuture<CwdChanged> {
+        HookFuture::ready(self)
     }
 }
 

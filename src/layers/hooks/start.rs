@@ -1,8 +1,9 @@
-//! [`HookStartLayer`]: the SessionStart and UserPromptSubmit hooks of a [`HookSet`] as a layer
-//! of the agent's start stack, and the run's Notification observer.
+//! [`HookStartLayer`]: the CwdChanged, SessionStart and UserPromptSubmit hooks of a
+//! [`HookSet`] as a layer of the agent's start stack, and the run's Notification observer.
 
 use std::{
     fmt,
+    path::PathBuf,
     sync::Arc,
     task::{Context, Poll},
 };
@@ -10,15 +11,22 @@ use std::{
 use tower::{Layer, Service, ServiceExt};
 
 use super::{
-    HookSet, HookSetInner, NOTIFY_WARNING, Notification, SessionStartInput, future::HookStartFuture,
+    CwdChangedInput, HookSet, HookSetInner, NOTIFY_WARNING, Notification, SessionStartInput,
+    future::HookStartFuture,
 };
-use crate::{agent::start::RunStart, context::RunContext, error::BoxError};
+use crate::{
+    agent::start::RunStart,
+    context::{RunContext, data::Persisted},
+    error::BoxError,
+};
 
 /// The SessionStart and UserPromptSubmit hooks of a [`HookSet`] as a layer of the start stack
 /// ([`AgentBuilder::start_layer`](crate::agent::AgentBuilder::start_layer);
 /// [`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks) installs it outermost). See
 /// [`agent::start`](crate::agent::start).
 ///
+/// CwdChanged hooks run first, when the run's directory is not the one the thread's previous
+/// run had (the layer keeps it in the thread's data, key `tower_agent.cwd`); then
 /// SessionStart hooks run (matched on the start's source), then — for a start with a prompt —
 /// UserPromptSubmit hooks, with the merge rules of the [hooks docs](crate::layers::hooks): a
 /// block refuses the run ([`RunStart::block`]; the inner service is not called); a rewrite
@@ -95,6 +103,7 @@ where
         observe_warnings(&self.set.inner, &start.ctx);
         let hooks = &self.set.inner;
         if hooks.on_session_start_for.is_empty()
+            && hooks.on_cwd_changed.is_empty()
             && (hooks.on_user_prompt.is_empty() || start.prompt.is_none())
         {
             return HookStartFuture::call(self.inner.call(start));
@@ -112,8 +121,12 @@ where
     }
 }
 
-/// SessionStart, then UserPromptSubmit: the start they shaped, or `Err` with it refused.
+/// CwdChanged, SessionStart, then UserPromptSubmit: the start they shaped, or `Err` with it
+/// refused.
 async fn prompt_hooks(set: &HookSetInner, mut start: RunStart) -> Result<RunStart, RunStart> {
+    if !set.on_cwd_changed.is_empty() {
+        cwd_changed(set, &start.ctx).await;
+    }
     let input = SessionStartInput::new(start.source, start.model.clone());
     match set.session_start(input, &start.ctx).await {
         Ok(contexts) => start.system_context.extend(contexts),
@@ -129,6 +142,48 @@ async fn prompt_hooks(set: &HookSetInner, mut start: RunStart) -> Result<RunStar
             Ok(start)
         }
         Err(reason) => Err(start.block(reason)),
+    }
+}
+
+/// The working directory of a thread's last run that a start hook layer with CwdChanged hooks
+/// saw.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LastCwd(PathBuf);
+
+impl Persisted for LastCwd {
+    const KEY: &'static str = "tower_agent.cwd";
+}
+
+/// Fires the CwdChanged hooks if the run's directory is not the thread's last run's, and
+/// keeps the run's in the thread's data (saved with the thread).
+async fn cwd_changed(set: &HookSetInner, ctx: &RunContext) {
+    let new_cwd = ctx.cwd().to_path_buf();
+    let last = ctx.persisted::<LastCwd>().unwrap_or_else(|err| {
+        ctx.warn(format!(
+            "the thread's `{}` data is not a path: {err}",
+            LastCwd::KEY
+        ));
+        None
+    });
+    let Some(LastCwd(old_cwd)) = last else {
+        persist_cwd(ctx, new_cwd);
+        return;
+    };
+    if old_cwd == new_cwd {
+        return;
+    }
+    persist_cwd(ctx, new_cwd.clone());
+    let input = CwdChangedInput { old_cwd, new_cwd };
+    for f in &set.on_cwd_changed {
+        f(input.clone(), ctx.clone()).await;
+    }
+}
+
+fn persist_cwd(ctx: &RunContext, cwd: PathBuf) {
+    if let Err(err) = ctx.persist(&LastCwd(cwd)) {
+        ctx.warn(format!(
+            "the run's directory could not be kept in the thread: {err}"
+        ));
     }
 }
 
