@@ -252,6 +252,40 @@ impl ToolCall {
             arguments,
         }
     }
+
+    /// The arguments as `T` — the type a typed tool declares them with — read from the JSON
+    /// without copying it, so that a hook checks the fields the tool will get instead of
+    /// walking the JSON by hand.
+    ///
+    /// # Errors
+    ///
+    /// The arguments do not have `T`'s shape (the tool itself would refuse them too).
+    ///
+    /// ```
+    /// use serde::Deserialize;
+    /// use serde_json::json;
+    /// use tower_agent::{layers::hooks::{Hooks, PreToolUse}, message::ToolCall};
+    ///
+    /// #[derive(Deserialize)]
+    /// struct Bash {
+    ///     command: String,
+    /// }
+    ///
+    /// let call = ToolCall::new("1", "bash", json!({ "command": "rm -rf /" }));
+    /// assert_eq!(call.arguments_as::<Bash>()?.command, "rm -rf /");
+    ///
+    /// let hooks = Hooks::new().before_tool_use("bash", |call, _ctx| {
+    ///     match call.arguments_as::<Bash>() {
+    ///         Ok(args) if args.command.contains("rm -rf") => PreToolUse::Deny("no".into()),
+    ///         _ => PreToolUse::Continue,
+    ///     }
+    /// });
+    /// # let _ = hooks;
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn arguments_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(&self.arguments)
+    }
 }
 
 /// A message of the conversation.
