@@ -208,8 +208,15 @@ impl ScriptedModel {
             None => match &self.otherwise {
                 Some(f) => f(req)?,
                 None => {
+                    // The shared cursor is the usual surprise: say so where it bites.
+                    let shared = if self.per_run {
+                        ""
+                    } else {
+                        "; its turns are shared by every run and clone of this model \
+                         (`.per_run()` gives each run the whole script)"
+                    };
                     return Err(format!(
-                        "scripted model: the script has no turn {} (it has {} turns)",
+                        "scripted model: the script has no turn {} (it has {} turns{shared})",
                         index + 1,
                         self.turns.len()
                     )
@@ -395,7 +402,8 @@ pub(super) mod future {
 
 #[cfg(test)]
 mod tests {
-    use super::{call_id, numbered};
+    use super::{ScriptedModel, call_id, numbered};
+    use crate::{Agent, agent::Outcome};
 
     #[test]
     fn numbered_ids() {
@@ -406,6 +414,29 @@ mod tests {
                 assert_eq!(id, format!("call_{n}_{i}"));
                 assert_eq!(id.capacity(), id.len());
             }
+        }
+    }
+
+    /// The trap of a shared script: a second run finds no turn left, and the error says why
+    /// and what to do; with `per_run` each run gets the whole script.
+    #[tokio::test]
+    async fn a_shared_script_run_out_names_per_run() {
+        let agent = Agent::builder()
+            .model(ScriptedModel::new().text("hi"))
+            .build();
+        assert_eq!(agent.run("one").await.unwrap().outcome, Outcome::Finished);
+        let second = agent.run("two").await.unwrap();
+        let Outcome::Aborted { error } = second.outcome else {
+            panic!("{:?}", second.outcome)
+        };
+        assert!(error.contains("shared by every run"), "{error}");
+        assert!(error.contains("`.per_run()`"), "{error}");
+
+        let agent = Agent::builder()
+            .model(ScriptedModel::new().text("hi").per_run())
+            .build();
+        for prompt in ["one", "two"] {
+            assert_eq!(agent.run(prompt).await.unwrap().outcome, Outcome::Finished);
         }
     }
 }
