@@ -716,13 +716,10 @@ fn plain(
     if trimmed.is_empty() {
         return None;
     }
-    match event {
-        HookEvent::UserPromptSubmit | HookEvent::SessionStart if context => {
-            verdict.contexts.push(cap(trimmed.to_owned()));
-        }
-        _ => {
-            tracing::debug!(hook = %name, event = %event, stdout = %trimmed, "hook stdout ignored")
-        }
+    if context && event.stdout_is_context() {
+        verdict.contexts.push(cap(trimmed.to_owned()));
+    } else {
+        tracing::debug!(hook = %name, event = %event, stdout = %trimmed, "hook stdout ignored");
     }
     None
 }

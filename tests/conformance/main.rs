@@ -25,6 +25,7 @@ mod instructions_loaded;
 mod json_output;
 mod message_display;
 mod notification;
+mod on_failure;
 mod permission;
 mod plugins;
 mod post_tool;

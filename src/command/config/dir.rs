@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{
     ConfigError, HookEvent,
     handler::{Config, Definition, Exec, Extras},
-    settings::{compile_matcher, flag, not_fired, timeout},
+    settings::{compile_matcher, fails_closed, flag, not_fired, timeout},
 };
 
 /// How long a hooks-directory executable may take to describe itself.
@@ -119,7 +119,8 @@ fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), Con
     };
     let timeout = timeout(&d, "timeout").map_err(|m| err("describe.timeout", m.into()))?;
     let flag = |key: &str| flag(&d, key).map_err(|m| err(&format!("describe.{key}"), m.into()));
-    let fail_closed = flag("failClosed")?;
+    let fail_closed = fails_closed(&d, out, &format!("{name}: describe"))
+        .map_err(|m| err("describe.failClosed", m.into()))?;
     let persistent = flag("persistent")?;
     for (i, e) in events.iter().enumerate() {
         let path = format!("describe.events[{i}]");

@@ -193,7 +193,8 @@ fn parse_handler(
     let extras = extras(h, file, path, out)?;
     let timeout = timeout(h, "timeout").map_err(|m| err("timeout", m))?;
     let flag = |name: &str| flag(h, name).map_err(|m| err(name, m));
-    let fail_closed = flag("failClosed")?;
+    let fail_closed =
+        fails_closed(h, out, &format!("{file}: {path}")).map_err(|m| err("failClosed", m))?;
     let persistent = flag("persistent")?;
     let rewake = flag("asyncRewake")?;
     // `asyncRewake` implies `async`.
@@ -583,6 +584,31 @@ pub(super) fn flag(h: &Map<String, Value>, name: &str) -> Result<bool, &'static 
         Some(Value::Bool(b)) => Ok(*b),
         Some(_) => Err("must be true or false"),
     }
+}
+
+/// Whether a handler fails closed: a hook that cannot start, times out, exits with an
+/// unexpected code or answers garbage blocks what it guards instead of letting it through.
+/// Claude Code spells it `"onFailure": "block"` (2.1.295, command and http handlers); this
+/// crate's older `"failClosed": true` is the same switch. Either one is enough. An `onFailure`
+/// value other than `"block"` is read as `"block"` with a warning: a spelling this crate does
+/// not know must not turn a guard that meant to block into one that lets everything through.
+pub(super) fn fails_closed(
+    h: &Map<String, Value>,
+    out: &mut Config,
+    at: &str,
+) -> Result<bool, &'static str> {
+    let flag = flag(h, "failClosed")?;
+    let on_failure = match h.get("onFailure") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) if s == "block" => true,
+        Some(other) => {
+            out.warn(format!(
+                "{at}: `onFailure` {other} is not known (Claude Code's value is \"block\"); the hook fails closed"
+            ));
+            true
+        }
+    };
+    Ok(flag || on_failure)
 }
 
 /// A `timeout` in seconds: a positive, finite number.

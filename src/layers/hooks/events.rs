@@ -93,11 +93,12 @@ macro_rules! hook_method {
 
 /// The table. Each event: its doc line; `levels` (the stacks whose hook layer fires it:
 /// `start`, `step`, `model`, `tool`; `builtin` for the built-in tools, `end` for the run's
-/// end), `fires` (the level, and when), `can` (what a hook
-/// decides there), `timeout` (of a command handler that sets none, ms), `tool_input` (the
-/// input has `tool_name`/`tool_input`: `if` rules apply), `matcher` (settings matchers
-/// apply); then its Rust registration methods, each `fn name(matcher?; args) -> kind Output`.
-/// The `rust` section: registration methods of no settings event.
+/// end), `fires` (the level, and when), `can` (what a hook decides there), `timeout` (of a
+/// command handler that sets none, ms), `tool_input` (the input has `tool_name`/`tool_input`:
+/// `if` rules apply), `matcher` (settings matchers apply), `stdout_context` (a command hook's
+/// plain stdout is context); then its Rust registration methods, each
+/// `fn name(matcher?; args) -> kind Output`. The `rust` section: registration methods of no
+/// settings event; the `not_fired` section: protocol events this crate does not fire.
 macro_rules! hook_events {
     (
         events {
@@ -110,6 +111,7 @@ macro_rules! hook_events {
                     timeout: $timeout:expr,
                     tool_input: $tool_input:literal,
                     matcher: $has_matcher:literal,
+                    stdout_context: $stdout_context:literal,
                     $(
                         $(#[doc = $doc:literal])*
                         fn $method:ident($($matcher:ident)? ; $($arg:ident : $ty:ty),*) -> $kind:ident $out:ty;
@@ -215,6 +217,13 @@ macro_rules! hook_events {
                 match self { $( HookEvent::$Event => $tool_input, )* }
             }
 
+            /// Whether a command hook's plain (not JSON) stdout is added to the context, as in
+            /// the hooks reference (SessionStart, UserPromptSubmit); elsewhere it goes to the
+            /// debug log.
+            pub const fn stdout_is_context(self) -> bool {
+                match self { $( HookEvent::$Event => $stdout_context, )* }
+            }
+
             /// Whether settings matchers apply; other events ignore them, as in the protocol.
             pub(crate) const fn has_matcher(self) -> bool {
                 match self { $( HookEvent::$Event => $has_matcher, )* }
@@ -255,7 +264,7 @@ hook_events! {
             levels: [tool],
             fires: "tool: before the call",
             can: "allow, deny, ask, defer, rewrite the arguments, add context, abort the run",
-            timeout: 600_000, tool_input: true, matcher: true,
+            timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
             /// PreToolUse: before each matching tool call.
             fn before_tool_use(matcher; call: Arc<ToolCall>, ctx: RunContext) -> decide PreToolUse;
         }
@@ -264,7 +273,7 @@ hook_events! {
             levels: [tool],
             fires: "tool: after a call that succeeded",
             can: "replace the output, add context next to it, abort the run",
-            timeout: 600_000, tool_input: true, matcher: true,
+            timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
             /// PostToolUse: after each matching tool call that succeeded (its output is not
             /// an error).
             fn after_tool_use(matcher; call: Arc<ToolCall>, output: Arc<ToolOutput>, ctx: RunContext) -> decide PostToolUse;
@@ -274,7 +283,7 @@ hook_events! {
             levels: [tool],
             fires: "tool: after a call that failed",
             can: "add context next to the error, abort the run",
-            timeout: 600_000, tool_input: true, matcher: true,
+            timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
             /// PostToolUseFailure: after each matching tool call that failed or returned an
             /// error output.
             fn on_tool_failure(matcher; call: Arc<ToolCall>, failure: Arc<ToolFailure>, ctx: RunContext) -> decide PostToolUseFailure;
@@ -284,7 +293,7 @@ hook_events! {
             levels: [start],
             fires: "start: before the prompt enters the thread",
             can: "block (the run ends `Blocked`), add context, rewrite the prompt",
-            timeout: 30_000, tool_input: false, matcher: false,
+            timeout: 30_000, tool_input: false, matcher: false, stdout_context: true,
             /// UserPromptSubmit: before the prompt enters the thread.
             fn on_user_prompt(; prompt: Arc<str>, ctx: RunContext) -> decide UserPrompt;
         }
@@ -293,7 +302,7 @@ hook_events! {
             levels: [step],
             fires: "step: the model answered without tool calls",
             can: "finish, or continue with feedback",
-            timeout: 600_000, tool_input: false, matcher: false,
+            timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
             /// Stop: when the agent is about to finish (the model answered without tool
             /// calls).
             fn on_stop(; input: StopInput, ctx: RunContext) -> decide Stop;
@@ -303,7 +312,7 @@ hook_events! {
             levels: [builtin],
             fires: "tool: inside a subagent's call, as it finishes",
             can: "send the subagent back to work",
-            timeout: 600_000, tool_input: false, matcher: true,
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             /// SubagentStop: when a subagent ([`Agent::into_tool`](crate::Agent::into_tool))
             /// run by this agent finishes; the matcher picks subagents by tool name.
             fn on_subagent_stop(matcher; input: StopInput, ctx: RunContext) -> decide Stop;
@@ -313,7 +322,7 @@ hook_events! {
             levels: [start, model],
             fires: "start: `startup`, `resume`; model: `compact`, on the answer of a compacted request",
             can: "add context (the run's system prompt; after the summary at `compact`), block (the run ends `Blocked`)",
-            timeout: 600_000, tool_input: false, matcher: true,
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: true,
             /// SessionStart for the sources `matcher` matches (`startup`, `resume`, `compact`;
             /// `"*"` for all), with the [`SessionStartInput`]. At `startup`/`resume` the
             /// contexts go to the run's system prompt; at `compact` (right after a
@@ -327,7 +336,7 @@ hook_events! {
             levels: [end],
             fires: "run end: the loop, as the run ends (also a run whose future is dropped)",
             can: "observe; reason: [`session_end_reason`](crate::agent::session_end_reason)",
-            timeout: 1_500, tool_input: false, matcher: true,
+            timeout: 1_500, tool_input: false, matcher: true, stdout_context: false,
             /// SessionEnd: once per run, after it ended (observe only).
             fn on_session_end(; response: &AgentResponse, ctx: &RunContext) -> observe ();
         }
@@ -336,14 +345,14 @@ hook_events! {
             levels: [model],
             fires: "model: in the summarize layer, before it compacts",
             can: "veto the compaction ([`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact))",
-            timeout: 600_000, tool_input: false, matcher: true,
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
         }
         /// Each warning of a run: observe.
         Notification {
             levels: [start],
             fires: "start: an observer set for the run; called where a warning or a permission prompt is raised",
             can: "observe, by `notification_type` (`warning`, `permission_prompt`)",
-            timeout: 600_000, tool_input: false, matcher: true,
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             /// Notification, every type: the matcher picks by `notification_type` —
             /// `permission_prompt` (the [`Approval`](super::Approval) service is about to be
             /// asked, with the message and the title `Permission needed`) or `warning` (each
@@ -357,7 +366,7 @@ hook_events! {
             levels: [model],
             fires: "model: before each call",
             can: "modify the request, or answer without calling the model",
-            timeout: 600_000, tool_input: false, matcher: false,
+            timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
             /// Before each model call: modify the request or answer in the model's place.
             fn before_model(; request: ModelRequest) -> decide BeforeModel;
         }
@@ -366,7 +375,7 @@ hook_events! {
             levels: [model],
             fires: "model: after each call",
             can: "modify or replace the response",
-            timeout: 600_000, tool_input: false, matcher: false,
+            timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
             /// After each model call: modify or replace the response.
             fn after_model(; response: ModelResponse, ctx: RunContext) -> decide ModelResponse;
         }
@@ -375,7 +384,7 @@ hook_events! {
             levels: [builtin],
             fires: "tool: inside a subagent's call, before it runs",
             can: "add context to the subagent's conversation",
-            timeout: 600_000, tool_input: false, matcher: true,
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             /// SubagentStart: a subagent ([`Agent::into_tool`](crate::Agent::into_tool)) of
             /// this agent is about to run; the matcher picks subagents by name. Contexts start
             /// the subagent's conversation; it cannot be blocked.
@@ -386,7 +395,7 @@ hook_events! {
             levels: [builtin],
             fires: "tool: inside `write_todos`, for each todo it adds",
             can: "block the call with feedback (the list is left unchanged)",
-            timeout: 600_000, tool_input: false, matcher: false,
+            timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
             /// TaskCreated: a `write_todos` call adds a todo; [`Task::Block`] fails the call
             /// (the list is left unchanged) with feedback for the model.
             fn on_task_created(; input: TaskInput, ctx: RunContext) -> decide Task;
@@ -396,7 +405,7 @@ hook_events! {
             levels: [builtin],
             fires: "tool: inside `write_todos`, for each todo it marks done",
             can: "block the call with feedback (the list is left unchanged)",
-            timeout: 600_000, tool_input: false, matcher: false,
+            timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
             /// TaskCompleted: a `write_todos` call marks a todo done; [`Task::Block`] fails
             /// the call (the list is left unchanged) with feedback for the model.
             fn on_task_completed(; input: TaskInput, ctx: RunContext) -> decide Task;
@@ -406,7 +415,7 @@ hook_events! {
             levels: [end],
             fires: "run end: the run ends on a model error",
             can: "observe; the matcher picks error types",
-            timeout: 600_000, tool_input: false, matcher: true,
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             /// StopFailure: the run ends on a model error (observe only); the matcher picks
             /// error types ([`StopFailureInput::error`]).
             fn on_stop_failure(matcher; input: &StopFailureInput, ctx: &RunContext) -> observe ();
@@ -416,7 +425,7 @@ hook_events! {
             levels: [builtin],
             fires: "tool: a memory file was loaded (the memory built-in)",
             can: "observe; the matcher picks load reasons",
-            timeout: 600_000, tool_input: false, matcher: true,
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             /// InstructionsLoaded: a [`Memory`](crate::builtins::memory::Memory) file was
             /// loaded (observe only); the matcher is compared with the load reason.
             fn on_instructions_loaded(matcher; input: &InstructionsInput, ctx: &RunContext) -> observe ();
@@ -426,7 +435,7 @@ hook_events! {
             levels: [model],
             fires: "model: each complete assistant message with text",
             can: "replace the text of the [`MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event (display only)",
-            timeout: 10_000, tool_input: false, matcher: false,
+            timeout: 10_000, tool_input: false, matcher: false, stdout_context: false,
             /// MessageDisplay: each complete assistant message with text; a
             /// [`MessageDisplay::Replace`] changes what the
             /// [`AgentEvent::MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event
@@ -438,7 +447,7 @@ hook_events! {
             levels: [model],
             fires: "model: on the answer of a compacted request",
             can: "observe the compaction (its summary); the matcher picks the trigger",
-            timeout: 600_000, tool_input: false, matcher: true,
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             /// PostCompact: the history was compacted (observe only); the matcher is compared
             /// with the trigger (`auto`, `manual`).
             fn on_post_compact(matcher; input: &PostCompactInput, ctx: &RunContext) -> observe ();
@@ -449,7 +458,7 @@ hook_events! {
             levels: [tool],
             fires: "tool: a call needs approval, before the [`Approval`](crate::layers::hooks::Approval) service",
             can: "allow (maybe with new arguments) or deny in the service's place",
-            timeout: 600_000, tool_input: true, matcher: true,
+            timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
             /// PermissionRequest: a matching call needs approval (a PreToolUse hook answered
             /// [`PreToolUse::Ask`]); decide in place of the [`Approval`](super::Approval)
             /// service. See the [module docs](crate::layers::hooks#order-and-merge-rules).
@@ -461,7 +470,7 @@ hook_events! {
             levels: [tool],
             fires: "tool: the approval path denied a call on its own",
             can: "tell the model it may retry",
-            timeout: 600_000, tool_input: true, matcher: true,
+            timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
             /// PermissionDenied: the approval path denied a matching call on its own (no
             /// [`Approval`](super::Approval) service, or it failed) with `reason`. Not called
             /// when a PreToolUse or PermissionRequest hook denies, nor when the approval
@@ -474,7 +483,7 @@ hook_events! {
             levels: [step],
             fires: "step: after every call of a step resolved, before the next model call",
             can: "add context before the next model call, stop the loop",
-            timeout: 600_000, tool_input: false, matcher: false,
+            timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
             /// PostToolBatch: once per step with tool calls, after all of them resolved,
             /// before the next model call.
             fn on_post_tool_batch(; batch: Arc<ToolBatch>, ctx: RunContext) -> decide PostToolBatch;
@@ -488,7 +497,7 @@ hook_events! {
             levels: [tool],
             fires: "tool: an MCP server asks for input during a call (command hooks' elicitation layer)",
             can: "answer in the user's place, or decline",
-            timeout: 600_000, tool_input: false, matcher: true,
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
         }
         /// After the user answered an MCP elicitation: override the answer, or decline. Fired
         /// by [`CommandHooks::elicitation_layer`](crate::command::CommandHooks::elicitation_layer)
@@ -497,14 +506,14 @@ hook_events! {
             levels: [tool],
             fires: "tool: after the user answered an MCP elicitation (command hooks' elicitation layer)",
             can: "override the answer, or decline",
-            timeout: 600_000, tool_input: false, matcher: true,
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
         }
         /// The run's working directory is not the one the thread's previous run had: observe.
         CwdChanged {
             levels: [start],
             fires: "start: a run of a thread whose previous run had another working directory, before SessionStart",
             can: "observe; command hooks may export variables through `CLAUDE_ENV_FILE`",
-            timeout: 600_000, tool_input: false, matcher: false,
+            timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
             /// CwdChanged: the run's working directory ([`RunContext::cwd`]) is not the one
             /// the thread's previous run had. The start hook layer keeps each run's directory
             /// in the thread's data (key `tower_agent.cwd`) when its set has a CwdChanged
