@@ -14,6 +14,7 @@ mod agent_service;
 mod call_limits;
 mod events;
 mod guards;
+mod hook_failure;
 mod hooks;
 mod layer_order;
 mod ledger;

@@ -264,6 +264,13 @@ pub struct HookFuture<D> {
 enum Inner<D> {
     Ready(Option<D>),
     Boxed(BoxFuture<'static, D>),
+    /// A registered hook's future: a panic while polling it becomes the decision that stands
+    /// for a failed hook (see `failure`).
+    Guarded(
+        BoxFuture<'static, D>,
+        std::sync::Arc<super::failure::Policy>,
+        fn(&super::failure::Policy, Box<dyn std::any::Any + Send>) -> D,
+    ),
 }
 
 impl<D> HookFuture<D> {
@@ -281,12 +288,29 @@ impl<D> HookFuture<D> {
         }
     }
 
+    /// This future, with a panic while it is polled standing for a failed hook of `policy`.
+    pub(crate) fn guarded(self, policy: &std::sync::Arc<super::failure::Policy>) -> Self
+    where
+        D: super::failure::Failed,
+    {
+        match self.inner {
+            Inner::Boxed(fut) => HookFuture {
+                inner: Inner::Guarded(
+                    fut,
+                    std::sync::Arc::clone(policy),
+                    super::failure::Policy::failed::<D>,
+                ),
+            },
+            inner => HookFuture { inner },
+        }
+    }
+
     /// The answer, if it is already there (a synchronous hook): a layer can then decide in
     /// `call`, with nothing awaited between its inner service's readiness and its call.
     pub(crate) fn take_ready(&mut self) -> Option<D> {
         match &mut self.inner {
             Inner::Ready(d) => d.take(),
-            Inner::Boxed(_) => None,
+            Inner::Boxed(_) | Inner::Guarded(..) => None,
         }
     }
 }
@@ -300,6 +324,11 @@ impl<D> Future for HookFuture<D> {
         match &mut self.inner {
             Inner::Ready(d) => Poll::Ready(d.take().expect("HookFuture polled after completion")),
             Inner::Boxed(f) => f.as_mut().poll(cx),
+            Inner::Guarded(f, policy, failed) => {
+                let poll =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.as_mut().poll(cx)));
+                poll.unwrap_or_else(|panic| Poll::Ready(failed(policy, panic)))
+            }
         }
     }
 }

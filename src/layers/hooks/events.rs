@@ -15,6 +15,7 @@
 
 use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 
+use super::failure::{self, Failed, Policy};
 use super::{
     BeforeModel, HookFuture, HookResult, Hooks, InstructionsInput, MessageDisplay,
     MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput,
@@ -63,11 +64,14 @@ macro_rules! hook_method {
             F: Fn($($ty),*) -> R + Send + Sync + 'static,
             R: HookResult<$out>,
         {
-            let f: Arc<hook_fn!(decide [$($ty),*] $out)> =
-                Arc::new(move |$($arg),*| f($($arg),*).into_hook_future());
+            let f = Arc::new(f);
             let matcher = hook_method!(@matcher $($matcher)?);
-            self.push(stringify!($method), matcher, Arc::new(move |slots: &mut HookSlots, m: &ToolMatcher| {
-                slots.$method.push(hook_method!(@item [$($matcher)?] m f));
+            self.push(stringify!($method), matcher, Arc::new(move |slots: &mut HookSlots, m: &ToolMatcher, policy: &Arc<Policy>| {
+                let (f, policy) = (Arc::clone(&f), Arc::clone(policy));
+                let g: Arc<hook_fn!(decide [$($ty),*] $out)> = Arc::new(move |$($arg: $ty),*| {
+                    failure::guard(&policy, || f($($arg),*).into_hook_future())
+                });
+                slots.$method.push(hook_method!(@item [$($matcher)?] m g));
             }))
         }
     };
@@ -78,17 +82,21 @@ macro_rules! hook_method {
         where
             F: Fn($($ty),*) -> $out + Send + Sync + 'static,
         {
-            let f: Arc<hook_fn!(observe [$($ty),*] $out)> = Arc::new(f);
+            let f = Arc::new(f);
             let matcher = hook_method!(@matcher $($matcher)?);
-            self.push(stringify!($method), matcher, Arc::new(move |slots: &mut HookSlots, m: &ToolMatcher| {
-                slots.$method.push(hook_method!(@item [$($matcher)?] m f));
+            self.push(stringify!($method), matcher, Arc::new(move |slots: &mut HookSlots, m: &ToolMatcher, policy: &Arc<Policy>| {
+                let (f, policy) = (Arc::clone(&f), Arc::clone(policy));
+                let g: Arc<hook_fn!(observe [$($ty),*] $out)> = Arc::new(move |$($arg: $ty),*| {
+                    failure::guard_sync(&policy, || f($($arg),*))
+                });
+                slots.$method.push(hook_method!(@item [$($matcher)?] m g));
             }))
         }
     };
     (@matcher $matcher:ident) => { $matcher.into() };
     (@matcher) => { ToolMatcher::all() };
-    (@item [$matcher:ident] $m:ident $f:ident) => { ($m.clone(), $f.clone()) };
-    (@item [] $m:ident $f:ident) => {{ let _ = $m; $f.clone() }};
+    (@item [$matcher:ident] $m:ident $f:ident) => { ($m.clone(), $f) };
+    (@item [] $m:ident $f:ident) => {{ let _ = $m; $f }};
 }
 
 /// The table. Each event: its doc line; `levels` (the stacks whose hook layer fires it:
@@ -577,6 +585,12 @@ pub enum CwdChanged {
 impl HookResult<CwdChanged> for CwdChanged {
     fn into_hook_future(self) -> HookFuture<CwdChanged> {
         HookFuture::ready(self)
+    }
+}
+
+impl Failed for CwdChanged {
+    fn failed(_: String, _: bool) -> Option<Self> {
+        Some(CwdChanged::Continue)
     }
 }
 

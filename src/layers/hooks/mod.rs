@@ -126,6 +126,7 @@
 
 mod decision;
 mod events;
+mod failure;
 pub mod future;
 mod model;
 mod order;
@@ -201,8 +202,8 @@ pub enum ApprovalDecision {
 /// policy engine …), type-erased.
 pub type Approval = BoxCloneSyncService<ApprovalRequest, ApprovalDecision, BoxError>;
 
-/// Puts a registered hook into its slot of a compiled set, with its matcher.
-type Install = Arc<dyn Fn(&mut HookSlots, &ToolMatcher) + Send + Sync>;
+/// Puts a registered hook into its slot of a compiled set, with its matcher and how it fails.
+type Install = Arc<dyn Fn(&mut HookSlots, &ToolMatcher, &Arc<failure::Policy>) + Send + Sync>;
 
 #[derive(Clone)]
 pub(crate) struct Registration {
@@ -211,6 +212,8 @@ pub(crate) struct Registration {
     install: Install,
     matcher: ToolMatcher,
     pub(crate) name: Option<String>,
+    /// [`Hooks::fail_closed`].
+    fail_closed: bool,
     pub(crate) priority: i32,
     pub(crate) before: Vec<String>,
     pub(crate) after: Vec<String>,
@@ -307,6 +310,20 @@ impl Hooks<state::Added> {
         self
     }
 
+    /// The hook just added fails closed: if it panics, the event's blocking decision stands
+    /// for it — a PreToolUse hook denies the call, a UserPromptSubmit or SessionStart hook
+    /// blocks the run, a PostToolUse hook aborts it, a Stop hook keeps the agent going, a
+    /// PostToolBatch hook stops the loop, a PermissionRequest hook denies, a TaskCreated or
+    /// TaskCompleted hook blocks the call, `should_continue` ends the run — as a command hook
+    /// with Claude Code's `"onFailure": "block"`. Without it a hook that panics is skipped
+    /// (fail-open). Either way the panic is logged naming the hook, and the reason of a
+    /// blocking decision says which hook panicked and why. BeforeModel and AfterModel hooks
+    /// own the request or response they were given: their panic goes on unwinding.
+    pub fn fail_closed(mut self) -> Self {
+        self.last().fail_closed = true;
+        self
+    }
+
     /// The hook just added runs before the hook named `name`.
     pub fn before(mut self, name: impl Into<String>) -> Self {
         self.last().before.push(name.into());
@@ -348,6 +365,7 @@ impl<S> Hooks<S> {
             install,
             matcher,
             name: None,
+            fail_closed: false,
             priority: 0,
             before: Vec::new(),
             after: Vec::new(),
@@ -442,7 +460,11 @@ impl<S> Hooks<S> {
         };
         for i in order {
             let registration = &self.registrations[i];
-            (registration.install)(&mut set.slots, &registration.matcher);
+            let policy = Arc::new(failure::Policy {
+                label: registration.label(i),
+                fail_closed: registration.fail_closed,
+            });
+            (registration.install)(&mut set.slots, &registration.matcher, &policy);
         }
         Ok(HookSet {
             inner: Arc::new(set),
