@@ -309,6 +309,26 @@
 //! [`disable_plugin`](CommandHooksBuilder::disable_plugin). They apply after every source is
 //! loaded, whatever the order.
 //!
+//! # Disable one hook, and fail closed, in one product
+//!
+//! Claude Code can make a hook fail closed (`"onFailure": "block"`) but cannot disable one
+//! hook; Codex can disable one hook (trust by hash) but has no fail-closed hooks. Both work
+//! here, together:
+//!
+//! | Setting | Where | Effect |
+//! |---|---|---|
+//! | `"onFailure": "block"` (Claude Code) or `"failClosed": true` | a `command` or `http` handler | a hook that cannot start, times out, exits with an unexpected code or answers garbage blocks what it guards (PreToolUse: the call is denied; UserPromptSubmit: the prompt is blocked …); an unknown `onFailure` value is read as `"block"`, with a warning |
+//! | `"disabledHooks": [...]` | any settings source, or [`disable_hook`](CommandHooksBuilder::disable_hook) | these hooks (by command as written or as run, or by `name`) never run |
+//! | `"disabledPlugins": [...]` | any settings source, or [`disable_plugin`](CommandHooksBuilder::disable_plugin) | a plugin's hooks never run |
+//! | `"disableAllHooks": true` | any settings source | no command hook runs |
+//! | `"sha256"` on a handler, [`trust`](CommandHooksBuilder::trust) | a handler, the builder | the hook runs only while its script has that hash (see below) |
+//!
+//! A disable is a union over every source: a hook disabled by the user's settings cannot be
+//! turned back on by a project's settings (`"disabledHooks": []`, `"disableAllHooks": false`
+//! or the same hook defined again there change nothing), whatever the order the sources are
+//! given in. A disabled fail-closed hook does not run, so it blocks nothing: disabling is the
+//! user's decision to drop a guard.
+//!
 //! # Trusted hashes
 //!
 //! A handler with `"sha256": "<64 hex digits>"` (or every handler running a script given to

@@ -173,3 +173,48 @@ async fn an_unknown_on_failure_value_fails_closed_with_a_warning() {
     builder.build().run("clean up").await.unwrap();
     assert!(seen.lock().unwrap().is_empty());
 }
+
+/// A hook the user's settings disable stays disabled whatever a project's settings say, in
+/// either order of the sources: an empty `disabledHooks`, `disableAllHooks: false`, the same
+/// hook defined again (also fail-closed). The same for `disableAllHooks: true`.
+#[test]
+fn a_hook_disabled_by_the_user_cannot_be_re_enabled_by_a_project() {
+    use tower_agent::command::{CommandHooks, HookEvent};
+    let guard = "$CLAUDE_PROJECT_DIR/guard.sh";
+    let defines = |extra: Value| {
+        let mut handler = json!({ "type": "command", "command": guard });
+        if let Value::Object(extra) = extra {
+            handler.as_object_mut().unwrap().extend(extra);
+        }
+        json!({ "PreToolUse": [{ "matcher": "bash", "hooks": [handler] }] })
+    };
+    let user_disables = [
+        json!({ "disabledHooks": [guard], "hooks": defines(json!({})) }),
+        json!({ "disableAllHooks": true }),
+    ];
+    let project_attempts = [
+        json!({ "disabledHooks": [], "hooks": defines(json!({})) }),
+        json!({ "disableAllHooks": false, "hooks": defines(json!({})) }),
+        json!({ "hooks": defines(json!({ "onFailure": "block" })) }),
+    ];
+    for user in &user_disables {
+        for project in &project_attempts {
+            for user_first in [true, false] {
+                let (first, second) = if user_first {
+                    ((user, "user.json"), (project, "project.json"))
+                } else {
+                    ((project, "project.json"), (user, "user.json"))
+                };
+                let hooks = CommandHooks::builder()
+                    .settings_json(first.0.clone(), first.1)
+                    .settings_json(second.0.clone(), second.1)
+                    .build()
+                    .unwrap();
+                assert!(
+                    hooks.commands(HookEvent::PreToolUse).is_empty(),
+                    "user {user}, project {project}, user first: {user_first}"
+                );
+            }
+        }
+    }
+}
