@@ -249,6 +249,42 @@ pub(crate) fn load_gemini(
     })
 }
 
+/// A Codex answer: Claude Code's protocol, but a PreToolUse `updatedInput` counts only
+/// together with `permissionDecision: "allow"` (Codex hooks reference, PreToolUse); without it
+/// the rewrite is dropped (logged) and the rest of the answer stands.
+fn codex_output(event: HookEvent, mut reply: Reply) -> Reply {
+    if event != HookEvent::PreToolUse || reply.code != Some(0) {
+        return reply;
+    }
+    let dropped = match &mut reply.stdout {
+        Stdout::Json(out) => drop_unallowed_rewrite(out),
+        Stdout::Text(text) => {
+            let mut out = serde_json::from_str::<Value>(text.trim()).unwrap_or_default();
+            let dropped = drop_unallowed_rewrite(&mut out);
+            if dropped {
+                *text = out.to_string();
+            }
+            dropped
+        }
+    };
+    if dropped {
+        tracing::warn!(
+            "a Codex PreToolUse hook answered updatedInput without permissionDecision \"allow\": the rewrite is ignored, as in Codex"
+        );
+    }
+    reply
+}
+
+/// Removes `hookSpecificOutput.updatedInput` unless `permissionDecision` is `"allow"`;
+/// whether it did.
+fn drop_unallowed_rewrite(out: &mut Value) -> bool {
+    let Some(Value::Object(specific)) = out.get_mut("hookSpecificOutput") else {
+        return false;
+    };
+    let allowed = specific.get("permissionDecision").and_then(Value::as_str) == Some("allow");
+    !allowed && specific.remove("updatedInput").is_some()
+}
+
 impl Dialect {
     /// The input a handler of this dialect gets: for Gemini, `hook_event_name` is its event
     /// name, `timestamp` is added, AfterTool's `tool_response` is `{llmContent,
@@ -295,6 +331,9 @@ impl Dialect {
     /// `hookSpecificOutput.tool_input` is merged into the call's arguments
     /// (`updatedInput`), `hookSpecificOutput.tool_output` replaces the output.
     pub(crate) fn output(self, event: HookEvent, input: &str, mut reply: Reply) -> Reply {
+        if self == Dialect::Codex {
+            return codex_output(event, reply);
+        }
         if self != Dialect::Gemini || reply.code != Some(0) {
             return reply;
         }

@@ -297,7 +297,9 @@
 //!   events this crate does not know are skipped with a warning (not an error). A path ending
 //!   in `.toml` is a Codex `config.toml`: its inline `[hooks]` tables are read
 //!   (`[[hooks.PreToolUse]]` is a matcher group, `[[hooks.PreToolUse.hooks]]` one of its
-//!   handlers, as in the JSON file), `[hooks.state]` and the rest of the file are not.
+//!   handlers, as in the JSON file), `[hooks.state]` and the rest of the file are not. As in
+//!   Codex, a PreToolUse `updatedInput` rewrites the call only together with
+//!   `permissionDecision: "allow"`; alone it is ignored (logged).
 //!
 //! # Disabling hooks by name
 //!

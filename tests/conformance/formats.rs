@@ -155,6 +155,58 @@ case "$input" in *'"rm '*) echo "codex blocks rm" >&2; exit 2;; esac"#,
     assert_eq!(first["hook_event_name"], "PreToolUse");
 }
 
+// Codex hooks reference, PreToolUse: `updatedInput` rewrites the call only together with
+// `permissionDecision: "allow"`; alone (or with `ask`), the rewrite is ignored and the call
+// runs with its own arguments. Claude Code's files keep Claude Code's rule (the rewrite
+// applies on its own), so the same script is tried in both formats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_rewrites_only_with_allow() {
+    use crate::support::command::agent;
+    use tower_agent::model::ScriptedModel;
+
+    let scripts = Scripts::new();
+    let rewrite = |name: &str, decision: Option<&str>| {
+        let mut specific = json!({
+            "hookEventName": "PreToolUse",
+            "updatedInput": { "command": "echo rewritten" },
+        });
+        if let Some(decision) = decision {
+            specific["permissionDecision"] = json!(decision);
+        }
+        let answer = json!({ "hookSpecificOutput": specific }).to_string();
+        scripts.bash(name, &format!("cat > /dev/null; echo '{answer}'"))
+    };
+    for (decision, codex_rewrites) in [(Some("allow"), true), (None, false)] {
+        let script = rewrite(
+            &format!("rewrite-{}.sh", decision.unwrap_or("none")),
+            decision,
+        );
+        let hooks_json = json!({ "hooks": {
+            "PreToolUse": [{ "matcher": "bash", "hooks": [{ "type": "command", "command": script }] }]
+        }});
+        let file = scripts.path("codex-hooks.json");
+        std::fs::write(&file, hooks_json.to_string()).unwrap();
+        for (codex, expected) in [(true, codex_rewrites), (false, true)] {
+            let builder = CommandHooks::builder().project_dir(scripts.dir.path());
+            let builder = if codex {
+                builder.codex_hooks_file(&file)
+            } else {
+                builder.settings_json(hooks_json.clone(), "settings.json")
+            };
+            let hooks = builder.build().unwrap();
+            let model = ScriptedModel::new()
+                .tool_call("bash", json!({ "command": "ls" }))
+                .text("done");
+            let (agent, seen) = agent(&model, hooks.into_hooks());
+            agent.build().run("go").await.unwrap();
+            let seen = seen.lock().unwrap();
+            let command = seen[0]["command"].as_str().unwrap().to_owned();
+            let want = if expected { "echo rewritten" } else { "ls" };
+            assert_eq!(command, want, "codex: {codex}, decision: {decision:?}");
+        }
+    }
+}
+
 // Codex config.toml: the inline `[hooks]` tables (same shape as hooks.json, in TOML) drive the
 // same scripts; `[hooks.state]` and Codex's other settings are not hooks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
