@@ -141,14 +141,24 @@ impl Inner {
                 waited.push(&entry.handler);
             }
         }
-        join_all(waited.into_iter().map(|handler| {
+        // Handlers run in parallel, but those of one Gemini CLI `sequential` group (next to
+        // each other in configuration order) run one after another, as one unit.
+        let units = waited.chunk_by(|a, b| {
+            a.extras.sequential.is_some() && a.extras.sequential == b.extras.sequential
+        });
+        let verdicts = join_all(units.map(|unit| {
             let (input, dir, env) = (&input, &dir, &env);
             async move {
-                let result = self.call(event, handler, input, dir, report, env).await;
-                process::interpret(event, handler, result, report)
+                let mut verdicts = Vec::with_capacity(unit.len());
+                for handler in unit {
+                    let result = self.call(event, handler, input, dir, report, env).await;
+                    verdicts.push(process::interpret(event, handler, result, report));
+                }
+                verdicts
             }
         }))
-        .await
+        .await;
+        verdicts.into_iter().flatten().collect()
     }
 
     async fn call(

@@ -24,6 +24,10 @@ pub(crate) enum Dialect {
     Codex,
 }
 
+/// The field the Gemini CLI loader gives each handler of a `"sequential": true` group: the
+/// group's id. Read from Gemini CLI sources only (see `config::settings::extras`).
+pub(crate) const SEQUENTIAL_GROUP: &str = "__tower_agent_sequential_group";
+
 /// Gemini CLI events and ours.
 const GEMINI: &[(&str, HookEvent)] = &[
     ("BeforeTool", HookEvent::PreToolUse),
@@ -209,13 +213,28 @@ pub(crate) fn load_gemini(
                 return Err(err(&format!("hooks.{name}[{g}]"), "must be an object"));
             };
             let mut group = group.clone();
-            group.remove("sequential");
+            let sequential = match group.remove("sequential") {
+                None | Some(Value::Null | Value::Bool(false)) => None,
+                Some(Value::Bool(true)) => {
+                    out.next_sequential += 1;
+                    Some(out.next_sequential)
+                }
+                Some(_) => {
+                    return Err(err(
+                        &format!("hooks.{name}[{g}].sequential"),
+                        "must be true or false",
+                    ));
+                }
+            };
             if let Some(Value::Array(handlers)) = group.get_mut("hooks") {
                 for (h, handler) in handlers.iter_mut().enumerate() {
                     let at = format!("hooks.{name}[{g}].hooks[{h}]");
                     let Some(handler) = handler.as_object_mut() else {
                         continue;
                     };
+                    if let Some(id) = sequential {
+                        handler.insert(SEQUENTIAL_GROUP.into(), json!(id));
+                    }
                     match handler.get("timeout") {
                         None | Some(Value::Null) => {
                             handler.insert("timeout".into(), json!(60));

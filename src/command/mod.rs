@@ -281,7 +281,8 @@
 //!   PostToolUse, `BeforeAgent` → UserPromptSubmit, `AfterAgent` → Stop, `BeforeModel`,
 //!   `AfterModel`, `SessionStart`, `SessionEnd`, `Notification`, `PreCompress` → PreCompact;
 //!   `BeforeToolSelection` (and any other) is skipped with a warning. `timeout` is in
-//!   milliseconds (default 60,000); `sequential` is ignored (handlers run in parallel);
+//!   milliseconds (default 60,000); a group with `"sequential": true` runs its handlers one
+//!   after another, in order (others run in parallel, as every Claude Code handler);
 //!   `hooksConfig.enabled: false` loads none; `hooksConfig.disabled` lists names to skip. Its
 //!   handlers get `hook_event_name` under Gemini's name, a `timestamp`, AfterTool's
 //!   `tool_response` as `{llmContent, returnDisplay}` and AfterAgent's `prompt_response`;

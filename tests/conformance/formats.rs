@@ -267,3 +267,48 @@ trusted = ["abc"]
         .unwrap_err();
     assert!(err.to_string().contains("invalid TOML"), "{err}");
 }
+
+// Gemini CLI hooks reference, "Hook definition": `sequential: true` runs the group's hooks
+// one after another; `false` (the default) in parallel. Two real scripts: the first takes two
+// seconds, the second notes when it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_sequential_groups_run_one_after_another() {
+    let scripts = Scripts::new();
+    let order = scripts.path("order.log");
+    let slow = scripts.bash(
+        "slow.sh",
+        &format!(r#"cat > /dev/null; sleep 2; echo slow-done >> {order:?}; echo '{{}}'"#),
+    );
+    let quick = scripts.bash(
+        "quick.sh",
+        &format!(r#"cat > /dev/null; echo quick-start >> {order:?}; echo '{{}}'"#),
+    );
+    for sequential in [true, false] {
+        let _ = std::fs::remove_file(&order);
+        let settings = scripts.path("gemini-settings.json");
+        std::fs::write(
+            &settings,
+            json!({"hooks": {
+                "BeforeTool": [{"matcher": "Bash", "sequential": sequential, "hooks": [
+                    {"type": "command", "command": slow, "timeout": 20000},
+                    {"type": "command", "command": quick, "timeout": 20000}
+                ]}]
+            }})
+            .to_string(),
+        )
+        .unwrap();
+        let hooks = CommandHooks::builder()
+            .gemini_settings_file(&settings)
+            .project_dir(scripts.dir.path())
+            .build()
+            .unwrap();
+        assert!(hooks.warnings().is_empty(), "{:?}", hooks.warnings());
+        run_calls(hooks.into_hooks(), &[("Bash", json!({"command": "ls"}))]).await;
+        let want = if sequential {
+            "slow-done\nquick-start\n"
+        } else {
+            "quick-start\nslow-done\n"
+        };
+        assert_eq!(scripts.read("order.log"), want, "sequential: {sequential}");
+    }
+}

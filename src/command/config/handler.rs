@@ -94,6 +94,9 @@ pub(crate) struct Extras {
     pub(crate) name: Option<String>,
     /// The format the handler's configuration was written in.
     pub(crate) dialect: Dialect,
+    /// The Gemini CLI group (`"sequential": true`) whose handlers run one after another, in
+    /// order; `None`: the handler runs in parallel with the others.
+    pub(crate) sequential: Option<u32>,
 }
 
 /// The configuration format of a handler: see [`crate::command::formats`].
@@ -153,6 +156,8 @@ struct Key {
     rewake: bool,
     /// The `if` rule as written.
     condition: Option<String>,
+    /// A handler of a sequential group stays in its group.
+    sequential: Option<u32>,
     /// A plugin's copy of a handler stays separate from the settings' copy.
     plugin: Option<Arc<str>>,
     sha256: Option<String>,
@@ -193,6 +198,8 @@ pub(crate) struct Config {
     /// Names from `disabledHooks` (commands) and `disabledPlugins` (plugin names).
     pub(crate) disabled_hooks: Vec<String>,
     pub(crate) disabled_plugins: Vec<String>,
+    /// The next id of a Gemini CLI sequential group.
+    pub(crate) next_sequential: u32,
 }
 
 impl Config {
@@ -231,6 +238,7 @@ impl Config {
             plugin: def.extras.plugin.clone(),
             sha256: def.extras.pin.as_ref().map(|p| p.hex().to_owned()),
             dialect: def.extras.dialect,
+            sequential: def.extras.sequential,
         };
         let matcher = matcher.filter(|_| event.has_matcher());
         if let Some(&i) = self.seen.get(&(event, key.clone())) {

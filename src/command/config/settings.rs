@@ -555,6 +555,13 @@ pub(super) fn extras(
     if let Some(Value::String(c)) = h.get("command") {
         extras.written = Some(c.clone());
     }
+    if out.source.dialect == super::Dialect::Gemini
+        && let Some(id) = h
+            .get(crate::command::formats::SEQUENTIAL_GROUP)
+            .and_then(Value::as_u64)
+    {
+        extras.sequential = u32::try_from(id).ok();
+    }
     if let Some(Value::String(n)) = h.get("name") {
         extras.name = Some(n.clone());
     }
