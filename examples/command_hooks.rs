@@ -48,7 +48,7 @@ async fn main() -> Result<(), BoxError> {
 
 /// The scripts of `examples/hooks/settings.json`.
 async fn settings_file_hooks() -> Result<(), BoxError> {
-    let project = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let project = repository();
     let hooks = CommandHooks::builder()
         .settings_file(project.join("examples/hooks/settings.json"))
         .project_dir(project)
@@ -137,7 +137,7 @@ async fn settings_file_hooks() -> Result<(), BoxError> {
 
 /// An `http` hook, a `prompt` hook, an `if` filter and a plugin folder.
 async fn handler_types_filters_and_a_plugin() -> Result<(), BoxError> {
-    let project = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let project = repository();
     let scratch = std::env::temp_dir().join(format!("tower-agent-hooks-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
 
@@ -260,4 +260,11 @@ fn tool_results(resp: &AgentResponse) -> Vec<String> {
         .filter(|m| m.role == Role::Tool)
         .map(|m| m.text().into_owned())
         .collect()
+}
+
+/// The repository's root, the hooks' project directory (the examples' package is
+/// `examples/` in it).
+fn repository() -> &'static Path {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR"));
+    examples.parent().unwrap_or(examples)
 }

@@ -53,7 +53,9 @@ fn reference_servers() -> Option<PathBuf> {
     // This example is `target/<profile>/examples/mcp`.
     let exe = std::env::current_exe().ok()?;
     let dir = exe.ancestors().nth(3)?.join("mcp-servers");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/mcp-servers");
+    // The examples' package is `examples/` in the repository.
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    let script = repository.join(".ci/mcp-servers");
     let status = Command::new("bash")
         .arg(&script)
         .arg(&dir)
