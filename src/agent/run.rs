@@ -162,6 +162,9 @@ struct Run<'a> {
     thread_id: String,
     /// The error that ended the run, typed ([`AgentResponse::error`]).
     error: Option<RunError>,
+    /// The run's own clone of the agent's step stack, made at its first use (one clone per
+    /// run, not per step).
+    step_stack: Option<super::step::BoxStepService>,
 }
 
 /// An error that ended a run, shared ([`AgentResponse::error`]).
@@ -304,6 +307,7 @@ impl<'a> Run<'a> {
             approved,
             thread_id,
             error: None,
+            step_stack: None,
         };
         if inner.shutdown.is_cancelled() {
             // Shutting down: the run never starts, the thread is left as it was.

@@ -38,7 +38,7 @@
 //!     }
 //!
 //!     fn call(&mut self, end: StepEnd) -> Self::Future {
-//!         std::future::ready(Ok(if end.ctx.step() >= 2 && !end.batch.calls.is_empty() {
+//!         std::future::ready(Ok(if end.ctx.step() >= 2 && !end.batch().calls.is_empty() {
 //!             StepControl::end("three steps are enough")
 //!         } else {
 //!             StepControl::proceed()
@@ -66,13 +66,20 @@
 //! ```
 
 use std::{
-    sync::Arc,
+    ops::Range,
+    sync::{Arc, OnceLock},
     task::{Context, Poll},
 };
 
+use serde_json::{Map, Value};
+use smallvec::SmallVec;
 use tower::{Service, util::BoxCloneSyncService};
 
-use crate::{context::RunContext, error::BoxError, message::Message};
+use crate::{
+    context::RunContext,
+    error::BoxError,
+    message::{Content, Message, Messages, ToolOutput},
+};
 
 pub use super::hooks::ToolBatch;
 
@@ -84,26 +91,125 @@ pub struct StepEnd {
     pub ctx: RunContext,
     /// The model's message of the step (already in the history).
     pub message: Arc<Message>,
-    /// The step's calls and their results as the model will see them, in call order (already
-    /// in the history); empty when the model answered without a tool call (the run is about
-    /// to finish).
-    pub batch: Arc<ToolBatch>,
+    /// The step's results in the run's history, for [`batch`](Self::batch).
+    results: Option<StepResults>,
+    /// The batch, made at its first use.
+    batch: OnceLock<Arc<ToolBatch>>,
 }
 
 impl StepEnd {
-    /// The end of a step at `ctx` with `message` and the step's `batch`.
+    /// The end of a step at `ctx` with `message` and the step's `batch` (empty when the model
+    /// answered without a tool call).
     pub fn new(ctx: RunContext, message: Arc<Message>, batch: Arc<ToolBatch>) -> Self {
         StepEnd {
             ctx,
             message,
-            batch,
+            results: None,
+            batch: OnceLock::from(batch),
         }
+    }
+
+    /// The end of a step whose results are `results` of the run's history; the batch is made
+    /// only if a layer asks for it.
+    pub(crate) fn of_run(ctx: RunContext, message: Arc<Message>, results: StepResults) -> Self {
+        StepEnd {
+            ctx,
+            message,
+            results: Some(results),
+            batch: OnceLock::new(),
+        }
+    }
+
+    /// The end of a final step (no tool call).
+    pub(crate) fn last(ctx: RunContext, message: Arc<Message>) -> Self {
+        StepEnd {
+            ctx,
+            message,
+            results: None,
+            batch: OnceLock::new(),
+        }
+    }
+
+    /// The step's calls and their results as the model will see them, in call order (already
+    /// in the history); empty when the model answered without a tool call (the run is about
+    /// to finish). Made at the first call (the step stack of a run pays for it only if one
+    /// of its layers looks).
+    pub fn batch(&self) -> &Arc<ToolBatch> {
+        self.batch.get_or_init(|| {
+            Arc::new(match &self.results {
+                None => ToolBatch::default(),
+                Some(results) => ToolBatch {
+                    calls: self.message.tool_calls.clone(),
+                    outputs: results.outputs(),
+                },
+            })
+        })
     }
 
     /// Whether the model answered without a tool call: the run finishes unless a layer sends
     /// the agent back to work ([`StepControl::resume`]).
     pub fn is_final(&self) -> bool {
-        self.batch.calls.is_empty()
+        self.message.tool_calls.is_empty()
+    }
+}
+
+/// A step's results as the run's history holds them (a clone of the history is a few
+/// reference counts), with what a tool message does not keep of its output.
+#[derive(Debug, Clone)]
+pub(crate) struct StepResults {
+    history: Messages,
+    range: Range<usize>,
+    /// Per output: whether it had text (the message's first part), and its metadata.
+    extra: SmallVec<[(bool, Map<String, Value>); 1]>,
+}
+
+impl StepResults {
+    /// The results at `range` of `history`; `extra` as [`StepResults::keep`] took it.
+    pub(crate) fn new(
+        history: Messages,
+        range: Range<usize>,
+        extra: SmallVec<[(bool, Map<String, Value>); 1]>,
+    ) -> Self {
+        StepResults {
+            history,
+            range,
+            extra,
+        }
+    }
+
+    /// What the tool message of `output` will not keep: whether it has text, its metadata.
+    pub(crate) fn keep(output: &mut ToolOutput) -> (bool, Map<String, Value>) {
+        (
+            !output.content.is_empty(),
+            std::mem::take(&mut output.metadata),
+        )
+    }
+
+    /// The outputs again, as they were.
+    fn outputs(&self) -> Vec<ToolOutput> {
+        self.range
+            .clone()
+            .filter_map(|i| self.history.get(i))
+            .zip(&self.extra)
+            .map(|(message, (has_text, metadata))| {
+                let mut parts = message.content.clone();
+                let content = match parts.first() {
+                    Some(Content::Text { .. }) if *has_text => match parts.remove(0) {
+                        Content::Text { text } => text,
+                        _ => String::new(),
+                    },
+                    _ => String::new(),
+                };
+                let mut output = if message.is_error {
+                    ToolOutput::error(message.tool_call_id.clone().unwrap_or_default(), content)
+                } else {
+                    ToolOutput::text(message.tool_call_id.clone().unwrap_or_default(), content)
+                };
+                output.parts = parts;
+                output.metadata = metadata.clone();
+                output
+            })
+            .collect()
     }
 }
 
@@ -211,3 +317,54 @@ impl Service<StepEnd> for Proceed {
 
 /// A layer of the step stack, as the agent keeps it.
 pub(crate) type StepLayerFn = dyn Fn(BoxStepService) -> BoxStepService + Send + Sync;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use smallvec::SmallVec;
+
+    use super::{StepEnd, StepResults};
+    use crate::{
+        context::RunContext,
+        message::{Content, Message, Messages, ToolCall, ToolOutput},
+    };
+
+    /// The batch made from the history is the step's outputs as they were: text or not, an
+    /// error or not, with parts and metadata (which the tool message does not keep).
+    #[test]
+    fn the_batch_is_the_outputs_as_they_were() {
+        let mut with_metadata = ToolOutput::text("a", "plain");
+        with_metadata.metadata.insert("k".into(), json!(1));
+        let mut text_as_part = ToolOutput::text("e", "");
+        text_as_part.parts.push(Content::Text {
+            text: "only a part".into(),
+        });
+        let outputs = vec![
+            with_metadata,
+            ToolOutput::error("b", "failed"),
+            ToolOutput::text("c", "see").with_image("https://example.com/a.png"),
+            ToolOutput::text("d", ""),
+            text_as_part,
+        ];
+        let calls: Vec<ToolCall> = outputs
+            .iter()
+            .map(|o| ToolCall::new(o.call_id.clone(), "t", json!({})))
+            .collect();
+        let mut message = Message::assistant("");
+        message.tool_calls = calls.clone();
+        let mut history = Messages::new();
+        history.push(Message::user("go"));
+        history.push(message.clone());
+        let start = history.len();
+        let mut extra = SmallVec::new();
+        for mut output in outputs.clone() {
+            extra.push(StepResults::keep(&mut output));
+            history.push(Message::from(output));
+        }
+        let results = StepResults::new(history.clone(), start..history.len(), extra);
+        let end = StepEnd::of_run(RunContext::default(), message.into(), results);
+        assert!(!end.is_final());
+        assert_eq!(end.batch().calls, calls);
+        assert_eq!(end.batch().outputs, outputs);
+    }
+}

@@ -3,7 +3,7 @@
 use super::super::{
     AgentEvent, Outcome,
     hooks::StopFailureInput,
-    step::{StepControl, StepEnd},
+    step::{StepControl, StepEnd, StepResults},
 };
 use super::{Run, RunError, Stacks, abort_reason, tools::or_cancel};
 use crate::{
@@ -158,7 +158,7 @@ impl Run<'_> {
             return Ok(Some(Outcome::Finished));
         }
         let message = self.history.last_shared().expect("the final answer");
-        let end = StepEnd::new(ctx.clone(), message, Arc::default());
+        let end = StepEnd::last(ctx.clone(), message);
         match self.step_control(end, ctx).await {
             Ok(StepControl::Resume { feedback }) => {
                 self.history.push(Message::user(feedback));
@@ -176,10 +176,10 @@ impl Run<'_> {
     pub(super) async fn end_step(
         &mut self,
         message: Arc<Message>,
-        batch: super::super::ToolBatch,
+        results: StepResults,
         ctx: &RunContext,
     ) -> Option<Outcome> {
-        let end = StepEnd::new(ctx.clone(), message, Arc::new(batch));
+        let end = StepEnd::of_run(ctx.clone(), message, results);
         let context = match self.step_control(end, ctx).await {
             Ok(StepControl::Proceed { context }) => context,
             Ok(StepControl::Resume { feedback }) => vec![feedback],
@@ -202,8 +202,11 @@ impl Run<'_> {
         end: StepEnd,
         ctx: &RunContext,
     ) -> Result<StepControl, Outcome> {
-        let stack = self.inner.step.clone().expect("called with a step stack");
-        match or_cancel(ctx, stack.oneshot(end)).await {
+        let inner = self.inner;
+        let stack = self
+            .step_stack
+            .get_or_insert_with(|| inner.step.clone().expect("called with a step stack"));
+        match or_cancel(ctx, async { stack.ready().await?.call(end).await }).await {
             None => Err(Outcome::Cancelled),
             Some(Ok(control)) => Ok(control),
             Some(Err(err)) => {

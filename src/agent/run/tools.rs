@@ -2,6 +2,7 @@
 
 use super::super::{AgentEvent, Inner, Outcome, PendingCall, hooks::StepCalls, interrupt};
 use super::{Run, RunError, Stacks, abort_reason, recover};
+use crate::agent::step::StepResults;
 use crate::{
     context::RunContext,
     error::{Abort, BoxError, Error, error_chain},
@@ -85,7 +86,7 @@ impl<'a> Run<'a> {
         ctx: &RunContext,
         done: CallResults,
         cancelled: bool,
-    ) -> Result<Option<(Arc<Message>, super::super::ToolBatch)>, Outcome> {
+    ) -> Result<Option<(Arc<Message>, StepResults)>, Outcome> {
         // Shared, not copied: the history grows below while the calls are read.
         let message = self.history.last_shared().expect("assistant message");
         let calls = &message.tool_calls;
@@ -122,14 +123,17 @@ impl<'a> Run<'a> {
         // Into the history as they are settled, without a list of their own unless the step
         // stack is to see them.
         let batch = if self.inner.step.is_some() {
-            let outputs: Vec<ToolOutput> = outputs.collect();
-            self.history
-                .extend(outputs.iter().cloned().map(Message::from));
-            let batch = super::super::ToolBatch {
-                calls: calls.clone(),
-                outputs,
-            };
-            Some((Arc::clone(&message), batch))
+            // The outputs move into the history; the step stack's batch is made from it if a
+            // layer asks (with what a tool message does not keep).
+            let start = self.history.len();
+            let mut extra = SmallVec::new();
+            self.history.extend(outputs.map(|mut output| {
+                extra.push(StepResults::keep(&mut output));
+                Message::from(output)
+            }));
+            let range = start..self.history.len();
+            let results = StepResults::new(self.history.clone(), range, extra);
+            Some((Arc::clone(&message), results))
         } else {
             self.history.extend(outputs.map(Message::from));
             None

@@ -289,6 +289,7 @@ impl<D> HookFuture<D> {
     }
 
     /// This future, with a panic while it is polled standing for a failed hook of `policy`.
+    #[inline]
     pub(crate) fn guarded(self, policy: &std::sync::Arc<super::failure::Policy>) -> Self
     where
         D: super::failure::Failed,

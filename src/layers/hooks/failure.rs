@@ -32,6 +32,8 @@ pub(crate) struct Policy {
 impl Policy {
     /// The decision that stands for the hook after `panic`, or the panic again when the event
     /// has none.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn failed<D: Failed>(&self, panic: Box<dyn Any + Send>) -> D {
         let what = panic
             .downcast_ref::<&str>()
@@ -56,6 +58,7 @@ impl Policy {
 
 /// Calls a deciding hook: a panic in the call or in its future becomes the decision that
 /// stands for a failed hook.
+#[inline]
 pub(crate) fn guard<D: Failed + 'static>(
     policy: &Arc<Policy>,
     call: impl FnOnce() -> HookFuture<D>,
@@ -67,6 +70,7 @@ pub(crate) fn guard<D: Failed + 'static>(
 }
 
 /// Calls an observing hook: a panic becomes the answer that stands for a failed hook.
+#[inline]
 pub(crate) fn guard_sync<T: Failed>(policy: &Policy, call: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(call)).unwrap_or_else(|panic| policy.failed(panic))
 }

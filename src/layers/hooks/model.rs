@@ -103,7 +103,12 @@ where
         let ctx = After {
             ctx,
             position: req.messages.len(),
-            model: req.settings.model.as_deref().map(str::to_owned),
+            // Only SessionStart (`compact`) hooks read it: no copy per call otherwise.
+            model: if set.on_session_start_for.is_empty() {
+                None
+            } else {
+                req.settings.model.as_deref().map(str::to_owned)
+            },
         };
         let mut req = req;
         for (i, f) in set.before_model.iter().enumerate() {

@@ -109,7 +109,10 @@ where
             after_step(&self.set, &end);
             !hooks.on_stop.is_empty()
         } else {
-            with_blocks(&end.ctx, self.id, StopBlocks::acted);
+            // The count of Stop blocks in a row matters to Stop hooks only.
+            if !hooks.on_stop.is_empty() {
+                with_blocks(&end.ctx, self.id, StopBlocks::acted);
+            }
             if hooks.on_post_tool_batch.is_empty() {
                 if let Some(end_run) = after_step(&self.set, &end) {
                     return HookStepFuture::hooks(std::future::ready(Ok(end_run)));
@@ -131,7 +134,7 @@ where
             let own = if end.is_final() {
                 stop(&set, id, &end).await
             } else {
-                let batch = set.inner.post_tool_batch(Arc::clone(&end.batch), &end.ctx);
+                let batch = set.inner.post_tool_batch(Arc::clone(end.batch()), &end.ctx);
                 match batch.await {
                     Ok(context) => match after_step(&set, &end) {
                         Some(end_run) => end_run,
