@@ -63,6 +63,9 @@ pub(crate) fn guard<D: Failed + 'static>(
     policy: &Arc<Policy>,
     call: impl FnOnce() -> HookFuture<D>,
 ) -> HookFuture<D> {
+    if !D::RECOVERS {
+        return call();
+    }
     match catch_unwind(AssertUnwindSafe(call)) {
         Ok(fut) => fut.guarded(policy),
         Err(panic) => HookFuture::ready(policy.failed(panic)),
@@ -78,6 +81,10 @@ pub(crate) fn guard_sync<T: Failed>(policy: &Policy, call: impl FnOnce() -> T) -
 /// A decision a failed hook stands for: the blocking one when `block`, else the one that
 /// lets things go on as if the hook had not been there. `None`: the event has none.
 pub(crate) trait Failed: Sized {
+    /// Whether a decision can stand for a failed hook of this event (`false`: `failed` is
+    /// always `None`, and the hook is called unguarded — nothing to catch a panic for).
+    const RECOVERS: bool = true;
+
     fn failed(reason: String, block: bool) -> Option<Self>;
 }
 
@@ -114,12 +121,16 @@ failed! {
 }
 
 impl Failed for BeforeModel {
+    const RECOVERS: bool = false;
+
     fn failed(_: String, _: bool) -> Option<Self> {
         None
     }
 }
 
 impl Failed for ModelResponse {
+    const RECOVERS: bool = false;
+
     fn failed(_: String, _: bool) -> Option<Self> {
         None
     }
