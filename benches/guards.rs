@@ -33,7 +33,7 @@ use futures_util::FutureExt;
 use serde_json::{Value, json};
 use support::{estimate, output_dir};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
-#[path = "../examples/call_limits/limit.rs"]
+#[path = "../tests/support/call_limits.rs"]
 mod limit;
 
 use limit::CallLimitsLayer;

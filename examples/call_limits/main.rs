@@ -1,11 +1,13 @@
 //! A stateful layer written outside the crate, with its public API only: at most so many
-//! model calls and tool calls (in all, and per tool) in one run. The layer is in `limit.rs`
-//! (copy it into your project); this runs it.
+//! model calls and tool calls (in all, and per tool) in one run. The layer is in
+//! `tests/support/call_limits.rs` (beside its tests; copy it into your project); this runs it.
 //!
 //! ```sh
 //! cargo run --example call_limits
 //! ```
 
+// The layer lives with the tests that check it (in the published crate too).
+#[path = "../../tests/support/call_limits.rs"]
 mod limit;
 
 use serde_json::json;

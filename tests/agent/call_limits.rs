@@ -1,4 +1,4 @@
-//! The unit tests of the call-limits layer of `examples/call_limits` (a layer written outside
+//! The unit tests of the call-limits layer (`tests/support/call_limits.rs`) (a layer written outside
 //! the crate).
 
 use crate::limit::*;

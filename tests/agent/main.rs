@@ -18,9 +18,9 @@ mod hook_failure;
 mod hooks;
 mod layer_order;
 mod ledger;
-/// The call-limits layer of `examples/call_limits`, written outside the crate with its public
+/// The call-limits layer (`tests/support/call_limits.rs`, run by `examples/call_limits`), written outside the crate with its public
 /// API only: its unit tests run here, and `guards` and `readiness` run it in agents.
-#[path = "../../examples/call_limits/limit.rs"]
+#[path = "../support/call_limits.rs"]
 mod limit;
 #[cfg(unix)]
 mod readiness;
