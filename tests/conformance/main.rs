@@ -14,6 +14,7 @@ mod common_ev2;
 mod compact;
 mod cwd_changed;
 mod env_file;
+mod event_table;
 mod exit_codes;
 mod formats;
 mod handlers_agent;

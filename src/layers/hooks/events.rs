@@ -233,7 +233,7 @@ macro_rules! hook_events {
             }
 
             /// Whether settings matchers apply; other events ignore them, as in the protocol.
-            pub(crate) const fn has_matcher(self) -> bool {
+            pub const fn has_matcher(self) -> bool {
                 match self { $( HookEvent::$Event => $has_matcher, )* }
             }
         }
