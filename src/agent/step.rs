@@ -192,20 +192,15 @@ impl StepResults {
             .filter_map(|i| self.history.get(i))
             .zip(&self.extra)
             .map(|(message, (has_text, metadata))| {
-                let mut parts = message.content.clone();
-                let content = match parts.first() {
-                    Some(Content::Text { .. }) if *has_text => match parts.remove(0) {
-                        Content::Text { text } => text,
-                        _ => String::new(),
-                    },
-                    _ => String::new(),
+                // `Message::from` made the text, if any, the first part.
+                let (content, parts) = match message.content.split_first() {
+                    Some((Content::Text { text }, rest)) if *has_text => (text.clone(), rest),
+                    _ => (String::new(), &message.content[..]),
                 };
-                let mut output = if message.is_error {
-                    ToolOutput::error(message.tool_call_id.clone().unwrap_or_default(), content)
-                } else {
-                    ToolOutput::text(message.tool_call_id.clone().unwrap_or_default(), content)
-                };
-                output.parts = parts;
+                let id = message.tool_call_id.clone().unwrap_or_default();
+                let mut output = ToolOutput::text(id, content);
+                output.is_error = message.is_error;
+                output.parts = parts.to_vec();
                 output.metadata = metadata.clone();
                 output
             })

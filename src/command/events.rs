@@ -307,20 +307,6 @@ fn joined(parts: Vec<String>, separator: &str) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(separator))
 }
 
-// ===== registration =====
-
-// The tool events.
-
-// The run's events: its prompt, start, stop and end, and its subagents'.
-
-// What the run tells: tasks, instructions, compaction, messages, notifications.
-
-// The model events.
-
-// ===== events =====
-
-impl Inner {}
-
 // ===== MCP elicitation =====
 
 #[cfg(feature = "mcp")]

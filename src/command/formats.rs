@@ -61,7 +61,7 @@ pub(crate) fn only_known_events<'a>(
     };
     let unknown: Vec<&String> = hooks
         .keys()
-        .filter(|k| HookEvent::parse(k).is_none() && !config::is_not_fired(k))
+        .filter(|k| HookEvent::parse(k).is_none() && config::not_fired(k).is_none())
         .collect();
     if unknown.is_empty() {
         return Cow::Borrowed(value);

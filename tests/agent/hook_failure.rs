@@ -113,25 +113,6 @@ async fn a_panicking_prompt_hook_blocks_the_run_only_when_fail_closed() {
     }
 }
 
-#[tokio::test]
-async fn a_panicking_post_tool_batch_hook_stops_the_loop_only_when_fail_closed() {
-    for closed in [true, false] {
-        let hooks =
-            Hooks::new().on_post_tool_batch(|_batch, _ctx| -> PostToolBatch { panic!("batch") });
-        let (resp, ran) = run(marked(hooks, closed), calls_bash()).await;
-        assert_eq!(ran, 1);
-        if closed {
-            assert!(
-                matches!(resp.outcome, Outcome::Blocked { .. }),
-                "{:?}",
-                resp.outcome
-            );
-        } else {
-            assert_eq!(resp.outcome, Outcome::Finished);
-        }
-    }
-}
-
 /// A Stop hook's block keeps the agent going: fail-closed, a panicking Stop hook does that,
 /// bounded by the stop cap.
 #[tokio::test]
@@ -147,20 +128,27 @@ async fn a_panicking_stop_hook_keeps_the_agent_going_only_when_fail_closed() {
     }
 }
 
+/// After a step with tool calls, a panicking PostToolBatch hook stops the loop and a
+/// panicking `should_continue` ends the run — only when fail-closed; else the run goes on.
 #[tokio::test]
-async fn a_panicking_should_continue_ends_the_run_only_when_fail_closed() {
-    for closed in [true, false] {
-        let hooks = Hooks::new().should_continue(|_step, _ctx| panic!("continue?"));
-        let (resp, ran) = run(marked(hooks, closed), calls_bash()).await;
-        assert_eq!(ran, 1);
-        if closed {
-            assert!(
+async fn a_panicking_step_hook_ends_the_run_only_when_fail_closed() {
+    let step_hooks: [fn() -> Hooks<Added>; 2] = [
+        || Hooks::new().on_post_tool_batch(|_batch, _ctx| -> PostToolBatch { panic!("batch") }),
+        || Hooks::new().should_continue(|_step, _ctx| panic!("continue?")),
+    ];
+    for (i, hooks) in step_hooks.into_iter().enumerate() {
+        for closed in [true, false] {
+            let (resp, ran) = run(marked(hooks(), closed), calls_bash()).await;
+            assert_eq!(ran, 1);
+            assert_eq!(
                 matches!(resp.outcome, Outcome::Blocked { .. }),
-                "{:?}",
+                closed,
+                "hook {i}, fail-closed {closed}: {:?}",
                 resp.outcome
             );
-        } else {
-            assert_eq!(resp.outcome, Outcome::Finished);
+            if !closed {
+                assert_eq!(resp.outcome, Outcome::Finished);
+            }
         }
     }
 }

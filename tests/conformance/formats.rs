@@ -6,6 +6,18 @@ use tower_agent::command::{CommandHooks, HookEvent};
 
 use crate::{run_calls, support::command::Scripts};
 
+/// Command hooks from a Gemini CLI `settings.json` holding `settings`, written in the
+/// scripts' directory (also the project directory).
+fn gemini_hooks(scripts: &Scripts, settings: Value) -> CommandHooks {
+    let file = scripts.path("gemini-settings.json");
+    std::fs::write(&file, settings.to_string()).unwrap();
+    CommandHooks::builder()
+        .gemini_settings_file(&file)
+        .project_dir(scripts.dir.path())
+        .build()
+        .unwrap()
+}
+
 // Gemini CLI hooks reference: `BeforeTool` gets `hook_event_name: "BeforeTool"`, its
 // `decision: "deny"` + `reason` blocks the tool with the reason sent to the agent;
 // `AfterTool`'s `hookSpecificOutput.additionalContext` is appended; `timeout` is in ms;
@@ -30,24 +42,16 @@ event = json.load(sys.stdin)
 open("after.log", "a").write(json.dumps(event) + "\n")
 print(json.dumps({"hookSpecificOutput": {"hookEventName": "AfterTool", "additionalContext": "checked by gemini"}}))"#,
     );
-    let settings = scripts.path("gemini-settings.json");
-    std::fs::write(
-        &settings,
+    let hooks = gemini_hooks(
+        &scripts,
         json!({"hooks": {
             "BeforeTool": [{"matcher": "Bash", "sequential": false, "hooks": [
                 {"type": "command", "command": before, "name": "guard", "timeout": 20000}
             ]}],
             "AfterTool": [{"matcher": "Bash", "hooks": [{"type": "command", "command": after}]}],
             "BeforeToolSelection": [{"hooks": [{"type": "command", "command": "true"}]}]
-        }})
-        .to_string(),
-    )
-    .unwrap();
-    let hooks = CommandHooks::builder()
-        .gemini_settings_file(&settings)
-        .project_dir(scripts.dir.path())
-        .build()
-        .unwrap();
+        }}),
+    );
     assert!(
         hooks
             .warnings()
@@ -87,21 +91,13 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "AfterTool", "addition
 #[test]
 fn gemini_disabled_by_name() {
     let scripts = Scripts::new();
-    let settings = scripts.path("settings.json");
-    std::fs::write(
-        &settings,
+    let hooks = gemini_hooks(
+        &scripts,
         json!({"hooksConfig": {"disabled": ["noisy"]}, "hooks": {"SessionStart": [{"hooks": [
             {"type": "command", "command": "echo a", "name": "noisy"},
             {"type": "command", "command": "echo b", "name": "quiet"}
-        ]}]}})
-        .to_string(),
-    )
-    .unwrap();
-    let hooks = CommandHooks::builder()
-        .gemini_settings_file(&settings)
-        .project_dir(scripts.dir.path())
-        .build()
-        .unwrap();
+        ]}]}}),
+    );
     assert_eq!(hooks.commands(HookEvent::SessionStart), ["echo b"]);
 }
 
@@ -285,23 +281,15 @@ async fn gemini_sequential_groups_run_one_after_another() {
     );
     for sequential in [true, false] {
         let _ = std::fs::remove_file(&order);
-        let settings = scripts.path("gemini-settings.json");
-        std::fs::write(
-            &settings,
+        let hooks = gemini_hooks(
+            &scripts,
             json!({"hooks": {
                 "BeforeTool": [{"matcher": "Bash", "sequential": sequential, "hooks": [
                     {"type": "command", "command": slow, "timeout": 20000},
                     {"type": "command", "command": quick, "timeout": 20000}
                 ]}]
-            }})
-            .to_string(),
-        )
-        .unwrap();
-        let hooks = CommandHooks::builder()
-            .gemini_settings_file(&settings)
-            .project_dir(scripts.dir.path())
-            .build()
-            .unwrap();
+            }}),
+        );
         assert!(hooks.warnings().is_empty(), "{:?}", hooks.warnings());
         run_calls(hooks.into_hooks(), &[("Bash", json!({"command": "ls"}))]).await;
         let want = if sequential {

@@ -32,12 +32,8 @@ pub(crate) fn load_file(
     load_settings(&value, &path.display().to_string(), project_dir, out)
 }
 
-/// Whether `name` is a protocol event this crate does not fire (loaded with a warning).
-pub(crate) fn is_not_fired(name: &str) -> bool {
-    not_fired(name).is_some()
-}
-
-/// Why the protocol event `name` is not fired, if it is one this crate does not fire.
+/// Why the protocol event `name` is not fired, if it is one this crate does not fire (its
+/// hooks load with a warning).
 pub(crate) fn not_fired(name: &str) -> Option<&'static str> {
     HookEvent::NOT_FIRED
         .iter()
