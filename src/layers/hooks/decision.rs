@@ -316,6 +316,14 @@ impl<D> HookFuture<D> {
     }
 }
 
+impl<D> HookFuture<D> {
+    /// The answer if it is already there, else the future boxed: awaiting the box keeps a
+    /// caller's own future small (no answer held inline across the await).
+    pub(crate) fn ready_or_boxed(mut self) -> Result<D, Pin<Box<Self>>> {
+        self.take_ready().ok_or_else(|| Box::pin(self))
+    }
+}
+
 impl<D> Unpin for HookFuture<D> {}
 
 impl<D> Future for HookFuture<D> {

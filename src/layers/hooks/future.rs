@@ -38,6 +38,9 @@ pin_project! {
     {
         #[pin]
         kind: Kind<S::Future, ModelResponse, BoxError>,
+        // The after-call hooks to run on the unboxed call's answer: at once if they all
+        // answer at once, else boxed in `kind`.
+        after: Option<super::model::AfterCall>,
     }
 }
 
@@ -115,6 +118,15 @@ impl<S: Service<ModelRequest>> HookModelFuture<S> {
     pub(super) fn call(fut: S::Future) -> Self {
         HookModelFuture {
             kind: Kind::Call { fut },
+            after: None,
+        }
+    }
+
+    /// The inner service's call, unboxed, then the after-call hooks on its answer.
+    pub(super) fn call_then(fut: S::Future, after: super::model::AfterCall) -> Self {
+        HookModelFuture {
+            kind: Kind::Call { fut },
+            after: Some(after),
         }
     }
 
@@ -124,6 +136,7 @@ impl<S: Service<ModelRequest>> HookModelFuture<S> {
     ) -> Self {
         HookModelFuture {
             kind: Kind::hooks(fut),
+            after: None,
         }
     }
 }
@@ -136,7 +149,17 @@ where
     type Output = Result<ModelResponse, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().kind.poll(cx)
+        let mut this = self.project();
+        loop {
+            let resp = std::task::ready!(this.kind.as_mut().poll(cx))?;
+            let Some(after) = this.after.take() else {
+                return Poll::Ready(Ok(resp));
+            };
+            match after.run_now(resp) {
+                Ok(resp) => return Poll::Ready(Ok(resp)),
+                Err(rest) => this.kind.set(Kind::Hooks { fut: rest }),
+            }
+        }
     }
 }
 

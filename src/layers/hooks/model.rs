@@ -6,11 +6,12 @@ use std::{
     task::{Context, Poll},
 };
 
+use futures_util::future::BoxFuture;
 use tower::{Layer, Service, ServiceExt};
 
 use super::{
     BeforeModel, HookSet, HookSetInner, MessageDisplayInput, PostCompactInput, SessionSource,
-    SessionStartInput, future::HookModelFuture,
+    SessionStartInput, future::HookModelFuture, switch,
 };
 use crate::{
     context::{Compaction, RunContext},
@@ -49,10 +50,11 @@ impl<S> Layer<S> for HookModelLayer {
 ///
 /// # Readiness
 ///
-/// `poll_ready` is the inner service's. With no BeforeModel hook the call goes to the service
-/// `poll_ready` readied, at once. With BeforeModel hooks, that service is dropped (giving back
-/// what it reserved) and a fresh clone is readied once the hooks let the call go on, so a hook
-/// may call a model that shares the inner service's capacity.
+/// `poll_ready` is the inner service's. With no BeforeModel hook to await (and no model
+/// switch, see [`Hooks::on_pre_model_switch`](super::Hooks::on_pre_model_switch)) the call
+/// goes to the service `poll_ready` readied, at once. With hooks to await, that service is
+/// dropped (giving back what it reserved) and a fresh clone is readied once the hooks let the
+/// call go on, so a hook may call a model that shares the inner service's capacity.
 #[derive(Clone)]
 pub struct HookModel<S> {
     inner: S,
@@ -120,7 +122,7 @@ where
                     // reserved) and never called.
                     self.inner = self.inner.clone();
                     return HookModelFuture::hooks(async move {
-                        Ok(after_model(&set, resp, ctx).await)
+                        Ok(after_model(&set, 0, resp, ctx).await)
                     });
                 }
                 None => {
@@ -144,23 +146,67 @@ where
                             };
                         }
                         let resp = match next {
-                            Ok(req) => inner.oneshot(req).await.map_err(Into::into)?,
+                            Ok(req) => match switch::switch_of(&set, &req) {
+                                Some(switch) => switch::switched(&set, inner, req, switch).await?,
+                                None => inner.oneshot(req).await.map_err(Into::into)?,
+                            },
                             // Answered by a hook: `inner` is never readied nor called.
                             Err(resp) => resp,
                         };
-                        Ok(after_model(&set, resp, ctx).await)
+                        Ok(after_model(&set, 0, resp, ctx).await)
                     });
                 }
             };
+        }
+        if let Some(switch) = switch::switch_of(&set, &req) {
+            // The switch hooks are awaited before the call: as above, a fresh clone takes it.
+            let inner = self.inner.clone();
+            self.inner = inner.clone();
+            return HookModelFuture::hooks(async move {
+                let resp = switch::switched(&set, inner, req, switch).await?;
+                Ok(after_model(&set, 0, resp, ctx).await)
+            });
         }
         let fut = self.inner.call(req);
         if !set.acts_after_model() {
             return HookModelFuture::call(fut);
         }
-        HookModelFuture::hooks(async move {
-            let resp = fut.await.map_err(Into::<BoxError>::into)?;
-            Ok(after_model(&set, resp, ctx).await)
-        })
+        HookModelFuture::call_then(fut, AfterCall { set, after: ctx })
+    }
+}
+
+/// The hooks to run on an answer, and what they need of the request.
+pub(crate) struct AfterCall {
+    set: Arc<HookSetInner>,
+    after: After,
+}
+
+impl AfterCall {
+    /// The hooks on `resp`, at once if every AfterModel hook answers at once and no other
+    /// hook runs; else the rest, boxed.
+    pub(super) fn run_now(
+        self,
+        mut resp: ModelResponse,
+    ) -> Result<ModelResponse, BoxFuture<'static, Result<ModelResponse, BoxError>>> {
+        let AfterCall { set, after } = self;
+        for (i, f) in set.after_model.iter().enumerate() {
+            match f(resp, after.ctx.clone()).ready_or_boxed() {
+                Ok(next) => resp = next,
+                Err(pending) => {
+                    return Err(Box::pin(async move {
+                        let resp = pending.await;
+                        Ok(after_model(&set, i + 1, resp, after).await)
+                    }));
+                }
+            }
+        }
+        if resp.extensions.get::<Compaction>().is_none() && set.on_message_display.is_empty() {
+            return Ok(resp);
+        }
+        let from = set.after_model.len();
+        Err(Box::pin(async move {
+            Ok(after_model(&set, from, resp, after).await)
+        }))
     }
 }
 
@@ -188,28 +234,50 @@ impl HookSetInner {
 /// request, the PostCompact hooks and the SessionStart hooks of source `compact` (their
 /// contexts follow the summary); then the MessageDisplay hooks, whose text travels in the
 /// response ([`Display`]).
-async fn after_model(set: &HookSetInner, mut resp: ModelResponse, after: After) -> ModelResponse {
+async fn after_model(
+    set: &HookSetInner,
+    from: usize,
+    mut resp: ModelResponse,
+    after: After,
+) -> ModelResponse {
     let ctx = after.ctx;
-    for f in &set.after_model {
-        resp = f(resp, ctx.clone()).await;
+    for f in &set.after_model[from..] {
+        resp = match f(resp, ctx.clone()).ready_or_boxed() {
+            Ok(resp) => resp,
+            Err(pending) => pending.await,
+        };
     }
+    // The rare paths are boxed, to keep this future small.
     if let Some(compaction) = resp.extensions.get_mut::<Compaction>() {
-        compacted(set, compaction, after.model, &ctx).await;
+        Box::pin(compacted(set, compaction, after.model, &ctx)).await;
     }
     if !set.on_message_display.is_empty() {
-        let text = resp.message.text();
-        if !text.is_empty() {
-            let input = MessageDisplayInput {
-                turn_id: ctx.run_id().to_owned(),
-                message_id: format!("{}-{}", ctx.run_id(), after.position),
-                index: 0,
-                is_final: true,
-                delta: text.into_owned(),
-            };
-            let shown = set.message_display(input, &ctx).await;
-            resp.extensions.insert(Display(shown));
-        }
+        resp = Box::pin(display(set, resp, after.position, &ctx)).await;
     }
+    resp
+}
+
+/// The MessageDisplay hooks over the answer's text, which travels in the response
+/// ([`Display`]).
+async fn display(
+    set: &HookSetInner,
+    mut resp: ModelResponse,
+    position: usize,
+    ctx: &RunContext,
+) -> ModelResponse {
+    let text = resp.message.text();
+    if text.is_empty() {
+        return resp;
+    }
+    let input = MessageDisplayInput {
+        turn_id: ctx.run_id().to_owned(),
+        message_id: format!("{}-{}", ctx.run_id(), position),
+        index: 0,
+        is_final: true,
+        delta: text.into_owned(),
+    };
+    let shown = set.message_display(input, ctx).await;
+    resp.extensions.insert(Display(shown));
     resp
 }
 

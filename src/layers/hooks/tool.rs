@@ -154,6 +154,8 @@ where
             return HookToolFuture::hooks(run(set, inner, (original, call), ctx, pre, None));
         }
         let PreState { contexts, .. } = pre;
+        // Only the asynchronous paths above compare with the call as the model made it.
+        drop(original);
         let wants_after = set.after_tool_use.iter().any(|(m, _)| m.matches(&call))
             || set.on_tool_failure.iter().any(|(m, _)| m.matches(&call));
         if !wants_after && contexts.is_empty() {
@@ -405,17 +407,20 @@ async fn after(
     result: Result<ToolOutput, BoxError>,
 ) -> Result<ToolOutput, BoxError> {
     match result {
-        Ok(mut output) if !output.is_error => {
+        Ok(output) if !output.is_error => {
+            // Every hook sees the output the hooks before it left, shared: no copy unless a
+            // hook keeps its `Arc` past its decision.
+            let mut seen = Arc::new(output);
             for (matcher, f) in &set.after_tool_use {
                 if !matcher.matches(&call) {
                     continue;
                 }
-                let seen = Arc::new(output.clone());
-                let decision = f(Arc::clone(&call), seen, ctx.clone()).await;
-                if let Some(reason) = apply_post(decision, &mut output, &mut contexts) {
+                let decision = f(Arc::clone(&call), Arc::clone(&seen), ctx.clone()).await;
+                if let Some(reason) = apply_post(decision, &mut seen, &mut contexts) {
                     return Err(Abort::new(reason).into());
                 }
             }
+            let mut output = Arc::try_unwrap(seen).unwrap_or_else(|kept| (*kept).clone());
             add_contexts(&mut output, &contexts);
             Ok(output)
         }
@@ -531,14 +536,14 @@ impl PreState {
 /// Applies one PostToolUse decision; `Some(reason)` aborts the run.
 fn apply_post(
     decision: PostToolUse,
-    output: &mut ToolOutput,
+    output: &mut Arc<ToolOutput>,
     contexts: &mut Vec<String>,
 ) -> Option<String> {
     match decision {
         PostToolUse::Keep => None,
         PostToolUse::Replace(new) => {
-            let call_id = std::mem::take(&mut output.call_id);
-            *output = ToolOutput { call_id, ..new };
+            let call_id = output.call_id.clone();
+            *output = Arc::new(ToolOutput { call_id, ..new });
             None
         }
         PostToolUse::AddContext(text) => {
