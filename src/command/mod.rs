@@ -379,21 +379,11 @@
 //!
 //! ## Events not fired
 //!
-//! These protocol events load with a warning and never fire, because nothing in an agent
-//! loop of this crate corresponds to them:
-//!
-//! | Event | Why |
-//! |---|---|
-//! | `Setup` | fires for Claude Code's `--init`/`--maintenance` CLI flags; a library has no such launch mode (use SessionStart) |
-//! | `UserPromptExpansion` | there are no user-typed slash commands to expand |
-//! | `TeammateIdle` | there are no agent teams or teammates |
-//! | `ConfigChange` | settings are read once, at [`build`](CommandHooksBuilder::build); nothing watches them |
-//! | `CwdChanged` | a run's working directory is fixed; the `execute` tool's `cd` does not outlive its command |
-//! | `DirectoryAdded` | there is no `/add-dir`; a run has one working directory |
-//! | `FileChanged` | nothing watches files |
-//! | `WorktreeCreate`, `WorktreeRemove` | the crate creates no git worktrees |
-//!
-//! (`PermissionRequest`, `PermissionDenied` and `PostToolBatch` are not fired yet either.)
+//! Some protocol events have nothing in an agent loop of this crate that corresponds to them
+//! (a command-line client's launch modes, its worktrees, agent teams, file watchers). Their
+//! settings load unchanged, and each of their handlers is skipped with one warning.
+//! [`HookEvent::NOT_FIRED`] lists them with the reason, and so do the last rows of the table
+//! in the [`HookEvent`] docs, where every event this crate fires is placed too.
 //!
 //! ## `CLAUDE_ENV_FILE`
 //!

@@ -559,6 +559,12 @@ pub(crate) fn interpret(
     };
     let reply = match result {
         Ok(reply) => reply,
+        Err(failure @ (Failure::Timeout(_) | Failure::Cancelled(_))) if event.timeout_blocks() => {
+            let why = failure.describe();
+            report.warn(format!("{event} hook `{name}` {why}"));
+            verdict.failed = Some(format!("hook `{name}` {why} (a {event} timeout blocks)"));
+            return verdict;
+        }
         Err(failure) => {
             let why = failure.describe();
             if let Failure::Missing(_) = failure {
@@ -749,7 +755,7 @@ fn read_json(
     read_common(event, name, json, verdict, report);
     let specific = specific_output(event, name, json, report)?;
     let mut denial = None;
-    if event == HookEvent::PreToolUse
+    if matches!(event, HookEvent::PreToolUse | HookEvent::PreModelSwitch)
         && let Some((p, given)) = permission_decision(event, name, specific, report)
     {
         if p == Permission::Deny {

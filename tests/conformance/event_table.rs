@@ -29,6 +29,11 @@ fn reference(event: HookEvent) -> Option<(Duration, bool, bool)> {
         | "PermissionDenied" | "SubagentStop" | "SubagentStart" | "PreCompact" | "PostCompact"
         | "Notification" | "StopFailure" | "InstructionsLoaded" | "Elicitation"
         | "ElicitationResult" => (secs(600), false, true),
+        // Issue 27, from Claude Code 2.1.251+ (that reference was not reachable here): both
+        // 30 s, PostModelSwitch's plain stdout is context; the matcher (the new model's name)
+        // is this crate's.
+        "PreModelSwitch" => (secs(30), false, true),
+        "PostModelSwitch" => (secs(30), true, true),
         "BeforeModel" | "AfterModel" => return None,
         other => panic!("{other} is not placed in this test: add it from the reference"),
     })

@@ -25,6 +25,7 @@ mod if_conditions;
 mod instructions_loaded;
 mod json_output;
 mod message_display;
+mod model_switch;
 mod notification;
 mod on_failure;
 mod permission;

@@ -1,14 +1,17 @@
-//! The model events: PreCompact, BeforeModel, AfterModel.
+//! The model events: PreCompact, BeforeModel, AfterModel, PreModelSwitch, PostModelSwitch.
 
 use super::super::config::Entry;
-use super::super::{config::HookEvent, process::Report};
+use super::super::{
+    config::HookEvent,
+    process::{Permission, Report},
+};
 use super::register::Add;
 use super::{Inner, TRIGGER};
 use crate::layers::hooks::{HookFuture, Hooks, state::Added};
 use crate::{
     context::RunContext,
     layers::{
-        hooks::BeforeModel,
+        hooks::{BeforeModel, ModelSwitchInput, PostModelSwitch, PreModelSwitch},
         summarize::{CompactDecision, CompactInfo},
     },
     message::{Message, Messages, StopReason, ToolSpec, Usage},
@@ -18,6 +21,74 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 impl Inner {
+    /// PreModelSwitch: a block (exit 2, `decision: "block"`, `continue: false`, a
+    /// `permissionDecision` of `deny` or `ask` — there is no one to ask at a model call — or
+    /// a handler that failed closed or timed out) keeps the previous model.
+    pub(super) async fn pre_model_switch(
+        self: &Arc<Self>,
+        switch: ModelSwitchInput,
+        ctx: &RunContext,
+    ) -> PreModelSwitch {
+        let event = HookEvent::PreModelSwitch;
+        let input = self.switch_input(event, &switch, ctx);
+        let verdicts = self
+            .run(event, Some(&switch.model), input, Report::Run(ctx))
+            .await;
+        for v in verdicts {
+            let asked = v.permission.and_then(|(p, why)| match p {
+                Permission::Deny => Some(why),
+                Permission::Ask => Some(format!("{why} (asked; no one to ask at a model call)")),
+                Permission::Allow | Permission::Defer => None,
+            });
+            if let Some(reason) = v.stop.or(v.block).or(v.failed).or(asked) {
+                return PreModelSwitch::Block(reason);
+            }
+        }
+        PreModelSwitch::Allow
+    }
+
+    /// PostModelSwitch: observe; contexts (`additionalContext`, plain stdout) for the model.
+    pub(super) async fn post_model_switch(
+        self: &Arc<Self>,
+        switch: ModelSwitchInput,
+        ctx: &RunContext,
+    ) -> PostModelSwitch {
+        let event = HookEvent::PostModelSwitch;
+        let input = self.switch_input(event, &switch, ctx);
+        let mut contexts = Vec::new();
+        for v in self
+            .run(event, Some(&switch.model), input, Report::Run(ctx))
+            .await
+        {
+            if let Some(reason) = v.block.or(v.stop) {
+                ctx.warn(format!(
+                    "a PostModelSwitch hook: {reason} (the switch is made)"
+                ));
+            }
+            contexts.extend(v.contexts);
+        }
+        if contexts.is_empty() {
+            PostModelSwitch::Continue
+        } else {
+            PostModelSwitch::AddContext(contexts.join("\n"))
+        }
+    }
+
+    fn switch_input(
+        &self,
+        event: HookEvent,
+        switch: &ModelSwitchInput,
+        ctx: &RunContext,
+    ) -> serde_json::Map<String, Value> {
+        let mut input = self.base(event, ctx);
+        input.insert(
+            "previous_model".into(),
+            switch.previous_model.clone().into(),
+        );
+        input.insert("model".into(), switch.model.clone().into());
+        input
+    }
+
     pub(super) async fn pre_compact(
         self: &Arc<Self>,
         info: CompactInfo,
@@ -202,7 +273,25 @@ pub(super) fn replace_response(resp: &mut ModelResponse, new: Value) -> Result<(
 pub(super) const EVENTS: &[(HookEvent, Add)] = &[
     (HookEvent::BeforeModel, add_before_model),
     (HookEvent::AfterModel, add_after_model),
+    (HookEvent::PreModelSwitch, add_pre_model_switch),
+    (HookEvent::PostModelSwitch, add_post_model_switch),
 ];
+
+fn add_pre_model_switch(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_pre_model_switch(super::union(entries), move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.pre_model_switch(input, &ctx).await }
+    })
+}
+
+fn add_post_model_switch(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_post_model_switch(super::union(entries), move |input, ctx| {
+        let i = Arc::clone(&i);
+        async move { i.post_model_switch(input, &ctx).await }
+    })
+}
 
 fn add_before_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);

@@ -529,6 +529,34 @@ hook_events! {
             /// SessionStart; a run without a thread never fires it.
             fn on_cwd_changed(; input: CwdChangedInput, ctx: RunContext) -> decide CwdChanged;
         }
+        /// PreModelSwitch: a model call names another model than the thread's previous call.
+        PreModelSwitch {
+            levels: [model],
+            fires: "model: before a call whose model is not the one the thread's previous call used",
+            can: "allow the switch, or block it (the call keeps the previous model); a command hook that times out blocks",
+            timeout: 30_000, tool_input: false, matcher: true, stdout_context: false,
+            /// PreModelSwitch: the request about to go to the model (after the BeforeModel
+            /// hooks) names another model ([`ModelSettings::model`](crate::model::ModelSettings::model))
+            /// than the thread's previous model call. The model hook layer keeps the model of
+            /// each call in the thread's data (key `tower_agent.model`) when its set has a
+            /// PreModelSwitch or PostModelSwitch hook, so the first call it sees of a thread
+            /// fires nothing, nor does a request that names no model. The matcher matches the
+            /// new model's name. A [`PreModelSwitch::Block`] sends the call with the previous
+            /// model (a warning gives the reason); the thread keeps its model.
+            fn on_pre_model_switch(matcher; input: ModelSwitchInput, ctx: RunContext) -> decide PreModelSwitch;
+        }
+        /// PostModelSwitch: a model call answered with another model than the thread's
+        /// previous call.
+        PostModelSwitch {
+            levels: [model],
+            fires: "model: after a call that switched the thread's model answered",
+            can: "observe; add context",
+            timeout: 30_000, tool_input: false, matcher: true, stdout_context: true,
+            /// PostModelSwitch: a call whose model was switched (PreModelSwitch let it) answered;
+            /// the thread's model is now the new one. Contexts are queued as reminders
+            /// ([`RunContext::remind`]): they join the history after the step's tool results.
+            fn on_post_model_switch(matcher; input: ModelSwitchInput, ctx: RunContext) -> decide PostModelSwitch;
+        }
     }
     rust {
         "step start" {
@@ -594,7 +622,68 @@ impl Failed for CwdChanged {
     }
 }
 
+/// What a PreModelSwitch or PostModelSwitch hook gets: the thread's previous model and the
+/// request's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ModelSwitchInput {
+    /// The model of the thread's previous model call.
+    pub previous_model: String,
+    /// The model this call names.
+    pub model: String,
+}
+
+impl ModelSwitchInput {
+    /// A switch from `previous_model` to `model`.
+    pub fn new(previous_model: impl Into<String>, model: impl Into<String>) -> Self {
+        ModelSwitchInput {
+            previous_model: previous_model.into(),
+            model: model.into(),
+        }
+    }
+}
+
+/// What a PreModelSwitch hook decides.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PreModelSwitch {
+    /// Let the call go to the new model.
+    #[default]
+    Allow,
+    /// Keep the previous model for this call; the reason is a warning of the run.
+    Block(String),
+}
+
+impl HookResult<PreModelSwitch> for PreModelSwitch {
+    fn into_hook_future(self) -> HookFuture<PreModelSwitch> {
+        HookFuture::ready(self)
+    }
+}
+
+/// What a PostModelSwitch hook answers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PostModelSwitch {
+    /// Nothing to add.
+    #[default]
+    Continue,
+    /// Context for the model, queued as a reminder ([`RunContext::remind`]).
+    AddContext(String),
+}
+
+impl HookResult<PostModelSwitch> for PostModelSwitch {
+    fn into_hook_future(self) -> HookFuture<PostModelSwitch> {
+        HookFuture::ready(self)
+    }
+}
+
 impl HookEvent {
+    /// Whether a command handler of this event that times out blocks, fail-closed or not:
+    /// PreModelSwitch (a switch no hook allowed in time does not happen).
+    pub const fn timeout_blocks(self) -> bool {
+        matches!(self, HookEvent::PreModelSwitch)
+    }
+
     /// The event of a protocol name or an alias (see the type docs).
     pub fn parse(name: &str) -> Option<HookEvent> {
         let alias = match name {

@@ -16,9 +16,9 @@ use std::{
 };
 
 use super::{
-    BeforeModel, HookFuture, MessageDisplay, PermissionDenied, PermissionRequest, PostToolBatch,
-    PostToolUse, PostToolUseFailure, PreToolUse, SessionStart, Stop, SubagentStart, Task,
-    UserPrompt,
+    BeforeModel, HookFuture, MessageDisplay, PermissionDenied, PermissionRequest, PostModelSwitch,
+    PostToolBatch, PostToolUse, PostToolUseFailure, PreModelSwitch, PreToolUse, SessionStart, Stop,
+    SubagentStart, Task, UserPrompt,
 };
 use crate::model::ModelResponse;
 
@@ -115,6 +115,8 @@ failed! {
     SubagentStart => |_r| SubagentStart::Continue, SubagentStart::Continue;
     Task => |r| Task::Block(r), Task::Continue;
     MessageDisplay => |_r| MessageDisplay::Keep, MessageDisplay::Keep;
+    PreModelSwitch => |r| PreModelSwitch::Block(r), PreModelSwitch::Allow;
+    PostModelSwitch => |_r| PostModelSwitch::Continue, PostModelSwitch::Continue;
     // Observers: nothing to decide. `should_continue`: `false` ends the run.
     () => |_r| (), ();
     bool => |_r| false, true;

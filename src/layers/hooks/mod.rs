@@ -132,6 +132,7 @@ mod model;
 mod order;
 mod start;
 mod step;
+mod switch;
 mod tool;
 
 use std::{collections::HashMap, fmt, sync::Arc};

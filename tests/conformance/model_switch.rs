@@ -1,0 +1,364 @@
+//! PreModelSwitch and PostModelSwitch: a model call that names another model than the
+//! thread's previous call.
+//!
+//! Source: issue 27 ("The reference of October–November 2026"), which names what Claude Code
+//! 2.1.251+ gives these events: PreModelSwitch blocks, confirms or annotates a switch, and a
+//! PreModelSwitch timeout blocks; both events' handlers default to a 30 s timeout;
+//! PostModelSwitch's plain stdout is context. The reference page of that version was not
+//! reachable from here (the public mirror stops at 2.1.240), so the input's field names
+//! (`previous_model`, `model`) and the matcher (on the new model's name) are this crate's;
+//! everything else a handler reads and answers is the common protocol (§ "Hook input", § "Exit
+//! code 2", § "JSON output": `decision`, `continue`, `permissionDecision`, `additionalContext`).
+//! In a library a thread's model changes between calls: another agent (or settings, or a
+//! BeforeModel hook) runs the same thread with another model.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+use tower_agent::{
+    Agent, AgentRequest, BoxError,
+    agent::Outcome,
+    layers::hooks::{HookSet, Hooks, ModelSwitchInput, PostModelSwitch, PreModelSwitch},
+    model::{ModelSettings, ScriptedModel},
+    store::MemoryStore,
+    tool::tool_fn,
+};
+
+use crate::support::command::Scripts;
+
+/// Two agents on one store, `a` and `b`, whose calls name models `model-a` and `model-b`; each
+/// model answers a tool call (echo), then a text.
+struct Pair {
+    store: MemoryStore,
+    models: [ScriptedModel; 2],
+    hooks: HookSet,
+}
+
+impl Pair {
+    fn new(hooks: HookSet) -> Self {
+        let model = || {
+            ScriptedModel::new()
+                .tool_call("echo", json!({}))
+                .text("ok")
+                .per_run()
+                .recording()
+        };
+        Pair {
+            store: MemoryStore::new(),
+            models: [model(), model()],
+            hooks,
+        }
+    }
+
+    fn agent(&self, i: usize) -> Agent {
+        let name = ["model-a", "model-b"][i];
+        Agent::builder()
+            .model(self.models[i].clone())
+            .tool(tool_fn(
+                "echo",
+                "Echoes",
+                json!({"type": "object"}),
+                |args, _| async move { Ok::<_, BoxError>(args) },
+            ))
+            .settings(ModelSettings::default().model(name))
+            .store(self.store.clone())
+            .hooks(self.hooks.clone())
+            .build()
+    }
+
+    async fn run(&self, i: usize) -> tower_agent::AgentResponse {
+        self.agent(i)
+            .run(AgentRequest::new("go").thread("t"))
+            .await
+            .unwrap()
+    }
+
+    /// The models the requests of model service `i` named.
+    fn named(&self, i: usize) -> Vec<Option<String>> {
+        self.models[i]
+            .requests()
+            .iter()
+            .map(|r| r.settings.model.as_deref().map(str::to_owned))
+            .collect()
+    }
+}
+
+fn warnings_into(
+    hooks: Hooks<tower_agent::layers::hooks::state::Added>,
+    log: &Arc<Mutex<Vec<String>>>,
+) -> HookSet {
+    let log = Arc::clone(log);
+    hooks
+        .on_notification(move |message, _ctx| log.lock().unwrap().push(message.to_owned()))
+        .compile()
+        .unwrap()
+}
+
+/// A Rust hook sees each switch once: not on a thread's first call, not while the model stays;
+/// PostModelSwitch follows the switched call, and the thread keeps the new model (key
+/// `tower_agent.model`).
+#[tokio::test]
+async fn rust_hooks_see_each_switch_once_and_the_thread_keeps_its_model() {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (pre, post) = (Arc::clone(&seen), Arc::clone(&seen));
+    let hooks = Hooks::new()
+        .on_pre_model_switch("*", move |s: ModelSwitchInput, _ctx| {
+            pre.lock()
+                .unwrap()
+                .push(format!("pre {} -> {}", s.previous_model, s.model));
+            PreModelSwitch::Allow
+        })
+        .on_post_model_switch("*", move |s: ModelSwitchInput, _ctx| {
+            post.lock()
+                .unwrap()
+                .push(format!("post {} -> {}", s.previous_model, s.model));
+            PostModelSwitch::Continue
+        })
+        .compile()
+        .unwrap();
+    let pair = Pair::new(hooks);
+    pair.run(0).await;
+    pair.run(0).await;
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    pair.run(1).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["pre model-a -> model-b", "post model-a -> model-b"],
+        "once, on the switched run's first call (its second call stays on model-b)"
+    );
+    let thread = pair.store.get("t").unwrap();
+    assert_eq!(
+        thread.data.value("tower_agent.model"),
+        Some(&json!("model-b"))
+    );
+    pair.run(0).await;
+    assert_eq!(seen.lock().unwrap().len(), 4, "and back");
+    assert_eq!(
+        pair.named(1),
+        [Some("model-b".into()), Some("model-b".into())]
+    );
+}
+
+/// A block keeps the previous model for the call (the request goes out naming it), the run
+/// goes on, the reason is a warning, and the thread keeps its model: the next call is a switch
+/// again. No PostModelSwitch fires.
+#[tokio::test]
+async fn a_rust_block_keeps_the_previous_model() {
+    let posts = Arc::new(Mutex::new(0));
+    let count = Arc::clone(&posts);
+    let warnings: Arc<Mutex<Vec<String>>> = Arc::default();
+    let hooks = Hooks::new()
+        .on_pre_model_switch("model-b", |_, _| {
+            PreModelSwitch::Block("cache is warm".into())
+        })
+        .on_post_model_switch("*", move |_, _| {
+            *count.lock().unwrap() += 1;
+            PostModelSwitch::Continue
+        });
+    let pair = Pair::new(warnings_into(hooks, &warnings));
+    pair.run(0).await;
+    let run = pair.run(1).await;
+    assert_eq!(run.outcome, Outcome::Finished);
+    assert_eq!(
+        pair.named(1),
+        [Some("model-a".into()), Some("model-a".into())],
+        "both calls of the blocked run keep model-a"
+    );
+    assert_eq!(*posts.lock().unwrap(), 0);
+    let warnings = warnings.lock().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("cache is warm") && w.contains("`model-a` to `model-b`")),
+        "{warnings:?}"
+    );
+    let thread = pair.store.get("t").unwrap();
+    assert_eq!(
+        thread.data.value("tower_agent.model"),
+        Some(&json!("model-a"))
+    );
+}
+
+/// A Rust PreModelSwitch hook that panics lets the switch through, unless it is marked
+/// fail-closed: then the panic blocks it.
+#[tokio::test]
+async fn a_panicking_rust_hook_blocks_only_when_fail_closed() {
+    for fail_closed in [false, true] {
+        let mut hooks = Hooks::new().on_pre_model_switch("*", |_, _| -> PreModelSwitch {
+            panic!("policy store down")
+        });
+        if fail_closed {
+            hooks = hooks.fail_closed();
+        }
+        let pair = Pair::new(hooks.compile().unwrap());
+        pair.run(0).await;
+        pair.run(1).await;
+        let want = if fail_closed { "model-a" } else { "model-b" };
+        assert_eq!(
+            pair.named(1)[0].as_deref(),
+            Some(want),
+            "fail_closed {fail_closed}"
+        );
+    }
+}
+
+/// A PostModelSwitch context reaches the model: queued as a reminder, it joins the history
+/// after the switched step's tool results, so the run's next call sees it.
+#[tokio::test]
+async fn a_post_switch_context_reaches_the_next_call() {
+    let hooks = Hooks::new()
+        .on_post_model_switch("*", |s: ModelSwitchInput, _| {
+            PostModelSwitch::AddContext(format!("now on {}", s.model))
+        })
+        .compile()
+        .unwrap();
+    let pair = Pair::new(hooks);
+    pair.run(0).await;
+    pair.run(1).await;
+    let second = &pair.models[1].requests()[1];
+    let text = format!("{:?}", second.messages);
+    assert!(text.contains("now on model-b"), "{text}");
+}
+
+/// A command hook gets the common input (`hook_event_name`, `session_id`, `cwd`) and the
+/// switch (`previous_model`, `model`); matchers match the new model's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_hook_gets_the_switch_and_its_matcher_matches_the_new_model() {
+    let s = Scripts::new();
+    let input = s.path("input.json");
+    let hook = s.bash("pre.sh", &format!("cat > {input:?}"));
+    let other = s.bash(
+        "other.sh",
+        &format!("cat >/dev/null; touch {:?}", s.path("other")),
+    );
+    let hooks = s.hooks(json!({
+        "PreModelSwitch": [
+            { "matcher": "model-b", "hooks": [{ "type": "command", "command": hook }] },
+            { "matcher": "opus", "hooks": [{ "type": "command", "command": other }] },
+        ],
+    }));
+    let pair = Pair::new(hooks.into_hooks().compile().unwrap());
+    pair.run(0).await;
+    assert!(!input.exists(), "no switch on the thread's first call");
+    pair.run(1).await;
+    let got: Value = serde_json::from_str(&s.read("input.json")).unwrap();
+    assert_eq!(got["hook_event_name"], "PreModelSwitch");
+    assert_eq!(got["previous_model"], "model-a");
+    assert_eq!(got["model"], "model-b");
+    assert!(
+        got["session_id"].is_string() && got["cwd"].is_string(),
+        "{got}"
+    );
+    assert!(!s.path("other").exists(), "a matcher of another model");
+    assert_eq!(pair.named(1)[0].as_deref(), Some("model-b"));
+}
+
+/// Each way a command hook blocks a switch keeps the previous model: exit 2, `decision:
+/// "block"`, `continue: false`, `permissionDecision: "deny"`, and `"ask"` (no one to ask at
+/// a model call); `permissionDecision: "allow"` and a plain exit 0 let it through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_blocking_answer_keeps_the_previous_model() {
+    let cases = [
+        ("exit 2", "echo 'too costly' >&2; exit 2", true),
+        (
+            "decision block",
+            r#"echo '{"decision":"block","reason":"no"}'"#,
+            true,
+        ),
+        (
+            "continue false",
+            r#"echo '{"continue":false,"stopReason":"no"}'"#,
+            true,
+        ),
+        (
+            "deny",
+            r#"echo '{"hookSpecificOutput":{"hookEventName":"PreModelSwitch","permissionDecision":"deny","permissionDecisionReason":"no"}}'"#,
+            true,
+        ),
+        (
+            "ask",
+            r#"echo '{"hookSpecificOutput":{"hookEventName":"PreModelSwitch","permissionDecision":"ask"}}'"#,
+            true,
+        ),
+        (
+            "allow",
+            r#"echo '{"hookSpecificOutput":{"hookEventName":"PreModelSwitch","permissionDecision":"allow"}}'"#,
+            false,
+        ),
+        ("exit 0", "exit 0", false),
+        (
+            "exit 1 (a non-blocking error)",
+            "echo broken >&2; exit 1",
+            false,
+        ),
+    ];
+    for (name, body, blocks) in cases {
+        let s = Scripts::new();
+        let hook = s.bash("pre.sh", &format!("cat >/dev/null\n{body}"));
+        let hooks = s.hooks(json!({
+            "PreModelSwitch": [{ "hooks": [{ "type": "command", "command": hook }] }],
+        }));
+        let pair = Pair::new(hooks.into_hooks().compile().unwrap());
+        pair.run(0).await;
+        let run = pair.run(1).await;
+        assert_eq!(run.outcome, Outcome::Finished, "{name}");
+        let want = if blocks { "model-a" } else { "model-b" };
+        assert_eq!(pair.named(1)[0].as_deref(), Some(want), "{name}");
+    }
+}
+
+/// A PreModelSwitch handler that times out blocks the switch, fail-closed or not (a command
+/// handler that sets no timeout gets 30 s: see `event_table.rs`). Its process is killed at
+/// its timeout, so the run does not wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_handler_blocks_the_switch() {
+    let s = Scripts::new();
+    let hook = s.bash("slow.sh", "cat >/dev/null; sleep 30");
+    let hooks = s.hooks(json!({
+        "PreModelSwitch": [{ "hooks": [{ "type": "command", "command": hook, "timeout": 1 }] }],
+    }));
+    let pair = Pair::new(hooks.into_hooks().compile().unwrap());
+    pair.run(0).await;
+    let started = Instant::now();
+    pair.run(1).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(pair.named(1)[0].as_deref(), Some("model-a"));
+}
+
+/// PostModelSwitch's plain stdout is context (as the issue names it), and `additionalContext`
+/// too: both reach the switched run's next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_switch_stdout_and_additional_context_reach_the_model() {
+    let s = Scripts::new();
+    let plain = s.bash(
+        "plain.sh",
+        "cat >/dev/null; echo 'switched: mind the cache'",
+    );
+    let json_hook = s.bash(
+        "json.sh",
+        r#"cat >/dev/null; echo '{"hookSpecificOutput":{"hookEventName":"PostModelSwitch","additionalContext":"json context"}}'"#,
+    );
+    let hooks = s.hooks(json!({
+        "PostModelSwitch": [{ "hooks": [
+            { "type": "command", "command": plain },
+            { "type": "command", "command": json_hook },
+        ] }],
+    }));
+    let pair = Pair::new(hooks.into_hooks().compile().unwrap());
+    pair.run(0).await;
+    pair.run(1).await;
+    let text = format!("{:?}", pair.models[1].requests()[1].messages);
+    assert!(text.contains("switched: mind the cache"), "{text}");
+    assert!(text.contains("json context"), "{text}");
+}
