@@ -155,6 +155,9 @@ mod process;
 pub mod server;
 pub mod store;
 pub mod tool;
+#[cfg(feature = "wasm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wasm")))]
+pub mod wasm;
 
 pub use crate::{
     agent::{Agent, AgentRequest, AgentResponse, Outcome},

@@ -63,6 +63,8 @@ enum Source {
     Plugin(PathBuf),
     Gemini(PathBuf),
     Codex(PathBuf),
+    #[cfg(feature = "wasm")]
+    Wasm(crate::wasm::WasmHook),
 }
 
 impl CommandHooksBuilder {
@@ -83,6 +85,15 @@ impl CommandHooksBuilder {
     /// [module docs](crate::command#configuration)).
     pub fn hooks_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.sources.push(Source::Dir(dir.into()));
+        self
+    }
+
+    /// Adds a WebAssembly hook, for the events (and the matcher) its `describe` names, as a
+    /// `.wasm` file of a hooks directory would be (see [`wasm`](crate::wasm)). Repeatable; it
+    /// takes its place in the order of the sources given.
+    #[cfg(feature = "wasm")]
+    pub fn wasm_hook(mut self, hook: crate::wasm::WasmHook) -> Self {
+        self.sources.push(Source::Wasm(hook));
         self
     }
 
@@ -247,6 +258,14 @@ impl CommandHooksBuilder {
                 }
                 Source::Gemini(path) => formats::load_gemini(path, &project_dir, &mut config)?,
                 Source::Codex(path) => formats::load_codex(path, &project_dir, &mut config)?,
+                #[cfg(feature = "wasm")]
+                Source::Wasm(hook) => config::add_described(
+                    &hook.description().clone(),
+                    &config::Exec::Wasm(hook.clone()),
+                    hook.name(),
+                    &project_dir,
+                    &mut config,
+                )?,
             }
         }
         config.disabled_hooks.extend(self.disabled_hooks);

@@ -625,6 +625,8 @@ mod process;
 mod prompt;
 mod rule;
 mod trust;
+#[cfg(feature = "wasm")]
+mod wasm;
 
 use std::{
     fmt,

@@ -51,6 +51,8 @@ impl SourceContext {
             Exec::Model(_) => {}
             #[cfg(feature = "mcp")]
             Exec::Mcp(_) => {}
+            #[cfg(feature = "wasm")]
+            Exec::Wasm(_) => {}
         }
     }
 }

@@ -61,6 +61,8 @@ pub(crate) async fn call(
             Ok(result) => result,
             Err(_) => Err(Failure::Cancelled(timeout)),
         },
+        #[cfg(feature = "wasm")]
+        (Exec::Wasm(hook), None) => super::wasm::call(hook, input, timeout).await,
         (Exec::Model(hook), None) => {
             let verdict = hook.evaluate(event, input, dirs.project, report.ctx());
             match tokio::time::timeout(timeout, verdict).await {
@@ -125,6 +127,9 @@ pub(crate) enum Failure {
     Io(String),
     /// A persistent process exited (after its one restart) or answered garbage.
     Persistent(String),
+    /// A WebAssembly hook trapped, reached a limit or answered garbage.
+    #[cfg(feature = "wasm")]
+    Guest(String),
 }
 
 impl Failure {
@@ -137,6 +142,8 @@ impl Failure {
             Failure::Cancelled(t) => format!("timed out after {}; cancelled", humantime(*t)),
             Failure::Missing(why) => format!("cannot be run: {why}"),
             Failure::Io(why) | Failure::Persistent(why) => why.clone(),
+            #[cfg(feature = "wasm")]
+            Failure::Guest(why) => why.clone(),
         }
     }
 }
@@ -187,6 +194,8 @@ pub(crate) fn command(
         Exec::Model(_) => return Err(io::Error::other("a `prompt` handler is no process")),
         #[cfg(feature = "mcp")]
         Exec::Mcp(_) => return Err(io::Error::other("an `mcp_tool` handler is no process")),
+        #[cfg(feature = "wasm")]
+        Exec::Wasm(_) => return Err(io::Error::other("a `wasm` handler is no process")),
     };
     cmd.current_dir(dirs.cwd)
         .env("CLAUDE_PROJECT_DIR", dirs.project)

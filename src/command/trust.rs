@@ -188,6 +188,8 @@ fn locate(
         Exec::Model(_) => return None,
         #[cfg(feature = "mcp")]
         Exec::Mcp(_) => return None,
+        #[cfg(feature = "wasm")]
+        Exec::Wasm(_) => return None,
     };
     let mut words = words.into_iter();
     let mut program = words.next()?;

@@ -39,13 +39,41 @@ pub(crate) fn load_dir(
                 .file_name()
                 .and_then(|n| n.to_str())
                 .is_none_or(|n| n.starts_with('.'));
-            !hidden && is_executable(p)
+            !hidden && (is_wasm(p) || is_executable(p))
         })
         .collect();
     files.sort();
     for file in files {
-        describe(&file, project_dir, out)?;
+        if is_wasm(&file) {
+            wasm(&file, project_dir, out)?;
+        } else {
+            describe(&file, project_dir, out)?;
+        }
     }
+    Ok(())
+}
+
+/// A `.wasm` file: a WebAssembly hook, which describes itself through its `describe` export.
+fn is_wasm(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "wasm") && path.is_file()
+}
+
+/// Loads the WebAssembly hook `file` (default limits) and adds what it describes.
+#[cfg(feature = "wasm")]
+fn wasm(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), ConfigError> {
+    let name = file.display().to_string();
+    let hook = crate::wasm::WasmHook::load(file)
+        .map_err(|e| ConfigError::new(&name, "", e.to_string()))?;
+    let description = hook.description().clone();
+    add_described(&description, &Exec::Wasm(hook), &name, project_dir, out)
+}
+
+#[cfg(not(feature = "wasm"))]
+fn wasm(file: &Path, _: &Path, out: &mut Config) -> Result<(), ConfigError> {
+    out.warn(format!(
+        "{}: WebAssembly hooks need the `wasm` feature of tower-agent; this hook is skipped",
+        file.display()
+    ));
     Ok(())
 }
 
@@ -101,6 +129,19 @@ fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), Con
     let Value::Object(d) = value else {
         return Err(err("describe", "must print a JSON object".into()));
     };
+    add_described(&d, &exec, &name, project_dir, out)
+}
+
+/// Adds what a self-described hook (`d`: its `events`, `matcher`, `timeout`, `failClosed` /
+/// `onFailure`, `persistent`) handles, run by `exec`.
+pub(crate) fn add_described(
+    d: &serde_json::Map<String, Value>,
+    exec: &Exec,
+    name: &str,
+    project_dir: &Path,
+    out: &mut Config,
+) -> Result<(), ConfigError> {
+    let err = |path: &str, message: String| ConfigError::new(name, path, message);
     let events = match d.get("events") {
         Some(Value::Array(events)) if !events.is_empty() => events,
         Some(Value::String(one)) => &vec![Value::String(one.clone())],
@@ -117,11 +158,17 @@ fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), Con
         Some(Value::String(p)) => compile_matcher(p).map_err(|m| err("describe.matcher", m))?,
         Some(_) => return Err(err("describe.matcher", "must be a string".into())),
     };
-    let timeout = timeout(&d, "timeout").map_err(|m| err("describe.timeout", m.into()))?;
-    let flag = |key: &str| flag(&d, key).map_err(|m| err(&format!("describe.{key}"), m.into()));
-    let fail_closed = fails_closed(&d, out, &format!("{name}: describe"))
+    let timeout = timeout(d, "timeout").map_err(|m| err("describe.timeout", m.into()))?;
+    let flag = |key: &str| flag(d, key).map_err(|m| err(&format!("describe.{key}"), m.into()));
+    let fail_closed = fails_closed(d, out, &format!("{name}: describe"))
         .map_err(|m| err("describe.failClosed", m.into()))?;
     let persistent = flag("persistent")?;
+    if persistent && !matches!(exec, Exec::Shell { .. } | Exec::Argv { .. }) {
+        return Err(err(
+            "describe.persistent",
+            "only a process can be persistent".into(),
+        ));
+    }
     for (i, e) in events.iter().enumerate() {
         let path = format!("describe.events[{i}]");
         let Value::String(e) = e else {
@@ -143,7 +190,7 @@ fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), Con
             persistent,
             background: false,
             rewake: false,
-            origin: name.clone(),
+            origin: name.to_owned(),
             extras: Extras::default(),
         };
         out.add(event, matcher.clone(), def, project_dir);

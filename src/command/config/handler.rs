@@ -37,6 +37,10 @@ pub(crate) enum Exec {
     /// Call a tool of a connected MCP server (`type: "mcp_tool"`).
     #[cfg(feature = "mcp")]
     Mcp(Arc<McpHook>),
+    /// Call a WebAssembly component's `handle` (`type: "wasm"`, a `.wasm` file of a hooks
+    /// directory).
+    #[cfg(feature = "wasm")]
+    Wasm(crate::wasm::WasmHook),
 }
 
 impl Exec {
@@ -51,6 +55,8 @@ impl Exec {
             Exec::Model(hook) => hook.label(),
             #[cfg(feature = "mcp")]
             Exec::Mcp(hook) => hook.label(),
+            #[cfg(feature = "wasm")]
+            Exec::Wasm(hook) => hook.name().to_owned(),
         }
     }
 }

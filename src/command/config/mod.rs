@@ -4,10 +4,11 @@ mod dir;
 mod error;
 mod handler;
 mod settings;
+mod wasm;
 
 pub use self::error::ConfigError;
 pub(crate) use self::{
-    dir::load_dir,
+    dir::{add_described, load_dir},
     handler::{Config, Dialect, Entry, Exec, Extras, Handler},
     settings::{load_file, load_settings, not_fired, read_json, read_text},
 };

@@ -210,6 +210,7 @@ fn parse_handler(
         let exec = match kind {
             "http" => http_handler(event, h, file, path, out, &err)?,
             "mcp_tool" => mcp_handler(h, file, path, out, &err)?,
+            "wasm" => super::wasm::wasm_handler(h, file, path, out, &err)?,
             _ => model_handler(event, kind, h, file, path, out, &err)?,
         };
         let Some(exec) = exec else {
@@ -249,12 +250,12 @@ fn handler_type<'h>(
     h: &'h Map<String, Value>,
     err: &dyn Fn(&str, &str) -> ConfigError,
 ) -> Result<&'h str, ConfigError> {
-    const TYPES: &str = "\"command\", \"http\", \"mcp_tool\", \"prompt\", \"agent\"";
+    const TYPES: &str = "\"command\", \"http\", \"mcp_tool\", \"prompt\", \"agent\", \"wasm\"";
     match h.get("type") {
         Some(Value::String(t))
             if matches!(
                 t.as_str(),
-                "command" | "http" | "mcp_tool" | "prompt" | "agent"
+                "command" | "http" | "mcp_tool" | "prompt" | "agent" | "wasm"
             ) =>
         {
             Ok(t.as_str())

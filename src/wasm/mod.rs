@@ -1,0 +1,131 @@
+//! Hooks as WebAssembly components: in-process, sandboxed, in any language that compiles to a
+//! component (feature `wasm`).
+//!
+//! A hook is a component of the `hook` world of [`WIT`] (the file `wit/hook.wit` of this
+//! crate). It gets the JSON a command hook reads on stdin and answers what a command hook
+//! prints (or a blocking error, its exit 2), so a hook moves from a script to a component and
+//! keeps its behaviour: [`CommandHooks`](crate::command::CommandHooks) runs it as a handler of
+//! type `"wasm"` in a settings file, a `.wasm` file in a hooks directory, or one given in Rust
+//! ([`CommandHooksBuilder::wasm_hook`](crate::command::CommandHooksBuilder::wasm_hook)), in
+//! the same ordered chain as every other hook, with the same matchers, `if` rules and
+//! `onFailure`.
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use tower_agent::wasm::{WasmAnswer, WasmHook};
+//!
+//! // A component of the crate's `hook` world, e.g. the bytes of `guard.wasm`
+//! // (`WasmHook::load("guard.wasm")` reads the file itself).
+//! # let component = component()?;
+//! let hook = WasmHook::builder().bytes("guard.wasm", component).build()?;
+//! assert_eq!(hook.description()["events"][0], "PreToolUse");
+//!
+//! let rt = tokio::runtime::Runtime::new()?;
+//! let answer = rt.block_on(hook.call(r#"{"hook_event_name": "PreToolUse"}"#))?;
+//! let WasmAnswer::Json(decision) = answer else { panic!("{answer:?}") };
+//! assert_eq!(decision["hookSpecificOutput"]["permissionDecision"], "allow");
+//! # Ok(())
+//! # }
+//! # // A hand-written guest: WAT made a component of the `hook` world (as
+//! # // `wasm-tools component new` does), its strings in data segments.
+//! # fn component() -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+//! #     let describe = r#"{"events": ["PreToolUse"], "stateless": true}"#;
+//! #     let allow = r#"{"hookSpecificOutput": {"permissionDecision": "allow"}}"#;
+//! #     let wat = format!(r#"(module
+//! #       (memory (export "memory") 1)
+//! #       (global $heap (mut i32) (i32.const 8192))
+//! #       (data (i32.const 1024) "{}") (data (i32.const 2048) "{}")
+//! #       (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+//! #         (local $at i32)
+//! #         (local.set $at (global.get $heap))
+//! #         (global.set $heap (i32.add (local.get $at) (local.get 3)))
+//! #         (local.get $at))
+//! #       (func (export "describe") (result i32)
+//! #         (i32.store (i32.const 4096) (i32.const 1024))
+//! #         (i32.store (i32.const 4100) (i32.const {}))
+//! #         (i32.const 4096))
+//! #       (func (export "handle") (param i32 i32) (result i32)
+//! #         (i32.store8 (i32.const 4096) (i32.const 0))
+//! #         (i32.store (i32.const 4100) (i32.const 2048))
+//! #         (i32.store (i32.const 4104) (i32.const {}))
+//! #         (global.set $heap (i32.const 8192))
+//! #         (i32.const 4096)))"#,
+//! #         describe.replace('"', "\\\""), allow.replace('"', "\\\""), describe.len(), allow.len());
+//! #     let mut resolve = wit_parser::Resolve::default();
+//! #     let package = resolve.push_str("hook.wit", tower_agent::wasm::WIT)?;
+//! #     let world = resolve.select_world(&[package], Some("hook"))?;
+//! #     let mut module = wat::parse_str(wat)?;
+//! #     wit_component::embed_component_metadata(
+//! #         &mut module, &resolve, world, wit_component::StringEncoding::UTF8, false)?;
+//! #     Ok(wit_component::ComponentEncoder::default().module(&module)?.encode()?)
+//! # }
+//! ```
+//!
+//! # The sandbox
+//!
+//! An instance has no authority: the host links no import of its own, so a component that
+//! imports anything (a file, a socket, a clock, randomness, the environment) fails to load,
+//! with an error naming the import. Its limits ([`WasmLimits`]): memory (default 64 MiB, at
+//! most [`MAX_MEMORY_LIMIT`], 1 GiB), CPU (default 100 ms of running per call, metered by an
+//! epoch that advances every millisecond while a guest runs; a guest yields to the executor
+//! each millisecond, so it never holds a thread), the answer (default 1 MiB), its stack
+//! ([`MAX_WASM_STACK`], 512 KiB: deep recursion traps), and its tables (100,000 elements). A
+//! hook that traps, runs out of CPU or memory, answers more than its cap, answers text that is
+//! not UTF-8 or not a JSON object, or outlives its handler's timeout is a hook failure
+//! (fail-open, or blocking where the hook fails closed), never a panic or a hang; its instance
+//! is dropped and the next call gets a fresh one.
+//!
+//! # Fast path
+//!
+//! A component is compiled once per process (and cached on disk by content hash: see
+//! [`cache_dir`](self#the-compiled-code-cache)); its imports are resolved once (an
+//! `InstancePre`); instances come from a pooling allocator of [`MAX_INSTANCES`] slots (a call
+//! that finds none free waits). A hook whose `describe` says `"stateless": true` keeps up to
+//! 16 idle instances and reuses them call after call; any other gets a fresh instance per
+//! call.
+//!
+//! # The compiled code cache
+//!
+//! Compiled hooks are cached in `$TOWER_AGENT_WASM_CACHE`, else
+//! `$XDG_CACHE_HOME/tower-agent/wasm`, else `~/.cache/tower-agent/wasm` (Wasmtime's cache,
+//! keyed by the component's hash and the engine's settings). An empty
+//! `TOWER_AGENT_WASM_CACHE` turns it off.
+
+mod engine;
+mod hook;
+
+use std::fmt;
+
+pub use self::{
+    engine::{MAX_INSTANCES, MAX_MEMORY_LIMIT, MAX_WASM_STACK},
+    hook::{
+        DEFAULT_ANSWER, DEFAULT_CPU, DEFAULT_MEMORY, WasmAnswer, WasmHook, WasmHookBuilder,
+        WasmLimits,
+    },
+};
+
+/// The WIT of a hook: the `hook` world of package `tower-agent:hooks`.
+pub const WIT: &str = include_str!("../../wit/hook.wit");
+
+/// Why a WebAssembly hook could not be loaded or called: the message names the hook and the
+/// cause (the import it lacks, the limit it reached, the trap, the answer it gave).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WasmError {
+    message: String,
+}
+
+impl WasmError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        WasmError {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for WasmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for WasmError {}

@@ -1,0 +1,218 @@
+//! A WebAssembly hook where a command hook would be: from a settings file (`"type":
+//! "wasm"`), a hooks directory (a `.wasm` file describing itself) and the Rust builder; its
+//! decisions are a command hook's, in the same chain.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tower_agent::{
+    AgentRequest,
+    command::CommandHooks,
+    layers::hooks::PreToolUse,
+    model::ScriptedModel,
+    wasm::{WasmAnswer, WasmHook},
+};
+
+use crate::{
+    guests::{self, Guest},
+    support::command::{Scripts, agent, tool_text},
+};
+
+/// Two runs through `hooks`: `rm -rf /tmp/x` (denied by the guard) and `ls` (let through).
+async fn guard_runs(hooks: CommandHooks) {
+    let model = ScriptedModel::new()
+        .tool_call("bash", json!({"command": "rm -rf /tmp/x"}))
+        .text("done")
+        .tool_call("bash", json!({"command": "ls"}))
+        .text("done");
+    let (builder, seen) = agent(&model, hooks.into_hooks());
+    let agent = builder.build();
+    let denied = agent.run(AgentRequest::new("clean up")).await.unwrap();
+    assert!(
+        tool_text(&denied).contains("rm -rf is not allowed (wasm guard)"),
+        "{}",
+        tool_text(&denied)
+    );
+    let allowed = agent.run(AgentRequest::new("list")).await.unwrap();
+    assert_eq!(tool_text(&allowed), "ran: ls");
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        *seen,
+        [json!({"command": "ls"})],
+        "the denied call never ran"
+    );
+}
+
+#[tokio::test]
+async fn a_wasm_handler_in_a_settings_file_denies_as_a_command_hook_would() {
+    let s = Scripts::new();
+    std::fs::write(s.path("guard.wasm"), guests::rm_rf_guard()).unwrap();
+    let hooks = s.hooks(json!({
+        "PreToolUse": [{ "matcher": "bash", "hooks": [
+            { "type": "wasm", "path": "guard.wasm" }
+        ] }],
+    }));
+    guard_runs(hooks).await;
+}
+
+#[tokio::test]
+async fn a_wasm_file_in_a_hooks_directory_describes_its_events_and_matcher() {
+    let s = Scripts::new();
+    let dir = s.path("hooks.d");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("guard.wasm"), guests::rm_rf_guard()).unwrap();
+    let hooks = CommandHooks::builder()
+        .hooks_dir(&dir)
+        .project_dir(s.dir.path())
+        .without_transcripts()
+        .build()
+        .unwrap();
+    assert_eq!(
+        hooks
+            .commands(tower_agent::command::HookEvent::PreToolUse)
+            .len(),
+        1
+    );
+    guard_runs(hooks).await;
+}
+
+#[tokio::test]
+async fn a_wasm_hook_given_in_rust_joins_the_chain_after_a_closure_hook() {
+    let s = Scripts::new();
+    let hook = WasmHook::builder()
+        .bytes("guard", guests::rm_rf_guard())
+        .build()
+        .unwrap();
+    assert!(hook.is_stateless());
+    let hooks = CommandHooks::builder()
+        .wasm_hook(hook)
+        .project_dir(s.dir.path())
+        .without_transcripts()
+        .build()
+        .unwrap();
+    // A closure hook that records each call it sees first, then the wasm guard.
+    let order: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = Arc::clone(&order);
+    let closure =
+        tower_agent::layers::hooks::Hooks::new().before_tool_use("bash", move |call, _| {
+            log.lock()
+                .unwrap()
+                .push(call.arguments["command"].to_string());
+            PreToolUse::Continue
+        });
+    let combined = hooks.register(closure);
+    let model = ScriptedModel::new()
+        .tool_call("bash", json!({"command": "rm -rf /"}))
+        .text("done");
+    let (builder, seen) = agent(&model, combined);
+    let resp = builder.build().run(AgentRequest::new("go")).await.unwrap();
+    assert!(
+        tool_text(&resp).contains("wasm guard"),
+        "{}",
+        tool_text(&resp)
+    );
+    assert!(seen.lock().unwrap().is_empty());
+    assert_eq!(*order.lock().unwrap(), ["\"rm -rf /\""]);
+}
+
+/// `ok(json)`, `ok("")` and `err(reason)` are a command hook's exit 0 with JSON, exit 0 with
+/// nothing, and exit 2 with its stderr; `err` blocks a PreToolUse call with the reason.
+#[tokio::test]
+async fn answers_are_a_command_hooks_exits() {
+    let mut g = Guest::new(r#"{"events": ["PreToolUse"]}"#);
+    let (reason, len) = g.string("blocked by the guest");
+    let blocking = g.handle(&format!("(call $err {reason} {len})")).build();
+    let hook = WasmHook::builder()
+        .bytes("blocking", blocking)
+        .build()
+        .unwrap();
+    assert_eq!(
+        hook.call("{}").await.unwrap(),
+        WasmAnswer::Block("blocked by the guest".into())
+    );
+    let silent = WasmHook::builder()
+        .bytes(
+            "silent",
+            guests::answering(r#"{"events": ["PreToolUse"]}"#, " "),
+        )
+        .build()
+        .unwrap();
+    assert_eq!(silent.call("{}").await.unwrap(), WasmAnswer::Nothing);
+
+    let s = Scripts::new();
+    let hooks = CommandHooks::builder()
+        .wasm_hook(hook)
+        .project_dir(s.dir.path())
+        .without_transcripts()
+        .build()
+        .unwrap();
+    let model = ScriptedModel::new()
+        .tool_call("bash", json!({"command": "ls"}))
+        .text("done");
+    let (builder, seen) = agent(&model, hooks.into_hooks());
+    let resp = builder.build().run(AgentRequest::new("go")).await.unwrap();
+    assert!(
+        tool_text(&resp).contains("blocked by the guest"),
+        "{}",
+        tool_text(&resp)
+    );
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+/// A stateless hook keeps its instance (its state lives on: a counter in its memory counts
+/// every call); any other gets a fresh instance per call (the counter is always 1).
+#[tokio::test]
+async fn a_stateless_hook_reuses_its_instance_and_another_gets_a_fresh_one() {
+    let counter = |stateless: bool| {
+        let mut g = Guest::new(&format!(
+            r#"{{"events": ["PreToolUse"], "stateless": {stateless}}}"#
+        ));
+        let (digit, _) = g.string("{\"n\": 0}");
+        // The answer's digit (offset 6 of the string) is the guest's count of calls.
+        g.handle(&format!(
+            "(i32.store8 (i32.add {digit} (i32.const 6))
+               (i32.add (i32.load8_u (i32.add {digit} (i32.const 6))) (i32.const 1)))
+             (call $ok {digit} (i32.const 8))"
+        ))
+        .build()
+    };
+    let count = |answer: WasmAnswer| match answer {
+        WasmAnswer::Json(map) => map["n"].as_u64().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let reused = WasmHook::builder()
+        .bytes("counter", counter(true))
+        .build()
+        .unwrap();
+    for n in 1..=3 {
+        assert_eq!(count(reused.call("{}").await.unwrap()), n);
+    }
+    assert_eq!(reused.instances(), 1, "one idle instance kept");
+    let fresh = WasmHook::builder()
+        .bytes("counter", counter(false))
+        .build()
+        .unwrap();
+    for _ in 1..=3 {
+        assert_eq!(count(fresh.call("{}").await.unwrap()), 1);
+    }
+    assert_eq!(fresh.instances(), 0, "nothing kept");
+    // The builder overrides the description.
+    let forced = WasmHook::builder()
+        .bytes("counter", counter(true))
+        .stateless(false)
+        .build()
+        .unwrap();
+    assert_eq!(count(forced.call("{}").await.unwrap()), 1);
+    assert_eq!(count(forced.call("{}").await.unwrap()), 1);
+}
+
+#[test]
+fn the_description_is_the_components() {
+    let hook = WasmHook::builder()
+        .bytes("guard", guests::rm_rf_guard())
+        .build()
+        .unwrap();
+    assert_eq!(hook.description()["events"], json!(["PreToolUse"]));
+    assert_eq!(hook.description()["matcher"], Value::from("bash"));
+    assert_eq!(hook.name(), "guard");
+}
