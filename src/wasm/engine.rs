@@ -91,10 +91,32 @@ impl Runtime {
     }
 }
 
-/// Where compiled hooks are cached: `$TOWER_AGENT_WASM_CACHE`, else
+/// The cache directory [`set_cache_dir`] chose, if it was called.
+static CACHE_DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// Chooses where the process's compiled hooks are cached (`None`: nowhere), instead of the
+/// default (see [the module docs](super#the-compiled-code-cache)). It must come before the
+/// first hook is loaded: the engine reads it once, when it starts; later, or a second time,
+/// it is an error.
+pub fn set_cache_dir(dir: Option<PathBuf>) -> Result<(), WasmError> {
+    if RUNTIME.get().is_some() {
+        return Err(WasmError::new(
+            "the WebAssembly engine has started: its cache directory is set",
+        ));
+    }
+    CACHE_DIR
+        .set(dir)
+        .map_err(|_| WasmError::new("the cache directory was already chosen"))
+}
+
+/// Where compiled hooks are cached: the directory [`set_cache_dir`] chose, else
+/// `$TOWER_AGENT_WASM_CACHE`, else
 /// `$XDG_CACHE_HOME/tower-agent/wasm`, else `$HOME/.cache/tower-agent/wasm`; none when it is
 /// set to the empty string or no home is known.
 fn cache_dir() -> Option<PathBuf> {
+    if let Some(chosen) = CACHE_DIR.get() {
+        return chosen.clone();
+    }
     if let Some(dir) = std::env::var_os("TOWER_AGENT_WASM_CACHE") {
         return (!dir.is_empty()).then(|| PathBuf::from(dir));
     }

@@ -88,8 +88,8 @@
 //!
 //! Compiled hooks are cached in `$TOWER_AGENT_WASM_CACHE`, else
 //! `$XDG_CACHE_HOME/tower-agent/wasm`, else `~/.cache/tower-agent/wasm` (Wasmtime's cache,
-//! keyed by the component's hash and the engine's settings). An empty
-//! `TOWER_AGENT_WASM_CACHE` turns it off.
+//! keyed by the component's hash and the engine's settings), or where [`set_cache_dir`]
+//! says. An empty `TOWER_AGENT_WASM_CACHE` turns it off.
 
 mod engine;
 mod hook;
@@ -97,7 +97,7 @@ mod hook;
 use std::fmt;
 
 pub use self::{
-    engine::{MAX_INSTANCES, MAX_MEMORY_LIMIT, MAX_WASM_STACK},
+    engine::{MAX_INSTANCES, MAX_MEMORY_LIMIT, MAX_WASM_STACK, set_cache_dir},
     hook::{
         DEFAULT_ANSWER, DEFAULT_CPU, DEFAULT_MEMORY, WasmAnswer, WasmHook, WasmHookBuilder,
         WasmLimits,
