@@ -11,6 +11,7 @@
 //! | call a real model: OpenAI-compatible, Anthropic, the Responses API, with retries and timeouts | [`models`] |
 //! | show a run as it happens: tool calls, text as it is written | [`events`] |
 //! | reuse hook scripts and plugins written for Claude Code | [`claude_code`] |
+//! | write a hook in any language, in-process and sandboxed (WebAssembly) | `wasm_hooks` (feature `wasm`) |
 //! | serve an agent over HTTP inside an axum app, with authentication | [`server`] |
 //! | keep conversations across restarts (SQLite, PostgreSQL) and resume a crashed run | [`threads`] |
 //! | let a person approve a tool call, now or tomorrow | [`approvals`] |
@@ -42,6 +43,13 @@ pub mod events {}
 
 #[doc = include_str!("claude_code.md")]
 pub mod claude_code {}
+
+#[cfg(feature = "wasm")]
+#[doc = include_str!("wasm_hooks.md")]
+#[doc = "\n# The WIT\n\n`wit/hook.wit`, also [`wasm::WIT`](crate::wasm::WIT):\n\n```wit"]
+#[doc = include_str!("../../wit/hook.wit")]
+#[doc = "```"]
+pub mod wasm_hooks {}
 
 #[doc = include_str!("server.md")]
 pub mod server {}

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::{
     ResourceLimiter, Store, UpdateDeadline,
-    component::{Component, ComponentExportIndex, Func, InstancePre, Linker, WasmStr},
+    component::{Component, ComponentExportIndex, Func, InstancePre, Linker},
 };
 
 use super::{
@@ -31,7 +31,7 @@ pub struct WasmLimits {
     /// [`MAX_MEMORY_LIMIT`](super::MAX_MEMORY_LIMIT)). Default
     /// [`DEFAULT_MEMORY`]: 64 MiB.
     pub memory: usize,
-    /// The longest a call may run, counted in [`TICK`]s of running (a guest that waits does
+    /// The longest a call may run, counted in milliseconds of running (a guest that waits does
     /// not spend it). Default [`DEFAULT_CPU`]: 100 ms. The handler's `timeout` (wall clock)
     /// applies besides.
     pub cpu: Duration,
@@ -348,19 +348,18 @@ impl WasmHook {
         store.set_epoch_deadline(1);
         let func = live
             .handle
-            .typed::<(&str,), (Result<WasmStr, WasmStr>,)>(&*store)
+            .typed::<(&str,), (Result<String, String>,)>(&*store)
             .map_err(|e| self.failure(store, "its `handle` has another type than the WIT's", &e))?;
+        // The answer is copied out of the guest as it returns (the guest's post-return may
+        // reuse its memory): its size is bounded by the guest's memory limit, then capped.
         let (answer,) = func
             .call_async(&mut *store, (input,))
             .await
             .map_err(|e| self.failure(store, "failed", &e))?;
-        let (text, blocks) = match &answer {
+        let (text, blocks) = match answer {
             Ok(text) => (text, false),
             Err(text) => (text, true),
         };
-        let text = text
-            .to_str(&*store)
-            .map_err(|e| self.error(&format!("answered a string that is not UTF-8: {e}")))?;
         let cap = self.inner.limits.answer;
         if text.len() > cap {
             return Err(self.error(&format!(
@@ -369,7 +368,7 @@ impl WasmHook {
             )));
         }
         if blocks {
-            return Ok(WasmAnswer::Block(text.into_owned()));
+            return Ok(WasmAnswer::Block(text));
         }
         let trimmed = text.trim();
         if trimmed.is_empty() {
@@ -396,6 +395,12 @@ impl WasmHook {
                 "{what}: it asked for {asked} bytes of memory, over its limit of {} bytes",
                 limits.memory
             ));
+        }
+        if let Some(e) = e.downcast_ref::<std::str::Utf8Error>() {
+            return self.error(&format!("answered a string that is not UTF-8: {e}"));
+        }
+        if let Some(e) = e.downcast_ref::<std::str::Utf8Error>() {
+            return self.error(&format!("answered a string that is not UTF-8: {e}"));
         }
         if host.ticks > host.cpu_ticks {
             return self.error(&format!(
@@ -523,7 +528,7 @@ fn describe_hook(
         fail(&format!("cannot be instantiated: {why}"))
     })?;
     let func = instance
-        .get_typed_func::<(), (WasmStr,)>(&mut store, describe)
+        .get_typed_func::<(), (String,)>(&mut store, describe)
         .map_err(|e| {
             fail(&format!(
                 "its `describe` has another type than the WIT's: {}",
@@ -533,11 +538,6 @@ fn describe_hook(
     let (text,) = func
         .call(&mut store, ())
         .map_err(|e| fail(&format!("`describe` failed: {}", chain(&e))))?;
-    let text = text.to_str(&store).map_err(|e| {
-        fail(&format!(
-            "`describe` answered a string that is not UTF-8: {e}"
-        ))
-    })?;
     if text.len() > limits.answer {
         return Err(fail("`describe` answered more than its answer limit"));
     }

@@ -766,7 +766,7 @@ fn config_errors_name_the_file_and_the_path() {
     );
     assert_eq!(
         config_error(with(json!({ "type": "shell" }))),
-        "settings.json: hooks.PreToolUse[0].hooks[1].type: unknown handler type `shell` (supported: \"command\", \"http\", \"mcp_tool\", \"prompt\", \"agent\")"
+        "settings.json: hooks.PreToolUse[0].hooks[1].type: unknown handler type `shell` (supported: \"command\", \"http\", \"mcp_tool\", \"prompt\", \"agent\", \"wasm\")"
     );
     assert_eq!(
         config_error(with(json!({ "command": 3 }))),

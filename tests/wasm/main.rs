@@ -11,3 +11,5 @@ mod guests;
 mod hooks;
 #[cfg(feature = "wasm")]
 mod hostile;
+#[cfg(feature = "wasm")]
+mod languages;
