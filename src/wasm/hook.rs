@@ -15,12 +15,14 @@ use serde_json::{Map, Value};
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::{
     ResourceLimiter, Store, UpdateDeadline,
-    component::{Component, ComponentExportIndex, Func, InstancePre, Linker},
+    component::{Component, ComponentExportIndex, Func, Instance, InstancePre, Linker},
 };
+use wasmtime_wasi::{WasiCtxView, WasiView};
 
 use super::{
     WasmError,
     engine::{Runtime, TICK, runtime},
+    wasi::{Wasi, WasmGrants},
 };
 
 /// The limits of a hook's instance. The defaults are the constants of this module.
@@ -111,7 +113,11 @@ struct Inner {
     /// The component's SHA-256: hooks of the same component and limits are the same hook.
     digest: [u8; 32],
     pre: InstancePre<Host>,
+    describe: ComponentExportIndex,
     handle: ComponentExportIndex,
+    grants: WasmGrants,
+    /// The granted variables' values, read when the hook was built.
+    env: Vec<(String, String)>,
     limits: WasmLimits,
     stateless: bool,
     description: Map<String, Value>,
@@ -153,10 +159,17 @@ pub struct WasmHookBuilder {
     path: Option<PathBuf>,
     bytes: Option<(String, Vec<u8>)>,
     limits: WasmLimits,
+    grants: WasmGrants,
     stateless: Option<bool>,
 }
 
 impl WasmHookBuilder {
+    /// What the hook may reach (default: nothing).
+    pub fn grants(mut self, grants: WasmGrants) -> Self {
+        self.grants = grants;
+        self
+    }
+
     /// The component in the file at `path` (binary).
     pub fn path(mut self, path: impl Into<PathBuf>) -> Self {
         self.path = Some(path.into());
@@ -204,7 +217,9 @@ impl WasmHookBuilder {
         };
         let component =
             Component::new(&rt.engine, &bytes).map_err(|e| fail("not a valid component", e))?;
-        let linker = Linker::<Host>::new(&rt.engine);
+        let mut linker = Linker::<Host>::new(&rt.engine);
+        super::wasi::link(&mut linker, &self.grants)
+            .map_err(|e| fail("its grants cannot be linked", e))?;
         let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| fail("it imports what the host does not grant", e))?;
@@ -215,25 +230,55 @@ impl WasmHookBuilder {
                 ))
             })
         };
+        let env = super::wasi::env_values(&self.grants);
         let (describe, handle) = (export("describe")?, export("handle")?);
-        let description = describe_hook(rt, &pre, &describe, &name, self.limits)?;
-        let stateless = self
+        let mut inner = Inner {
+            name,
+            digest,
+            pre,
+            describe,
+            handle,
+            grants: self.grants,
+            env,
+            limits: self.limits,
+            stateless: false,
+            description: Map::new(),
+            idle: Mutex::new(Vec::new()),
+            live: Arc::new(AtomicUsize::new(0)),
+        };
+        let description = describe_now(inner)?;
+        inner = description.0;
+        inner.stateless = self
             .stateless
-            .unwrap_or_else(|| description.get("stateless") == Some(&Value::Bool(true)));
+            .unwrap_or_else(|| description.1.get("stateless") == Some(&Value::Bool(true)));
+        inner.description = description.1;
         Ok(WasmHook {
-            inner: Arc::new(Inner {
-                name,
-                digest,
-                pre,
-                handle,
-                limits: self.limits,
-                stateless,
-                description,
-                idle: Mutex::new(Vec::new()),
-                live: Arc::new(AtomicUsize::new(0)),
-            }),
+            inner: Arc::new(inner),
         })
     }
+}
+
+/// Asks the hook of `inner` what it handles, on a thread of its own with a runtime of its own
+/// (a build may happen anywhere: in an async task or not): `inner` back, and the answer.
+fn describe_now(inner: Inner) -> Result<(Inner, Map<String, Value>), WasmError> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| WasmError::new(format!("no runtime to describe the hook: {e}")))?;
+                let hook = WasmHook {
+                    inner: Arc::new(inner),
+                };
+                let description = rt.block_on(hook.describe())?;
+                let inner = Arc::try_unwrap(hook.inner)
+                    .map_err(|_| WasmError::new("the hook is still in use"))?;
+                Ok((inner, description))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(WasmError::new("describing the hook panicked")))
+    })
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, WasmError> {
@@ -303,6 +348,35 @@ impl WasmHook {
         Ok(answer)
     }
 
+    /// Calls `describe` on a fresh instance: its JSON object.
+    async fn describe(&self) -> Result<Map<String, Value>, WasmError> {
+        let rt = runtime()?;
+        let mut live = self.instantiate(rt).await?;
+        let store = &mut live.store;
+        store.data_mut().cpu_ticks = ticks(DESCRIBE_CPU);
+        let func = live
+            .instance
+            .get_typed_func::<(), (String,)>(&mut *store, &self.inner.describe)
+            .map_err(|e| {
+                self.failure(store, "its `describe` has another type than the WIT's", &e)
+            })?;
+        let (text,) = {
+            let _running = rt.running();
+            func.call_async(&mut *store, ())
+                .await
+                .map_err(|e| self.failure(store, "`describe` failed", &e))?
+        };
+        if text.len() > self.inner.limits.answer {
+            return Err(self.error("`describe` answered more than its answer limit"));
+        }
+        match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(map)) => Ok(map),
+            _ => Err(self.error(
+                "`describe` must answer a JSON object (`{\"events\": [...], \"matcher\": \"...\"}`)",
+            )),
+        }
+    }
+
     fn take_idle(&self) -> Option<Live> {
         self.inner
             .idle
@@ -323,7 +397,15 @@ impl WasmHook {
             .acquire_owned()
             .await
             .map_err(|_| WasmError::new("the WebAssembly engine is closed"))?;
-        let mut store = new_store(rt, self.inner.limits);
+        let inner = &self.inner;
+        let wasi = if inner.grants.is_empty() {
+            None
+        } else {
+            Some(Box::new(
+                Wasi::new(&inner.grants, &inner.env).map_err(|e| self.error(&e.to_string()))?,
+            ))
+        };
+        let mut store = new_store(rt, inner.limits, wasi);
         let _running = rt.running();
         let instance = self
             .inner
@@ -336,6 +418,7 @@ impl WasmHook {
             .ok_or_else(|| self.error("its `handle` export is not a function"))?;
         Ok(Live {
             store,
+            instance,
             handle,
             _slot: Slot::new(permit, &self.inner.live),
         })
@@ -415,6 +498,7 @@ impl WasmHook {
 /// An instance, ready for a call.
 struct Live {
     store: Store<Host>,
+    instance: Instance,
     handle: Func,
     _slot: Slot,
 }
@@ -441,14 +525,24 @@ impl Drop for Slot {
     }
 }
 
-/// A store's data: the limits the host enforces.
+/// A store's data: the limits the host enforces, and the instance's WASI state when it was
+/// granted anything.
 struct Host {
+    wasi: Option<Box<Wasi>>,
     memory_limit: usize,
     /// The memory a guest asked for and was refused.
     memory_refused: Option<usize>,
     /// Ticks of running in this call, and the most it may have.
     ticks: u64,
     cpu_ticks: u64,
+}
+
+impl WasiView for Host {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        self.wasi
+            .get_or_insert_with(|| Box::new(Wasi::empty()))
+            .view()
+    }
 }
 
 impl ResourceLimiter for Host {
@@ -477,13 +571,12 @@ impl ResourceLimiter for Host {
 
 /// A store under `limits`: a call yields to the executor every tick and traps once it has
 /// run for more ticks than its CPU limit.
-fn new_store(rt: &Runtime, limits: WasmLimits) -> Store<Host> {
-    let cpu_ticks = u64::try_from(limits.cpu.as_nanos() / TICK.as_nanos())
-        .unwrap_or(u64::MAX)
-        .max(1);
+fn new_store(rt: &Runtime, limits: WasmLimits, wasi: Option<Box<Wasi>>) -> Store<Host> {
+    let cpu_ticks = ticks(limits.cpu);
     let mut store = Store::new(
         &rt.engine,
         Host {
+            wasi,
             memory_limit: limits.memory,
             memory_refused: None,
             ticks: 0,
@@ -503,48 +596,9 @@ fn new_store(rt: &Runtime, limits: WasmLimits) -> Store<Host> {
     store
 }
 
-/// Instantiates the hook once, synchronously, and asks it what it handles (a JSON object).
-fn describe_hook(
-    rt: &Runtime,
-    pre: &InstancePre<Host>,
-    describe: &ComponentExportIndex,
-    name: &str,
-    limits: WasmLimits,
-) -> Result<Map<String, Value>, WasmError> {
-    let fail = |what: &str| WasmError::new(format!("hook {name}: {what}"));
-    let mut store = new_store(rt, limits.cpu(DESCRIBE_CPU));
-    // A synchronous call cannot yield: past the deadline it traps.
-    store.epoch_deadline_trap();
-    store.set_epoch_deadline(u64::try_from(DESCRIBE_CPU.as_millis()).unwrap_or(u64::MAX));
-    let _running = rt.running();
-    let instance = pre.instantiate(&mut store).map_err(|e| {
-        let why = match store.data().memory_refused {
-            Some(asked) => format!(
-                "it asked for {asked} bytes of memory, over its limit of {} bytes",
-                limits.memory
-            ),
-            None => chain(&e),
-        };
-        fail(&format!("cannot be instantiated: {why}"))
-    })?;
-    let func = instance
-        .get_typed_func::<(), (String,)>(&mut store, describe)
-        .map_err(|e| {
-            fail(&format!(
-                "its `describe` has another type than the WIT's: {}",
-                chain(&e)
-            ))
-        })?;
-    let (text,) = func
-        .call(&mut store, ())
-        .map_err(|e| fail(&format!("`describe` failed: {}", chain(&e))))?;
-    if text.len() > limits.answer {
-        return Err(fail("`describe` answered more than its answer limit"));
-    }
-    match serde_json::from_str::<Value>(&text) {
-        Ok(Value::Object(map)) => Ok(map),
-        _ => Err(fail(
-            "`describe` must answer a JSON object (`{\"events\": [...], \"matcher\": \"...\"}`)",
-        )),
-    }
+/// `cpu` in ticks (at least one).
+fn ticks(cpu: Duration) -> u64 {
+    u64::try_from(cpu.as_nanos() / TICK.as_nanos())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }

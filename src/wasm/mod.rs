@@ -63,9 +63,11 @@
 //!
 //! # The sandbox
 //!
-//! An instance has no authority: the host links no import of its own, so a component that
-//! imports anything (a file, a socket, a clock, randomness, the environment) fails to load,
-//! with an error naming the import. Its limits ([`WasmLimits`]): memory (default 64 MiB, at
+//! An instance has no authority unless it is granted some ([`WasmGrants`]: directories, read
+//! only or read and write; named environment variables; clocks; randomness — through WASI
+//! 0.2). The host links only the interfaces granted, so a component that imports anything
+//! else (a file system without a granted directory, sockets — never granted —, a clock)
+//! fails to load, with an error naming the import. Its limits ([`WasmLimits`]): memory (default 64 MiB, at
 //! most [`MAX_MEMORY_LIMIT`], 1 GiB), CPU (default 100 ms of running per call, metered by an
 //! epoch that advances every millisecond while a guest runs; a guest yields to the executor
 //! each millisecond, so it never holds a thread), the answer (default 1 MiB), its stack
@@ -93,6 +95,7 @@
 
 mod engine;
 mod hook;
+mod wasi;
 
 use std::fmt;
 
@@ -102,6 +105,7 @@ pub use self::{
         DEFAULT_ANSWER, DEFAULT_CPU, DEFAULT_MEMORY, WasmAnswer, WasmHook, WasmHookBuilder,
         WasmLimits,
     },
+    wasi::{GrantedDir, WasmGrants},
 };
 
 /// The WIT of a hook: the `hook` world of package `tower-agent:hooks`.

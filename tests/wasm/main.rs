@@ -6,6 +6,8 @@
 mod support;
 
 #[cfg(feature = "wasm")]
+mod grants;
+#[cfg(feature = "wasm")]
 mod guests;
 #[cfg(feature = "wasm")]
 mod hooks;

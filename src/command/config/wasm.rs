@@ -9,8 +9,10 @@ use super::{ConfigError, handler::Config, handler::Exec};
 /// The fields of a `wasm` handler: `path` (relative to the project directory;
 /// `${CLAUDE_PROJECT_DIR}` and the source's variables, such as a plugin's
 /// `${CLAUDE_PLUGIN_ROOT}`, are replaced), `memoryMiB`, `cpuMs`, `answerKiB` (the limits, see
-/// [`WasmLimits`](crate::wasm::WasmLimits)) and `stateless`. `None` (with a warning) without
-/// the `wasm` feature.
+/// [`WasmLimits`](crate::wasm::WasmLimits)), `stateless`, and the grants (see
+/// [`WasmGrants`](crate::wasm::WasmGrants)): `readDirs` and `writeDirs` (directories, relative
+/// to the project directory, which the hook opens by the same path), `env` (variable names),
+/// `clocks` and `random` (`true`). `None` (with a warning) without the `wasm` feature.
 // `file` and `path` name the handler in the warning of a build without the feature.
 #[allow(unused_variables)]
 pub(super) fn wasm_handler(
@@ -54,9 +56,11 @@ pub(super) fn wasm_handler(
             limits =
                 limits.answer(usize::try_from(kib.saturating_mul(1 << 10)).unwrap_or(usize::MAX));
         }
+        let grants = grants(h, out, err)?;
         let mut builder = crate::wasm::WasmHook::builder()
             .path(&component)
-            .limits(limits);
+            .limits(limits)
+            .grants(grants);
         match h.get("stateless") {
             None | Some(Value::Null) => {}
             Some(Value::Bool(b)) => builder = builder.stateless(*b),
@@ -79,4 +83,49 @@ fn component_path(p: &str, out: &Config) -> PathBuf {
         p = p.replace(&format!("${{{name}}}"), value);
     }
     out.project_dir.join(p)
+}
+
+/// The grants of a `wasm` handler.
+#[cfg(feature = "wasm")]
+fn grants(
+    h: &Map<String, Value>,
+    out: &Config,
+    err: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<crate::wasm::WasmGrants, ConfigError> {
+    let names = |field: &str| -> Result<Vec<String>, ConfigError> {
+        match h.get(field) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    Value::String(s) if !s.trim().is_empty() => Ok(s.clone()),
+                    _ => Err(err(&format!("{field}[{i}]"), "must be a non-empty string")),
+                })
+                .collect(),
+            Some(_) => Err(err(field, "must be an array of strings")),
+        }
+    };
+    let flag = |field: &str| match h.get(field) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(err(field, "must be true or false")),
+    };
+    let mut grants = crate::wasm::WasmGrants::default();
+    for dir in names("readDirs")? {
+        grants = grants.read_dir(component_path(&dir, out), dir);
+    }
+    for dir in names("writeDirs")? {
+        grants = grants.write_dir(component_path(&dir, out), dir);
+    }
+    for name in names("env")? {
+        grants = grants.env(name);
+    }
+    if flag("clocks")? {
+        grants = grants.clocks();
+    }
+    if flag("random")? {
+        grants = grants.random();
+    }
+    Ok(grants)
 }
