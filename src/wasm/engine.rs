@@ -70,7 +70,7 @@ impl Runtime {
             // within it (1 GiB each, not the default 4 GiB, for 1,000 slots).
             .memory_reservation(MAX_MEMORY_LIMIT as u64)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        if let Some(dir) = cache_dir() {
+        if let Some(dir) = default_cache_dir() {
             let mut cache = wasmtime::CacheConfig::new();
             cache.with_directory(dir);
             config.cache(Some(wasmtime::Cache::new(cache)?));
@@ -109,11 +109,16 @@ pub fn set_cache_dir(dir: Option<PathBuf>) -> Result<(), WasmError> {
         .map_err(|_| WasmError::new("the cache directory was already chosen"))
 }
 
+/// Where the process's compiled hooks are cached (see [`set_cache_dir`]); `None`: nowhere.
+pub fn cache_dir() -> Option<PathBuf> {
+    default_cache_dir()
+}
+
 /// Where compiled hooks are cached: the directory [`set_cache_dir`] chose, else
 /// `$TOWER_AGENT_WASM_CACHE`, else
 /// `$XDG_CACHE_HOME/tower-agent/wasm`, else `$HOME/.cache/tower-agent/wasm`; none when it is
 /// set to the empty string or no home is known.
-fn cache_dir() -> Option<PathBuf> {
+fn default_cache_dir() -> Option<PathBuf> {
     if let Some(chosen) = CACHE_DIR.get() {
         return chosen.clone();
     }

@@ -100,7 +100,7 @@ mod wasi;
 use std::fmt;
 
 pub use self::{
-    engine::{MAX_INSTANCES, MAX_MEMORY_LIMIT, MAX_WASM_STACK, set_cache_dir},
+    engine::{MAX_INSTANCES, MAX_MEMORY_LIMIT, MAX_WASM_STACK, cache_dir, set_cache_dir},
     hook::{
         DEFAULT_ANSWER, DEFAULT_CPU, DEFAULT_MEMORY, WasmAnswer, WasmHook, WasmHookBuilder,
         WasmLimits,

@@ -216,3 +216,110 @@ fn the_description_is_the_components() {
     assert_eq!(hook.description()["matcher"], Value::from("bash"));
     assert_eq!(hook.name(), "guard");
 }
+
+/// A `wasm` handler takes the `if` rule of its settings entry as any handler does: a call the
+/// rule does not match never reaches the guest.
+#[tokio::test]
+async fn an_if_rule_keeps_calls_away_from_a_wasm_handler() {
+    let s = Scripts::new();
+    let mut g = Guest::new(r#"{"events": ["PreToolUse"]}"#);
+    let (reason, len) = g.string("no removals");
+    std::fs::write(
+        s.path("deny.wasm"),
+        g.handle(&format!("(call $err {reason} {len})")).build(),
+    )
+    .unwrap();
+    let hooks = s.hooks(json!({
+        "PreToolUse": [{ "matcher": "bash", "hooks": [
+            { "type": "wasm", "path": "deny.wasm", "if": "Bash(rm *)" }
+        ] }],
+    }));
+    let model = ScriptedModel::new()
+        .tool_call("bash", json!({"command": "ls"}))
+        .tool_call("bash", json!({"command": "rm notes.txt"}))
+        .text("done");
+    let (builder, seen) = agent(&model, hooks.into_hooks());
+    let resp = builder.build().run(AgentRequest::new("go")).await.unwrap();
+    let texts = crate::support::command::tool_texts(&resp);
+    assert_eq!(texts[0], "ran: ls");
+    assert!(texts[1].contains("no removals"), "{texts:?}");
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
+/// A hook's compiled code lands in the cache directory the engine uses
+/// ([`tower_agent::wasm::cache_dir`]), keyed by the component: a component never built before
+/// adds a file there.
+#[test]
+fn a_new_component_is_compiled_into_the_cache() {
+    let before = cached_files();
+    let unique = format!(
+        r#"{{"events": ["PreToolUse"], "unique": "{:?}"}}"#,
+        std::time::SystemTime::now()
+    );
+    WasmHook::builder()
+        .bytes("unique", guests::answering(&unique, ""))
+        .build()
+        .unwrap();
+    let Some(dir) = tower_agent::wasm::cache_dir() else {
+        panic!("the tests run with a cache directory (TOWER_AGENT_WASM_CACHE is not empty)");
+    };
+    // Wasmtime writes the cache file as the compile ends; give its writer a moment.
+    for _ in 0..100 {
+        if cached_files() > before {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("no new file under {}", dir.display());
+}
+
+fn cached_files() -> usize {
+    fn count(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| {
+                        let path = e.path();
+                        if path.is_dir() { count(&path) } else { 1 }
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+    tower_agent::wasm::cache_dir().map_or(0, |d| count(&d))
+}
+
+/// A plugin's `hooks/hooks.json` may name a `wasm` handler by `${CLAUDE_PLUGIN_ROOT}`; the
+/// component loads from the plugin's folder, wherever the project is.
+#[tokio::test]
+async fn a_plugin_names_its_wasm_hook_by_its_root() {
+    let s = Scripts::new();
+    let plugin = s.path("plugins/guard");
+    std::fs::create_dir_all(plugin.join(".claude-plugin")).unwrap();
+    std::fs::create_dir_all(plugin.join("hooks")).unwrap();
+    std::fs::write(
+        plugin.join(".claude-plugin/plugin.json"),
+        json!({"name": "guard", "version": "1.0.0"}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(plugin.join("guard.wasm"), guests::rm_rf_guard()).unwrap();
+    std::fs::write(
+        plugin.join("hooks/hooks.json"),
+        json!({"hooks": {"PreToolUse": [{"matcher": "bash", "hooks": [
+            {"type": "wasm", "path": "${CLAUDE_PLUGIN_ROOT}/guard.wasm"}
+        ]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let project = s.path("elsewhere");
+    std::fs::create_dir(&project).unwrap();
+    let hooks = CommandHooks::builder()
+        .plugin_dir(&plugin)
+        .plugin_data_dir(s.path("data"))
+        .project_dir(&project)
+        .without_transcripts()
+        .build()
+        .unwrap();
+    guard_runs(hooks).await;
+}
