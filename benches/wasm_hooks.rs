@@ -1,7 +1,7 @@
 //! WebAssembly hooks (issue 28): the PreToolUse round trip through the hook set's tool layer
 //! around an echo tool, for hand-written guests (WAT), against the persistent hook process
 //! measured in the same run; the cold start of a hook; memory per live instance with 1,000
-//! calls in flight.
+//! agent runs in flight, each calling a wasm hook.
 //!
 //! ```text
 //! cargo bench --features wasm --bench wasm_hooks     # about 40 s
@@ -37,11 +37,12 @@ use serde_json::json;
 use support::{estimate, output_dir, verdict};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 use tower_agent::{
-    BoxError,
+    Agent, AgentRequest, BoxError,
     command::CommandHooks,
     context::RunContext,
     message::{ToolCall, ToolOutput},
-    tool::{BoxToolService, ToolRequest},
+    model::ScriptedModel,
+    tool::{BoxToolService, ToolRequest, tool_fn},
     wasm::WasmHook,
 };
 
@@ -287,7 +288,8 @@ fn memory_kb() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// `IN_FLIGHT` calls at once of a hook that spins about 5 ms (a fresh instance each; it yields every millisecond, so every call is alive at once), three
+/// `IN_FLIGHT` agent runs at once, each calling (through its tool stack) a hook that spins
+/// about 5 ms (a fresh instance each; it yields every millisecond, so the calls overlap), three
 /// rounds: the resident memory they add, per live instance, and what is left after each round.
 fn in_flight(rt: &tokio::runtime::Runtime) {
     let mut g = guests::Guest::new(r#"{"events": ["PreToolUse"]}"#);
@@ -305,6 +307,29 @@ fn in_flight(rt: &tokio::runtime::Runtime) {
         .bytes("spinning", spinning)
         .build()
         .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = CommandHooks::builder()
+        .wasm_hook(hook.clone())
+        .project_dir(dir.path())
+        .without_transcripts()
+        .build()
+        .unwrap();
+    // Each run: one tool call (the hook on it), then the final answer.
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("bash", json!({ "command": "cargo test" }))
+                .text("done")
+                .per_run(),
+        )
+        .tool(tool_fn(
+            "bash",
+            "Runs a command",
+            json!({"type": "object"}),
+            |_args: serde_json::Value, _| async { Ok::<_, BoxError>("ok") },
+        ))
+        .hooks(hooks.into_hooks().compile().unwrap())
+        .build();
     let (base, _) = memory_kb();
     for round in 1..=3 {
         // The peak from here on (Linux resets VmHWM to the current RSS on "5").
@@ -312,31 +337,32 @@ fn in_flight(rt: &tokio::runtime::Runtime) {
         let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let t = Instant::now();
         rt.block_on(async {
-            let calls: Vec<_> = (0..IN_FLIGHT)
-                .map(|_| {
-                    let (hook, peak) = (hook.clone(), Arc::clone(&peak));
-                    tokio::spawn(async move {
-                        let call = hook.call("{}");
-                        tokio::pin!(call);
-                        // Poll once so the instance is made, then note how many are alive.
-                        let first = futures_util::poll!(call.as_mut());
+            let sampler = {
+                let (hook, peak) = (hook.clone(), Arc::clone(&peak));
+                tokio::spawn(async move {
+                    loop {
                         peak.fetch_max(hook.instances(), std::sync::atomic::Ordering::Relaxed);
-                        let done = match first {
-                            std::task::Poll::Ready(done) => done,
-                            std::task::Poll::Pending => call.await,
-                        };
-                        done.unwrap();
-                    })
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                })
+            };
+            let runs: Vec<_> = (0..IN_FLIGHT)
+                .map(|_| {
+                    let agent = agent.clone();
+                    tokio::spawn(async move { agent.run(AgentRequest::new("go")).await })
                 })
                 .collect();
-            for call in calls {
-                call.await.unwrap();
+            for run in runs {
+                let resp = run.await.unwrap().unwrap();
+                let tool = resp.messages.iter().find(|m| m.tool_call_id.is_some());
+                assert_eq!(tool.map(|m| m.text().into_owned()).as_deref(), Some("ok"));
             }
+            sampler.abort();
         });
         let (now, high) = memory_kb();
         let live = peak.load(std::sync::atomic::Ordering::Relaxed).max(1);
         println!(
-            "wasm_hook {IN_FLIGHT} calls in flight, round {round}: {:.2} s, at most {live} instances alive at once; peak RSS {} kB over the start ({:.1} kB per live instance); RSS after the round {} kB over the start; instances left {}",
+            "wasm_hook {IN_FLIGHT} runs in flight, round {round}: {:.2} s, at most {live} instances alive at once; peak RSS {} kB over the start ({:.1} kB per live instance, runs included); RSS after the round {} kB over the start; instances left {}",
             t.elapsed().as_secs_f64(),
             high.saturating_sub(base),
             high.saturating_sub(base) as f64 / live as f64,

@@ -6,9 +6,11 @@ mod handler;
 mod settings;
 mod wasm;
 
+#[cfg(feature = "wasm")]
+pub(crate) use self::dir::add_described;
 pub use self::error::ConfigError;
 pub(crate) use self::{
-    dir::{add_described, load_dir},
+    dir::load_dir,
     handler::{Config, Dialect, Entry, Exec, Extras, Handler},
     settings::{load_file, load_settings, not_fired, read_json, read_text},
 };

@@ -1,5 +1,6 @@
 //! A `wasm` handler of a settings file: `{"type": "wasm", "path": "...", ...}`.
 
+#[cfg(feature = "wasm")]
 use std::{path::PathBuf, time::Duration};
 
 use serde_json::{Map, Value};
