@@ -11,6 +11,8 @@
 //!   `node`, `ruby`, `perl`, `deno`, `bun`, `env`), the script is its first argument that
 //!   does not start with `-` (for `env`, the first that is neither an option nor an
 //!   assignment), itself an interpreter or the script;
+//! - a `wasm` handler's script is its component's file; its pin is checked on the component
+//!   as it was loaded (what runs is in memory), when the hooks are built and before each call;
 //! - a relative path resolves against the project directory at build time, and against the
 //!   directory the handler runs in (its input's `cwd`) before each spawn, since that is the
 //!   file the handler would run; a bare name (no `/`) as the program is looked up in `PATH`.
@@ -43,6 +45,9 @@ pub(crate) struct Pin {
     /// The script's path as the command names it, when that is relative: the handler runs
     /// the file it names in the directory it runs in.
     relative: Option<PathBuf>,
+    /// A `wasm` handler's component, as it was loaded (its SHA-256): what runs is in memory,
+    /// so the pin is checked on it, not on the file.
+    loaded: Option<String>,
 }
 
 impl Pin {
@@ -56,6 +61,7 @@ impl Pin {
             hex: hex.to_ascii_lowercase(),
             script: None,
             relative: None,
+            loaded: None,
         })
     }
 
@@ -66,6 +72,17 @@ impl Pin {
     /// `Ok` when the script the handler would run in `cwd` (its working directory) still has
     /// the trusted hash; else why not.
     pub(crate) fn verify(&self, cwd: &Path) -> Result<(), String> {
+        if let Some(loaded) = &self.loaded {
+            return if *loaded == self.hex {
+                Ok(())
+            } else {
+                Err(format!(
+                    "the component loaded from `{}` is not the one trusted (sha256 {loaded}, trusted {})",
+                    self.script.as_deref().unwrap_or(Path::new("")).display(),
+                    self.hex
+                ))
+            };
+        }
         let Some(project_script) = &self.script else {
             return Err("its script could not be found".into());
         };
@@ -113,6 +130,7 @@ pub(crate) fn resolve(exec: &Exec, project_dir: &Path, extras: &mut Extras) -> R
         hex: pin.hex.clone(),
         script: Some(script),
         relative,
+        loaded: loaded(exec),
     }));
     Ok(())
 }
@@ -140,8 +158,19 @@ pub(crate) fn pin_if_script(
     let mut pin = Pin::parse(hex)?;
     pin.script = Some(found);
     pin.relative = relative;
+    pin.loaded = loaded(exec);
     extras.pin = Some(std::sync::Arc::new(pin));
     Ok(true)
+}
+
+/// The SHA-256 of a `wasm` handler's component as loaded; `None` for other handlers.
+#[cfg_attr(not(feature = "wasm"), allow(unused_variables))]
+fn loaded(exec: &Exec) -> Option<String> {
+    match exec {
+        #[cfg(feature = "wasm")]
+        Exec::Wasm(hook) => Some(hook.sha256()),
+        _ => None,
+    }
 }
 
 /// The script a handler runs (see the module docs), as an absolute path.
@@ -188,8 +217,14 @@ fn locate(
         Exec::Model(_) => return None,
         #[cfg(feature = "mcp")]
         Exec::Mcp(_) => return None,
+        // A `wasm` handler's script is its component's file.
         #[cfg(feature = "wasm")]
-        Exec::Wasm(_) => return None,
+        Exec::Wasm(hook) => {
+            return hook
+                .path()
+                .and_then(|p| std::path::absolute(p).ok())
+                .map(|p| (p, None));
+        }
     };
     let mut words = words.into_iter();
     let mut program = words.next()?;

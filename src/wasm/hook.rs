@@ -110,6 +110,8 @@ pub struct WasmHook {
 
 struct Inner {
     name: String,
+    /// The file it was loaded from, if any.
+    path: Option<PathBuf>,
     /// The component's SHA-256: hooks of the same component and limits are the same hook.
     digest: [u8; 32],
     pre: InstancePre<Host>,
@@ -198,6 +200,7 @@ impl WasmHookBuilder {
     /// Compiles the component (or takes it from the cache), checks its imports and asks it
     /// what it handles.
     pub fn build(self) -> Result<WasmHook, WasmError> {
+        let from_file = self.bytes.is_none();
         let (name, bytes) = match (self.bytes, &self.path) {
             (Some(named), _) => named,
             (None, Some(path)) => (path.display().to_string(), read(path)?),
@@ -234,6 +237,7 @@ impl WasmHookBuilder {
         let (describe, handle) = (export("describe")?, export("handle")?);
         let mut inner = Inner {
             name,
+            path: self.path.clone().filter(|_| from_file),
             digest,
             pre,
             describe,
@@ -305,6 +309,22 @@ impl WasmHook {
     /// The hook's name: its file, or the name it was given with its bytes.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The file it was loaded from (`None`: it was given as bytes).
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// The SHA-256 of its component, as lowercase hex: the value a trust pin of it takes
+    /// ([`CommandHooksBuilder::trust`](crate::command::CommandHooksBuilder::trust), a
+    /// handler's `sha256`).
+    pub fn sha256(&self) -> String {
+        self.inner
+            .digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     /// Its limits.

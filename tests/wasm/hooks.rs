@@ -323,3 +323,53 @@ async fn a_plugin_names_its_wasm_hook_by_its_root() {
         .unwrap();
     guard_runs(hooks).await;
 }
+
+/// A trust pin covers a `wasm` handler: its component's SHA-256 (`WasmHook::sha256`), from the
+/// builder's `trust` or the handler's `sha256`. The right hash runs the guard; another one
+/// skips it, with a warning, as for a changed script.
+#[tokio::test]
+async fn a_trust_pin_covers_the_component() {
+    let s = Scripts::new();
+    std::fs::write(s.path("guard.wasm"), guests::rm_rf_guard()).unwrap();
+    let right = WasmHook::load(s.path("guard.wasm")).unwrap().sha256();
+    assert_eq!(right.len(), 64);
+    let wrong = "0".repeat(64);
+    let hooks = |pin: &str, in_settings: bool| {
+        let mut handler = json!({ "type": "wasm", "path": "guard.wasm" });
+        if in_settings {
+            handler["sha256"] = json!(pin);
+        }
+        let mut builder = CommandHooks::builder()
+            .settings_json(
+                json!({ "hooks": { "PreToolUse": [{ "matcher": "bash", "hooks": [handler] }] } }),
+                "settings.json",
+            )
+            .project_dir(s.dir.path())
+            .without_transcripts();
+        if !in_settings {
+            builder = builder.trust("guard.wasm", pin);
+        }
+        builder.build().unwrap()
+    };
+    for in_settings in [false, true] {
+        guard_runs(hooks(&right, in_settings)).await;
+        let untrusted = hooks(&wrong, in_settings);
+        let model = ScriptedModel::new()
+            .tool_call("bash", json!({"command": "rm -rf /tmp/x"}))
+            .text("done");
+        let (hooks, warned) = crate::support::command::warnings(untrusted.into_hooks());
+        let (builder, seen) = agent(&model, hooks);
+        let resp = builder.build().run(AgentRequest::new("go")).await.unwrap();
+        assert_eq!(
+            tool_text(&resp),
+            "ran: rm -rf /tmp/x",
+            "the untrusted guard is skipped"
+        );
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        let warned = warned.lock().unwrap();
+        assert!(
+            warned.iter().any(|w| w.contains("is not the one trusted")),
+            "{warned:?}"
+        );
+    }
+}
