@@ -44,7 +44,7 @@ use std::{
 use criterion::Criterion;
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
-use support::{estimate, output_dir, verdict};
+use support::{PERSISTENT_ALLOW, estimate, output_dir, verdict};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 use tower_agent::{
@@ -57,16 +57,6 @@ use tower_agent::{
 
 /// A one-shot hook: reads its input, allows the call.
 const ALLOW: &str = "#!/bin/sh\ncat > /dev/null\necho '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"allow\"}}'\n";
-
-/// A persistent hook: allows every call.
-const PERSISTENT: &str = r#"#!/usr/bin/env python3
-import json, sys
-allow = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
-for line in sys.stdin:
-    event = json.loads(line)
-    sys.stdout.write(json.dumps({"id": event["id"], "exit": 0, "output": allow}) + "\n")
-    sys.stdout.flush()
-"#;
 
 /// A line echo, for the raw pipe round trip of the same interpreter.
 const ECHO: &str = r#"#!/usr/bin/env python3
@@ -364,7 +354,7 @@ fn benches(c: &mut Criterion, dir: &Path) {
     });
 
     // Persistent hook round trip, and the raw pipe round trip of the same interpreter.
-    let persistent = script(dir, "persistent.py", PERSISTENT);
+    let persistent = script(dir, "persistent.py", PERSISTENT_ALLOW);
     let kept = stack(dir, handlers(&[&persistent], json!({ "persistent": true })));
     group.bench_function("persistent", |b| {
         b.to_async(&rt).iter(|| async {
@@ -525,7 +515,7 @@ fn summary(dir: &Path, since: SystemTime) {
 /// load case: [`compiled_hook`].
 const COMPILED_HOOK: &str = "TOWER_AGENT_BENCH_HOOK";
 
-/// The compiled counterpart of [`PERSISTENT`] (`persistent`: allows every call) and of
+/// The compiled counterpart of [`PERSISTENT_ALLOW`] (`persistent`: allows every call) and of
 /// [`ECHO`] (`echo`): one answer line per event line, until stdin closes.
 fn compiled_hook(kind: &str) {
     use std::io::{BufRead, Write};

@@ -34,7 +34,7 @@ use std::{
 use criterion::Criterion;
 use hdrhistogram::Histogram;
 use serde_json::json;
-use support::{estimate, output_dir, verdict};
+use support::{PERSISTENT_ALLOW, estimate, output_dir, verdict};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 use tower_agent::{
     Agent, AgentRequest, BoxError,
@@ -49,16 +49,6 @@ use tower_agent::{
 /// The decision every allowing hook answers.
 const ALLOW: &str =
     r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}"#;
-
-/// The persistent hook process of `benches/command_hooks.rs`: allows every call.
-const PERSISTENT: &str = r#"#!/usr/bin/env python3
-import json, sys
-allow = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
-for line in sys.stdin:
-    event = json.loads(line)
-    sys.stdout.write(json.dumps({"id": event["id"], "exit": 0, "output": allow}) + "\n")
-    sys.stdout.flush()
-"#;
 
 /// Sequential round trips per distribution.
 const SAMPLES: usize = 20_000;
@@ -97,7 +87,7 @@ fn wasm_stack(dir: &Path, hook: Option<WasmHook>) -> BoxToolService {
 
 fn persistent_stack(dir: &Path) -> BoxToolService {
     let path = dir.join("persistent.py");
-    std::fs::write(&path, PERSISTENT).unwrap();
+    std::fs::write(&path, PERSISTENT_ALLOW).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     let hooks = json!({ "PreToolUse": [{ "matcher": "bash", "hooks": [
         { "type": "command", "command": path.to_string_lossy(), "persistent": true }
@@ -170,18 +160,7 @@ fn benches(c: &mut Criterion, dir: &Path, rt: &tokio::runtime::Runtime, guards: 
 /// The guard of `tests/wasm/guests_src/guard.{py,js}` (it lets `cargo test` through), built by
 /// `.ci/wasm-guests` with componentize-py or jco.
 fn language_guard(language: &str) -> WasmHook {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/wasm-guests");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = Path::new(String::from_utf8(out.stdout).unwrap().trim())
-        .join(format!("guard-{language}.wasm"));
+    let path = guests::built("guard", language);
     let t = Instant::now();
     let hook = WasmHook::load(&path).unwrap();
     println!(
@@ -308,12 +287,7 @@ fn in_flight(rt: &tokio::runtime::Runtime) {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let hooks = CommandHooks::builder()
-        .wasm_hook(hook.clone())
-        .project_dir(dir.path())
-        .without_transcripts()
-        .build()
-        .unwrap();
+    let hooks = guests::command_hooks(hook.clone(), dir.path());
     // Each run: one tool call (the hook on it), then the final answer.
     let agent = Agent::builder()
         .model(

@@ -37,3 +37,15 @@ pub(crate) fn estimate(dir: &Path, id: &str, since: SystemTime) -> Option<f64> {
 pub(crate) fn verdict(ok: bool) -> &'static str {
     if ok { "met" } else { "NOT met" }
 }
+
+/// A persistent command hook (python) that allows every call: the process the command-hook
+/// and wasm-hook benches measure their round trips against.
+#[allow(dead_code)] // not every bench runs hooks
+pub(crate) const PERSISTENT_ALLOW: &str = r#"#!/usr/bin/env python3
+import json, sys
+allow = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
+for line in sys.stdin:
+    event = json.loads(line)
+    sys.stdout.write(json.dumps({"id": event["id"], "exit": 0, "output": allow}) + "\n")
+    sys.stdout.flush()
+"#;

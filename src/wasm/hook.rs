@@ -112,7 +112,8 @@ struct Inner {
     name: String,
     /// The file it was loaded from, if any.
     path: Option<PathBuf>,
-    /// The component's SHA-256: hooks of the same component and limits are the same hook.
+    /// The component's SHA-256: hooks of the same component, limits and grants are the same
+    /// hook (settings that name it twice run it once).
     digest: [u8; 32],
     pre: InstancePre<Host>,
     describe: ComponentExportIndex,
@@ -132,7 +133,10 @@ impl PartialEq for WasmHook {
     fn eq(&self, other: &Self) -> bool {
         let (a, b) = (&self.inner, &other.inner);
         Arc::ptr_eq(a, b)
-            || (a.digest == b.digest && a.limits == b.limits && a.stateless == b.stateless)
+            || (a.digest == b.digest
+                && a.limits == b.limits
+                && a.stateless == b.stateless
+                && a.grants == b.grants)
     }
 }
 
@@ -502,14 +506,10 @@ impl WasmHook {
         if let Some(e) = e.downcast_ref::<std::str::Utf8Error>() {
             return self.error(&format!("answered a string that is not UTF-8: {e}"));
         }
-        if let Some(e) = e.downcast_ref::<std::str::Utf8Error>() {
-            return self.error(&format!("answered a string that is not UTF-8: {e}"));
-        }
         if host.ticks > host.cpu_ticks {
-            return self.error(&format!(
-                "{what}: it ran past its CPU limit of {} ms",
-                limits.cpu.as_millis()
-            ));
+            // The store's own limit: a call's, or `describe`'s.
+            let ms = u128::from(host.cpu_ticks) * TICK.as_millis();
+            return self.error(&format!("{what}: it ran past its CPU limit of {ms} ms"));
         }
         self.error(&format!("{what}: {}", chain(e)))
     }

@@ -213,3 +213,34 @@ async fn settings_grant_directories_and_reject_bad_grants() {
         );
     }
 }
+
+/// Settings that name one component twice run it once — unless the two handlers differ in
+/// what they grant (or their limits): those are two hooks.
+#[test]
+fn one_component_with_other_grants_is_another_hook() {
+    use serde_json::json;
+    use tower_agent::command::{CommandHooks, HookEvent};
+    let s = crate::support::command::Scripts::new();
+    std::fs::create_dir(s.path("a")).unwrap();
+    std::fs::write(s.path("opener.wasm"), opener()).unwrap();
+    let handlers = |second: serde_json::Value| {
+        CommandHooks::builder()
+            .settings_json(
+                json!({ "hooks": { "PreToolUse": [{ "hooks": [
+                    { "type": "wasm", "path": "opener.wasm", "readDirs": ["a"] },
+                    second,
+                ] }] } }),
+                "settings.json",
+            )
+            .project_dir(s.dir.path())
+            .without_transcripts()
+            .build()
+            .unwrap()
+            .commands(HookEvent::PreToolUse)
+            .len()
+    };
+    let same = json!({ "type": "wasm", "path": "opener.wasm", "readDirs": ["a"] });
+    let writable = json!({ "type": "wasm", "path": "opener.wasm", "writeDirs": ["a"] });
+    assert_eq!(handlers(same), 1);
+    assert_eq!(handlers(writable), 2);
+}

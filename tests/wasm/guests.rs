@@ -228,3 +228,34 @@ pub(crate) fn rm_rf_guard() -> Vec<u8> {
     )
     .build()
 }
+
+/// Command hooks holding `hook` alone (as `CommandHooksBuilder::wasm_hook` adds it), with
+/// `project` as their project directory and no transcripts.
+pub(crate) fn command_hooks(
+    hook: tower_agent::wasm::WasmHook,
+    project: &std::path::Path,
+) -> tower_agent::command::CommandHooks {
+    tower_agent::command::CommandHooks::builder()
+        .wasm_hook(hook)
+        .project_dir(project)
+        .without_transcripts()
+        .build()
+        .expect("command hooks of one wasm hook")
+}
+
+/// The guest `name` written in `language` (`py`, `js`; `tests/wasm/guests_src/`), built (once)
+/// by the project's `.ci/wasm-guests`.
+pub(crate) fn built(name: &str, language: &str) -> std::path::PathBuf {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/wasm-guests");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .output()
+        .expect("running .ci/wasm-guests");
+    assert!(
+        out.status.success(),
+        ".ci/wasm-guests failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = String::from_utf8(out.stdout).expect("a directory");
+    std::path::Path::new(dir.trim()).join(format!("{name}-{language}.wasm"))
+}

@@ -84,12 +84,7 @@ async fn a_wasm_hook_given_in_rust_joins_the_chain_after_a_closure_hook() {
         .build()
         .unwrap();
     assert!(hook.is_stateless());
-    let hooks = CommandHooks::builder()
-        .wasm_hook(hook)
-        .project_dir(s.dir.path())
-        .without_transcripts()
-        .build()
-        .unwrap();
+    let hooks = crate::guests::command_hooks(hook, s.dir.path());
     // A closure hook that records each call it sees first, then the wasm guard.
     let order: Arc<Mutex<Vec<String>>> = Arc::default();
     let log = Arc::clone(&order);
@@ -140,12 +135,7 @@ async fn answers_are_a_command_hooks_exits() {
     assert_eq!(silent.call("{}").await.unwrap(), WasmAnswer::Nothing);
 
     let s = Scripts::new();
-    let hooks = CommandHooks::builder()
-        .wasm_hook(hook)
-        .project_dir(s.dir.path())
-        .without_transcripts()
-        .build()
-        .unwrap();
+    let hooks = crate::guests::command_hooks(hook, s.dir.path());
     let model = ScriptedModel::new()
         .tool_call("bash", json!({"command": "ls"}))
         .text("done");

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tower_agent::{
     AgentRequest,
-    command::CommandHooks,
     model::ScriptedModel,
     wasm::{WasmHook, WasmLimits},
 };
@@ -139,12 +138,7 @@ async fn every_hostile_guest_is_a_hook_failure_open_or_closed() {
                 .build()
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let s = Scripts::new();
-            let hooks = CommandHooks::builder()
-                .wasm_hook(hook.clone())
-                .project_dir(s.dir.path())
-                .without_transcripts()
-                .build()
-                .unwrap();
+            let hooks = crate::guests::command_hooks(hook.clone(), s.dir.path());
             let (hooks, warned) = warnings(hooks.into_hooks());
             let model = ScriptedModel::new()
                 .tool_call("bash", json!({"command": "ls"}))

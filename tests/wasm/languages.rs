@@ -4,41 +4,18 @@
 //! first use. The same guard in each language, through the same agent: a deny, a blocking
 //! error (Python `raise Err(...)`, JavaScript `throw`: a command hook's exit 2), a pass.
 
-use std::{path::PathBuf, process::Command};
-
 use serde_json::json;
-use tower_agent::{AgentRequest, command::CommandHooks, model::ScriptedModel, wasm::WasmHook};
+use tower_agent::{AgentRequest, model::ScriptedModel, wasm::WasmHook};
 
 use crate::support::command::{Scripts, agent, tool_texts};
 
-/// The guest `name` in `language` (`py`, `js`), built (once) by `.ci/wasm-guests`.
-pub(crate) fn guest(name: &str, language: &str) -> PathBuf {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/wasm-guests");
-    let out = Command::new("bash")
-        .arg(&script)
-        .output()
-        .expect("running .ci/wasm-guests");
-    assert!(
-        out.status.success(),
-        ".ci/wasm-guests failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dir = String::from_utf8(out.stdout).unwrap();
-    PathBuf::from(dir.trim()).join(format!("{name}-{language}.wasm"))
-}
-
 async fn guard_denies_blocks_and_lets_through(language: &str, who: &str) {
-    let path = guest("guard", language);
+    let path = crate::guests::built("guard", language);
     let hook = WasmHook::load(&path).unwrap();
     assert_eq!(hook.description()["events"], json!(["PreToolUse"]));
     assert!(hook.is_stateless());
     let s = Scripts::new();
-    let hooks = CommandHooks::builder()
-        .wasm_hook(hook.clone())
-        .project_dir(s.dir.path())
-        .without_transcripts()
-        .build()
-        .unwrap();
+    let hooks = crate::guests::command_hooks(hook.clone(), s.dir.path());
     let model = ScriptedModel::new()
         .tool_call("bash", json!({"command": "rm -rf /tmp/x"}))
         .tool_call("bash", json!({"command": "sudo reboot"}))
