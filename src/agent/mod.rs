@@ -423,6 +423,10 @@ pub struct AgentRequest {
     /// Decisions on the thread's pending calls: the request answers an
     /// [`Outcome::Interrupted`] run instead of sending a prompt (see [`Self::approvals`]).
     pub approvals: Option<Approvals>,
+    /// The setup the run is asked to do ([`Self::setup`]).
+    pub setup: Option<start::SetupTrigger>,
+    /// Directories the run may work in besides its working directory ([`Self::add_dir`]).
+    pub directories: Vec<PathBuf>,
 }
 
 impl AgentRequest {
@@ -574,6 +578,45 @@ impl AgentRequest {
     #[must_use]
     pub fn prompt_context(mut self, text: impl Into<String>) -> Self {
         self.prompt_context.push(text.into());
+        self
+    }
+
+    /// This request asking the run to set the project up (`init`) or to maintain it
+    /// (`maintenance`), as Claude Code's `--init` and `--maintenance` do: the Setup hooks
+    /// matching the trigger fire at the start of the run, before CwdChanged and SessionStart,
+    /// and their contexts join the run's system prompt. A request without one fires no Setup
+    /// hook.
+    ///
+    /// ```
+    /// use tower_agent::{Agent, AgentRequest, agent::start::SetupTrigger, model::ScriptedModel};
+    /// use tower_agent::layers::hooks::{Hooks, Setup};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let hooks = Hooks::new()
+    ///     .on_setup("init", |_, _| Setup::AddContext("Dependencies installed.".into()))
+    ///     .compile()?;
+    /// let model = ScriptedModel::new().text("ok").recording();
+    /// let agent = Agent::builder().model(model.clone()).hooks(hooks).build();
+    /// agent.run(AgentRequest::new("go").setup(SetupTrigger::Init)).await?;
+    /// assert!(model.requests()[0].system().unwrap().text().contains("Dependencies installed."));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn setup(mut self, trigger: start::SetupTrigger) -> Self {
+        self.setup = Some(trigger);
+        self
+    }
+
+    /// This request with another directory the run may work in (relative to the run's working
+    /// directory), as Claude Code's `/add-dir` gives one to a session: tools and hooks read
+    /// the run's directories from [`RunContext::directories`](crate::context::RunContext::directories),
+    /// and the DirectoryAdded hooks fire (source `slash_command`) for each directory the
+    /// thread did not have yet.
+    #[must_use]
+    pub fn add_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.directories.push(dir.into());
         self
     }
 

@@ -9,7 +9,7 @@ use super::{
     AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, PendingCall, SetupContext,
     hooks::{LoopHooks, ParentHooks, SessionSource},
     interrupt,
-    start::RunStart,
+    start::{RunStart, SetupTrigger},
 };
 use crate::{
     context::{RunContext, RunContextBuilder, transcript},
@@ -259,6 +259,8 @@ impl<'a> Run<'a> {
             transcript,
             recover,
             approvals,
+            setup,
+            directories,
         } = *req;
         let persist = thread_id.is_some();
         let loaded = load(inner, thread_id.as_deref()).await?;
@@ -274,6 +276,7 @@ impl<'a> Run<'a> {
         // Refused before anything runs or is saved.
         let decided = decisions(source, &pending, approvals.as_ref())?;
         let builder = RunContext::builder()
+            .directories(directories)
             .data(state)
             .extensions(extensions)
             .cancellation(cancellation.unwrap_or_default());
@@ -318,7 +321,8 @@ impl<'a> Run<'a> {
             return run.recovered_start(history, persist, transcribed).await;
         }
         let prompt = decided.is_none().then_some(prompt);
-        let (prompt, prompt_context) = match run.start_stack(source, prompt, prompt_context).await {
+        let started = run.start_stack(source, setup, prompt, prompt_context).await;
+        let (prompt, prompt_context) = match started {
             Ok(started) => started,
             Err(outcome) => {
                 run.history = history;
@@ -397,6 +401,7 @@ impl<'a> Run<'a> {
     async fn start_stack(
         &mut self,
         source: SessionSource,
+        setup: Option<SetupTrigger>,
         prompt: Option<String>,
         contexts: Vec<String>,
     ) -> Result<(Option<String>, Vec<String>), Outcome> {
@@ -410,6 +415,7 @@ impl<'a> Run<'a> {
         };
         let mut start = RunStart::new(self.ctx.clone(), source, prompt);
         start.model = self.model_name();
+        start.setup = setup;
         start.system_context = std::mem::take(&mut self.start_context);
         start.prompt_context = contexts;
         match stack.oneshot(start).await {

@@ -77,6 +77,12 @@ pub struct RunStart {
     /// [`Outcome::Blocked`](crate::agent::Outcome::Blocked) before the prompt enters the
     /// thread.
     pub blocked: Option<String>,
+    /// The setup the request asked for ([`AgentRequest::setup`](crate::AgentRequest::setup)):
+    /// Setup hooks fire.
+    pub setup: Option<SetupTrigger>,
+    /// The expansion a layer made of the prompt ([`expand`](Self::expand)): UserPromptExpansion
+    /// hooks see it on the way out.
+    pub expansion: Option<PromptExpansion>,
 }
 
 impl RunStart {
@@ -90,7 +96,20 @@ impl RunStart {
             system_context: Vec::new(),
             prompt_context: Vec::new(),
             blocked: None,
+            setup: None,
+            expansion: None,
         }
+    }
+
+    /// This start with its prompt replaced by `expanded`, the expansion recorded in
+    /// [`expansion`](Self::expansion) (the typed prompt is
+    /// [`PromptExpansion::prompt`]): what a layer that expands slash commands answers, such as
+    /// [`SlashCommands`](crate::builtins::commands::SlashCommands).
+    #[must_use]
+    pub fn expand(mut self, expansion: PromptExpansion, expanded: impl Into<String>) -> Self {
+        self.prompt = Some(expanded.into());
+        self.expansion = Some(expansion);
+        self
     }
 
     /// This start refused with `reason` (see [`blocked`](Self::blocked)).
@@ -98,6 +117,86 @@ impl RunStart {
     pub fn block(mut self, reason: impl Into<String>) -> Self {
         self.blocked = Some(reason.into());
         self
+    }
+}
+
+/// Why a run asks for setup ([`AgentRequest::setup`](crate::AgentRequest::setup)): the
+/// `trigger` of a Setup hook's input, which its matcher is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SetupTrigger {
+    /// `"init"`: the project is set up for the first time (Claude Code's `--init`).
+    Init,
+    /// `"maintenance"`: periodic upkeep (Claude Code's `--maintenance`).
+    Maintenance,
+}
+
+impl SetupTrigger {
+    /// The protocol value: `init` or `maintenance`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SetupTrigger::Init => "init",
+            SetupTrigger::Maintenance => "maintenance",
+        }
+    }
+}
+
+/// What kind of command a prompt expanded from (`expansion_type` in a UserPromptExpansion
+/// hook's input).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ExpansionKind {
+    /// `"slash_command"`: a `/name args` prompt whose command file gave the text.
+    SlashCommand,
+    /// `"mcp_prompt"`: an MCP server's prompt gave the text.
+    McpPrompt,
+}
+
+impl ExpansionKind {
+    /// The protocol value: `slash_command` or `mcp_prompt`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ExpansionKind::SlashCommand => "slash_command",
+            ExpansionKind::McpPrompt => "mcp_prompt",
+        }
+    }
+}
+
+/// A prompt that a layer of the start stack expanded ([`RunStart::expand`]): what a
+/// UserPromptExpansion hook sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PromptExpansion {
+    /// What kind of command it was.
+    pub kind: ExpansionKind,
+    /// The command's name (`review` for `/review src`; the UserPromptExpansion matcher is
+    /// compared with it).
+    pub name: String,
+    /// What followed the name (`src`).
+    pub args: String,
+    /// Where the command came from (`project`, `user`, a plugin's name, an MCP server's).
+    pub source: String,
+    /// The prompt as typed (`/review src`).
+    pub prompt: String,
+}
+
+impl PromptExpansion {
+    /// An expansion of `kind` of the command `name` with `args`, from `source`, of the typed
+    /// `prompt`.
+    pub fn new(
+        kind: ExpansionKind,
+        name: impl Into<String>,
+        args: impl Into<String>,
+        source: impl Into<String>,
+        prompt: impl Into<String>,
+    ) -> Self {
+        PromptExpansion {
+            kind,
+            name: name.into(),
+            args: args.into(),
+            source: source.into(),
+            prompt: prompt.into(),
+        }
     }
 }
 

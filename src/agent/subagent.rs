@@ -143,6 +143,7 @@ impl Tool for SubagentTool {
                 .cwd(ctx.cwd());
             // The caller's per-request data (who asked) holds for the subagent too.
             request.extensions = ctx.extensions().clone();
+            request.directories = ctx.directories().to_vec();
             request.system_context.clone_from(&start_context);
             request.transcript.clone_from(&transcript);
             request

@@ -10,7 +10,7 @@ use super::{
     CommandHooks, ConfigError,
     config::{self, Config},
     events::Inner,
-    formats, plugin,
+    formats, plugin, reload,
 };
 use crate::{
     error::BoxError,
@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// Builds [`CommandHooks`]. See [`CommandHooks::builder`].
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 #[must_use]
 pub struct CommandHooksBuilder {
     sources: Vec<Source>,
@@ -36,7 +36,7 @@ pub struct CommandHooksBuilder {
 }
 
 /// Where agents of these hooks keep transcripts.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 enum Transcripts {
     /// Per project, under the user's state directory.
     #[default]
@@ -55,7 +55,7 @@ const PERMISSION_MODES: [&str; 6] = [
     "bypassPermissions",
 ];
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Source {
     File(PathBuf),
     Json(Value, String),
@@ -229,6 +229,8 @@ impl CommandHooksBuilder {
     /// handler type, a matcher that is not a valid pattern, or a hooks-directory executable
     /// that does not describe itself: a [`ConfigError`] naming the file and the JSON path.
     pub fn build(self) -> Result<CommandHooks, ConfigError> {
+        let again = self.clone();
+        let files = reload::snapshot(&self.settings_files());
         // Read once here, not at every hook call (see `Inner::hook_dir`).
         let process_dir = std::env::current_dir().ok();
         let project_dir = match self.project_dir {
@@ -306,6 +308,22 @@ impl CommandHooksBuilder {
             }),
             transcripts,
             stop_cap: self.stop_cap,
+            reload: Arc::new(reload::Reloader {
+                builder: again,
+                files,
+            }),
         })
+    }
+
+    /// The settings files of the sources (settings, Gemini CLI and Codex files), whose
+    /// changes [`CommandHooks::reload`] looks for.
+    fn settings_files(&self) -> Vec<PathBuf> {
+        self.sources
+            .iter()
+            .filter_map(|s| match s {
+                Source::File(p) | Source::Gemini(p) | Source::Codex(p) => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
     }
 }

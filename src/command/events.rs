@@ -16,6 +16,7 @@ use super::{
 };
 use crate::{agent::SessionEnv, context::RunContext, layers::matcher::ToolMatcher};
 
+mod environment;
 mod model;
 mod register;
 mod session;

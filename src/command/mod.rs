@@ -623,6 +623,7 @@ mod persistent;
 mod plugin;
 mod process;
 mod prompt;
+mod reload;
 mod rule;
 mod trust;
 #[cfg(feature = "wasm")]
@@ -640,6 +641,7 @@ pub use self::config::{ConfigError, HookEvent};
 pub use self::elicit::{ElicitationHooks, ElicitationHooksLayer};
 use self::events::Inner;
 pub use self::events::SESSION_END_MAX_BUDGET;
+pub use self::reload::Reload;
 use crate::{
     layers::{
         hooks::{HookFuture, Hooks},
@@ -660,6 +662,8 @@ pub struct CommandHooks {
     /// The agents' default transcripts directory.
     transcripts: Option<PathBuf>,
     stop_cap: Option<u32>,
+    /// How to build these hooks again ([`reload`](Self::reload)).
+    reload: Arc<reload::Reloader>,
 }
 
 impl CommandHooks {

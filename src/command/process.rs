@@ -466,6 +466,8 @@ pub(crate) struct Verdict {
     pub(crate) system_message: Option<String>,
     /// Elicitation / ElicitationResult: `hookSpecificOutput.action` and its `content`.
     pub(crate) elicitation: Option<(Elicit, Option<Value>)>,
+    /// CwdChanged / FileChanged: `hookSpecificOutput.watchPaths`.
+    pub(crate) watch_paths: Option<Vec<std::path::PathBuf>>,
 }
 
 /// The `action` of an Elicitation / ElicitationResult hook's answer.
@@ -787,6 +789,9 @@ fn read_json(
     if matches!(event, HookEvent::Elicitation | HookEvent::ElicitationResult) {
         verdict.elicitation = elicitation(event, name, specific, report);
     }
+    if matches!(event, HookEvent::CwdChanged | HookEvent::FileChanged) {
+        verdict.watch_paths = watch_paths(event, name, specific.get("watchPaths"), report);
+    }
     read_updates(event, name, specific, verdict, report);
     denial
 }
@@ -915,6 +920,42 @@ fn read_updates(
     if let Some(response) = specific.get("llm_response").filter(|v| !v.is_null()) {
         verdict.llm_response = Some(response.clone());
     }
+}
+
+/// `watchPaths`: an array of path strings (at most
+/// [`MAX_WATCHED`](crate::layers::hooks::MAX_WATCHED) are kept); anything else is ignored,
+/// with a warning.
+fn watch_paths(
+    event: HookEvent,
+    name: &str,
+    value: Option<&Value>,
+    report: Report<'_>,
+) -> Option<Vec<std::path::PathBuf>> {
+    let items = match value? {
+        Value::Null => return None,
+        Value::Array(items) => items,
+        other => {
+            report.warn(format!(
+                "{event} hook `{name}`: watchPaths is not an array (a {}); ignored",
+                json_kind(other)
+            ));
+            return None;
+        }
+    };
+    let mut paths = Vec::new();
+    for item in items.iter().take(crate::layers::hooks::MAX_WATCHED) {
+        match item {
+            Value::String(p) if !p.is_empty() => paths.push(p.into()),
+            other => {
+                report.warn(format!(
+                    "{event} hook `{name}`: watchPaths holds a {}, not a path; ignored",
+                    json_kind(other)
+                ));
+                return None;
+            }
+        }
+    }
+    Some(paths)
 }
 
 /// An Elicitation / ElicitationResult answer: `action` (`accept`, `decline`, `cancel`) and,

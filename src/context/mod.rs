@@ -67,6 +67,7 @@ struct Shared {
     session_id: String,
     run_id: String,
     cwd: PathBuf,
+    directories: Vec<PathBuf>,
     data: Mutex<RunData>,
     reminders: Mutex<Vec<String>>,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
@@ -119,6 +120,13 @@ impl RunContext {
     /// The working (project) directory of the run.
     pub fn cwd(&self) -> &Path {
         &self.shared.cwd
+    }
+
+    /// The directories the run may work in besides [`cwd`](Self::cwd)
+    /// ([`AgentRequest::add_dir`](crate::AgentRequest::add_dir)), relative ones resolved
+    /// against it.
+    pub fn directories(&self) -> &[PathBuf] {
+        &self.shared.directories
     }
 
     /// The caller's per-request data ([`AgentRequest::extensions`](crate::AgentRequest)): the
@@ -266,6 +274,7 @@ pub struct RunContextBuilder {
     session_id: Option<String>,
     run_id: Option<String>,
     cwd: Option<PathBuf>,
+    directories: Vec<PathBuf>,
     data: RunData,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
     cancel: Option<CancellationToken>,
@@ -326,6 +335,14 @@ impl RunContextBuilder {
         self
     }
 
+    /// The directories the run may work in besides its working directory (see
+    /// [`RunContext::directories`]); relative ones are resolved against the working directory.
+    #[must_use]
+    pub fn directories<P: Into<PathBuf>>(mut self, dirs: impl IntoIterator<Item = P>) -> Self {
+        self.directories.extend(dirs.into_iter().map(Into::into));
+        self
+    }
+
     /// The run's initial typed data (see [`RunContext::with_data`]): the agent starts a run
     /// with the data restored from its thread.
     #[must_use]
@@ -378,11 +395,13 @@ impl RunContextBuilder {
                 self.transcript_agent,
             ))
         });
+        let directories = self.directories.into_iter().map(|d| cwd.join(d)).collect();
         RunContext {
             shared: Arc::new(Shared {
                 session_id,
                 run_id,
                 cwd,
+                directories,
                 data: Mutex::new(self.data),
                 reminders: Mutex::new(Vec::new()),
                 events: self.events,

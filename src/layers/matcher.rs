@@ -286,6 +286,21 @@ impl ToolMatcher {
     }
 }
 
+impl ToolMatcher {
+    /// The names of the exact matchers in this one, alone or joined by [`or`](Self::or)
+    /// (what FileChanged hooks watch).
+    pub(crate) fn exact_names(&self, out: &mut Vec<String>) {
+        match &*self.kind {
+            Kind::Exact(names) => out.extend(names.iter().cloned()),
+            Kind::Or(a, b) => {
+                a.exact_names(out);
+                b.exact_names(out);
+            }
+            _ => {}
+        }
+    }
+}
+
 impl Default for ToolMatcher {
     fn default() -> Self {
         Self::all()

@@ -3,8 +3,8 @@
 //!
 //! Hooks reference (Claude Code 2.1.x, 2026): § "Configuration" (a command handler's
 //! `timeout` defaults to 600 s; UserPromptSubmit 30 s, MessageDisplay 10 s, SessionEnd 1.5 s),
-//! § "Exit code 0" (plain stdout is added to the context for SessionStart and
-//! UserPromptSubmit; elsewhere it goes to the debug log), § "Matchers" (the events that take
+//! § "Exit code 0" (plain stdout is added to the context for SessionStart,
+//! UserPromptSubmit and UserPromptExpansion; elsewhere it goes to the debug log), § "Matchers" (the events that take
 //! no matcher). Every event of the crate's table is checked, so a new event must be placed
 //! here too.
 
@@ -20,6 +20,9 @@ fn reference(event: HookEvent) -> Option<(Duration, bool, bool)> {
     Some(match event.name() {
         "UserPromptSubmit" => (secs(30), true, false),
         "SessionStart" => (secs(600), true, true),
+        // § "Exit code 0": UserPromptExpansion's plain stdout is context, as UserPromptSubmit's;
+        // § "Matchers": its matcher is the command's name.
+        "UserPromptExpansion" => (secs(600), true, true),
         "MessageDisplay" => (secs(10), false, false),
         "SessionEnd" => (Duration::from_millis(1500), false, true),
         "Stop" | "PostToolBatch" | "TaskCreated" | "TaskCompleted" | "CwdChanged" => {
@@ -28,7 +31,9 @@ fn reference(event: HookEvent) -> Option<(Duration, bool, bool)> {
         "PreToolUse" | "PostToolUse" | "PostToolUseFailure" | "PermissionRequest"
         | "PermissionDenied" | "SubagentStop" | "SubagentStart" | "PreCompact" | "PostCompact"
         | "Notification" | "StopFailure" | "InstructionsLoaded" | "Elicitation"
-        | "ElicitationResult" => (secs(600), false, true),
+        | "ElicitationResult" | "Setup" | "ConfigChange" | "DirectoryAdded" | "FileChanged" => {
+            (secs(600), false, true)
+        }
         // Issue 27, from Claude Code 2.1.251+ (that reference was not reachable here): both
         // 30 s, PostModelSwitch's plain stdout is context; the matcher (the new model's name)
         // is this crate's.

@@ -142,7 +142,7 @@ impl<'a> Run<'a> {
         }
         (self.history, self.persist, self.transcribed) = (history, persist, transcribed);
         if let Err(outcome) = self
-            .start_stack(SessionSource::Resume, None, Vec::new())
+            .start_stack(SessionSource::Resume, None, None, Vec::new())
             .await
         {
             return Ok(Started::Ended(self, outcome));

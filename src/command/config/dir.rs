@@ -155,7 +155,10 @@ pub(crate) fn add_described(
     };
     let matcher = match d.get("matcher") {
         None | Some(Value::Null) => None,
-        Some(Value::String(p)) => compile_matcher(p).map_err(|m| err("describe.matcher", m))?,
+        Some(Value::String(p)) => {
+            let literal = events.iter().any(|e| e.as_str() == Some("FileChanged"));
+            compile_matcher(p, literal).map_err(|m| err("describe.matcher", m))?
+        }
         Some(_) => return Err(err("describe.matcher", "must be a string".into())),
     };
     let timeout = timeout(d, "timeout").map_err(|m| err("describe.timeout", m.into()))?;

@@ -128,9 +128,8 @@ pub(crate) fn load_settings(
             };
             let matcher = match group.get("matcher") {
                 None | Some(Value::Null) => None,
-                Some(Value::String(p)) => {
-                    compile_matcher(p).map_err(|m| err(&format!("{path}.matcher"), m))?
-                }
+                Some(Value::String(p)) => compile_matcher(p, event == HookEvent::FileChanged)
+                    .map_err(|m| err(&format!("{path}.matcher"), m))?,
                 Some(_) => return Err(err(&format!("{path}.matcher"), "must be a string".into())),
             };
             let handlers = match group.get("hooks") {
@@ -155,11 +154,18 @@ pub(crate) fn load_settings(
 }
 
 /// `None` for "*", "" (all).
-pub(super) fn compile_matcher(pattern: &str) -> Result<Option<Matcher>, String> {
+///
+/// A FileChanged matcher (`literal`) is a list of file names separated by `|`
+/// (`.envrc|.env`), as in the protocol: the names the hooks watch.
+pub(super) fn compile_matcher(pattern: &str, literal: bool) -> Result<Option<Matcher>, String> {
     if pattern.trim().is_empty() || pattern.trim() == "*" {
         return Ok(None);
     }
-    let matcher = ToolMatcher::protocol(pattern).map_err(|e| e.to_string())?;
+    let matcher = if literal {
+        ToolMatcher::exact(pattern.split('|').map(str::trim).filter(|s| !s.is_empty()))
+    } else {
+        ToolMatcher::protocol(pattern).map_err(|e| e.to_string())?
+    };
     Ok(Some(Matcher {
         pattern: pattern.to_owned(),
         matcher,

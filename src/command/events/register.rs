@@ -1,7 +1,7 @@
 //! Each event's callback on the [`Hooks`] registry: one per event with handlers.
 
 use super::super::config::Entry;
-use super::{Inner, model, session, tool};
+use super::{Inner, environment, model, session, tool};
 use crate::layers::hooks::{Hooks, state::Added};
 use std::sync::Arc;
 
@@ -15,6 +15,7 @@ pub(crate) fn register(inner: &Arc<Inner>, hooks: Hooks) -> Hooks {
     let events = tool::EVENTS
         .iter()
         .chain(session::EVENTS)
+        .chain(environment::EVENTS)
         .chain(model::EVENTS);
     events.fold(hooks, |hooks, &(event, add)| {
         let entries = inner.entries(event);

@@ -124,7 +124,7 @@ impl Inner {
 
     /// Runs the handlers of `event` with a `CLAUDE_ENV_FILE`: a fresh file per firing; what
     /// the hooks export there is read after and kept for the run's later hooks.
-    async fn run_with_env_file(
+    pub(super) async fn run_with_env_file(
         self: &Arc<Self>,
         event: HookEvent,
         subject: Option<&str>,
@@ -159,7 +159,7 @@ impl Inner {
     }
 
     /// CwdChanged: observe only. A block or a stop is reported (the event cannot block, as in
-    /// the protocol).
+    /// the protocol); the last `watchPaths` answered is the files to watch.
     pub(super) async fn cwd_changed(
         self: &Arc<Self>,
         change: CwdChangedInput,
@@ -169,12 +169,14 @@ impl Inner {
         let mut input = self.base(event, ctx);
         input.insert("old_cwd".into(), change.old_cwd.to_string_lossy().into());
         input.insert("new_cwd".into(), change.new_cwd.to_string_lossy().into());
+        let mut watch = None;
         for v in self.run_with_env_file(event, None, input, ctx).await {
             if let Some(reason) = v.block.or(v.stop) {
                 ctx.warn(format!("a CwdChanged hook: {reason}"));
             }
+            watch = v.watch_paths.or(watch);
         }
-        CwdChanged::Continue
+        watch.map_or(CwdChanged::Continue, CwdChanged::Watch)
     }
 
     pub(super) fn session_end(self: &Arc<Self>, response: &AgentResponse, ctx: &RunContext) {

@@ -17,14 +17,18 @@ use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use super::failure::{self, Failed, Policy};
 use super::{
-    BeforeModel, HookFuture, HookResult, Hooks, InstructionsInput, MessageDisplay,
-    MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput,
-    PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse, SessionStart, SessionStartInput,
-    Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskInput,
-    ToolBatch, ToolFailure, UserPrompt, state,
+    BeforeModel, DirectoryAdded, DirectoryAddedInput, FileChanged, FileChangedInput, HookFuture,
+    HookResult, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput, Notification,
+    PermissionDenied, PermissionRequest, PostCompactInput, PostToolBatch, PostToolUse,
+    PostToolUseFailure, PreToolUse, SessionStart, SessionStartInput, Setup, Stop, StopFailureInput,
+    StopInput, SubagentStart, SubagentStartInput, Task, TaskInput, ToolBatch, ToolFailure,
+    UserPrompt, state,
 };
 use crate::{
-    agent::AgentResponse,
+    agent::{
+        AgentResponse,
+        start::{PromptExpansion, SetupTrigger},
+    },
     context::RunContext,
     layers::matcher::ToolMatcher,
     message::{ToolCall, ToolOutput},
@@ -557,6 +561,71 @@ hook_events! {
             /// ([`RunContext::remind`]): they join the history after the step's tool results.
             fn on_post_model_switch(matcher; input: ModelSwitchInput, ctx: RunContext) -> decide PostModelSwitch;
         }
+        /// Setup: the run's request asks to set the project up or to maintain it.
+        Setup {
+            levels: [start],
+            fires: "start: a run whose request asks for setup ([`AgentRequest::setup`](crate::AgentRequest::setup)), before CwdChanged and SessionStart",
+            can: "add context (the run's system prompt); cannot block",
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            /// Setup: the run's request asks for setup
+            /// ([`AgentRequest::setup`](crate::AgentRequest::setup)); the matcher is compared
+            /// with the trigger (`init`, `maintenance`). Awaited first, before CwdChanged and
+            /// SessionStart; contexts join the run's system prompt. It cannot block: a
+            /// fail-closed hook that fails is a warning.
+            fn on_setup(matcher; trigger: SetupTrigger, ctx: RunContext) -> decide Setup;
+        }
+        /// DirectoryAdded: the run was given a directory its thread did not have.
+        DirectoryAdded {
+            levels: [start],
+            fires: "start: each directory of the request ([`AgentRequest::add_dir`](crate::AgentRequest::add_dir)) the thread did not have, after SessionStart",
+            can: "observe",
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            /// DirectoryAdded: a directory of the run
+            /// ([`RunContext::directories`](crate::context::RunContext::directories)) that
+            /// the thread's earlier runs did not have (the start hook layer keeps them in the
+            /// thread's data, key `tower_agent.directories`, when its set has a DirectoryAdded
+            /// hook). The matcher is compared with the source (`slash_command`: the request
+            /// gave it, as `/add-dir` does). Awaited after SessionStart, before
+            /// UserPromptSubmit.
+            fn on_directory_added(matcher; input: DirectoryAddedInput, ctx: RunContext) -> decide DirectoryAdded;
+        }
+        /// UserPromptExpansion: a layer of the start stack expanded the prompt (a slash
+        /// command).
+        UserPromptExpansion {
+            levels: [start],
+            fires: "start: an inner start layer expanded the prompt ([`RunStart::expand`](crate::agent::start::RunStart::expand), e.g. [`SlashCommands`](crate::builtins::commands::SlashCommands)), on the way out",
+            can: "block (the run ends `Blocked`), add context after the prompt, rewrite the expanded prompt",
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: true,
+            /// UserPromptExpansion: a layer inside the start hook layer expanded the prompt
+            /// ([`RunStart::expand`](crate::agent::start::RunStart::expand)); the hooks see
+            /// the expansion as the start comes back out, after UserPromptSubmit saw the typed
+            /// prompt. The matcher is compared with the command's name. The merge rules are
+            /// UserPromptSubmit's: the first `Block` ends the run `Blocked`, contexts follow
+            /// the prompt, rewrites replace the expanded prompt.
+            fn on_prompt_expansion(matcher; expansion: Arc<PromptExpansion>, ctx: RunContext) -> decide UserPrompt;
+        }
+        /// FileChanged: a watched file changed.
+        FileChanged {
+            levels: [start, step],
+            fires: "step: after a step's tool calls, for each watched file that changed since the run started or the last check",
+            can: "observe; replace the watch list (`watchPaths`)",
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            /// FileChanged: a watched file was changed, created or removed. The watch list is
+            /// the file names of the hooks' exact matchers (`.envrc|.env`, relative to the
+            /// run's directory) and the paths CwdChanged and FileChanged hooks answer
+            /// ([`FileChanged::Watch`]); the start hook layer takes the files' status
+            /// (`stat`) as the run starts, and the step hook layer compares after each step's
+            /// tool calls, before the next model call. The matcher is compared with the file's
+            /// name. See [`MAX_WATCHED`](crate::layers::hooks::MAX_WATCHED).
+            fn on_file_changed(matcher; input: FileChangedInput, ctx: RunContext) -> decide FileChanged;
+        }
+        /// ConfigChange: a settings file of command hooks changed.
+        ConfigChange {
+            levels: [],
+            fires: "[`CommandHooks::reload`](crate::command::CommandHooks::reload): a settings file changed",
+            can: "block the change (the configuration stays as it was), except `policy_settings`",
+            timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+        }
     }
     rust {
         "step start" {
@@ -579,12 +648,7 @@ hook_events! {
         }
     }
     not_fired {
-        Setup: "fires on a command-line client's `--init` and `--maintenance` runs; a library has no install step",
-        UserPromptExpansion: "expands slash commands and MCP prompts typed into a command-line client; a library's prompt is the text its caller built",
         TeammateIdle: "Claude Code's agent teams; a library run has no teammates",
-        ConfigChange: "settings files are read once, when `CommandHooks` is built; nothing watches them",
-        DirectoryAdded: "`/add-dir` of a command-line session; a library run's directories are its caller's",
-        FileChanged: "needs a file watcher over the session; a library run has none",
         WorktreeCreate: "the client's git worktrees; a library creates none",
         WorktreeRemove: "the client's git worktrees; a library creates none",
     }
@@ -600,14 +664,16 @@ pub struct CwdChangedInput {
     pub new_cwd: PathBuf,
 }
 
-/// What a CwdChanged hook answers: nothing to decide (the protocol's `watchPaths` feed a file
-/// watcher this crate does not have).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What a CwdChanged hook answers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum CwdChanged {
     /// Go on.
     #[default]
     Continue,
+    /// Watch these files for FileChanged hooks (the protocol's `watchPaths`; relative paths
+    /// are taken from the run's directory), replacing the paths hooks answered before.
+    Watch(Vec<PathBuf>),
 }
 
 impl HookResult<CwdChanged> for CwdChanged {

@@ -130,10 +130,12 @@ mod failure;
 pub mod future;
 mod model;
 mod order;
+mod setup;
 mod start;
 mod step;
 mod switch;
 mod tool;
+mod watch;
 
 use std::{collections::HashMap, fmt, sync::Arc};
 
@@ -150,9 +152,11 @@ pub use self::{
     events::*,
     model::{HookModel, HookModelLayer},
     order::HookOrderError,
+    setup::{DirectoryAdded, DirectoryAddedInput, Setup},
     start::{HookStart, HookStartLayer},
     step::{HookStep, HookStepLayer},
     tool::{HookTool, HookToolLayer},
+    watch::{FileChanged, FileChangedInput, FileEvent, MAX_WATCHED},
 };
 use futures_util::future::BoxFuture;
 
@@ -565,6 +569,8 @@ pub(crate) struct HookSetInner {
     pub(crate) stop_cap: u32,
     pub(crate) transcripts: Option<std::path::PathBuf>,
     order: Vec<String>,
+    /// The set's key for its per-run data (the watched files).
+    pub(crate) id: crate::context::InstanceId,
 }
 
 impl std::ops::Deref for HookSetInner {
@@ -664,6 +670,29 @@ impl HookSetInner {
             }
         }
         Ok((prompt.to_string(), contexts))
+    }
+
+    /// Runs the UserPromptExpansion hooks matching the command's name, with UserPromptSubmit's
+    /// merge rules: the expanded prompt (rewritten) and the contexts, or `Err(reason)`.
+    pub(crate) async fn prompt_expansion(
+        &self,
+        expansion: Arc<crate::agent::start::PromptExpansion>,
+        mut prompt: String,
+        ctx: &RunContext,
+    ) -> Result<(String, Vec<String>), String> {
+        let mut contexts = Vec::new();
+        for (m, f) in &self.on_prompt_expansion {
+            if !m.matches_name(&expansion.name) {
+                continue;
+            }
+            match f(Arc::clone(&expansion), ctx.clone()).await {
+                UserPrompt::Continue => {}
+                UserPrompt::Block(reason) => return Err(reason),
+                UserPrompt::AddContext(text) => contexts.push(text),
+                UserPrompt::Rewrite(text) => prompt = text,
+            }
+        }
+        Ok((prompt, contexts))
     }
 
     /// Runs MessageDisplay hooks, each seeing the text the previous one decided: the text to

@@ -11,8 +11,8 @@ use std::{
 use tower::{Layer, Service, ServiceExt};
 
 use super::{
-    CwdChangedInput, HookSet, HookSetInner, NOTIFY_WARNING, Notification, SessionStartInput,
-    future::HookStartFuture,
+    CwdChanged, CwdChangedInput, HookSet, HookSetInner, NOTIFY_WARNING, Notification,
+    SessionStartInput, future::HookStartFuture,
 };
 use crate::{
     agent::start::RunStart,
@@ -102,9 +102,14 @@ where
     fn call(&mut self, start: RunStart) -> Self::Future {
         observe_warnings(&self.set.inner, &start.ctx);
         let hooks = &self.set.inner;
+        let prompted = start.prompt.is_some();
         if hooks.on_session_start_for.is_empty()
             && hooks.on_cwd_changed.is_empty()
-            && (hooks.on_user_prompt.is_empty() || start.prompt.is_none())
+            && hooks.on_file_changed.is_empty()
+            && (hooks.on_setup.is_empty() || start.setup.is_none())
+            && (hooks.on_directory_added.is_empty() || start.ctx.directories().is_empty())
+            && ((hooks.on_user_prompt.is_empty() && hooks.on_prompt_expansion.is_empty())
+                || !prompted)
         {
             return HookStartFuture::call(self.inner.call(start));
         }
@@ -116,22 +121,32 @@ where
                 Ok(start) => start,
                 Err(blocked) => return Ok(blocked),
             };
-            inner.oneshot(start).await.map_err(Into::into)
+            let start = inner.oneshot(start).await.map_err(Into::into)?;
+            Ok(expansion_hooks(&set, start).await)
         })
     }
 }
 
-/// CwdChanged, SessionStart, then UserPromptSubmit: the start they shaped, or `Err` with it
-/// refused.
+/// Setup, CwdChanged, SessionStart, DirectoryAdded, then UserPromptSubmit: the start they
+/// shaped, or `Err` with it refused. The watched files' status is taken once CwdChanged hooks
+/// answered.
 async fn prompt_hooks(set: &HookSetInner, mut start: RunStart) -> Result<RunStart, RunStart> {
-    if !set.on_cwd_changed.is_empty() {
-        cwd_changed(set, &start.ctx).await;
+    if let Some(trigger) = start.setup {
+        let contexts = set.setup(trigger, &start.ctx).await;
+        start.system_context.extend(contexts);
     }
+    let watch = if set.on_cwd_changed.is_empty() {
+        Vec::new()
+    } else {
+        cwd_changed(set, &start.ctx).await
+    };
+    set.watch(&start.ctx, watch);
     let input = SessionStartInput::new(start.source, start.model.clone());
     match set.session_start(input, &start.ctx).await {
         Ok(contexts) => start.system_context.extend(contexts),
         Err(reason) => return Err(start.block(reason)),
     }
+    set.directories_added(&start.ctx).await;
     let Some(prompt) = start.prompt.take() else {
         return Ok(start);
     };
@@ -154,9 +169,34 @@ impl Persisted for LastCwd {
     const KEY: &'static str = "tower_agent.cwd";
 }
 
+/// UserPromptExpansion, on a start an inner layer expanded: the start, refused if a hook
+/// blocked, with the hooks' contexts after the prompt and their rewrites.
+async fn expansion_hooks(set: &HookSetInner, mut start: RunStart) -> RunStart {
+    let (Some(expansion), Some(prompt), None) = (&start.expansion, &start.prompt, &start.blocked)
+    else {
+        return start;
+    };
+    if set.on_prompt_expansion.is_empty() {
+        return start;
+    }
+    let expansion = Arc::new(expansion.clone());
+    match set
+        .prompt_expansion(expansion, prompt.clone(), &start.ctx)
+        .await
+    {
+        Ok((prompt, contexts)) => {
+            start.prompt = Some(prompt);
+            start.prompt_context.extend(contexts);
+            start
+        }
+        Err(reason) => start.block(reason),
+    }
+}
+
 /// Fires the CwdChanged hooks if the run's directory is not the thread's last run's, and
-/// keeps the run's in the thread's data (saved with the thread).
-async fn cwd_changed(set: &HookSetInner, ctx: &RunContext) {
+/// keeps the run's in the thread's data (saved with the thread); the paths the last hook that
+/// answered [`CwdChanged::Watch`] gave.
+async fn cwd_changed(set: &HookSetInner, ctx: &RunContext) -> Vec<PathBuf> {
     let new_cwd = ctx.cwd().to_path_buf();
     let last = ctx.persisted::<LastCwd>().unwrap_or_else(|err| {
         ctx.warn(format!(
@@ -167,16 +207,20 @@ async fn cwd_changed(set: &HookSetInner, ctx: &RunContext) {
     });
     let Some(LastCwd(old_cwd)) = last else {
         persist_cwd(ctx, new_cwd);
-        return;
+        return Vec::new();
     };
     if old_cwd == new_cwd {
-        return;
+        return Vec::new();
     }
     persist_cwd(ctx, new_cwd.clone());
     let input = CwdChangedInput { old_cwd, new_cwd };
+    let mut watch = Vec::new();
     for f in &set.on_cwd_changed {
-        f(input.clone(), ctx.clone()).await;
+        if let CwdChanged::Watch(paths) = f(input.clone(), ctx.clone()).await {
+            watch = paths;
+        }
     }
+    watch
 }
 
 fn persist_cwd(ctx: &RunContext, cwd: PathBuf) {

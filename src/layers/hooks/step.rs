@@ -1,5 +1,5 @@
-//! [`HookStepLayer`]: the step hooks of a [`HookSet`] (`after_step`, `should_continue`,
-//! PostToolBatch, Stop) as a layer of the agent's step stack.
+//! [`HookStepLayer`]: the step hooks of a [`HookSet`] (FileChanged, `after_step`,
+//! `should_continue`, PostToolBatch, Stop) as a layer of the agent's step stack.
 
 use std::{
     fmt,
@@ -24,7 +24,8 @@ use crate::{
 /// [`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks) installs it outermost). See
 /// [`agent::step`](crate::agent::step).
 ///
-/// At the end of a step with tool calls: the PostToolBatch hooks (their contexts, or the first
+/// At the end of a step with tool calls: the FileChanged hooks of the watched files that
+/// changed (see [`FileChanged`](super::FileChanged)), the PostToolBatch hooks (their contexts, or the first
 /// `Stop`, which ends the run), the `after_step` observers, then the `should_continue` hooks
 /// (a `false` ends the run). At the end of a step without one (the model's final answer): the
 /// `after_step` observers, then the Stop hooks (the feedback of every hook that continues
@@ -105,6 +106,12 @@ where
 
     fn call(&mut self, end: StepEnd) -> Self::Future {
         let hooks = &self.set.inner;
+        // The watched files, after the step's tool calls.
+        let changes = if end.is_final() {
+            Vec::new()
+        } else {
+            hooks.file_changes(&end.ctx)
+        };
         let asynchronous = if end.is_final() {
             after_step(&self.set, &end);
             !hooks.on_stop.is_empty()
@@ -113,7 +120,7 @@ where
             if !hooks.on_stop.is_empty() {
                 with_blocks(&end.ctx, self.id, StopBlocks::acted);
             }
-            if hooks.on_post_tool_batch.is_empty() {
+            if hooks.on_post_tool_batch.is_empty() && changes.is_empty() {
                 if let Some(end_run) = after_step(&self.set, &end) {
                     return HookStepFuture::hooks(std::future::ready(Ok(end_run)));
                 }
@@ -134,6 +141,9 @@ where
             let own = if end.is_final() {
                 stop(&set, id, &end).await
             } else {
+                if !changes.is_empty() {
+                    set.inner.files_changed(&end.ctx, changes).await;
+                }
                 let batch = set.inner.post_tool_batch(Arc::clone(end.batch()), &end.ctx);
                 match batch.await {
                     Ok(context) => match after_step(&set, &end) {
