@@ -35,15 +35,14 @@ pub(super) struct Reloader {
 
 /// The digest of each file now.
 pub(super) fn snapshot(files: &[PathBuf]) -> Vec<(PathBuf, Option<[u8; 32]>)> {
-    files
-        .iter()
-        .map(|p| {
-            (
-                p.clone(),
-                std::fs::read(p).ok().map(|b| Sha256::digest(&b).into()),
-            )
-        })
-        .collect()
+    files.iter().map(|p| (p.clone(), digest(p))).collect()
+}
+
+/// The digest of a settings file; `None` if it cannot be read as one (missing, not a regular
+/// file — a FIFO is never opened —, over the settings files' size limit).
+fn digest(path: &Path) -> Option<[u8; 32]> {
+    let bytes = crate::bounded::read_regular(path, super::config::MAX_SETTINGS as u64).ok()?;
+    Some(Sha256::digest(&bytes).into())
 }
 
 /// The ConfigChange `source` of a settings file, by where it is: `policy_settings` (a
@@ -93,11 +92,7 @@ impl CommandHooks {
     pub async fn reload(&self) -> Result<Reload, ConfigError> {
         let mut changed = Vec::new();
         for (path, before) in &self.reload.files {
-            let now = tokio::fs::read(path)
-                .await
-                .ok()
-                .map(|b| <[u8; 32]>::from(Sha256::digest(&b)));
-            if now != *before {
+            if digest(path) != *before {
                 changed.push(path.clone());
             }
         }

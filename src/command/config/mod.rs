@@ -12,7 +12,7 @@ pub use self::error::ConfigError;
 pub(crate) use self::{
     dir::load_dir,
     handler::{Config, Dialect, Entry, Exec, Extras, Handler},
-    settings::{load_file, load_settings, not_fired, read_json, read_text},
+    settings::{MAX_SETTINGS, load_file, load_settings, not_fired, read_json, read_text},
 };
 
 pub use crate::layers::hooks::HookEvent;
