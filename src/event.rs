@@ -43,8 +43,8 @@ pub enum AgentEvent {
         /// Token counts, if reported.
         usage: Option<Usage>,
     },
-    /// A piece of the model's answer as it streams (providers that stream send these; the
-    /// layers above the provider still get one whole response).
+    /// A piece of the model's answer as it streams: what comes out of the model stack's
+    /// [`body`](crate::model::body) (layers may have changed or dropped pieces on the way).
     ModelDelta {
         /// The step.
         step: u32,
@@ -143,6 +143,13 @@ pub enum ModelDelta {
         name: Option<String>,
         /// More argument text (JSON, possibly cut anywhere).
         arguments: String,
+    },
+    /// The tool call at `index` is complete: its arguments will not grow (Anthropic's
+    /// `content_block_stop`, OpenAI's next call or `finish_reason`, the Responses API's
+    /// `function_call_arguments.done`).
+    ToolCallEnd {
+        /// The call's position in the answer.
+        index: usize,
     },
 }
 

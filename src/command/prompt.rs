@@ -152,7 +152,10 @@ impl ModelHook {
                     .clone()
                     .oneshot(req)
                     .await
-                    .map_err(|e| Failure::Io(format!("the model call failed: {e}")))?;
+                    .map_err(|e| Failure::Io(format!("the model call failed: {e}")))?
+                    .collect()
+                    .await
+                    .map_err(|e| Failure::Io(format!("the model's answer failed: {e}")))?;
                 resp.message.text().into_owned()
             }
             ModelKind::Agent => {

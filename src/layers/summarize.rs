@@ -516,10 +516,15 @@ where
         settings: summary_settings(&req.settings),
         ctx: req.ctx.clone(),
     };
-    let summary = match summarizer.oneshot(summary_req).await {
+    let answer = summarizer.oneshot(summary_req).await.map_err(Into::into);
+    let answer = match answer {
+        Ok(resp) => resp.collect().await,
+        Err(err) => Err(err),
+    };
+    let summary = match answer {
         Ok(resp) if !resp.message.text().trim().is_empty() => Ok(resp.message.text().into_owned()),
         Ok(_) => Err("the summarizer answered with no text".to_owned()),
-        Err(err) => Err(crate::error::error_chain(&*err.into())),
+        Err(err) => Err(crate::error::error_chain(&*err)),
     };
     let (req, compaction) = match summary {
         Ok(summary) => {

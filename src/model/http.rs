@@ -151,8 +151,8 @@ pub(crate) fn env(name: &str) -> Option<String> {
 pub struct ResponseFuture(BoxFuture<'static, Result<ModelResponse, BoxError>>);
 
 impl ResponseFuture {
-    pub(crate) fn new(
-        future: impl Future<Output = Result<ModelResponse, ProviderError>> + Send + 'static,
+    pub(crate) fn new<E: Into<BoxError>>(
+        future: impl Future<Output = Result<ModelResponse, E>> + Send + 'static,
     ) -> Self {
         ResponseFuture(Box::pin(async move { future.await.map_err(Into::into) }))
     }

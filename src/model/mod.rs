@@ -73,6 +73,7 @@
 #[cfg(feature = "anthropic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
 pub mod anthropic;
+pub mod body;
 pub mod error;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod http;
@@ -105,6 +106,7 @@ pub use self::openai::OpenAiChat;
 #[cfg(feature = "openai")]
 pub use self::responses::OpenAiResponses;
 pub use self::{
+    body::{ModelBody, ModelChunk},
     error::ProviderError,
     options::{ExtraBody, OutputError, ResponseFormat, ToolChoice},
     retry::RetryPolicy,
@@ -403,8 +405,15 @@ impl ModelSettings {
 /// What the model answered.
 ///
 /// Equality compares the answer (message, usage, stop reason, metadata), not the
-/// [`extensions`](Self::extensions).
-#[derive(Debug, Clone)]
+/// [`extensions`](Self::extensions) nor the [`body`](Self::body).
+///
+/// # Streaming
+///
+/// A streaming answer comes as its head (this, with no message yet) and its
+/// [`body`](Self::body), the pieces still to come: see [`body`](mod@body). A clone of a
+/// streaming response has an empty body (the stream stays with the original):
+/// [`collect`](Self::collect) it first to clone the whole answer.
+#[derive(Debug)]
 pub struct ModelResponse {
     /// The assistant message (text and/or tool calls).
     pub message: Message,
@@ -421,6 +430,22 @@ pub struct ModelResponse {
     /// keeps it) and a [`Display`] (the text a MessageDisplay hook
     /// shows) here. A layer of yours can carry its own data to an outer layer.
     pub extensions: ::http::Extensions,
+    /// The rest of a streaming answer; empty when the answer is whole (see
+    /// [`body`](mod@body)).
+    pub body: ModelBody,
+}
+
+impl Clone for ModelResponse {
+    fn clone(&self) -> Self {
+        ModelResponse {
+            message: self.message.clone(),
+            usage: self.usage,
+            stop_reason: self.stop_reason.clone(),
+            meta: self.meta.clone(),
+            extensions: self.extensions.clone(),
+            body: ModelBody::empty(),
+        }
+    }
 }
 
 impl PartialEq for ModelResponse {
@@ -523,6 +548,7 @@ impl ModelResponse {
             stop_reason,
             meta: ResponseMeta::default(),
             extensions: ::http::Extensions::new(),
+            body: ModelBody::empty(),
         }
     }
 

@@ -52,7 +52,9 @@
 //! [`ModelDelta::Text`], `response.reasoning_summary_text.delta` and
 //! `response.reasoning_text.delta` become [`ModelDelta::Reasoning`], a `function_call` item
 //! added and its `response.function_call_arguments.delta`s become [`ModelDelta::ToolCall`]
-//! (`index` is the item's `output_index`). The answer is the `response` of
+//! (`index` is the item's `output_index`), and `response.function_call_arguments.done`
+//! [`ModelDelta::ToolCallEnd`]: the pieces of the answer's [`body`](crate::model::body), the
+//! service answering at the first one. The answer (the body's last item) is the `response` of
 //! `response.completed` (or `response.incomplete`), or, if that lists no output, the items of
 //! the `response.output_item.done` events, or, if there were none, the text and calls put
 //! together from the deltas. `response.failed` and `error` events fail the call
@@ -91,10 +93,10 @@ use super::{
     http::{self, Endpoint, Transport},
 };
 use crate::{
-    context::RunContext,
     error::BoxError,
-    event::{AgentEvent, ModelDelta},
+    event::ModelDelta,
     message::{Content, Message, ProviderItem, Reasoning, Role, StopReason, ToolCall, Usage},
+    model::body::DeltaSink,
 };
 
 const PROVIDER: &str = "openai";
@@ -341,7 +343,6 @@ impl Service<ModelRequest> for OpenAiResponses {
         };
         let sent = self.transport.call(http_req);
         let stream = req.settings.stream;
-        let ctx = req.ctx;
         let max_bytes = self.shared.max_response_bytes;
         let request_model = match &req.settings.model {
             Some(model) => Arc::clone(model),
@@ -350,13 +351,18 @@ impl Service<ModelRequest> for OpenAiResponses {
         ResponseFuture::new(async move {
             let resp = http::check(PROVIDER, sent).await?;
             let status = resp.status().as_u16();
-            let mut response = if stream && !http::is_json(&resp) {
-                read_stream(resp, &ctx, max_bytes).await?
-            } else {
-                let body = http::body(PROVIDER, resp, max_bytes).await?;
-                let parsed: ApiResponse = http::parse_json(PROVIDER, status, &body)?;
-                response(parsed, Vec::new()).map_err(|e| e.with_status(status))?
-            };
+            if stream && !http::is_json(&resp) {
+                // Answers at the first piece; the body reads the rest.
+                return crate::model::body::driven(move |sink| async move {
+                    let mut response = read_stream(resp, &sink, max_bytes).await?;
+                    response.meta.request_model = Some(request_model);
+                    Ok(response)
+                })
+                .await;
+            }
+            let body = http::body(PROVIDER, resp, max_bytes).await?;
+            let parsed: ApiResponse = http::parse_json(PROVIDER, status, &body)?;
+            let mut response = response(parsed, Vec::new()).map_err(|e| e.with_status(status))?;
             response.meta.request_model = Some(request_model);
             Ok(response)
         })
@@ -634,6 +640,7 @@ fn response(resp: ApiResponse, streamed: Vec<Value>) -> Result<ModelResponse, Pr
         stop_reason,
         meta,
         extensions: ::http::Extensions::new(),
+        body: crate::model::ModelBody::empty(),
     })
 }
 
@@ -657,7 +664,7 @@ struct Assembly {
 
 impl Assembly {
     /// Takes one event's data; `Ok(true)` at a terminal event.
-    fn push(&mut self, data: &str, ctx: &RunContext) -> Result<bool, ProviderError> {
+    fn push(&mut self, data: &str, sink: &DeltaSink) -> Result<bool, ProviderError> {
         let event: Value = serde_json::from_str(data).map_err(|e| {
             http::malformed(
                 PROVIDER,
@@ -672,18 +679,12 @@ impl Assembly {
                 let text = delta();
                 self.kept = self.kept.saturating_add(text.len());
                 self.text.push_str(&text);
-                ctx.emit_with(|| AgentEvent::ModelDelta {
-                    step: ctx.step(),
-                    delta: ModelDelta::Text { text },
-                });
+                sink.push(ModelDelta::Text { text });
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 let text = delta();
                 self.kept = self.kept.saturating_add(text.len());
-                ctx.emit_with(|| AgentEvent::ModelDelta {
-                    step: ctx.step(),
-                    delta: ModelDelta::Reasoning { text },
-                });
+                sink.push(ModelDelta::Reasoning { text });
             }
             "response.output_item.added" => {
                 let item = event.get("item").unwrap_or(&Value::Null);
@@ -692,14 +693,11 @@ impl Assembly {
                     let call = self.calls.entry(index.unwrap_or_default()).or_default();
                     call.0 = str_field(item, "call_id").unwrap_or_default().to_owned();
                     call.1 = str_field(item, "name").unwrap_or_default().to_owned();
-                    ctx.emit_with(|| AgentEvent::ModelDelta {
-                        step: ctx.step(),
-                        delta: ModelDelta::ToolCall {
-                            index: usize::try_from(index.unwrap_or_default()).unwrap_or(0),
-                            id: str_field(item, "call_id").map(str::to_owned),
-                            name: str_field(item, "name").map(str::to_owned),
-                            arguments: String::new(),
-                        },
+                    sink.push(ModelDelta::ToolCall {
+                        index: usize::try_from(index.unwrap_or_default()).unwrap_or(0),
+                        id: str_field(item, "call_id").map(str::to_owned),
+                        name: str_field(item, "name").map(str::to_owned),
+                        arguments: String::new(),
                     });
                 }
             }
@@ -709,15 +707,16 @@ impl Assembly {
                 if let Some(call) = self.calls.get_mut(&index.unwrap_or_default()) {
                     call.2.push_str(&arguments);
                 }
-                ctx.emit_with(|| AgentEvent::ModelDelta {
-                    step: ctx.step(),
-                    delta: ModelDelta::ToolCall {
-                        index: usize::try_from(index.unwrap_or_default()).unwrap_or(0),
-                        id: None,
-                        name: None,
-                        arguments,
-                    },
+                sink.push(ModelDelta::ToolCall {
+                    index: usize::try_from(index.unwrap_or_default()).unwrap_or(0),
+                    id: None,
+                    name: None,
+                    arguments,
                 });
+            }
+            "response.function_call_arguments.done" => {
+                let index = usize::try_from(index.unwrap_or_default()).unwrap_or(0);
+                sink.push(ModelDelta::ToolCallEnd { index });
             }
             "response.output_item.done" => {
                 if let (Some(index), Some(item)) = (index, event.get("item")) {
@@ -769,12 +768,12 @@ impl Assembly {
 
 async fn read_stream(
     resp: reqwest::Response,
-    ctx: &RunContext,
+    sink: &DeltaSink,
     max_bytes: usize,
 ) -> Result<ModelResponse, ProviderError> {
     let mut assembly = Assembly::default();
     let done = http::read_events(PROVIDER, resp, max_bytes, |event| {
-        let done = assembly.push(&event.data, ctx)?;
+        let done = assembly.push(&event.data, sink)?;
         http::check_kept(PROVIDER, assembly.kept, max_bytes)?;
         Ok(done)
     })
@@ -850,9 +849,9 @@ mod tests {
         fn any_event_sequence_is_an_answer_or_an_error(
             events in proptest::collection::vec(prop_oneof![event(), ".{0,16}"], 0..12)
         ) {
-            let ctx = RunContext::new();
+            let sink = DeltaSink::default();
             let mut a = Assembly::default();
-            let total = http::fuzz::feed(&events, |data| a.push(data, &ctx));
+            let total = http::fuzz::feed(&events, |data| a.push(data, &sink));
             prop_assert!(a.kept <= total);
             let _ = a.finish();
         }
@@ -875,7 +874,7 @@ mod tests {
 
     #[test]
     fn a_stream_of_deltas_only_is_assembled() {
-        let ctx = RunContext::new();
+        let sink = DeltaSink::default();
         let mut a = Assembly::default();
         for data in [
             r#"{"type":"response.output_text.delta","output_index":0,"delta":"Let me "}"#,
@@ -884,12 +883,12 @@ mod tests {
             r#"{"type":"response.function_call_arguments.delta","output_index":1,"delta":"{\"path\":"}"#,
             r#"{"type":"response.function_call_arguments.delta","output_index":1,"delta":"\".\"}"}"#,
         ] {
-            assert!(!a.push(data, &ctx).unwrap());
+            assert!(!a.push(data, &sink).unwrap());
         }
         assert!(
             a.push(
                 r#"{"type":"response.completed","response":{"status":"completed"}}"#,
-                &ctx
+                &sink
             )
             .unwrap()
         );

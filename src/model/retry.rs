@@ -38,9 +38,10 @@
 //!
 //! Replaying a request is cheap: a [`ModelRequest`] shares its history.
 //!
-//! A streamed call that fails mid-way (say an `overloaded_error` event) has already sent some
-//! [`ModelDelta`](crate::agent::ModelDelta)s to the run's events; the retried call sends its
-//! own from the start. Only the final [`ModelResponse`] counts.
+//! A streamed call answers at its first piece (see [`body`](crate::model::body)): a call that
+//! fails before it (a refused connection, an error status, an `overloaded_error` event first)
+//! is retried; once pieces went out, a failure is the stream's error, the run's to handle (it
+//! ends `Aborted`), not retried: the pieces could not be taken back.
 //!
 //! # Example
 //!

@@ -80,6 +80,7 @@ pub struct ScriptedModel {
     otherwise: Option<Decide>,
     latency: Option<Duration>,
     log: Option<Arc<Mutex<Vec<ModelRequest>>>>,
+    streaming: Option<usize>,
 }
 
 impl ScriptedModel {
@@ -92,6 +93,7 @@ impl ScriptedModel {
             otherwise: None,
             latency: None,
             log: None,
+            streaming: None,
         }
     }
 
@@ -171,6 +173,14 @@ impl ScriptedModel {
     #[must_use]
     pub fn latency(mut self, latency: Duration) -> Self {
         self.latency = Some(latency);
+        self
+    }
+
+    /// Answer as a streaming provider does: each answer a stream of pieces of at most
+    /// `chars` characters ([`ModelResponse::into_streaming`]).
+    #[must_use]
+    pub fn streaming(mut self, chars: usize) -> Self {
+        self.streaming = Some(chars);
         self
     }
 
@@ -342,7 +352,10 @@ impl Service<ModelRequest> for ScriptedModel {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(req.clone());
         }
-        let result = self.answer(&req);
+        let mut result = self.answer(&req);
+        if let (Some(chars), Ok(resp)) = (self.streaming, &mut result) {
+            *resp = std::mem::replace(resp, ModelResponse::text("")).into_streaming(chars);
+        }
         future::ScriptedFuture::new(result, self.latency)
     }
 }

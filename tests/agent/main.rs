@@ -25,5 +25,6 @@ mod limit;
 #[cfg(unix)]
 mod readiness;
 mod reminders;
+mod streaming;
 mod summarize;
 mod trace;

@@ -3,6 +3,7 @@
 //! tool-input deltas, retries, typed errors, and whole agent runs.
 
 use crate::loopback;
+use futures_util::TryFutureExt as _;
 
 use std::{
     sync::{
@@ -94,7 +95,11 @@ async fn sends_the_documented_request_and_reads_tool_use() {
     )]);
     req.settings = ModelSettings::default().temperature(0.5);
 
-    let resp = provider(&server).oneshot(req).await.unwrap();
+    let resp = provider(&server)
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
 
     let sent = &server.requests()[0];
     assert_eq!(sent.method, "POST");
@@ -179,7 +184,11 @@ async fn reads_text_and_counts_cached_input() {
     req.settings = ModelSettings::default()
         .model("claude-haiku-4-5")
         .max_tokens(100);
-    let resp = provider(&server).oneshot(req).await.unwrap();
+    let resp = provider(&server)
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
     assert_eq!(
         resp.message.text(),
         "Oslo: rain, 9°C. Lisbon: sunny, 24°C. Pack an umbrella for Oslo."
@@ -354,6 +363,7 @@ async fn overloaded_is_retried_after_retry_after() {
     let start = tokio::time::Instant::now();
     let resp = model
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap();
     let waited = start.elapsed();
@@ -427,7 +437,10 @@ async fn stream_errors_and_cuts() {
     let call = || {
         let mut req = ModelRequest::new(vec![Message::user("Hi")]);
         req.settings = ModelSettings::default().stream(true);
-        model.clone().oneshot(req)
+        model
+            .clone()
+            .oneshot(req)
+            .and_then(tower_agent::model::ModelResponse::collect)
     };
 
     for _ in 0..2 {
@@ -537,7 +550,11 @@ async fn prompt_caching_marks_tools_system_and_the_repeated_conversation() {
         .api_key("sk-ant-test")
         .client(loopback::client())
         .build();
-    cached.oneshot(req).await.unwrap();
+    cached
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
 
     let body = &server.requests()[0].body;
     let ephemeral = json!({ "type": "ephemeral" });

@@ -3,6 +3,7 @@
 //! deltas, retries with `Retry-After`, typed errors, and whole agent runs.
 
 use crate::loopback;
+use futures_util::TryFutureExt as _;
 
 use std::{
     sync::{
@@ -100,7 +101,11 @@ async fn sends_the_documented_request_and_reads_several_tool_calls() {
     ]);
     req.settings = ModelSettings::default().temperature(0.2).max_tokens(256);
 
-    let resp = provider(&server).oneshot(req).await.unwrap();
+    let resp = provider(&server)
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
 
     let sent = &server.requests()[0];
     assert_eq!(sent.method, "POST");
@@ -195,6 +200,7 @@ async fn reads_text_and_sends_only_what_is_set() {
     let resp = local
         .clone()
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap();
     assert_eq!(
@@ -207,7 +213,11 @@ async fn reads_text_and_sends_only_what_is_set() {
 
     let mut req = ModelRequest::new(vec![Message::user("Hi")]);
     req.settings = ModelSettings::default().model("llama3.2").max_tokens(64);
-    local.oneshot(req).await.unwrap();
+    local
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
 
     let sent = server.requests();
     // No key: no Authorization header. No tools, temperature or stream: no such fields.
@@ -388,7 +398,11 @@ async fn a_whole_answer_to_a_stream_request_is_read_too() {
     server.reply(Reply::fixture("openai_text.json"));
     let mut req = ModelRequest::new(vec![Message::user("Hi")]);
     req.settings = ModelSettings::default().stream(true);
-    let resp = provider(&server).oneshot(req).await.unwrap();
+    let resp = provider(&server)
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
     assert!(resp.message.text().starts_with("Oslo: rain"));
 }
 
@@ -411,6 +425,7 @@ async fn rate_limit_is_retried_after_retry_after() {
     let start = tokio::time::Instant::now();
     let resp = model
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap();
     let waited = start.elapsed();
@@ -435,6 +450,7 @@ async fn server_errors_are_retried_then_given_up_with_the_typed_error() {
     let start = tokio::time::Instant::now();
     let err = model
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap_err();
     let waited = start.elapsed();
@@ -467,6 +483,7 @@ async fn bad_key_is_an_authentication_error_and_not_retried() {
         .service(provider(&server));
     let err = model
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap_err();
     let err = provider_error(&err);
@@ -487,6 +504,7 @@ async fn context_length_exceeded_is_recognised() {
     ));
     let err = provider(&server)
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap_err();
     let err = provider_error(&err);
@@ -507,6 +525,7 @@ async fn malformed_body_is_an_error_with_an_excerpt() {
     let err = model
         .clone()
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap_err();
     let e = provider_error(&err);
@@ -520,6 +539,7 @@ async fn malformed_body_is_an_error_with_an_excerpt() {
 
     let err = model
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap_err();
     let e = provider_error(&err);
@@ -549,12 +569,21 @@ async fn a_cut_stream_is_an_error_never_a_short_answer() {
     let model = provider(&server);
 
     for _ in 0..2 {
-        let err = model.clone().oneshot(stream_req()).await.unwrap_err();
+        let err = model
+            .clone()
+            .oneshot(stream_req())
+            .and_then(tower_agent::model::ModelResponse::collect)
+            .await
+            .unwrap_err();
         let e = provider_error(&err);
         assert!(e.is_incomplete(), "{e:?}");
         assert!(e.to_string().contains("[DONE]"), "{e}");
     }
-    let err = model.oneshot(stream_req()).await.unwrap_err();
+    let err = model
+        .oneshot(stream_req())
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap_err();
     let e = provider_error(&err);
     assert!(e.is_transport(), "{e:?}");
 }
@@ -569,7 +598,11 @@ async fn an_error_in_a_stream_fails_the_call() {
     ])));
     let mut req = ModelRequest::new(vec![Message::user("Hi")]);
     req.settings = ModelSettings::default().stream(true);
-    let err = provider(&server).oneshot(req).await.unwrap_err();
+    let err = provider(&server)
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap_err();
     assert!(provider_error(&err).is_server_error());
 }
 
@@ -671,6 +704,7 @@ async fn a_bad_base_url_is_a_config_error() {
     let model = OpenAiChat::builder().base_url("not a url").build();
     let err = model
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap_err();
     assert!(provider_error(&err).is_config());

@@ -6,6 +6,7 @@
 //! re-executed) and assert its peak resident memory (`VmHWM`).
 
 use crate::loopback;
+use futures_util::TryFutureExt as _;
 
 use std::time::Duration;
 
@@ -37,7 +38,12 @@ fn provider_error(err: &BoxError) -> &ProviderError {
 
 /// The error of a call of `model` with `req`, which must fail.
 async fn failure(model: OpenAiChatBuilder, req: ModelRequest) -> BoxError {
-    model.build().oneshot(req).await.unwrap_err()
+    model
+        .build()
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap_err()
 }
 
 fn hi() -> ModelRequest {
@@ -94,7 +100,11 @@ async fn huge_retry_after_is_clamped_and_not_waited_for() {
                 .retry(RetryPolicy::new())
                 .service(openai(server.url()).build());
             let start = tokio::time::Instant::now();
-            let err = model.oneshot(hi()).await.unwrap_err();
+            let err = model
+                .oneshot(hi())
+                .and_then(tower_agent::model::ModelResponse::collect)
+                .await
+                .unwrap_err();
             let err = provider_error(&err);
             let case = format!("{status} {header}: {value}");
             assert_eq!(err.status(), Some(status), "{case}");
@@ -117,7 +127,11 @@ async fn a_policy_without_a_maximum_waits_the_clamped_day() {
             .retry(RetryPolicy::new().max_retry_after(Duration::MAX))
             .service(openai(server.url()).build());
         let start = tokio::time::Instant::now();
-        let resp = model.oneshot(hi()).await.unwrap();
+        let resp = model
+            .oneshot(hi())
+            .and_then(tower_agent::model::ModelResponse::collect)
+            .await
+            .unwrap();
         let waited = start.elapsed();
         assert!(resp.message.text().starts_with("Oslo: rain"), "{value}");
         assert_eq!(server.requests().len(), 2, "{value}");
@@ -149,7 +163,11 @@ async fn invalid_retry_after_is_ignored_for_the_backoff() {
                 )
                 .service(openai(server.url()).build());
             let start = tokio::time::Instant::now();
-            model.oneshot(hi()).await.unwrap();
+            model
+                .oneshot(hi())
+                .and_then(tower_agent::model::ModelResponse::collect)
+                .await
+                .unwrap();
             let waited = start.elapsed();
             assert!(
                 waited >= Duration::from_millis(100) && waited < Duration::from_millis(200),
@@ -180,7 +198,11 @@ async fn anthropic_overloaded_with_a_huge_retry_after_is_clamped() {
                 .client(loopback::client())
                 .build(),
         );
-        let err = model.oneshot(hi()).await.unwrap_err();
+        let err = model
+            .oneshot(hi())
+            .and_then(tower_agent::model::ModelResponse::collect)
+            .await
+            .unwrap_err();
         let err = provider_error(&err);
         assert!(err.is_server_error(), "{value}: {err:?}");
         assert_eq!(err.retry_after(), Some(MAX_RETRY_AFTER), "{value}");
@@ -256,6 +278,7 @@ async fn a_body_under_the_limit_is_read_whole() {
         .max_response_bytes(MIB as usize)
         .build()
         .oneshot(hi())
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap();
     assert_eq!(resp.message.text().len() as u64, len);
@@ -364,6 +387,7 @@ async fn a_streamed_answer_fails_once_it_passes_the_response_limit() {
         .max_response_bytes(128 * 1024)
         .build()
         .oneshot(streamed())
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap();
     assert_eq!(resp.message.text().len(), 100_000);
@@ -407,20 +431,29 @@ async fn anthropic_streams_and_bodies_are_bounded_too() {
             .max_response_bytes(limit)
             .build()
     };
-    let err = anthropic(64 * 1024).oneshot(streamed()).await.unwrap_err();
+    let err = anthropic(64 * 1024)
+        .oneshot(streamed())
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap_err();
     assert_eq!(
         provider_error(&err).message(),
         Some("the streamed answer is larger than the limit of 64 KiB")
     );
     let err = anthropic(16 * MIB as usize)
         .oneshot(streamed())
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap_err();
     assert_eq!(
         provider_error(&err).message(),
         Some("the server-sent event is larger than the limit of 4 MiB")
     );
-    let err = anthropic(MIB as usize).oneshot(hi()).await.unwrap_err();
+    let err = anthropic(MIB as usize)
+        .oneshot(hi())
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap_err();
     assert_eq!(
         provider_error(&err).message(),
         Some("the response body is larger than the limit of 1 MiB")
@@ -463,7 +496,11 @@ mod memory {
             .unwrap();
         let result = rt.block_on(async {
             let req = if case == "sse_line" { streamed() } else { hi() };
-            openai(&url).build().oneshot(req).await
+            openai(&url)
+                .build()
+                .oneshot(req)
+                .and_then(tower_agent::model::ModelResponse::collect)
+                .await
         });
         match result {
             Ok(resp) => println!("answer of {} bytes", resp.message.text().len()),

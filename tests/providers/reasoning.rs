@@ -7,6 +7,7 @@
 //! reasoning.
 
 use crate::loopback;
+use futures_util::TryFutureExt as _;
 
 use std::sync::{
     Arc, Mutex,
@@ -316,7 +317,10 @@ async fn anthropic_reasoning_from_other_providers_is_not_sent() {
     ]);
     req.settings = ModelSettings::default();
     let mut model = anthropic(&server);
-    tower::ServiceExt::oneshot(&mut model, req).await.unwrap();
+    tower::ServiceExt::oneshot(&mut model, req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
     assert_eq!(
         server.requests()[0].body["messages"][1],
         json!({ "role": "assistant", "content": "Hello." })
@@ -661,7 +665,10 @@ async fn endless_reasoning_fails_at_the_response_cap() {
     let mut req =
         tower_agent::model::ModelRequest::new(vec![tower_agent::message::Message::user("Think.")]);
     req.settings = ModelSettings::default().stream(true);
-    let err = match tower::ServiceExt::oneshot(model, req).await {
+    let err = match tower::ServiceExt::oneshot(model, req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+    {
         Ok(resp) => panic!(
             "not capped: {} bytes of reasoning kept",
             resp.message
@@ -693,7 +700,10 @@ async fn endless_reasoning_fails_at_the_response_cap() {
     let mut req =
         tower_agent::model::ModelRequest::new(vec![tower_agent::message::Message::user("Think.")]);
     req.settings = ModelSettings::default().stream(true);
-    let err = match tower::ServiceExt::oneshot(model, req).await {
+    let err = match tower::ServiceExt::oneshot(model, req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+    {
         Ok(resp) => panic!(
             "not capped: {} bytes of reasoning kept",
             resp.message

@@ -5,6 +5,7 @@
 //! and images returned by a tool.
 
 use crate::loopback;
+use futures_util::TryFutureExt as _;
 
 use std::{
     sync::{
@@ -116,6 +117,7 @@ async fn first_answer(server: &Server) -> tower_agent::model::ModelResponse {
     server.reply(Reply::json(function_call_response().to_string()));
     provider(server)
         .oneshot(ModelRequest::new(vec![Message::user("Weather in Oslo?")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap()
 }
@@ -383,6 +385,8 @@ async fn streamed_agent_run_emits_reasoning_call_and_text_deltas() {
                 name: None,
                 arguments: "\"Oslo\"}".into()
             },
+            // `response.function_call_arguments.done`: the call is complete.
+            ModelDelta::ToolCallEnd { index: 1 },
             ModelDelta::Text {
                 text: "Rain ".into()
             },
@@ -409,7 +413,11 @@ async fn a_stream_cut_before_completed_is_incomplete() {
     server.reply(full.cut(keep, End::Clean));
     let mut req = ModelRequest::new(vec![Message::user("Hi")]);
     req.settings = ModelSettings::default().stream(true);
-    let err = provider(&server).oneshot(req).await.unwrap_err();
+    let err = provider(&server)
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap_err();
     assert!(provider_error(&err).is_incomplete(), "{err}");
 }
 
@@ -423,6 +431,7 @@ async fn errors_are_typed_in_bodies_and_streams() {
     ));
     let err = provider(&server)
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap_err();
     let err = provider_error(&err);
@@ -437,7 +446,11 @@ async fn errors_are_typed_in_bodies_and_streams() {
     ])));
     let mut req = ModelRequest::new(vec![Message::user("Hi")]);
     req.settings = ModelSettings::default().stream(true);
-    let err = provider(&server).oneshot(req.clone()).await.unwrap_err();
+    let err = provider(&server)
+        .oneshot(req.clone())
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap_err();
     let err = provider_error(&err);
     assert!(err.is_server_error(), "{err}");
     assert_eq!(err.code(), Some("server_error"));
@@ -448,7 +461,11 @@ async fn errors_are_typed_in_bodies_and_streams() {
         json!({"type": "response.output_text.delta", "sequence_number": 1, "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "Hel"}),
         json!({"type": "error", "sequence_number": 2, "code": "rate_limit_exceeded", "message": "Rate limit reached for o4-mini.", "param": null}),
     ])));
-    let err = provider(&server).oneshot(req).await.unwrap_err();
+    let err = provider(&server)
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap_err();
     assert!(provider_error(&err).is_rate_limited(), "{err}");
 
     // A whole response that failed.
@@ -458,6 +475,7 @@ async fn errors_are_typed_in_bodies_and_streams() {
     ));
     let err = provider(&server)
         .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap_err();
     assert_eq!(provider_error(&err).code(), Some("invalid_prompt"));
@@ -487,7 +505,11 @@ async fn rate_limits_are_retried_and_incomplete_is_max_tokens() {
         .service(provider(&server));
     let mut req = ModelRequest::new(vec![Message::user("Hi")]);
     req.settings = ModelSettings::default().max_tokens(16);
-    let resp = model.oneshot(req).await.unwrap();
+    let resp = model
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
     assert_eq!(resp.stop_reason, StopReason::MaxTokens);
     assert_eq!(resp.message.text(), "Partial");
     assert_eq!(resp.meta.finish_reasons, ["max_output_tokens"]);
@@ -512,7 +534,11 @@ async fn a_stream_past_max_response_bytes_fails() {
         .build();
     let mut req = ModelRequest::new(vec![Message::user("Hi")]);
     req.settings = ModelSettings::default().stream(true);
-    let err = model.oneshot(req).await.unwrap_err();
+    let err = model
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap_err();
     assert!(provider_error(&err).is_malformed_response(), "{err}");
 }
 
@@ -667,6 +693,7 @@ mod memory {
                 .client(loopback::client())
                 .build()
                 .oneshot(req)
+                .and_then(tower_agent::model::ModelResponse::collect)
                 .await
         });
         match result {
@@ -755,6 +782,7 @@ async fn a_built_in_tool_item_is_kept_in_content_order_and_sent_back() {
     server.reply(Reply::json(answer.to_string()));
     let resp = provider(&server)
         .oneshot(ModelRequest::new(vec![Message::user("Weather in Oslo?")]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap();
     let m = &resp.message;
@@ -779,6 +807,7 @@ async fn a_built_in_tool_item_is_kept_in_content_order_and_sent_back() {
             resp.message.clone(),
             Message::user("Thanks."),
         ]))
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap();
     assert_eq!(
@@ -849,7 +878,11 @@ async fn opaque_reasoning_goes_to_its_own_provider_only() {
     };
 
     server.reply(Reply::json(text_response().to_string()));
-    provider(&server).oneshot(history()).await.unwrap();
+    provider(&server)
+        .oneshot(history())
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
     let to_responses = String::from_utf8(server.requests()[1].raw.to_vec()).unwrap();
     assert!(to_responses.contains(ENCRYPTED), "{to_responses}");
     assert!(
@@ -871,6 +904,7 @@ async fn opaque_reasoning_goes_to_its_own_provider_only() {
         .client(loopback::client())
         .build()
         .oneshot(history())
+        .and_then(tower_agent::model::ModelResponse::collect)
         .await
         .unwrap();
     let to_anthropic = &server.requests()[2];

@@ -31,7 +31,19 @@ impl Run<'_> {
             Some(Err(err)) => return Err(self.model_failed(err, ctx)),
         };
         let request = self.model_request(ctx, stacks)?;
-        match or_cancel(ctx, model.call(request)).await {
+        let response = match or_cancel(ctx, model.call(request)).await {
+            None => return Err(Outcome::Cancelled),
+            Some(Ok(response)) => response,
+            Some(Err(err)) => return Err(self.model_failed(err, ctx)),
+        };
+        if !response.is_streaming() {
+            return Ok(response);
+        }
+        // The pieces that come out of the model stack go to the run's events; the whole
+        // answer is the stream's last item.
+        let step = ctx.step();
+        let emit = |delta| ctx.emit_with(|| AgentEvent::ModelDelta { step, delta });
+        match or_cancel(ctx, response.collect_with(emit)).await {
             None => Err(Outcome::Cancelled),
             Some(Ok(response)) => Ok(response),
             Some(Err(err)) => Err(self.model_failed(err, ctx)),

@@ -189,6 +189,11 @@ impl AfterCall {
         mut resp: ModelResponse,
     ) -> Result<ModelResponse, BoxFuture<'static, Result<ModelResponse, BoxError>>> {
         let AfterCall { set, after } = self;
+        if resp.is_streaming() {
+            return Err(Box::pin(async move {
+                Ok(after_model(&set, 0, resp, after).await)
+            }));
+        }
         for (i, f) in set.after_model.iter().enumerate() {
             match f(resp, after.ctx.clone()).ready_or_boxed() {
                 Ok(next) => resp = next,
@@ -235,11 +240,14 @@ impl HookSetInner {
 /// contexts follow the summary); then the MessageDisplay hooks, whose text travels in the
 /// response ([`Display`]).
 async fn after_model(
-    set: &HookSetInner,
+    set: &Arc<HookSetInner>,
     from: usize,
     mut resp: ModelResponse,
     after: After,
 ) -> ModelResponse {
+    if resp.is_streaming() {
+        return Box::pin(after_stream(Arc::clone(set), from, resp, after)).await;
+    }
     let ctx = after.ctx;
     for f in &set.after_model[from..] {
         resp = match f(resp, ctx.clone()).ready_or_boxed() {
@@ -255,6 +263,34 @@ async fn after_model(
         resp = Box::pin(display(set, resp, after.position, &ctx)).await;
     }
     resp
+}
+
+/// [`after_model`] on a streaming answer: a compaction is known at its head (the layer that
+/// compacted put it there), so PostCompact and SessionStart (`compact`) run now; the AfterModel
+/// and MessageDisplay hooks run on the whole answer, as its stream ends (the stream waits for
+/// them).
+async fn after_stream(
+    set: Arc<HookSetInner>,
+    from: usize,
+    mut resp: ModelResponse,
+    after: After,
+) -> ModelResponse {
+    if let Some(compaction) = resp.extensions.get_mut::<Compaction>() {
+        compacted(&set, compaction, after.model.clone(), &after.ctx).await;
+    }
+    if from == set.after_model.len() && set.on_message_display.is_empty() {
+        return resp;
+    }
+    resp.then_done_streaming(move |mut done| async move {
+        let ctx = after.ctx;
+        for f in &set.after_model[from..] {
+            done = f(done, ctx.clone()).await;
+        }
+        if !set.on_message_display.is_empty() {
+            done = display(&set, done, after.position, &ctx).await;
+        }
+        Ok(done)
+    })
 }
 
 /// The MessageDisplay hooks over the answer's text, which travels in the response

@@ -12,7 +12,11 @@ use std::{
 use pin_project_lite::pin_project;
 use tracing::Span;
 
-use super::{Config, error_type, record::Record, record_error};
+use super::{
+    Config, error_type,
+    record::{End, Record},
+    record_error,
+};
 
 pin_project! {
     /// The response future of [`Trace`](super::Trace): polls the inner future inside the
@@ -77,8 +81,21 @@ where
         // Entered for this poll only, never across an await: spans the inner future opens
         // nest under this one.
         let _entered = this.span.enter();
-        let result = ready!(this.inner.poll(cx));
+        let mut result = ready!(this.inner.poll(cx));
         if !this.span.is_disabled() {
+            if let Ok(response) = result {
+                let end = End {
+                    span: this.span.clone(),
+                    config: Arc::clone(this.config),
+                    agent: this.agent.clone(),
+                    request_model_set: *this.request_model_set,
+                };
+                match response.defer(end) {
+                    // Recorded as its stream ends.
+                    Ok(streaming) => return Poll::Ready(Ok(streaming)),
+                    Err(response) => result = Ok(response),
+                }
+            }
             match &result {
                 Ok(response) => {
                     response.record(

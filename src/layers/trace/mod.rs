@@ -112,6 +112,7 @@
 //! | `gen_ai.usage.cache_read.input_tokens`, `gen_ai.usage.cache_creation.input_tokens` † | the prompt-cache reads and writes among the input tokens ([`Usage::cache_read_tokens`](crate::message::Usage::cache_read_tokens), [`cache_write_tokens`](crate::message::Usage::cache_write_tokens)), when the provider reports them |
 //! | `gen_ai.input.messages`, `gen_ai.output.messages` † | **opt-in** ([`capture_content`](TraceLayer::capture_content)): JSON text in the conventions' message schema |
 //! | `tower_agent.run.id`, `tower_agent.step`, `tower_agent.message_count`, `tower_agent.tool_calls` † | the run, the step, the messages sent, the tool calls asked for |
+//! | `tower_agent.streamed` | `true` for an answer that streamed: the span stays open until its stream ends, and what the answer tells (usage, finish reasons, output) is recorded then (a stream that fails records its error) |
 //! | `error.type` † | see [below](#errors) |
 //!
 //! `execute_tool {gen_ai.tool.name}` (kind `internal`):

@@ -19,9 +19,52 @@ pub(crate) trait Record {
 
     /// The response as the `on_response` callback sees it.
     fn traced(&self) -> TracedResponse<'_>;
+
+    /// A streaming response, its recording moved to the end of its stream (`Ok`; the span
+    /// stays open until then); `Err(self)` if it does not stream.
+    fn defer(self, _end: End) -> Result<Self, Self>
+    where
+        Self: Sized,
+    {
+        Err(self)
+    }
+}
+
+/// What a response recorded at the end of its stream needs of the call's future.
+pub(crate) struct End {
+    pub(crate) span: Span,
+    pub(crate) config: std::sync::Arc<Config>,
+    pub(crate) agent: Option<Span>,
+    pub(crate) request_model_set: bool,
 }
 
 impl Record for ModelResponse {
+    fn defer(self, end: End) -> Result<Self, Self> {
+        if !self.is_streaming() {
+            return Err(self);
+        }
+        end.span.record("tower_agent.streamed", true);
+        Ok(self.on_end(move |result| match result {
+            Ok(done) => {
+                done.record(
+                    &end.span,
+                    &end.config,
+                    end.agent.as_ref(),
+                    end.request_model_set,
+                );
+                if let Some(f) = &end.config.on_response {
+                    f(&done.traced(), &end.span);
+                }
+            }
+            Err(error) => {
+                record_error(&end.span, &super::error_type(error), error);
+                if let Some(f) = &end.config.on_failure {
+                    f(error, &end.span);
+                }
+            }
+        }))
+    }
+
     fn record(&self, span: &Span, config: &Config, agent: Option<&Span>, request_model_set: bool) {
         let meta = &self.meta;
         let provider = meta.provider.as_deref().or(config.provider_name.as_deref());

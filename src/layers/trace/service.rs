@@ -115,6 +115,7 @@ where
                 tower_agent.step = i64::from(req.ctx.step()),
                 tower_agent.message_count = int(req.messages.len()),
                 tower_agent.tool_calls = Empty,
+                tower_agent.streamed = Empty,
             ),
         };
         let mut agent = None;

@@ -48,12 +48,13 @@
 //! With [`ModelSettings::stream`](crate::model::ModelSettings::stream) on, the answer is read as
 //! server-sent events (`message_start`, `content_block_start`/`_delta`/`_stop`, `message_delta`,
 //! `message_stop`): text deltas, thinking deltas (as
-//! [`ModelDelta::Reasoning`](crate::event::ModelDelta::Reasoning)) and tool-input JSON deltas are
-//! sent to the run's events as [`AgentEvent::ModelDelta`](crate::event::AgentEvent::ModelDelta) as
-//! they arrive, and the service returns one whole [`ModelResponse`]. An `error` event fails the
-//! call with its type (`overloaded_error` is a server error, so it is retried by
-//! [`RetryPolicy`](crate::model::RetryPolicy)); a stream that ends before `message_stop` is an
-//! error ([`is_incomplete`](crate::model::ProviderError::is_incomplete)).
+//! [`ModelDelta::Reasoning`](crate::event::ModelDelta::Reasoning)) and tool-input JSON deltas
+//! (each tool call's `content_block_stop` a [`ModelDelta::ToolCallEnd`](crate::event::ModelDelta::ToolCallEnd))
+//! are the pieces of the answer's [`body`](crate::model::body): the service answers at the first
+//! one, and the body ends with the whole answer. An `error` event fails the call with its type
+//! (`overloaded_error` is a server error: before the first piece, the call's error, retried by
+//! [`RetryPolicy`](crate::model::RetryPolicy); after, the stream's); a stream that ends before
+//! `message_stop` is an error ([`is_incomplete`](crate::model::ProviderError::is_incomplete)).
 //!
 //! A block this crate does not model (a server tool's call or result) is kept whole from its
 //! `content_block_start`, with the `input_json_delta`s that follow put together as its
@@ -349,7 +350,6 @@ impl Service<ModelRequest> for Anthropic {
         // NOTE: the transport was made ready by `poll_ready`; only its future moves on.
         let sent = self.transport.call(http_req);
         let stream = req.settings.stream;
-        let ctx = req.ctx;
         let max_bytes = self.shared.max_response_bytes;
         let request_model = match &req.settings.model {
             Some(model) => Arc::clone(model),
@@ -358,12 +358,17 @@ impl Service<ModelRequest> for Anthropic {
         ResponseFuture::new(async move {
             let resp = http::check(PROVIDER, sent).await?;
             let status = resp.status().as_u16();
-            let mut response = if stream && !http::is_json(&resp) {
-                read_stream(resp, &ctx, max_bytes).await?
-            } else {
-                let body = http::body(PROVIDER, resp, max_bytes).await?;
-                parse_response(status, &body)?
-            };
+            if stream && !http::is_json(&resp) {
+                // Answers at the first piece; the body reads the rest.
+                return crate::model::body::driven(move |sink| async move {
+                    let mut response = read_stream(resp, &sink, max_bytes).await?;
+                    response.meta.request_model = Some(request_model);
+                    Ok(response)
+                })
+                .await;
+            }
+            let body = http::body(PROVIDER, resp, max_bytes).await?;
+            let mut response = parse_response(status, &body)?;
             response.meta.request_model = Some(request_model);
             Ok(response)
         })

@@ -203,6 +203,7 @@ pub(super) fn response(
         stop_reason,
         meta,
         extensions: ::http::Extensions::new(),
+        body: crate::model::ModelBody::empty(),
     }
 }
 
@@ -211,7 +212,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{context::RunContext, model::anthropic::stream::Assembly};
+    use crate::model::{anthropic::stream::Assembly, body::DeltaSink};
 
     #[test]
     fn unknown_blocks_are_kept_in_order_and_blocks_without_a_type_are_malformed() {
@@ -248,9 +249,9 @@ mod tests {
             if block == json!({"type": "text"}) {
                 continue; // a streamed text block may start without its text
             }
-            let ctx = RunContext::new();
+            let sink = DeltaSink::default();
             let start = json!({"type": "content_block_start", "index": 0, "content_block": block});
-            let err = Assembly::default().push(&start.to_string(), &ctx).err();
+            let err = Assembly::default().push(&start.to_string(), &sink).err();
             assert!(err.is_some_and(|e| e.is_malformed_response()), "{block}");
         }
     }
@@ -271,14 +272,14 @@ mod tests {
             .finish_reasons(["end_turn"]);
         assert_eq!(resp.meta, expected);
 
-        let ctx = RunContext::new();
+        let sink = DeltaSink::default();
         let mut a = Assembly::default();
         for data in [
             r#"{"type":"message_start","message":{"id":"msg_02","model":"claude-x","usage":{"input_tokens":3}}}"#,
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"a"}}"#,
             r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":1}}"#,
         ] {
-            assert!(!a.push(data, &ctx).unwrap());
+            assert!(!a.push(data, &sink).unwrap());
         }
         let meta = a.finish().meta;
         assert_eq!(meta.id.as_deref(), Some("msg_02"));

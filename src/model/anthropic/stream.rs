@@ -11,10 +11,9 @@ use super::{
     response::{ApiUsage, Parts, is_known, meta, response},
 };
 use crate::{
-    context::RunContext,
-    event::{AgentEvent, ModelDelta},
+    event::ModelDelta,
     message::{Content, ProviderItem, Reasoning, ToolCall},
-    model::{ModelResponse, error::ProviderError, http},
+    model::{ModelResponse, body::DeltaSink, error::ProviderError, http},
 };
 
 /// The cache reads and writes among a usage's input tokens (0 for a count left out).
@@ -44,12 +43,15 @@ enum StreamEvent {
         delta: MessageDeltaBody,
         usage: Option<ApiUsage>,
     },
+    ContentBlockStop {
+        index: usize,
+    },
     MessageStop,
     Error {
         #[serde(default)]
         error: Value,
     },
-    /// `ping`, `content_block_stop` and any event added later.
+    /// `ping` and any event added later.
     #[serde(other)]
     Other,
 }
@@ -147,7 +149,7 @@ pub(super) struct Assembly {
 
 impl Assembly {
     /// Takes one event; `Ok(true)` at `message_stop`.
-    pub(super) fn push(&mut self, data: &str, ctx: &RunContext) -> Result<bool, ProviderError> {
+    pub(super) fn push(&mut self, data: &str, sink: &DeltaSink) -> Result<bool, ProviderError> {
         let event: StreamEvent = serde_json::from_str(data).map_err(|e| {
             http::malformed(
                 PROVIDER,
@@ -160,9 +162,14 @@ impl Assembly {
             StreamEvent::ContentBlockStart {
                 index,
                 content_block,
-            } => self.start_block(index, content_block, data, ctx)?,
+            } => self.start_block(index, content_block, data, sink)?,
             StreamEvent::ContentBlockDelta { index, delta } => {
-                self.add_delta(index, delta, data, ctx)?;
+                self.add_delta(index, delta, data, sink)?;
+            }
+            StreamEvent::ContentBlockStop { index } => {
+                if let Some(Part::Tool { call, .. }) = self.parts.get(&index) {
+                    sink.push(ModelDelta::ToolCallEnd { index: *call });
+                }
             }
             StreamEvent::MessageDelta { delta, usage } => self.update_message(delta, usage),
             StreamEvent::MessageStop => return Ok(true),
@@ -190,7 +197,7 @@ impl Assembly {
         index: usize,
         content_block: Value,
         data: &str,
-        ctx: &RunContext,
+        sink: &DeltaSink,
     ) -> Result<(), ProviderError> {
         self.kept = self.kept.saturating_add(data.len());
         let Some(known) = is_known(&content_block) else {
@@ -217,36 +224,29 @@ impl Assembly {
                 data.as_bytes(),
             )
         })?;
-        let part = self.open_part(content_block, ctx);
+        let part = self.open_part(content_block, sink);
         self.parts.insert(index, part);
         Ok(())
     }
 
     /// The part a known block starts, its first text or the tool call emitted as a delta.
-    fn open_part(&mut self, block: StartBlock, ctx: &RunContext) -> Part {
-        let step = ctx.step();
+    fn open_part(&mut self, block: StartBlock, sink: &DeltaSink) -> Part {
         match block {
             StartBlock::Text { text } => {
                 if !text.is_empty() {
                     let text = text.clone();
-                    ctx.emit_with(|| AgentEvent::ModelDelta {
-                        step,
-                        delta: ModelDelta::Text { text },
-                    });
+                    sink.push(ModelDelta::Text { text });
                 }
                 Part::Text(text)
             }
             StartBlock::ToolUse { id, name, input } => {
                 let call = self.calls;
                 self.calls += 1;
-                ctx.emit_with(|| AgentEvent::ModelDelta {
-                    step,
-                    delta: ModelDelta::ToolCall {
-                        index: call,
-                        id: Some(id.clone()),
-                        name: Some(name.clone()),
-                        arguments: String::new(),
-                    },
+                sink.push(ModelDelta::ToolCall {
+                    index: call,
+                    id: Some(id.clone()),
+                    name: Some(name.clone()),
+                    arguments: String::new(),
                 });
                 Part::Tool {
                     call,
@@ -262,10 +262,7 @@ impl Assembly {
             } => {
                 if !thinking.is_empty() {
                     let text = thinking.clone();
-                    ctx.emit_with(|| AgentEvent::ModelDelta {
-                        step,
-                        delta: ModelDelta::Reasoning { text },
-                    });
+                    sink.push(ModelDelta::Reasoning { text });
                 }
                 Part::Reasoning(Reasoning {
                     signature: (!signature.is_empty()).then_some(signature),
@@ -283,39 +280,29 @@ impl Assembly {
         index: usize,
         delta: BlockDelta,
         data: &str,
-        ctx: &RunContext,
+        sink: &DeltaSink,
     ) -> Result<(), ProviderError> {
-        let step = ctx.step();
         match (self.parts.get_mut(&index), delta) {
             (Some(Part::Text(text)), BlockDelta::TextDelta { text: piece }) => {
                 self.kept = self.kept.saturating_add(piece.len());
                 text.push_str(&piece);
-                ctx.emit_with(|| AgentEvent::ModelDelta {
-                    step,
-                    delta: ModelDelta::Text { text: piece },
-                });
+                sink.push(ModelDelta::Text { text: piece });
             }
             (Some(Part::Tool { call, json, .. }), BlockDelta::InputJsonDelta { partial_json }) => {
                 self.kept = self.kept.saturating_add(partial_json.len());
                 json.push_str(&partial_json);
                 let index = *call;
-                ctx.emit_with(|| AgentEvent::ModelDelta {
-                    step,
-                    delta: ModelDelta::ToolCall {
-                        index,
-                        id: None,
-                        name: None,
-                        arguments: partial_json,
-                    },
+                sink.push(ModelDelta::ToolCall {
+                    index,
+                    id: None,
+                    name: None,
+                    arguments: partial_json,
                 });
             }
             (Some(Part::Reasoning(r)), BlockDelta::ThinkingDelta { thinking }) => {
                 self.kept = self.kept.saturating_add(thinking.len());
                 r.text.push_str(&thinking);
-                ctx.emit_with(|| AgentEvent::ModelDelta {
-                    step,
-                    delta: ModelDelta::Reasoning { text: thinking },
-                });
+                sink.push(ModelDelta::Reasoning { text: thinking });
             }
             (Some(Part::Reasoning(r)), BlockDelta::SignatureDelta { signature }) => {
                 self.kept = self.kept.saturating_add(signature.len());
@@ -402,12 +389,12 @@ impl Assembly {
 
 pub(super) async fn read_stream(
     resp: reqwest::Response,
-    ctx: &RunContext,
+    sink: &DeltaSink,
     max_bytes: usize,
 ) -> Result<ModelResponse, ProviderError> {
     let mut assembly = Assembly::default();
     let done = http::read_events(PROVIDER, resp, max_bytes, |event| {
-        let done = assembly.push(&event.data, ctx)?;
+        let done = assembly.push(&event.data, sink)?;
         http::check_kept(PROVIDER, assembly.kept, max_bytes)?;
         Ok(done)
     })
@@ -493,9 +480,9 @@ mod tests {
         fn any_event_sequence_is_an_answer_or_an_error(
             events in proptest::collection::vec(prop_oneof![event(), ".{0,16}"], 0..12)
         ) {
-            let ctx = RunContext::new();
+            let sink = DeltaSink::default();
             let mut a = Assembly::default();
-            let total = http::fuzz::feed(&events, |data| a.push(data, &ctx));
+            let total = http::fuzz::feed(&events, |data| a.push(data, &sink));
             prop_assert!(a.kept <= total);
             let resp = a.finish();
             // What is kept goes back as blocks without panicking.

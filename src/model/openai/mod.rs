@@ -56,9 +56,10 @@
 //!
 //! With [`ModelSettings::stream`](crate::model::ModelSettings::stream) on, the answer is read as
 //! server-sent events: each text piece and each piece of a tool call (its id and name first, then
-//! its argument text) is sent to the run's events as an
-//! [`AgentEvent::ModelDelta`](crate::event::AgentEvent::ModelDelta) as it arrives (built only if
-//! someone listens), and the service still returns one whole [`ModelResponse`]. `reasoning_content`
+//! its argument text; a call is complete, [`ModelDelta::ToolCallEnd`](crate::event::ModelDelta::ToolCallEnd),
+//! when the next one starts or the answer finishes) is a piece of the answer's
+//! [`body`](crate::model::body): the service answers at the first one, and the body ends with
+//! the whole [`ModelResponse`]. `reasoning_content`
 //! / `reasoning` deltas are sent as [`ModelDelta::Reasoning`](crate::event::ModelDelta::Reasoning),
 //! apart from the text. Tool-call pieces are put together by their `index`, and by their id where
 //! the index cannot be trusted: a piece with a new id at an index already taken starts a new call
@@ -419,7 +420,6 @@ impl Service<ModelRequest> for OpenAiChat {
         // NOTE: the transport was made ready by `poll_ready`; only its future moves on.
         let sent = self.transport.call(http_req);
         let stream = req.settings.stream;
-        let ctx = req.ctx;
         let max_bytes = self.shared.max_response_bytes;
         let request_model = match &req.settings.model {
             Some(model) => Arc::clone(model),
@@ -428,12 +428,17 @@ impl Service<ModelRequest> for OpenAiChat {
         ResponseFuture::new(async move {
             let resp = http::check(PROVIDER, sent).await?;
             let status = resp.status().as_u16();
-            let mut response = if stream && !http::is_json(&resp) {
-                read_stream(resp, &ctx, max_bytes).await?
-            } else {
-                let body = http::body(PROVIDER, resp, max_bytes).await?;
-                parse_response(status, &body)?
-            };
+            if stream && !http::is_json(&resp) {
+                // Answers at the first piece; the body reads the rest.
+                return crate::model::body::driven(move |sink| async move {
+                    let mut response = read_stream(resp, &sink, max_bytes).await?;
+                    response.meta.request_model = Some(request_model);
+                    Ok(response)
+                })
+                .await;
+            }
+            let body = http::body(PROVIDER, resp, max_bytes).await?;
+            let mut response = parse_response(status, &body)?;
             response.meta.request_model = Some(request_model);
             Ok(response)
         })

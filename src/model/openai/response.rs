@@ -171,6 +171,7 @@ pub(super) fn response(
         stop_reason,
         meta,
         extensions: ::http::Extensions::new(),
+        body: crate::model::ModelBody::empty(),
     }
 }
 
@@ -189,7 +190,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{context::RunContext, model::openai::stream::Assembly};
+    use crate::model::{body::DeltaSink, openai::stream::Assembly};
 
     #[test]
     fn responses_report_provider_id_model_and_finish_reason() {
@@ -206,13 +207,13 @@ mod tests {
         assert_eq!(resp.meta, expected);
 
         // Streamed: the first chunk's id and model, the last finish reason.
-        let ctx = RunContext::new();
+        let sink = DeltaSink::default();
         let mut a = Assembly::default();
         for data in [
             r#"{"id":"chatcmpl-7","model":"m-1","choices":[{"delta":{"content":"a"}}]}"#,
             r#"{"id":"chatcmpl-7","model":"m-1","choices":[{"delta":{},"finish_reason":"stop"}]}"#,
         ] {
-            assert!(!a.push(data, &ctx).unwrap());
+            assert!(!a.push(data, &sink).unwrap());
         }
         let meta = a.finish().meta;
         assert_eq!(meta.id.as_deref(), Some("chatcmpl-7"));

@@ -11,10 +11,9 @@ use super::{
     response::{ChatUsage, meta, reasoning_text, refused, response},
 };
 use crate::{
-    context::RunContext,
-    event::{AgentEvent, ModelDelta},
+    event::ModelDelta,
     message::{Reasoning, ToolCall},
-    model::{ModelResponse, error::ProviderError, http},
+    model::{ModelResponse, body::DeltaSink, error::ProviderError, http},
 };
 
 #[derive(Deserialize)]
@@ -74,6 +73,8 @@ pub(super) struct Assembly {
     /// The server's `index` of a call → its place in `calls` (the latest call at that index).
     slots: BTreeMap<usize, usize>,
     last_slot: Option<usize>,
+    /// How many calls are complete (their [`ModelDelta::ToolCallEnd`] sent), in order.
+    ended: usize,
     finish_reason: Option<String>,
     usage: Option<ChatUsage>,
     /// The response id and model, from the first chunk that names them.
@@ -83,8 +84,9 @@ pub(super) struct Assembly {
 
 impl Assembly {
     /// Takes one chunk; `Ok(true)` at `[DONE]`.
-    pub(super) fn push(&mut self, data: &str, ctx: &RunContext) -> Result<bool, ProviderError> {
+    pub(super) fn push(&mut self, data: &str, sink: &DeltaSink) -> Result<bool, ProviderError> {
         if data.trim() == "[DONE]" {
+            self.end_calls(self.calls.len(), sink);
             return Ok(true);
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
@@ -109,6 +111,7 @@ impl Assembly {
         }
         let choices = chunk.choices.unwrap_or_default();
         for choice in choices.into_iter().filter(|c| c.index.unwrap_or(0) == 0) {
+            let finished = choice.finish_reason.is_some();
             if let Some(reason) = choice.finish_reason {
                 self.finish_reason = Some(reason);
             }
@@ -116,10 +119,7 @@ impl Assembly {
             if let Some(text) = reasoning_text(delta.reasoning_content, delta.reasoning) {
                 self.kept = self.kept.saturating_add(text.len());
                 self.reasoning.push_str(&text);
-                ctx.emit_with(|| AgentEvent::ModelDelta {
-                    step: ctx.step(),
-                    delta: ModelDelta::Reasoning { text },
-                });
+                sink.push(ModelDelta::Reasoning { text });
             }
             if let Some(refusal) = delta.refusal {
                 self.kept = self.kept.saturating_add(refusal.len());
@@ -128,19 +128,27 @@ impl Assembly {
             if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                 self.kept = self.kept.saturating_add(text.len());
                 self.text.push_str(&text);
-                ctx.emit_with(|| AgentEvent::ModelDelta {
-                    step: ctx.step(),
-                    delta: ModelDelta::Text { text },
-                });
+                sink.push(ModelDelta::Text { text });
             }
             for call in delta.tool_calls.into_iter().flatten() {
-                self.push_call(call, ctx);
+                self.push_call(call, sink);
+            }
+            if finished {
+                self.end_calls(self.calls.len(), sink);
             }
         }
         Ok(false)
     }
 
-    fn push_call(&mut self, call: DeltaToolCall, ctx: &RunContext) {
+    /// The calls before `upto` are complete (a later call started, or the answer finished).
+    fn end_calls(&mut self, upto: usize, sink: &DeltaSink) {
+        while self.ended < upto {
+            sink.push(ModelDelta::ToolCallEnd { index: self.ended });
+            self.ended += 1;
+        }
+    }
+
+    fn push_call(&mut self, call: DeltaToolCall, sink: &DeltaSink) {
         let id = call.id.filter(|id| !id.is_empty());
         let slot = match call.index {
             // A new id at an index already taken is a new call: Ollama puts every call at
@@ -174,6 +182,8 @@ impl Assembly {
             + name.as_ref().map_or(0, String::len)
             + arguments.len();
         if slot == self.calls.len() {
+            // A new call: the ones before it are complete (servers stream calls in turn).
+            self.end_calls(slot, sink);
             self.kept = self.kept.saturating_add(CALL_OVERHEAD);
             self.calls.push(Default::default());
         }
@@ -189,14 +199,11 @@ impl Assembly {
             entry.1.push_str(name);
         }
         entry.2.push_str(&arguments);
-        ctx.emit_with(|| AgentEvent::ModelDelta {
-            step: ctx.step(),
-            delta: ModelDelta::ToolCall {
-                index: slot,
-                id,
-                name,
-                arguments,
-            },
+        sink.push(ModelDelta::ToolCall {
+            index: slot,
+            id,
+            name,
+            arguments,
         });
     }
 
@@ -228,12 +235,12 @@ impl Assembly {
 
 pub(super) async fn read_stream(
     resp: reqwest::Response,
-    ctx: &RunContext,
+    sink: &DeltaSink,
     max_bytes: usize,
 ) -> Result<ModelResponse, ProviderError> {
     let mut assembly = Assembly::default();
     let done = http::read_events(PROVIDER, resp, max_bytes, |event| {
-        let done = assembly.push(&event.data, ctx)?;
+        let done = assembly.push(&event.data, sink)?;
         http::check_kept(PROVIDER, assembly.kept, max_bytes)?;
         Ok(done)
     })
@@ -253,7 +260,7 @@ mod tests {
 
     #[test]
     fn stream_assembles_calls_without_index_and_tolerates_nulls() {
-        let ctx = RunContext::new();
+        let sink = DeltaSink::default();
         let mut a = Assembly::default();
         for data in [
             r#"{"choices":null,"usage":null}"#,
@@ -262,9 +269,9 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"y","arguments":"{\"k\":"}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"1}"}}]},"finish_reason":"stop"}]}"#,
         ] {
-            assert!(!a.push(data, &ctx).unwrap());
+            assert!(!a.push(data, &sink).unwrap());
         }
-        assert!(a.push("[DONE]", &ctx).unwrap());
+        assert!(a.push("[DONE]", &sink).unwrap());
         let resp = a.finish();
         assert_eq!(resp.stop_reason, StopReason::ToolUse);
         assert_eq!(
@@ -281,7 +288,7 @@ mod tests {
 
     /// The calls a stream of `pieces` puts together.
     fn assemble(pieces: &[Piece<'_>]) -> Vec<ToolCall> {
-        let ctx = RunContext::new();
+        let sink = DeltaSink::default();
         let mut a = Assembly::default();
         for (index, id, name, args) in pieces {
             let mut call = json!({ "function": { "arguments": args } });
@@ -295,7 +302,7 @@ mod tests {
                 call["function"]["name"] = json!(name);
             }
             let chunk = json!({ "choices": [{ "index": 0, "delta": { "tool_calls": [call] } }] });
-            assert!(!a.push(&chunk.to_string(), &ctx).unwrap());
+            assert!(!a.push(&chunk.to_string(), &sink).unwrap());
         }
         a.finish().message.tool_calls
     }
