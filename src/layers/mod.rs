@@ -10,6 +10,7 @@
 //! | [`matcher`] | tool | [`ToolMatcher`](matcher::ToolMatcher) syntax and [`when`](matcher::when): any layer, only for some tools |
 //! | [`reminders`] | tool | trigger functions whose reminders follow the step's tool results |
 //! | [`schema`] | tool | validates arguments against the tool's JSON Schema before the call (deny with errors + example); schema hint after validation errors |
+//! | [`stream_timeout`] | model | deadlines for a streamed answer: its first piece, and the whole stream |
 //! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
 //!
 //! A layer of your own has the same powers as these: they use the crate's public API only.
@@ -34,5 +35,6 @@ pub mod ledger;
 pub mod matcher;
 pub mod reminders;
 pub mod schema;
+pub mod stream_timeout;
 pub mod summarize;
 pub mod trace;

@@ -219,3 +219,73 @@ async fn an_answer_that_does_not_stream_has_no_pieces() {
     assert_eq!(resp.text, "whole");
     assert!(deltas(&events).is_empty());
 }
+
+/// A body of `n` text pieces, one every `gap`, then the whole answer.
+fn paced(n: usize, gap: std::time::Duration) -> ModelResponse {
+    let items = futures_util::stream::unfold(0, move |i| async move {
+        if i > n {
+            return None;
+        }
+        tokio::time::sleep(gap).await;
+        let item = if i < n {
+            Ok(ModelChunk::Delta(text("x")))
+        } else {
+            Ok(ModelChunk::Done(Box::new(ModelResponse::text(
+                "x".repeat(n),
+            ))))
+        };
+        Some((item, i + 1))
+    });
+    ModelResponse::streaming(ModelBody::new(items))
+}
+
+/// `StreamTimeoutLayer`: the first piece and the whole answer have their own deadlines; the
+/// first bounds the call, the second the stream (a run past it ends `Aborted`, with the
+/// pieces that came).
+#[tokio::test(start_paused = true)]
+async fn first_piece_and_whole_answer_have_their_own_deadlines() {
+    use std::time::Duration;
+    use tower_agent::layers::stream_timeout::{StreamTimedOut, StreamTimeoutLayer};
+    let secs = Duration::from_secs;
+    let limits = StreamTimeoutLayer::new()
+        .first_delta(secs(10))
+        .whole(secs(60));
+
+    // Slow to start: the call fails at 10 s.
+    let late = ServiceBuilder::new()
+        .layer(limits)
+        .service(ScriptedModel::new().text("hi").latency(secs(20)));
+    let started = tokio::time::Instant::now();
+    let err = tower::ServiceExt::oneshot(late, tower_agent::model::ModelRequest::new(vec![]))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.downcast_ref(),
+        Some(&StreamTimedOut::FirstDelta(secs(10)))
+    );
+    assert_eq!(started.elapsed(), secs(10));
+
+    // Quick to start, a piece every 7 s for 100 pieces: the stream fails at 60 s.
+    let slow = ServiceBuilder::new()
+        .layer(limits)
+        .service(ScriptedModel::from_fn(move |_| Ok(paced(100, secs(7)))));
+    let agent = Agent::builder().model(slow).build();
+    let started = tokio::time::Instant::now();
+    let (events, resp) = run(&agent, "go").await;
+    match &resp.outcome {
+        Outcome::Aborted { error } => {
+            assert!(error.contains("not complete within 60s"), "{error}");
+        }
+        other => panic!("aborted, not {other:?}"),
+    }
+    assert_eq!(deltas(&events).len(), 8, "pieces at 7, 14, … 56 s");
+    assert_eq!(started.elapsed(), secs(60));
+
+    // Within both: the whole answer.
+    let fine = ServiceBuilder::new()
+        .layer(limits)
+        .service(ScriptedModel::from_fn(move |_| Ok(paced(5, secs(7)))));
+    let agent = Agent::builder().model(fine).build();
+    let (_, resp) = run(&agent, "go").await;
+    assert_eq!(resp.text, "xxxxx");
+}
