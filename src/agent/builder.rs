@@ -49,6 +49,7 @@ struct Parts {
     system_prompt: Option<String>,
     max_steps: u32,
     max_concurrent_tools: Option<usize>,
+    eager_tools: bool,
     settings: ModelSettings,
     store: Option<Arc<dyn ThreadStore>>,
     cwd: Option<PathBuf>,
@@ -74,6 +75,7 @@ impl AgentBuilder<NoModel> {
                 system_prompt: None,
                 max_steps: DEFAULT_MAX_STEPS,
                 max_concurrent_tools: None,
+                eager_tools: false,
                 settings: ModelSettings::default(),
                 store: None,
                 cwd: None,
@@ -224,6 +226,32 @@ impl<M, L> AgentBuilder<M, L> {
         self
     }
 
+    /// Eager tool dispatch: with a streaming model, each tool call starts through the tool
+    /// stack (hooks, guards, approvals, journal) as soon as its arguments are complete in the
+    /// stream, while the model still writes the rest; results still go back in call order.
+    /// Off by default. See the [streaming guide](crate::guide::streaming) for what happens
+    /// when the stream then fails or a layer changes the answer.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tower_agent::{Agent, BoxError, model::ScriptedModel, tool::tool_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_agent::Error> {
+    /// let echo = tool_fn("echo", "Echo", json!({"type": "object"}), |args, _| async move {
+    ///     Ok::<_, BoxError>(args.to_string())
+    /// });
+    /// let model = ScriptedModel::new().tool_call("echo", json!({"a": 1})).text("done").streaming(8);
+    /// let agent = Agent::builder().model(model).tool(echo).eager_tools().build();
+    /// assert_eq!(agent.run("go").await?.text, "done");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn eager_tools(mut self) -> Self {
+        self.parts.eager_tools = true;
+        self
+    }
+
     /// The model settings of every request (model name, temperature …).
     pub fn settings(mut self, settings: ModelSettings) -> Self {
         self.parts.settings = settings;
@@ -328,6 +356,7 @@ where
                 system_prompt: self.parts.system_prompt,
                 max_steps: self.parts.max_steps,
                 max_concurrent_tools: self.parts.max_concurrent_tools,
+                eager_tools: self.parts.eager_tools,
                 settings: self.parts.settings,
                 store: self
                     .parts

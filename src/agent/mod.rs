@@ -142,6 +142,8 @@ struct Inner {
     system_prompt: Option<String>,
     max_steps: u32,
     max_concurrent_tools: Option<usize>,
+    /// [`AgentBuilder::eager_tools`].
+    eager_tools: bool,
     settings: ModelSettings,
     store: Arc<dyn ThreadStore>,
     cwd: Option<PathBuf>,

@@ -19,6 +19,7 @@ use crate::{
     tool::BoxToolService,
 };
 
+mod eager;
 mod recover;
 mod step;
 mod tools;
@@ -518,11 +519,25 @@ impl<'a> Run<'a> {
         if !self.persist {
             return Ok(());
         }
+        self.store_history(self.history.clone()).await
+    }
+
+    /// Saves the thread with `extra` after its history (an answer not whole yet, whose calls
+    /// start: see `eager`), in the store only (the transcript gets the whole answer).
+    async fn save_with(&mut self, extra: Message) -> Result<(), Error> {
+        if !self.persist {
+            return Ok(());
+        }
+        let mut history = self.history.clone();
+        history.push(extra);
+        self.store_history(history).await
+    }
+
+    /// Saves the thread with `history`.
+    async fn store_history(&mut self, history: Messages) -> Result<(), Error> {
         // The thread id is the run's own copy, lent to every save (an empty id allocates
         // nothing), not a new copy per save.
-        let mut thread = self
-            .ctx
-            .with_data(|data| Thread::of_run("", self.history.clone(), data));
+        let mut thread = self.ctx.with_data(|data| Thread::of_run("", history, data));
         thread.id = std::mem::take(&mut self.thread_id);
         thread.pending.clone_from(&self.pending);
         thread.approved.clone_from(&self.approved);

@@ -10,6 +10,7 @@
 //! | write a layer that keeps per-run state (a token budget) and ends a run with its own reason | [`stateful_layer`] |
 //! | call a real model: OpenAI-compatible, Anthropic, the Responses API, with retries and timeouts | [`models`] |
 //! | show a run as it happens: tool calls, text as it is written | [`events`] |
+//! | change or stop the model's answer as it streams; start tool calls while the model still writes | [`streaming`] |
 //! | reuse hook scripts and plugins written for Claude Code | [`claude_code`] |
 //! | write a hook in any language, in-process and sandboxed (WebAssembly) | `wasm_hooks` (feature `wasm`) |
 //! | serve an agent over HTTP inside an axum app, with authentication | [`server`] |
@@ -40,6 +41,9 @@ pub mod models {}
 
 #[doc = include_str!("events.md")]
 pub mod events {}
+
+#[doc = include_str!("streaming.md")]
+pub mod streaming {}
 
 #[doc = include_str!("claude_code.md")]
 pub mod claude_code {}

@@ -12,6 +12,7 @@ mod agent_composition;
 mod agent_loop;
 mod agent_service;
 mod call_limits;
+mod eager;
 mod events;
 mod guards;
 mod hook_failure;

@@ -5,26 +5,39 @@ use super::super::{
     hooks::StopFailureInput,
     step::{StepControl, StepEnd, StepResults},
 };
-use super::{Run, RunError, Stacks, abort_reason, tools::or_cancel};
+use super::{
+    Run, RunError, Stacks, abort_reason,
+    eager::Eager,
+    tools::{cancelled_waiter, or_cancel},
+};
 use crate::{
     context::RunContext,
     error::{Abort, BoxError, Error, error_chain},
     message::{Message, Role, StopReason, Usage},
-    model::{BoxModelService, ModelRequest},
+    model::{BoxModelService, ModelChunk, ModelRequest, body::StreamEnded},
 };
-use std::sync::Arc;
+use futures_util::StreamExt;
+use std::{future::Future, sync::Arc, task::Poll};
 use tower::{Service, ServiceExt};
 
-impl Run<'_> {
-    /// The model's answer to the step's request, or the outcome the run ends with (cancelled,
-    /// a prepare stage or the model failed). The request is made once the model is ready and
-    /// moved into its call at once: a run waiting for its model holds only the model's future.
+/// Why a stream with eager dispatch ended before its whole answer.
+enum Failed {
+    Cancelled,
+    Stream(BoxError),
+    Save(Error),
+}
+
+impl<'a> Run<'a> {
+    /// The model's answer to the step's request, with the calls eager dispatch started, or
+    /// the outcome the run ends with (cancelled, a prepare stage or the model failed). The
+    /// request is made once the model is ready and moved into its call at once: a run waiting
+    /// for its model holds only the model's future.
     pub(super) async fn answer(
         &mut self,
         ctx: &RunContext,
         stacks: &Stacks,
         model: &mut BoxModelService,
-    ) -> Result<crate::model::ModelResponse, Outcome> {
+    ) -> Result<(crate::model::ModelResponse, Option<Eager<'a>>), Outcome> {
         let model = match or_cancel(ctx, model.ready()).await {
             None => return Err(Outcome::Cancelled),
             Some(Ok(model)) => model,
@@ -37,7 +50,10 @@ impl Run<'_> {
             Some(Err(err)) => return Err(self.model_failed(err, ctx)),
         };
         if !response.is_streaming() {
-            return Ok(response);
+            return Ok((response, None));
+        }
+        if self.inner.eager_tools {
+            return Box::pin(self.drain_eager(ctx, response, stacks)).await;
         }
         // The pieces that come out of the model stack go to the run's events; the whole
         // answer is the stream's last item.
@@ -45,9 +61,84 @@ impl Run<'_> {
         let emit = |delta| ctx.emit_with(|| AgentEvent::ModelDelta { step, delta });
         match or_cancel(ctx, response.collect_with(emit)).await {
             None => Err(Outcome::Cancelled),
-            Some(Ok(response)) => Ok(response),
+            Some(Ok(response)) => Ok((response, None)),
             Some(Err(err)) => Err(self.model_failed(err, ctx)),
         }
+    }
+
+    /// [`answer`](Self::answer)'s stream with eager dispatch: each call starts as its
+    /// arguments complete (the thread saved with it first, for a run on a thread), polled with
+    /// the stream. If the stream fails or the run is cancelled, the calls started are
+    /// cancelled and the history gets the answer as far as it came (see `eager`).
+    async fn drain_eager(
+        &mut self,
+        ctx: &RunContext,
+        mut head: crate::model::ModelResponse,
+        stacks: &Stacks,
+    ) -> Result<(crate::model::ModelResponse, Option<Eager<'a>>), Outcome> {
+        let mut body = std::mem::take(&mut head.body);
+        let mut eager = Eager::new(stacks.tools.clone(), ctx.clone(), self.journal());
+        let mut cancelled = None;
+        let step = ctx.step();
+        let failed = loop {
+            let next = std::future::poll_fn(|cx| {
+                eager.poll(cx);
+                if let Poll::Ready(item) = body.poll_next_unpin(cx) {
+                    return Poll::Ready(Some(item));
+                }
+                cancelled_waiter(&mut cancelled, ctx)
+                    .poll(cx)
+                    .map(|()| None)
+            })
+            .await;
+            let item = match next {
+                None => break Failed::Cancelled,
+                Some(None) => break Failed::Stream(StreamEnded.into()),
+                Some(Some(Err(err))) => break Failed::Stream(err),
+                Some(Some(Ok(item))) => item,
+            };
+            match item {
+                ModelChunk::Delta(delta) => {
+                    let start = eager.observe(&delta);
+                    ctx.emit_with(|| AgentEvent::ModelDelta { step, delta });
+                    if let Some(call) = start {
+                        // In the store before it runs, as every call (`store::journal`).
+                        let mut partial = eager.partial_message();
+                        partial.tool_calls.push(call.clone());
+                        if let Err(err) = self.save_with(partial).await {
+                            break Failed::Save(err);
+                        }
+                        eager.start(call);
+                    }
+                }
+                ModelChunk::Done(done) => {
+                    let mut done = *done;
+                    done.extensions.extend(std::mem::take(&mut head.extensions));
+                    return Ok((done, Some(eager)));
+                }
+            }
+        };
+        drop(body);
+        let (why, outcome) = match failed {
+            Failed::Cancelled => ("the run was cancelled".to_owned(), Outcome::Cancelled),
+            Failed::Stream(err) => {
+                let why = format!("the model's answer failed: {}", error_chain(&*err));
+                (why, self.model_failed(err, ctx))
+            }
+            Failed::Save(err) => {
+                let why = format!("the thread could not be saved: {err}");
+                let error = why.clone();
+                (why, Outcome::Aborted { error })
+            }
+        };
+        let (outputs, _) = eager.cancel(&why).await;
+        if !outputs.is_empty() {
+            let mut partial = eager.partial_message();
+            partial.role = Role::Assistant;
+            self.history.push(partial);
+            self.history.extend(outputs.into_iter().map(Message::from));
+        }
+        Err(outcome)
     }
 
     /// The outcome of a failed model call: the reason of an [`Abort`] in its chain, else the
@@ -111,8 +202,8 @@ impl Run<'_> {
         self.steps = step + 1;
         self.guard.steps = self.steps;
         ctx.emit_with(|| AgentEvent::StepStart { step });
-        let response = match self.answer(&ctx, stacks, model).await {
-            Ok(response) => response,
+        let (response, eager) = match self.answer(&ctx, stacks, model).await {
+            Ok(answer) => answer,
             Err(outcome) => return Ok(Some(outcome)),
         };
         // Taken apart (and the rest dropped) at once: only what is used after the awaits
@@ -143,6 +234,14 @@ impl Run<'_> {
             ctx.emit_with(|| AgentEvent::MessageDisplay { step, text });
         }
         if message.tool_calls.is_empty() {
+            if let Some(mut eager) = eager {
+                let why = "the model's whole answer has no tool call (a layer changed it)";
+                if eager.cancel(why).await.1 > 0 {
+                    ctx.warn(format!(
+                        "calls started before the answer was whole were cancelled: {why}"
+                    ));
+                }
+            }
             self.history.push(message);
             // In the transcript before Stop hooks read it.
             self.transcribe();
@@ -159,7 +258,7 @@ impl Run<'_> {
         } else {
             // Boxed: the calls' futures are the largest state of a step, and a run spends its
             // time waiting for its model, whose state is small.
-            Box::pin(self.tools(&ctx, message, &stacks.tools)).await
+            Box::pin(self.tools(&ctx, message, &stacks.tools, eager)).await
         }
     }
 

@@ -1,7 +1,7 @@
 //! The tool phase of a step: its calls, concurrently, results in call order; approved calls of an interrupted run.
 
 use super::super::{AgentEvent, Inner, Outcome, PendingCall, hooks::StepCalls, interrupt};
-use super::{Run, RunError, Stacks, abort_reason, recover};
+use super::{Run, RunError, Stacks, abort_reason, eager::Eager, recover};
 use crate::agent::step::StepResults;
 use crate::{
     context::RunContext,
@@ -27,6 +27,7 @@ impl<'a> Run<'a> {
         ctx: &RunContext,
         message: Message,
         tools: &BoxToolService,
+        eager: Option<Eager<'a>>,
     ) -> Result<Option<Outcome>, Error> {
         self.history.push(message);
         // The calls are read from the history's message (shared, not copied).
@@ -40,7 +41,10 @@ impl<'a> Run<'a> {
             ctx.with_data(|d| d.insert(StepCalls(calls.len())));
         }
         let journal = self.journal();
-        let (done, cancelled) = call_tools(tools, calls, ctx, limit, journal).await;
+        let (done, cancelled) = match eager {
+            None => call_tools(tools, calls, ctx, limit, journal).await,
+            Some(eager) => call_tools_eager(tools, calls, ctx, limit, journal, eager).await,
+        };
         drop(message);
         self.after_tools(ctx, done, cancelled).await
     }
@@ -370,44 +374,101 @@ pub(super) async fn call_tools(
     let n = calls.len();
     let one = |i: usize| {
         let call = &calls[i];
-        let svc = tools.clone();
-        let ctx = ctx.clone();
-        let request = ToolRequest::new(call.clone(), ctx.clone());
-        async move {
-            let listening = ctx.is_listening();
-            if !listening && journal.is_none() {
-                return (i, Done::Raw(svc.oneshot(request).await));
-            }
-            let step = ctx.step();
-            let started = tokio::time::Instant::now();
-            if listening {
-                ctx.emit(AgentEvent::ToolCallStart {
-                    step,
-                    call: call.clone(),
-                });
-            }
-            let result = svc.oneshot(request).await;
-            let settled = settle(call, result);
-            if let Some(journal) = journal {
-                recover::record_finished(journal, &ctx, call, &settled).await;
-            }
-            if !listening {
-                return (i, Done::Settled(settled));
-            }
-            ctx.emit(AgentEvent::ToolCallEnd {
-                step,
-                name: call.name.clone(),
-                output: settled.output.clone(),
-                duration_ms: started.elapsed().as_secs_f64() * 1e3,
-            });
-            (i, Done::Settled(settled))
-        }
+        let done = run_call(tools.clone(), call, ctx.clone(), journal);
+        async move { (i, done.await) }
     };
-    // Finished calls first: a call that finished keeps its result. The cancellation waiter is
-    // made only if a call is pending (see `or_cancel`).
+    run_all((0..n).map(one), n, limit, ctx).await
+}
+
+/// [`call_tools`] for an answer whose calls eager dispatch started: each call takes the
+/// result (or the future) of the call started for it; the others run now; a started call the
+/// answer does not have is cancelled (with a warning).
+async fn call_tools_eager<'a>(
+    tools: &BoxToolService,
+    calls: &[ToolCall],
+    ctx: &RunContext,
+    limit: Option<usize>,
+    journal: Option<&'a dyn crate::store::ToolJournal>,
+    mut eager: Eager<'a>,
+) -> (CallResults, bool) {
+    type Call<'f> = Pin<Box<dyn Future<Output = (usize, Done)> + Send + 'f>>;
+    let mut futures: Vec<Call<'_>> = Vec::with_capacity(calls.len());
+    for (i, call) in calls.iter().enumerate() {
+        futures.push(match eager.take(call) {
+            Some(Ok(done)) => Box::pin(std::future::ready((i, done))),
+            Some(Err(running)) => Box::pin(async move { (i, running.await) }),
+            None => {
+                let done = run_call(tools.clone(), call, ctx.clone(), journal);
+                Box::pin(async move { (i, done.await) })
+            }
+        });
+    }
+    let why = "the model's whole answer does not have the call as it started (a layer changed it)";
+    if eager.cancel(why).await.1 > 0 {
+        ctx.warn(format!(
+            "calls started before the answer was whole were cancelled: {why}"
+        ));
+    }
+    run_all(futures.into_iter(), calls.len(), limit, ctx).await
+}
+
+/// One call through the tool stack `svc`: its events (when someone listens), its result as
+/// the model sees it, and its journal record.
+pub(super) async fn run_call(
+    svc: BoxToolService,
+    call: &ToolCall,
+    ctx: RunContext,
+    journal: Option<&dyn crate::store::ToolJournal>,
+) -> Done {
+    let request = ToolRequest::new(call.clone(), ctx.clone());
+    let listening = ctx.is_listening();
+    if !listening && journal.is_none() {
+        return Done::Raw(svc.oneshot(request).await);
+    }
+    let step = ctx.step();
+    let started = tokio::time::Instant::now();
+    if listening {
+        ctx.emit(AgentEvent::ToolCallStart {
+            step,
+            call: call.clone(),
+        });
+    }
+    let result = svc.oneshot(request).await;
+    let settled = settle(call, result);
+    if let Some(journal) = journal {
+        recover::record_finished(journal, &ctx, call, &settled).await;
+    }
+    if !listening {
+        return Done::Settled(settled);
+    }
+    ctx.emit(AgentEvent::ToolCallEnd {
+        step,
+        name: call.name.clone(),
+        output: settled.output.clone(),
+        duration_ms: started.elapsed().as_secs_f64() * 1e3,
+    });
+    Done::Settled(settled)
+}
+
+/// Polls the `n` futures of `futures` (each a call's position and result; at most `limit`
+/// at a time) until all are done or the run is cancelled: the results in call order, and
+/// whether the run was cancelled. Finished calls keep their results.
+pub(super) async fn run_all<F>(
+    mut futures: impl Iterator<Item = F>,
+    n: usize,
+    limit: Option<usize>,
+    ctx: &RunContext,
+) -> (CallResults, bool)
+where
+    F: Future<Output = (usize, Done)>,
+{
+    // The cancellation waiter is made only if a call is pending (see `or_cancel`).
     let mut cancelled = None;
     if n == 1 {
-        let mut fut = std::pin::pin!(one(0));
+        let Some(fut) = futures.next() else {
+            return (smallvec::smallvec![None], false);
+        };
+        let mut fut = std::pin::pin!(fut);
         let done = std::future::poll_fn(|cx| {
             if let Poll::Ready((_, done)) = fut.as_mut().poll(cx) {
                 return Poll::Ready(Some(done));
@@ -420,7 +481,6 @@ pub(super) async fn call_tools(
         let was_cancelled = done.is_none();
         return (smallvec::smallvec![done], was_cancelled);
     }
-    let mut futures = (0..n).map(one);
     let mut results: CallResults = (0..n).map(|_| None).collect();
     let mut running = FuturesUnordered::new();
     running.extend(futures.by_ref().take(limit.unwrap_or(usize::MAX)));
