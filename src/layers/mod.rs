@@ -10,6 +10,7 @@
 //! | [`matcher`] | tool | [`ToolMatcher`](matcher::ToolMatcher) syntax and [`when`](matcher::when): any layer, only for some tools |
 //! | [`reminders`] | tool | trigger functions whose reminders follow the step's tool results |
 //! | [`schema`] | tool | validates arguments against the tool's JSON Schema before the call (deny with errors + example); schema hint after validation errors |
+//! | [`redact`] | model, tool | e-mails, card numbers, IPs, API keys and your regexes blocked, redacted, masked or hashed: in the prompt, the streamed answer, tool outputs |
 //! | [`stream_timeout`] | model | deadlines for a streamed answer: its first piece, and the whole stream |
 //! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
 //!
@@ -33,6 +34,7 @@ pub mod evict;
 pub mod hooks;
 pub mod ledger;
 pub mod matcher;
+pub mod redact;
 pub mod reminders;
 pub mod schema;
 pub mod stream_timeout;

@@ -25,6 +25,7 @@ mod ledger;
 mod limit;
 #[cfg(unix)]
 mod readiness;
+mod redact;
 mod reminders;
 mod streaming;
 mod summarize;

@@ -807,3 +807,70 @@ async fn own_handlers_use_events_sse_and_question_mark() {
         assert_eq!(stops, 1, "{which}: {events:?}");
     }
 }
+
+/// Issue 29: SSE clients of the server see redacted text only — the model streams an e-mail
+/// address and a card number split across pieces, a redaction layer sits in the model stack,
+/// and no event on the wire carries any part of either.
+#[tokio::test]
+async fn sse_clients_see_redacted_text_only() {
+    use tower_agent::{
+        event::ModelDelta,
+        layers::redact::{Redaction, Strategy},
+        model::{ModelBody, ModelChunk},
+    };
+    let parts = [
+        "Mail ada.love",
+        "lace@analyt",
+        "ical.org or pay with 4111 11",
+        "11 1111 1111 now.",
+    ];
+    let model = ScriptedModel::from_fn(move |_| {
+        let whole = ModelResponse::text(parts.concat());
+        let items: Vec<Result<ModelChunk, BoxError>> = parts
+            .iter()
+            .map(|p| Ok(ModelChunk::Delta(ModelDelta::Text { text: (*p).into() })))
+            .chain([Ok(ModelChunk::Done(Box::new(whole)))])
+            .collect();
+        Ok(ModelResponse::streaming(ModelBody::new(
+            futures_util::stream::iter(items),
+        )))
+    });
+    let redaction = Redaction::new()
+        .email(Strategy::Redact)
+        .credit_card(Strategy::Mask);
+    let agent = Agent::builder()
+        .model(
+            tower::ServiceBuilder::new()
+                .layer(redaction.model_layer())
+                .service(model),
+        )
+        .build();
+    let server = TestServer::start(agent).await;
+    let resp = Client::new()
+        .post(server.url("/threads/r/runs/stream"))
+        .json(&json!({"prompt": "how do I reach Ada?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let wire = within("the stream's end", resp.text()).await.unwrap();
+    let events = SseParser::default().feed(wire.as_bytes());
+    let streamed: String = events
+        .iter()
+        .filter(|e| e.name == "model_delta")
+        .map(|e| {
+            e.data["delta"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        streamed,
+        "Mail [REDACTED_EMAIL] or pay with **** **** **** 1111 now."
+    );
+    for secret in ["ada", "love", "lace", "analyt", "ical.org", "4111"] {
+        assert!(!wire.contains(secret), "`{secret}` on the wire: {wire}");
+    }
+    server.stop().await;
+}

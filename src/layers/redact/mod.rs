@@ -1,0 +1,255 @@
+//! [`Redaction`]: personal data and secrets found and replaced — in the prompt before the model
+//! sees it, in the model's answer as it streams (before any event or SSE client sees it), and
+//! in tool outputs.
+//!
+//! Detectors: e-mail addresses, credit card numbers (13–19 digits, spaces or dashes allowed,
+//! Luhn-checked), IP addresses (IPv4, full IPv6), API-key shapes (`sk-…`, `sk-proj-…`,
+//! `sk-ant-…`, AWS `AKIA…`, GitHub `ghp_…`, Slack `xox…-`, Google `AIza…`), and regexes of your
+//! own ([`Detector::regex`]); each with a [`Strategy`]: block, redact, mask or hash.
+//!
+//! # Example
+//!
+//! ```
+//! use tower::ServiceBuilder;
+//! use tower_agent::{Agent, layers::redact::{Redaction, Strategy}, model::ScriptedModel};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent::Error> {
+//! let redaction = Redaction::new().email(Strategy::Redact).credit_card(Strategy::Mask);
+//! let model = ServiceBuilder::new()
+//!     .layer(redaction.model_layer())
+//!     .service(ScriptedModel::new().text("Write to ada@example.com, card 4111 1111 1111 1111.").streaming(5));
+//! let agent = Agent::builder().model(model).tool_layer(redaction.tool_layer()).build();
+//! assert_eq!(
+//!     agent.run("hi").await?.text,
+//!     "Write to [REDACTED_EMAIL], card **** **** **** 1111."
+//! );
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Where it applies
+//!
+//! - [`model_layer`](Redaction::model_layer): the text of the request's user messages (the
+//!   prompt; a block fails the call), and the answer: its streamed text pieces (see below)
+//!   and the whole answer's text, which enters the thread.
+//! - [`tool_layer`](Redaction::tool_layer): each tool output's text (a block makes it an
+//!   error output naming the detector, not the value).
+//!
+//! # Streams
+//!
+//! A value can arrive split across pieces (`ada@ex`, `amp`, `le.com`). The stream's text is
+//! held back by at most [`LOOK_BEHIND`] bytes — the end of the text that could still be the
+//! start of a value — and let out as soon as what follows shows it is not, or with its value
+//! replaced; a piece that is not text (a tool call) lets out what was held first, so the order
+//! of the pieces is kept. A value longer than [`LOOK_BEHIND`] bytes is caught in the whole
+//! answer (and so in the thread) but may show in the pieces. A block ends the stream with a
+//! [`Blocked`] error: the run ends `Aborted`, and the held text never shows.
+
+mod body;
+mod detect;
+mod tool;
+
+use std::{
+    borrow::Cow,
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use tower::{Layer, Service};
+
+use self::detect::{API_KEY, CREDIT_CARD, EMAIL, IP, apply, luhn};
+pub use self::{
+    detect::{Detector, Strategy},
+    tool::{RedactTool, RedactToolFuture, RedactToolLayer},
+};
+use crate::{
+    error::BoxError,
+    message::{Content, Role},
+    model::{ModelRequest, ModelResponse},
+};
+
+/// How much of a stream's text is held back, in bytes (256): longer than any value the
+/// built-in detectors find.
+pub const LOOK_BEHIND: usize = 256;
+
+/// The detectors, and the layers that apply them. See the [module docs](self).
+#[derive(Clone, Default)]
+pub struct Redaction {
+    detectors: Arc<[Detector]>,
+}
+
+impl fmt::Debug for Redaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.detectors.iter().map(Detector::name))
+            .finish()
+    }
+}
+
+impl Redaction {
+    /// No detector yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// This redaction with `detector` too (after the others: an earlier detector wins a
+    /// value two find).
+    #[must_use]
+    pub fn detector(self, detector: Detector) -> Self {
+        let mut all = self.detectors.to_vec();
+        all.push(detector);
+        Redaction {
+            detectors: all.into(),
+        }
+    }
+
+    /// E-mail addresses (`email`).
+    #[must_use]
+    pub fn email(self, strategy: Strategy) -> Self {
+        self.detector(Detector::builtin("email", EMAIL, None, strategy))
+    }
+
+    /// Credit card numbers (`credit_card`): 13 to 19 digits, spaces or dashes between them
+    /// allowed, that pass the Luhn check.
+    #[must_use]
+    pub fn credit_card(self, strategy: Strategy) -> Self {
+        self.detector(Detector::builtin(
+            "credit_card",
+            CREDIT_CARD,
+            Some(luhn),
+            strategy,
+        ))
+    }
+
+    /// IP addresses (`ip`): IPv4, and IPv6 in full form.
+    #[must_use]
+    pub fn ip(self, strategy: Strategy) -> Self {
+        self.detector(Detector::builtin("ip", IP, None, strategy))
+    }
+
+    /// API keys by their shape (`api_key`): see the [module docs](self).
+    #[must_use]
+    pub fn api_keys(self, strategy: Strategy) -> Self {
+        self.detector(Detector::builtin("api_key", API_KEY, None, strategy))
+    }
+
+    /// `text` with every value found replaced.
+    ///
+    /// # Errors
+    ///
+    /// [`Blocked`] if a detector whose strategy is [`Strategy::Block`] finds a value.
+    pub fn redact<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, Blocked> {
+        apply(&self.detectors, text).map_err(|detector| Blocked { detector })
+    }
+
+    /// The layer of the model stack: see the [module docs](self#where-it-applies).
+    pub fn model_layer(&self) -> RedactModelLayer {
+        RedactModelLayer {
+            redaction: self.clone(),
+        }
+    }
+
+    /// The layer of the tool stack: see the [module docs](self#where-it-applies).
+    pub fn tool_layer(&self) -> RedactToolLayer {
+        RedactToolLayer::new(self.clone())
+    }
+
+    /// The request with its user messages' text redacted.
+    fn request(&self, mut req: ModelRequest) -> Result<ModelRequest, Blocked> {
+        for i in 0..req.messages.len() {
+            let Some(m) = req.messages.get(i) else { break };
+            if m.role != Role::User {
+                continue;
+            }
+            let mut changed = Vec::new();
+            for (j, c) in m.content.iter().enumerate() {
+                if let Content::Text { text } = c
+                    && let Cow::Owned(new) = self.redact(text)?
+                {
+                    changed.push((j, new));
+                }
+            }
+            if changed.is_empty() {
+                continue;
+            }
+            let m = req.messages.get_mut(i).expect("present");
+            for (j, new) in changed {
+                m.content[j] = Content::Text { text: new };
+            }
+        }
+        Ok(req)
+    }
+}
+
+/// A value a [`Strategy::Block`] detector found: the text was refused. Names the detector,
+/// never the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    detector: String,
+}
+
+impl Blocked {
+    /// The detector that found the value.
+    pub fn detector(&self) -> &str {
+        &self.detector
+    }
+}
+
+impl fmt::Display for Blocked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "blocked: the text holds a value of kind `{}`",
+            self.detector
+        )
+    }
+}
+
+impl std::error::Error for Blocked {}
+
+/// The model stack's layer of a [`Redaction`].
+#[derive(Clone, Debug)]
+pub struct RedactModelLayer {
+    redaction: Redaction,
+}
+
+impl<S> Layer<S> for RedactModelLayer {
+    type Service = RedactModel<S>;
+
+    fn layer(&self, inner: S) -> RedactModel<S> {
+        RedactModel {
+            inner,
+            redaction: self.redaction.clone(),
+        }
+    }
+}
+
+/// The service of [`RedactModelLayer`].
+#[derive(Clone, Debug)]
+pub struct RedactModel<S> {
+    inner: S,
+    redaction: Redaction,
+}
+
+impl<S> Service<ModelRequest> for RedactModel<S>
+where
+    S: Service<ModelRequest, Response = ModelResponse>,
+    S::Error: Into<BoxError>,
+{
+    type Response = ModelResponse;
+    type Error = BoxError;
+    type Future = body::RedactModelFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
+        match self.redaction.request(req) {
+            Ok(req) => body::RedactModelFuture::new(self.inner.call(req), self.redaction.clone()),
+            Err(blocked) => body::RedactModelFuture::blocked(blocked),
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! `layers::redact`: values found and replaced in the prompt, the streamed answer (before any
+//! event shows it, a value split across pieces included) and tool outputs.
+
+use futures_util::StreamExt;
+use serde_json::json;
+use tower::ServiceBuilder;
+use tower_agent::{
+    Agent, BoxError,
+    agent::{AgentEvent, Outcome},
+    event::ModelDelta,
+    layers::redact::{Detector, Redaction, Strategy},
+    message::Role,
+    model::{ModelBody, ModelChunk, ModelResponse, ScriptedModel},
+    tool::tool_fn,
+};
+
+fn all(strategy: Strategy) -> Redaction {
+    Redaction::new()
+        .email(strategy)
+        .credit_card(strategy)
+        .ip(strategy)
+        .api_keys(strategy)
+}
+
+/// The text the run's events showed, pieces joined.
+async fn streamed(agent: &Agent, prompt: &str) -> (String, tower_agent::AgentResponse) {
+    let mut stream = agent.stream(prompt);
+    let mut text = String::new();
+    while let Some(e) = stream.next().await {
+        if let AgentEvent::ModelDelta {
+            delta: ModelDelta::Text { text: t },
+            ..
+        } = e
+        {
+            text.push_str(&t);
+        }
+    }
+    (text, stream.take_response().unwrap().unwrap())
+}
+
+/// A scripted streamed answer of these text pieces.
+fn pieces(parts: &'static [&'static str]) -> ScriptedModel {
+    ScriptedModel::from_fn(move |_| {
+        let whole = ModelResponse::text(parts.concat());
+        let items = parts
+            .iter()
+            .map(|p| Ok(ModelChunk::Delta(ModelDelta::Text { text: (*p).into() })))
+            .chain([Ok(ModelChunk::Done(Box::new(whole)))]);
+        Ok(ModelResponse::streaming(ModelBody::new(
+            futures_util::stream::iter(items.collect::<Vec<Result<_, BoxError>>>()),
+        )))
+    })
+}
+
+/// Each detector and strategy on plain text: what is found, what is not (a card number that
+/// fails the Luhn check, an address-like string that is not one).
+#[test]
+fn detectors_and_strategies() {
+    let text = "mail ada@example.com, card 4111-1111-1111-1111, not 1234 5678 9012 3456, \
+                ip 192.168.0.17 not 999.1.1.1, key sk-proj-abcdefghijklmnopqrstuvwx1234";
+    let redacted = all(Strategy::Redact).redact(text).unwrap();
+    assert_eq!(
+        redacted,
+        "mail [REDACTED_EMAIL], card [REDACTED_CREDIT_CARD], not 1234 5678 9012 3456, \
+         ip [REDACTED_IP] not 999.1.1.1, key [REDACTED_API_KEY]"
+    );
+    let masked = all(Strategy::Mask)
+        .redact("card 4111 1111 1111 1111")
+        .unwrap();
+    assert_eq!(masked, "card **** **** **** 1111");
+    let hashed = all(Strategy::Hash)
+        .redact("a ada@example.com b ada@example.com")
+        .unwrap();
+    let tags: Vec<&str> = hashed
+        .split(' ')
+        .filter(|w| w.starts_with("<email:"))
+        .collect();
+    assert_eq!(tags.len(), 2);
+    assert_eq!(tags[0], tags[1], "the same value hashes the same");
+    assert!(!hashed.contains("ada@"));
+    let blocked = all(Strategy::Block)
+        .redact("write to ada@example.com")
+        .unwrap_err();
+    assert_eq!(blocked.detector(), "email");
+    assert!(
+        !blocked.to_string().contains("ada@"),
+        "the error never shows the value"
+    );
+    let own = Redaction::new()
+        .detector(Detector::regex("employee_id", r"\bEMP-\d{6}\b", Strategy::Redact).unwrap());
+    assert_eq!(
+        own.redact("EMP-123456 here").unwrap(),
+        "[REDACTED_EMPLOYEE_ID] here"
+    );
+    assert!(Detector::regex("bad", "(", Strategy::Redact).is_err());
+}
+
+/// A value split across three pieces is caught: no event shows any part of it; the answer and
+/// the thread have it redacted.
+#[tokio::test]
+async fn a_value_split_across_three_pieces_never_shows() {
+    let model = ServiceBuilder::new()
+        .layer(all(Strategy::Redact).model_layer())
+        .service(pieces(&["Contact: john.d", "oe@examp", "le.com, thanks."]));
+    let agent = Agent::builder().model(model).build();
+    let (shown, resp) = streamed(&agent, "go").await;
+    assert_eq!(shown, "Contact: [REDACTED_EMAIL], thanks.");
+    assert_eq!(resp.text, "Contact: [REDACTED_EMAIL], thanks.");
+    for part in ["john", "doe", "examp", "le.com"] {
+        assert!(!shown.contains(part), "{shown}");
+    }
+}
+
+/// Text far from any value is let out as it streams (held back at most `LOOK_BEHIND` bytes),
+/// and a tool call piece lets out what was held first.
+#[tokio::test]
+async fn text_is_let_out_as_it_streams() {
+    let long = "word ".repeat(200);
+    let model = ServiceBuilder::new()
+        .layer(all(Strategy::Redact).model_layer())
+        .service(ScriptedModel::new().text(long.clone()).streaming(50));
+    let agent = Agent::builder().model(model).build();
+    let mut stream = agent.stream("go");
+    let mut pieces = Vec::new();
+    while let Some(e) = stream.next().await {
+        if let AgentEvent::ModelDelta {
+            delta: ModelDelta::Text { text },
+            ..
+        } = e
+        {
+            pieces.push(text);
+        }
+    }
+    assert!(pieces.len() > 10, "{} pieces", pieces.len());
+    assert_eq!(pieces.concat(), long);
+}
+
+/// A block ends the stream: the run ends `Aborted` naming the detector; the held text (the
+/// value) never shows.
+#[tokio::test]
+async fn a_block_ends_the_run_and_the_value_never_shows() {
+    let model = ServiceBuilder::new()
+        .layer(Redaction::new().api_keys(Strategy::Block).model_layer())
+        .service(pieces(&[
+            "Your key is sk-ant-",
+            "abcdefghijklmnopqrstuvwxyz",
+            " ok",
+        ]));
+    let agent = Agent::builder().model(model).build();
+    let (shown, resp) = streamed(&agent, "go").await;
+    match &resp.outcome {
+        Outcome::Aborted { error } => assert!(error.contains("api_key"), "{error}"),
+        other => panic!("aborted, not {other:?}"),
+    }
+    assert!(!shown.contains("sk-ant"), "{shown}");
+}
+
+/// The prompt is redacted before the model sees it; tool outputs before the model sees them.
+#[tokio::test]
+async fn the_prompt_and_tool_outputs_are_redacted() {
+    let redaction = all(Strategy::Redact);
+    let lookup = tool_fn(
+        "lookup",
+        "Looks up",
+        json!({"type": "object"}),
+        |_, _| async { Ok::<_, BoxError>("owner: bob@example.org from 10.0.0.5".to_owned()) },
+    );
+    let scripted = ScriptedModel::new()
+        .tool_call("lookup", json!({}))
+        .text("done")
+        .recording();
+    let model = ServiceBuilder::new()
+        .layer(redaction.model_layer())
+        .service(scripted.clone());
+    let agent = Agent::builder()
+        .model(model)
+        .tool(lookup)
+        .tool_layer(redaction.tool_layer())
+        .build();
+    agent.run("I am ada@example.com").await.unwrap();
+    let requests = scripted.requests();
+    let user = requests[0]
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .unwrap();
+    assert_eq!(user.text(), "I am [REDACTED_EMAIL]");
+    let tool = requests[1]
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .unwrap();
+    assert_eq!(tool.text(), "owner: [REDACTED_EMAIL] from [REDACTED_IP]");
+}
