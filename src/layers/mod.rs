@@ -5,12 +5,14 @@
 //! |---|---|---|
 //! | [`trace`] | model, tool | spans `chat {model}` / `execute_tool {tool}` with OpenTelemetry GenAI attributes |
 //! | [`evict`] | tool | cuts huge outputs to head + tail, optionally spilling them to a file |
+//! | [`fallback`] | model | the next model of a list takes a request the model failed (retryable errors, context length) |
 //! | [`summarize`] | model | compacts old messages into a summary near the context window |
 //! | [`hooks`] | agent, model, tool | callback hooks for every event: decisions, matchers, priorities |
 //! | [`matcher`] | tool | [`ToolMatcher`](matcher::ToolMatcher) syntax and [`when`](matcher::when): any layer, only for some tools |
 //! | [`reminders`] | tool | trigger functions whose reminders follow the step's tool results |
 //! | [`schema`] | tool | validates arguments against the tool's JSON Schema before the call (deny with errors + example); schema hint after validation errors |
 //! | [`redact`] | model, tool | e-mails, card numbers, IPs, API keys and your regexes blocked, redacted, masked or hashed: in the prompt, the streamed answer, tool outputs |
+//! | [`select_tools`] | model | past N tools, a cheap model picks the ones a request needs |
 //! | [`stream_timeout`] | model | deadlines for a streamed answer: its first piece, and the whole stream |
 //! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
 //!
@@ -31,12 +33,14 @@
 //! the inner service's capacity — even a `ConcurrencyLimit(1)` — without a deadlock.
 
 pub mod evict;
+pub mod fallback;
 pub mod hooks;
 pub mod ledger;
 pub mod matcher;
 pub mod redact;
 pub mod reminders;
 pub mod schema;
+pub mod select_tools;
 pub mod stream_timeout;
 pub mod summarize;
 pub mod trace;

@@ -27,6 +27,7 @@ mod limit;
 mod readiness;
 mod redact;
 mod reminders;
+mod select_tools;
 mod streaming;
 mod summarize;
 mod trace;

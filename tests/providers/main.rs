@@ -13,6 +13,7 @@ mod support;
 #[cfg(feature = "anthropic")]
 mod anthropic;
 mod cache_prefix;
+mod fallback;
 #[cfg(feature = "openai")]
 mod openai;
 #[cfg(all(feature = "opentelemetry", feature = "openai"))]
