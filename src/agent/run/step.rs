@@ -37,7 +37,7 @@ impl<'a> Run<'a> {
         ctx: &RunContext,
         stacks: &Stacks,
         model: &mut BoxModelService,
-    ) -> Result<(crate::model::ModelResponse, Option<Eager<'a>>), Outcome> {
+    ) -> Result<(crate::model::ModelResponse, Option<Box<Eager<'a>>>), Outcome> {
         let model = match or_cancel(ctx, model.ready()).await {
             None => return Err(Outcome::Cancelled),
             Some(Ok(model)) => model,
@@ -75,7 +75,7 @@ impl<'a> Run<'a> {
         ctx: &RunContext,
         mut head: crate::model::ModelResponse,
         stacks: &Stacks,
-    ) -> Result<(crate::model::ModelResponse, Option<Eager<'a>>), Outcome> {
+    ) -> Result<(crate::model::ModelResponse, Option<Box<Eager<'a>>>), Outcome> {
         let mut body = std::mem::take(&mut head.body);
         let mut eager = Eager::new(stacks.tools.clone(), ctx.clone(), self.journal());
         let mut cancelled = None;
@@ -114,7 +114,7 @@ impl<'a> Run<'a> {
                 ModelChunk::Done(done) => {
                     let mut done = *done;
                     done.extensions.extend(std::mem::take(&mut head.extensions));
-                    return Ok((done, Some(eager)));
+                    return Ok((done, Some(Box::new(eager))));
                 }
             }
         };

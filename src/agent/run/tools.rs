@@ -27,7 +27,7 @@ impl<'a> Run<'a> {
         ctx: &RunContext,
         message: Message,
         tools: &BoxToolService,
-        eager: Option<Eager<'a>>,
+        eager: Option<Box<Eager<'a>>>,
     ) -> Result<Option<Outcome>, Error> {
         self.history.push(message);
         // The calls are read from the history's message (shared, not copied).
@@ -43,7 +43,7 @@ impl<'a> Run<'a> {
         let journal = self.journal();
         let (done, cancelled) = match eager {
             None => call_tools(tools, calls, ctx, limit, journal).await,
-            Some(eager) => call_tools_eager(tools, calls, ctx, limit, journal, eager).await,
+            Some(eager) => call_tools_eager(tools, calls, ctx, limit, journal, *eager).await,
         };
         drop(message);
         self.after_tools(ctx, done, cancelled).await
