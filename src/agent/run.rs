@@ -519,7 +519,10 @@ impl<'a> Run<'a> {
         if !self.persist {
             return Ok(());
         }
-        self.store_history(self.history.clone()).await
+        let mut thread = self.thread_of(self.history.clone());
+        let saved = self.inner.store.save(&thread).await.map_err(Error::store);
+        self.thread_id = std::mem::take(&mut thread.id);
+        saved
     }
 
     /// Saves the thread with `extra` after its history (an answer not whole yet, whose calls
@@ -530,20 +533,20 @@ impl<'a> Run<'a> {
         }
         let mut history = self.history.clone();
         history.push(extra);
-        self.store_history(history).await
+        let mut thread = self.thread_of(history);
+        let saved = self.inner.store.save(&thread).await.map_err(Error::store);
+        self.thread_id = std::mem::take(&mut thread.id);
+        saved
     }
 
-    /// Saves the thread with `history`.
-    async fn store_history(&mut self, history: Messages) -> Result<(), Error> {
-        // The thread id is the run's own copy, lent to every save (an empty id allocates
-        // nothing), not a new copy per save.
+    /// The thread to save with `history`. The thread id is the run's own copy, lent to the
+    /// save (an empty id allocates nothing), not a new copy per save: give it back after.
+    fn thread_of(&mut self, history: Messages) -> Thread {
         let mut thread = self.ctx.with_data(|data| Thread::of_run("", history, data));
         thread.id = std::mem::take(&mut self.thread_id);
         thread.pending.clone_from(&self.pending);
         thread.approved.clone_from(&self.approved);
-        let saved = self.inner.store.save(&thread).await.map_err(Error::store);
-        self.thread_id = thread.id;
-        saved
+        thread
     }
 
     /// Appends the messages added since the last call to the session's JSONL transcript

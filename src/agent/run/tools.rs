@@ -43,7 +43,10 @@ impl<'a> Run<'a> {
         let journal = self.journal();
         let (done, cancelled) = match eager {
             None => call_tools(tools, calls, ctx, limit, journal).await,
-            Some(eager) => call_tools_eager(tools, calls, ctx, limit, journal, *eager).await,
+            // Boxed: not part of every step's future.
+            Some(eager) => {
+                Box::pin(call_tools_eager(tools, calls, ctx, limit, journal, *eager)).await
+            }
         };
         drop(message);
         self.after_tools(ctx, done, cancelled).await
@@ -372,6 +375,23 @@ pub(super) async fn call_tools(
     journal: Option<&dyn crate::store::ToolJournal>,
 ) -> (CallResults, bool) {
     let n = calls.len();
+    if n == 1 {
+        // Made in place (not passed to a function): the call's future is stored once.
+        let mut fut = std::pin::pin!(run_call(tools.clone(), &calls[0], ctx.clone(), journal));
+        // The cancellation waiter is made only if the call is pending (see `or_cancel`).
+        let mut cancelled = None;
+        let done = std::future::poll_fn(|cx| {
+            if let Poll::Ready(done) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(done));
+            }
+            cancelled_waiter(&mut cancelled, ctx)
+                .poll(cx)
+                .map(|()| None)
+        })
+        .await;
+        let was_cancelled = done.is_none();
+        return (smallvec::smallvec![done], was_cancelled);
+    }
     let one = |i: usize| {
         let call = &calls[i];
         let done = run_call(tools.clone(), call, ctx.clone(), journal);
@@ -464,23 +484,6 @@ where
 {
     // The cancellation waiter is made only if a call is pending (see `or_cancel`).
     let mut cancelled = None;
-    if n == 1 {
-        let Some(fut) = futures.next() else {
-            return (smallvec::smallvec![None], false);
-        };
-        let mut fut = std::pin::pin!(fut);
-        let done = std::future::poll_fn(|cx| {
-            if let Poll::Ready((_, done)) = fut.as_mut().poll(cx) {
-                return Poll::Ready(Some(done));
-            }
-            cancelled_waiter(&mut cancelled, ctx)
-                .poll(cx)
-                .map(|()| None)
-        })
-        .await;
-        let was_cancelled = done.is_none();
-        return (smallvec::smallvec![done], was_cancelled);
-    }
     let mut results: CallResults = (0..n).map(|_| None).collect();
     let mut running = FuturesUnordered::new();
     running.extend(futures.by_ref().take(limit.unwrap_or(usize::MAX)));
