@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::super::config::{Entry, HookEvent};
 use super::super::process::Report;
-use super::{Inner, joined, register::Add, union};
+use super::{Inner, joined, register::Add, session, union};
 use crate::{
     agent::start::{PromptExpansion, SetupTrigger},
     context::RunContext,
@@ -101,19 +101,7 @@ impl Inner {
         let verdicts = self
             .run(event, Some(&expansion.name), input, Report::Run(ctx))
             .await;
-        let mut blocks = Vec::new();
-        let mut contexts = Vec::new();
-        for v in verdicts {
-            if let Some(reason) = v.stop {
-                return UserPrompt::Block(reason);
-            }
-            blocks.extend(v.block.or(v.failed));
-            contexts.extend(v.contexts);
-        }
-        if let Some(reason) = joined(blocks, "; ") {
-            return UserPrompt::Block(reason);
-        }
-        joined(contexts, "\n\n").map_or(UserPrompt::Continue, UserPrompt::AddContext)
+        session::prompt_decision(verdicts)
     }
 }
 

@@ -34,19 +34,7 @@ impl Inner {
         let mut input = self.base(event, ctx);
         input.insert("prompt".into(), prompt.into());
         let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
-        let mut blocks = Vec::new();
-        let mut contexts = Vec::new();
-        for v in verdicts {
-            if let Some(reason) = v.stop {
-                return UserPrompt::Block(reason);
-            }
-            blocks.extend(v.block.or(v.failed));
-            contexts.extend(v.contexts);
-        }
-        if let Some(reason) = joined(blocks, "; ") {
-            return UserPrompt::Block(reason);
-        }
-        joined(contexts, "\n\n").map_or(UserPrompt::Continue, UserPrompt::AddContext)
+        prompt_decision(verdicts)
     }
 
     pub(super) async fn stop(
@@ -363,6 +351,25 @@ impl Inner {
             inner.run(event, Some(kind), input, Report::Log).await;
         });
     }
+}
+
+/// The decision of UserPromptSubmit and UserPromptExpansion hooks: `continue: false`, exit 2,
+/// `decision: "block"` or a fail-closed failure blocks the prompt (the first stop at once, the
+/// blocks' reasons joined); else their contexts (`additionalContext`, plain stdout), joined.
+pub(super) fn prompt_decision(verdicts: Vec<Verdict>) -> UserPrompt {
+    let mut blocks = Vec::new();
+    let mut contexts = Vec::new();
+    for v in verdicts {
+        if let Some(reason) = v.stop {
+            return UserPrompt::Block(reason);
+        }
+        blocks.extend(v.block.or(v.failed));
+        contexts.extend(v.contexts);
+    }
+    if let Some(reason) = joined(blocks, "; ") {
+        return UserPrompt::Block(reason);
+    }
+    joined(contexts, "\n\n").map_or(UserPrompt::Continue, UserPrompt::AddContext)
 }
 
 /// The session events [`register`](super::register) adds a callback for, in registration order,
