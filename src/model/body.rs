@@ -254,32 +254,22 @@ impl ModelResponse {
     }
 
     /// This response with its whole answer passed through the future `f` makes when it is
-    /// complete (the stream waits for it before its [`Done`](ModelChunk::Done)); a response
-    /// that is not streaming is passed at once and the future awaited here. What `f` fails
-    /// with is the stream's error.
-    ///
-    /// # Errors
-    ///
-    /// For a response that is not streaming, what `f` fails with.
-    pub async fn then_done<F, Fut>(self, f: F) -> Result<Self, BoxError>
+    /// complete: the stream waits for it before its [`Done`](ModelChunk::Done), and what `f`
+    /// fails with is the stream's error. A response that is not streaming becomes a stream of
+    /// one item, the answer `f` makes (so `f` runs when the body is read, as for a stream).
+    #[must_use]
+    pub fn then_done<F, Fut>(mut self, f: F) -> Self
     where
         F: FnOnce(ModelResponse) -> Fut + Send + 'static,
         Fut: Future<Output = Result<ModelResponse, BoxError>> + Send + 'static,
     {
-        if self.is_streaming() {
-            Ok(self.then_done_streaming(f))
-        } else {
-            f(self).await
+        if !self.is_streaming() {
+            let whole = std::mem::replace(&mut self, ModelResponse::text(""));
+            let done = futures_util::stream::once(async move {
+                f(whole).await.map(|d| ModelChunk::Done(Box::new(d)))
+            });
+            return ModelResponse::streaming(ModelBody::new(done));
         }
-    }
-
-    /// [`then_done`](Self::then_done) for a streaming response (one that is not is returned
-    /// as it is: check first).
-    pub(crate) fn then_done_streaming<F, Fut>(mut self, f: F) -> Self
-    where
-        F: FnOnce(ModelResponse) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<ModelResponse, BoxError>> + Send + 'static,
-    {
         let Some(stream) = self.body.stream.take().map(SyncWrapper::into_inner) else {
             return self;
         };

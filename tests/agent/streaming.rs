@@ -289,3 +289,34 @@ async fn first_piece_and_whole_answer_have_their_own_deadlines() {
     let (_, resp) = run(&agent, "go").await;
     assert_eq!(resp.text, "xxxxx");
 }
+
+/// `then_done` with a future: on a streaming answer the stream waits for it; an answer that
+/// does not stream becomes a stream of that one item. Either way the run gets its answer.
+#[tokio::test]
+async fn then_done_awaits_on_streamed_and_whole_answers() {
+    for model in [
+        ScriptedModel::new().text("plain"),
+        ScriptedModel::new().text("plain").streaming(2),
+    ] {
+        let checked = MapResponseLayer::new(|resp: ModelResponse| {
+            resp.then_done(|mut done| async move {
+                tokio::task::yield_now().await;
+                done.message = Message::assistant(format!("{} (checked)", done.message.text()));
+                Ok(done)
+            })
+        });
+        let agent = Agent::builder()
+            .model(ServiceBuilder::new().layer(checked).service(model))
+            .build();
+        let (events, resp) = run(&agent, "go").await;
+        assert_eq!(resp.text, "plain (checked)");
+        let pieces: String = deltas(&events)
+            .iter()
+            .filter_map(|d| match d {
+                ModelDelta::Text { text } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(pieces.is_empty() || pieces == "plain", "{pieces}");
+    }
+}

@@ -281,7 +281,7 @@ async fn after_stream(
     if from == set.after_model.len() && set.on_message_display.is_empty() {
         return resp;
     }
-    resp.then_done_streaming(move |mut done| async move {
+    resp.then_done(move |mut done| async move {
         let ctx = after.ctx;
         for f in &set.after_model[from..] {
             done = f(done, ctx.clone()).await;
