@@ -171,29 +171,17 @@ impl SlashCommands {
     }
 }
 
-/// The file's text; `None` if there is no file.
+/// The file's text; `None` if there is no file. Read as the crate reads any file it does not
+/// own ([`bounded`](crate::bounded)): a FIFO or device is refused without being waited on,
+/// even one swapped in for the file, and nothing past the cap is read.
 fn read(path: &Path) -> Result<Option<String>, String> {
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(err.to_string()),
-    };
-    if !meta.is_file() {
-        return Err("not a regular file".into());
+    match crate::bounded::read_regular(path, MAX_COMMAND_FILE) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| "not UTF-8".into()),
+        Err(crate::bounded::ReadError::NotFound) => Ok(None),
+        Err(err) => Err(err.to_string()),
     }
-    if meta.len() > MAX_COMMAND_FILE {
-        return Err(format!(
-            "{} bytes, over the {MAX_COMMAND_FILE}-byte limit",
-            meta.len()
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > MAX_COMMAND_FILE {
-        return Err(format!("over the {MAX_COMMAND_FILE}-byte limit"));
-    }
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| "not UTF-8".into())
 }
 
 /// `/name args`: the name and the arguments, if the prompt is a command.

@@ -334,3 +334,62 @@ async fn eager_calls_go_through_the_hooks() {
     assert_eq!(outputs[0], "worked");
     assert!(outputs[1].contains("not this one"), "{outputs:?}");
 }
+
+/// A store whose saves fail after the first (the prompt's): the save before an eager call
+/// starts fails, so the run fails with the store's error, as any save that fails — and the
+/// call never starts.
+#[tokio::test]
+async fn a_save_that_fails_before_an_eager_call_fails_the_run_with_the_stores_error() {
+    use futures_util::future::BoxFuture;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower_agent::store::{Thread, ThreadStore};
+
+    struct FailsAfterFirst(AtomicUsize);
+    impl ThreadStore for FailsAfterFirst {
+        fn load<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Thread>, BoxError>> {
+            Box::pin(async { Ok(None) })
+        }
+        fn save<'a>(&'a self, _: &'a Thread) -> BoxFuture<'a, Result<(), BoxError>> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                if n == 0 {
+                    Ok(())
+                } else {
+                    Err("disk full".into())
+                }
+            })
+        }
+        fn delete<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    let ran: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let log = Arc::clone(&ran);
+    let tool = tool_fn(
+        "work",
+        "Works",
+        json!({"type": "object"}),
+        move |args: Value, _| {
+            log.lock().unwrap().push(args);
+            async { Ok::<_, BoxError>("worked".to_owned()) }
+        },
+    );
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("work", json!({"ms": 1}))
+                .text("ok")
+                .streaming(4),
+        )
+        .tool(tool)
+        .store(FailsAfterFirst(AtomicUsize::new(0)))
+        .eager_tools()
+        .build();
+    let err = agent
+        .run(AgentRequest::new("go").thread("t"))
+        .await
+        .unwrap_err();
+    assert!(err.is_store(), "{err:?}");
+    assert!(ran.lock().unwrap().is_empty(), "the call never started");
+}

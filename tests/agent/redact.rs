@@ -192,3 +192,32 @@ async fn the_prompt_and_tool_outputs_are_redacted() {
         .unwrap();
     assert_eq!(tool.text(), "owner: [REDACTED_EMAIL] from [REDACTED_IP]");
 }
+
+/// A pattern of your own that matches without end (`\d+`) over a long stream of digits: the
+/// stream is not held back whole (pieces keep coming out), and every part is still redacted.
+#[tokio::test]
+async fn an_endless_match_does_not_hold_the_stream_back() {
+    let own =
+        Redaction::new().detector(Detector::regex("number", r"\d+", Strategy::Redact).unwrap());
+    let model = ServiceBuilder::new()
+        .layer(own.model_layer())
+        .service(ScriptedModel::new().text("7".repeat(20_000)).streaming(100));
+    let agent = Agent::builder().model(model).build();
+    let mut stream = agent.stream("go");
+    let mut pieces = Vec::new();
+    while let Some(e) = stream.next().await {
+        if let AgentEvent::ModelDelta {
+            delta: ModelDelta::Text { text },
+            ..
+        } = e
+        {
+            pieces.push(text);
+        }
+    }
+    assert!(
+        pieces.len() > 30,
+        "let out as it streams: {} pieces",
+        pieces.len()
+    );
+    assert!(pieces.iter().all(|p| !p.contains('7')), "{pieces:?}");
+}

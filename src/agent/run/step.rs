@@ -14,11 +14,36 @@ use crate::{
     context::RunContext,
     error::{Abort, BoxError, Error, error_chain},
     message::{Message, Role, StopReason, Usage},
-    model::{BoxModelService, ModelChunk, ModelRequest, body::StreamEnded},
+    model::{BoxModelService, ModelChunk, ModelRequest, ModelResponse, body::StreamEnded},
 };
 use futures_util::StreamExt;
 use std::{future::Future, sync::Arc, task::Poll};
 use tower::{Service, ServiceExt};
+
+/// The model's answer, with the calls eager dispatch started; or how the run ends.
+type Answer<'a> = Result<(ModelResponse, Option<Box<Eager<'a>>>), Ended>;
+
+/// How a run ends before its step's answer is whole: an outcome, or a store that cannot save.
+pub(super) enum Ended {
+    Outcome(Outcome),
+    Store(Error),
+}
+
+impl From<Outcome> for Ended {
+    fn from(outcome: Outcome) -> Self {
+        Ended::Outcome(outcome)
+    }
+}
+
+/// Cancels the calls eager dispatch started for an answer whose whole has no tool call.
+async fn cancel_unused(mut eager: Eager<'_>, ctx: &RunContext) {
+    let why = "the model's whole answer has no tool call (a layer changed it)";
+    if eager.cancel(why).await.1 > 0 {
+        ctx.warn(format!(
+            "calls started before the answer was whole were cancelled: {why}"
+        ));
+    }
+}
 
 /// Why a stream with eager dispatch ended before its whole answer.
 enum Failed {
@@ -37,32 +62,37 @@ impl<'a> Run<'a> {
         ctx: &RunContext,
         stacks: &Stacks,
         model: &mut BoxModelService,
-    ) -> Result<(crate::model::ModelResponse, Option<Box<Eager<'a>>>), Outcome> {
+    ) -> Answer<'a> {
         let model = match or_cancel(ctx, model.ready()).await {
-            None => return Err(Outcome::Cancelled),
+            None => return Err(Outcome::Cancelled.into()),
             Some(Ok(model)) => model,
-            Some(Err(err)) => return Err(self.model_failed(err, ctx)),
+            Some(Err(err)) => return Err(self.model_failed(err, ctx).into()),
         };
         let request = self.model_request(ctx, stacks)?;
         let response = match or_cancel(ctx, model.call(request)).await {
-            None => return Err(Outcome::Cancelled),
+            None => return Err(Outcome::Cancelled.into()),
             Some(Ok(response)) => response,
-            Some(Err(err)) => return Err(self.model_failed(err, ctx)),
+            Some(Err(err)) => return Err(self.model_failed(err, ctx).into()),
         };
         if !response.is_streaming() {
             return Ok((response, None));
         }
+        // Boxed: a step whose answer does not stream keeps a small future.
         if self.inner.eager_tools {
             return Box::pin(self.drain_eager(ctx, response, stacks)).await;
         }
-        // The pieces that come out of the model stack go to the run's events; the whole
-        // answer is the stream's last item.
+        Box::pin(self.drain(ctx, response)).await
+    }
+
+    /// [`answer`](Self::answer)'s stream: the pieces that come out of the model stack go to
+    /// the run's events; the whole answer is the stream's last item.
+    async fn drain(&mut self, ctx: &RunContext, response: ModelResponse) -> Answer<'a> {
         let step = ctx.step();
         let emit = |delta| ctx.emit_with(|| AgentEvent::ModelDelta { step, delta });
         match or_cancel(ctx, response.collect_with(emit)).await {
-            None => Err(Outcome::Cancelled),
+            None => Err(Outcome::Cancelled.into()),
             Some(Ok(response)) => Ok((response, None)),
-            Some(Err(err)) => Err(self.model_failed(err, ctx)),
+            Some(Err(err)) => Err(self.model_failed(err, ctx).into()),
         }
     }
 
@@ -73,9 +103,9 @@ impl<'a> Run<'a> {
     async fn drain_eager(
         &mut self,
         ctx: &RunContext,
-        mut head: crate::model::ModelResponse,
+        mut head: ModelResponse,
         stacks: &Stacks,
-    ) -> Result<(crate::model::ModelResponse, Option<Box<Eager<'a>>>), Outcome> {
+    ) -> Answer<'a> {
         let mut body = std::mem::take(&mut head.body);
         let mut eager = Eager::new(stacks.tools.clone(), ctx.clone(), self.journal());
         let mut cancelled = None;
@@ -126,19 +156,21 @@ impl<'a> Run<'a> {
                 (why, self.model_failed(err, ctx))
             }
             Failed::Save(err) => {
-                let why = format!("the thread could not be saved: {err}");
-                let error = why.clone();
-                (why, Outcome::Aborted { error })
+                // As any save that fails: the run fails with the store's error (the calls
+                // started are cancelled first).
+                eager
+                    .cancel(&format!("the thread could not be saved: {err}"))
+                    .await;
+                return Err(Ended::Store(err));
             }
         };
         let (outputs, _) = eager.cancel(&why).await;
         if !outputs.is_empty() {
-            let mut partial = eager.partial_message();
-            partial.role = Role::Assistant;
+            let partial = eager.partial_message();
             self.history.push(partial);
             self.history.extend(outputs.into_iter().map(Message::from));
         }
-        Err(outcome)
+        Err(outcome.into())
     }
 
     /// The outcome of a failed model call: the reason of an [`Abort`] in its chain, else the
@@ -204,7 +236,8 @@ impl<'a> Run<'a> {
         ctx.emit_with(|| AgentEvent::StepStart { step });
         let (response, eager) = match self.answer(&ctx, stacks, model).await {
             Ok(answer) => answer,
-            Err(outcome) => return Ok(Some(outcome)),
+            Err(Ended::Outcome(outcome)) => return Ok(Some(outcome)),
+            Err(Ended::Store(err)) => return Err(err),
         };
         // Taken apart (and the rest dropped) at once: only what is used after the awaits
         // below stays in this future.
@@ -234,13 +267,9 @@ impl<'a> Run<'a> {
             ctx.emit_with(|| AgentEvent::MessageDisplay { step, text });
         }
         if message.tool_calls.is_empty() {
-            if let Some(mut eager) = eager {
-                let why = "the model's whole answer has no tool call (a layer changed it)";
-                if eager.cancel(why).await.1 > 0 {
-                    ctx.warn(format!(
-                        "calls started before the answer was whole were cancelled: {why}"
-                    ));
-                }
+            if let Some(eager) = eager {
+                // Boxed: rare, and not part of every step's future.
+                Box::pin(cancel_unused(*eager, &ctx)).await;
             }
             self.history.push(message);
             // In the transcript before Stop hooks read it.

@@ -11,7 +11,7 @@ use std::{
 use futures_util::Stream;
 use pin_project_lite::pin_project;
 
-use super::{Blocked, LOOK_BEHIND, Redaction, detect::find};
+use super::{Blocked, LOOK_BEHIND, MAX_HELD, Redaction, detect::find};
 use crate::{
     error::BoxError,
     event::ModelDelta,
@@ -121,9 +121,12 @@ impl RedactBody {
             at
         };
         if !all {
-            // A value found across the cut is held whole.
+            // A value found across the cut is held whole, up to `MAX_HELD` bytes: a pattern
+            // that matches without end (a regex of your own, `\d+`) cannot hold the stream
+            // back, nor make each piece rescan all that came.
+            let floor = self.held.len().saturating_sub(MAX_HELD);
             for (range, _) in find(&self.redaction.detectors, &self.held) {
-                if range.start < cut && range.end > cut {
+                if range.start < cut && range.end > cut && range.start >= floor {
                     cut = range.start;
                 }
             }

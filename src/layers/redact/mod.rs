@@ -39,9 +39,9 @@
 //! # Streams
 //!
 //! A value can arrive split across pieces (`ada@ex`, `amp`, `le.com`). The stream's text is
-//! held back by at most [`LOOK_BEHIND`] bytes — the end of the text that could still be the
-//! start of a value — and let out as soon as what follows shows it is not, or with its value
-//! replaced; a piece that is not text (a tool call) lets out what was held first, so the order
+//! held back by [`LOOK_BEHIND`] bytes — the end of the text that could still be the start of
+//! a value — and a value found across that line is held whole, never more than [`MAX_HELD`]
+//! bytes in all; the rest is let out with its values replaced; a piece that is not text (a tool call) lets out what was held first, so the order
 //! of the pieces is kept. A value longer than [`LOOK_BEHIND`] bytes is caught in the whole
 //! answer (and so in the thread) but may show in the pieces. A block ends the stream with a
 //! [`Blocked`] error: the run ends `Aborted`, and the held text never shows.
@@ -73,6 +73,11 @@ use crate::{
 /// How much of a stream's text is held back, in bytes (256): longer than any value the
 /// built-in detectors find.
 pub const LOOK_BEHIND: usize = 256;
+
+/// The most text a stream holds back while a value found across [`LOOK_BEHIND`] is still
+/// arriving, in bytes (512): a longer match (only a pattern of your own can make one) is let
+/// out in parts, each redacted where it matches alone.
+pub const MAX_HELD: usize = 2 * LOOK_BEHIND;
 
 /// The detectors, and the layers that apply them. See the [module docs](self).
 #[derive(Clone, Default)]
