@@ -15,3 +15,5 @@ mod hooks;
 mod hostile;
 #[cfg(feature = "wasm")]
 mod languages;
+#[cfg(feature = "wasm")]
+mod links;
