@@ -77,6 +77,33 @@
 //! (fail-open, or blocking where the hook fails closed), never a panic or a hang; its instance
 //! is dropped and the next call gets a fresh one.
 //!
+//! # Links in a granted directory
+//!
+//! A hook reaches paths inside its granted directories only: `..` past the top, an absolute
+//! path, and a symbolic link that leads out — one already there included — are refused
+//! (`cap-std`, under `wasmtime-wasi`). What a write-granted hook leaves behind for the
+//! programs that come next (other hooks, tools, the agent's own file built-ins, which do
+//! follow links) is guarded too:
+//!
+//! - the target of a symbolic link it makes (`symlink-at`) must descend from the link: names
+//!   only, no `..`, not absolute — else it is refused (`not-permitted`) and nothing is made.
+//!   Such a link leads inside wherever in the directory it is or is later moved; one with
+//!   `..` is refused even where it would land inside, as a move nearer the top would carry
+//!   it out;
+//! - for the same reason a link whose target climbs (one that was there before) is neither
+//!   renamed nor hard-linked (`rename-at`, `link-at`), and a directory is renamed only
+//!   within its parent (its links would move with it); files move anywhere;
+//! - a hard link or a rename names paths inside the granted directories only: no file
+//!   outside gets a name inside.
+//!
+//! What is left: each check looks before the call it guards, so two instances granted the
+//! same directory, calling at once, could race a directory into a name just checked; and a
+//! link a hook makes may name a link that was there and leads out (it then leads where that
+//! one does). Grant write access to a directory of the hook's own (its state, a scratch
+//! directory) rather than a tree of links such as `node_modules`. A read-only grant makes
+//! and moves nothing. The checks cost nothing without a write grant, and only these three
+//! calls with one.
+//!
 //! # Fast path
 //!
 //! A component is compiled once per process (and cached on disk by content hash: see

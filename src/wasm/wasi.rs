@@ -1,7 +1,9 @@
 //! What a hook may be granted, through WASI 0.2 (Wasmtime's `wasmtime-wasi`): directories
 //! (read-only or read-write), named environment variables, clocks, randomness. Nothing by
 //! default: an interface that is not granted is not linked, so a component that imports it
-//! fails to load, naming the import.
+//! fails to load, naming the import. With a directory granted read-write, `wasmtime-wasi`'s
+//! `symlink-at`, `rename-at` and `link-at` are shadowed by guarded ones (see
+//! [the module docs](super#links-in-a-granted-directory)).
 
 use std::{
     future::Future,
@@ -56,7 +58,8 @@ pub struct GrantedDir {
     pub host: PathBuf,
     /// The path the hook opens it by.
     pub guest: String,
-    /// Whether the hook may write in it (create, change, remove files); else read only.
+    /// Whether the hook may write in it (create, change, remove files; links and moves as
+    /// [the module docs](crate::wasm#links-in-a-granted-directory) say); else read only.
     pub write: bool,
 }
 
@@ -72,7 +75,9 @@ impl WasmGrants {
         self
     }
 
-    /// These grants and the directory `host`, read and write, as `guest` for the hook.
+    /// These grants and the directory `host`, read and write, as `guest` for the hook (no
+    /// symbolic link it makes or moves may lead out: see
+    /// [the module docs](crate::wasm#links-in-a-granted-directory)).
     #[must_use]
     pub fn write_dir(mut self, host: impl Into<PathBuf>, guest: impl Into<String>) -> Self {
         self.dirs.push(GrantedDir {
