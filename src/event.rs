@@ -96,7 +96,8 @@ pub enum AgentEvent {
         /// The text to display.
         text: String,
     },
-    /// Something worth knowing that did not stop the run.
+    /// Something worth knowing that did not stop the run. Every one is also logged at
+    /// `WARN` (with the run's ids) and listed in the run's answer (`AgentResponse::warnings`).
     Warning {
         /// What happened.
         message: String,

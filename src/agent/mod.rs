@@ -702,6 +702,12 @@ pub struct AgentResponse {
     /// assert_eq!(resp.error_as::<OverBudget>().map(|o| o.tokens), Some(12));
     /// ```
     pub error: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+    /// The run's warnings, in order: what did not stop the run but is worth knowing (a hook
+    /// that could not run, a retried model call, a skipped skill …), each also logged at
+    /// `WARN` and sent as an [`AgentEvent::Warning`] (see
+    /// [`RunContext::warn`](crate::context::RunContext::warn)). At most 256, then a line
+    /// saying how many more there were.
+    pub warnings: Vec<String>,
 }
 
 impl AgentResponse {
@@ -728,6 +734,7 @@ impl AgentResponse {
             steps: 0,
             usage: Usage::default(),
             error: None,
+            warnings: Vec::new(),
         }
     }
 

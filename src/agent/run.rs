@@ -80,6 +80,7 @@ impl StopGuard {
                 steps: self.steps,
                 usage: self.usage,
                 error: None,
+                warnings: ctx.warnings(),
             };
             hooks.session_end(&response, &ctx);
         }
@@ -580,6 +581,7 @@ impl<'a> Run<'a> {
             steps: self.steps,
             usage: self.usage,
             error: self.error,
+            warnings: self.ctx.warnings(),
         };
         if let Some(hooks) = &self.inner.hooks {
             hooks.session_end(&response, &self.ctx);

@@ -1,7 +1,10 @@
 //! [`CommandHooksBuilder`]: the sources of a [`CommandHooks`] (settings files and values, hooks
 //! directories, plugin folders, other tools' files) and the options they are loaded with.
 
-use std::{path::PathBuf, sync::Arc};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use serde_json::Value;
 use tower::{Service, ServiceExt};
@@ -10,7 +13,7 @@ use super::{
     CommandHooks, ConfigError,
     config::{self, Config},
     events::Inner,
-    formats, plugin, reload,
+    formats, plugin, reload, scripts,
 };
 use crate::{
     error::BoxError,
@@ -149,12 +152,22 @@ impl CommandHooksBuilder {
         self
     }
 
-    /// The project directory (default: the current directory): the value of
-    /// `CLAUDE_PROJECT_DIR` / `TOWER_AGENT_PROJECT_DIR` for every handler (also substituted
-    /// in exec form), and where handlers run when the agent has no working directory of its
-    /// own; an agent with one ([`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd)) runs
-    /// its handlers there, with `CLAUDE_PROJECT_DIR` still naming this directory (see the
+    /// The project directory: the value of `CLAUDE_PROJECT_DIR` / `TOWER_AGENT_PROJECT_DIR`
+    /// for every handler (also substituted in exec form), and where handlers run when the
+    /// agent has no working directory of its own; an agent with one
+    /// ([`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd)) runs its handlers there, with
+    /// `CLAUDE_PROJECT_DIR` still naming this directory (see the
     /// [module docs](crate::command#working-directory-and-project-directory)).
+    ///
+    /// Default: the project of the first project settings file given to
+    /// [`settings_file`](Self::settings_file) — `<dir>` for `<dir>/.claude/settings.json`
+    /// or `<dir>/.claude/settings.local.json`, as Claude Code's project is where its
+    /// `.claude` is — whatever the process's current directory. The user's settings
+    /// (`~/.claude/settings.json`, or under `$CLAUDE_CONFIG_DIR`) name no project, nor do
+    /// other settings files, settings values, hooks directories, plugins or other tools'
+    /// files: without a project settings file the default is the process's current directory
+    /// when [`build`](Self::build) runs. Project settings files of two projects: the first
+    /// wins, with a warning ([`CommandHooks::warnings`]).
     pub fn project_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.project_dir = Some(dir.into());
         self
@@ -228,16 +241,22 @@ impl CommandHooksBuilder {
     /// A file that cannot be read or is not JSON, a bad value in it, an unknown event or
     /// handler type, a matcher that is not a valid pattern, or a hooks-directory executable
     /// that does not describe itself: a [`ConfigError`] naming the file and the JSON path.
+    ///
+    /// A command whose script does not exist (or, run directly, is not executable) is no
+    /// error — Claude Code loads it too, and the script may appear later — but it is listed
+    /// in [`CommandHooks::warnings`] and logged at `WARN`, naming the hook, where it is
+    /// defined and the path (see the
+    /// [module docs](crate::command#hooks-whose-script-is-missing)).
     pub fn build(self) -> Result<CommandHooks, ConfigError> {
         let again = self.clone();
         let files = reload::snapshot(&self.settings_files());
         // Read once here, not at every hook call (see `Inner::hook_dir`).
         let process_dir = std::env::current_dir().ok();
-        let project_dir = match self.project_dir {
-            Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
-            None => process_dir.clone().unwrap_or_else(|| PathBuf::from(".")),
-        };
+        let (project_dir, conflict) = self.project(process_dir.as_deref());
         let mut config = Config::default();
+        if let Some(warning) = conflict {
+            config.warn(warning);
+        }
         config.model = self.model;
         #[cfg(feature = "mcp")]
         {
@@ -273,6 +292,7 @@ impl CommandHooksBuilder {
         config.disabled_hooks.extend(self.disabled_hooks);
         config.disabled_plugins.extend(self.disabled_plugins);
         config.finish(&self.trusted)?;
+        scripts::report_missing(&mut config);
         let permission_mode = match self.permission_mode.as_deref() {
             None | Some("manual") => "default",
             Some(mode) => PERMISSION_MODES
@@ -315,6 +335,47 @@ impl CommandHooksBuilder {
         })
     }
 
+    /// The project directory: the one given, else the directory holding the `.claude` of
+    /// the first project settings file ([`project_of`]), else `process_dir`; and a warning
+    /// when project settings files of another project were given too.
+    fn project(&self, process_dir: Option<&Path>) -> (PathBuf, Option<String>) {
+        if let Some(dir) = &self.project_dir {
+            return (
+                std::path::absolute(dir).unwrap_or_else(|_| dir.clone()),
+                None,
+            );
+        }
+        let mut first: Option<(PathBuf, &Path)> = None;
+        let mut conflict = None;
+        for file in self.sources.iter().filter_map(|s| match s {
+            Source::File(path) => Some(path),
+            _ => None,
+        }) {
+            let Some(project) = project_of(file) else {
+                continue;
+            };
+            match &first {
+                None => first = Some((project, file)),
+                Some((dir, from)) if *dir != project && conflict.is_none() => {
+                    conflict = Some(format!(
+                        "{}: the settings of the project {}, while the project directory is {} \
+                         (from {}); set CommandHooksBuilder::project_dir to choose",
+                        file.display(),
+                        project.display(),
+                        dir.display(),
+                        from.display()
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        let dir = match first {
+            Some((dir, _)) => dir,
+            None => process_dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+        };
+        (dir, conflict)
+    }
+
     /// The settings files of the sources (settings, Gemini CLI and Codex files), whose
     /// changes [`CommandHooks::reload`] looks for.
     fn settings_files(&self) -> Vec<PathBuf> {
@@ -325,5 +386,64 @@ impl CommandHooksBuilder {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// The project a settings file belongs to: `<dir>` for `<dir>/.claude/settings.json` and
+/// `<dir>/.claude/settings.local.json` (as Claude Code's project is where its `.claude` is),
+/// unless that `.claude` is the user's own (`~/.claude`, or `$CLAUDE_CONFIG_DIR`): user
+/// settings belong to no project.
+fn project_of(file: &Path) -> Option<PathBuf> {
+    let file = std::path::absolute(file).ok()?;
+    if !matches!(
+        file.file_name()?.to_str()?,
+        "settings.json" | "settings.local.json"
+    ) {
+        return None;
+    }
+    let claude = file.parent()?;
+    if claude.file_name()? != ".claude" || is_user_config(claude) {
+        return None;
+    }
+    claude.parent().map(Path::to_path_buf)
+}
+
+/// Whether `dir` is the user's Claude Code directory: `$CLAUDE_CONFIG_DIR`, or `~/.claude`.
+fn is_user_config(dir: &Path) -> bool {
+    let user = [
+        std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from),
+        std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".claude")),
+    ];
+    user.into_iter()
+        .flatten()
+        .filter(|u| !u.as_os_str().is_empty())
+        .any(|u| {
+            u == dir || matches!((u.canonicalize(), dir.canonicalize()), (Ok(a), Ok(b)) if a == b)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_project_of_a_settings_file() {
+        let of = |p: &str| project_of(Path::new(p));
+        assert_eq!(
+            of("/work/app/.claude/settings.json"),
+            Some("/work/app".into())
+        );
+        assert_eq!(
+            of("/work/app/.claude/settings.local.json"),
+            Some("/work/app".into())
+        );
+        assert_eq!(of("/work/app/.claude/other.json"), None);
+        assert_eq!(of("/work/app/settings.json"), None);
+        assert_eq!(of("/work/app/.gemini/settings.json"), None);
+        // The user's settings belong to no project.
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            let user = PathBuf::from(home).join(".claude/settings.json");
+            assert_eq!(project_of(&user), None);
+        }
     }
 }

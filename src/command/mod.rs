@@ -450,7 +450,10 @@
 //!   [`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd) or the request's `cwd`), else
 //!   the project directory. A persistent handler is started once, shared by every run: in
 //!   the project directory.
-//! - **Project directory** ([`project_dir`](CommandHooksBuilder::project_dir), default the
+//! - **Project directory** ([`project_dir`](CommandHooksBuilder::project_dir); default: the
+//!   directory holding the `.claude` of the first project settings file read —
+//!   `<dir>/.claude/settings.json` or `settings.local.json`, not the user's
+//!   `~/.claude/settings.json` — whatever the process's current directory; without one, the
 //!   current directory): what `CLAUDE_PROJECT_DIR` and `TOWER_AGENT_PROJECT_DIR` hold for
 //!   every handler, whatever its working directory (shell form, exec form, persistent, a
 //!   plugin's); what `${CLAUDE_PROJECT_DIR}` is replaced by in exec form; what the variable
@@ -460,6 +463,26 @@
 //!   `CLAUDE_PLUGIN_DATA` ([above](#plugins)), whatever their working directory.
 //! - `transcript_path` is the run's transcript file ([above](#events)), wherever the
 //!   handler runs.
+//!
+//! ## Hooks whose script is missing
+//!
+//! A guard whose script cannot be found does not guard: each call fails (exit 127) and —
+//! unless the handler is `failClosed` (`"onFailure": "block"`) — what it guards goes through.
+//! So [`build`](CommandHooksBuilder::build) looks for the script each `command` handler names
+//! (without running anything: `"$CLAUDE_PROJECT_DIR"/.claude/hooks/guard.sh`,
+//! `bash "${CLAUDE_PLUGIN_ROOT}/x.sh"`, `python3 hooks/check.py`, `~/bin/x.sh`; relative
+//! paths from the project directory; a bare program name such as `jq` or `echo`, inline
+//! code such as `python3 -c …`, and a word with another variable are never checked) and
+//! lists each one that does not exist, or that is run directly and is not executable, in
+//! [`CommandHooks::warnings`], logged at `WARN`: `settings.json: hooks.PreToolUse[0].hooks[0]:
+//! hook `…`: its script `/…/guard.sh` does not exist: …`. It is a warning, not an error, as
+//! in Claude Code (a user's hook may name a script only some projects have, or one a
+//! SessionStart hook writes): check the warnings when you build, and make a guard that must
+//! hold `failClosed`. At run time a hook that cannot run is reported as any failing hook is,
+//! with [`RunContext::warn`](crate::context::RunContext::warn) (a `tracing` warning, an
+//! [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning), and the run's
+//! [`AgentResponse::warnings`](crate::AgentResponse::warnings), so the server's
+//! `POST …/runs` answer lists it) and as a `tracing` error naming the command.
 //!
 //! # Answers
 //!
@@ -625,6 +648,7 @@ mod process;
 mod prompt;
 mod reload;
 mod rule;
+mod scripts;
 mod trust;
 #[cfg(feature = "wasm")]
 mod wasm;
@@ -717,7 +741,10 @@ impl CommandHooks {
     }
 
     /// What was skipped while loading (unsupported handler types, events this crate does not
-    /// fire, `if` rules on other events, pinned scripts that changed …), one message each.
+    /// fire, `if` rules on other events, pinned scripts that changed …) and hooks that cannot
+    /// run (their script does not exist or is not executable: see the
+    /// [module docs](crate::command#hooks-whose-script-is-missing)), one message each, each
+    /// also logged at `WARN` when the hooks were built.
     pub fn warnings(&self) -> &[String] {
         &self.inner.config.warnings
     }

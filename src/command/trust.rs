@@ -245,15 +245,15 @@ fn locate(
     Some((std::path::absolute(path).ok()?, relative))
 }
 
-fn basename(program: &str) -> &str {
+pub(super) fn basename(program: &str) -> &str {
     program.rsplit('/').next().unwrap_or(program)
 }
 
-fn is_interpreter(program: &str) -> bool {
+pub(super) fn is_interpreter(program: &str) -> bool {
     INTERPRETERS.contains(&basename(program))
 }
 
-fn is_assignment(word: &str) -> bool {
+pub(super) fn is_assignment(word: &str) -> bool {
     word.split_once('=').is_some_and(|(name, _)| {
         !name.is_empty()
             && !name.starts_with(|c: char| c.is_ascii_digit())

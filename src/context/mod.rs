@@ -75,7 +75,20 @@ struct Shared {
     transcript: Option<Box<Transcript>>,
     /// Boxed: most runs have no observer.
     warning_observers: Mutex<Vec<Arc<WarningFn>>>,
+    /// The run's warnings so far ([`RunContext::warnings`]).
+    warnings: Mutex<Warnings>,
     extensions: http::Extensions,
+}
+
+/// The most warnings a run keeps for [`RunContext::warnings`] (and the run's answer): past
+/// it, they are only counted (each is still logged and sent as an event).
+const MAX_WARNINGS: usize = 256;
+
+/// The warnings of a run: the first [`MAX_WARNINGS`], and how many more there were.
+#[derive(Debug, Default)]
+struct Warnings {
+    kept: Vec<String>,
+    more: usize,
 }
 
 /// An observer of a run's warnings ([`RunContext::on_warning`]).
@@ -186,12 +199,13 @@ impl RunContext {
         }
     }
 
-    /// Reports something worth knowing that does not stop the run: logs it (`tracing`
-    /// warning), sends [`AgentEvent::Warning`] to the event stream, and calls the agent's
-    /// Notification hooks.
+    /// Reports something worth knowing that does not stop the run: calls the agent's
+    /// Notification hooks (the [`on_warning`](Self::on_warning) observers), then logs it (a
+    /// `tracing` event at `WARN` level with the fields `session_id`, `run_id` and `step`),
+    /// keeps it for the run's answer ([`AgentResponse::warnings`](crate::AgentResponse::warnings),
+    /// [`warnings`](Self::warnings)) and sends [`AgentEvent::Warning`] to the event stream.
     pub fn warn(&self, message: impl Into<String>) {
         let message = message.into();
-        tracing::warn!("{message}");
         let observers = self
             .shared
             .warning_observers
@@ -201,7 +215,50 @@ impl RunContext {
         for observe in observers {
             observe(&message, self);
         }
+        self.record_warning(message);
+    }
+
+    /// The one place a run's warnings go out: logged at `WARN` with the run's ids, kept for
+    /// the run's answer, sent as [`AgentEvent::Warning`]. [`warn`](Self::warn) without the
+    /// observers (a retry's warning is no Notification).
+    pub(crate) fn record_warning(&self, message: String) {
+        tracing::warn!(
+            session_id = %self.session_id(),
+            run_id = %self.run_id(),
+            step = self.step,
+            "{message}"
+        );
+        {
+            let mut warnings = self
+                .shared
+                .warnings
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if warnings.kept.len() < MAX_WARNINGS {
+                warnings.kept.push(message.clone());
+            } else {
+                warnings.more += 1;
+            }
+        }
         self.emit(AgentEvent::Warning { message });
+    }
+
+    /// The run's warnings so far ([`warn`](Self::warn)), in order: the first 256, then, if
+    /// there were more, one line saying how many were left out (every one is logged).
+    pub fn warnings(&self) -> Vec<String> {
+        let warnings = self
+            .shared
+            .warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut list = warnings.kept.clone();
+        if warnings.more > 0 {
+            list.push(format!(
+                "{} more warnings not listed (see the log)",
+                warnings.more
+            ));
+        }
+        list
     }
 
     /// Calls `observe` with every warning of the run from now on ([`warn`](Self::warn)), in the
@@ -408,6 +465,7 @@ impl RunContextBuilder {
                 cancel: self.cancel.unwrap_or_default(),
                 transcript,
                 warning_observers: Mutex::new(Vec::new()),
+                warnings: Mutex::default(),
                 extensions: self.extensions,
             }),
             step: 0,

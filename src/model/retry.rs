@@ -33,8 +33,10 @@
 //!   [`MAX_RETRY_AFTER`](crate::model::MAX_RETRY_AFTER), one day, so a `Retry-After: 1e20`
 //!   neither panics nor sleeps for ages) — or when the run was cancelled. So no wait is ever
 //!   longer than `max_retry_after` or [`max_delay`](RetryPolicy::max_delay);
-//! - each retry is sent to the run's events as an
-//!   [`AgentEvent::Warning`].
+//! - each retry is a warning of the run: sent to its events as an
+//!   [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning), logged at `WARN` and
+//!   listed in the run's [`AgentResponse::warnings`](crate::AgentResponse::warnings) (it
+//!   fires no Notification hook).
 //!
 //! Replaying a request is cheap: a [`ModelRequest`] shares its history.
 //!
@@ -79,7 +81,7 @@ use tower::{
 };
 
 use super::{ModelRequest, ModelResponse, ProviderError};
-use crate::{error::BoxError, event::AgentEvent};
+use crate::error::BoxError;
 
 /// The jitter of the computed delays when on: up to 25% of the delay, added.
 const JITTER: f64 = 0.25;
@@ -280,12 +282,10 @@ impl Policy<ModelRequest, ModelResponse, BoxError> for RetryPolicy {
         self.retries += 1;
         let attempt = self.retries + 1;
         tracing::debug!(attempt, ?delay, error = %provider, "retrying model call");
-        req.ctx.emit_with(|| AgentEvent::Warning {
-            message: format!(
-                "model call failed ({provider}); retrying in {delay:?} (attempt {attempt} of {})",
-                self.max_attempts
-            ),
-        });
+        req.ctx.record_warning(format!(
+            "model call failed ({provider}); retrying in {delay:?} (attempt {attempt} of {})",
+            self.max_attempts
+        ));
         Some(sleep)
     }
 

@@ -49,6 +49,10 @@ pub struct RunResponse {
     pub steps: u32,
     /// Tokens used.
     pub usage: Usage,
+    /// The run's warnings, in order ([`AgentResponse::warnings`]): a hook that could not
+    /// run, a retried model call … — what the streamed route sends as `warning` events.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl From<AgentResponse> for RunResponse {
@@ -60,6 +64,7 @@ impl From<AgentResponse> for RunResponse {
             text: r.text,
             steps: r.steps,
             usage: r.usage,
+            warnings: r.warnings,
         }
     }
 }

@@ -36,7 +36,7 @@
 //!
 //! | route | body | answer |
 //! |---|---|---|
-//! | `POST /threads/{id}/runs` | [`RunRequest`] `{"prompt": "..."}` | `200` [`RunResponse`] `{thread_id, run_id, outcome, text, steps, usage}` |
+//! | `POST /threads/{id}/runs` | [`RunRequest`] `{"prompt": "..."}` | `200` [`RunResponse`] `{thread_id, run_id, outcome, text, steps, usage, warnings}` |
 //! | `POST /threads/{id}/runs/stream` | [`RunRequest`] | `200` `text/event-stream`, one event per [`AgentEvent`](crate::agent::AgentEvent) (below) |
 //! | `POST /threads/{id}/resume` | none | `200` [`RunResponse`]: the thread's interrupted run resumed ([`AgentRequest::recover`]), `404` for a thread the store does not have |
 //! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files}`, `404` if there is none (only with a [store](AgentRoutes::store)) |
@@ -69,7 +69,10 @@
 //! around the agent elapsed (the run is dropped: the thread keeps what was saved). How a run
 //! *ended* is not an HTTP error: a run the model could not finish is a `200` whose `outcome`
 //! says why
-//! (`{"kind": "aborted", "error": "..."}`, `max_steps`, `cancelled` …).
+//! (`{"kind": "aborted", "error": "..."}`, `max_steps`, `cancelled` …). What went wrong
+//! without stopping the run — a hook that could not run (and so failed open), a retried
+//! model call — is in the answer's `warnings` ([`RunResponse::warnings`]), in order: the
+//! messages the streamed route sends as `warning` events.
 //!
 //! # Embedding
 //!

@@ -15,3 +15,5 @@ mod command_hardening;
 mod command_hooks;
 #[cfg(target_os = "linux")]
 mod process_hardening;
+#[cfg(all(unix, feature = "axum"))]
+mod project_guard;

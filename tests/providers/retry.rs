@@ -244,3 +244,34 @@ async fn every_retry_taken_counts_toward_the_backoff() {
     );
     assert_eq!(server.requests().len(), 3);
 }
+
+/// A retry is a warning of the run: logged at `WARN` with the run's ids (not only at debug),
+/// as every other warning of a run.
+#[tokio::test(start_paused = true)]
+async fn a_retry_is_a_run_warning_logged_at_warn() {
+    let server = Server::start();
+    server.reply(overloaded());
+    server.reply(Reply::fixture("openai_text.json"));
+    let model = ServiceBuilder::new()
+        .retry(RetryPolicy::new())
+        .service(openai(&server));
+    let agent = tower_agent::Agent::builder().model(model).build();
+    let (log, _guard) = crate::support::capture_events();
+    let resp = agent.run("Hi").await.unwrap();
+    assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
+    let warnings: Vec<_> = log
+        .events()
+        .into_iter()
+        .filter(|e| e.level == tracing::Level::WARN)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{:#?}", log.events());
+    let warning = &warnings[0];
+    assert!(
+        warning
+            .field("message")
+            .is_some_and(|m| m.starts_with("model call failed") && m.contains("retrying")),
+        "{warning:?}"
+    );
+    assert_eq!(warning.field("run_id"), Some(resp.run_id.as_str()));
+    assert_eq!(warning.field("session_id"), Some(resp.thread_id.as_str()));
+}

@@ -290,6 +290,60 @@ impl tracing::Subscriber for AskEachTime {
     fn exit(&self, _: &tracing::span::Id) {}
 }
 
+/// One event a [`capture_events`] subscriber saw: its level and its fields (`message` is the
+/// text), each as text.
+#[derive(Debug, Clone)]
+pub struct CapturedEvent {
+    pub level: tracing::Level,
+    pub fields: std::collections::BTreeMap<String, String>,
+}
+
+impl CapturedEvent {
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).map(String::as_str)
+    }
+}
+
+/// The events captured by [`capture_events`].
+#[derive(Debug, Clone, Default)]
+pub struct EventLog(Arc<Mutex<Vec<CapturedEvent>>>);
+
+impl EventLog {
+    pub fn events(&self) -> Vec<CapturedEvent> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for EventLog {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Fields<'a>(&'a mut std::collections::BTreeMap<String, String>);
+        impl tracing::field::Visit for Fields<'_> {
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                self.0.insert(field.name().to_owned(), value.to_owned());
+            }
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.insert(field.name().to_owned(), format!("{value:?}"));
+            }
+        }
+        let mut fields = std::collections::BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        self.0.lock().unwrap().push(CapturedEvent {
+            level: *event.metadata().level(),
+            fields,
+        });
+    }
+}
+
+/// A subscriber that captures every event, the default on this thread until the guard drops
+/// (run the test on a current-thread runtime, so every task of it logs here).
+pub fn capture_events() -> (EventLog, tracing::subscriber::DefaultGuard) {
+    use tracing_subscriber::layer::SubscriberExt;
+    let log = EventLog::default();
+    scoped_subscribers();
+    let subscriber = tracing_subscriber::registry().with(log.clone());
+    (log, tracing::subscriber::set_default(subscriber))
+}
+
 // ===== child processes =====
 
 /// The peak resident memory of this process (`VmHWM` in `/proc/self/status`), in KiB.
