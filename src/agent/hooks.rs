@@ -118,26 +118,16 @@ impl SessionStartInput {
     }
 }
 
-/// The SessionEnd `reason` of a run's outcome. The protocol's values are `clear`, `resume`,
-/// `logout`, `prompt_input_exit` and `other`; a run maps to them so:
-///
-/// | Outcome | `reason` | Why |
-/// |---|---|---|
-/// | `Finished`, `MaxSteps`, `Blocked` | `prompt_input_exit` | the agent is done (or a hook refused the prompt): control is back with the caller, as when a user leaves at the prompt |
-/// | `Aborted` (a model error, an abort, a failed stage) | `other` | the session ended on an error |
-/// | `Cancelled` (the token was cancelled, the agent shut down, the run's future was dropped) | `other` | the session was cut off |
-/// | `Deferred` (a PreToolUse hook deferred the step's call) | `other` | the session stops to wait for a decision made elsewhere |
+/// The SessionEnd `reason` of a run's outcome: `other`. The protocol's values are `clear`,
+/// `resume`, `logout`, `prompt_input_exit` and `other`; the first four name what a person did
+/// at Claude Code's prompt. A run is Claude Code run headless (`claude -p`), whose session ends
+/// with `other` however its prompt went — measured on 2.1.328 (`tests/reference`): a finished
+/// prompt, in one process or resumed, ends with `other`.
 ///
 /// The outcome itself is in the `outcome` field of command hooks' input.
 pub fn session_end_reason(outcome: &Outcome) -> &'static str {
-    match outcome {
-        Outcome::Finished | Outcome::MaxSteps | Outcome::Blocked { .. } => "prompt_input_exit",
-        Outcome::Aborted { .. }
-        | Outcome::Cancelled
-        | Outcome::Deferred { .. }
-        | Outcome::Interrupted { .. }
-        | Outcome::Refused { .. } => "other",
-    }
+    let _ = outcome;
+    "other"
 }
 
 /// What a StopFailure hook sees: the run ended on a model (API) error.

@@ -249,9 +249,36 @@ impl Inner {
             "cwd".into(),
             self.hook_dir(ctx).to_string_lossy().into_owned().into(),
         );
-        input.insert("permission_mode".into(), self.permission_mode.into());
+        if has_prompt_id(event) {
+            input.insert("prompt_id".into(), ctx.run_id().into());
+        }
+        if has_permission_mode(event) {
+            input.insert("permission_mode".into(), self.permission_mode.into());
+        }
         input
     }
+}
+
+/// Whether an event's input has `prompt_id`: the id of the prompt the hook's work came from —
+/// here the run's ([`RunContext::run_id`]): a run is one prompt. Claude Code 2.1.328 sends it
+/// with every event after the first prompt, not with SessionStart and Setup, which come before
+/// it (measured: `tests/reference`).
+fn has_prompt_id(event: HookEvent) -> bool {
+    !matches!(event, HookEvent::SessionStart | HookEvent::Setup)
+}
+
+/// Whether an event's input has `permission_mode`: Claude Code 2.1.328 leaves it out of
+/// SessionStart, SessionEnd, MessageDisplay, PreModelSwitch and PostModelSwitch (measured:
+/// `tests/reference`).
+fn has_permission_mode(event: HookEvent) -> bool {
+    !matches!(
+        event,
+        HookEvent::SessionStart
+            | HookEvent::SessionEnd
+            | HookEvent::MessageDisplay
+            | HookEvent::PreModelSwitch
+            | HookEvent::PostModelSwitch
+    )
 }
 
 /// The fields every input has (`cwd` and `permission_mode` are set by [`Inner::base`]).

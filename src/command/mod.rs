@@ -360,7 +360,7 @@
 //! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | the subagent's name | + `agent_type` (its name), `agent_id` (`agent-<call id>`, as for SubagentStart), `agent_transcript_path` (`""`) | as Stop, for the subagent |
 //! | SubagentStart | [`on_subagent_start`](Hooks::on_subagent_start) | `agent_type` | `agent_type` (the subagent's tool name), `agent_id` (`agent-<call id>`) | context (`additionalContext`) added to the subagent's system prompt; cannot block (a block is reported) |
 //! | SessionStart (`agent-start`) | [`on_session_start_for`](Hooks::on_session_start_for) | `source` | `source`: `startup` (new thread), `resume` (the thread was in the store), `compact` (right after a compaction); `model` (when the agent's settings name one) | context (`additionalContext` or plain stdout): for the system prompt at `startup`/`resume`, after the summary at `compact`; [`CLAUDE_ENV_FILE`](#claude_env_file) |
-//! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `reason` | `reason` ([mapped from the outcome](crate::agent::session_end_reason): `prompt_input_exit` for finished, step-limited or blocked runs, `other` for aborted, cancelled or dropped ones), `outcome` (the run's [`Outcome`](crate::agent::Outcome) as JSON) | observe (started in the background; the run does not wait); also fires for a run whose future is dropped |
+//! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `reason` | `reason` (`other`, as Claude Code run headless says: see [`session_end_reason`](crate::agent::session_end_reason)), `outcome` (the run's [`Outcome`](crate::agent::Outcome) as JSON) | observe (started in the background; the run does not wait); also fires for a run whose future is dropped |
 //! | StopFailure | [`on_stop_failure`](Hooks::on_stop_failure) | `error` | `error` (`rate_limit`, `overloaded`, `authentication_failed`, `billing_error`, `invalid_request`, `model_not_found`, `server_error`, `max_output_tokens`, `unknown`: read from the error's text), `error_details`, `last_assistant_message` (`API Error: …`) | observe (background; output and exit code ignored); fires when a model call fails after its retries (not for an [`Abort`](crate::error::Abort)); Stop does not run |
 //! | TaskCreated | [`on_task_created`](Hooks::on_task_created) | — | `task_id`, `task_subject` (a new todo of a `write_todos` call) | block (exit 2 / `decision: "block"`): the call fails with the reason, the list is unchanged; `continue: false` is ignored |
 //! | TaskCompleted | [`on_task_completed`](Hooks::on_task_completed) | — | `task_id`, `task_subject` (a todo that becomes `done`) | block (exit 2 / `decision: "block"`; `continue: false` too, with its stop reason): as TaskCreated |
@@ -666,6 +666,13 @@ pub use self::elicit::{ElicitationHooks, ElicitationHooksLayer};
 use self::events::Inner;
 pub use self::events::SESSION_END_MAX_BUDGET;
 pub use self::reload::Reload;
+
+/// The [`ToolOutput::metadata`](crate::message::ToolOutput::metadata) key under which a tool
+/// puts the structured response command hooks see as PostToolUse's `tool_response` (Claude
+/// Code's `Bash` answers `{stdout, stderr, interrupted, isImage, noOutputExpected}` there while
+/// the model sees the output's text). Without it, `tool_response` is the output's text (parsed
+/// as JSON when it is JSON).
+pub const TOOL_RESPONSE: &str = "tool_response";
 use crate::{
     layers::{
         hooks::{HookFuture, Hooks},

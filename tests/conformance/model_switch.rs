@@ -35,10 +35,16 @@ struct Pair {
     store: MemoryStore,
     models: [ScriptedModel; 2],
     hooks: HookSet,
+    names: [&'static str; 2],
 }
 
 impl Pair {
     fn new(hooks: HookSet) -> Self {
+        Pair::with_models(hooks, ["model-a", "model-b"])
+    }
+
+    /// A pair whose calls name `names`.
+    fn with_models(hooks: HookSet, names: [&'static str; 2]) -> Self {
         let model = || {
             ScriptedModel::new()
                 .tool_call("echo", json!({}))
@@ -50,11 +56,12 @@ impl Pair {
             store: MemoryStore::new(),
             models: [model(), model()],
             hooks,
+            names,
         }
     }
 
     fn agent(&self, i: usize) -> Agent {
-        let name = ["model-a", "model-b"][i];
+        let name = self.names[i];
         Agent::builder()
             .model(self.models[i].clone())
             .tool(tool_fn(
@@ -108,13 +115,13 @@ async fn rust_hooks_see_each_switch_once_and_the_thread_keeps_its_model() {
         .on_pre_model_switch("*", move |s: ModelSwitchInput, _ctx| {
             pre.lock()
                 .unwrap()
-                .push(format!("pre {} -> {}", s.previous_model, s.model));
+                .push(format!("pre {} -> {}", s.from_model, s.to_model));
             PreModelSwitch::Allow
         })
         .on_post_model_switch("*", move |s: ModelSwitchInput, _ctx| {
             post.lock()
                 .unwrap()
-                .push(format!("post {} -> {}", s.previous_model, s.model));
+                .push(format!("post {} -> {}", s.from_model, s.to_model));
             PostModelSwitch::Continue
         })
         .compile()
@@ -135,7 +142,7 @@ async fn rust_hooks_see_each_switch_once_and_the_thread_keeps_its_model() {
     );
     let thread = pair.store.get("t").unwrap();
     assert_eq!(
-        thread.data.value("tower_agent.model"),
+        thread.data.value("tower_agent.model").map(|m| &m["model"]),
         Some(&json!("model-b"))
     );
     pair.run(0).await;
@@ -181,7 +188,7 @@ async fn a_rust_block_keeps_the_previous_model() {
     );
     let thread = pair.store.get("t").unwrap();
     assert_eq!(
-        thread.data.value("tower_agent.model"),
+        thread.data.value("tower_agent.model").map(|m| &m["model"]),
         Some(&json!("model-a"))
     );
 }
@@ -215,7 +222,7 @@ async fn a_panicking_rust_hook_blocks_only_when_fail_closed() {
 async fn a_post_switch_context_reaches_the_next_call() {
     let hooks = Hooks::new()
         .on_post_model_switch("*", |s: ModelSwitchInput, _| {
-            PostModelSwitch::AddContext(format!("now on {}", s.model))
+            PostModelSwitch::AddContext(format!("now on {}", s.to_model))
         })
         .compile()
         .unwrap();
@@ -227,8 +234,11 @@ async fn a_post_switch_context_reaches_the_next_call() {
     assert!(text.contains("now on model-b"), "{text}");
 }
 
-/// A command hook gets the common input (`hook_event_name`, `session_id`, `cwd`) and the
-/// switch (`previous_model`, `model`); matchers match the new model's name.
+/// A command hook gets the common input (`hook_event_name`, `session_id`, `cwd`, `prompt_id`;
+/// no `permission_mode`) and Claude Code's switch fields (`from_model`, `to_model`,
+/// `requested_model`, `source`, `context_tokens`, `prompt_cache_warm`, `cache_ttl`,
+/// `estimated_cache_write_usd`, `pricing` — measured on 2.1.328: `tests/reference`);
+/// matchers match the new model's name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_hook_gets_the_switch_and_its_matcher_matches_the_new_model() {
     let s = Scripts::new();
@@ -250,8 +260,24 @@ async fn a_command_hook_gets_the_switch_and_its_matcher_matches_the_new_model() 
     pair.run(1).await;
     let got: Value = serde_json::from_str(&s.read("input.json")).unwrap();
     assert_eq!(got["hook_event_name"], "PreModelSwitch");
-    assert_eq!(got["previous_model"], "model-a");
-    assert_eq!(got["model"], "model-b");
+    assert_eq!(got["from_model"], "model-a");
+    assert_eq!(got["to_model"], "model-b");
+    assert_eq!(got["requested_model"], "model-b");
+    assert_eq!(got["source"], "sdk");
+    assert!(got["context_tokens"].is_u64(), "{got}");
+    assert_eq!(
+        got["prompt_cache_warm"], true,
+        "the previous call was just now"
+    );
+    assert_eq!(got["cache_ttl"], "5m");
+    assert_eq!(got["estimated_cache_write_usd"], 0.0);
+    assert_eq!(got["pricing"], "default");
+    assert!(got["prompt_id"].is_string(), "{got}");
+    assert!(got.get("permission_mode").is_none(), "{got}");
+    assert!(
+        got.get("previous_model").is_none() && got.get("model").is_none(),
+        "{got}"
+    );
     assert!(
         got["session_id"].is_string() && got["cwd"].is_string(),
         "{got}"
@@ -361,4 +387,26 @@ async fn post_switch_stdout_and_additional_context_reach_the_model() {
     let text = format!("{:?}", pair.models[1].requests()[1].messages);
     assert!(text.contains("switched: mind the cache"), "{text}");
     assert!(text.contains("json context"), "{text}");
+}
+
+/// The matcher compares the canonical name of the model switched to: a `[1m]` suffix (the
+/// long-context variant) is ignored; the input's `to_model` keeps it (reference:
+/// `hook-events-late-2026.md` § PreModelSwitch, "matcher").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_matcher_ignores_a_1m_suffix() {
+    let s = Scripts::new();
+    let input = s.path("input.json");
+    let hook = s.bash("pre.sh", &format!("cat > {input:?}"));
+    let hooks = s.hooks(json!({
+        "PreModelSwitch": [{ "matcher": "^model-b$", "hooks": [{ "type": "command", "command": hook }] }],
+    }));
+    let pair = Pair::with_models(
+        hooks.into_hooks().compile().unwrap(),
+        ["model-a", "model-b[1m]"],
+    );
+    pair.run(0).await;
+    pair.run(1).await;
+    let got: Value = serde_json::from_str(&s.read("input.json")).unwrap();
+    assert_eq!(got["to_model"], "model-b[1m]");
+    assert_eq!(got["from_model"], "model-a");
 }

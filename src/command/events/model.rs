@@ -32,7 +32,12 @@ impl Inner {
         let event = HookEvent::PreModelSwitch;
         let input = self.switch_input(event, &switch, ctx);
         let verdicts = self
-            .run(event, Some(&switch.model), input, Report::Run(ctx))
+            .run(
+                event,
+                Some(switch.canonical_to_model()),
+                input,
+                Report::Run(ctx),
+            )
             .await;
         for v in verdicts {
             let asked = v.permission.and_then(|(p, why)| match p {
@@ -57,7 +62,12 @@ impl Inner {
         let input = self.switch_input(event, &switch, ctx);
         let mut contexts = Vec::new();
         for v in self
-            .run(event, Some(&switch.model), input, Report::Run(ctx))
+            .run(
+                event,
+                Some(switch.canonical_to_model()),
+                input,
+                Report::Run(ctx),
+            )
             .await
         {
             if let Some(reason) = v.block.or(v.stop) {
@@ -81,11 +91,21 @@ impl Inner {
         ctx: &RunContext,
     ) -> serde_json::Map<String, Value> {
         let mut input = self.base(event, ctx);
+        input.insert("from_model".into(), switch.from_model.clone().into());
+        input.insert("to_model".into(), switch.to_model.clone().into());
         input.insert(
-            "previous_model".into(),
-            switch.previous_model.clone().into(),
+            "requested_model".into(),
+            switch.requested_model.clone().into(),
         );
-        input.insert("model".into(), switch.model.clone().into());
+        input.insert("source".into(), switch.source.as_str().into());
+        input.insert("context_tokens".into(), switch.context_tokens.into());
+        input.insert("prompt_cache_warm".into(), switch.prompt_cache_warm.into());
+        input.insert("cache_ttl".into(), switch.cache_ttl.clone().into());
+        input.insert(
+            "estimated_cache_write_usd".into(),
+            switch.estimated_cache_write_usd.into(),
+        );
+        input.insert("pricing".into(), switch.pricing.clone().into());
         input
     }
 

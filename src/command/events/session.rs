@@ -49,6 +49,11 @@ impl Inner {
             "last_assistant_message".into(),
             stop.last_assistant_message.into(),
         );
+        if event == HookEvent::Stop {
+            // Claude Code's background shell tasks and scheduled prompts: a run has none.
+            input.insert("background_tasks".into(), Value::Array(Vec::new()));
+            input.insert("session_crons".into(), Value::Array(Vec::new()));
+        }
         let subject = match (event, &stop.agent_name) {
             (HookEvent::SubagentStop, Some(name)) => {
                 input.insert("agent_type".into(), name.clone().into());

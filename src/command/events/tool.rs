@@ -50,8 +50,15 @@ impl Inner {
         let mut input = self.base(event, ctx);
         input.insert("tool_name".into(), call.name.clone().into());
         input.insert("tool_input".into(), call.arguments.clone());
-        input.insert("tool_response".into(), tool_response(&output.content));
+        let response = output.metadata.get(super::super::TOOL_RESPONSE).cloned();
+        input.insert(
+            "tool_response".into(),
+            response.unwrap_or_else(|| tool_response(&output.content)),
+        );
         input.insert("tool_use_id".into(), call.id.clone().into());
+        if let Some(ms) = output.metadata.get(crate::layers::hooks::DURATION_MS) {
+            input.insert("duration_ms".into(), ms.clone());
+        }
         let verdicts = self
             .run(event, Some(&call.name), input, Report::Run(ctx))
             .await;

@@ -688,24 +688,91 @@ impl Failed for CwdChanged {
     }
 }
 
-/// What a PreModelSwitch or PostModelSwitch hook gets: the thread's previous model and the
-/// request's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a PreModelSwitch or PostModelSwitch hook gets: Claude Code's fields for a switch
+/// (2.1.251+; measured against 2.1.328 in `tests/reference`).
+///
+/// In a library a switch is a model call that names another model than the thread's previous
+/// call ([`ModelSettings::model`](crate::model::ModelSettings::model)): someone asked for it,
+/// in code, as the SDK's `set_model` does, so its [`source`](Self::source) is
+/// [`SwitchSource::Sdk`] and [`requested_model`](Self::requested_model) is the model named.
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ModelSwitchInput {
-    /// The model of the thread's previous model call.
-    pub previous_model: String,
-    /// The model this call names.
-    pub model: String,
+    /// The model of the thread's previous model call (`from_model`).
+    pub from_model: String,
+    /// The model this call names (`to_model`); hooks match on it, a `[1m]` suffix ignored.
+    pub to_model: String,
+    /// The model asked for (`requested_model`): `None` for a switch nobody asked for.
+    pub requested_model: Option<String>,
+    /// Who switched (`source`).
+    pub source: SwitchSource,
+    /// The size of the conversation the new model is given, in tokens (`context_tokens`; the
+    /// crate's estimate, four bytes of text a token).
+    pub context_tokens: u64,
+    /// Whether the previous model call was less than [`cache_ttl`](Self::cache_ttl) ago, so a
+    /// provider's prompt cache may still hold the conversation (`prompt_cache_warm`).
+    pub prompt_cache_warm: bool,
+    /// How long a prompt cache lives (`cache_ttl`): `"5m"`, the providers' default.
+    pub cache_ttl: String,
+    /// What writing the conversation to the new model's cache would cost (`estimated_cache_write_usd`):
+    /// `0` — the crate has no price list.
+    pub estimated_cache_write_usd: f64,
+    /// Where the price came from (`pricing`): `"default"` (no price list; Claude Code says
+    /// `"catalog"` for the models it knows, `"configured"` for prices a user set).
+    pub pricing: String,
+}
+
+/// Who switched the model: the `source` of a [`ModelSwitchInput`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SwitchSource {
+    /// The `/model` command (`"command"`).
+    Command,
+    /// The model picker (`"picker"`).
+    Picker,
+    /// Code: the SDK's set-model call, or a request naming another model (`"sdk"`).
+    Sdk,
+    /// The product by itself, a fallback (`"auto"`; PostModelSwitch only).
+    Auto,
+    /// A resumed session restoring its model (`"resume"`; PostModelSwitch only).
+    Resume,
+}
+
+impl SwitchSource {
+    /// The protocol's name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SwitchSource::Command => "command",
+            SwitchSource::Picker => "picker",
+            SwitchSource::Sdk => "sdk",
+            SwitchSource::Auto => "auto",
+            SwitchSource::Resume => "resume",
+        }
+    }
 }
 
 impl ModelSwitchInput {
-    /// A switch from `previous_model` to `model`.
-    pub fn new(previous_model: impl Into<String>, model: impl Into<String>) -> Self {
+    /// A switch from `from_model` to `to_model`, asked for in code ([`SwitchSource::Sdk`]),
+    /// with an empty context and a cold cache.
+    pub fn new(from_model: impl Into<String>, to_model: impl Into<String>) -> Self {
+        let to_model = to_model.into();
         ModelSwitchInput {
-            previous_model: previous_model.into(),
-            model: model.into(),
+            from_model: from_model.into(),
+            requested_model: Some(to_model.clone()),
+            to_model,
+            source: SwitchSource::Sdk,
+            context_tokens: 0,
+            prompt_cache_warm: false,
+            cache_ttl: "5m".into(),
+            estimated_cache_write_usd: 0.0,
+            pricing: "default".into(),
         }
+    }
+
+    /// The target's canonical name, which hooks match on: [`to_model`](Self::to_model)
+    /// without a `[1m]` suffix (the long-context variant of the same model).
+    pub fn canonical_to_model(&self) -> &str {
+        self.to_model.strip_suffix("[1m]").unwrap_or(&self.to_model)
     }
 }
 

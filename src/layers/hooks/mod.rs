@@ -155,7 +155,7 @@ pub use self::{
     setup::{DirectoryAdded, DirectoryAddedInput, Setup},
     start::{HookStart, HookStartLayer},
     step::{HookStep, HookStepLayer},
-    tool::{HookTool, HookToolLayer},
+    tool::{DURATION_MS, HookTool, HookToolLayer},
     watch::{FileChanged, FileChangedInput, FileEvent, MAX_WATCHED},
 };
 use futures_util::future::BoxFuture;

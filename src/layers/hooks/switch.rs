@@ -13,15 +13,45 @@ use super::{HookSetInner, ModelSwitchInput, PostModelSwitch, PreModelSwitch};
 use crate::{
     context::{RunContext, data::Persisted},
     error::BoxError,
+    message::tokens::{BytesPerFour, TokenCounter},
     model::{ModelRequest, ModelResponse},
 };
 
-/// The model of a thread's last model call that a model hook layer with switch hooks saw.
+/// The model of a thread's last model call that a model hook layer with switch hooks saw, and
+/// when (milliseconds since the Unix epoch; 0 in a thread saved before this was kept).
 #[derive(serde::Serialize, serde::Deserialize)]
-struct LastModel(String);
+#[serde(untagged)]
+enum LastModel {
+    At { model: String, at_ms: u64 },
+    Name(String),
+}
+
+impl LastModel {
+    fn model(&self) -> &str {
+        match self {
+            LastModel::At { model, .. } | LastModel::Name(model) => model,
+        }
+    }
+
+    fn at_ms(&self) -> u64 {
+        match self {
+            LastModel::At { at_ms, .. } => *at_ms,
+            LastModel::Name(_) => 0,
+        }
+    }
+}
 
 impl Persisted for LastModel {
     const KEY: &'static str = "tower_agent.model";
+}
+
+/// How long a provider's prompt cache lives by default: 5 minutes.
+const CACHE_TTL_MS: u64 = 5 * 60 * 1000;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl HookSetInner {
@@ -48,8 +78,14 @@ pub(super) fn switch_of(set: &HookSetInner, req: &ModelRequest) -> Option<ModelS
         None
     });
     match last {
-        Some(LastModel(previous)) if previous == model => None,
-        Some(LastModel(previous)) => Some(ModelSwitchInput::new(previous, model)),
+        Some(last) if last.model() == model => None,
+        Some(last) => {
+            let mut switch = ModelSwitchInput::new(last.model(), model);
+            let tokens = BytesPerFour.count_messages(&req.messages);
+            switch.context_tokens = u64::try_from(tokens).unwrap_or(u64::MAX);
+            switch.prompt_cache_warm = now_ms().saturating_sub(last.at_ms()) < CACHE_TTL_MS;
+            Some(switch)
+        }
         None => {
             record(ctx, model);
             None
@@ -75,15 +111,15 @@ where
         ctx.warn(format!(
             "a PreModelSwitch hook blocked the switch from model `{}` to `{}`: {reason}; the \
              call keeps `{}`",
-            switch.previous_model, switch.model, switch.previous_model
+            switch.from_model, switch.to_model, switch.from_model
         ));
-        req.settings.model = Some(switch.previous_model.as_str().into());
+        req.settings.model = Some(switch.from_model.as_str().into());
         return inner.oneshot(req).await.map_err(Into::into);
     }
     let resp = inner.oneshot(req).await.map_err(Into::into)?;
-    record(&ctx, &switch.model);
+    record(&ctx, &switch.to_model);
     for (m, f) in &set.on_post_model_switch {
-        if !m.matches_name(&switch.model) {
+        if !m.matches_name(switch.canonical_to_model()) {
             continue;
         }
         if let PostModelSwitch::AddContext(text) = f(switch.clone(), ctx.clone()).await {
@@ -100,7 +136,7 @@ async fn pre_switch(
     ctx: &RunContext,
 ) -> Option<String> {
     for (m, f) in &set.on_pre_model_switch {
-        if !m.matches_name(&switch.model) {
+        if !m.matches_name(switch.canonical_to_model()) {
             continue;
         }
         if let PreModelSwitch::Block(reason) = f(switch.clone(), ctx.clone()).await {
@@ -111,7 +147,11 @@ async fn pre_switch(
 }
 
 fn record(ctx: &RunContext, model: &str) {
-    if let Err(err) = ctx.persist(&LastModel(model.to_owned())) {
+    let last = LastModel::At {
+        model: model.to_owned(),
+        at_ms: now_ms(),
+    };
+    if let Err(err) = ctx.persist(&last) {
         ctx.warn(format!(
             "the call's model could not be kept in the thread: {err}"
         ));

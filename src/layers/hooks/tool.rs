@@ -4,6 +4,7 @@ use std::{
     fmt,
     sync::Arc,
     task::{Context, Poll},
+    time::Instant,
 };
 
 use tower::{Layer, Service, ServiceExt};
@@ -162,11 +163,15 @@ where
             let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
             return HookToolFuture::call(self.inner.call(ToolRequest::new(call, ctx)));
         }
+        let started = Instant::now();
         let fut = self
             .inner
             .call(ToolRequest::new((*call).clone(), ctx.clone()))
             .map_err(Into::into);
-        HookToolFuture::hooks(async move { after(&set, call, ctx, contexts, fut.await).await })
+        HookToolFuture::hooks(async move {
+            let result = timed(fut.await, started);
+            after(&set, call, ctx, contexts, result).await
+        })
     }
 }
 
@@ -269,11 +274,31 @@ where
             .await
             .map_err(Into::into);
     }
+    let started = Instant::now();
     let result = inner
         .oneshot(ToolRequest::new((*call).clone(), ctx.clone()))
         .await
         .map_err(Into::into);
-    after(&set, call, ctx, contexts, result).await
+    after(&set, call, ctx, contexts, timed(result, started)).await
+}
+
+/// The [`ToolOutput::metadata`] key under which the hook layer records how long a call took,
+/// in whole milliseconds, for its PostToolUse and PostToolUseFailure hooks (the command hooks'
+/// `duration_ms`). Set only on the calls such a hook matches; a tool's own value is kept.
+pub const DURATION_MS: &str = "tower_agent.duration_ms";
+
+/// `result` with the time since `started` recorded ([`DURATION_MS`]).
+fn timed(
+    mut result: Result<ToolOutput, BoxError>,
+    started: Instant,
+) -> Result<ToolOutput, BoxError> {
+    if let Ok(output) = &mut result
+        && !output.metadata.contains_key(DURATION_MS)
+    {
+        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        output.metadata.insert(DURATION_MS.into(), ms.into());
+    }
+    result
 }
 
 /// What the approval path decided.

@@ -1,0 +1,124 @@
+//! Plays a scenario through tower-agent: the scenario's settings read by `CommandHooks` (the
+//! project directory the one holding `.claude/`), the Anthropic provider against the same
+//! model server, a `Bash` tool answering as Claude Code's does (the model sees the output;
+//! hooks see `{stdout, stderr, interrupted, isImage, noOutputExpected}`), one run per prompt
+//! on one thread; a model step makes the following runs name that model.
+
+use serde_json::{Value, json};
+use tower_agent::{
+    Agent, AgentRequest, BoxError,
+    command::CommandHooks,
+    message::ToolOutput,
+    model::{Anthropic, ModelSettings},
+    store::MemoryStore,
+    tool::tool_fn,
+};
+
+use super::{
+    scenario::{Play, Scenario, Step},
+    server::ModelServer,
+};
+
+/// What each run answered (its outcome and text).
+pub(crate) async fn play(scenario: &Scenario, play: &Play, server: &ModelServer) -> Vec<Value> {
+    let hooks = CommandHooks::builder()
+        .settings_file(play.project().join(".claude/settings.json"))
+        .project_dir(play.project())
+        .transcripts_dir(play.path("transcripts"))
+        .build()
+        .unwrap()
+        .into_hooks()
+        .compile()
+        .unwrap();
+    let store = MemoryStore::new();
+    let mut model = scenario.model.clone();
+    let mut results = Vec::new();
+    for step in &scenario.steps {
+        let prompt = match step {
+            Step::SetModel(m) => {
+                model = m.clone();
+                continue;
+            }
+            Step::Prompt(p) | Step::Resume(p) => p,
+        };
+        let provider = Anthropic::builder()
+            .base_url(server.url())
+            .api_key("sk-ant-reference")
+            .model(&model)
+            .build();
+        let agent = Agent::builder()
+            .model(provider)
+            .tool(bash(play.project()))
+            .settings(ModelSettings::default().model(model.as_str()))
+            .store(store.clone())
+            .hooks(hooks.clone())
+            .build();
+        let req = AgentRequest::new(prompt.as_str())
+            .thread("reference")
+            .cwd(play.project());
+        let resp = agent.run(req).await.unwrap();
+        results.push(json!({ "outcome": format!("{:?}", resp.outcome), "text": resp.text }));
+    }
+    // SessionEnd hooks run in the background as a run ends: wait for each run's (or 30 s, a
+    // bound no hook of the scenarios comes near; a missing one then shows as a difference).
+    if scenario.observe.iter().any(|e| e == "SessionEnd") {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        while session_ends(play) < results.len() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    results
+}
+
+fn session_ends(play: &Play) -> usize {
+    play.hooks()
+        .iter()
+        .filter(|h| h.input["hook_event_name"] == "SessionEnd")
+        .count()
+}
+
+/// Claude Code's `Bash` tool, as far as hooks and the model see it: `bash -c` in the project,
+/// stdout (without its last newline) to the model.
+fn bash(project: std::path::PathBuf) -> impl tower_agent::tool::Tool {
+    tool_fn(
+        "Bash",
+        "Runs a shell command",
+        json!({"type": "object", "properties": {
+            "command": {"type": "string"}, "description": {"type": "string"}},
+            "required": ["command"]}),
+        move |args: Value, _| {
+            let project = project.clone();
+            async move {
+                let command = args["command"].as_str().unwrap_or_default().to_owned();
+                let out = tokio::process::Command::new("bash")
+                    .arg("-c")
+                    .arg(&command)
+                    .current_dir(project)
+                    .output()
+                    .await?;
+                let stdout = String::from_utf8_lossy(&out.stdout)
+                    .trim_end_matches('\n')
+                    .to_owned();
+                let stderr = String::from_utf8_lossy(&out.stderr)
+                    .trim_end_matches('\n')
+                    .to_owned();
+                let response = json!({"stdout": stdout, "stderr": stderr, "interrupted": false,
+                    "isImage": false, "noOutputExpected": false});
+                let output = if out.status.success() {
+                    ToolOutput::text("", stdout)
+                } else {
+                    ToolOutput::error(
+                        "",
+                        format!(
+                            "Exit code {}\n{stdout}{stderr}",
+                            out.status.code().unwrap_or(-1)
+                        ),
+                    )
+                };
+                Ok::<_, BoxError>(
+                    output.with_metadata(tower_agent::command::TOOL_RESPONSE, response),
+                )
+            }
+        },
+    )
+}
