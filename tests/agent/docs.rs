@@ -27,7 +27,9 @@ fn cargo_features() -> BTreeMap<String, Vec<String>> {
 /// The rows of the Markdown table under the heading `heading` in `text`: each row's cells,
 /// trimmed (the header and its rule left out).
 fn table_after(text: &str, heading: &str) -> Vec<Vec<String>> {
-    let start = text.find(heading).unwrap_or_else(|| panic!("no `{heading}`"));
+    let start = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("no `{heading}`"));
     text[start..]
         .lines()
         .skip_while(|l| !l.starts_with('|'))
@@ -54,10 +56,7 @@ fn crate_docs() -> String {
 fn check_table(page: &str, rows: &[Vec<String>]) {
     let features = cargo_features();
     let default = &features["default"];
-    let listed: Vec<&str> = rows
-        .iter()
-        .map(|r| r[0].trim_matches('`'))
-        .collect();
+    let listed: Vec<&str> = rows.iter().map(|r| r[0].trim_matches('`')).collect();
     for name in features.keys().filter(|n| *n != "default") {
         assert!(
             listed.contains(&name.as_str()),
@@ -96,7 +95,10 @@ fn the_features_guide_page_lists_every_feature() {
 #[test]
 fn full_turns_on_every_feature() {
     let features = cargo_features();
-    for name in features.keys().filter(|n| !matches!(n.as_str(), "default" | "full")) {
+    for name in features
+        .keys()
+        .filter(|n| !matches!(n.as_str(), "default" | "full"))
+    {
         assert!(
             features["full"].contains(name),
             "Cargo.toml: `full` lacks `{name}`"
