@@ -106,16 +106,22 @@
 //!
 //! # Feature flags
 //!
-//! The core (all three levels, the loop, the scripted model, the in-memory store, the
-//! [`RetryPolicy`](model::RetryPolicy) and [`ProviderError`](model::ProviderError)) needs no
-//! feature. `full` turns on every optional feature.
+//! The core (all three levels, the loop, every hook layer and command hooks, the built-ins,
+//! the scripted model, the in-memory store, the [`RetryPolicy`](model::RetryPolicy) and
+//! [`ProviderError`](model::ProviderError)) needs no feature. `full` turns on every optional
+//! feature. What each pulls in: the [features page](guide::features) of the guide.
 //!
 //! | Feature | Default | What it adds |
 //! |---|---|---|
-//! | `openai` | yes | [`model::openai::OpenAiChat`]: the Chat Completions API over reqwest (OpenAI, vLLM, Ollama, llama.cpp, LiteLLM) |
+//! | `openai` | yes | [`model::openai::OpenAiChat`] (the Chat Completions API: OpenAI, vLLM, Ollama, llama.cpp, LiteLLM) and [`model::responses::OpenAiResponses`] (the Responses API), over reqwest |
+//! | `http-hooks` | yes | `"type": "http"` [command hooks](command#http-hooks): the hook's input POSTed over reqwest (without it they are skipped with a warning) |
 //! | `anthropic` | no | [`model::anthropic::Anthropic`]: the Messages API over reqwest |
 //! | `sqlite` | no | `store::Sqlite`: threads in a SQLite file, and the SQLite tool-call ledger ([`layers::ledger`]); SQLite is compiled in |
-//! | `axum` | no | `server`: an axum `Router` for an agent (runs, SSE streams, threads) and a graceful `serve` |
+//! | `postgres` | no | `store::Postgres`: threads shared by server replicas (leases, compare-and-swap saves), over tokio-postgres |
+//! | `axum` | no | `server`: an axum `Router` for an agent (runs, SSE streams, threads, approvals) and a graceful `serve` |
+//! | `mcp` | no | `mcp`: MCP servers' tools as tools (stdio, streamable HTTP), `mcp_tool` hooks, tools and agents served over MCP (the official `rmcp` SDK) |
+//! | `wasm` | no | `wasm`: hooks as WebAssembly components, in-process and sandboxed, on Wasmtime (`"type": "wasm"` handlers, `.wasm` files in hooks directories) |
+//! | `opentelemetry` | no | span attributes that OpenTelemetry wants as arrays (`gen_ai.response.finish_reasons`) recorded as arrays through `tracing-opentelemetry` |
 //! | `full` | no | every feature above |
 //!
 //! The providers use reqwest with rustls (the aws-lc-rs crypto provider, the platform's

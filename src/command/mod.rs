@@ -350,32 +350,18 @@
 //!
 //! # Events
 //!
-//! | Event (aliases) | Callback | Matcher on | Input fields (besides the common ones) | What the hooks can do |
-//! |---|---|---|---|---|
-//! | PreToolUse (`tool-call-start`) | [`before_tool_use`](Hooks::before_tool_use) | `tool_name` | `tool_name`, `tool_input`, `tool_use_id` | deny (exit 2 / `deny`), `defer` (see [`PreToolUse::Defer`](crate::layers::hooks::PreToolUse::Defer); reason, `updatedInput` and `additionalContext` of a defer are ignored), ask, allow, `updatedInput`, `additionalContext`; deny > defer > ask > allow |
-//! | PostToolUse (`tool-call-end`) | [`after_tool_use`](Hooks::after_tool_use) | `tool_name` | + `tool_response` (the output: its JSON if it holds a JSON object or array, else its text) | `updatedToolOutput`, `additionalContext`; a block adds its reason as context |
-//! | PostToolUseFailure | [`on_tool_failure`](Hooks::on_tool_failure) | `tool_name` | `tool_name`, `tool_input`, `tool_use_id`, `error`, `is_interrupt`, `tool_response: {"error": …}` | `additionalContext`; a block adds its reason as context |
-//! | UserPromptSubmit | [`on_user_prompt`](Hooks::on_user_prompt) | — | `prompt` | block (run ends `Blocked`), context (`additionalContext` or plain stdout) |
-//! | Stop (`agent-stop`) | [`on_stop`](Hooks::on_stop) | — | `stop_hook_active`, `last_assistant_message` | block = the agent continues with the reason as feedback; `additionalContext` too |
-//! | SubagentStop | [`on_subagent_stop`](Hooks::on_subagent_stop) | the subagent's name | + `agent_type` (its name), `agent_id` (`agent-<call id>`, as for SubagentStart), `agent_transcript_path` (`""`) | as Stop, for the subagent |
-//! | SubagentStart | [`on_subagent_start`](Hooks::on_subagent_start) | `agent_type` | `agent_type` (the subagent's tool name), `agent_id` (`agent-<call id>`) | context (`additionalContext`) added to the subagent's system prompt; cannot block (a block is reported) |
-//! | SessionStart (`agent-start`) | [`on_session_start_for`](Hooks::on_session_start_for) | `source` | `source`: `startup` (new thread), `resume` (the thread was in the store), `compact` (right after a compaction); `model` (when the agent's settings name one) | context (`additionalContext` or plain stdout): for the system prompt at `startup`/`resume`, after the summary at `compact`; [`CLAUDE_ENV_FILE`](#claude_env_file) |
-//! | SessionEnd | [`on_session_end`](Hooks::on_session_end) | `reason` | `reason` (`other`, as Claude Code run headless says: see [`session_end_reason`](crate::agent::session_end_reason)), `outcome` (the run's [`Outcome`](crate::agent::Outcome) as JSON) | observe (started in the background; the run does not wait); also fires for a run whose future is dropped |
-//! | StopFailure | [`on_stop_failure`](Hooks::on_stop_failure) | `error` | `error` (`rate_limit`, `overloaded`, `authentication_failed`, `billing_error`, `invalid_request`, `model_not_found`, `server_error`, `max_output_tokens`, `unknown`: read from the error's text), `error_details`, `last_assistant_message` (`API Error: …`) | observe (background; output and exit code ignored); fires when a model call fails after its retries (not for an [`Abort`](crate::error::Abort)); Stop does not run |
-//! | TaskCreated | [`on_task_created`](Hooks::on_task_created) | — | `task_id`, `task_subject` (a new todo of a `write_todos` call) | block (exit 2 / `decision: "block"`): the call fails with the reason, the list is unchanged; `continue: false` is ignored |
-//! | TaskCompleted | [`on_task_completed`](Hooks::on_task_completed) | — | `task_id`, `task_subject` (a todo that becomes `done`) | block (exit 2 / `decision: "block"`; `continue: false` too, with its stop reason): as TaskCreated |
-//! | InstructionsLoaded | [`on_instructions_loaded`](Hooks::on_instructions_loaded) | `load_reason` | `file_path`, `memory_type` (`Project` under the run's cwd, else `User`), `load_reason` (`session_start`): each file the [`Memory`](crate::builtins::memory::Memory) stage loads | observe (background) |
-//! | MessageDisplay | [`on_message_display`](Hooks::on_message_display) | — | `turn_id` (the run), `message_id`, `index` (0), `final` (true), `delta` (the whole text): once per assistant message with text | `displayContent` replaces the text of the [`MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event (last one wins); the history keeps the original; default timeout 10 s |
-//! | PostCompact | [`on_post_compact`](Hooks::on_post_compact) | `trigger` | `trigger` (`auto`), `compact_summary` | observe (background) |
-//! | Notification | [`on_notify`](Hooks::on_notify) | `notification_type`: `permission_prompt` (the [`Approval`](crate::layers::hooks::Approval) service is about to be asked) or `warning` (each [`RunContext::warn`](crate::context::RunContext::warn); no documented type fits) | `message`, `title` (for `permission_prompt`: `Permission needed`), `notification_type` | observe (background); exit code, stderr, `systemMessage` and `continue` are ignored |
-//! | PermissionRequest | [`on_permission_request`](Hooks::on_permission_request) | `tool_name` | `tool_name`, `tool_input` (no `tool_use_id`) | `hookSpecificOutput.decision`: `behavior: "allow"` (+ `updatedInput`) runs the call, `"deny"` (+ `message`, `interrupt`) denies it (interrupt: the run ends `Aborted`); no decision: the approval service decides. Exit 2 is ignored (stderr discarded); `continue: false` denies and interrupts |
-//! | PermissionDenied | [`on_permission_denied`](Hooks::on_permission_denied) | `tool_name` | `tool_name`, `tool_input`, `tool_use_id`, `reason` | fires only when the approval path denies on its own (no approval service, or it failed); `hookSpecificOutput.retry: true` tells the model it may retry. Exit 2 is ignored |
-//! | PostToolBatch | [`on_post_tool_batch`](Hooks::on_post_tool_batch) | — (no matcher) | `tool_calls`: `[{tool_name, tool_input, tool_use_id, tool_response}]` (`tool_response`: the text the model gets) | `additionalContext` before the next model call; `decision: "block"`, `continue: false` or exit 2 stops the loop ([`Outcome::Blocked`](crate::agent::Outcome::Blocked)), the reason kept in the conversation |
-//! | PreCompact | [`CommandHooks::pre_compact`] for [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact) | `trigger` (always `auto`) | `trigger`, `custom_instructions` (empty), `tokens`, `threshold`, `summarized_messages`, `kept_messages` | veto the compaction (block) |
-//! | BeforeModel (`step-start`) | [`before_model`](Hooks::before_model) | — | `llm_request`: `{messages, tools, settings}` | `hookSpecificOutput.llm_request` replaces the parts it has; a block answers the call with the reason as the assistant's text (the model is not called) |
-//! | AfterModel | [`after_model`](Hooks::after_model) | — | `llm_response`: `{message, usage, stop_reason}` | `hookSpecificOutput.llm_response` replaces the parts it has; a block replaces the answer with the reason as text |
-//! | Elicitation | [`CommandHooks::elicitation_layer`] (feature `mcp`) | the MCP server's name | `mcp_server_name`, `message`, `mode` (`form` / `url`), `requested_schema` (form), `url` and `elicitation_id` (URL mode) | `hookSpecificOutput.action` (`accept` + `content`, `decline`, `cancel`) answers in the user's place; exit 2 declines ([above](#mcp-elicitation)) |
-//! | ElicitationResult | [`CommandHooks::elicitation_layer`] (feature `mcp`) | the MCP server's name | `mcp_server_name`, `action`, `content` (if any), `mode`, `elicitation_id` (URL mode) | `hookSpecificOutput.action` / `content` override the user's answer; exit 2 declines |
+//! Every event — what a settings matcher is compared with, the fields of its input and what
+//! a command hook's answer does there — is a row of the crate's one table of events, in the
+//! [`HookEvent`] docs (also at the end of the [hooks guide](crate::guide::hooks#every-event)).
+//! The table is made from the list of events the crate is built from, so no event can be
+//! missing from it. The command hooks of an event become one callback of the [`Hooks`]
+//! registry, the one in the table's "Rust hook" column; PreCompact's are
+//! [`CommandHooks::pre_compact`], for
+//! [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact), and
+//! Elicitation's and ElicitationResult's [`CommandHooks::elicitation_layer`] (feature `mcp`).
+//! Settings may also name events by the aliases `tool-call-start` (PreToolUse),
+//! `tool-call-end` (PostToolUse), `agent-start` (SessionStart), `step-start` (BeforeModel) and
+//! `agent-stop` (Stop).
 //!
 //! ## Events not fired
 //!
@@ -489,7 +475,7 @@
 //! - **Exit 0**: stdout is parsed as JSON if it starts with `{` (after trimming). Plain stdout
 //!   is context for UserPromptSubmit and SessionStart and ignored elsewhere (logged at debug).
 //!   Stdout that starts with `{` but is not valid JSON is reported and ignored (fail-open).
-//! - **Exit 2**: block (what a block does is the event's: see the table above; it is ignored
+//! - **Exit 2**: block (what a block does is the event's: see the [table](HookEvent); it is ignored
 //!   on PermissionRequest, PermissionDenied and Notification). Its reason is the JSON's own
 //!   blocking decision's (`decision: "block"` + `reason`, or `permissionDecision: "deny"` +
 //!   `permissionDecisionReason`) when stdout makes one, else stderr. The JSON is still read,

@@ -32,8 +32,13 @@
 //!             ModelDelta::Text { text } => Some(ModelDelta::Text { text: text.to_uppercase() }),
 //!             other => Some(other),
 //!         })
+//!         // The text parts in place: tool calls and reasoning stay.
 //!         .map_done(|mut done| {
-//!             done.message = tower_agent::message::Message::assistant(done.message.text().to_uppercase());
+//!             for part in &mut done.message.content {
+//!                 if let tower_agent::message::Content::Text { text } = part {
+//!                     *text = text.to_uppercase();
+//!                 }
+//!             }
 //!             done
 //!         })
 //!     })

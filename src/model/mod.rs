@@ -409,17 +409,27 @@ impl ModelSettings {
 ///
 /// # Streaming
 ///
-/// A streaming answer comes as its head (this, with no message yet) and its
-/// [`body`](Self::body), the pieces still to come: see [`body`](mod@body). A clone of a
+/// A streaming answer comes as its head (this, with no message, usage nor stop reason yet:
+/// [`is_streaming`](Self::is_streaming) says which) and its [`body`](Self::body), the pieces
+/// still to come, ending with the whole answer: see [`body`](mod@body). A clone of a
 /// streaming response has an empty body (the stream stays with the original):
 /// [`collect`](Self::collect) it first to clone the whole answer.
 #[derive(Debug)]
 pub struct ModelResponse {
-    /// The assistant message (text and/or tool calls).
+    /// The assistant message (text and/or tool calls). Empty on the head of a streaming
+    /// answer: the message is the whole answer's, at the stream's end (see below).
     pub message: Message,
     /// Token counts, if the provider reported them.
+    ///
+    /// `None` on the head of a streaming answer ([`is_streaming`](Self::is_streaming)) even
+    /// when the provider reports usage: it comes with the whole answer, at the stream's
+    /// [`Done`](body::ModelChunk::Done). A layer that counts tokens reads it there —
+    /// [`on_end`](Self::on_end), [`map_done`](Self::map_done), [`then_done`](Self::then_done)
+    /// or [`collect`](Self::collect), each at once for an answer that does not stream (the
+    /// [stateful layer guide](crate::guide::stateful_layer) counts a budget so).
     pub usage: Option<Usage>,
-    /// Why the model stopped.
+    /// Why the model stopped (on the head of a streaming answer, not the answer's yet: the
+    /// whole answer's is at the stream's end).
     pub stop_reason: StopReason,
     /// Who answered and how, as the provider reported it (for tracing: see
     /// [`layers::trace`](crate::layers::trace)).

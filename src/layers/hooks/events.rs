@@ -5,7 +5,8 @@
 //! has, and the Rust registration methods of [`Hooks`]. From it come the [`HookEvent`] enum
 //! (the names settings files use), the registration methods and the storage of a compiled
 //! [`HookSet`](super::HookSet), and the events' table in the docs (`hook_table!`, shown in
-//! the [module docs](super) and the [hooks guide](crate::guide::hooks)).
+//! the [`HookEvent`] docs and the [hooks guide](crate::guide::hooks), and linked from the
+//! [command hooks' docs](crate::command#events): one table for Rust and command hooks).
 //!
 //! Adding an event is one entry here, its typed input and output next to where it fires, the
 //! firing point (a layer), and its translation for command hooks in `command::events`.
@@ -108,7 +109,9 @@ macro_rules! hook_method {
 /// end), `fires` (the level, and when), `can` (what a hook decides there), `timeout` (of a
 /// command handler that sets none, ms), `tool_input` (the input has `tool_name`/`tool_input`:
 /// `if` rules apply), `matcher` (settings matchers apply), `stdout_context` (a command hook's
-/// plain stdout is context); then its Rust registration methods, each
+/// plain stdout is context); for command hooks, `matcher_on` (what a settings matcher is
+/// compared with; `—` for none), `input` (the fields of the input JSON besides the common
+/// ones) and `answer` (what a command hook's answer does); then its Rust registration methods, each
 /// `fn name(matcher?; args) -> kind Output`. The `rust` section: registration methods of no
 /// settings event; the `not_fired` section: protocol events this crate does not fire.
 macro_rules! hook_events {
@@ -124,6 +127,9 @@ macro_rules! hook_events {
                     tool_input: $tool_input:literal,
                     matcher: $has_matcher:literal,
                     stdout_context: $stdout_context:literal,
+                    matcher_on: $matcher_on:literal,
+                    input: $input:literal,
+                    answer: $answer:literal,
                     $(
                         $(#[doc = $doc:literal])*
                         fn $method:ident($($matcher:ident)? ; $($arg:ident : $ty:ty),*) -> $kind:ident $out:ty;
@@ -152,19 +158,20 @@ macro_rules! hook_events {
         macro_rules! hook_table {
             () => {
                 concat!(
-                    "| Event | Fires | Rust hook | Can |\n|---|---|---|---|\n",
+                    "| Event | Fires | Rust hook | Can | Matcher on | Input fields of a command hook (besides the common ones) | A command hook's answer |\n",
+                    "|---|---|---|---|---|---|---|\n",
                     $(
                         "| ", stringify!($Event), " | ", $fires, " | ",
                         $( "[`", stringify!($method), "`](crate::layers::hooks::Hooks::", stringify!($method), ") ", )*
-                        " | ", $can, " |\n",
+                        " | ", $can, " | ", $matcher_on, " | ", $input, " | ", $answer, " |\n",
                     )*
                     $(
                         "| ", $rlabel, " (Rust only) | ", $rfires, " | ",
                         $( "[`", stringify!($rmethod), "`](crate::layers::hooks::Hooks::", stringify!($rmethod), ") ", )*
-                        " | ", $rcan, " |\n",
+                        " | ", $rcan, " | — | — | — |\n",
                     )*
                     $(
-                        "| ", stringify!($nname), " | not fired: ", $nreason, " | | |\n",
+                        "| ", stringify!($nname), " | not fired: ", $nreason, " | | | | | |\n",
                     )*
                 )
             };
@@ -277,6 +284,9 @@ hook_events! {
             fires: "tool: before the call",
             can: "allow, deny, ask, defer, rewrite the arguments, add context, abort the run",
             timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
+            matcher_on: "`tool_name`",
+            input: "`tool_name`, `tool_input`, `tool_use_id`",
+            answer: "deny (exit 2 / `deny`), `defer` (see [`PreToolUse::Defer`](crate::layers::hooks::PreToolUse::Defer); reason, `updatedInput` and `additionalContext` of a defer are ignored), ask, allow, `updatedInput`, `additionalContext`; deny > defer > ask > allow",
             /// PreToolUse: before each matching tool call.
             fn before_tool_use(matcher; call: Arc<ToolCall>, ctx: RunContext) -> decide PreToolUse;
         }
@@ -286,6 +296,9 @@ hook_events! {
             fires: "tool: after a call that succeeded",
             can: "replace the output, add context next to it, abort the run",
             timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
+            matcher_on: "`tool_name`",
+            input: "`tool_name`, `tool_input`, `tool_use_id`, `tool_response` (the output: its JSON if it holds a JSON object or array, else its text)",
+            answer: "`updatedToolOutput`, `additionalContext`; a block adds its reason as context",
             /// PostToolUse: after each matching tool call that succeeded (its output is not
             /// an error).
             fn after_tool_use(matcher; call: Arc<ToolCall>, output: Arc<ToolOutput>, ctx: RunContext) -> decide PostToolUse;
@@ -296,6 +309,9 @@ hook_events! {
             fires: "tool: after a call that failed",
             can: "add context next to the error, abort the run",
             timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
+            matcher_on: "`tool_name`",
+            input: "`tool_name`, `tool_input`, `tool_use_id`, `error`, `is_interrupt`, `tool_response: {\"error\": …}`",
+            answer: "`additionalContext`; a block adds its reason as context",
             /// PostToolUseFailure: after each matching tool call that failed or returned an
             /// error output.
             fn on_tool_failure(matcher; call: Arc<ToolCall>, failure: Arc<ToolFailure>, ctx: RunContext) -> decide PostToolUseFailure;
@@ -306,6 +322,9 @@ hook_events! {
             fires: "start: before the prompt enters the thread",
             can: "block (the run ends `Blocked`), add context, rewrite the prompt",
             timeout: 30_000, tool_input: false, matcher: false, stdout_context: true,
+            matcher_on: "—",
+            input: "`prompt`",
+            answer: "block (the run ends `Blocked`), context (`additionalContext` or plain stdout)",
             /// UserPromptSubmit: before the prompt enters the thread.
             fn on_user_prompt(; prompt: Arc<str>, ctx: RunContext) -> decide UserPrompt;
         }
@@ -315,6 +334,9 @@ hook_events! {
             fires: "step: the model answered without tool calls",
             can: "finish, or continue with feedback",
             timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
+            matcher_on: "—",
+            input: "`stop_hook_active`, `last_assistant_message`",
+            answer: "block = the agent continues with the reason as feedback; `additionalContext` too",
             /// Stop: when the agent is about to finish (the model answered without tool
             /// calls).
             fn on_stop(; input: StopInput, ctx: RunContext) -> decide Stop;
@@ -325,6 +347,9 @@ hook_events! {
             fires: "tool: inside a subagent's call, as it finishes",
             can: "send the subagent back to work",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "the subagent's name",
+            input: "as Stop, and `agent_type` (its name), `agent_id` (`agent-<call id>`, as for SubagentStart), `agent_transcript_path` (its transcript; `\"\"` without transcripts)",
+            answer: "as Stop, for the subagent",
             /// SubagentStop: when a subagent ([`Agent::into_tool`](crate::Agent::into_tool))
             /// run by this agent finishes; the matcher picks subagents by tool name.
             fn on_subagent_stop(matcher; input: StopInput, ctx: RunContext) -> decide Stop;
@@ -335,6 +360,9 @@ hook_events! {
             fires: "start: `startup`, `resume`; model: `compact`, on the answer of a compacted request",
             can: "add context (the run's system prompt; after the summary at `compact`), block (the run ends `Blocked`)",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: true,
+            matcher_on: "`source`",
+            input: "`source`: `startup` (new thread), `resume` (the thread was in the store), `compact` (right after a compaction); `model` (when the agent's settings name one)",
+            answer: "context (`additionalContext` or plain stdout): for the system prompt at `startup`/`resume`, after the summary at `compact`; [`CLAUDE_ENV_FILE`](crate::command#claude_env_file)",
             /// SessionStart for the sources `matcher` matches (`startup`, `resume`, `compact`;
             /// `"*"` for all), with the [`SessionStartInput`]. At `startup`/`resume` the
             /// contexts go to the run's system prompt; at `compact` (right after a
@@ -349,6 +377,9 @@ hook_events! {
             fires: "run end: the loop, as the run ends (also a run whose future is dropped)",
             can: "observe; reason: [`session_end_reason`](crate::agent::session_end_reason)",
             timeout: 1_500, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "`reason`",
+            input: "`reason` ([mapped from the outcome](crate::agent::session_end_reason): `prompt_input_exit` for finished, step-limited or blocked runs, `other` for aborted, cancelled or dropped ones), `outcome` (the run's [`Outcome`](crate::agent::Outcome) as JSON)",
+            answer: "observe (started in the background; the run does not wait); also fires for a run whose future is dropped; the handlers share one budget of 1.5 s",
             /// SessionEnd: once per run, after it ended (observe only).
             fn on_session_end(; response: &AgentResponse, ctx: &RunContext) -> observe ();
         }
@@ -358,6 +389,9 @@ hook_events! {
             fires: "model: in the summarize layer, before it compacts",
             can: "veto the compaction ([`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact))",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "`trigger` (always `auto`)",
+            input: "`trigger`, `custom_instructions` (empty), `tokens`, `threshold`, `summarized_messages`, `kept_messages`",
+            answer: "veto the compaction (block); command hooks reach it through [`CommandHooks::pre_compact`](crate::command::CommandHooks::pre_compact), given to [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact)",
         }
         /// Each warning of a run: observe.
         Notification {
@@ -365,6 +399,9 @@ hook_events! {
             fires: "start: an observer set for the run; called where a warning or a permission prompt is raised",
             can: "observe, by `notification_type` (`warning`, `permission_prompt`)",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "`notification_type`: `permission_prompt` (the [`Approval`](crate::layers::hooks::Approval) service is about to be asked) or `warning` (each [`RunContext::warn`](crate::context::RunContext::warn); no documented type fits)",
+            input: "`message`, `title` (for `permission_prompt`: `Permission needed`), `notification_type`",
+            answer: "observe (background); exit code, stderr, `systemMessage` and `continue` are ignored",
             /// Notification, every type: the matcher picks by `notification_type` —
             /// `permission_prompt` (the [`Approval`](super::Approval) service is about to be
             /// asked, with the message and the title `Permission needed`) or `warning` (each
@@ -379,6 +416,9 @@ hook_events! {
             fires: "model: before each call",
             can: "modify the request, or answer without calling the model",
             timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
+            matcher_on: "—",
+            input: "`llm_request`: `{messages, tools, settings}`",
+            answer: "`hookSpecificOutput.llm_request` replaces the parts it has; a block answers the call with the reason as the assistant's text (the model is not called)",
             /// Before each model call: modify the request or answer in the model's place.
             fn before_model(; request: ModelRequest) -> decide BeforeModel;
         }
@@ -388,6 +428,9 @@ hook_events! {
             fires: "model: after each call",
             can: "modify or replace the response",
             timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
+            matcher_on: "—",
+            input: "`llm_response`: `{message, usage, stop_reason}`",
+            answer: "`hookSpecificOutput.llm_response` replaces the parts it has; a block replaces the answer with the reason as text",
             /// After each model call: modify or replace the response.
             fn after_model(; response: ModelResponse, ctx: RunContext) -> decide ModelResponse;
         }
@@ -397,6 +440,9 @@ hook_events! {
             fires: "tool: inside a subagent's call, before it runs",
             can: "add context to the subagent's conversation",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "`agent_type`",
+            input: "`agent_type` (the subagent's tool name), `agent_id` (`agent-<call id>`)",
+            answer: "context (`additionalContext`) added to the subagent's system prompt; cannot block (a block is reported)",
             /// SubagentStart: a subagent ([`Agent::into_tool`](crate::Agent::into_tool)) of
             /// this agent is about to run; the matcher picks subagents by name. Contexts start
             /// the subagent's conversation; it cannot be blocked.
@@ -408,6 +454,9 @@ hook_events! {
             fires: "tool: inside `write_todos`, for each todo it adds",
             can: "block the call with feedback (the list is left unchanged)",
             timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
+            matcher_on: "—",
+            input: "`task_id`, `task_subject` (a new todo of a `write_todos` call)",
+            answer: "block (exit 2 / `decision: \"block\"`): the call fails with the reason, the list is unchanged; `continue: false` is ignored",
             /// TaskCreated: a `write_todos` call adds a todo; [`Task::Block`] fails the call
             /// (the list is left unchanged) with feedback for the model.
             fn on_task_created(; input: TaskInput, ctx: RunContext) -> decide Task;
@@ -418,6 +467,9 @@ hook_events! {
             fires: "tool: inside `write_todos`, for each todo it marks done",
             can: "block the call with feedback (the list is left unchanged)",
             timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
+            matcher_on: "—",
+            input: "`task_id`, `task_subject` (a todo that becomes `done`)",
+            answer: "block (exit 2 / `decision: \"block\"`; `continue: false` too, with its stop reason): as TaskCreated",
             /// TaskCompleted: a `write_todos` call marks a todo done; [`Task::Block`] fails
             /// the call (the list is left unchanged) with feedback for the model.
             fn on_task_completed(; input: TaskInput, ctx: RunContext) -> decide Task;
@@ -428,6 +480,9 @@ hook_events! {
             fires: "run end: the run ends on a model error",
             can: "observe; the matcher picks error types",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "`error`",
+            input: "`error` (`rate_limit`, `overloaded`, `authentication_failed`, `billing_error`, `invalid_request`, `model_not_found`, `server_error`, `max_output_tokens`, `unknown`: read from the error's text), `error_details`, `last_assistant_message` (`API Error: …`)",
+            answer: "observe (background; output and exit code ignored); fires when a model call fails after its retries (not for an [`Abort`](crate::error::Abort)); Stop does not run",
             /// StopFailure: the run ends on a model error (observe only); the matcher picks
             /// error types ([`StopFailureInput::error`]).
             fn on_stop_failure(matcher; input: &StopFailureInput, ctx: &RunContext) -> observe ();
@@ -438,6 +493,9 @@ hook_events! {
             fires: "tool: a memory file was loaded (the memory built-in)",
             can: "observe; the matcher picks load reasons",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "`load_reason`",
+            input: "`file_path`, `memory_type` (`Project` under the run's cwd, else `User`), `load_reason` (`session_start`): each file the [`Memory`](crate::builtins::memory::Memory) stage loads",
+            answer: "observe (background)",
             /// InstructionsLoaded: a [`Memory`](crate::builtins::memory::Memory) file was
             /// loaded (observe only); the matcher is compared with the load reason.
             fn on_instructions_loaded(matcher; input: &InstructionsInput, ctx: &RunContext) -> observe ();
@@ -448,6 +506,9 @@ hook_events! {
             fires: "model: each complete assistant message with text",
             can: "replace the text of the [`MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event (display only)",
             timeout: 10_000, tool_input: false, matcher: false, stdout_context: false,
+            matcher_on: "—",
+            input: "`turn_id` (the run), `message_id`, `index` (0), `final` (true), `delta` (the whole text): once per assistant message with text",
+            answer: "`displayContent` replaces the text of the [`MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event (last one wins); the history keeps the original",
             /// MessageDisplay: each complete assistant message with text; a
             /// [`MessageDisplay::Replace`] changes what the
             /// [`AgentEvent::MessageDisplay`](crate::agent::AgentEvent::MessageDisplay) event
@@ -460,6 +521,9 @@ hook_events! {
             fires: "model: on the answer of a compacted request",
             can: "observe the compaction (its summary); the matcher picks the trigger",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "`trigger`",
+            input: "`trigger` (`auto`), `compact_summary`",
+            answer: "observe (background)",
             /// PostCompact: the history was compacted (observe only); the matcher is compared
             /// with the trigger (`auto`, `manual`).
             fn on_post_compact(matcher; input: &PostCompactInput, ctx: &RunContext) -> observe ();
@@ -471,6 +535,9 @@ hook_events! {
             fires: "tool: a call needs approval, before the [`Approval`](crate::layers::hooks::Approval) service",
             can: "allow (maybe with new arguments) or deny in the service's place",
             timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
+            matcher_on: "`tool_name`",
+            input: "`tool_name`, `tool_input` (no `tool_use_id`)",
+            answer: "`hookSpecificOutput.decision`: `behavior: \"allow\"` (+ `updatedInput`) runs the call, `\"deny\"` (+ `message`, `interrupt`) denies it (interrupt: the run ends `Aborted`); no decision: the approval service decides. Exit 2 is ignored (stderr discarded); `continue: false` denies and interrupts",
             /// PermissionRequest: a matching call needs approval (a PreToolUse hook answered
             /// [`PreToolUse::Ask`]); decide in place of the [`Approval`](super::Approval)
             /// service. See the [module docs](crate::layers::hooks#order-and-merge-rules).
@@ -483,6 +550,9 @@ hook_events! {
             fires: "tool: the approval path denied a call on its own",
             can: "tell the model it may retry",
             timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
+            matcher_on: "`tool_name`",
+            input: "`tool_name`, `tool_input`, `tool_use_id`, `reason`",
+            answer: "`hookSpecificOutput.retry: true` tells the model it may retry. Exit 2 is ignored",
             /// PermissionDenied: the approval path denied a matching call on its own (no
             /// [`Approval`](super::Approval) service, or it failed) with `reason`. Not called
             /// when a PreToolUse or PermissionRequest hook denies, nor when the approval
@@ -496,6 +566,9 @@ hook_events! {
             fires: "step: after every call of a step resolved, before the next model call",
             can: "add context before the next model call, stop the loop",
             timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
+            matcher_on: "—",
+            input: "`tool_calls`: `[{tool_name, tool_input, tool_use_id, tool_response}]` (`tool_response`: the text the model gets)",
+            answer: "`additionalContext` before the next model call; `decision: \"block\"`, `continue: false` or exit 2 stops the loop ([`Outcome::Blocked`](crate::agent::Outcome::Blocked)), the reason kept in the conversation",
             /// PostToolBatch: once per step with tool calls, after all of them resolved,
             /// before the next model call.
             fn on_post_tool_batch(; batch: Arc<ToolBatch>, ctx: RunContext) -> decide PostToolBatch;
@@ -510,6 +583,9 @@ hook_events! {
             fires: "tool: an MCP server asks for input during a call (command hooks' elicitation layer)",
             can: "answer in the user's place, or decline",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "the MCP server's name",
+            input: "`mcp_server_name`, `message`, `mode` (`form` / `url`), `requested_schema` (form), `url` and `elicitation_id` (URL mode)",
+            answer: "`hookSpecificOutput.action` (`accept` + `content`, `decline`, `cancel`) answers in the user's place; exit 2 declines ([MCP elicitation](crate::command#mcp-elicitation); feature `mcp`)",
         }
         /// After the user answered an MCP elicitation: override the answer, or decline. Fired
         /// by [`CommandHooks::elicitation_layer`](crate::command::CommandHooks::elicitation_layer)
@@ -519,6 +595,9 @@ hook_events! {
             fires: "tool: after the user answered an MCP elicitation (command hooks' elicitation layer)",
             can: "override the answer, or decline",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "the MCP server's name",
+            input: "`mcp_server_name`, `action`, `content` (if any), `mode`, `elicitation_id` (URL mode)",
+            answer: "`hookSpecificOutput.action` / `content` override the user's answer; exit 2 declines",
         }
         /// The run's working directory is not the one the thread's previous run had: observe.
         CwdChanged {
@@ -526,6 +605,9 @@ hook_events! {
             fires: "start: a run of a thread whose previous run had another working directory, before SessionStart",
             can: "observe; command hooks may export variables through `CLAUDE_ENV_FILE`",
             timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
+            matcher_on: "—",
+            input: "`old_cwd`, `new_cwd`",
+            answer: "observe (a block or `continue: false` is reported, not obeyed); `hookSpecificOutput.watchPaths` replaces the files FileChanged watches; [`CLAUDE_ENV_FILE`](crate::command#claude_env_file)",
             /// CwdChanged: the run's working directory ([`RunContext::cwd`]) is not the one
             /// the thread's previous run had. The start hook layer keeps each run's directory
             /// in the thread's data (key `tower_agent.cwd`) when its set has a CwdChanged
@@ -539,6 +621,9 @@ hook_events! {
             fires: "model: before a call whose model is not the one the thread's previous call used",
             can: "allow the switch, or block it (the call keeps the previous model); a command hook that times out blocks",
             timeout: 30_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "the new model's name",
+            input: "`previous_model`, `model`",
+            answer: "a block — exit 2, `decision: \"block\"`, `continue: false`, `permissionDecision` `deny` or `ask` (no one to ask at a model call), a fail-closed failure or a timeout — keeps the previous model for the call (a warning gives the reason)",
             /// PreModelSwitch: the request about to go to the model (after the BeforeModel
             /// hooks) names another model ([`ModelSettings::model`](crate::model::ModelSettings::model))
             /// than the thread's previous model call. The model hook layer keeps the model of
@@ -556,6 +641,9 @@ hook_events! {
             fires: "model: after a call that switched the thread's model answered",
             can: "observe; add context",
             timeout: 30_000, tool_input: false, matcher: true, stdout_context: true,
+            matcher_on: "the new model's name",
+            input: "`previous_model`, `model`",
+            answer: "context (`additionalContext` or plain stdout), queued as a reminder; a block is reported (the switch is made)",
             /// PostModelSwitch: a call whose model was switched (PreModelSwitch let it) answered;
             /// the thread's model is now the new one. Contexts are queued as reminders
             /// ([`RunContext::remind`]): they join the history after the step's tool results.
@@ -567,6 +655,9 @@ hook_events! {
             fires: "start: a run whose request asks for setup ([`AgentRequest::setup`](crate::AgentRequest::setup)), before CwdChanged and SessionStart",
             can: "add context (the run's system prompt); cannot block",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "`trigger`",
+            input: "`trigger` (`init`, `maintenance`)",
+            answer: "context (`additionalContext`) for the run's system prompt; [`CLAUDE_ENV_FILE`](crate::command#claude_env_file); cannot block (a block, `continue: false` or a fail-closed failure is reported)",
             /// Setup: the run's request asks for setup
             /// ([`AgentRequest::setup`](crate::AgentRequest::setup)); the matcher is compared
             /// with the trigger (`init`, `maintenance`). Awaited first, before CwdChanged and
@@ -580,6 +671,9 @@ hook_events! {
             fires: "start: each directory of the request ([`AgentRequest::add_dir`](crate::AgentRequest::add_dir)) the thread did not have, after SessionStart",
             can: "observe",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "`source`",
+            input: "`directory`, `source` (`slash_command`)",
+            answer: "observe (a block or `continue: false` is reported)",
             /// DirectoryAdded: a directory of the run
             /// ([`RunContext::directories`](crate::context::RunContext::directories)) that
             /// the thread's earlier runs did not have (the start hook layer keeps them in the
@@ -596,6 +690,9 @@ hook_events! {
             fires: "start: an inner start layer expanded the prompt ([`RunStart::expand`](crate::agent::start::RunStart::expand), e.g. [`SlashCommands`](crate::builtins::commands::SlashCommands)), on the way out",
             can: "block (the run ends `Blocked`), add context after the prompt, rewrite the expanded prompt",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: true,
+            matcher_on: "the command's name",
+            input: "`expansion_type` (`slash_command`, `mcp_prompt`), `command_name`, `command_args`, `command_source`, `prompt` (the expanded prompt)",
+            answer: "as UserPromptSubmit: block (the run ends `Blocked`), context after the prompt (`additionalContext` or plain stdout)",
             /// UserPromptExpansion: a layer inside the start hook layer expanded the prompt
             /// ([`RunStart::expand`](crate::agent::start::RunStart::expand)); the hooks see
             /// the expansion as the start comes back out, after UserPromptSubmit saw the typed
@@ -610,6 +707,9 @@ hook_events! {
             fires: "step: after a step's tool calls, for each watched file that changed since the run started or the last check",
             can: "observe; replace the watch list (`watchPaths`)",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "the file's name",
+            input: "`file_path`, `event` (`change`, `add`, `unlink`)",
+            answer: "observe (a block is reported); `hookSpecificOutput.watchPaths` replaces the watched files; [`CLAUDE_ENV_FILE`](crate::command#claude_env_file)",
             /// FileChanged: a watched file was changed, created or removed. The watch list is
             /// the file names of the hooks' exact matchers (`.envrc|.env`, relative to the
             /// run's directory) and the paths CwdChanged and FileChanged hooks answer
@@ -625,6 +725,9 @@ hook_events! {
             fires: "[`CommandHooks::reload`](crate::command::CommandHooks::reload): a settings file changed",
             can: "block the change (the configuration stays as it was), except `policy_settings`",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
+            matcher_on: "`source`",
+            input: "`source` (`user_settings`, `project_settings`, `local_settings`, `policy_settings`), `file_path`; a fresh `session_id`, `cwd` the project directory",
+            answer: "a block (exit 2, `decision: \"block\"`, `continue: false`, a fail-closed failure) keeps the configuration as it was ([`CommandHooks::reload`](crate::command::CommandHooks::reload)), except for `policy_settings`",
         }
     }
     rust {
@@ -866,5 +969,55 @@ impl<S> Hooks<S> {
             super::NOTIFY_WARNING,
             move |n: &Notification, ctx: &RunContext| f(&n.message, ctx),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HookEvent;
+
+    /// The cells of a row of a Markdown table, trimmed.
+    fn cells(row: &str) -> Vec<&str> {
+        let inner = row.trim().trim_start_matches('|').trim_end_matches('|');
+        inner.split('|').map(str::trim).collect()
+    }
+
+    /// The one table of events has, for each event, the command hooks' columns (what the
+    /// command hooks' docs link to instead of a table of their own), and each row is whole.
+    #[test]
+    fn every_event_has_a_row_with_the_command_hooks_columns() {
+        let rows: Vec<Vec<&str>> = hook_table!().lines().skip(2).map(cells).collect();
+        for row in &rows {
+            assert_eq!(row.len(), 7, "a row of 7 cells: {row:?}");
+        }
+        for event in HookEvent::ALL {
+            let row = rows.iter().find(|r| r[0] == event.name());
+            let row = row.unwrap_or_else(|| panic!("{event}: no row"));
+            let (on, input, answer) = (row[4], row[5], row[6]);
+            assert!(!input.is_empty() && !answer.is_empty(), "{event}: {row:?}");
+            assert_eq!(
+                on == "—",
+                !event.has_matcher(),
+                "{event}: matcher on `{on}`"
+            );
+        }
+        for (name, _) in HookEvent::NOT_FIRED {
+            assert!(rows.iter().any(|r| r[0] == *name), "{name}: no row");
+        }
+    }
+
+    /// The command hooks' docs link to that table and keep no table of events of their own
+    /// (one written by hand lacked 8 of the events).
+    #[test]
+    fn the_command_hooks_docs_link_to_the_one_table() {
+        let docs = include_str!("../../command/mod.rs");
+        let start = docs.find("//! # Events\n").expect("an Events section");
+        let end = start + docs[start..].find("//! ## ").expect("a next section");
+        let section = &docs[start..end];
+        assert!(
+            !section.lines().any(|l| l.starts_with("//! |")),
+            "{section}"
+        );
+        assert!(section.contains("[`HookEvent`]"), "{section}");
     }
 }
