@@ -390,9 +390,14 @@
 //! [`Usage`](crate::message::Usage), [`StopReason`](crate::message::StopReason)); `settings` is
 //! `{model, temperature, max_tokens, stream}`.
 //!
-//! Every input has `session_id`, `transcript_path`, `cwd`, `hook_event_name` (the protocol
-//! name, also for aliases) and `permission_mode` (`"default"`, or what
-//! [`permission_mode`](CommandHooksBuilder::permission_mode) sets; reported only).
+//! Every input has `session_id`, `transcript_path`, `cwd` and `hook_event_name` (the protocol
+//! name, also for aliases); every input after the prompt (all but SessionStart and Setup)
+//! `prompt_id` (the run's id, [`RunContext::run_id`](crate::context::RunContext::run_id): a
+//! run is one prompt, and every hook it leads to carries it); and all but SessionStart,
+//! SessionEnd, MessageDisplay, PreModelSwitch and PostModelSwitch `permission_mode`
+//! (`"default"`, or what [`permission_mode`](CommandHooksBuilder::permission_mode) sets;
+//! reported only). These are the fields Claude Code 2.1.328 sends, measured against it by the
+//! differential suite (`tests/reference`), which also lists the differences kept on purpose.
 //!
 //! **`transcript_path`** is the session's JSONL transcript, in Claude Code's line shape
 //! (`type`, `message.content[]` with `text`, `tool_use`, `tool_result` blocks, `uuid`,

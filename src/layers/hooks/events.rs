@@ -297,7 +297,7 @@ hook_events! {
             can: "replace the output, add context next to it, abort the run",
             timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
             matcher_on: "`tool_name`",
-            input: "`tool_name`, `tool_input`, `tool_use_id`, `tool_response` (the output: its JSON if it holds a JSON object or array, else its text)",
+            input: "`tool_name`, `tool_input`, `tool_use_id`, `tool_response` (what the tool put under [`command::TOOL_RESPONSE`](crate::command::TOOL_RESPONSE) in its output's metadata, else the output: its JSON if it holds a JSON object or array, else its text), `duration_ms` (how long the call took)",
             answer: "`updatedToolOutput`, `additionalContext`; a block adds its reason as context",
             /// PostToolUse: after each matching tool call that succeeded (its output is not
             /// an error).
@@ -310,7 +310,7 @@ hook_events! {
             can: "add context next to the error, abort the run",
             timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
             matcher_on: "`tool_name`",
-            input: "`tool_name`, `tool_input`, `tool_use_id`, `error`, `is_interrupt`, `tool_response: {\"error\": …}`",
+            input: "`tool_name`, `tool_input`, `tool_use_id`, `error`, `is_interrupt`, `duration_ms` (when the call returned an error output)",
             answer: "`additionalContext`; a block adds its reason as context",
             /// PostToolUseFailure: after each matching tool call that failed or returned an
             /// error output.
@@ -335,7 +335,7 @@ hook_events! {
             can: "finish, or continue with feedback",
             timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
             matcher_on: "—",
-            input: "`stop_hook_active`, `last_assistant_message`",
+            input: "`stop_hook_active`, `last_assistant_message`, `background_tasks` and `session_crons` (both `[]`: a run has none)",
             answer: "block = the agent continues with the reason as feedback; `additionalContext` too",
             /// Stop: when the agent is about to finish (the model answered without tool
             /// calls).
@@ -378,7 +378,7 @@ hook_events! {
             can: "observe; reason: [`session_end_reason`](crate::agent::session_end_reason)",
             timeout: 1_500, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`reason`",
-            input: "`reason` ([mapped from the outcome](crate::agent::session_end_reason): `prompt_input_exit` for finished, step-limited or blocked runs, `other` for aborted, cancelled or dropped ones), `outcome` (the run's [`Outcome`](crate::agent::Outcome) as JSON)",
+            input: "`reason` (`other`, as Claude Code run headless says: see [`session_end_reason`](crate::agent::session_end_reason)), `outcome` (the run's [`Outcome`](crate::agent::Outcome) as JSON)",
             answer: "observe (started in the background; the run does not wait); also fires for a run whose future is dropped; the handlers share one budget of 1.5 s",
             /// SessionEnd: once per run, after it ended (observe only).
             fn on_session_end(; response: &AgentResponse, ctx: &RunContext) -> observe ();
@@ -622,7 +622,7 @@ hook_events! {
             can: "allow the switch, or block it (the call keeps the previous model); a command hook that times out blocks",
             timeout: 30_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "the new model's name",
-            input: "`previous_model`, `model`",
+            input: "`from_model`, `to_model`, `requested_model`, `source` (`sdk`: a call naming another model), `context_tokens`, `prompt_cache_warm`, `cache_ttl` (`5m`), `estimated_cache_write_usd` (0), `pricing` (`default`): see [`ModelSwitchInput`]",
             answer: "a block — exit 2, `decision: \"block\"`, `continue: false`, `permissionDecision` `deny` or `ask` (no one to ask at a model call), a fail-closed failure or a timeout — keeps the previous model for the call (a warning gives the reason)",
             /// PreModelSwitch: the request about to go to the model (after the BeforeModel
             /// hooks) names another model ([`ModelSettings::model`](crate::model::ModelSettings::model))
@@ -642,7 +642,7 @@ hook_events! {
             can: "observe; add context",
             timeout: 30_000, tool_input: false, matcher: true, stdout_context: true,
             matcher_on: "the new model's name",
-            input: "`previous_model`, `model`",
+            input: "`from_model`, `to_model`, `requested_model`, `source` (`sdk`: a call naming another model), `context_tokens`, `prompt_cache_warm`, `cache_ttl` (`5m`), `estimated_cache_write_usd` (0), `pricing` (`default`): see [`ModelSwitchInput`]",
             answer: "context (`additionalContext` or plain stdout), queued as a reminder; a block is reported (the switch is made)",
             /// PostModelSwitch: a call whose model was switched (PreModelSwitch let it) answered;
             /// the thread's model is now the new one. Contexts are queued as reminders
