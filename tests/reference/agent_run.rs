@@ -107,13 +107,16 @@ fn bash(project: std::path::PathBuf) -> impl tower_agent::tool::Tool {
                 let output = if out.status.success() {
                     ToolOutput::text("", stdout)
                 } else {
-                    ToolOutput::error(
-                        "",
-                        format!(
-                            "Exit code {}\n{stdout}{stderr}",
-                            out.status.code().unwrap_or(-1)
-                        ),
-                    )
+                    // As Claude Code's Bash says it: the code, then stdout and stderr, each
+                    // on lines of its own.
+                    let code = format!("Exit code {}", out.status.code().unwrap_or(-1));
+                    let parts = [code, stdout, stderr];
+                    let text: Vec<&str> = parts
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|p| !p.is_empty())
+                        .collect();
+                    ToolOutput::error("", text.join("\n"))
                 };
                 Ok::<_, BoxError>(
                     output.with_metadata(tower_agent::command::TOOL_RESPONSE, response),

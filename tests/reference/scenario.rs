@@ -36,6 +36,13 @@ pub(crate) struct Answer {
     pub(crate) stdout: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) stderr: String,
+    /// Given this many times, then the hook answers nothing (exit 0); `0`: always.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub(crate) times: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &i32) -> bool {
@@ -135,6 +142,9 @@ impl Play {
             std::fs::write(base.with_extension("out"), &answer.stdout).unwrap();
             std::fs::write(base.with_extension("err"), &answer.stderr).unwrap();
             std::fs::write(base.with_extension("exit"), answer.exit.to_string()).unwrap();
+            if answer.times > 0 {
+                std::fs::write(base.with_extension("times"), answer.times.to_string()).unwrap();
+            }
         }
         let script = RECORD
             .replace("@LOG@", &play.path("log").to_string_lossy())
@@ -212,6 +222,14 @@ t="$(date +%s%N)-$$"
 cat > "@LOG@/$t.in"
 printf '%s\n%s\n%s\n%s\n' "$1" "$(pwd)" "${CLAUDE_PROJECT_DIR:--}" "${CLAUDE_ENV_FILE:--}" > "@LOG@/$t.meta"
 a="@ANSWERS@/$1"
+if [ -f "$a.times" ]; then
+    # An answer given a number of times: a lock keeps parallel hooks from both taking the last.
+    while ! mkdir "$a.lock" 2>/dev/null; do sleep 0.01; done
+    n=$(cat "$a.times")
+    if [ "$n" -gt 0 ]; then echo $((n - 1)) > "$a.times"; fi
+    rmdir "$a.lock"
+    [ "$n" -gt 0 ] || exit 0
+fi
 cat "$a.out"
 cat "$a.err" >&2
 exit "$(cat "$a.exit")"

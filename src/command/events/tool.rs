@@ -111,7 +111,10 @@ impl Inner {
         input.insert("tool_use_id".into(), call.id.clone().into());
         input.insert("error".into(), failure.error.clone().into());
         input.insert("is_interrupt".into(), false.into());
-        input.insert("tool_response".into(), json!({ "error": failure.error }));
+        let took = failure.output.as_ref();
+        if let Some(ms) = took.and_then(|o| o.metadata.get(crate::layers::hooks::DURATION_MS)) {
+            input.insert("duration_ms".into(), ms.clone());
+        }
         let verdicts = self
             .run(event, Some(&call.name), input, Report::Run(ctx))
             .await;
