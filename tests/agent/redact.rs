@@ -221,3 +221,140 @@ async fn an_endless_match_does_not_hold_the_stream_back() {
     );
     assert!(pieces.iter().all(|p| !p.contains('7')), "{pieces:?}");
 }
+
+/// A scripted stream: each item after its delay in ms (from the previous one).
+fn timed(items: Vec<(u64, ModelChunk)>) -> ModelResponse {
+    let stream = futures_util::stream::iter(items).then(|(ms, item)| async move {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        Ok::<_, BoxError>(item)
+    });
+    ModelResponse::streaming(ModelBody::new(stream))
+}
+
+/// Reasoning, text, a tool call, then `after` bytes of text, then the answer 1 s later.
+fn text_call_text(after: usize) -> ModelResponse {
+    let delta = ModelChunk::Delta;
+    let tail = "x".repeat(after);
+    let mut done = ModelResponse::new(
+        tower_agent::message::Message::assistant(format!("Checking: {tail}")).with_tool_calls(
+            vec![tower_agent::message::ToolCall::new("c1", "work", json!({}))],
+        ),
+    );
+    done.stop_reason = tower_agent::message::StopReason::ToolUse;
+    let mut items = vec![
+        (
+            0,
+            delta(ModelDelta::Reasoning {
+                text: "Thinking it over.".into(),
+            }),
+        ),
+        (
+            100,
+            delta(ModelDelta::Text {
+                text: "Checking: ".into(),
+            }),
+        ),
+        (
+            100,
+            delta(ModelDelta::ToolCall {
+                index: 0,
+                id: Some("c1".into()),
+                name: Some("work".into()),
+                arguments: "{}".into(),
+            }),
+        ),
+        (0, delta(ModelDelta::ToolCallEnd { index: 0 })),
+    ];
+    if after > 0 {
+        items.push((1000, delta(ModelDelta::Text { text: tail })));
+    }
+    items.push((1000, ModelChunk::Done(Box::new(done))));
+    timed(items)
+}
+
+/// When each piece and the eager call showed (ms since the start), in order.
+async fn timeline(after: usize) -> (Vec<(u128, String)>, tower_agent::AgentResponse) {
+    let t0 = tokio::time::Instant::now();
+    let first = std::sync::atomic::AtomicBool::new(true);
+    let model = ScriptedModel::from_fn(move |_| {
+        if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            Ok(text_call_text(after))
+        } else {
+            Ok(ModelResponse::text("done"))
+        }
+    });
+    let model = ServiceBuilder::new()
+        .layer(all(Strategy::Redact).model_layer())
+        .service(model);
+    let work = tool_fn("work", "Works", json!({"type": "object"}), |_, _| async {
+        Ok::<_, BoxError>("worked".to_owned())
+    });
+    let agent = Agent::builder()
+        .model(model)
+        .tool(work)
+        .eager_tools()
+        .build();
+    let mut stream = agent.stream("go");
+    let mut seen = Vec::new();
+    while let Some(e) = stream.next().await {
+        let what = match e {
+            AgentEvent::ModelDelta { step: 0, delta } => match delta {
+                ModelDelta::Text { text } => format!("text {}", text.len()),
+                ModelDelta::Reasoning { .. } => "reasoning".to_owned(),
+                ModelDelta::ToolCall { .. } => "call".to_owned(),
+                ModelDelta::ToolCallEnd { .. } => "end".to_owned(),
+                other => format!("{other:?}"),
+            },
+            AgentEvent::ToolCallStart { .. } => "start".to_owned(),
+            AgentEvent::ModelResponse { step: 0, .. } => "answer".to_owned(),
+            _ => continue,
+        };
+        seen.push((t0.elapsed().as_millis(), what));
+    }
+    (seen, stream.take_response().unwrap().unwrap())
+}
+
+/// Issue 35: a tool call that comes while text is held waits behind it (the pieces keep their
+/// order, and a value split around the call is found), but only until `LOOK_BEHIND` bytes of
+/// text follow it — an eager call then starts, before the answer ends; reasoning goes out as
+/// soon as text ends its run.
+#[tokio::test(start_paused = true)]
+async fn a_tool_call_waits_behind_held_text_until_the_look_behind_passes() {
+    let (seen, resp) = timeline(300).await;
+    assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
+    let at = |what: &str| seen.iter().find(|(_, w)| w == what).unwrap().0;
+    assert_eq!(at("reasoning"), 100, "{seen:?}");
+    // "Checking: " (10 bytes) and the call wait for the text after it: 300 bytes, of which
+    // 256 are held back.
+    let order: Vec<&str> = seen.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(
+        &order[..4],
+        ["reasoning", "text 10", "call", "end"],
+        "{seen:?}"
+    );
+    assert_eq!(at("call"), 1200, "{seen:?}");
+    assert_eq!(at("text 44"), 1200, "{seen:?}");
+    assert_eq!(
+        at("start"),
+        1200,
+        "the eager call starts before the answer: {seen:?}"
+    );
+    assert_eq!(at("answer"), 2200, "{seen:?}");
+}
+
+/// With no text after it, a call held behind text goes out when the answer ends — it never
+/// waits for ever — and runs.
+#[tokio::test(start_paused = true)]
+async fn a_tool_call_held_behind_text_goes_out_at_the_end() {
+    let (seen, resp) = timeline(0).await;
+    assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
+    assert_eq!(resp.text, "done");
+    let order: Vec<&str> = seen.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(
+        &order[..4],
+        ["reasoning", "text 10", "call", "end"],
+        "{seen:?}"
+    );
+    assert_eq!(order.len(), 6, "{seen:?}");
+    assert!(seen[1..].iter().all(|(ms, _)| *ms == 1200), "{seen:?}");
+}
