@@ -358,3 +358,105 @@ async fn a_tool_call_held_behind_text_goes_out_at_the_end() {
     assert_eq!(order.len(), 6, "{seen:?}");
     assert!(seen[1..].iter().all(|(ms, _)| *ms == 1200), "{seen:?}");
 }
+
+/// A streamed answer of these pieces through the redaction layer: the pieces let out and the
+/// whole answer.
+fn through_layer(items: Vec<ModelDelta>, whole: &str) -> (Vec<ModelDelta>, ModelResponse) {
+    let whole = ModelResponse::text(whole);
+    let model = ScriptedModel::from_fn(move |_| {
+        let items = items
+            .clone()
+            .into_iter()
+            .map(|d| Ok(ModelChunk::Delta(d)))
+            .chain([Ok(ModelChunk::Done(Box::new(whole.clone())))]);
+        Ok(ModelResponse::streaming(ModelBody::new(
+            futures_util::stream::iter(items.collect::<Vec<Result<_, BoxError>>>()),
+        )))
+    });
+    let layer = all(Strategy::Redact).model_layer();
+    let service = ServiceBuilder::new().layer(layer).service(model);
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async move {
+            let mut resp = tower::ServiceExt::oneshot(
+                service,
+                tower_agent::model::ModelRequest::new(Vec::new()),
+            )
+            .await
+            .unwrap();
+            let mut body = std::mem::take(&mut resp.body);
+            let mut out = Vec::new();
+            let mut done = None;
+            while let Some(item) = body.next().await {
+                match item.unwrap() {
+                    ModelChunk::Delta(d) => out.push(d),
+                    ModelChunk::Done(d) => done = Some(*d),
+                    other => panic!("{other:?}"),
+                }
+            }
+            (out, done.expect("the answer"))
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(100))]
+
+    /// Issue 35: however a text with values is cut into pieces, and wherever tool-call pieces
+    /// come between them, the text let out joined is the whole answer's text, redacted as
+    /// one; the tool-call pieces keep their order.
+    #[test]
+    fn pieces_and_the_whole_answer_agree_around_tool_calls(
+        words in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::prelude::Just("ada@example.com".to_owned()),
+                proptest::prelude::Just("4111 1111 1111 1111".to_owned()),
+                proptest::prelude::Just("sk-ant-api03-abcdefghijklmnopqrstuvwxyz".to_owned()),
+                proptest::prelude::Just("10.0.0.5".to_owned()),
+                "[a-z]{1,12}",
+                "[a-z ]{20,300}",
+            ],
+            1..40,
+        ),
+        cuts in proptest::collection::vec((0usize..2000, proptest::prelude::any::<bool>()), 0..30),
+    ) {
+        let text = words.join(", ");
+        let mut at: Vec<(usize, bool)> = cuts
+            .into_iter()
+            .map(|(c, call)| (c % (text.len() + 1), call))
+            .filter(|(c, _)| text.is_char_boundary(*c))
+            .collect();
+        at.sort_unstable();
+        let (mut items, mut from, mut calls) = (Vec::new(), 0, 0);
+        for (c, call) in at {
+            if c > from {
+                items.push(ModelDelta::Text { text: text[from..c].to_owned() });
+                from = c;
+            }
+            if call {
+                items.push(ModelDelta::ToolCallEnd { index: calls });
+                calls += 1;
+            }
+        }
+        items.push(ModelDelta::Text { text: text[from..].to_owned() });
+        let (out, done) = through_layer(items, &text);
+        let shown: String = out
+            .iter()
+            .filter_map(|d| match d {
+                ModelDelta::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let expected = all(Strategy::Redact).redact(&text).unwrap();
+        proptest::prop_assert_eq!(&shown, &expected);
+        proptest::prop_assert_eq!(done.message.text(), expected);
+        let ends: Vec<usize> = out
+            .iter()
+            .filter_map(|d| match d {
+                ModelDelta::ToolCallEnd { index } => Some(*index),
+                _ => None,
+            })
+            .collect();
+        proptest::prop_assert_eq!(ends, (0..calls).collect::<Vec<_>>());
+    }
+}
