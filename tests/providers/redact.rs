@@ -508,3 +508,42 @@ async fn responses_a_key_split_around_a_function_call_never_shows() {
         JOINED_REDACTED
     );
 }
+
+/// An answer that does not stream: its thinking block is redacted in the answer and the
+/// thread, and loses its signature, as a streamed one.
+#[tokio::test]
+async fn anthropic_thinking_of_a_whole_answer_is_redacted() {
+    let server = Server::start();
+    server.reply(Reply::json(
+        json!({
+            "id": "msg_01W", "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [
+                { "type": "thinking", "thinking": THINKING.concat(), "signature": SIGNATURE },
+                { "type": "text", "text": "Done." }
+            ],
+            "stop_reason": "end_turn",
+            "usage": { "input_tokens": 50, "output_tokens": 90 }
+        })
+        .to_string(),
+    ));
+    let store = MemoryStore::new();
+    let model = ServiceBuilder::new()
+        .layer(redaction().model_layer())
+        .service(anthropic(&server));
+    let agent = Agent::builder()
+        .model(model)
+        .settings(ModelSettings::default().thinking_budget(2048))
+        .store(store.clone())
+        .build();
+    let resp = agent
+        .run(AgentRequest::new("Hi").thread("t1"))
+        .await
+        .unwrap();
+    assert_eq!(resp.text, "Done.");
+    let answer = resp.messages.last().unwrap();
+    let reasoning = answer.reasoning().next().unwrap();
+    assert_eq!(reasoning.text, THINKING_REDACTED);
+    assert_eq!(reasoning.signature, None);
+    never_shows(&[], &store, &[], &VALUES);
+}
