@@ -221,3 +221,242 @@ async fn an_endless_match_does_not_hold_the_stream_back() {
     );
     assert!(pieces.iter().all(|p| !p.contains('7')), "{pieces:?}");
 }
+
+/// A scripted stream: each item after its delay in ms (from the previous one).
+fn timed(items: Vec<(u64, ModelChunk)>) -> ModelResponse {
+    let stream = futures_util::stream::iter(items).then(|(ms, item)| async move {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        Ok::<_, BoxError>(item)
+    });
+    ModelResponse::streaming(ModelBody::new(stream))
+}
+
+/// Reasoning, text, a tool call, then `after` bytes of text, then the answer 1 s later.
+fn text_call_text(after: usize) -> ModelResponse {
+    let delta = ModelChunk::Delta;
+    let tail = "x".repeat(after);
+    let mut done = ModelResponse::new(
+        tower_agent::message::Message::assistant(format!("Checking: {tail}")).with_tool_calls(
+            vec![tower_agent::message::ToolCall::new("c1", "work", json!({}))],
+        ),
+    );
+    done.stop_reason = tower_agent::message::StopReason::ToolUse;
+    let mut items = vec![
+        (
+            0,
+            delta(ModelDelta::Reasoning {
+                text: "Thinking it over.".into(),
+            }),
+        ),
+        (
+            100,
+            delta(ModelDelta::Text {
+                text: "Checking: ".into(),
+            }),
+        ),
+        (
+            100,
+            delta(ModelDelta::ToolCall {
+                index: 0,
+                id: Some("c1".into()),
+                name: Some("work".into()),
+                arguments: "{}".into(),
+            }),
+        ),
+        (0, delta(ModelDelta::ToolCallEnd { index: 0 })),
+    ];
+    if after > 0 {
+        items.push((1000, delta(ModelDelta::Text { text: tail })));
+    }
+    items.push((1000, ModelChunk::Done(Box::new(done))));
+    timed(items)
+}
+
+/// When each piece and the eager call showed (ms since the start), in order.
+async fn timeline(after: usize) -> (Vec<(u128, String)>, tower_agent::AgentResponse) {
+    let t0 = tokio::time::Instant::now();
+    let first = std::sync::atomic::AtomicBool::new(true);
+    let model = ScriptedModel::from_fn(move |_| {
+        if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            Ok(text_call_text(after))
+        } else {
+            Ok(ModelResponse::text("done"))
+        }
+    });
+    let model = ServiceBuilder::new()
+        .layer(all(Strategy::Redact).model_layer())
+        .service(model);
+    let work = tool_fn("work", "Works", json!({"type": "object"}), |_, _| async {
+        Ok::<_, BoxError>("worked".to_owned())
+    });
+    let agent = Agent::builder()
+        .model(model)
+        .tool(work)
+        .eager_tools()
+        .build();
+    let mut stream = agent.stream("go");
+    let mut seen = Vec::new();
+    while let Some(e) = stream.next().await {
+        let what = match e {
+            AgentEvent::ModelDelta { step: 0, delta } => match delta {
+                ModelDelta::Text { text } => format!("text {}", text.len()),
+                ModelDelta::Reasoning { .. } => "reasoning".to_owned(),
+                ModelDelta::ToolCall { .. } => "call".to_owned(),
+                ModelDelta::ToolCallEnd { .. } => "end".to_owned(),
+                other => format!("{other:?}"),
+            },
+            AgentEvent::ToolCallStart { .. } => "start".to_owned(),
+            AgentEvent::ModelResponse { step: 0, .. } => "answer".to_owned(),
+            _ => continue,
+        };
+        seen.push((t0.elapsed().as_millis(), what));
+    }
+    (seen, stream.take_response().unwrap().unwrap())
+}
+
+/// Issue 35: a tool call that comes while text is held waits behind it (the pieces keep their
+/// order, and a value split around the call is found), but only until `LOOK_BEHIND` bytes of
+/// text follow it — an eager call then starts, before the answer ends; reasoning goes out as
+/// soon as text ends its run.
+#[tokio::test(start_paused = true)]
+async fn a_tool_call_waits_behind_held_text_until_the_look_behind_passes() {
+    let (seen, resp) = timeline(300).await;
+    assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
+    let at = |what: &str| seen.iter().find(|(_, w)| w == what).unwrap().0;
+    assert_eq!(at("reasoning"), 100, "{seen:?}");
+    // "Checking: " (10 bytes) and the call wait for the text after it: 300 bytes, of which
+    // 256 are held back.
+    let order: Vec<&str> = seen.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(
+        &order[..4],
+        ["reasoning", "text 10", "call", "end"],
+        "{seen:?}"
+    );
+    assert_eq!(at("call"), 1200, "{seen:?}");
+    assert_eq!(at("text 44"), 1200, "{seen:?}");
+    assert_eq!(
+        at("start"),
+        1200,
+        "the eager call starts before the answer: {seen:?}"
+    );
+    assert_eq!(at("answer"), 2200, "{seen:?}");
+}
+
+/// With no text after it, a call held behind text goes out when the answer ends — it never
+/// waits for ever — and runs.
+#[tokio::test(start_paused = true)]
+async fn a_tool_call_held_behind_text_goes_out_at_the_end() {
+    let (seen, resp) = timeline(0).await;
+    assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
+    assert_eq!(resp.text, "done");
+    let order: Vec<&str> = seen.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(
+        &order[..4],
+        ["reasoning", "text 10", "call", "end"],
+        "{seen:?}"
+    );
+    assert_eq!(order.len(), 6, "{seen:?}");
+    assert!(seen[1..].iter().all(|(ms, _)| *ms == 1200), "{seen:?}");
+}
+
+/// A streamed answer of these pieces through the redaction layer: the pieces let out and the
+/// whole answer.
+fn through_layer(items: Vec<ModelDelta>, whole: &str) -> (Vec<ModelDelta>, ModelResponse) {
+    let whole = ModelResponse::text(whole);
+    let model = ScriptedModel::from_fn(move |_| {
+        let items = items
+            .clone()
+            .into_iter()
+            .map(|d| Ok(ModelChunk::Delta(d)))
+            .chain([Ok(ModelChunk::Done(Box::new(whole.clone())))]);
+        Ok(ModelResponse::streaming(ModelBody::new(
+            futures_util::stream::iter(items.collect::<Vec<Result<_, BoxError>>>()),
+        )))
+    });
+    let layer = all(Strategy::Redact).model_layer();
+    let service = ServiceBuilder::new().layer(layer).service(model);
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async move {
+            let mut resp = tower::ServiceExt::oneshot(
+                service,
+                tower_agent::model::ModelRequest::new(Vec::new()),
+            )
+            .await
+            .unwrap();
+            let mut body = std::mem::take(&mut resp.body);
+            let mut out = Vec::new();
+            let mut done = None;
+            while let Some(item) = body.next().await {
+                match item.unwrap() {
+                    ModelChunk::Delta(d) => out.push(d),
+                    ModelChunk::Done(d) => done = Some(*d),
+                    other => panic!("{other:?}"),
+                }
+            }
+            (out, done.expect("the answer"))
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(100))]
+
+    /// Issue 35: however a text with values is cut into pieces, and wherever tool-call pieces
+    /// come between them, the text let out joined is the whole answer's text, redacted as
+    /// one; the tool-call pieces keep their order.
+    #[test]
+    fn pieces_and_the_whole_answer_agree_around_tool_calls(
+        words in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::prelude::Just("ada@example.com".to_owned()),
+                proptest::prelude::Just("4111 1111 1111 1111".to_owned()),
+                proptest::prelude::Just("sk-ant-api03-abcdefghijklmnopqrstuvwxyz".to_owned()),
+                proptest::prelude::Just("10.0.0.5".to_owned()),
+                "[a-z]{1,12}",
+                "[a-z ]{20,300}",
+            ],
+            1..40,
+        ),
+        cuts in proptest::collection::vec((0usize..2000, proptest::prelude::any::<bool>()), 0..30),
+    ) {
+        let text = words.join(", ");
+        let mut at: Vec<(usize, bool)> = cuts
+            .into_iter()
+            .map(|(c, call)| (c % (text.len() + 1), call))
+            .filter(|(c, _)| text.is_char_boundary(*c))
+            .collect();
+        at.sort_unstable();
+        let (mut items, mut from, mut calls) = (Vec::new(), 0, 0);
+        for (c, call) in at {
+            if c > from {
+                items.push(ModelDelta::Text { text: text[from..c].to_owned() });
+                from = c;
+            }
+            if call {
+                items.push(ModelDelta::ToolCallEnd { index: calls });
+                calls += 1;
+            }
+        }
+        items.push(ModelDelta::Text { text: text[from..].to_owned() });
+        let (out, done) = through_layer(items, &text);
+        let shown: String = out
+            .iter()
+            .filter_map(|d| match d {
+                ModelDelta::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let expected = all(Strategy::Redact).redact(&text).unwrap();
+        proptest::prop_assert_eq!(&shown, &expected);
+        proptest::prop_assert_eq!(done.message.text(), expected);
+        let ends: Vec<usize> = out
+            .iter()
+            .filter_map(|d| match d {
+                ModelDelta::ToolCallEnd { index } => Some(*index),
+                _ => None,
+            })
+            .collect();
+        proptest::prop_assert_eq!(ends, (0..calls).collect::<Vec<_>>());
+    }
+}

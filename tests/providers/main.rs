@@ -24,6 +24,8 @@ mod provider_hardening;
 mod provider_settings;
 #[cfg(all(feature = "openai", feature = "anthropic"))]
 mod reasoning;
+#[cfg(all(feature = "openai", feature = "anthropic"))]
+mod redact;
 #[cfg(feature = "openai")]
 mod responses;
 #[cfg(feature = "openai")]

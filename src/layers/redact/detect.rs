@@ -158,20 +158,43 @@ pub(super) fn find(detectors: &[Detector], text: &str) -> Vec<(std::ops::Range<u
 
 /// `text` with each value found replaced; `Err(detector name)` if one blocks.
 pub(super) fn apply<'t>(detectors: &[Detector], text: &'t str) -> Result<Cow<'t, str>, String> {
+    apply_cut(detectors, text, &mut [])
+}
+
+/// [`apply`], with `cuts` (byte offsets into `text`, in order) moved to the same places in
+/// the result: a cut inside a value moves to the end of its replacement, so that the pieces
+/// the cuts make hold each replacement whole, where its value started.
+pub(super) fn apply_cut<'t>(
+    detectors: &[Detector],
+    text: &'t str,
+    cuts: &mut [usize],
+) -> Result<Cow<'t, str>, String> {
     let found = find(detectors, text);
     if found.is_empty() {
         return Ok(Cow::Borrowed(text));
     }
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
+    let mut next = 0;
     for (range, d) in found {
         let detector = &detectors[d];
         if detector.strategy == Strategy::Block {
             return Err(detector.name.clone());
         }
+        while let Some(cut) = cuts.get_mut(next).filter(|c| **c <= range.start) {
+            *cut = out.len() + (*cut - at);
+            next += 1;
+        }
         out.push_str(&text[at..range.start]);
         out.push_str(&detector.replace(&text[range.clone()]));
+        while let Some(cut) = cuts.get_mut(next).filter(|c| **c <= range.end) {
+            *cut = out.len();
+            next += 1;
+        }
         at = range.end;
+    }
+    for cut in &mut cuts[next..] {
+        *cut = out.len() + (*cut - at);
     }
     out.push_str(&text[at..]);
     Ok(Cow::Owned(out))

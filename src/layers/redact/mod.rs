@@ -31,24 +31,74 @@
 //! # Where it applies
 //!
 //! - [`model_layer`](Redaction::model_layer): the text of the request's user messages (the
-//!   prompt; a block fails the call), and the answer: its streamed text pieces (see below)
-//!   and the whole answer's text, which enters the thread.
+//!   prompt; a block fails the call), and the answer — as it streams and whole, which enters
+//!   the thread (see [what it covers](#what-it-covers)).
 //! - [`tool_layer`](Redaction::tool_layer): each tool output's text (a block makes it an
 //!   error output naming the detector, not the value).
+//!
+//! # What it covers
+//!
+//! In the model's answer:
+//!
+//! - **Text**: the streamed [`ModelDelta::Text`](crate::event::ModelDelta::Text) pieces and
+//!   the answer's [`Content::Text`] parts, as one text — joined as
+//!   [`Message::text`](crate::message::Message::text) joins them, and as providers join the
+//!   text around a tool call (Anthropic's text blocks around a `tool_use` become one part,
+//!   Chat Completions has one `content`, the Responses API's `message` items are parts that
+//!   are sent back as one): a value split around a tool call is found, and replaced in the
+//!   part where it starts. The pieces let out, joined, are the answer's text. A refusal sent
+//!   apart from the text ([`ResponseMeta::refusal`](crate::model::ResponseMeta::refusal))
+//!   too.
+//! - **Reasoning**: the streamed [`ModelDelta::Reasoning`](crate::event::ModelDelta::Reasoning)
+//!   pieces and the text of each [`Content::Reasoning`] part (each part alone, as providers
+//!   keep them), and the summary texts of an OpenAI Responses `reasoning` item kept as its
+//!   [`opaque`](crate::message::Reasoning::opaque) item (the API reads its
+//!   `encrypted_content`, which is left as it is). An Anthropic `thinking` block's signature
+//!   is over the text the model wrote, and Anthropic refuses a block changed under it (no
+//!   other signature can be made, and a `redacted_thinking` block is Anthropic's own
+//!   encryption): a reasoning part whose text had a value **loses its signature**, is kept
+//!   in the thread redacted, and is no longer sent back to Anthropic (as reasoning from
+//!   another provider is not). With thinking on, Anthropic wants the thinking of the latest
+//!   answer that called tools back: the next request of that run then fails with
+//!   Anthropic's error and the run ends `Aborted` — the value is neither sent back nor kept.
+//!   `redacted_thinking` blocks are left as they are.
+//! - **Not tool-call arguments** (the streamed
+//!   [`ModelDelta::ToolCall`](crate::event::ModelDelta::ToolCall) pieces and
+//!   [`ToolCall::arguments`](crate::message::ToolCall::arguments)): they are what the tool
+//!   acts on — an address replaced in a `send_mail` call's arguments sends the mail to
+//!   `[REDACTED_EMAIL]`, a masked number names another account — and the values a model
+//!   could put there come from the prompt and tool outputs, which are redacted before it
+//!   sees them. To refuse a call that carries one, check its arguments with
+//!   [`Redaction::redact`] in a `before_tool_use` hook
+//!   ([`Hooks`](crate::layers::hooks::Hooks)).
+//! - Not images, documents, nor provider items ([`Content::Provider`]: a built-in tool's
+//!   call or results, sent back as they came).
 //!
 //! # Streams
 //!
 //! A value can arrive split across pieces (`ada@ex`, `amp`, `le.com`). The stream's text is
 //! held back by [`LOOK_BEHIND`] bytes — the end of the text that could still be the start of
 //! a value — and a value found across that line is held whole, never more than [`MAX_HELD`]
-//! bytes in all; the rest is let out with its values replaced; a piece that is not text (a tool call) lets out what was held first, so the order
-//! of the pieces is kept. A value longer than [`LOOK_BEHIND`] bytes is caught in the whole
-//! answer (and so in the thread) but may show in the pieces. A block ends the stream with a
-//! [`Blocked`] error: the run ends `Aborted`, and the held text never shows.
+//! bytes in all; the rest is let out with its values replaced. The text's look-behind spans
+//! pieces of every other kind: a piece that comes while text is held (a tool call's,
+//! reasoning) waits behind it, so the pieces keep their order and a value split around a
+//! tool call is found as the whole answer finds it. A tool call that follows text therefore
+//! shows — and with [`eager_tools`](crate::agent::AgentBuilder::eager_tools) starts — once
+//! [`LOOK_BEHIND`] bytes of text came after it, or the answer ended.
+//!
+//! Reasoning is held back the same way while it streams; a piece of another kind ends its
+//! run and lets it out whole, so thinking never holds the answer or a tool call back.
+//! (A server that interleaved one reasoning text with other pieces, which none documented
+//! does, would have a value split around them found in the thread, not in the pieces.)
+//!
+//! A value longer than [`LOOK_BEHIND`] bytes is caught in the whole answer (and so in the
+//! thread) but may show in the pieces. A block ends the stream with a [`Blocked`] error: the
+//! run ends `Aborted`, and the held text never shows.
 
 mod body;
 mod detect;
 mod tool;
+mod whole;
 
 use std::{
     borrow::Cow,
