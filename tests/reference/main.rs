@@ -222,3 +222,21 @@ fn vectors_are_recorded_from_the_pinned_version() {
         let _: &Map<String, Value> = settings["hooks"].as_object().unwrap();
     }
 }
+
+/// The guide page lists every difference kept on purpose (by its field or event).
+#[test]
+fn the_guide_lists_the_differences_kept() {
+    let guide = include_str!("../../src/guide/claude_code.md");
+    let section = guide
+        .split("## Differences kept on purpose")
+        .nth(1)
+        .expect("the section");
+    for k in compare::KEPT {
+        let named = [k.field, k.event]
+            .iter()
+            .filter(|n| !n.starts_with('<') && **n != "*")
+            .any(|n| section.contains(n));
+        let scenario_named = k.scenario != "*" && k.field.starts_with('<');
+        assert!(named || scenario_named, "not in the guide: {k:?}");
+    }
+}
