@@ -14,6 +14,7 @@ fn gemini_hooks(scripts: &Scripts, settings: Value) -> CommandHooks {
     CommandHooks::builder()
         .gemini_settings_file(&file)
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap()
 }
@@ -128,6 +129,7 @@ case "$input" in *'"rm '*) echo "codex blocks rm" >&2; exit 2;; esac"#,
     let hooks = CommandHooks::builder()
         .codex_hooks_file(&file)
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap();
     assert!(
@@ -183,7 +185,9 @@ async fn codex_rewrites_only_with_allow() {
         let file = scripts.path("codex-hooks.json");
         std::fs::write(&file, hooks_json.to_string()).unwrap();
         for (codex, expected) in [(true, codex_rewrites), (false, true)] {
-            let builder = CommandHooks::builder().project_dir(scripts.dir.path());
+            let builder = CommandHooks::builder()
+                .project_dir(scripts.dir.path())
+                .transcripts_dir(scripts.path("transcripts"));
             let builder = if codex {
                 builder.codex_hooks_file(&file)
             } else {
@@ -240,6 +244,7 @@ trusted = ["abc"]
     let hooks = CommandHooks::builder()
         .codex_hooks_file(&file)
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap();
     assert!(hooks.warnings().is_empty(), "{:?}", hooks.warnings());

@@ -17,6 +17,7 @@ fn with_model(s: &Scripts, hooks: Value, model: &ScriptedModel) -> CommandHooks 
     CommandHooks::builder()
         .settings_json(json!({ "hooks": hooks }), "settings.json")
         .project_dir(s.dir.path())
+        .transcripts_dir(s.path("transcripts"))
         .model(model.clone())
         .build()
         .unwrap()
