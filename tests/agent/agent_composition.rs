@@ -484,7 +484,6 @@ async fn a_hand_written_step_layer_shapes_the_run() {
 /// not wait for that permit.
 #[tokio::test(flavor = "current_thread")]
 async fn the_prompt_hook_layer_over_a_concurrency_limit_of_one_answers() {
-    use std::time::Duration;
     use tower::{Service, ServiceExt};
     use tower_agent::layers::hooks::UserPrompt;
 
@@ -503,10 +502,7 @@ async fn the_prompt_hook_layer_over_a_concurrency_limit_of_one_answers() {
             let ready = svc.ready().await.unwrap();
             ready.call(AgentRequest::new(format!("run {i}"))).await
         };
-        let resp = tokio::time::timeout(Duration::from_secs(10), call)
-            .await
-            .expect("the call finishes")
-            .unwrap();
+        let resp = crate::support::within("the call", call).await.unwrap();
         assert_eq!(resp.outcome, Outcome::Finished);
     }
 }

@@ -285,16 +285,18 @@ async fn a_token_cancelled_before_the_run_ends_it_before_the_model_is_called() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn cancelling_while_the_model_call_is_pending_ends_the_run_cancelled() {
-    // The cancellation waiter is made only once the model call is pending: this is that path.
-    let model =
-        tower::service_fn(|_req: ModelRequest| pending::<Result<ModelResponse, BoxError>>());
-    let agent = Agent::builder().model(model).build();
+    // The cancellation waiter is made only once the model call is pending: this is that path
+    // (the token is cancelled when the model call's future is first polled).
     let token = CancellationToken::new();
     let cancel = token.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        cancel.cancel();
+    let model = tower::service_fn(move |_req: ModelRequest| {
+        let cancel = cancel.clone();
+        std::future::poll_fn(move |_| {
+            cancel.cancel();
+            std::task::Poll::<Result<ModelResponse, BoxError>>::Pending
+        })
     });
+    let agent = Agent::builder().model(model).build();
 
     let resp = within(
         "the cancelled run ends",

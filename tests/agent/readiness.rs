@@ -40,8 +40,9 @@ use tower_test::mock::{self, Mock};
 
 // ===== helpers =====
 
-/// How long a step may take before the test calls it a hang.
-const PATIENCE: Duration = Duration::from_secs(10);
+/// How long a step may take before the test calls it a hang (generous: on tokio's real clock,
+/// a machine busy compiling is slow; under paused time a hang fails at once).
+const PATIENCE: Duration = crate::support::PATIENCE;
 
 /// Awaits `fut`, failing the test if it hangs.
 async fn deadline<F: Future>(what: &str, fut: F) -> F::Output {
@@ -682,7 +683,7 @@ async fn command_hook_does_not_hold_the_permit_while_it_runs() {
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\ncat >/dev/null\ntouch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done\nexit 0\n",
+            "#!/bin/sh\ncat >/dev/null\ntouch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done\nexit 0\n",
             started.display(),
             go.display()
         ),
@@ -692,7 +693,7 @@ async fn command_hook_does_not_hold_the_permit_while_it_runs() {
     let hooks = CommandHooks::builder()
         .settings_json(
             json!({"hooks": {"PreToolUse": [{"matcher": "gate", "hooks": [
-                {"type": "command", "command": script.to_string_lossy(), "timeout": 30}
+                {"type": "command", "command": script.to_string_lossy(), "timeout": 600}
             ]}]}}),
             "settings.json",
         )
@@ -721,9 +722,10 @@ async fn command_hook_does_not_hold_the_permit_while_it_runs() {
     })
     .await;
 
-    // The hook is running; another caller of the same limited service must get through.
+    // The hook is running (and runs until `go` exists, or for five minutes); another caller
+    // of the same limited service must get through.
     let other = tokio::time::timeout(
-        Duration::from_secs(5),
+        PATIENCE,
         shared.clone().oneshot(tool_req("probe", json!({}))),
     )
     .await;

@@ -9,7 +9,7 @@ use std::{
     path::PathBuf,
     process::Command,
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use serde_json::{Value, json};
@@ -252,17 +252,15 @@ async fn an_answer_longer_than_1_mib_fails_its_event_at_once() {
         let (hooks, warned) = warnings(
             s.pre_tool_use(
                 &hook,
-                json!({ "persistent": true, "timeout": 30, "failClosed": fail_closed }),
+                json!({ "persistent": true, "timeout": 600, "failClosed": fail_closed }),
             )
             .into_hooks(),
         );
         let (builder, _) = agent(&calls_bash(&["rm -rf /", "rm -rf ~"]), hooks);
-        let started = Instant::now();
-        let resp = builder.build().run("go").await.unwrap();
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "the event failed at once, not at its timeout"
-        );
+        // The event fails at once, not at its 600 s timeout.
+        let resp = crate::support::within("the failed event", builder.build().run("go"))
+            .await
+            .unwrap();
         let outputs = tool_texts(&resp);
         assert!(outputs[0].contains(expected), "{}", outputs[0]);
         if fail_closed {
@@ -296,17 +294,15 @@ while IFS= read -r line; do
 done"#;
     let hook = s.bash("flood.sh", serve);
     let (hooks, _) = warnings(
-        s.pre_tool_use(&hook, json!({ "persistent": true, "timeout": 20 }))
+        s.pre_tool_use(&hook, json!({ "persistent": true, "timeout": 600 }))
             .into_hooks(),
     );
     let big = "x".repeat(300_000);
     let (builder, seen) = agent(&calls_bash(&[&big, "ls"]), hooks);
-    let started = Instant::now();
-    let resp = builder.build().run("go").await.unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "answered at once, not at the timeout"
-    );
+    // Answered at once, not at the 600 s timeout.
+    let resp = crate::support::within("the answers", builder.build().run("go"))
+        .await
+        .unwrap();
     let outputs = tool_texts(&resp);
     assert!(outputs[0].starts_with("denied: no: 3"), "{}", outputs[0]);
     assert!(outputs[1].starts_with("denied: no: "), "{}", outputs[1]);
@@ -436,7 +432,7 @@ fn a_settings_file_that_is_a_fifo_or_too_big_is_refused_at_once() {
             let _ = tx.send(CommandHooks::builder().settings_file(p).build().map(|_| ()));
         });
         let err = rx
-            .recv_timeout(Duration::from_secs(5))
+            .recv_timeout(crate::support::PATIENCE)
             .unwrap_or_else(|_| panic!("loading {} hung", path.display()))
             .unwrap_err()
             .to_string();

@@ -1,7 +1,7 @@
 //! Helpers of the session and lifecycle event tests: scripts that dump their input, and
 //! waiting for hooks that run in the background.
 
-use std::{path::Path, time::Duration};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -30,20 +30,16 @@ pub(crate) fn inputs(scripts: &Scripts, name: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Waits (up to 10 s) until the [`dump`] hook `name` has received `n` inputs: for hooks that
-/// run in the background (SessionEnd, StopFailure, InstructionsLoaded, PostCompact).
+/// Waits (at most [`PATIENCE`](crate::support::PATIENCE)) until the [`dump`] hook `name` has
+/// received `n` inputs: for hooks that run in the background (SessionEnd, StopFailure,
+/// InstructionsLoaded, PostCompact).
 pub(crate) async fn wait_inputs(scripts: &Scripts, name: &str, n: usize) -> Vec<Value> {
-    for _ in 0..200 {
+    let what = format!("{n} inputs of hook `{name}`");
+    crate::support::eventually(&what, || {
         let got = inputs(scripts, name);
-        if got.len() >= n {
-            return got;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!(
-        "hook `{name}` got {} inputs, expected {n}",
-        inputs(scripts, name).len()
-    )
+        (got.len() >= n).then_some(got)
+    })
+    .await
 }
 
 /// Asserts the common input fields (`hooks.md` § "Common input fields").

@@ -1,6 +1,6 @@
 //! hooks.md § "Exit code output": exit 0, exit 2, other exit codes, per event.
 
-use std::{path::Path, time::Duration};
+use std::path::Path;
 
 use serde_json::{Value, json};
 use tower_agent::{agent::Outcome, model::ScriptedModel};
@@ -38,17 +38,14 @@ pub(crate) fn dumped(s: &Scripts, name: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Waits (at most 5 s) until `path` holds something.
+/// Waits (at most [`PATIENCE`](crate::support::PATIENCE)) until `path` holds something.
 pub(crate) async fn wait_for_file(path: &Path) -> String {
-    for _ in 0..200 {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && !text.trim().is_empty()
-        {
-            return text;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{} never appeared", path.display());
+    crate::support::eventually(&format!("{} holding something", path.display()), || {
+        std::fs::read_to_string(path)
+            .ok()
+            .filter(|text| !text.trim().is_empty())
+    })
+    .await
 }
 
 /// The text of the last message of the model's request `i`.
@@ -203,15 +200,16 @@ async fn exit_2_of_post_tool_use_shows_stderr_to_the_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_pre_tool_use_hook_does_not_block() {
     let s = Scripts::new();
-    let hook = s.bash("slow.sh", "cat >/dev/null; sleep 30; exit 2");
+    let hook = s.bash("slow.sh", "cat >/dev/null; sleep 600; exit 2");
     let model = calls_bash("ls");
     let (builder, seen) = agent(
         &model,
         s.pre_tool_use(&hook, json!({"timeout": 1})).into_hooks(),
     );
-    let started = std::time::Instant::now();
-    let resp = builder.build().run("go").await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10));
+    // Killed at its 1 s timeout, not waited for (ten minutes).
+    let resp = crate::support::within("the run", builder.build().run("go"))
+        .await
+        .unwrap();
     assert_eq!(tool_text(&resp), "ran: ls");
     assert_eq!(seen.lock().unwrap().len(), 1);
     assert!(resp.outcome.is_finished());
@@ -223,11 +221,13 @@ async fn a_timed_out_pre_tool_use_hook_does_not_block() {
 async fn session_end_hooks_share_a_one_and_a_half_second_budget() {
     let s = Scripts::new();
     let marks = s.path("marks");
+    let pid = s.path("pid");
     let hook = s.bash(
         "end.sh",
         &format!(
-            "cat >/dev/null; echo start >> '{0}'; sleep 4; echo end >> '{0}'",
-            marks.display()
+            "cat >/dev/null; echo $$ > '{1}'; echo start >> '{0}'; sleep 30; echo end >> '{0}'",
+            marks.display(),
+            pid.display()
         ),
     );
     let hooks = s.hooks(
@@ -237,8 +237,9 @@ async fn session_end_hooks_share_a_one_and_a_half_second_budget() {
     let (builder, _) = agent(&model, hooks.into_hooks());
     let resp = builder.build().run("hello").await.unwrap();
     assert_eq!(resp.outcome, Outcome::Finished);
-    wait_for_file(&marks).await;
-    tokio::time::sleep(Duration::from_millis(5000)).await;
+    let pid: i64 = wait_for_file(&pid).await.trim().parse().unwrap();
+    // Killed at the budget, the hook never writes `end`; not killed, it would after 30 s.
+    assert!(crate::support::wait_dead(pid).await, "the hook still runs");
     assert_eq!(
         std::fs::read_to_string(&marks).unwrap(),
         "start\n",

@@ -14,6 +14,7 @@ fn gemini_hooks(scripts: &Scripts, settings: Value) -> CommandHooks {
     CommandHooks::builder()
         .gemini_settings_file(&file)
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap()
 }
@@ -128,6 +129,7 @@ case "$input" in *'"rm '*) echo "codex blocks rm" >&2; exit 2;; esac"#,
     let hooks = CommandHooks::builder()
         .codex_hooks_file(&file)
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap();
     assert!(
@@ -183,7 +185,9 @@ async fn codex_rewrites_only_with_allow() {
         let file = scripts.path("codex-hooks.json");
         std::fs::write(&file, hooks_json.to_string()).unwrap();
         for (codex, expected) in [(true, codex_rewrites), (false, true)] {
-            let builder = CommandHooks::builder().project_dir(scripts.dir.path());
+            let builder = CommandHooks::builder()
+                .project_dir(scripts.dir.path())
+                .transcripts_dir(scripts.path("transcripts"));
             let builder = if codex {
                 builder.codex_hooks_file(&file)
             } else {
@@ -240,6 +244,7 @@ trusted = ["abc"]
     let hooks = CommandHooks::builder()
         .codex_hooks_file(&file)
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap();
     assert!(hooks.warnings().is_empty(), "{:?}", hooks.warnings());
@@ -265,28 +270,37 @@ trusted = ["abc"]
 }
 
 // Gemini CLI hooks reference, "Hook definition": `sequential: true` runs the group's hooks
-// one after another; `false` (the default) in parallel. Two real scripts: the first takes two
-// seconds, the second notes when it starts.
+// one after another; `false` (the default) in parallel. Two real scripts: the first waits for
+// the second to start (two seconds at most when they must run in order — run in parallel,
+// the second would start meanwhile —, two minutes when they run in parallel: it does start
+// meanwhile, however slow the machine), then notes it is done; the second notes it started.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_sequential_groups_run_one_after_another() {
     let scripts = Scripts::new();
     let order = scripts.path("order.log");
-    let slow = scripts.bash(
-        "slow.sh",
-        &format!(r#"cat > /dev/null; sleep 2; echo slow-done >> {order:?}; echo '{{}}'"#),
-    );
+    let slow = |tries: u32| {
+        scripts.bash(
+            &format!("slow{tries}.sh"),
+            &format!(
+                r#"cat > /dev/null
+i=0; while ! grep -qs quick-start {order:?} && [ $i -lt {tries} ]; do sleep 0.05; i=$((i+1)); done
+echo slow-done >> {order:?}; echo '{{}}'"#
+            ),
+        )
+    };
     let quick = scripts.bash(
         "quick.sh",
         &format!(r#"cat > /dev/null; echo quick-start >> {order:?}; echo '{{}}'"#),
     );
     for sequential in [true, false] {
         let _ = std::fs::remove_file(&order);
+        let slow = slow(if sequential { 40 } else { 2400 });
         let hooks = gemini_hooks(
             &scripts,
             json!({"hooks": {
                 "BeforeTool": [{"matcher": "Bash", "sequential": sequential, "hooks": [
-                    {"type": "command", "command": slow, "timeout": 20000},
-                    {"type": "command", "command": quick, "timeout": 20000}
+                    {"type": "command", "command": slow, "timeout": 600_000},
+                    {"type": "command", "command": quick, "timeout": 600_000}
                 ]}]
             }}),
         );

@@ -47,6 +47,7 @@ fn agent_hook(
             "settings.json",
         )
         .project_dir(s.dir.path())
+        .transcripts_dir(s.path("transcripts"))
         .model(model.clone())
         .build()
         .unwrap()

@@ -1,6 +1,6 @@
 //! `async` and `asyncRewake` command hooks; `once`.
 
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use tower_agent::{
@@ -10,18 +10,44 @@ use tower_agent::{
     tool::tool_fn,
 };
 
-use crate::support::command::{Scripts, agent, on};
+use crate::support::{
+    command::{Scripts, agent, on},
+    eventually, within,
+};
 
-/// A tool that takes `ms` milliseconds: time for a background hook to finish.
-fn wait_tool(ms: u64) -> impl tower_agent::tool::Tool {
+/// A tool `wait` that lets the background hooks go on (it creates `release`, which they wait
+/// for) and waits until `n` reminders are queued for the run — the background hooks'
+/// answers reaching it — leaving them queued for the next turn.
+fn wait_tool(release: PathBuf, n: usize) -> impl tower_agent::tool::Tool {
     tool_fn(
         "wait",
         "Waits",
         json!({"type": "object"}),
-        move |_: Value, _| async move {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            Ok::<_, BoxError>("waited")
+        move |_: Value, ctx| {
+            let release = release.clone();
+            async move {
+                std::fs::write(&release, "")?;
+                let queued = eventually("the background hooks' reminders", || {
+                    let queued = ctx.take_reminders();
+                    if queued.len() >= n {
+                        return Some(queued);
+                    }
+                    queued.into_iter().for_each(|r| ctx.remind(r));
+                    None
+                })
+                .await;
+                queued.into_iter().for_each(|r| ctx.remind(r));
+                Ok::<_, BoxError>("waited")
+            }
         },
+    )
+}
+
+/// Shell lines that wait (at most about two minutes) until `release` exists.
+fn wait_for(release: &Path) -> String {
+    format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done",
+        release.display()
     )
 }
 
@@ -40,13 +66,16 @@ fn all_text(req: &ModelRequest) -> String {
 async fn an_async_hook_neither_delays_nor_blocks() {
     let s = Scripts::new();
     let marker = s.path("finished");
+    let release = s.path("release");
+    // The hook ends only once the test lets it: after the run has ended.
     let hook = s.bash(
         "slow.sh",
         &format!(
-            r#"sleep 2
+            r#"{}
 echo '{{"hookSpecificOutput": {{"hookEventName": "PreToolUse", "permissionDecision": "deny"}}}}'
 touch '{}'
 exit 2"#,
+            wait_for(&release),
             marker.display()
         ),
     );
@@ -55,24 +84,16 @@ exit 2"#,
         .tool_call("bash", json!({ "command": "ls" }))
         .text("done");
     let (builder, seen) = agent(&model, hooks.into_hooks());
-    let started = Instant::now();
-    let resp = builder.build().run("go").await.unwrap();
-    let took = started.elapsed();
+    // The run ends while the hook still waits: it did not wait for the hook.
+    let resp = within("the run, while its hook waits", builder.build().run("go"))
+        .await
+        .unwrap();
     assert_eq!(resp.outcome, Outcome::Finished);
     assert_eq!(seen.lock().unwrap().len(), 1, "the tool ran");
-    assert!(
-        took < Duration::from_millis(1500),
-        "the run waited for the hook: {took:?}"
-    );
     assert!(!marker.exists(), "the hook was still running");
-    // It did run to its end, in the background.
-    for _ in 0..100 {
-        if marker.exists() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the async hook never finished");
+    // It does run to its end, in the background.
+    std::fs::write(&release, "").unwrap();
+    eventually("the async hook's end", || marker.exists().then_some(())).await;
 }
 
 // hooks.md § "How async hooks execute": after the background process exits, its
@@ -92,7 +113,7 @@ async fn an_async_hooks_context_reaches_the_next_turn() {
         .recording();
     let (builder, _) = agent(&model, hooks.into_hooks());
     let resp = builder
-        .tool(wait_tool(1000))
+        .tool(wait_tool(s.path("release"), 2))
         .build()
         .run("go")
         .await
@@ -115,17 +136,20 @@ async fn an_async_hooks_context_reaches_the_next_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_rewake_exit_2_reminds_the_model() {
     let s = Scripts::new();
+    let release = s.path("release");
     for (body, expect) in [
         (
-            "sleep 0.3; echo 'the test suite broke: 2 failures' >&2; exit 2",
+            "echo 'the test suite broke: 2 failures' >&2; exit 2",
             "the test suite broke: 2 failures",
         ),
         (
-            "sleep 0.3; echo 'stdout when stderr is empty'; exit 2",
+            "echo 'stdout when stderr is empty'; exit 2",
             "stdout when stderr is empty",
         ),
     ] {
-        let hook = s.bash("rewake.sh", body);
+        // The hook answers once the second tool call lets it: after the first turn.
+        let _ = std::fs::remove_file(&release);
+        let hook = s.bash("rewake.sh", &format!("{}\n{body}", wait_for(&release)));
         let hooks = s.hooks(on(
             "PostToolUse",
             "bash",
@@ -138,9 +162,8 @@ async fn async_rewake_exit_2_reminds_the_model() {
             .text("done")
             .recording();
         let (builder, seen) = agent(&model, hooks.into_hooks());
-        let started = Instant::now();
         let resp = builder
-            .tool(wait_tool(1500))
+            .tool(wait_tool(release.clone(), 1))
             .build()
             .run("go")
             .await
@@ -156,10 +179,15 @@ async fn async_rewake_exit_2_reminds_the_model() {
             third.contains(&format!("<system-hook>\n{expect}\n</system-hook>")),
             "{third}"
         );
-        assert!(started.elapsed() < Duration::from_secs(10));
     }
-    // Exit 0: nothing to wake the model for.
-    let hook = s.bash("quiet.sh", "echo 'all good' >&2; exit 0");
+    // Exit 0: nothing to wake the model for (its context, which comes after a wake, is the
+    // sign the hook's answer was read).
+    let hook = s.bash(
+        "quiet.sh",
+        r#"echo 'all good' >&2
+echo '{"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "exit 0 read"}}'
+exit 0"#,
+    );
     let hooks = s.hooks(on(
         "PostToolUse",
         "bash",
@@ -173,12 +201,14 @@ async fn async_rewake_exit_2_reminds_the_model() {
         .recording();
     let (builder, _) = agent(&model, hooks.into_hooks());
     builder
-        .tool(wait_tool(500))
+        .tool(wait_tool(s.path("release"), 1))
         .build()
         .run("go")
         .await
         .unwrap();
-    assert!(!all_text(&model.requests()[2]).contains("all good"));
+    let third = all_text(&model.requests()[2]);
+    assert!(third.contains("exit 0 read"), "{third}");
+    assert!(!third.contains("all good"), "{third}");
 }
 
 // hooks.md § "Common fields" (`once`): honoured only for hooks in skill frontmatter, ignored

@@ -1,9 +1,6 @@
 //! `type: "http"` handlers against a real HTTP server on 127.0.0.1.
 
-use std::{
-    sync::{Arc, Mutex},
-    time::{Duration, Instant},
-};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tower_agent::{agent::Outcome, command::CommandHooks, model::ScriptedModel};
@@ -182,17 +179,18 @@ async fn a_timeout_is_cancelled_and_does_not_block() {
         }
     });
     let s = Scripts::new();
-    let started = Instant::now();
-    let (resp, seen, log) =
-        run_bash(s.hooks(http_on("PreToolUse", &url, json!({ "timeout": 1 })))).await;
-    let took = started.elapsed();
+    // The server never answers: the call ends at the hook's 1 s timeout or not at all.
+    let (resp, seen, log) = crate::support::within(
+        "the run",
+        run_bash(s.hooks(http_on("PreToolUse", &url, json!({ "timeout": 1 })))),
+    )
+    .await;
     assert_eq!(seen.len(), 1);
     assert_eq!(resp.outcome, Outcome::Finished);
     assert!(
         log.iter().any(|w| w.contains("timed out after 1s")),
         "{log:?}"
     );
-    assert!(took < Duration::from_secs(5), "{took:?}");
     assert!(!held.lock().unwrap().is_empty(), "the hook did connect");
 }
 
@@ -211,9 +209,11 @@ async fn a_huge_body_is_capped_while_it_is_read() {
         } else {
             reply
         });
-        let started = Instant::now();
-        let (resp, seen, log) =
-            run_bash(s.hooks(http_on("PreToolUse", server.url(), json!({})))).await;
+        let (resp, seen, log) = crate::support::within(
+            "the run",
+            run_bash(s.hooks(http_on("PreToolUse", server.url(), json!({})))),
+        )
+        .await;
         assert_eq!(seen.len(), 1, "the tool runs");
         assert_eq!(resp.outcome, Outcome::Finished);
         assert!(
@@ -226,7 +226,6 @@ async fn a_huge_body_is_capped_while_it_is_read() {
             sent < 32 << 20,
             "{sent} bytes were pulled from a {HUGE}-byte body"
         );
-        assert!(started.elapsed() < Duration::from_secs(10));
     }
 }
 

@@ -1,6 +1,6 @@
 //! `type: "prompt"` handlers: a model service given to `CommandHooks` answers `{ok, reason}`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tower_agent::{
@@ -17,6 +17,7 @@ fn with_model(s: &Scripts, hooks: Value, model: &ScriptedModel) -> CommandHooks 
     CommandHooks::builder()
         .settings_json(json!({ "hooks": hooks }), "settings.json")
         .project_dir(s.dir.path())
+        .transcripts_dir(s.path("transcripts"))
         .model(model.clone())
         .build()
         .unwrap()
@@ -250,7 +251,7 @@ async fn malformed_answers_errors_and_timeouts_do_not_block() {
         (
             ScriptedModel::new()
                 .text(r#"{"ok": false, "reason": "late"}"#)
-                .latency(Duration::from_secs(20)),
+                .latency(Duration::from_secs(600)),
             json!({ "timeout": 1 }),
             "timed out after 1s",
         ),
@@ -267,11 +268,11 @@ async fn malformed_answers_errors_and_timeouts_do_not_block() {
             .text("done");
         let (hooks, log) = warnings(hooks.into_hooks());
         let (builder, seen) = agent(&model, hooks);
-        let started = Instant::now();
-        let resp = builder.build().run("go").await.unwrap();
+        let resp = crate::support::within("the run", builder.build().run("go"))
+            .await
+            .unwrap();
         assert_eq!(seen.lock().unwrap().len(), 1, "{expect}: the tool runs");
         assert_eq!(resp.outcome, Outcome::Finished);
-        assert!(started.elapsed() < Duration::from_secs(10));
         let log = log.lock().unwrap();
         assert!(log.iter().any(|w| w.contains(expect)), "{expect}: {log:?}");
     }

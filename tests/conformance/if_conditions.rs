@@ -211,6 +211,7 @@ fn a_bad_rule_is_an_error() {
             "settings.json",
         )
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap_err();
     assert_eq!(err.path(), "hooks.PreToolUse[0].hooks[0].if");
@@ -233,6 +234,7 @@ async fn dedup_respects_the_rule() {
         .settings_json(group("Bash(ls *)"), "project.json")
         .settings_json(group("Bash(pwd)"), "local.json")
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap();
     assert_eq!(hooks.commands(HookEvent::PreToolUse).len(), 2);

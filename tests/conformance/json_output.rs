@@ -91,6 +91,7 @@ async fn permission_mode_is_reported_and_checked() {
             "inline",
         )
         .project_dir(s.dir.path())
+        .transcripts_dir(s.path("transcripts"))
         .permission_mode("plan")
         .build()
         .unwrap();

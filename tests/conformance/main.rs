@@ -41,6 +41,7 @@ mod prompt_expansion;
 mod session_end;
 mod session_start;
 mod setup;
+mod slow_machine;
 mod stop_failure;
 mod stop_loop;
 mod subagent;

@@ -49,6 +49,7 @@ fn build(scripts: &Scripts, plugin: &Path, data: &Path, settings: Option<Value>)
     b.plugin_dir(plugin)
         .plugin_data_dir(data)
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap()
 }
@@ -137,6 +138,7 @@ async fn disabled_by_name() {
         .settings_json(json!({"disabledPlugins": ["off"]}), "settings.json")
         .plugin_data_dir(data.path())
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap();
     assert_eq!(hooks.commands(HookEvent::PreToolUse).len(), 1);
@@ -169,6 +171,7 @@ async fn one_hook_disabled_by_name() {
     let hooks = CommandHooks::builder()
         .settings_json(settings, "settings.json")
         .project_dir(scripts.dir.path())
+        .transcripts_dir(scripts.path("transcripts"))
         .build()
         .unwrap();
     run_calls(hooks.into_hooks(), &[("Bash", json!({"command": "ls"}))]).await;

@@ -204,15 +204,16 @@ async fn run(dirs: &Dirs, hooks: CommandHooks) -> AgentResponse {
     resp
 }
 
-/// SessionEnd runs in the background, after the run: waits (at most 10 s) for its record.
+/// SessionEnd runs in the background, after the run: waits (at most
+/// [`PATIENCE`](crate::support::PATIENCE)) for its record.
 async fn wait_for_session_end(dirs: &Dirs) {
-    for _ in 0..200 {
-        if dirs.records().iter().any(|r| r["event"] == "SessionEnd") {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("no SessionEnd record: {:?}", dirs.records());
+    crate::support::eventually("a SessionEnd record", || {
+        dirs.records()
+            .iter()
+            .any(|r| r["event"] == "SessionEnd")
+            .then_some(())
+    })
+    .await;
 }
 
 fn text(p: &Path) -> Value {

@@ -118,13 +118,14 @@ fn recording_hooks(s: &Scripts, events: &[(&str, &str)], log: &Path) -> CommandH
 }
 
 async fn wait_for_records(log: &Path, event: &str) {
-    for _ in 0..300 {
-        if records(log).iter().any(|r| r["event"] == event) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("no {event} record in {}", log.display());
+    let what = format!("a {event} record in {}", log.display());
+    crate::support::eventually(&what, || {
+        records(log)
+            .iter()
+            .any(|r| r["event"] == event)
+            .then_some(())
+    })
+    .await;
 }
 
 // hooks.md § "UserPromptSubmit" + § "Common input fields": the file exists when the first

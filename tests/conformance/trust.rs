@@ -94,6 +94,7 @@ async fn builder_trust() {
             .settings_json(settings.clone(), "settings.json")
             .trust("rec.sh", hash)
             .project_dir(scripts.dir.path())
+            .transcripts_dir(scripts.path("transcripts"))
             .build()
     };
     let wrong = sha256_hex(b"something else");

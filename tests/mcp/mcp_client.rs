@@ -449,15 +449,14 @@ async fn a_hanging_call_times_out_and_the_server_stays_usable() {
         .call_timeout(Duration::from_millis(400))
         .build();
     let router = mcp.router().await.unwrap();
-    let started = std::time::Instant::now();
-    let out = call(&router, "mcp__t__hang", json!({})).await;
+    // `hang` never answers: the call ends at its timeout or not at all.
+    let out = support::within("the hanging call", call(&router, "mcp__t__hang", json!({}))).await;
     assert!(out.is_error);
     assert!(
         out.content.contains("did not answer `hang` within"),
         "{}",
         out.content
     );
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(
         call(&router, "mcp__t__echo", json!({"text": "x"}))
             .await
@@ -522,13 +521,7 @@ async fn http_tool_list_changes_are_followed() {
         call(&router, "mcp__t__grow", json!({})).await.content,
         "grown"
     );
-    for _ in 0..500 {
-        if late(&mcp) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(late(&mcp), "{:?}", mcp.tool_specs());
+    support::eventually("the new tool listed", || late(&mcp).then_some(())).await;
     // Registered before the change, the router still routes the new tool by its prefix.
     assert_eq!(
         call(&router, "mcp__t__late", json!({})).await.content,
@@ -755,13 +748,14 @@ async fn servers_from_a_mcp_json_file_with_variables() {
     std::fs::write(&path, doc.to_string()).unwrap();
     let mcp = McpServers::from_file(&path)
         .unwrap()
-        .connect_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(5))
         .build();
     let started = std::time::Instant::now();
     let err = mcp.connect().await.unwrap_err();
-    // The servers connect concurrently: two 2 s timeouts take about 2 s, not 4.
+    // The servers connect concurrently: two 5 s timeouts take about 5 s, not 10 (the margin
+    // is wide: a machine busy compiling is slow).
     let took = started.elapsed();
-    assert!(took < Duration::from_millis(3500), "{took:?}");
+    assert!(took < Duration::from_secs(9), "{took:?}");
     let mut failed: Vec<&str> = err.failures().iter().map(|(n, _)| n.as_str()).collect();
     failed.sort();
     assert_eq!(failed, ["broken", "notmcp", "notmcp2"], "{err}");

@@ -395,14 +395,12 @@ async fn a_hanging_tool_is_cancelled_at_the_timeout() {
         mcp_on("PreToolUse", "Write", "t", "hang", json!({"timeout": 0.5})),
     );
     let started = Instant::now();
-    let (resp, seen, warned, _) = write_run(&mcp, hooks).await;
+    // `hang` never answers: the call ends at the 0.5 s timeout or not at all.
+    let (resp, seen, warned, _) = crate::support::within("the run", write_run(&mcp, hooks)).await;
     let took = started.elapsed();
     assert!(resp.outcome.is_finished());
     assert_eq!(seen.len(), 1, "the call proceeded");
-    assert!(
-        took >= Duration::from_millis(500) && took < Duration::from_secs(10),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_millis(500), "{took:?}");
     assert!(
         warned
             .iter()

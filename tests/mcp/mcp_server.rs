@@ -4,7 +4,13 @@
 
 use crate::support;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use axum::{Router, extract::Request, middleware::Next, response::Response};
 use rmcp::{
@@ -44,6 +50,12 @@ struct AddArgs {
 struct Principal(String);
 
 fn tools() -> ToolRouter {
+    tools_counting(&Arc::default())
+}
+
+/// [`tools`], whose `sleep` counts the calls that entered it in `entered`.
+fn tools_counting(entered: &Arc<AtomicUsize>) -> ToolRouter {
+    let entered = Arc::clone(entered);
     ToolRouter::new()
         .tool(typed_tool(
             "add",
@@ -102,10 +114,13 @@ fn tools() -> ToolRouter {
             "sleep",
             "Sleeps for `ms` milliseconds",
             json!({ "type": "object" }),
-            |args: Value, _ctx| async move {
-                let ms = args["ms"].as_u64().unwrap_or(0);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                Ok::<_, BoxError>("slept".to_owned())
+            move |args: Value, _ctx| {
+                entered.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    let ms = args["ms"].as_u64().unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok::<_, BoxError>("slept".to_owned())
+                }
             },
         ))
 }
@@ -113,6 +128,11 @@ fn tools() -> ToolRouter {
 /// The tool set behind a PreToolUse hook: `rm_*` is denied, and `whoami` is denied to
 /// `mallory` (the hook reads the principal from the call's context).
 fn server() -> McpServer {
+    server_counting(&Arc::default())
+}
+
+/// [`server`] over [`tools_counting`].
+fn server_counting(entered: &Arc<AtomicUsize>) -> McpServer {
     let hooks = Hooks::new()
         .before_tool_use("rm_*", |_call, _ctx| {
             PreToolUse::Deny("deleting is not allowed over MCP".into())
@@ -127,9 +147,12 @@ fn server() -> McpServer {
         )
         .compile()
         .unwrap();
-    McpServer::layered(tools(), ServiceBuilder::new().layer(hooks.tool_layer()))
-        .server_info("test-tools", "0.1.0")
-        .call_timeout(Duration::from_millis(500))
+    McpServer::layered(
+        tools_counting(entered),
+        ServiceBuilder::new().layer(hooks.tool_layer()),
+    )
+    .server_info("test-tools", "0.1.0")
+    .call_timeout(Duration::from_millis(500))
 }
 
 /// An rmcp client connected to `server` over an in-process duplex pipe.
@@ -293,9 +316,11 @@ async fn bad_requests_are_clear_errors_and_the_server_goes_on() {
 #[tokio::test]
 async fn a_call_past_its_timeout_is_an_error_result() {
     let client = in_process(server()).await;
-    let started = std::time::Instant::now();
-    let result = call(&client, "sleep", json!({ "ms": 30_000 })).await;
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // A call that ran to its end would take ten minutes.
+    let result = support::within("the timed-out call", async {
+        call(&client, "sleep", json!({ "ms": 600_000 })).await
+    })
+    .await;
     assert!(is_error(&result));
     assert!(
         text(&result).contains("timed out after 0.5 s"),
@@ -309,7 +334,8 @@ async fn a_call_past_its_timeout_is_an_error_result() {
 
 #[tokio::test]
 async fn concurrent_calls_are_capped() {
-    let server = server()
+    let entered = Arc::default();
+    let server = server_counting(&entered)
         .max_concurrent_calls(1)
         .call_timeout(Duration::from_millis(1500));
     let client = Arc::new(in_process(server).await);
@@ -319,7 +345,10 @@ async fn concurrent_calls_are_capped() {
         let client = client.clone();
         tokio::spawn(async move { call(&client, "sleep", json!({ "ms": 1000 })).await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::eventually("the first call holding the slot", || {
+        (entered.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
     let second = call(&client, "sleep", json!({ "ms": 1000 })).await;
     let first = first.await.unwrap();
     assert_eq!(text(&first), "slept");
@@ -549,15 +578,17 @@ async fn over_http_sessions_are_capped() {
     assert_eq!(text(&call(&b, "add", json!({ "a": 2, "b": 2 })).await), "4");
     // Closing one makes room.
     a.cancel().await.unwrap();
-    let mut c = None;
-    for _ in 0..50 {
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    let c = loop {
         if let Ok(client) = http_client(server.addr, "c").await {
-            c = Some(client);
-            break;
+            break client;
         }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no session is free again"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let c = c.expect("a session is free again");
+    };
     assert_eq!(text(&call(&c, "add", json!({ "a": 3, "b": 3 })).await), "6");
 }
 
@@ -602,22 +633,29 @@ async fn over_http_refusals_are_http_errors_not_panics() {
 
 #[tokio::test]
 async fn a_flood_of_calls_is_refused_at_once_beyond_the_queue() {
-    // One call runs, four wait (4 × 1), the sixth is refused at once.
-    let server = server()
+    // One call runs, four wait (4 × 1), the sixth is refused at once: before the call that
+    // runs ends (it holds its slot for 2 s), so no slot is free before the refusal.
+    let entered = Arc::default();
+    let server = server_counting(&entered)
         .max_concurrent_calls(1)
-        .call_timeout(Duration::from_secs(10));
+        .call_timeout(Duration::from_secs(60));
     let client = Arc::new(in_process(server).await);
     let held: Vec<_> = (0..5)
         .map(|_| {
             let client = client.clone();
-            tokio::spawn(async move { call(&client, "sleep", json!({ "ms": 150 })).await })
+            tokio::spawn(async move { call(&client, "sleep", json!({ "ms": 2000 })).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    support::eventually("a call holding the slot", || {
+        (entered.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    // The other four were sent with it; give them a moment to reach the queue.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let started = std::time::Instant::now();
     let refused = call(&client, "add", json!({ "a": 1, "b": 1 })).await;
     assert!(
-        started.elapsed() < Duration::from_millis(140),
+        started.elapsed() < Duration::from_millis(1500),
         "{:?}",
         started.elapsed()
     );
@@ -719,7 +757,7 @@ fn memory_case(case: &str) {
                     .write_all(format!("\n{list}\n").as_bytes())
                     .await
                     .unwrap();
-                let answer = tokio::time::timeout(Duration::from_secs(20), async {
+                let answer = tokio::time::timeout(support::PATIENCE, async {
                     loop {
                         let line = lines.next_line().await.unwrap().unwrap();
                         if line.contains("\"id\":2") {
@@ -845,18 +883,20 @@ async fn a_guard_refuses_a_remote_call_with_bad_arguments() {
     client.cancel().await.unwrap();
 }
 
-/// A tool that waits for its call's cancellation; `dropped` is set when its future is
-/// dropped, `cancelled` when it saw the cancellation.
+/// A tool that waits for its call's cancellation; `entered` is set when it is called,
+/// `dropped` when its future is dropped, `cancelled` when it saw the cancellation.
 fn hold_tool(
+    entered: &Arc<std::sync::atomic::AtomicBool>,
     dropped: &Arc<std::sync::atomic::AtomicBool>,
     cancelled: &Arc<std::sync::atomic::AtomicBool>,
 ) -> ToolRouter {
-    let (d, c) = (dropped.clone(), cancelled.clone());
+    let (e, d, c) = (entered.clone(), dropped.clone(), cancelled.clone());
     ToolRouter::new().tool(tool_fn(
         "hold",
         "Waits for cancellation",
         json!({ "type": "object" }),
         move |_args: Value, ctx: tower_agent::context::RunContext| {
+            e.store(true, std::sync::atomic::Ordering::SeqCst);
             let guard = support::DropGuard(d.clone());
             let cancelled = c.clone();
             async move {
@@ -869,12 +909,12 @@ fn hold_tool(
     ))
 }
 
-async fn wait_for(flag: &std::sync::atomic::AtomicBool, within: Duration, what: &str) {
-    let deadline = std::time::Instant::now() + within;
-    while !flag.load(std::sync::atomic::Ordering::SeqCst) {
-        assert!(std::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// Waits (at most [`support::PATIENCE`]) until `flag` is set; `what` is what it means.
+async fn wait_for(flag: &std::sync::atomic::AtomicBool, what: &str) {
+    support::eventually(what, || {
+        flag.load(std::sync::atomic::Ordering::SeqCst).then_some(())
+    })
+    .await;
 }
 
 /// `notifications/cancelled` for a call in flight cancels its context at once, and its
@@ -886,10 +926,11 @@ async fn a_cancelled_request_cancels_its_call() {
         service::PeerRequestOptions,
     };
     use std::sync::atomic::{AtomicBool, Ordering};
+    let entered = Arc::new(AtomicBool::new(false));
     let dropped = Arc::new(AtomicBool::new(false));
     let cancelled = Arc::new(AtomicBool::new(false));
-    let server =
-        McpServer::new(hold_tool(&dropped, &cancelled)).call_timeout(Duration::from_secs(60));
+    let server = McpServer::new(hold_tool(&entered, &dropped, &cancelled))
+        .call_timeout(Duration::from_secs(600));
     let client = in_process(server).await;
     let handle = client
         .peer()
@@ -901,15 +942,10 @@ async fn a_cancelled_request_cancels_its_call() {
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_for(&entered, "the call started").await;
     assert!(!dropped.load(Ordering::SeqCst));
     handle.cancel(Some("changed my mind".into())).await.unwrap();
-    wait_for(
-        &dropped,
-        Duration::from_secs(2),
-        "the call still runs after its cancellation",
-    )
-    .await;
+    wait_for(&dropped, "the call ended after its cancellation").await;
     // The server goes on.
     assert!(client.list_all_tools().await.is_ok());
     client.cancel().await.unwrap();
@@ -920,22 +956,18 @@ async fn a_cancelled_request_cancels_its_call() {
 #[tokio::test]
 async fn a_call_in_flight_ends_when_the_client_goes_away() {
     use std::sync::atomic::{AtomicBool, Ordering};
+    let entered = Arc::new(AtomicBool::new(false));
     let dropped = Arc::new(AtomicBool::new(false));
     let cancelled = Arc::new(AtomicBool::new(false));
-    let server =
-        McpServer::new(hold_tool(&dropped, &cancelled)).call_timeout(Duration::from_secs(60));
+    let server = McpServer::new(hold_tool(&entered, &dropped, &cancelled))
+        .call_timeout(Duration::from_secs(600));
     let client = in_process(server).await;
     let peer = client.peer().clone();
     let pending =
         tokio::spawn(async move { peer.call_tool(CallToolRequestParams::new("hold")).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_for(&entered, "the call started").await;
     assert!(!dropped.load(Ordering::SeqCst));
     client.cancel().await.unwrap();
-    wait_for(
-        &dropped,
-        Duration::from_secs(8),
-        "the call still runs after its client left",
-    )
-    .await;
+    wait_for(&dropped, "the call ended after its client left").await;
     assert!(pending.await.unwrap().is_err(), "the client got no answer");
 }

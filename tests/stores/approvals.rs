@@ -458,6 +458,7 @@ async fn command_hooks_ask_and_defer_interrupt_the_run() {
     let hooks = CommandHooks::builder()
         .settings_json(settings, "inline")
         .project_dir(dir.path())
+        .transcripts_dir(dir.path().join("transcripts"))
         .build()
         .unwrap();
     let store = MemoryStore::new();

@@ -313,7 +313,7 @@ async fn a_timeout_around_the_agent_answers_504_and_ends_the_stream() {
         })
     });
     let nap = tool_fn("nap", "Naps", json!({"type": "object"}), |_, _| async {
-        tokio::time::sleep(Duration::from_secs(30)).await;
+        tokio::time::sleep(Duration::from_secs(600)).await;
         Ok::<_, BoxError>("awake")
     });
     let agent = Agent::builder().model(model).tool(nap).build();
@@ -323,16 +323,18 @@ async fn a_timeout_around_the_agent_answers_504_and_ends_the_stream() {
     let url = serve(app(&agent, service, Owners::default())).await;
     let client = reqwest::Client::new();
 
-    let started = std::time::Instant::now();
-    let resp = client
-        .post(format!("{url}/threads/t1/runs"))
-        .header(header::AUTHORIZATION, "Bearer alice-token")
-        .json(&run_body("Nap."))
-        .send()
-        .await
-        .unwrap();
+    // Cut off at 200 ms, not after the ten minutes of the nap.
+    let resp = crate::support::within(
+        "the answer",
+        client
+            .post(format!("{url}/threads/t1/runs"))
+            .header(header::AUTHORIZATION, "Bearer alice-token")
+            .json(&run_body("Nap."))
+            .send(),
+    )
+    .await
+    .unwrap();
     assert_eq!(resp.status(), StatusCode::GATEWAY_TIMEOUT);
-    assert!(started.elapsed() < Duration::from_secs(10));
     let error: Value = resp.json().await.unwrap();
     assert!(
         error["error"].as_str().unwrap().contains("timed out"),
@@ -348,7 +350,8 @@ async fn a_timeout_around_the_agent_answers_504_and_ends_the_stream() {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    let events = sse_events(&resp.text().await.unwrap());
+    let text = crate::support::within("the stream's end", resp.text()).await;
+    let events = sse_events(&text.unwrap());
     assert_eq!(events.first().map(|e| e.0.as_str()), Some("agent_start"));
     let (name, last) = events.last().expect("events");
     assert_eq!(name, "agent_stop", "{events:?}");
@@ -358,7 +361,6 @@ async fn a_timeout_around_the_agent_answers_504_and_ends_the_stream() {
     if kind == "aborted" {
         assert!(last.to_string().contains("timed out"), "{last}");
     }
-    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[test]

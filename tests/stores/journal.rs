@@ -107,8 +107,9 @@ fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
 }
 
+/// Waits (at most [`PATIENCE`](support::PATIENCE)) until `done`.
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + support::PATIENCE;
     while !done() {
         assert!(std::time::Instant::now() < deadline, "timed out: {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -366,7 +367,7 @@ async fn a_finished_call_is_replayed_and_not_run_again<S: ThreadStore + Clone>(o
     let fast_id = thread.messages[1].tool_calls[0].id.clone();
     let journal = store.journal().unwrap();
     let ids = [fast_id.clone()];
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + support::PATIENCE;
     while journal.entries("t", &ids).await.unwrap()[&fast_id].in_doubt() {
         assert!(std::time::Instant::now() < deadline, "fast never finished");
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -550,7 +551,7 @@ async fn a_new_run_on_a_thread_left_mid_step_answers_its_calls_without_running_t
     let thread = store.load("t").await.unwrap().unwrap();
     let ids = [thread.messages[1].tool_calls[0].id.clone()];
     let journal = store.journal().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + support::PATIENCE;
     while journal.entries("t", &ids).await.unwrap()[&ids[0]].in_doubt() {
         assert!(std::time::Instant::now() < deadline, "fast never finished");
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -291,13 +291,10 @@ async fn an_operation_blocked_in_the_database_times_out_and_the_store_recovers()
         .batch_execute("BEGIN; LOCK TABLE tower_agent_threads IN ACCESS EXCLUSIVE MODE")
         .await
         .unwrap();
-    let started = std::time::Instant::now();
-    let err = store.load("t").await.unwrap_err();
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
+    // The lock is held until the test lets it go: the load ends at its timeout or never.
+    let err = support::within("the blocked load", store.load("t"))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("took longer than"), "{err}");
     let err = store
         .save(&user_thread("t", &["a", "b"]))
@@ -348,7 +345,8 @@ impl TableLock {
     }
 }
 
-/// Waits (up to 30 s) until a session of the database of `url` waits for a lock: the
+/// Waits (at most [`PATIENCE`](support::PATIENCE)) until a session of the database of `url`
+/// waits for a lock: the
 /// store's transaction is blocked on a [`TableLock`].
 async fn a_save_waits_for_the_lock(url: &str) {
     let started = std::time::Instant::now();
@@ -363,7 +361,7 @@ async fn a_save_waits_for_the_lock(url: &str) {
             return;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(30),
+            started.elapsed() < support::PATIENCE,
             "no save ever waited for the table lock"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -775,8 +773,9 @@ async fn connect_errors_name_the_server_and_hide_the_password() {
     let url = format!("postgresql://ada:s3cr3t@127.0.0.1:{port}/agents?connect_timeout=1");
     let started = std::time::Instant::now();
     let err = Postgres::connect(&url).await.unwrap_err();
+    // The URL's 1 s, not the default 10 s (a wide margin: a busy machine is slow).
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(9),
         "{:?}",
         started.elapsed()
     );
@@ -795,16 +794,17 @@ async fn connect_errors_name_the_server_and_hide_the_password() {
 
 // ===== run leases across replicas (issue 15, item 2) =====
 
-/// Takes the lease of `id` through `store`, retrying for up to 5 s while it is busy.
-async fn lease_within_5s(store: &Postgres, id: &str) -> tower_agent::store::Lease {
+/// Takes the lease of `id` through `store`, retrying while it is busy (at most
+/// [`PATIENCE`](support::PATIENCE)).
+async fn lease_when_free(store: &Postgres, id: &str) -> tower_agent::store::Lease {
     let started = std::time::Instant::now();
     loop {
         match store.lease(id).await {
             Ok(lease) => return lease,
-            Err(e) if e.is::<ThreadBusy>() && started.elapsed() < Duration::from_secs(5) => {
+            Err(e) if e.is::<ThreadBusy>() && started.elapsed() < support::PATIENCE => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            Err(e) => panic!("no lease within 5 s: {e}"),
+            Err(e) => panic!("no lease within {:?}: {e}", support::PATIENCE),
         }
     }
 }
@@ -861,7 +861,7 @@ async fn a_replica_killed_with_sigkill_releases_its_lease() {
     child.0.kill().unwrap(); // SIGKILL: no destructor runs, no unlock is sent
     child.0.wait().unwrap();
     let started = std::time::Instant::now();
-    let _lease = lease_within_5s(&store, "t").await;
+    let _lease = lease_when_free(&store, "t").await;
     println!("released {:?} after the kill", started.elapsed());
 }
 
@@ -913,9 +913,7 @@ async fn two_http_replicas_run_one_thread_one_at_a_time() {
     };
 
     let first = tokio::spawn(post(&one));
-    tokio::time::timeout(Duration::from_secs(30), started.notified())
-        .await
-        .expect("the first run started");
+    support::within("the first run's start", started.notified()).await;
     // The other replica refuses the thread while the first run goes on; so does the first.
     for base in [&two, &one] {
         let refused = post(base).await.unwrap();

@@ -102,8 +102,9 @@ fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
 }
 
+/// Waits (at most [`PATIENCE`](support::PATIENCE)) until `done`.
 async fn until(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + support::PATIENCE;
     while !done().await {
         assert!(std::time::Instant::now() < deadline, "timed out: {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -184,7 +185,7 @@ async fn kill_and_resume(
     assert!(run.await.unwrap().is_err(), "the killed replica answered");
 
     // Its lease dies with its session: the other replica resumes the thread.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + support::PATIENCE;
     let answer = loop {
         let answer = resume().await.unwrap();
         if answer.status() != reqwest::StatusCode::CONFLICT {

@@ -619,7 +619,7 @@ async fn shutdown_ends_streams_with_agent_stop() {
         )
         .tool(gate.tool("slow"))
         .build();
-    let mut server = TestServer::start(agent).await;
+    let mut server = TestServer::start(agent.clone()).await;
     let resp = Client::new()
         .post(server.url("/threads/s/runs/stream"))
         .json(&json!({"prompt": "go"}))
@@ -628,7 +628,8 @@ async fn shutdown_ends_streams_with_agent_stop() {
         .unwrap();
     within("the slow tool starts", gate.entered.notified()).await;
     server.begin_shutdown();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The agent is told to stop before the step in flight ends.
+    within("the shutdown signal", agent.shutdown_signal().cancelled()).await;
     gate.open.notify_one();
 
     let text = within("the stream's end", resp.text()).await.unwrap();
@@ -676,12 +677,11 @@ async fn grace_period_bounds_the_wait() {
     });
     within("the tool starts", entered.notified()).await;
     server.begin_shutdown();
-    let started = std::time::Instant::now();
+    // Without its grace period the server would wait for the tool forever.
     within("server exit", &mut server.handle)
         .await
         .unwrap()
         .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(2));
     // The run was dropped, and with it the tool's future.
     assert!(dropped.load(Ordering::SeqCst));
     let (status, body) = within("the run's answer", run).await.unwrap();

@@ -63,7 +63,7 @@ fn threads_stay_bounded_under_2000_concurrent_operations_and_stop_on_drop() {
     let store = Sqlite::open(dir.path().join("threads.db")).unwrap();
     // A new thread names itself once it runs: wait for that.
     let started = std::time::Instant::now();
-    while store_threads() < 1 + READERS && started.elapsed().as_secs() < 5 {
+    while store_threads() < 1 + READERS && started.elapsed() < support::PATIENCE {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert_eq!(store_threads(), 1 + READERS, "{:?}", names());

@@ -199,10 +199,10 @@ pub fn assert_history_valid(messages: &Messages) {
     assert!(open.is_empty(), "calls {open:?} have no result");
 }
 
-/// Awaits `fut`, failing the test if it takes more than a minute of tokio time. Under paused
-/// time a hang fails at once instead of blocking the test run.
+/// Awaits `fut`, failing the test if it takes more than [`PATIENCE`] of tokio time. Under
+/// paused time a hang fails at once instead of blocking the test run.
 pub async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(60), fut)
+    tokio::time::timeout(PATIENCE, fut)
         .await
         .unwrap_or_else(|_| panic!("{what} did not happen"))
 }
@@ -222,16 +222,55 @@ pub fn alive(pid: impl Into<i64>) -> bool {
     }
 }
 
-/// Waits up to 5 s for the process `pid` to end.
+/// How long a test waits, in real time, for what it expects to happen (a file a hook
+/// writes, a process ending, a background hook's answer) before it fails. Generous on
+/// purpose: a test on a machine busy compiling is slow, not wrong. The wait ends as soon as
+/// the thing happens, so a passing test never waits this long.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// Polls `check` every 20 ms until it gives a value, and returns it; fails, naming `what`,
+/// after [`PATIENCE`] of real time (for tests on tokio's real clock: under paused time the
+/// polls would spin).
+pub async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// [`eventually`] for a test that is no async function: blocks the thread between polls.
+pub fn eventually_blocking<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {PATIENCE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (at most [`PATIENCE`]) for the process `pid` to end; whether it did.
 pub async fn wait_dead(pid: impl Into<i64>) -> bool {
     let pid = pid.into();
-    for _ in 0..100 {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while std::time::Instant::now() < deadline {
         if !alive(pid) {
             return true;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    false
+    !alive(pid)
 }
 
 /// Writes `text` as the skill file `<root>/<dir>/SKILL.md`, making `dir`; returns its path.
@@ -527,9 +566,9 @@ pub async fn spawn_reporting(mut cmd: Command, key: &'static str) -> (Killed, St
             .map_while(Result::ok)
             .find_map(|l| reported(&l, key).map(str::to_owned))
     });
-    let value = tokio::time::timeout(Duration::from_secs(30), value)
+    let value = tokio::time::timeout(PATIENCE, value)
         .await
-        .unwrap_or_else(|_| panic!("the child did not print {key}= within 30 s"))
+        .unwrap_or_else(|_| panic!("the child did not print {key}= within {PATIENCE:?}"))
         .unwrap()
         .unwrap_or_else(|| panic!("the child ended without printing {key}="));
     (child, value)

@@ -3,7 +3,7 @@
 //! `tests/postgres.rs` for `Postgres` (a real server).
 #![allow(dead_code, unreachable_pub)]
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde_json::json;
@@ -16,7 +16,7 @@ use tower_agent::{
     tool::tool_fn,
 };
 
-use super::{any_object, assert_history_valid};
+use super::{any_object, assert_history_valid, within};
 
 /// What the scenarios need of a store besides [`ThreadStore`].
 pub trait Store: ThreadStore + Clone {
@@ -292,10 +292,17 @@ pub async fn concurrent_runs_on_different_threads<S: Store>(open: Open<S>) {
 
 pub async fn a_dropped_run_keeps_its_finished_steps<S: Store>(open: Open<S>) {
     // A process that dies mid-step loses only that step: the steps before it were committed.
-    let hang = tool_fn("hang", "never ends", any_object(), |_, _| async {
-        std::future::pending::<()>().await;
-        Ok::<_, BoxError>("unreachable")
-    });
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let hang = {
+        let entered = Arc::clone(&entered);
+        tool_fn("hang", "never ends", any_object(), move |_, _| {
+            entered.notify_one();
+            async {
+                std::future::pending::<()>().await;
+                Ok::<_, BoxError>("unreachable")
+            }
+        })
+    };
     let agent = Agent::builder()
         .model(
             ScriptedModel::new()
@@ -307,12 +314,12 @@ pub async fn a_dropped_run_keeps_its_finished_steps<S: Store>(open: Open<S>) {
         .tool(hang)
         .store(open().await)
         .build();
+    // Dropped once the hanging call runs: in its step.
     let run = agent.run(AgentRequest::new("go").thread("t"));
-    assert!(
-        tokio::time::timeout(Duration::from_millis(500), run)
-            .await
-            .is_err()
-    );
+    tokio::select! {
+        _ = run => panic!("the run ended"),
+        () = within("the hanging call", entered.notified()) => {}
+    }
     drop(agent);
 
     let thread = open().await.load("t").await.unwrap().unwrap();

@@ -664,7 +664,7 @@ async fn memory_fifo_and_huge_files_are_skipped_at_once() {
         .without_guidelines();
     let model = ScriptedModel::from_fn(|req| Ok(ModelResponse::text(system(req)))).recording();
     let agent = Agent::builder().model(model.clone()).stage(memory).build();
-    let run = tokio::time::timeout(std::time::Duration::from_secs(5), warnings(&agent, "hi")).await;
+    let run = tokio::time::timeout(crate::support::PATIENCE, warnings(&agent, "hi")).await;
     let Ok(warnings) = run else {
         // Release the thread blocked in `open` before failing.
         let _ = std::fs::OpenOptions::new()

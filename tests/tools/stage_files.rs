@@ -20,9 +20,10 @@ fn system(req: &ModelRequest) -> String {
         .unwrap_or_default()
 }
 
-/// A run of `agent` that must finish within 5 s.
+/// A run of `agent` that must finish (within [`PATIENCE`](crate::support::PATIENCE): it hangs
+/// if it waits for the blocking pool the test holds).
 fn run(rt: &tokio::runtime::Runtime, agent: &Agent, prompt: &str) -> String {
-    rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), agent.run(prompt)).await })
+    rt.block_on(async { tokio::time::timeout(crate::support::PATIENCE, agent.run(prompt)).await })
         .unwrap_or_else(|_| panic!("the run `{prompt}` hung"))
         .expect("run")
         .text

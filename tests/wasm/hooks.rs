@@ -253,14 +253,9 @@ fn a_new_component_is_compiled_into_the_cache() {
     let Some(dir) = tower_agent::wasm::cache_dir() else {
         panic!("the tests run with a cache directory (TOWER_AGENT_WASM_CACHE is not empty)");
     };
-    // Wasmtime writes the cache file as the compile ends; give its writer a moment.
-    for _ in 0..100 {
-        if cached_files() > before {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("no new file under {}", dir.display());
+    // Wasmtime writes the cache file as the compile ends, from a thread of its own.
+    let what = format!("a new file under {}", dir.display());
+    crate::support::eventually_blocking(&what, || (cached_files() > before).then_some(()));
 }
 
 fn cached_files() -> usize {

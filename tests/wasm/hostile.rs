@@ -149,7 +149,7 @@ async fn every_hostile_guest_is_a_hook_failure_open_or_closed() {
             let started = Instant::now();
             for _ in 0..2 {
                 let resp = tokio::time::timeout(
-                    Duration::from_secs(30),
+                    crate::support::PATIENCE,
                     agent.run(AgentRequest::new("go")),
                 )
                 .await
@@ -165,7 +165,7 @@ async fn every_hostile_guest_is_a_hook_failure_open_or_closed() {
                 }
             }
             assert!(
-                started.elapsed() < Duration::from_secs(30),
+                started.elapsed() < crate::support::PATIENCE,
                 "{what}: {:?}",
                 started.elapsed()
             );

@@ -9,6 +9,7 @@ mod support;
 mod grants;
 #[cfg(feature = "wasm")]
 mod guests;
+mod guide;
 #[cfg(feature = "wasm")]
 mod hooks;
 #[cfg(feature = "wasm")]

@@ -1,0 +1,97 @@
+//! One handler run: spawn, feed stdin, read stdout and stderr, time out, kill the process
+//! group; and what its answer means ([`Verdict`]).
+//!
+//! - [`call`] (here) runs a handler of any type once, within its timeout;
+//! - `spawn`: a process handler's command, its run (async and blocking) and its capture;
+//! - `reply`: what a handler answered ([`Reply`]) or why it did not ([`Failure`]);
+//! - `verdict`: what an answer means for an event ([`interpret`] into a [`Verdict`]);
+//! - `answer`: the protocol's JSON fields of an answer, read into the verdict.
+
+mod answer;
+mod reply;
+mod spawn;
+mod verdict;
+
+use std::path::Path;
+
+pub(crate) use self::{
+    reply::{Failure, Reply, Stdout},
+    spawn::{command, run, run_sync},
+    verdict::{Elicit, Permission, Report, Verdict, background_done, interpret},
+};
+use super::config::{Exec, Handler, HookEvent};
+
+/// Where a handler runs, and the project it is told of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dirs<'a> {
+    /// The working directory of a process handler (the `cwd` of its input).
+    pub(crate) cwd: &'a Path,
+    /// The project directory: `CLAUDE_PROJECT_DIR` / `TOWER_AGENT_PROJECT_DIR`, also
+    /// substituted in exec form; the root of an `agent` handler's file tools.
+    pub(crate) project: &'a Path,
+}
+
+impl<'a> Dirs<'a> {
+    /// Running in the project directory itself (a persistent process, a describe step).
+    pub(crate) fn project(project: &'a Path) -> Self {
+        Dirs {
+            cwd: project,
+            project,
+        }
+    }
+}
+
+/// Runs `handler` once for `event` with `input` (its JSON text), within its timeout: the
+/// handler's `timeout`, else the default of its type (`prompt` 30 s, `agent` 60 s) or of the
+/// event (600 s; 30 s for UserPromptSubmit).
+pub(crate) async fn call(
+    event: HookEvent,
+    handler: &Handler,
+    dirs: Dirs<'_>,
+    input: &str,
+    report: Report<'_>,
+    env: &[(String, String)],
+) -> Result<Reply, Failure> {
+    let timeout = handler.timeout.unwrap_or_else(|| match &handler.exec {
+        Exec::Model(hook) => super::prompt::default_timeout(hook.kind),
+        _ => event.default_timeout(),
+    });
+    match (&handler.exec, &handler.persistent) {
+        (_, Some(process)) => process.call(input, timeout, report).await,
+        #[cfg(feature = "http-hooks")]
+        (Exec::Http(hook), None) => {
+            let var = |name: &str| variable(name, dirs.project, env);
+            super::http::post(hook, input, timeout, var).await
+        }
+        #[cfg(feature = "mcp")]
+        (Exec::Mcp(hook), None) => match tokio::time::timeout(timeout, hook.call(input)).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Cancelled(timeout)),
+        },
+        #[cfg(feature = "wasm")]
+        (Exec::Wasm(hook), None) => super::wasm::call(hook, input, timeout).await,
+        (Exec::Model(hook), None) => {
+            let verdict = hook.evaluate(event, input, dirs.project, report.ctx());
+            match tokio::time::timeout(timeout, verdict).await {
+                Ok(result) => result,
+                Err(_) => Err(Failure::Cancelled(timeout)),
+            }
+        }
+        (exec, None) => run(exec, dirs, input.as_bytes(), timeout, env).await,
+    }
+}
+
+/// The value of the variable `name` as a process handler would see it: its environment
+/// (`env`: the session's, then the handler's own; the last definition wins, and it is set
+/// after the project-dir variables, as in [`run`]), else the project-dir variables, else this
+/// process's environment.
+#[cfg(feature = "http-hooks")]
+fn variable(name: &str, project: &Path, env: &[(String, String)]) -> Option<String> {
+    if let Some((_, value)) = env.iter().rev().find(|(k, _)| k == name) {
+        return Some(value.clone());
+    }
+    if matches!(name, "CLAUDE_PROJECT_DIR" | "TOWER_AGENT_PROJECT_DIR") {
+        return Some(project.to_string_lossy().into_owned());
+    }
+    std::env::var(name).ok()
+}
