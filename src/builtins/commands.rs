@@ -17,7 +17,7 @@
 //! let model = ScriptedModel::new().text("Looks fine.").recording();
 //! let agent = Agent::builder()
 //!     .model(model.clone())
-//!     .start_layer(SlashCommands::new().dir(dir.path(), "project"))
+//!     .start_layer(SlashCommands::new().dir(dir.path(), "projectSettings"))
 //!     .build();
 //! agent.run("/review src/lib.rs").await?;
 //! assert_eq!(
@@ -73,8 +73,9 @@ impl SlashCommands {
     }
 
     /// This layer also looking in `dir` (after the directories given before), whose commands
-    /// come from `source` (`command_source` of a UserPromptExpansion hook's input: `project`,
-    /// `user`, a plugin's name).
+    /// come from `source` (`command_source` of a UserPromptExpansion hook's input). Claude
+    /// Code 2.1.328 says `projectSettings` for a project's `.claude/commands` (measured:
+    /// `tests/reference`), and by the same pattern `userSettings` for the user's.
     #[must_use]
     pub fn dir(self, dir: impl Into<PathBuf>, source: impl Into<String>) -> Self {
         let mut dirs = self.dirs.to_vec();

@@ -261,21 +261,27 @@ impl Inner {
 
 /// Whether an event's input has `prompt_id`: the id of the prompt the hook's work came from —
 /// here the run's ([`RunContext::run_id`]): a run is one prompt. Claude Code 2.1.328 sends it
-/// with every event after the first prompt, not with SessionStart and Setup, which come before
-/// it (measured: `tests/reference`).
+/// with every event after the first prompt, not with SessionStart, Setup and
+/// InstructionsLoaded, which come before it (measured: `tests/reference`).
 fn has_prompt_id(event: HookEvent) -> bool {
-    !matches!(event, HookEvent::SessionStart | HookEvent::Setup)
+    !matches!(
+        event,
+        HookEvent::SessionStart | HookEvent::Setup | HookEvent::InstructionsLoaded
+    )
 }
 
 /// Whether an event's input has `permission_mode`: Claude Code 2.1.328 leaves it out of
-/// SessionStart, SessionEnd, MessageDisplay, PreModelSwitch and PostModelSwitch (measured:
+/// SessionStart, Setup, SessionEnd, MessageDisplay, InstructionsLoaded, PreModelSwitch and
+/// PostModelSwitch (measured:
 /// `tests/reference`).
 fn has_permission_mode(event: HookEvent) -> bool {
     !matches!(
         event,
         HookEvent::SessionStart
+            | HookEvent::Setup
             | HookEvent::SessionEnd
             | HookEvent::MessageDisplay
+            | HookEvent::InstructionsLoaded
             | HookEvent::PreModelSwitch
             | HookEvent::PostModelSwitch
     )

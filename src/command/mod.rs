@@ -391,10 +391,11 @@
 //! `{model, temperature, max_tokens, stream}`.
 //!
 //! Every input has `session_id`, `transcript_path`, `cwd` and `hook_event_name` (the protocol
-//! name, also for aliases); every input after the prompt (all but SessionStart and Setup)
-//! `prompt_id` (the run's id, [`RunContext::run_id`](crate::context::RunContext::run_id): a
-//! run is one prompt, and every hook it leads to carries it); and all but SessionStart,
-//! SessionEnd, MessageDisplay, PreModelSwitch and PostModelSwitch `permission_mode`
+//! name, also for aliases); every input after the prompt (all but SessionStart, Setup and
+//! InstructionsLoaded) `prompt_id` (the run's id,
+//! [`RunContext::run_id`](crate::context::RunContext::run_id): a run is one prompt, and every
+//! hook it leads to carries it); and all but SessionStart, Setup, SessionEnd, MessageDisplay,
+//! InstructionsLoaded, PreModelSwitch and PostModelSwitch `permission_mode`
 //! (`"default"`, or what [`permission_mode`](CommandHooksBuilder::permission_mode) sets;
 //! reported only). These are the fields Claude Code 2.1.328 sends, measured against it by the
 //! differential suite (`tests/reference`), which also lists the differences kept on purpose.

@@ -7,6 +7,8 @@
 use serde_json::{Value, json};
 use tower_agent::{
     Agent, AgentRequest, BoxError,
+    agent::start::SetupTrigger,
+    builtins::{commands::SlashCommands, memory::Memory},
     command::CommandHooks,
     message::ToolOutput,
     model::{Anthropic, ModelSettings},
@@ -46,16 +48,27 @@ pub(crate) async fn play(scenario: &Scenario, play: &Play, server: &ModelServer)
             .api_key("sk-ant-reference")
             .model(&model)
             .build();
-        let agent = Agent::builder()
+        let mut agent = Agent::builder()
             .model(provider)
-            .tool(bash(play.project()))
+            .tool(bash(play.cwd(scenario)))
             .settings(ModelSettings::default().model(model.as_str()))
             .store(store.clone())
-            .hooks(hooks.clone())
-            .build();
-        let req = AgentRequest::new(prompt.as_str())
+            .hooks(hooks.clone());
+        // What Claude Code reads from the project: its instructions and slash commands.
+        if scenario.files.contains_key("CLAUDE.md") {
+            agent = agent.stage(Memory::new([play.project().join("CLAUDE.md")]));
+        }
+        let commands = play.project().join(".claude/commands");
+        if commands.is_dir() {
+            agent = agent.start_layer(SlashCommands::new().dir(commands, "projectSettings"));
+        }
+        let mut req = AgentRequest::new(prompt.as_str())
             .thread("reference")
-            .cwd(play.project());
+            .cwd(play.cwd(scenario));
+        if scenario.init && results.is_empty() {
+            req = req.setup(SetupTrigger::Init);
+        }
+        let agent = agent.build();
         let resp = agent.run(req).await.unwrap();
         results.push(json!({ "outcome": format!("{:?}", resp.outcome), "text": resp.text }));
     }

@@ -76,9 +76,11 @@ async fn process(
     .arg(scenario.allowed_tools.join(","));
     if let Some(id) = session {
         cmd.args(["--resume", id]);
+    } else if scenario.init {
+        cmd.arg("--init");
     }
     let mut child = cmd
-        .current_dir(play.project())
+        .current_dir(play.cwd(scenario))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", play.home())

@@ -153,6 +153,14 @@ pub(crate) const OPEN: &[Known] = &[
          <stderr>` for exit 2. The crate wraps contexts in `<system-hook>` inside the result.",
     ),
     known(
+        "instructions_loaded",
+        "*",
+        "<order>",
+        "InstructionsLoaded hooks run in the background in tower-agent (the Memory stage does \
+         not wait for them); Claude Code runs them as the session starts, before \
+         UserPromptSubmit.",
+    ),
+    known(
         "resumed_session",
         "SessionStart",
         "seconds_since_last_response",

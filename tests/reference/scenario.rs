@@ -69,6 +69,21 @@ pub(crate) struct Scenario {
     /// The hooks' answers by name (`observe` answers nothing).
     #[serde(default)]
     pub(crate) hook_answers: BTreeMap<String, Answer>,
+    /// Files written into the project before the play (path relative to the project →
+    /// content): `CLAUDE.md` (instructions), `.claude/commands/<name>.md` (slash commands).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) files: BTreeMap<String, String>,
+    /// The directory the agent runs in, relative to the project (`""`: the project itself).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) cwd: String,
+    /// The session starts with the Setup hooks of `--init` (tower-agent:
+    /// `AgentRequest::setup(SetupTrigger::Init)` on its first run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) init: bool,
+    /// The project is a git repository (`git init`): Claude Code takes a repository's root as
+    /// the project of a session started in a directory under it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) git: bool,
     /// Tools Claude Code may use without asking (`--allowedTools`).
     #[serde(default = "default_tools")]
     pub(crate) allowed_tools: Vec<String>,
@@ -135,6 +150,20 @@ impl Play {
             serde_json::to_string_pretty(&scenario.settings()).unwrap(),
         )
         .unwrap();
+        for (path, content) in &scenario.files {
+            let path = play.project().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+        std::fs::create_dir_all(play.cwd(scenario)).unwrap();
+        if scenario.git {
+            let status = std::process::Command::new("git")
+                .args(["init", "-q"])
+                .current_dir(play.project())
+                .status()
+                .expect("git");
+            assert!(status.success(), "git init");
+        }
         let mut answers = scenario.hook_answers.clone();
         answers.insert("observe".into(), Answer::default());
         for (name, answer) in &answers {
@@ -161,6 +190,14 @@ impl Play {
 
     pub(crate) fn project(&self) -> PathBuf {
         self.path("project")
+    }
+
+    /// The directory the agent runs in.
+    pub(crate) fn cwd(&self, scenario: &Scenario) -> PathBuf {
+        match scenario.cwd.as_str() {
+            "" => self.project(),
+            sub => self.project().join(sub),
+        }
     }
 
     pub(crate) fn home(&self) -> PathBuf {
