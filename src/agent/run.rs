@@ -283,6 +283,9 @@ impl<'a> Run<'a> {
             .extensions(extensions)
             .cancellation(cancellation.unwrap_or_default());
         let ctx = context(inner, builder, thread_id, cwd, events, transcript);
+        if let Some(effort) = &inner.settings.reasoning_effort {
+            ctx.with_data(|d| d.insert(crate::model::RunEffort(effort.clone())));
+        }
         ctx.emit_with(|| AgentEvent::AgentStart {
             thread_id: ctx.session_id().to_owned(),
             run_id: ctx.run_id().to_owned(),

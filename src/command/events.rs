@@ -255,8 +255,31 @@ impl Inner {
         if has_permission_mode(event) {
             input.insert("permission_mode".into(), self.permission_mode.into());
         }
+        if has_effort(event)
+            && let Some(level) = ctx.with_data(|d| {
+                d.get::<crate::model::RunEffort>()
+                    .map(|e| e.0.as_str().to_owned())
+            })
+        {
+            input.insert("effort".into(), serde_json::json!({ "level": level }));
+        }
         input
     }
+}
+
+/// Whether an event's input has `effort` (`{"level": …}`, the agent's
+/// [`reasoning_effort`](crate::model::ModelSettings::reasoning_effort), when it names one):
+/// Claude Code 2.1.328 sends it with the events that follow a model call — PreToolUse,
+/// PostToolUse, PostToolUseFailure, PostToolBatch and Stop (measured: `tests/reference`).
+fn has_effort(event: HookEvent) -> bool {
+    matches!(
+        event,
+        HookEvent::PreToolUse
+            | HookEvent::PostToolUse
+            | HookEvent::PostToolUseFailure
+            | HookEvent::PostToolBatch
+            | HookEvent::Stop
+    )
 }
 
 /// Whether an event's input has `prompt_id`: the id of the prompt the hook's work came from —

@@ -262,8 +262,10 @@ pub struct ModelSettings {
     /// `max_tokens`). Chat Completions servers ignore it (use
     /// [`reasoning_effort`](Self::reasoning_effort)).
     pub thinking_budget: Option<u32>,
-    /// How hard a reasoning model should think: OpenAI's (and DeepSeek's) `reasoning_effort`.
-    /// Anthropic ignores it (use [`thinking_budget`](Self::thinking_budget)).
+    /// How hard a reasoning model should think: OpenAI's (and DeepSeek's) `reasoning_effort`,
+    /// the Responses API's `reasoning.effort`, Anthropic's `output_config.effort` (as Claude
+    /// Code sends it, `"medium"` by default for the models that take one). Command hooks see
+    /// the agent's as `effort: {"level": …}` (see [`command`](crate::command)).
     pub reasoning_effort: Option<ReasoningEffort>,
 }
 
@@ -284,6 +286,11 @@ pub enum ReasoningEffort {
     /// Another value, sent as it is (e.g. `"none"`, `"xhigh"`, DeepSeek's `"max"`).
     Other(Cow<'static, str>),
 }
+
+/// The agent's [`ModelSettings::reasoning_effort`], kept in a run's data from its start for
+/// the layers that report it (command hooks' `effort`).
+#[derive(Debug, Clone)]
+pub(crate) struct RunEffort(pub(crate) ReasoningEffort);
 
 impl ReasoningEffort {
     /// The value as sent.

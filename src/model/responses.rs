@@ -407,8 +407,16 @@ fn request_body(req: &ModelRequest, shared: &Shared) -> Value {
     if shared.encrypted_reasoning {
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     }
-    if let Some(summary) = &shared.reasoning_summary {
-        body.insert("reasoning".into(), json!({ "summary": summary }));
+    let effort = settings.reasoning_effort.as_ref();
+    if shared.reasoning_summary.is_some() || effort.is_some() {
+        let mut reasoning = serde_json::Map::new();
+        if let Some(summary) = &shared.reasoning_summary {
+            reasoning.insert("summary".into(), json!(summary));
+        }
+        if let Some(effort) = effort {
+            reasoning.insert("effort".into(), json!(effort.as_str()));
+        }
+        body.insert("reasoning".into(), Value::Object(reasoning));
     }
     if let Some(t) = settings.temperature {
         body.insert("temperature".into(), json!(t));

@@ -916,3 +916,38 @@ async fn opaque_reasoning_goes_to_its_own_provider_only() {
         json!({"type": "thinking", "thinking": "Oslo, so weather.", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA"})
     );
 }
+
+/// `ModelSettings::reasoning_effort` goes as `reasoning.effort`, beside a summary asked for
+/// (API reference, "Create a model response": `reasoning: {effort, summary}`).
+#[tokio::test]
+async fn the_effort_is_reasoning_effort() {
+    let server = Server::start();
+    server.reply(Reply::json(text_response().to_string()));
+    server.reply(Reply::json(text_response().to_string()));
+    let mut req = ModelRequest::new(vec![Message::user("Hi")]);
+    req.settings =
+        ModelSettings::default().reasoning_effort(tower_agent::model::ReasoningEffort::High);
+    provider(&server)
+        .oneshot(req.clone())
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
+    let summarising = OpenAiResponses::builder()
+        .base_url(format!("{}/v1", server.url()))
+        .api_key("sk-test-resp")
+        .model("o4-mini")
+        .reasoning_summary("auto")
+        .client(loopback::client())
+        .build();
+    summarising
+        .oneshot(req)
+        .and_then(tower_agent::model::ModelResponse::collect)
+        .await
+        .unwrap();
+    let requests = server.requests();
+    assert_eq!(requests[0].body["reasoning"], json!({"effort": "high"}));
+    assert_eq!(
+        requests[1].body["reasoning"],
+        json!({"summary": "auto", "effort": "high"})
+    );
+}

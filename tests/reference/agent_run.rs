@@ -11,7 +11,7 @@ use tower_agent::{
     builtins::{commands::SlashCommands, memory::Memory},
     command::CommandHooks,
     message::ToolOutput,
-    model::{Anthropic, ModelSettings},
+    model::{Anthropic, ModelSettings, ReasoningEffort},
     store::MemoryStore,
     tool::tool_fn,
 };
@@ -51,7 +51,7 @@ pub(crate) async fn play(scenario: &Scenario, play: &Play, server: &ModelServer)
         let mut agent = Agent::builder()
             .model(provider)
             .tool(bash(play.cwd(scenario)))
-            .settings(ModelSettings::default().model(model.as_str()))
+            .settings(settings(&model))
             .store(store.clone())
             .hooks(hooks.clone());
         // What Claude Code reads from the project: its instructions and slash commands.
@@ -88,6 +88,18 @@ fn session_ends(play: &Play) -> usize {
         .iter()
         .filter(|h| h.input["hook_event_name"] == "SessionEnd")
         .count()
+}
+
+/// The settings of a run on `model`: Claude Code's defaults for it — an effort of `medium` for
+/// the models that take one (those not named `haiku`), as its requests carry
+/// (`output_config.effort`).
+fn settings(model: &str) -> ModelSettings {
+    let settings = ModelSettings::default().model(model);
+    if model.contains("haiku") {
+        settings
+    } else {
+        settings.reasoning_effort(ReasoningEffort::Medium)
+    }
 }
 
 /// Claude Code's `Bash` tool, as far as hooks and the model see it: `bash -c` in the project,

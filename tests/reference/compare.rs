@@ -128,14 +128,6 @@ pub(crate) const KEPT: &[Known] = &[
 pub(crate) const OPEN: &[Known] = &[
     known(
         "*",
-        "*",
-        "effort",
-        "Claude Code sends the model's effort level (`{\"level\": \"medium\"}`) for models that \
-         take one; the crate has no effort setting yet (ModelSettings gains one, sent as the \
-         providers' reasoning effort and in this field).",
-    ),
-    known(
-        "*",
         "PostToolBatch",
         "tool_calls",
         "each call's `tool_response` is the text the model sees: Claude Code's holds the result \

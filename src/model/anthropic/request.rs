@@ -293,10 +293,7 @@ pub(super) fn request_body<'a>(
         temperature: settings.temperature,
         top_p: settings.top_p,
         stop_sequences: &settings.stop,
-        output_config: settings
-            .response_format
-            .as_ref()
-            .map(|f| serde_json::json!({"format": {"type": "json_schema", "schema": &*f.schema}})),
+        output_config: output_config(settings),
         thinking: settings
             .thinking_budget
             .map(|budget_tokens| ThinkingConfig {
@@ -430,6 +427,27 @@ fn image_source(url: &str) -> ImageSource<'_> {
     ImageSource::Url { url }
 }
 
+/// `output_config`: the answer's JSON schema (`format`) and the effort
+/// ([`ModelSettings::reasoning_effort`] as `effort`, as Claude Code sends it), if any.
+fn output_config(settings: &ModelSettings) -> Option<Value> {
+    let format = settings.response_format.as_ref();
+    let effort = settings.reasoning_effort.as_ref();
+    if format.is_none() && effort.is_none() {
+        return None;
+    }
+    let mut config = serde_json::Map::new();
+    if let Some(f) = format {
+        config.insert(
+            "format".into(),
+            serde_json::json!({"type": "json_schema", "schema": &*f.schema}),
+        );
+    }
+    if let Some(e) = effort {
+        config.insert("effort".into(), e.as_str().into());
+    }
+    Some(Value::Object(config))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -482,6 +500,29 @@ mod tests {
                 "temperature": 0.0,
             })
         );
+    }
+
+    /// The effort goes as `output_config.effort`, as Claude Code sends it, beside a format.
+    #[test]
+    fn effort_is_output_config_effort() {
+        let mut req = ModelRequest::new(vec![Message::user("Hi")]);
+        let body = |req: &ModelRequest| {
+            serde_json::to_value(request_body(req, "claude", 1024)).unwrap()["output_config"]
+                .clone()
+        };
+        assert_eq!(body(&req), Value::Null);
+        req.settings.reasoning_effort = Some(crate::model::ReasoningEffort::Medium);
+        assert_eq!(body(&req), json!({"effort": "medium"}));
+        req.settings =
+            req.settings
+                .clone()
+                .response_format(crate::model::ResponseFormat::json_schema(
+                    "answer",
+                    json!({"type": "object"}),
+                ));
+        let config = body(&req);
+        assert_eq!(config["effort"], "medium");
+        assert_eq!(config["format"]["type"], "json_schema");
     }
 
     #[test]
