@@ -208,7 +208,7 @@ fn decisions(
 
 /// The run's context from `builder` and the request's parts: the agent's working directory
 /// when the request has none, the request's transcript file or one in the agent's transcript
-/// directory. The transcript file exists when this returns, before any hook can be given its
+/// directory, and the agent's reasoning effort in its data (for command hooks' `effort`). The transcript file exists when this returns, before any hook can be given its
 /// path.
 fn context(
     inner: &Inner,
@@ -237,6 +237,9 @@ fn context(
     let ctx = builder.build();
     if let Some(transcript) = ctx.transcript() {
         transcript.touch();
+    }
+    if let Some(effort) = &inner.settings.reasoning_effort {
+        ctx.with_data(|d| d.insert(crate::model::RunEffort(effort.clone())));
     }
     ctx
 }
@@ -283,9 +286,6 @@ impl<'a> Run<'a> {
             .extensions(extensions)
             .cancellation(cancellation.unwrap_or_default());
         let ctx = context(inner, builder, thread_id, cwd, events, transcript);
-        if let Some(effort) = &inner.settings.reasoning_effort {
-            ctx.with_data(|d| d.insert(crate::model::RunEffort(effort.clone())));
-        }
         ctx.emit_with(|| AgentEvent::AgentStart {
             thread_id: ctx.session_id().to_owned(),
             run_id: ctx.run_id().to_owned(),
