@@ -622,7 +622,7 @@ hook_events! {
             can: "allow the switch, or block it (the call keeps the previous model); a command hook that times out blocks",
             timeout: 30_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "the new model's name",
-            input: "`from_model`, `to_model`, `requested_model`, `source` (`sdk`: a call naming another model), `context_tokens`, `prompt_cache_warm`, `cache_ttl` (`5m`), `estimated_cache_write_usd` (0), `pricing` (`default`): see [`ModelSwitchInput`]",
+            input: "`from_model`, `to_model`, `requested_model`, `source` (`sdk`: a call naming another model), `context_tokens`, `prompt_cache_warm`, `cache_ttl` (`5m`), `estimated_cache_write_usd` (0), `pricing` (`default`): see [`ModelSwitchInput`](crate::layers::hooks::ModelSwitchInput)",
             answer: "a block — exit 2, `decision: \"block\"`, `continue: false`, `permissionDecision` `deny` or `ask` (no one to ask at a model call), a fail-closed failure or a timeout — keeps the previous model for the call (a warning gives the reason)",
             /// PreModelSwitch: the request about to go to the model (after the BeforeModel
             /// hooks) names another model ([`ModelSettings::model`](crate::model::ModelSettings::model))
@@ -642,7 +642,7 @@ hook_events! {
             can: "observe; add context",
             timeout: 30_000, tool_input: false, matcher: true, stdout_context: true,
             matcher_on: "the new model's name",
-            input: "`from_model`, `to_model`, `requested_model`, `source` (`sdk`: a call naming another model), `context_tokens`, `prompt_cache_warm`, `cache_ttl` (`5m`), `estimated_cache_write_usd` (0), `pricing` (`default`): see [`ModelSwitchInput`]",
+            input: "`from_model`, `to_model`, `requested_model`, `source` (`sdk`: a call naming another model), `context_tokens`, `prompt_cache_warm`, `cache_ttl` (`5m`), `estimated_cache_write_usd` (0), `pricing` (`default`): see [`ModelSwitchInput`](crate::layers::hooks::ModelSwitchInput)",
             answer: "context (`additionalContext` or plain stdout), queued as a reminder; a block is reported (the switch is made)",
             /// PostModelSwitch: a call whose model was switched (PreModelSwitch let it) answered;
             /// the thread's model is now the new one. Contexts are queued as reminders
