@@ -130,7 +130,13 @@ fn bash(project: std::path::PathBuf) -> impl tower_agent::tool::Tool {
                 let response = json!({"stdout": stdout, "stderr": stderr, "interrupted": false,
                     "isImage": false, "noOutputExpected": false});
                 let output = if out.status.success() {
-                    ToolOutput::text("", stdout)
+                    // Claude Code's Bash says so rather than answer nothing.
+                    let text = if stdout.is_empty() && stderr.is_empty() {
+                        "(Bash completed with no output)".to_owned()
+                    } else {
+                        stdout.clone()
+                    };
+                    ToolOutput::text("", text)
                 } else {
                     // As Claude Code's Bash says it: the code, then stdout and stderr, each
                     // on lines of its own.

@@ -130,9 +130,41 @@ async fn process(
         }
         child.wait().await.unwrap()
     };
-    let status = tokio::time::timeout(Duration::from_secs(120), session)
-        .await
-        .expect("Claude Code did not finish the scenario in 120 s");
+    let Ok(status) = tokio::time::timeout(Duration::from_secs(120), session).await else {
+        let mut events: Vec<_> = play
+            .hooks()
+            .iter()
+            .map(|h| h.input["hook_event_name"].clone())
+            .collect();
+        let requests = server.requests();
+        let shapes: Vec<Vec<String>> = requests
+            .iter()
+            .take(4)
+            .map(|r| {
+                let messages = r.body["messages"].as_array().cloned().unwrap_or_default();
+                messages
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "{}:{}",
+                            m["role"],
+                            m["content"]
+                                .to_string()
+                                .chars()
+                                .take(80)
+                                .collect::<String>()
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        events.truncate(40);
+        panic!(
+            "Claude Code did not finish the scenario in 120 s; {} model requests, the first: \
+             {shapes:#?}; hooks: {events:?}",
+            requests.len()
+        );
+    };
     assert!(status.success(), "claude exited with {status}");
     printed
 }

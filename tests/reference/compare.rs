@@ -145,6 +145,29 @@ pub(crate) const OPEN: &[Known] = &[
          <stderr>` for exit 2. The crate wraps contexts in `<system-hook>` inside the result.",
     ),
     known(
+        "cwd_changed",
+        "*",
+        "<fired>",
+        "a Bash `cd` moves Claude Code's session (its shell keeps its directory): CwdChanged \
+         fires and every later hook runs in, and is given, the new directory. A run's directory \
+         is fixed in tower-agent (CwdChanged fires between runs); a Claude-Code-shaped Bash \
+         tool that moves it is issue 36 item 4.",
+    ),
+    known("cwd_changed", "*", "$cwd", "the same"),
+    known("cwd_changed", "*", "cwd", "the same"),
+    known(
+        "cwd_changed",
+        "PostToolUse",
+        "tool_response",
+        "the same: `pwd` prints the run's directory",
+    ),
+    known(
+        "cwd_changed",
+        "*",
+        "<ran>",
+        "the same: the second command ran in the run's directory",
+    ),
+    known(
         "instructions_loaded",
         "*",
         "<order>",

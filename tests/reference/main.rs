@@ -123,6 +123,7 @@ async fn observe(scenario: &Scenario, host: Host) -> Observed {
             })
         })
         .collect();
+    let hooks = in_start_order(hooks);
     let requests = observe::effects(&server.requests(), &norm);
     let ran = std::fs::read_to_string(play.project().join("ran.log")).unwrap_or_default();
     Observed {
@@ -130,6 +131,30 @@ async fn observe(scenario: &Scenario, host: Host) -> Observed {
         requests,
         ran,
     }
+}
+
+/// `hooks` with each run of one event (hooks that run in parallel, whose start order is
+/// chance) sorted by answer and tool call, so a vector recorded again differs only where
+/// something did.
+fn in_start_order(mut hooks: Vec<Value>) -> Vec<Value> {
+    let key = |h: &Value| {
+        format!(
+            "{} {}",
+            h["answer"].as_str().unwrap_or(""),
+            h["input"]["tool_use_id"].as_str().unwrap_or("")
+        )
+    };
+    let mut start = 0;
+    while start < hooks.len() {
+        let event = hooks[start]["event"].clone();
+        let end = hooks[start..]
+            .iter()
+            .position(|h| h["event"] != event)
+            .map_or(hooks.len(), |n| start + n);
+        hooks[start..end].sort_by_key(key);
+        start = end;
+    }
+    hooks
 }
 
 fn recording() -> bool {

@@ -36,6 +36,9 @@ pub(crate) struct Answer {
     pub(crate) stdout: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) stderr: String,
+    /// Seconds the hook waits before it answers (a hook past its timeout).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub(crate) sleep: u32,
     /// Given this many times, then the hook answers nothing (exit 0); `0`: always.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub(crate) times: u32,
@@ -171,6 +174,9 @@ impl Play {
             std::fs::write(base.with_extension("out"), &answer.stdout).unwrap();
             std::fs::write(base.with_extension("err"), &answer.stderr).unwrap();
             std::fs::write(base.with_extension("exit"), answer.exit.to_string()).unwrap();
+            if answer.sleep > 0 {
+                std::fs::write(base.with_extension("sleep"), answer.sleep.to_string()).unwrap();
+            }
             if answer.times > 0 {
                 std::fs::write(base.with_extension("times"), answer.times.to_string()).unwrap();
             }
@@ -267,6 +273,7 @@ if [ -f "$a.times" ]; then
     rmdir "$a.lock"
     [ "$n" -gt 0 ] || exit 0
 fi
+if [ -f "$a.sleep" ]; then sleep "$(cat "$a.sleep")"; fi
 cat "$a.out"
 cat "$a.err" >&2
 exit "$(cat "$a.exit")"

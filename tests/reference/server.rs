@@ -27,6 +27,12 @@ struct Shared {
     seen: Arc<Mutex<Vec<Recorded>>>,
 }
 
+/// A message id of its own for each answer (`msg_ref_<n>`): Claude Code keeps one message per
+/// id, so two answers with one id would be one.
+fn message_id(shared: &Shared) -> String {
+    format!("msg_ref_{}", shared.seen.lock().unwrap().len())
+}
+
 /// A running server; it stops with the test's runtime.
 pub(crate) struct ModelServer {
     url: String,
@@ -94,16 +100,17 @@ async fn answer(State(shared): State<Shared>, req: Request) -> Response {
     let answers = &shared.answers;
     let blocks = answers[turn.min(answers.len() - 1)].clone();
     let model = body["model"].as_str().unwrap_or("model").to_owned();
+    let id = message_id(&shared);
     let stop = if blocks.iter().any(|b| b["type"] == "tool_use") {
         "tool_use"
     } else {
         "end_turn"
     };
     if body["stream"] == true {
-        sse(&model, &blocks, stop)
+        sse(&id, &model, &blocks, stop)
     } else {
         json_response(json!({
-            "id": "msg_ref", "type": "message", "role": "assistant", "model": model,
+            "id": id, "type": "message", "role": "assistant", "model": model,
             "content": blocks, "stop_reason": stop, "stop_sequence": null,
             "usage": { "input_tokens": 10, "output_tokens": 5 },
         }))
@@ -117,7 +124,7 @@ fn json_response(v: Value) -> Response {
         .unwrap()
 }
 
-fn sse(model: &str, blocks: &[Value], stop: &str) -> Response {
+fn sse(id: &str, model: &str, blocks: &[Value], stop: &str) -> Response {
     let mut out = String::new();
     let mut event = |name: &str, data: Value| {
         out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
@@ -125,7 +132,7 @@ fn sse(model: &str, blocks: &[Value], stop: &str) -> Response {
     event(
         "message_start",
         json!({"type": "message_start", "message": {
-            "id": "msg_ref", "type": "message", "role": "assistant", "model": model,
+            "id": id, "type": "message", "role": "assistant", "model": model,
             "content": [], "stop_reason": null, "stop_sequence": null,
             "usage": {"input_tokens": 10, "output_tokens": 1}}}),
     );
