@@ -14,10 +14,12 @@ mod verdict;
 
 use std::path::Path;
 
+#[cfg(feature = "mcp")]
+pub(crate) use self::verdict::Elicit;
 pub(crate) use self::{
     reply::{Failure, Reply, Stdout},
     spawn::{command, run, run_sync},
-    verdict::{Elicit, Permission, Report, Verdict, background_done, interpret},
+    verdict::{Permission, Report, Verdict, background_done, interpret},
 };
 use super::config::{Exec, Handler, HookEvent};
 
