@@ -105,7 +105,7 @@ async fn settings_file_hooks() -> Result<(), BoxError> {
     // What the hooks did.
     let tools = tool_results(&resp);
     assert!(
-        tools[0].starts_with("denied: Blocked: `rm -rf build/`"),
+        tools[0].starts_with("PreToolUse:bash hook error: Blocked: `rm -rf build/`"),
         "{}",
         tools[0]
     );
@@ -216,7 +216,10 @@ async fn handler_types_filters_and_a_plugin() -> Result<(), BoxError> {
     let tools = tool_results(&resp);
     // `if`: the filtered hook ran for the `git push` subcommand only.
     assert!(tools[0].starts_with("(pretend) ran `ls`"), "{}", tools[0]);
-    assert_eq!(tools[1], "denied: no pushes from this agent");
+    assert_eq!(
+        tools[1],
+        "PreToolUse:bash hook error: no pushes from this agent"
+    );
     // `http`: the policy server saw the allowed call and its context follows the result.
     assert!(
         tools[0].contains("policy server: bash call reviewed"),

@@ -119,10 +119,10 @@ async fn main() -> Result<(), BoxError> {
         println!("  [{}] {text}", m.role);
     }
 
-    let denied = resp
-        .messages
-        .iter()
-        .any(|m| m.text().starts_with("denied: `rm -rf /` is blocked"));
+    let denied = resp.messages.iter().any(|m| {
+        m.text()
+            .starts_with("PreToolUse:bash hook error: `rm -rf /` is blocked")
+    });
     if !resp.outcome.is_finished() || !denied {
         return Err("the security hook did not block rm -rf".into());
     }

@@ -54,7 +54,7 @@
 //!     .hooks(hooks.into_hooks().compile()?)
 //!     .build();
 //! let resp = agent.run("clean up").await?;
-//! assert_eq!(resp.messages[2].text(), "denied: rm -rf is not allowed here");
+//! assert_eq!(resp.messages[2].text(), "PreToolUse:bash hook error: rm -rf is not allowed here");
 //! # Ok(())
 //! # }
 //! # main().unwrap();

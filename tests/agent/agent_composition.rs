@@ -123,7 +123,7 @@ async fn a_hook_denies_by_the_callers_extensions() {
     let requests = model.requests();
     assert_eq!(
         last_tool_message(&requests[1]).text(),
-        "denied: bob is not an admin"
+        "PreToolUse:whoami hook error: bob is not an admin"
     );
 
     // No extension: nobody calls, the hook denies.
@@ -134,7 +134,7 @@ async fn a_hook_denies_by_the_callers_extensions() {
     agent_run(&model, AgentRequest::new("who am I?")).await;
     assert_eq!(
         last_tool_message(&model.requests()[1]).text(),
-        "denied: nobody is calling"
+        "PreToolUse:whoami hook error: nobody is calling"
     );
 }
 

@@ -83,7 +83,7 @@ async fn a_panicking_pre_tool_use_hook_denies_only_when_fail_closed() {
                 assert_eq!(ran, 0, "in future: {in_future}");
                 let text = tool_text(&resp);
                 assert!(
-                    text.starts_with("denied: hook `guard` panicked: boom")
+                    text.starts_with("PreToolUse:bash hook error: hook `guard` panicked: boom")
                         && text.contains("fail-closed"),
                     "{text}"
                 );

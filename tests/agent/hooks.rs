@@ -153,7 +153,7 @@ async fn pre_tool_use_deny_is_an_error_output_the_model_sees() {
     // The tool did not run, and the first Deny stopped the chain.
     assert_eq!(log.entries(), [r#"deny bash {"command":"rm -rf /"}"#]);
     let seen = last_tool_message(&model.requests()[1]);
-    assert_eq!(seen.text(), "denied: no rm");
+    assert_eq!(seen.text(), "PreToolUse:bash hook error: no rm");
     assert!(seen.is_error);
     assert_eq!(
         seen.tool_call_id.as_deref(),
@@ -228,7 +228,7 @@ async fn allow_then_deny_is_denied() {
     assert_eq!(log.entries(), ["allow bash {}", "deny bash {}"]);
     assert_eq!(
         last_tool_message(&model.requests()[1]).text(),
-        "denied: policy"
+        "PreToolUse:bash hook error: policy"
     );
 }
 
@@ -270,7 +270,7 @@ async fn ask_then_deny_is_denied_without_asking() {
     assert!(asked.lock().unwrap().is_empty(), "approval was asked");
     assert_eq!(
         last_tool_message(&model.requests()[1]).text(),
-        "denied: policy"
+        "PreToolUse:bash hook error: policy"
     );
 }
 
@@ -1509,7 +1509,10 @@ async fn predicate_matcher_sees_the_arguments() {
     let resp = agent_with(&model, &log, hooks).run("go").await.unwrap();
 
     let outputs = tool_messages(&resp.messages);
-    assert_eq!(outputs[0].text(), r#"denied: "/etc/passwd" is off limits"#);
+    assert_eq!(
+        outputs[0].text(),
+        r#"PreToolUse:write hook error: "/etc/passwd" is off limits"#
+    );
     assert!(outputs[0].is_error);
     assert_eq!(outputs[1].text(), r#"{"path":"/home/me/notes"}"#);
     assert_eq!(log.entries(), [r#"write ran {"path":"/home/me/notes"}"#]);
@@ -2007,7 +2010,10 @@ async fn tool_layer_works_in_a_service_builder_stack() {
         .call(request("bash", json!({ "command": "rm" })))
         .await
         .unwrap();
-    assert_eq!(out, ToolOutput::error("id-1", "denied: no rm"));
+    assert_eq!(
+        out,
+        ToolOutput::error("id-1", "PreToolUse:bash hook error: no rm")
+    );
 
     let out = svc
         .ready()

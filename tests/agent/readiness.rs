@@ -343,7 +343,7 @@ async fn tool_hooks_pass_readiness() {
         .await
         .unwrap();
     assert!(
-        out.is_error && out.content.contains("denied: no"),
+        out.is_error && out.content.contains("PreToolUse:bash hook error: no"),
         "{out:?}"
     );
 }

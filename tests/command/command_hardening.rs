@@ -74,7 +74,10 @@ async fn a_persistent_hook_printing_a_non_utf8_line_on_stdout_still_denies() {
   printf '{"id":%s,"exit":2,"stderr":"denied by pid %s \xff"}\n' "$id" "$$""#,
     )
     .await;
-    assert!(out.starts_with("denied: denied by pid "), "{out}");
+    assert!(
+        out.starts_with("PreToolUse:bash hook error: denied by pid "),
+        "{out}"
+    );
     assert!(
         out.ends_with(" \u{FFFD}"),
         "the byte is decoded lossily: {out}"
@@ -92,7 +95,10 @@ async fn a_persistent_hook_writing_a_non_utf8_line_on_stderr_survives_and_denies
   printf '{"id":%s,"exit":2,"stderr":"denied by pid %s"}\n' "$id" "$$""#,
     )
     .await;
-    assert!(out.starts_with("denied: denied by pid "), "{out}");
+    assert!(
+        out.starts_with("PreToolUse:bash hook error: denied by pid "),
+        "{out}"
+    );
 }
 
 /// A persistent hook that surrounds each answer with seeded garbage: random bytes (not UTF-8,
@@ -153,7 +159,7 @@ async fn a_persistent_hook_surrounded_by_seeded_garbage_answers_every_event_righ
     assert_eq!(outputs.len(), commands.len());
     for (command, out) in commands.iter().zip(&outputs) {
         if command.starts_with("deny") {
-            assert_eq!(out, &format!("denied: no {command}"));
+            assert_eq!(out, &format!("PreToolUse:bash hook error: no {command}"));
         } else {
             assert_eq!(out, &format!("ran: {command}"));
         }
@@ -197,7 +203,7 @@ fn memory_case(stream: &str) {
         let resp = agent.run("go").await.unwrap();
         let growth = peak_rss_kib().saturating_sub(before);
         let outputs = tool_texts(&resp);
-        assert_eq!(outputs, ["denied: denied 3", "denied: denied 4"]);
+        assert_eq!(outputs, ["PreToolUse:bash hook error: denied 3", "PreToolUse:bash hook error: denied 4"]);
         assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
         eprintln!("300 MB on {stream} in {:?}", started.elapsed());
         println!("PEAK_GROWTH_KIB={growth}");
@@ -264,14 +270,18 @@ async fn an_answer_longer_than_1_mib_fails_its_event_at_once() {
         let outputs = tool_texts(&resp);
         assert!(outputs[0].contains(expected), "{}", outputs[0]);
         if fail_closed {
-            assert!(outputs[0].starts_with("denied: "), "{}", outputs[0]);
+            assert!(
+                outputs[0].starts_with("PreToolUse:bash hook error: "),
+                "{}",
+                outputs[0]
+            );
             assert!(
                 outputs[0].contains("(the hook is fail-closed)"),
                 "{}",
                 outputs[0]
             );
         }
-        assert_eq!(outputs[1], "denied: short deny");
+        assert_eq!(outputs[1], "PreToolUse:bash hook error: short deny");
         let warned = warned.lock().unwrap().join("\n");
         assert!(
             warned.contains("answered with a bad line: a line of 20971")
@@ -304,8 +314,16 @@ done"#;
         .await
         .unwrap();
     let outputs = tool_texts(&resp);
-    assert!(outputs[0].starts_with("denied: no: 3"), "{}", outputs[0]);
-    assert!(outputs[1].starts_with("denied: no: "), "{}", outputs[1]);
+    assert!(
+        outputs[0].starts_with("PreToolUse:bash hook error: no: 3"),
+        "{}",
+        outputs[0]
+    );
+    assert!(
+        outputs[1].starts_with("PreToolUse:bash hook error: no: "),
+        "{}",
+        outputs[1]
+    );
     assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
 }
 
@@ -335,7 +353,7 @@ async fn a_non_object_updated_input_is_the_hooks_fault() {
         let out = &tool_texts(&resp)[0];
         assert!(
             out.starts_with(&format!(
-                "denied: hook `{hook}` answered an updatedInput that is not a JSON object"
+                "PreToolUse:bash hook error: hook `{hook}` answered an updatedInput that is not a JSON object"
             )),
             "{out}"
         );

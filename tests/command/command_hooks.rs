@@ -61,7 +61,10 @@ if echo "$input" | grep -q 'rm -rf'; then echo "no rm -rf, please" >&2; exit 2; 
     let model = calls_bash("rm -rf /");
     let (builder, seen) = agent(&model, hooks.into_hooks());
     let resp = builder.build().run("clean").await.unwrap();
-    assert_eq!(tool_text(&resp), "denied: no rm -rf, please");
+    assert_eq!(
+        tool_text(&resp),
+        "PreToolUse:bash hook error: no rm -rf, please"
+    );
     assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
     // The model saw the reason in its next request.
     let last = model.requests()[1]
@@ -70,7 +73,7 @@ if echo "$input" | grep -q 'rm -rf'; then echo "no rm -rf, please" >&2; exit 2; 
         .unwrap()
         .text()
         .into_owned();
-    assert_eq!(last, "denied: no rm -rf, please");
+    assert_eq!(last, "PreToolUse:bash hook error: no rm -rf, please");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,7 +125,13 @@ async fn json_deny_ask_allow() {
         let ran = !seen.lock().unwrap().is_empty();
         assert_eq!(ran, expected_ran, "{name}: {}", tool_text(&resp));
         if !ran {
-            assert_eq!(tool_text(&resp), format!("denied: {name} reason"));
+            // A deny is the hook's error; an ask with no one to ask is the approval path's.
+            let expected = if name == "ask" {
+                format!("denied: {name} reason")
+            } else {
+                format!("PreToolUse:bash hook error: {name} reason")
+            };
+            assert_eq!(tool_text(&resp), expected);
         }
     }
 
@@ -343,7 +352,10 @@ async fn fail_closed_hooks_deny_when_they_crash() {
     let resp = builder.build().run("go").await.unwrap();
     assert!(seen.lock().unwrap().is_empty());
     let text = tool_text(&resp);
-    assert!(text.starts_with("denied: hook `"), "{text}");
+    assert!(
+        text.starts_with("PreToolUse:bash hook error: hook `"),
+        "{text}"
+    );
     assert!(text.contains("fail-closed"), "{text}");
 
     // The same crash, fail-open: the call goes on.
@@ -649,7 +661,7 @@ async fn a_persistent_hook_answers_concurrent_events_from_one_process() {
             pids.insert(pid_in(out));
         }
         assert!(
-            outputs[4].starts_with("denied: blocked by pid "),
+            outputs[4].starts_with("PreToolUse:bash hook error: blocked by pid "),
             "{}",
             outputs[4]
         );
@@ -976,7 +988,7 @@ if data["hook_event_name"] == "PostToolUse":
         .filter(|m| m.tool_call_id.is_some())
         .map(|m| m.text().into_owned())
         .collect();
-    assert_eq!(outputs[0], "denied: guard says no");
+    assert_eq!(outputs[0], "PreToolUse:bash hook error: guard says no");
     assert_eq!(
         outputs[1],
         format!(
@@ -1240,7 +1252,7 @@ async fn a_rust_hook_ordered_before_the_settings_scripts_sees_the_call_they_deny
     let model = calls_bash("ls");
     let (builder, seen) = agent(&model, hooks);
     let resp = builder.build().run("go").await.unwrap();
-    assert_eq!(tool_text(&resp), "denied: not here");
+    assert_eq!(tool_text(&resp), "PreToolUse:bash hook error: not here");
     assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
     assert_eq!(*audit.lock().unwrap(), ["audit bash"]);
 }

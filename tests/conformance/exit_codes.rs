@@ -73,9 +73,12 @@ async fn exit_2_blocks_with_stderr_when_the_json_makes_no_blocking_decision() {
     let model = calls_bash("ls");
     let (builder, seen) = agent(&model, s.pre_tool_use(&hook, json!({})).into_hooks());
     let resp = builder.build().run("go").await.unwrap();
-    assert_eq!(tool_text(&resp), "denied: from stderr");
+    assert_eq!(tool_text(&resp), "PreToolUse:bash hook error: from stderr");
     assert!(seen.lock().unwrap().is_empty());
-    assert_eq!(last_seen(&model, 1), "denied: from stderr");
+    assert_eq!(
+        last_seen(&model, 1),
+        "PreToolUse:bash hook error: from stderr"
+    );
 }
 
 // hooks.md § "Exit code 2": the JSON's own blocking decision gives the reason, and "even a
@@ -90,7 +93,7 @@ async fn exit_2_uses_the_reason_of_a_json_deny_and_ignores_a_json_allow() {
     let model = calls_bash("ls");
     let (builder, seen) = agent(&model, s.pre_tool_use(&deny, json!({})).into_hooks());
     let resp = builder.build().run("go").await.unwrap();
-    assert_eq!(tool_text(&resp), "denied: json deny");
+    assert_eq!(tool_text(&resp), "PreToolUse:bash hook error: json deny");
     assert!(seen.lock().unwrap().is_empty());
 
     let allow = s.bash(
@@ -100,7 +103,10 @@ async fn exit_2_uses_the_reason_of_a_json_deny_and_ignores_a_json_allow() {
     let model = calls_bash("ls");
     let (builder, seen) = agent(&model, s.pre_tool_use(&allow, json!({})).into_hooks());
     let resp = builder.build().run("go").await.unwrap();
-    assert_eq!(tool_text(&resp), "denied: blocked anyway");
+    assert_eq!(
+        tool_text(&resp),
+        "PreToolUse:bash hook error: blocked anyway"
+    );
     assert!(seen.lock().unwrap().is_empty());
 }
 
@@ -120,7 +126,7 @@ async fn another_exit_code_with_a_json_object_lets_the_json_decide() {
     let (hooks, warned) = warnings(s.pre_tool_use(&hook, json!({})).into_hooks());
     let (builder, seen) = agent(&model, hooks);
     let resp = builder.build().run("go").await.unwrap();
-    assert_eq!(tool_text(&resp), "denied: json says no");
+    assert_eq!(tool_text(&resp), "PreToolUse:bash hook error: json says no");
     assert!(seen.lock().unwrap().is_empty());
     assert!(
         warned.lock().unwrap().is_empty(),

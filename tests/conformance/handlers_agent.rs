@@ -169,7 +169,7 @@ async fn pre_tool_use_denies_and_the_verifier_cannot_write() {
     assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
     assert_eq!(resp.outcome, Outcome::Finished);
     assert!(
-        tool_text(&resp).starts_with("denied: saw:"),
+        tool_text(&resp).starts_with("PreToolUse:bash hook error: saw:"),
         "{}",
         tool_text(&resp)
     );

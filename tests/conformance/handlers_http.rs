@@ -111,7 +111,10 @@ async fn a_2xx_json_deny_blocks_the_tool() {
     let s = Scripts::new();
     let (resp, seen, _) = run_bash(s.hooks(http_on("PreToolUse", server.url(), json!({})))).await;
     assert!(seen.is_empty(), "the tool must not run");
-    assert_eq!(tool_text(&resp), "denied: the server says no");
+    assert_eq!(
+        tool_text(&resp),
+        "PreToolUse:bash hook error: the server says no"
+    );
 }
 
 // hooks.md § "HTTP response handling": a non-2xx status, a 2xx body that is not a JSON object

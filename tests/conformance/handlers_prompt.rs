@@ -146,7 +146,10 @@ async fn ok_false_on_pre_tool_use_denies() {
         let resp = builder.build().run("go").await.unwrap();
         assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
         if continue_on_block {
-            assert_eq!(tool_text(&resp), "denied: no network calls");
+            assert_eq!(
+                tool_text(&resp),
+                "PreToolUse:bash hook error: no network calls"
+            );
             assert_eq!(resp.outcome, Outcome::Finished);
             assert_eq!(model.requests().len(), 2);
         } else {

@@ -81,7 +81,8 @@ async fn every_failure_of_a_blocking_guard_denies_the_call() {
             );
             let text = tool_text(&resp);
             assert!(
-                text.starts_with("denied: hook `") && text.contains("fail-closed"),
+                text.starts_with("PreToolUse:bash hook error: hook `")
+                    && text.contains("fail-closed"),
                 "{how}, {field:?}: {text}"
             );
         }

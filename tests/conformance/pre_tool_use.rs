@@ -143,7 +143,10 @@ async fn deny_beats_defer() {
     let (builder, seen) = agent(&model, hooks.into_hooks());
     let resp = builder.build().run("go").await.unwrap();
     assert!(seen.lock().unwrap().is_empty());
-    assert_eq!(tool_text(&resp), "denied: no writes");
+    assert_eq!(tool_text(&resp), "PreToolUse:bash hook error: no writes");
     assert_eq!(resp.outcome, Outcome::Finished);
-    assert_eq!(last_seen(&model, 1), "denied: no writes");
+    assert_eq!(
+        last_seen(&model, 1),
+        "PreToolUse:bash hook error: no writes"
+    );
 }

@@ -457,7 +457,10 @@ async fn a_project_guard_named_by_claude_project_dir_denies_from_another_cwd() {
     assert_eq!(resp.outcome, Outcome::Finished);
     assert_eq!(
         tool_texts(&resp),
-        ["denied: guard: rm -rf is not allowed", "ran: ls"]
+        [
+            "PreToolUse:bash hook error: guard: rm -rf is not allowed",
+            "ran: ls"
+        ]
     );
     let seen = seen.lock().unwrap();
     assert_eq!(

@@ -325,7 +325,7 @@ async fn an_edited_call_is_still_checked_by_the_hooks() {
             .messages
             .iter()
             .any(|m| m.tool_call_id.as_deref() == Some("id_ask_a")
-                && m.text() == "denied: 666 is not allowed")
+                && m.text() == "PreToolUse:ask_a hook error: 666 is not allowed")
     );
 }
 

@@ -157,7 +157,10 @@ async fn every_hostile_guest_is_a_hook_failure_open_or_closed() {
                 .unwrap();
                 let text = tool_text(&resp);
                 if fail_closed {
-                    assert!(text.starts_with("denied: "), "{what}: {text}");
+                    assert!(
+                        text.starts_with("PreToolUse:bash hook error: "),
+                        "{what}: {text}"
+                    );
                     assert!(text.contains(case.cause), "{what}: {text}");
                     assert!(text.contains(hook.name()), "{what}: {text}");
                 } else {

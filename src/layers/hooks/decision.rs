@@ -20,7 +20,8 @@ pub enum PreToolUse {
     Continue,
     /// Allow the call (later hooks may still deny or ask).
     Allow,
-    /// Deny the call; the model sees `denied: <reason>`.
+    /// Deny the call; the model sees `PreToolUse:<tool> hook error: <reason>`, in Claude Code's
+    /// words.
     Deny(String),
     /// Ask for approval: the PermissionRequest hooks
     /// ([`Hooks::on_permission_request`](super::Hooks::on_permission_request)), then the

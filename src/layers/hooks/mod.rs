@@ -34,7 +34,8 @@
 //! - **PreToolUse**: decisions combine **deny > ask > allow**. The first `Deny` stops the
 //!   chain; an `Ask` is remembered and the chain goes on (a later `Deny` still wins); rewrites
 //!   chain in order, each hook seeing the arguments the previous one wrote. A denied call is
-//!   an error output `denied: <reason>` the model sees. Contexts are kept in order and
+//!   an error output `PreToolUse:<tool> hook error: <reason>` the model sees (Claude Code's
+//!   words). Contexts are kept in order and
 //!   follow the result (or the denial). `Abort` denies the call and ends the run `Aborted`;
 //!   `Many` applies several decisions of one hook in order. `Defer` ranks between deny and
 //!   ask (see [`PreToolUse::Defer`]).
@@ -119,7 +120,7 @@
 //!     .hooks(hooks)
 //!     .build();
 //! let resp = agent.run("clean up").await?;
-//! assert_eq!(resp.messages[2].text(), "denied: rm -rf is not allowed");
+//! assert_eq!(resp.messages[2].text(), "PreToolUse:bash hook error: rm -rf is not allowed");
 //! # Ok(())
 //! # }
 //! ```

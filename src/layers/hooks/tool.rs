@@ -507,6 +507,12 @@ struct PreState {
     deferred: bool,
 }
 
+/// What the model is told of a call a PreToolUse hook denied, in Claude Code's words
+/// (`PreToolUse:Bash hook error: <reason>`, measured against 2.1.328: `tests/reference`).
+pub(crate) fn denial(tool: &str, reason: &str) -> String {
+    format!("PreToolUse:{tool} hook error: {reason}")
+}
+
 /// How the PreToolUse chain ends early.
 enum PreExit {
     Deny(String),
@@ -518,7 +524,7 @@ impl PreState {
     fn exit(&self, exit: PreExit, call: &ToolCall) -> Result<ToolOutput, BoxError> {
         match exit {
             PreExit::Deny(reason) => {
-                let mut output = ToolOutput::error(call.id.clone(), format!("denied: {reason}"));
+                let mut output = ToolOutput::error(call.id.clone(), denial(&call.name, &reason));
                 add_contexts(&mut output, &self.contexts);
                 Ok(output)
             }
