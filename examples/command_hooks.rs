@@ -105,7 +105,9 @@ async fn settings_file_hooks() -> Result<(), BoxError> {
     // What the hooks did.
     let tools = tool_results(&resp);
     assert!(
-        tools[0].starts_with("PreToolUse:bash hook error: Blocked: `rm -rf build/`"),
+        tools[0].starts_with(
+            r#"PreToolUse:bash hook error: ["$CLAUDE_PROJECT_DIR"/examples/hooks/block_rm.sh]: Blocked: `rm -rf build/`"#
+        ),
         "{}",
         tools[0]
     );
@@ -216,9 +218,10 @@ async fn handler_types_filters_and_a_plugin() -> Result<(), BoxError> {
     let tools = tool_results(&resp);
     // `if`: the filtered hook ran for the `git push` subcommand only.
     assert!(tools[0].starts_with("(pretend) ran `ls`"), "{}", tools[0]);
+    // Exit 2, in Claude Code's words: the hook's command in brackets, then its stderr.
     assert_eq!(
         tools[1],
-        "PreToolUse:bash hook error: no pushes from this agent"
+        format!("PreToolUse:bash hook error: [{block_push}]: no pushes from this agent")
     );
     // `http`: the policy server saw the allowed call and its context follows the result.
     assert!(

@@ -54,7 +54,11 @@
 //!     .hooks(hooks.into_hooks().compile()?)
 //!     .build();
 //! let resp = agent.run("clean up").await?;
-//! assert_eq!(resp.messages[2].text(), "PreToolUse:bash hook error: rm -rf is not allowed here");
+//! // Exit 2, in Claude Code's words: the hook's command in brackets, then what it printed.
+//! assert_eq!(
+//!     resp.messages[2].text(),
+//!     format!("PreToolUse:bash hook error: [{}]: rm -rf is not allowed here", script.display())
+//! );
 //! # Ok(())
 //! # }
 //! # main().unwrap();

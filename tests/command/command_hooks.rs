@@ -61,9 +61,10 @@ if echo "$input" | grep -q 'rm -rf'; then echo "no rm -rf, please" >&2; exit 2; 
     let model = calls_bash("rm -rf /");
     let (builder, seen) = agent(&model, hooks.into_hooks());
     let resp = builder.build().run("clean").await.unwrap();
+    // hooks.md § "Exit code 2", as Claude Code 2.1.328 words it: the command, then stderr.
     assert_eq!(
         tool_text(&resp),
-        "PreToolUse:bash hook error: no rm -rf, please"
+        format!("PreToolUse:bash hook error: [{block}]: no rm -rf, please")
     );
     assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
     // The model saw the reason in its next request.
@@ -73,7 +74,10 @@ if echo "$input" | grep -q 'rm -rf'; then echo "no rm -rf, please" >&2; exit 2; 
         .unwrap()
         .text()
         .into_owned();
-    assert_eq!(last, "PreToolUse:bash hook error: no rm -rf, please");
+    assert_eq!(
+        last,
+        format!("PreToolUse:bash hook error: [{block}]: no rm -rf, please")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1252,7 +1256,10 @@ async fn a_rust_hook_ordered_before_the_settings_scripts_sees_the_call_they_deny
     let model = calls_bash("ls");
     let (builder, seen) = agent(&model, hooks);
     let resp = builder.build().run("go").await.unwrap();
-    assert_eq!(tool_text(&resp), "PreToolUse:bash hook error: not here");
+    assert_eq!(
+        tool_text(&resp),
+        format!("PreToolUse:bash hook error: [{block}]: not here")
+    );
     assert!(seen.lock().unwrap().is_empty(), "the tool must not run");
     assert_eq!(*audit.lock().unwrap(), ["audit bash"]);
 }

@@ -73,11 +73,14 @@ async fn exit_2_blocks_with_stderr_when_the_json_makes_no_blocking_decision() {
     let model = calls_bash("ls");
     let (builder, seen) = agent(&model, s.pre_tool_use(&hook, json!({})).into_hooks());
     let resp = builder.build().run("go").await.unwrap();
-    assert_eq!(tool_text(&resp), "PreToolUse:bash hook error: from stderr");
+    assert_eq!(
+        tool_text(&resp),
+        format!("PreToolUse:bash hook error: [{hook}]: from stderr")
+    );
     assert!(seen.lock().unwrap().is_empty());
     assert_eq!(
         last_seen(&model, 1),
-        "PreToolUse:bash hook error: from stderr"
+        format!("PreToolUse:bash hook error: [{hook}]: from stderr")
     );
 }
 
@@ -105,7 +108,7 @@ async fn exit_2_uses_the_reason_of_a_json_deny_and_ignores_a_json_allow() {
     let resp = builder.build().run("go").await.unwrap();
     assert_eq!(
         tool_text(&resp),
-        "PreToolUse:bash hook error: blocked anyway"
+        format!("PreToolUse:bash hook error: [{allow}]: blocked anyway")
     );
     assert!(seen.lock().unwrap().is_empty());
 }

@@ -458,7 +458,7 @@ async fn a_project_guard_named_by_claude_project_dir_denies_from_another_cwd() {
     assert_eq!(
         tool_texts(&resp),
         [
-            "PreToolUse:bash hook error: guard: rm -rf is not allowed",
+            "PreToolUse:bash hook error: [$CLAUDE_PROJECT_DIR/.claude/hooks/guard.sh]: guard: rm -rf is not allowed",
             "ran: ls"
         ]
     );

@@ -131,18 +131,18 @@ pub(crate) const OPEN: &[Known] = &[
         "PostToolBatch",
         "tool_calls",
         "each call's `tool_response` is the text the model sees: Claude Code's holds the result \
-         alone (its hook contexts go in messages of their own), and a denied call's reads \
-         `PreToolUse:<tool> hook error: …`; the crate appends contexts to the result and says \
-         `denied: …`.",
+         alone (its hook contexts go in messages of their own); the crate appends the contexts \
+         to the result.",
     ),
     known(
         "*",
         "*",
         "<requests>",
         "the same in the model's requests: Claude Code puts hook contexts in `system` messages \
-         after the tool result (`PreToolUse:Bash hook additional context: …`) and the prompt's \
-         in the environment message; a denial reads `PreToolUse:Bash hook error: [<command>]: \
-         <stderr>` for exit 2. The crate wraps contexts in `<system-hook>` inside the result.",
+         after the tool result (`PreToolUse:Bash hook additional context: …`, `PostToolUse:Bash \
+         hook blocking error from command: \"…\": …`) and the prompt's in the environment \
+         message (`UserPromptSubmit hook additional context: …`, `SessionStart:startup hook \
+         success: …`); the crate wraps them in `<system-hook>` inside the result or the prompt.",
     ),
     known(
         "cwd_changed",

@@ -233,7 +233,7 @@ pub(crate) fn interpret(
             .block
             .take()
             .or(denial)
-            .or_else(|| (!stderr.is_empty()).then(|| cap(stderr.to_owned())))
+            .or_else(|| (!stderr.is_empty()).then(|| exit_2_reason(event, handler, stderr)))
             .or_else(|| verdict.failed.take())
             .unwrap_or_else(|| format!("blocked by hook `{name}`"));
         verdict.block = Some(reason);
@@ -244,6 +244,19 @@ pub(crate) fn interpret(
         }
     }
     verdict
+}
+
+/// The reason of an exit 2 from its stderr: for a PreToolUse command run by a shell, after the
+/// command in brackets, as Claude Code says it (`PreToolUse:Bash hook error: [<command>]:
+/// <stderr>`, measured against 2.1.328: `tests/reference`). A persistent handler has no exit
+/// code of its own: its stderr alone.
+fn exit_2_reason(event: HookEvent, handler: &Handler, stderr: &str) -> String {
+    match (&handler.exec, event) {
+        (Exec::Shell { command, .. }, HookEvent::PreToolUse) if handler.persistent.is_none() => {
+            cap(format!("[{command}]: {stderr}"))
+        }
+        _ => cap(stderr.to_owned()),
+    }
 }
 
 /// What an `async` / `asyncRewake` handler answered, once it is done: its decision is
