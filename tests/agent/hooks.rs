@@ -2120,3 +2120,35 @@ async fn model_layer_works_in_a_service_builder_stack() {
     assert_eq!(resp.message.text(), "hello (checked)");
     assert_eq!(system_text(&model.requests()[0]), "layered");
 }
+
+/// The hook layer times a call only for hooks that read the time (command hooks'
+/// `duration_ms`): a Rust PostToolUse hook's output carries no `DURATION_MS`, and pays nothing
+/// for it.
+#[tokio::test]
+async fn a_rust_post_tool_use_hook_sees_no_timing() {
+    let seen: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let log = Arc::clone(&seen);
+    let hooks = Hooks::new().after_tool_use("*", move |_call, out, _| {
+        log.lock().unwrap().push(
+            out.metadata
+                .contains_key(tower_agent::layers::hooks::DURATION_MS),
+        );
+        PostToolUse::Keep
+    });
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("echo", json!({}))
+                .text("done"),
+        )
+        .tool(tool_fn(
+            "echo",
+            "Echoes",
+            json!({"type": "object"}),
+            |a: Value, _| async move { Ok::<_, BoxError>(a) },
+        ))
+        .hooks(hooks.compile().unwrap())
+        .build();
+    agent.run("go").await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), [false]);
+}

@@ -1,6 +1,6 @@
 //! Each event's callback on the [`Hooks`] registry: one per event with handlers.
 
-use super::super::config::Entry;
+use super::super::config::{Entry, HookEvent};
 use super::{Inner, environment, model, session, tool};
 use crate::layers::hooks::{Hooks, state::Added};
 use std::sync::Arc;
@@ -12,6 +12,13 @@ use std::sync::Arc;
 /// be ordered against it with `before` / `after`, unless a hook of the registry has that name
 /// already (a second set of command hooks: its callbacks stay unnamed).
 pub(crate) fn register(inner: &Arc<Inner>, hooks: Hooks) -> Hooks {
+    // Their input has `duration_ms`: the tool hook layer times the calls they see.
+    let timed = [HookEvent::PostToolUse, HookEvent::PostToolUseFailure];
+    let hooks = if timed.iter().any(|&e| !inner.entries(e).is_empty()) {
+        hooks.time_tool_calls()
+    } else {
+        hooks
+    };
     let events = tool::EVENTS
         .iter()
         .chain(session::EVENTS)

@@ -278,6 +278,8 @@ pub struct Hooks<S = state::Open> {
     registrations: Vec<Registration>,
     approval: Option<Approval>,
     defer_approvals: bool,
+    /// [`DURATION_MS`] is recorded (a hook reads it).
+    times_tool_calls: bool,
     stop_cap: Option<u32>,
     transcripts: Option<std::path::PathBuf>,
     _state: S,
@@ -349,6 +351,7 @@ impl<S> Hooks<S> {
             registrations: self.registrations,
             approval: self.approval,
             defer_approvals: self.defer_approvals,
+            times_tool_calls: self.times_tool_calls,
             stop_cap: self.stop_cap,
             transcripts: self.transcripts,
             _state: state,
@@ -407,6 +410,14 @@ impl<S> Hooks<S> {
         self.with_state(state::Open)
     }
 
+    /// Have the tool hook layer record how long each call its PostToolUse or
+    /// PostToolUseFailure hooks see took ([`DURATION_MS`] in the output's metadata): for the
+    /// hooks that report it (command hooks' `duration_ms`), so that the others pay nothing.
+    pub(crate) fn time_tool_calls(mut self) -> Hooks {
+        self.times_tool_calls = true;
+        self.with_state(state::Open)
+    }
+
     /// How many times in a row Stop hooks may keep a run going ([`DEFAULT_STOP_CAP`] = 8,
     /// as in Claude Code); the next attempt is overridden and the run ends with a warning.
     /// In a row: with no step in between in which the model made a tool call — such a step
@@ -458,6 +469,7 @@ impl<S> Hooks<S> {
             transcripts: self.transcripts,
             approval: self.approval,
             defer_approvals: self.defer_approvals,
+            times_tool_calls: self.times_tool_calls,
             order: order
                 .iter()
                 .map(|&i| self.registrations[i].label(i))
@@ -567,6 +579,8 @@ pub(crate) struct HookSetInner {
     pub(crate) approval: Option<Approval>,
     /// [`Hooks::defer_approvals`].
     pub(crate) defer_approvals: bool,
+    /// [`Hooks::time_tool_calls`].
+    pub(crate) times_tool_calls: bool,
     pub(crate) stop_cap: u32,
     pub(crate) transcripts: Option<std::path::PathBuf>,
     order: Vec<String>,

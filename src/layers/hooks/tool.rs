@@ -163,7 +163,7 @@ where
             let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
             return HookToolFuture::call(self.inner.call(ToolRequest::new(call, ctx)));
         }
-        let started = Instant::now();
+        let started = set.times_tool_calls.then(Instant::now);
         let fut = self
             .inner
             .call(ToolRequest::new((*call).clone(), ctx.clone()))
@@ -274,7 +274,7 @@ where
             .await
             .map_err(Into::into);
     }
-    let started = Instant::now();
+    let started = set.times_tool_calls.then(Instant::now);
     let result = inner
         .oneshot(ToolRequest::new((*call).clone(), ctx.clone()))
         .await
@@ -284,15 +284,17 @@ where
 
 /// The [`ToolOutput::metadata`] key under which the hook layer records how long a call took,
 /// in whole milliseconds, for its PostToolUse and PostToolUseFailure hooks (the command hooks'
-/// `duration_ms`). Set only on the calls such a hook matches; a tool's own value is kept.
+/// `duration_ms`). Set only on the calls such a hook matches, and only in a set of hooks that
+/// reads it (command hooks of those events); a tool's own value is kept.
 pub const DURATION_MS: &str = "tower_agent.duration_ms";
 
-/// `result` with the time since `started` recorded ([`DURATION_MS`]).
+/// `result` with the time since `started` recorded ([`DURATION_MS`]), when the set times its
+/// calls ([`Hooks::time_tool_calls`](super::Hooks::time_tool_calls)).
 fn timed(
     mut result: Result<ToolOutput, BoxError>,
-    started: Instant,
+    started: Option<Instant>,
 ) -> Result<ToolOutput, BoxError> {
-    if let Ok(output) = &mut result
+    if let (Some(started), Ok(output)) = (started, &mut result)
         && !output.metadata.contains_key(DURATION_MS)
     {
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
