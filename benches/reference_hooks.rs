@@ -2,8 +2,9 @@
 //! tower-agent, with the same hook script: the differential suite's scenario of four Bash calls
 //! (`tests/reference`), played without hooks and with a PreToolUse and a PostToolUse hook on
 //! `Bash` (the suite's recorder script: it saves its input and answers nothing), through the
-//! real Claude Code (`.ci/reference-agents` installs it) and through tower-agent, both against
-//! the suite's model server on 127.0.0.1.
+//! real Claude Code (`.ci/reference-agents` installs it; played through the `hook-vectors`
+//! crate's adapter, as the suite does) and through tower-agent, both against the suite's model
+//! server on 127.0.0.1.
 //!
 //! `cargo bench --all-features --bench reference_hooks`. Criterion measures each of the four
 //! plays; then pairs (without, with) run back to back, alternating, and the summary gives the
@@ -13,22 +14,15 @@
 
 #[path = "../tests/reference/agent_run.rs"]
 mod agent_run;
-#[path = "../tests/reference/claude.rs"]
-mod claude;
-#[path = "../tests/reference/scenario.rs"]
-mod scenario;
-#[path = "../tests/reference/server.rs"]
-mod server;
 
-use std::time::{Duration, Instant};
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
 
 use criterion::Criterion;
+use hook_vectors::{Adapter, Scenario};
 use serde_json::{Value, json};
-
-use self::{
-    scenario::{Play, Scenario},
-    server::ModelServer,
-};
 
 /// Tool calls per play.
 const CALLS: usize = 4;
@@ -66,22 +60,34 @@ enum Host {
     TowerAgent,
 }
 
-async fn play(host: Host, scenario: &Scenario) {
-    let server = ModelServer::start(scenario.answers.clone()).await;
-    let play = Play::new(scenario);
-    match host {
-        Host::ClaudeCode => {
-            claude::play(scenario, &play, &server).await;
-        }
-        Host::TowerAgent => {
-            agent_run::play(scenario, &play, &server).await;
-        }
-    }
-    assert_eq!(
-        server.requests().len(),
-        CALLS + 1,
-        "{host:?}: a play went wrong"
+/// Claude Code through the adapter of the `hook-vectors` crate (installed by
+/// `.ci/reference-agents`).
+fn claude_code() -> Adapter {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/reference-agents");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .output()
+        .expect("run .ci/reference-agents");
+    assert!(out.status.success(), ".ci/reference-agents failed");
+    let program = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let adapter = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/hook-vectors/adapters/claude-code.mjs"
     );
+    Adapter::new("node")
+        .arg(adapter)
+        .env("CLAUDE_CODE", program)
+}
+
+async fn play(host: Host, scenario: &Scenario) {
+    static CLAUDE: std::sync::OnceLock<Adapter> = std::sync::OnceLock::new();
+    let seen = match host {
+        Host::ClaudeCode => hook_vectors::play(CLAUDE.get_or_init(claude_code), scenario).await,
+        Host::TowerAgent => hook_vectors::play(&agent_run::TowerAgent, scenario).await,
+    };
+    let seen = seen.unwrap_or_else(|e| panic!("{host:?}: {e}"));
+    let results = seen.requests.iter().skip(1).count();
+    assert_eq!(results, CALLS, "{host:?}: a play went wrong");
 }
 
 async fn timed(host: Host, scenario: &Scenario) -> Duration {

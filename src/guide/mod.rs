@@ -12,6 +12,7 @@
 //! | show a run as it happens: tool calls, text as it is written | [`events`] |
 //! | change or stop the model's answer as it streams; start tool calls while the model still writes | [`streaming`] |
 //! | reuse hook scripts and plugins written for Claude Code | [`claude_code`] |
+//! | check another agent's hooks against Claude Code itself, with recorded vectors | `hook_vectors` (feature `anthropic`) |
 //! | write a hook in any language, in-process and sandboxed (WebAssembly) | `wasm_hooks` (feature `wasm`) |
 //! | serve an agent over HTTP inside an axum app, with authentication | [`server`] |
 //! | keep conversations across restarts (SQLite, PostgreSQL) and resume a crashed run | [`threads`] |
@@ -47,6 +48,10 @@ pub mod streaming {}
 
 #[doc = include_str!("claude_code.md")]
 pub mod claude_code {}
+
+#[cfg(all(unix, feature = "anthropic"))]
+#[doc = include_str!("hook_vectors.md")]
+pub mod hook_vectors {}
 
 #[cfg(feature = "wasm")]
 #[doc = include_str!("wasm_hooks.md")]

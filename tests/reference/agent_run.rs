@@ -16,17 +16,25 @@ use tower_agent::{
     tool::tool_fn,
 };
 
-use super::{
-    scenario::{Play, Scenario, Step},
-    server::ModelServer,
-};
+use hook_vectors::{Error, Host, Job, Step};
+
+/// tower-agent, as a host of the vectors.
+pub(crate) struct TowerAgent;
+
+impl Host for TowerAgent {
+    async fn play(&self, job: &Job) -> Result<(), Error> {
+        play(job).await;
+        Ok(())
+    }
+}
 
 /// What each run answered (its outcome and text).
-pub(crate) async fn play(scenario: &Scenario, play: &Play, server: &ModelServer) -> Vec<Value> {
+async fn play(job: &Job) -> Vec<Value> {
+    let scenario = &job.scenario;
     let hooks = CommandHooks::builder()
-        .settings_file(play.project().join(".claude/settings.json"))
-        .project_dir(play.project())
-        .transcripts_dir(play.path("transcripts"))
+        .settings_file(&job.settings)
+        .project_dir(&job.project)
+        .transcripts_dir(job.root.join("transcripts"))
         .build()
         .unwrap()
         .into_hooks()
@@ -44,27 +52,27 @@ pub(crate) async fn play(scenario: &Scenario, play: &Play, server: &ModelServer)
             Step::Prompt(p) | Step::Resume(p) => p,
         };
         let provider = Anthropic::builder()
-            .base_url(server.url())
+            .base_url(&job.model_server)
             .api_key("sk-ant-reference")
             .model(&model)
             .build();
         let mut agent = Agent::builder()
             .model(provider)
-            .tool(bash(play.cwd(scenario)))
+            .tool(bash(job.cwd.clone()))
             .settings(settings(&model))
             .store(store.clone())
             .hooks(hooks.clone());
         // What Claude Code reads from the project: its instructions and slash commands.
         if scenario.files.contains_key("CLAUDE.md") {
-            agent = agent.stage(Memory::new([play.project().join("CLAUDE.md")]));
+            agent = agent.stage(Memory::new([job.project.join("CLAUDE.md")]));
         }
-        let commands = play.project().join(".claude/commands");
+        let commands = job.project.join(".claude/commands");
         if commands.is_dir() {
             agent = agent.start_layer(SlashCommands::new().dir(commands, "projectSettings"));
         }
         let mut req = AgentRequest::new(prompt.as_str())
             .thread("reference")
-            .cwd(play.cwd(scenario));
+            .cwd(&job.cwd);
         if scenario.init && results.is_empty() {
             req = req.setup(SetupTrigger::Init);
         }
@@ -76,15 +84,15 @@ pub(crate) async fn play(scenario: &Scenario, play: &Play, server: &ModelServer)
     // bound no hook of the scenarios comes near; a missing one then shows as a difference).
     if scenario.observe.iter().any(|e| e == "SessionEnd") {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-        while session_ends(play) < results.len() && tokio::time::Instant::now() < deadline {
+        while session_ends(job) < results.len() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
     results
 }
 
-fn session_ends(play: &Play) -> usize {
-    play.hooks()
+fn session_ends(job: &Job) -> usize {
+    job.hooks()
         .iter()
         .filter(|h| h.input["hook_event_name"] == "SessionEnd")
         .count()

@@ -7,9 +7,11 @@
 //! model's next requests are compared field by field, with session ids, paths, times and
 //! durations normalised and nothing else.
 //!
-//! Each scenario's reference results are checked in as a vector (`vectors/*.json`: the
-//! scenario and what Claude Code did, with its version), so tower-agent is checked against
-//! them wherever Claude Code is not installed. The suite also plays every vector through
+//! Each scenario's reference results are checked in as a vector (the `hook-vectors` crate of
+//! this workspace: its `vectors/*.json` hold the scenario and what Claude Code did, with its
+//! version; the crate plays them), so tower-agent is checked against them wherever Claude Code
+//! is not installed. Claude Code plays through the crate's own adapter
+//! (`hook-vectors/adapters/claude-code.mjs`), as any other host would. The suite also plays every vector through
 //! Claude Code again and fails if Claude Code no longer does what the vector says. To record
 //! the vectors again (after a new scenario, or for a new pinned version):
 //!
@@ -18,143 +20,61 @@
 //! ```
 //!
 //! Differences tower-agent keeps on purpose are listed in [`compare::KEPT`], each with its
-//! reason; any other difference fails.
+//! reason, those not fixed yet in [`compare::OPEN`]; any other difference fails.
 #![cfg(all(unix, feature = "anthropic"))]
 
 mod agent_run;
-mod claude;
 mod compare;
-mod observe;
-mod scenario;
-mod server;
 
-use std::path::{Path, PathBuf};
+use std::{path::PathBuf, process::Stdio, sync::OnceLock};
 
-use serde::{Deserialize, Serialize};
+use hook_vectors::{
+    Adapter, KnownDifferences, Report, Vector, compare::compare, play, read_dir, shipped_dir,
+};
 use serde_json::{Map, Value, json};
 
-use self::{
-    observe::Normaliser,
-    scenario::{Play, Scenario},
-    server::ModelServer,
-};
+/// The Claude Code version the vectors are recorded from (`.ci/reference-agents` pins it).
+const VERSION: &str = "2.1.328";
 
-/// The version of the vectors' format.
-pub(crate) const FORMAT: &str = "hook-vectors/0.1";
-
-/// What a play of a scenario gave to compare.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub(crate) struct Observed {
-    /// Each hook run, in the order they started: its event, the answer it gave, the working
-    /// directory, `$CLAUDE_PROJECT_DIR`, whether `$CLAUDE_ENV_FILE` was set, and its input.
-    pub(crate) hooks: Vec<Value>,
-    /// Per model request, what the hooks put in it ([`observe::effects`]).
-    pub(crate) requests: Vec<Value>,
-    /// `ran.log` in the project (the scenarios' commands append to it): what the tools ran.
-    pub(crate) ran: String,
+/// The `claude` program, installed on first use by `.ci/reference-agents`.
+fn claude_program() -> PathBuf {
+    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+    PROGRAM
+        .get_or_init(|| {
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/reference-agents");
+            let out = std::process::Command::new("bash")
+                .arg(script)
+                .stderr(Stdio::inherit())
+                .output()
+                .expect("run .ci/reference-agents");
+            assert!(out.status.success(), ".ci/reference-agents failed");
+            PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+        })
+        .clone()
 }
 
-/// A vector file.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Vector {
-    pub(crate) format: String,
-    pub(crate) scenario: Scenario,
-    /// Absent in a scenario not yet recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) recorded_from: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) expected: Option<Observed>,
+/// Claude Code, through the adapter the `hook-vectors` crate ships.
+fn claude_code() -> Adapter {
+    let adapter = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/hook-vectors/adapters/claude-code.mjs"
+    );
+    Adapter::new("node")
+        .arg(adapter)
+        .env("CLAUDE_CODE", claude_program())
 }
 
-fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/vectors")
-}
-
-/// Every vector, by file name, in name order.
+/// Every vector, by name.
 fn vectors() -> Vec<(String, Vector)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(vectors_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).unwrap();
-            let v: Vector =
-                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            assert_eq!(v.format, FORMAT, "{}", p.display());
-            (p.file_stem().unwrap().to_string_lossy().into_owned(), v)
-        })
-        .collect()
+    read_dir(&shipped_dir()).unwrap()
 }
 
-/// Which agent plays.
-#[derive(Debug, Clone, Copy)]
-enum Host {
-    ClaudeCode,
-    TowerAgent,
-}
-
-async fn observe(scenario: &Scenario, host: Host) -> Observed {
-    let server = ModelServer::start(scenario.answers.clone()).await;
-    let play = Play::new(scenario);
-    match host {
-        Host::ClaudeCode => {
-            claude::play(scenario, &play, &server).await;
-        }
-        Host::TowerAgent => {
-            agent_run::play(scenario, &play, &server).await;
-        }
+/// The differences tower-agent knows of.
+fn known() -> KnownDifferences {
+    KnownDifferences {
+        kept: compare::KEPT.to_vec(),
+        open: compare::OPEN.to_vec(),
     }
-    let mut norm = Normaliser::new(&play);
-    let hooks = play
-        .hooks()
-        .into_iter()
-        .map(|h| {
-            json!({
-                "event": h.input["hook_event_name"],
-                "answer": h.answer,
-                "cwd": norm.text(&h.cwd),
-                "project_dir": norm.text(&h.project_dir),
-                "env_file": h.env_file,
-                "input": norm.input(&h.input),
-            })
-        })
-        .collect();
-    let hooks = in_start_order(hooks);
-    let requests = observe::effects(&server.requests(), &norm);
-    let ran = std::fs::read_to_string(play.project().join("ran.log")).unwrap_or_default();
-    Observed {
-        hooks,
-        requests,
-        ran,
-    }
-}
-
-/// `hooks` with each run of one event (hooks that run in parallel, whose start order is
-/// chance) sorted by answer and tool call, so a vector recorded again differs only where
-/// something did.
-fn in_start_order(mut hooks: Vec<Value>) -> Vec<Value> {
-    let key = |h: &Value| {
-        format!(
-            "{} {}",
-            h["answer"].as_str().unwrap_or(""),
-            h["input"]["tool_use_id"].as_str().unwrap_or("")
-        )
-    };
-    let mut start = 0;
-    while start < hooks.len() {
-        let event = hooks[start]["event"].clone();
-        let end = hooks[start..]
-            .iter()
-            .position(|h| h["event"] != event)
-            .map_or(hooks.len(), |n| start + n);
-        hooks[start..end].sort_by_key(key);
-        start = end;
-    }
-    hooks
 }
 
 fn recording() -> bool {
@@ -166,20 +86,23 @@ fn recording() -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_does_what_the_vectors_say() {
     let mut failures = Vec::new();
+    let claude = claude_code();
     for (name, mut vector) in vectors() {
-        let seen = observe(&vector.scenario, Host::ClaudeCode).await;
+        let seen = play(&claude, &vector.scenario)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: Claude Code: {e}"));
         if recording() {
-            vector.recorded_from =
-                Some(json!({"program": "Claude Code", "version": claude::VERSION}));
+            vector.recorded_from = Some(json!({"program": "Claude Code", "version": VERSION}));
             vector.expected = Some(seen);
-            let text = serde_json::to_string_pretty(&vector).unwrap() + "\n";
-            std::fs::write(vectors_dir().join(format!("{name}.json")), text).unwrap();
+            vector
+                .write(&shipped_dir().join(format!("{name}.json")))
+                .unwrap();
             continue;
         }
         let expected = vector.expected.as_ref().unwrap_or_else(|| {
             panic!("{name}: not recorded (TOWER_AGENT_RECORD=1 cargo test --all-features --test reference)")
         });
-        let diffs = compare::compare(expected, &seen);
+        let diffs = compare(expected, &seen);
         if !diffs.is_empty() {
             let lines: Vec<_> = diffs.into_iter().map(|d| d.text).collect();
             failures.push(format!("{name}:\n  {}", lines.join("\n  ")));
@@ -188,7 +111,7 @@ async fn claude_code_does_what_the_vectors_say() {
     assert!(
         failures.is_empty(),
         "Claude Code {} no longer does what these vectors say:\n{}",
-        claude::VERSION,
+        VERSION,
         failures.join("\n")
     );
 }
@@ -200,31 +123,24 @@ async fn tower_agent_does_what_claude_code_does() {
     if recording() {
         return;
     }
-    let mut report = compare::Report::default();
-    let mut used = vec![false; compare::KEPT.len() + compare::OPEN.len()];
+    let mut report = Report::new(known());
     for (name, vector) in vectors() {
         let Some(expected) = &vector.expected else {
             panic!("{name}: not recorded");
         };
-        let seen = observe(&vector.scenario, Host::TowerAgent).await;
-        let diffs = compare::compare(expected, &seen);
-        report.add(&name, expected, &diffs, &mut used);
+        let seen = play(&agent_run::TowerAgent, &vector.scenario)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: tower-agent: {e}"));
+        report.add(&name, expected, &compare(expected, &seen));
     }
     eprintln!("{report}");
     assert!(
-        report.unexplained.is_empty(),
-        "differences from Claude Code {} that no list explains:\n{}",
-        claude::VERSION,
+        report.passed(),
+        "differences from Claude Code {VERSION} that no list explains:\n{}",
         report.unexplained.join("\n")
     );
     // A listed difference that no longer shows is gone: its entry goes too.
-    let stale: Vec<_> = compare::KEPT
-        .iter()
-        .chain(compare::OPEN)
-        .zip(&used)
-        .filter(|(_, used)| !**used)
-        .map(|(k, _)| format!("{k:?}"))
-        .collect();
+    let stale: Vec<_> = report.stale().iter().map(|k| format!("{k:?}")).collect();
     assert!(
         stale.is_empty(),
         "listed differences that no longer show:\n{}",
@@ -242,7 +158,7 @@ fn vectors_are_recorded_from_the_pinned_version() {
         let from = v
             .recorded_from
             .unwrap_or_else(|| panic!("{name}: not recorded"));
-        assert_eq!(from["version"], claude::VERSION, "{name}");
+        assert_eq!(from["version"], VERSION, "{name}");
         let settings = v.scenario.settings();
         let _: &Map<String, Value> = settings["hooks"].as_object().unwrap();
     }
@@ -257,10 +173,10 @@ fn the_guide_lists_the_differences_kept() {
         .nth(1)
         .expect("the section");
     for k in compare::KEPT {
-        let named = [k.field, k.event]
+        let named = [&k.field, &k.event]
             .iter()
-            .filter(|n| !n.starts_with('<') && **n != "*")
-            .any(|n| section.contains(n));
+            .filter(|n| !n.starts_with('<') && ***n != "*")
+            .any(|n| section.contains(n.as_ref()));
         let scenario_named = k.scenario != "*" && k.field.starts_with('<');
         assert!(named || scenario_named, "not in the guide: {k:?}");
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{scenario::Play, server::Recorded as Request};
+use crate::{play::Play, server::Request};
 
 /// Ids that are random in each play, numbered by first appearance: the same id twice stays
 /// the same placeholder, so "one id per prompt" is still checked.
@@ -21,15 +21,18 @@ const MEASURED: &[&str] = &[
     "seconds_since_last_response",
 ];
 
-/// Replaces what differs by play and by agent without meaning anything.
-pub(crate) struct Normaliser {
+/// Replaces what differs by play and by agent without meaning anything: session ids, the
+/// play's paths, numbered ids (`prompt_id`, `turn_id`, `message_id`) and measured numbers.
+#[derive(Debug)]
+pub struct Normaliser {
     paths: Vec<(String, &'static str)>,
     ids: HashMap<String, String>,
     counts: HashMap<&'static str, usize>,
 }
 
 impl Normaliser {
-    pub(crate) fn new(play: &Play) -> Self {
+    /// A normaliser of `play`'s paths.
+    pub fn new(play: &Play) -> Self {
         let real = |p: std::path::PathBuf| {
             std::fs::canonicalize(&p)
                 .unwrap_or(p)
@@ -39,12 +42,12 @@ impl Normaliser {
         let mut paths = vec![
             (real(play.project()), "<project>"),
             (real(play.home()), "<home>"),
-            (real(play.root.path().to_path_buf()), "<root>"),
+            (real(play.root().to_path_buf()), "<root>"),
         ];
         // An agent may print a path as given or canonical: both map.
         paths.push((play.project().to_string_lossy().into_owned(), "<project>"));
         paths.push((play.home().to_string_lossy().into_owned(), "<home>"));
-        paths.push((play.root.path().to_string_lossy().into_owned(), "<root>"));
+        paths.push((play.root().to_string_lossy().into_owned(), "<root>"));
         Normaliser {
             paths,
             ids: HashMap::new(),
@@ -53,7 +56,7 @@ impl Normaliser {
     }
 
     /// A hook input, normalised.
-    pub(crate) fn input(&mut self, input: &Value) -> Value {
+    pub fn input(&mut self, input: &Value) -> Value {
         let Value::Object(map) = input else {
             return input.clone();
         };
@@ -82,7 +85,11 @@ impl Normaliser {
         if let Some(p) = self.ids.get(&key) {
             return p.clone();
         }
-        let kind = NUMBERED.iter().find(|f| **f == field).unwrap();
+        let kind = NUMBERED
+            .iter()
+            .find(|f| **f == field)
+            .copied()
+            .unwrap_or("id");
         let n = self.counts.entry(kind).or_default();
         *n += 1;
         let p = format!("<{}-{n}>", field.trim_end_matches("_id"));
@@ -90,8 +97,8 @@ impl Normaliser {
         p
     }
 
-    /// Paths under the play's directories, as placeholders.
-    pub(crate) fn value(&self, v: &Value) -> Value {
+    /// A value with paths under the play's directories as placeholders.
+    pub fn value(&self, v: &Value) -> Value {
         match v {
             Value::String(s) => Value::String(self.text(s)),
             Value::Array(a) => Value::Array(a.iter().map(|v| self.value(v)).collect()),
@@ -102,7 +109,8 @@ impl Normaliser {
         }
     }
 
-    pub(crate) fn text(&self, s: &str) -> String {
+    /// A text with paths under the play's directories as placeholders.
+    pub fn text(&self, s: &str) -> String {
         let mut s = s.to_owned();
         for (path, placeholder) in &self.paths {
             if s.contains(path.as_str()) {
@@ -116,7 +124,7 @@ impl Normaliser {
 /// The hooks' part of each model request: what came after the model's last answer (the whole
 /// first request) — tool results whole, and the lines that carry a hook's `hk-` marker, with
 /// the role of the message they are in (`system-prompt` for the request's `system`).
-pub(crate) fn effects(requests: &[Request], norm: &Normaliser) -> Vec<Value> {
+pub fn effects(requests: &[Request], norm: &Normaliser) -> Vec<Value> {
     requests
         .iter()
         .map(|r| {
@@ -174,4 +182,46 @@ fn texts(v: &Value) -> Vec<String> {
             .unwrap_or_default(),
         _ => Vec::new(),
     }
+}
+
+/// Each hook run as compared (event, answer, what it saw, its input normalised), with each
+/// run of one event (hooks that run in parallel, whose start order is chance) sorted by
+/// answer and tool call, so a vector recorded again differs only where something did.
+pub fn hooks(play: &Play, norm: &mut Normaliser) -> Vec<Value> {
+    let hooks = play
+        .hooks()
+        .into_iter()
+        .map(|h| {
+            json!({
+                "event": h.input["hook_event_name"],
+                "answer": h.answer,
+                "cwd": norm.text(&h.cwd),
+                "project_dir": norm.text(&h.project_dir),
+                "env_file": h.env_file,
+                "input": norm.input(&h.input),
+            })
+        })
+        .collect();
+    in_start_order(hooks)
+}
+
+fn in_start_order(mut hooks: Vec<Value>) -> Vec<Value> {
+    let key = |h: &Value| {
+        format!(
+            "{} {}",
+            h["answer"].as_str().unwrap_or(""),
+            h["input"]["tool_use_id"].as_str().unwrap_or("")
+        )
+    };
+    let mut start = 0;
+    while start < hooks.len() {
+        let event = hooks[start]["event"].clone();
+        let end = hooks[start..]
+            .iter()
+            .position(|h| h["event"] != event)
+            .map_or(hooks.len(), |n| start + n);
+        hooks[start..end].sort_by_key(key);
+        start = end;
+    }
+    hooks
 }

@@ -1,72 +1,107 @@
-//! The model server both agents talk to: the Anthropic Messages API on 127.0.0.1, answering
-//! each request with the scenario's answer for the turn it is at (the number of assistant
-//! messages the request carries), streamed when the request asks for a stream, and recording
-//! every request.
+//! The model server a host talks to: the Anthropic Messages API (`POST /v1/messages`) on
+//! 127.0.0.1, answering each request with the scenario's answer for the turn it is at (the
+//! number of assistant messages the request carries), streamed (SSE) when the request asks for
+//! a stream, and recording every request. `POST /v1/messages/count_tokens` answers 10 tokens;
+//! any other path 404.
+//!
+//! Caps: a request body over [`MAX_BODY`] bytes is refused (413); past [`MAX_REQUESTS`]
+//! requests in one play, every request is refused (429) and not recorded.
 
 use std::sync::{Arc, Mutex};
 
 use axum::{
     Router,
     body::{Body, Bytes},
-    extract::{Request, State},
-    http::{StatusCode, header::CONTENT_TYPE},
+    extract::State,
+    http::{HeaderValue, StatusCode, header::CONTENT_TYPE},
     response::Response,
 };
 use serde_json::{Value, json};
 
+/// The largest request body taken, in bytes (64 MiB).
+pub const MAX_BODY: usize = 64 << 20;
+
+/// The most requests recorded in one play (1,000).
+pub const MAX_REQUESTS: usize = 1_000;
+
 /// One request the server received: its path and JSON body.
 #[derive(Debug, Clone)]
-pub(crate) struct Recorded {
-    pub(crate) path: String,
-    pub(crate) body: Value,
+pub struct Request {
+    /// The path and query (`/v1/messages?beta=true`).
+    pub path: String,
+    /// The body (`null` if it was not JSON).
+    pub body: Value,
 }
 
 #[derive(Clone)]
 struct Shared {
     answers: Arc<Vec<Vec<Value>>>,
-    seen: Arc<Mutex<Vec<Recorded>>>,
+    seen: Arc<Mutex<Vec<Request>>>,
+}
+
+fn lock(seen: &Mutex<Vec<Request>>) -> std::sync::MutexGuard<'_, Vec<Request>> {
+    seen.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A message id of its own for each answer (`msg_ref_<n>`): Claude Code keeps one message per
 /// id, so two answers with one id would be one.
 fn message_id(shared: &Shared) -> String {
-    format!("msg_ref_{}", shared.seen.lock().unwrap().len())
+    format!("msg_ref_{}", lock(&shared.seen).len())
 }
 
-/// A running server; it stops with the test's runtime.
-pub(crate) struct ModelServer {
+/// A running server; it stops when dropped.
+#[derive(Debug)]
+pub struct ModelServer {
     url: String,
-    seen: Arc<Mutex<Vec<Recorded>>>,
+    seen: Arc<Mutex<Vec<Request>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl ModelServer {
     /// Serves `answers`: answer `i` (a list of content blocks, `text` or `tool_use`) goes to a
     /// request with `i` assistant messages; past the last, the last again.
-    pub(crate) async fn start(answers: Vec<Vec<Value>>) -> Self {
+    pub async fn start(answers: Vec<Vec<Value>>) -> Result<Self, crate::Error> {
+        if answers.is_empty() {
+            return Err(crate::Error::new("a model server needs an answer"));
+        }
         let shared = Shared {
             answers: Arc::new(answers),
             seen: Arc::default(),
         };
         let seen = Arc::clone(&shared.seen);
         let app = Router::new().fallback(answer).with_state(shared);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        ModelServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| crate::Error::new(format!("model server: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| crate::Error::new(format!("model server: {e}")))?;
+        let task = tokio::spawn(async move {
+            // Serving ends only when the task is aborted; an accept error is retried by axum.
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(ModelServer {
             url: format!("http://{addr}"),
             seen,
-        }
+            task,
+        })
     }
 
-    pub(crate) fn url(&self) -> &str {
+    /// Its base URL (`http://127.0.0.1:<port>`), what a host takes as `ANTHROPIC_BASE_URL`.
+    pub fn url(&self) -> &str {
         &self.url
     }
 
     /// The requests for a model answer (`/v1/messages`), in the order they came.
-    pub(crate) fn requests(&self) -> Vec<Recorded> {
-        self.seen
-            .lock()
-            .unwrap()
+    pub fn requests(&self) -> Vec<Request> {
+        lock(&self.seen)
             .iter()
             .filter(|r| r.path.starts_with("/v1/messages") && !r.path.contains("count_tokens"))
             .cloned()
@@ -74,24 +109,33 @@ impl ModelServer {
     }
 }
 
-async fn answer(State(shared): State<Shared>, req: Request) -> Response {
+fn status(code: StatusCode) -> Response {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = code;
+    resp
+}
+
+async fn answer(State(shared): State<Shared>, req: axum::extract::Request) -> Response {
     let path = req.uri().to_string();
-    let bytes = axum::body::to_bytes(req.into_body(), 64 << 20)
-        .await
-        .unwrap_or_default();
+    let Ok(bytes) = axum::body::to_bytes(req.into_body(), MAX_BODY).await else {
+        return status(StatusCode::PAYLOAD_TOO_LARGE);
+    };
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    shared.seen.lock().unwrap().push(Recorded {
-        path: path.clone(),
-        body: body.clone(),
-    });
+    {
+        let mut seen = lock(&shared.seen);
+        if seen.len() >= MAX_REQUESTS {
+            return status(StatusCode::TOO_MANY_REQUESTS);
+        }
+        seen.push(Request {
+            path: path.clone(),
+            body: body.clone(),
+        });
+    }
     if path.contains("count_tokens") {
         return json_response(json!({ "input_tokens": 10 }));
     }
     if !path.starts_with("/v1/messages") {
-        return Response::builder()
-            .status(StatusCode::NOT_FOUND)
-            .body(Body::empty())
-            .unwrap();
+        return status(StatusCode::NOT_FOUND);
     }
     let turn = body["messages"]
         .as_array()
@@ -117,11 +161,15 @@ async fn answer(State(shared): State<Shared>, req: Request) -> Response {
     }
 }
 
+fn with_type(body: impl Into<Body>, content_type: &'static str) -> Response {
+    let mut resp = Response::new(body.into());
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
 fn json_response(v: Value) -> Response {
-    Response::builder()
-        .header(CONTENT_TYPE, "application/json")
-        .body(Body::from(v.to_string()))
-        .unwrap()
+    with_type(v.to_string(), "application/json")
 }
 
 fn sse(id: &str, model: &str, blocks: &[Value], stop: &str) -> Response {
@@ -171,8 +219,5 @@ fn sse(id: &str, model: &str, blocks: &[Value], stop: &str) -> Response {
             "usage": {"output_tokens": 5}}),
     );
     event("message_stop", json!({"type": "message_stop"}));
-    Response::builder()
-        .header(CONTENT_TYPE, "text/event-stream")
-        .body(Body::from(Bytes::from(out)))
-        .unwrap()
+    with_type(Bytes::from(out), "text/event-stream")
 }

@@ -1,0 +1,92 @@
+#!/usr/bin/env node
+// The adapter of Claude Code itself: plays a hook-vectors job through the real `claude`
+// program, headless. The vectors are recorded through it; it is also the worked example of an
+// adapter (the contract: hook-vectors' crate docs, and tower-agent's guide page "Checking a hook
+// host against Claude Code").
+//
+//   node claude-code.mjs JOB.json        (the program: $CLAUDE_CODE, else `claude` on PATH)
+//
+// One `claude -p --input-format stream-json --output-format stream-json` process per run of
+// steps: a `prompt` step is a user message, a `set_model` step the SDK's `set_model` control
+// request, each written once the previous one is answered (a `result`, a `control_response`);
+// a `resume` step starts the next process with `--resume <session id>`. The environment is the
+// job's alone: HOME its home, ANTHROPIC_BASE_URL its model server, no telemetry, no update.
+// Exit 0 once every process has ended (Claude Code runs SessionEnd hooks before it exits).
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
+
+const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const program = process.env.CLAUDE_CODE || "claude";
+const scenario = job.scenario;
+
+// The steps split into processes: a `resume` step begins the next one.
+function processes(steps) {
+  const out = [];
+  for (const step of steps) {
+    if (out.length === 0 || "resume" in step) out.push([]);
+    out[out.length - 1].push(step);
+  }
+  return out;
+}
+
+// One process playing `steps`, resuming `session` if given; its session id.
+async function play(steps, session) {
+  const args = ["-p", "--input-format", "stream-json", "--output-format", "stream-json",
+    "--verbose", "--model", scenario.model, "--allowedTools", scenario.allowed_tools.join(",")];
+  if (session) args.push("--resume", session);
+  else if (scenario.init) args.push("--init");
+  const child = spawn(program, args, {
+    cwd: job.cwd,
+    stdio: ["pipe", "pipe", "inherit"],
+    env: {
+      PATH: process.env.PATH,
+      HOME: job.home,
+      ANTHROPIC_BASE_URL: job.model_server,
+      ANTHROPIC_API_KEY: job.api_key,
+      DISABLE_TELEMETRY: "1",
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+      DISABLE_AUTOUPDATER: "1",
+    },
+  });
+  const exited = new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("exit", (code, signal) => resolve({ code, signal }));
+  });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  let id = session;
+  for (const [i, step] of steps.entries()) {
+    let line, done;
+    if ("set_model" in step) {
+      line = { type: "control_request", request_id: `r${i}`,
+        request: { subtype: "set_model", model: step.set_model } };
+      done = (v) => v.type === "control_response";
+    } else {
+      const text = step.prompt ?? step.resume;
+      line = { type: "user", message: { role: "user", content: text } };
+      done = (v) => v.type === "result";
+    }
+    child.stdin.write(JSON.stringify(line) + "\n");
+    for (;;) {
+      const { value, done: ended } = await lines.next();
+      if (ended) throw new Error(`claude ended before step ${i} was answered`);
+      let v;
+      try { v = JSON.parse(value); } catch { continue; }
+      if (typeof v.session_id === "string") id = v.session_id;
+      if (done(v)) break;
+    }
+  }
+  child.stdin.end();
+  for (;;) {
+    const { done } = await lines.next();
+    if (done) break;
+  }
+  const { code, signal } = await exited;
+  if (code !== 0) throw new Error(`claude exited with ${code ?? signal}`);
+  return id;
+}
+
+let session;
+for (const steps of processes(scenario.steps)) {
+  session = await play(steps, session);
+}
