@@ -142,7 +142,8 @@ pub async fn play_within<H: Host + ?Sized>(
     })
 }
 
-/// A host in another program: `program args… <job.json>`, run in the play's directory with
+/// A host in another program: `program args… <job.json>`, run in this process's working
+/// directory (so relative paths in its command line hold; the job's paths are absolute) with
 /// stdin closed; exit status 0 says the session was played. Its process group is killed when
 /// the play ends or times out, so nothing it started outlives the play.
 #[derive(Debug, Clone)]
@@ -219,7 +220,6 @@ impl Host for Adapter {
         cmd.args(&self.args)
             .arg(&path)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&job.root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

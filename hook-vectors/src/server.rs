@@ -1,7 +1,9 @@
 //! The model server a host talks to: the Anthropic Messages API (`POST /v1/messages`) on
 //! 127.0.0.1, answering each request with the scenario's answer for the turn it is at (the
 //! number of assistant messages the request carries), streamed (SSE) when the request asks for
-//! a stream, and recording every request. `POST /v1/messages/count_tokens` answers 10 tokens;
+//! a stream, and recording every request. An answer holding an `error` block is an API error
+//! instead (`{"type": "error", "status": 400, "error": {"type": "invalid_request_error",
+//! "message": "…"}}`: that status, with Anthropic's error body). `POST /v1/messages/count_tokens` answers 10 tokens;
 //! any other path 404.
 //!
 //! Caps: a request body over [`MAX_BODY`] bytes is refused (413); past [`MAX_REQUESTS`]
@@ -143,6 +145,9 @@ async fn answer(State(shared): State<Shared>, req: axum::extract::Request) -> Re
         .unwrap_or(0);
     let answers = &shared.answers;
     let blocks = answers[turn.min(answers.len() - 1)].clone();
+    if let Some(error) = blocks.iter().find(|b| b["type"] == "error") {
+        return api_error(error);
+    }
     let model = body["model"].as_str().unwrap_or("model").to_owned();
     let id = message_id(&shared);
     let stop = if blocks.iter().any(|b| b["type"] == "tool_use") {
@@ -159,6 +164,21 @@ async fn answer(State(shared): State<Shared>, req: axum::extract::Request) -> Re
             "usage": { "input_tokens": 10, "output_tokens": 5 },
         }))
     }
+}
+
+/// An answer that is an API error: `{"type": "error", "status": 400, "error": {"type":
+/// "invalid_request_error", "message": "…"}}` answers that status with the Anthropic error
+/// body (a status outside 400–599 is 500).
+fn api_error(block: &Value) -> Response {
+    let code = block["status"]
+        .as_u64()
+        .and_then(|c| u16::try_from(c).ok())
+        .filter(|c| (400..600).contains(c))
+        .and_then(|c| StatusCode::from_u16(c).ok())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = json_response(json!({"type": "error", "error": block["error"]}));
+    *resp.status_mut() = code;
+    resp
 }
 
 fn with_type(body: impl Into<Body>, content_type: &'static str) -> Response {

@@ -137,9 +137,11 @@ pub struct StopFailureInput {
     /// The error type: `rate_limit`, `overloaded`, `authentication_failed`, `billing_error`,
     /// `invalid_request`, `model_not_found`, `server_error`, `max_output_tokens` or `unknown`.
     pub error: &'static str,
-    /// The error's text.
-    pub error_details: String,
-    /// The error as the conversation shows it (`API Error: …`).
+    /// The error's details, where Claude Code gives them: the status and body of a request
+    /// too long for the model's context; the text of an error that is not a provider's. `None`
+    /// for the other provider errors (Claude Code 2.1.328 sends no `error_details` there).
+    pub error_details: Option<String>,
+    /// The error as the conversation shows it (`API Error: 400 <the API's message>`).
     pub last_assistant_message: String,
 }
 
@@ -152,7 +154,53 @@ impl StopFailureInput {
         StopFailureInput {
             error,
             last_assistant_message: format!("API Error: {details}"),
-            error_details: details,
+            error_details: Some(details),
+        }
+    }
+
+    /// The input for a failed model call, as Claude Code builds it: from the
+    /// [`ProviderError`](crate::model::ProviderError) in `err`'s chain, its status and the API's
+    /// own message (`API Error: 400 <message>`; an authentication failure `Failed to
+    /// authenticate. API Error: 403 <message>`), the type from its kind — a generic invalid
+    /// request is `unknown`, a request too long for the context `invalid_request` with the
+    /// status and body as details (measured against 2.1.328: `tests/reference`). Without a
+    /// provider error, [`from_error`](Self::from_error) of its text.
+    pub fn from_model_error(err: &(dyn std::error::Error + 'static)) -> Self {
+        let Some(p) = crate::model::ProviderError::find(err) else {
+            return Self::from_error(crate::error::error_chain(err));
+        };
+        let status = p.status().map(|s| s.to_string());
+        let said = [status.as_deref(), p.message()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let said = if said.is_empty() { p.to_string() } else { said };
+        let shown = format!("API Error: {said}");
+        let (error, error_details, shown) = if p.is_context_length_exceeded() {
+            let body = p.body_excerpt().unwrap_or_default();
+            let details = [status.as_deref().unwrap_or_default(), body].join(" ");
+            ("invalid_request", Some(details.trim().to_owned()), shown)
+        } else if p.is_authentication() {
+            let shown = format!("Failed to authenticate. {shown}");
+            ("authentication_failed", None, shown)
+        } else if p.is_rate_limited() {
+            ("rate_limit", None, shown)
+        } else if p.status() == Some(529) {
+            ("overloaded", None, shown)
+        } else if p.is_quota_exceeded() {
+            ("billing_error", None, shown)
+        } else if p.status() == Some(404) {
+            ("model_not_found", None, shown)
+        } else if p.is_server_error() {
+            ("server_error", None, shown)
+        } else {
+            ("unknown", None, shown)
+        };
+        StopFailureInput {
+            error,
+            error_details,
+            last_assistant_message: shown,
         }
     }
 }

@@ -270,7 +270,8 @@ impl Inner {
 /// Whether an event's input has `effort` (`{"level": …}`, the agent's
 /// [`reasoning_effort`](crate::model::ModelSettings::reasoning_effort), when it names one):
 /// Claude Code 2.1.328 sends it with the events that follow a model call — PreToolUse,
-/// PostToolUse, PostToolUseFailure, PostToolBatch and Stop (measured: `tests/reference`).
+/// PostToolUse, PostToolUseFailure, PostToolBatch, Stop and StopFailure (measured:
+/// `tests/reference`).
 fn has_effort(event: HookEvent) -> bool {
     matches!(
         event,
@@ -279,6 +280,7 @@ fn has_effort(event: HookEvent) -> bool {
             | HookEvent::PostToolUseFailure
             | HookEvent::PostToolBatch
             | HookEvent::Stop
+            | HookEvent::StopFailure
     )
 }
 
@@ -294,15 +296,15 @@ fn has_prompt_id(event: HookEvent) -> bool {
 }
 
 /// Whether an event's input has `permission_mode`: Claude Code 2.1.328 leaves it out of
-/// SessionStart, Setup, SessionEnd, MessageDisplay, InstructionsLoaded, PreModelSwitch and
-/// PostModelSwitch (measured:
-/// `tests/reference`).
+/// SessionStart, Setup, SessionEnd, StopFailure, MessageDisplay, InstructionsLoaded,
+/// PreModelSwitch and PostModelSwitch (measured: `tests/reference`).
 fn has_permission_mode(event: HookEvent) -> bool {
     !matches!(
         event,
         HookEvent::SessionStart
             | HookEvent::Setup
             | HookEvent::SessionEnd
+            | HookEvent::StopFailure
             | HookEvent::MessageDisplay
             | HookEvent::InstructionsLoaded
             | HookEvent::PreModelSwitch

@@ -579,3 +579,82 @@ async fn prompt_caching_marks_tools_system_and_the_repeated_conversation() {
     let marks = body.to_string().matches("cache_control").count();
     assert_eq!(marks, 3, "{body}");
 }
+
+/// What a StopFailure hook is given for each API error, as Claude Code 2.1.328 gives it
+/// (measured in `tests/reference`, vectors `stop_failure_*`): the API's status and message,
+/// a generic 400 `unknown`, a 401/403 `authentication_failed` with Claude Code's prefix, a
+/// request too long `invalid_request` with the status and body as details; no details else.
+#[tokio::test]
+async fn stop_failure_input_of_each_api_error() {
+    use tower_agent::agent::StopFailureInput;
+    let error = |status: u16, kind: &str, message: &str| {
+        let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+        (status, body.to_string())
+    };
+    let cases = [
+        (
+            error(400, "invalid_request_error", "hk-bad"),
+            "unknown",
+            "API Error: 400 hk-bad",
+            None,
+        ),
+        (
+            error(403, "permission_error", "hk-forbidden"),
+            "authentication_failed",
+            "Failed to authenticate. API Error: 403 hk-forbidden",
+            None,
+        ),
+        (
+            error(401, "authentication_error", "invalid x-api-key"),
+            "authentication_failed",
+            "Failed to authenticate. API Error: 401 invalid x-api-key",
+            None,
+        ),
+        (
+            error(
+                400,
+                "invalid_request_error",
+                "prompt is too long: 300000 tokens > 200000 maximum",
+            ),
+            "invalid_request",
+            "API Error: 400 prompt is too long: 300000 tokens > 200000 maximum",
+            Some("400 {"),
+        ),
+        (
+            error(404, "not_found_error", "model: x"),
+            "model_not_found",
+            "API Error: 404 model: x",
+            None,
+        ),
+    ];
+    for ((status, body), kind, shown, details) in cases {
+        let server = Server::start();
+        server.reply(Reply::status(status, body.clone()));
+        let model = Anthropic::builder()
+            .base_url(server.url())
+            .api_key("sk-ant-test")
+            .client(loopback::client())
+            .build();
+        let err = model
+            .oneshot(ModelRequest::new(vec![Message::user("Hi")]))
+            .await
+            .unwrap_err();
+        let input = StopFailureInput::from_model_error(&*err);
+        assert_eq!(input.error, kind, "{status} {body}");
+        assert_eq!(input.last_assistant_message, shown, "{status} {body}");
+        match details {
+            None => assert_eq!(input.error_details, None, "{status}"),
+            Some(start) => {
+                let d = input.error_details.unwrap();
+                assert!(
+                    d.starts_with(start) && d.contains("prompt is too long"),
+                    "{d}"
+                );
+            }
+        }
+    }
+    // An error that is no provider's keeps its text as details.
+    let input = StopFailureInput::from_model_error(&*BoxError::from("a layer gave up"));
+    assert_eq!(input.error_details.as_deref(), Some("a layer gave up"));
+    assert_eq!(input.last_assistant_message, "API Error: a layer gave up");
+}

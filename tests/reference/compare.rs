@@ -69,6 +69,27 @@ pub(crate) const KEPT: &[Known] = &[
          failing hook's error) reaches Notification hooks, the crate's observers of what a \
          person would see.",
     ),
+    known(
+        "stop_failure_bad_request",
+        "MessageDisplay",
+        "<fired>",
+        "a failed model call is no assistant message in a library: the error goes to the caller \
+         (and to StopFailure hooks), where Claude Code displays it as its last message and runs \
+         MessageDisplay hooks on that text.",
+    ),
+    known(
+        "stop_failure_authentication",
+        "MessageDisplay",
+        "<fired>",
+        "the same",
+    ),
+    known(
+        "stop_failure_bad_request",
+        "*",
+        "<requests>",
+        "Claude Code sent the request that failed with a 400 six times; the crate's retry \
+         policy does not retry an invalid request (it would fail the same way).",
+    ),
 ];
 
 /// Differences found and not fixed yet: each says what has to change. The list only shrinks.

@@ -182,7 +182,7 @@ impl<'a> Run<'a> {
             None => {
                 let details = error_chain(&*err);
                 if let Some(hooks) = &self.inner.hooks {
-                    let input = StopFailureInput::from_error(details.clone());
+                    let input = StopFailureInput::from_model_error(&*err);
                     hooks.stop_failure(&input, ctx);
                 }
                 format!("model call failed: {details}")

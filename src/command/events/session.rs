@@ -172,6 +172,7 @@ impl Inner {
         watch.map_or(CwdChanged::Continue, CwdChanged::Watch)
     }
 
+    /// SessionEnd: in the background, after the run's StopFailure hooks ([`FailureHooks`]).
     pub(super) fn session_end(self: &Arc<Self>, response: &AgentResponse, ctx: &RunContext) {
         let event = HookEvent::SessionEnd;
         let reason = session_end_reason(&response.outcome);
@@ -187,7 +188,12 @@ impl Inner {
         let inner = Arc::clone(self);
         let env = session_env(ctx);
         let budget = self.session_end_budget();
+        let failure = ctx.with_data(|data| data.remove::<FailureHooks>());
         spawn("a SessionEnd hook", async move {
+            // The run's StopFailure hooks first, as in Claude Code (for at most the budget).
+            if let Some(FailureHooks(failure)) = failure {
+                let _ = tokio::time::timeout(budget, failure).await;
+            }
             let run = inner.run_with_env(event, Some(reason), input, Report::Log, env);
             if tokio::time::timeout(budget, run).await.is_err() {
                 tracing::warn!(
@@ -217,18 +223,26 @@ impl Inner {
         let event = HookEvent::StopFailure;
         let mut input = self.base(event, ctx);
         input.insert("error".into(), failure.error.into());
-        input.insert("error_details".into(), failure.error_details.clone().into());
+        if let Some(details) = &failure.error_details {
+            input.insert("error_details".into(), details.clone().into());
+        }
         input.insert(
             "last_assistant_message".into(),
             failure.last_assistant_message.clone().into(),
         );
         let (inner, env, error) = (Arc::clone(self), session_env(ctx), failure.error);
-        // Output and exit code are ignored (as in the protocol): observe only.
-        spawn("a StopFailure hook", async move {
+        // Output and exit code are ignored (as in the protocol): observe only. The run's
+        // SessionEnd hooks wait for these ([`FailureHooks`]).
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!("a StopFailure hook cannot run outside a tokio runtime; skipped");
+            return;
+        };
+        let task = runtime.spawn(async move {
             inner
                 .run_with_env(event, Some(error), input, Report::Log, env)
                 .await;
         });
+        ctx.with_data(|data| data.insert(FailureHooks(task)));
     }
 
     pub(super) async fn subagent_start(
@@ -496,3 +510,8 @@ fn add_notification(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hook
         i.notification(notification, ctx)
     })
 }
+
+/// A run's StopFailure hooks, running in the background: its SessionEnd hooks start once they
+/// are done, the order Claude Code runs them in (StopFailure, then SessionEnd; measured against
+/// 2.1.328: `tests/reference`).
+struct FailureHooks(tokio::task::JoinHandle<()>);
