@@ -102,9 +102,9 @@ pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::EventStream,
     hooks::{
-        InstructionsInput, LoopHooks, MessageDisplayInput, PostCompactInput, SessionEnv,
-        SessionSource, SessionStartInput, StopFailureInput, StopInput, SubagentStartInput,
-        TaskEvent, TaskInput, ToolBatch, session_end_reason,
+        InstructionsInput, LoopHooks, MessageDisplayInput, PROMPT_CACHE_TTL, PostCompactInput,
+        ResumedSession, SessionEnv, SessionSource, SessionStartInput, StopFailureInput, StopInput,
+        SubagentStartInput, TaskEvent, TaskInput, ToolBatch, prompt_cache_warm, session_end_reason,
     },
     interrupt::{ApprovalError, Approvals, CallDecision, Decision},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},

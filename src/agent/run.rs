@@ -326,7 +326,10 @@ impl<'a> Run<'a> {
             return run.recovered_start(history, persist, transcribed).await;
         }
         let prompt = decided.is_none().then_some(prompt);
-        let started = run.start_stack(source, setup, prompt, prompt_context).await;
+        let resumed = (source == SessionSource::Resume).then(|| history.clone());
+        let started = run
+            .start_stack(source, setup, prompt, prompt_context, resumed)
+            .await;
         let (prompt, prompt_context) = match started {
             Ok(started) => started,
             Err(outcome) => {
@@ -409,6 +412,7 @@ impl<'a> Run<'a> {
         setup: Option<SetupTrigger>,
         prompt: Option<String>,
         contexts: Vec<String>,
+        history: Option<Messages>,
     ) -> Result<(Option<String>, Vec<String>), Outcome> {
         if let Some(hooks) = &self.inner.hooks {
             // Subagents and built-in tools of this run find its hooks here.
@@ -423,6 +427,7 @@ impl<'a> Run<'a> {
         start.setup = setup;
         start.system_context = std::mem::take(&mut self.start_context);
         start.prompt_context = contexts;
+        start.history = history;
         match stack.oneshot(start).await {
             Ok(start) => {
                 self.start_context = start.system_context;

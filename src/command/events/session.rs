@@ -19,10 +19,28 @@ use crate::{
     context::RunContext,
     layers::hooks::{
         CwdChanged, CwdChangedInput, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
-        Notification, PostCompactInput, SessionStart, SessionStartInput, Stop, StopFailureInput,
-        StopInput, SubagentStart, SubagentStartInput, Task, TaskInput, UserPrompt, state::Added,
+        Notification, PostCompactInput, ResumedSession, SessionStart, SessionStartInput, Stop,
+        StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskInput,
+        UserPrompt, state::Added,
     },
 };
+
+/// A resumed session's fields (Claude Code 2.1.328 sends them with source `resume`).
+fn resumed_fields(input: &mut Map<String, Value>, resumed: &ResumedSession) {
+    input.insert(
+        "seconds_since_last_response".into(),
+        resumed.seconds_since_last_response.into(),
+    );
+    input.insert("context_tokens".into(), resumed.context_tokens.into());
+    input.insert(
+        "prompt_cache_likely_expired".into(),
+        resumed.prompt_cache_likely_expired.into(),
+    );
+    input.insert(
+        "estimated_cache_write_usd".into(),
+        resumed.estimated_cache_write_usd.into(),
+    );
+}
 
 impl Inner {
     pub(super) async fn user_prompt(
@@ -97,6 +115,9 @@ impl Inner {
         input.insert("source".into(), source.into());
         if let Some(model) = start.model {
             input.insert("model".into(), model.into());
+        }
+        if let Some(resumed) = start.resumed {
+            resumed_fields(&mut input, &resumed);
         }
         let verdicts = self
             .run_with_env_file(event, Some(source), input, ctx)

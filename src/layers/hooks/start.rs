@@ -12,7 +12,7 @@ use tower::{Layer, Service, ServiceExt};
 
 use super::{
     CwdChanged, CwdChangedInput, HookSet, HookSetInner, NOTIFY_WARNING, Notification,
-    SessionStartInput, future::HookStartFuture,
+    SessionStartInput, future::HookStartFuture, resume,
 };
 use crate::{
     agent::start::RunStart,
@@ -141,7 +141,10 @@ async fn prompt_hooks(set: &HookSetInner, mut start: RunStart) -> Result<RunStar
         cwd_changed(set, &start.ctx).await
     };
     set.watch(&start.ctx, watch);
-    let input = SessionStartInput::new(start.source, start.model.clone());
+    let mut input = SessionStartInput::new(start.source, start.model.clone());
+    if let Some(history) = start.history.take().filter(|_| set.starts_resumed()) {
+        input.resumed = resume::resumed(&start.ctx, &history);
+    }
     match set.session_start(input, &start.ctx).await {
         Ok(contexts) => start.system_context.extend(contexts),
         Err(reason) => return Err(start.block(reason)),
