@@ -425,7 +425,9 @@ pub trait LoopHooks: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 
-    /// InstructionsLoaded: a memory file was loaded (observe only).
+    /// InstructionsLoaded: a memory file was loaded (observe only), as the session starts
+    /// ([`Setup::at_session_start`](super::Setup::at_session_start)); the built-in command
+    /// hooks' processes end before UserPromptSubmit.
     fn instructions_loaded(&self, input: &InstructionsInput, ctx: &RunContext) {
         let _ = (input, ctx);
     }
@@ -463,6 +465,27 @@ pub trait LoopHooks: Send + Sync + 'static {
 /// the step's calls): a PreToolUse `defer` applies only to a step's only call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StepCalls(pub(crate) usize);
+
+/// Hook work a run waits for before it goes on: the command hooks of InstructionsLoaded,
+/// which Claude Code finishes before UserPromptSubmit (measured: `tests/reference`). Kept in
+/// the run's data by [`wait_for_hook`], awaited by [`settle_hooks`].
+#[derive(Default)]
+struct PendingHooks(Vec<tokio::task::JoinHandle<()>>);
+
+/// Keeps `task`, a hook started for the run of `ctx`, for [`settle_hooks`] to wait for.
+pub(crate) fn wait_for_hook(ctx: &RunContext, task: tokio::task::JoinHandle<()>) {
+    ctx.with_data(|d| d.get_or_default::<PendingHooks>().0.push(task));
+}
+
+/// Waits until the hooks kept by [`wait_for_hook`] have ended (a hook that panicked too).
+pub(crate) async fn settle_hooks(ctx: &RunContext) {
+    let pending = ctx.with_data(|d| d.remove::<PendingHooks>());
+    for task in pending.map(|p| p.0).unwrap_or_default() {
+        if let Err(err) = task.await {
+            tracing::warn!("a hook the run waited for failed: {err}");
+        }
+    }
+}
 
 /// The loop hooks of the run that runs a tool, for subagents' SubagentStart / SubagentStop
 /// hooks and the built-ins' events (tasks, instructions).

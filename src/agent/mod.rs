@@ -95,7 +95,10 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 use tracing::{Instrument as _, field::Empty};
 
-pub(crate) use self::hooks::StepCalls;
+pub(crate) use self::{
+    hooks::{StepCalls, wait_for_hook},
+    stage::{SessionStartWork, session_start_work},
+};
 pub use crate::event::{AgentEvent, ModelDelta, Outcome, PendingCall};
 
 pub use self::{
@@ -137,7 +140,7 @@ struct Inner {
     model: BoxModelService,
     tools: ToolRouter,
     tool_stack: Arc<ToolStackFn>,
-    setups: Vec<Arc<dyn Setup>>,
+    setups: Arc<[Arc<dyn Setup>]>,
     prepares: Vec<Arc<dyn Prepare>>,
     system_prompt: Option<String>,
     max_steps: u32,

@@ -168,14 +168,6 @@ pub(crate) const OPEN: &[Known] = &[
         "<ran>",
         "the same: the second command ran in the run's directory",
     ),
-    known(
-        "instructions_loaded",
-        "*",
-        "<order>",
-        "InstructionsLoaded hooks run in the background in tower-agent (the Memory stage does \
-         not wait for them); Claude Code runs them as the session starts, before \
-         UserPromptSubmit.",
-    ),
 ];
 
 /// The key a hook run is paired by: its event, its answer (and the tool call it is about),

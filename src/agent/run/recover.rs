@@ -142,7 +142,7 @@ impl<'a> Run<'a> {
         }
         (self.history, self.persist, self.transcribed) = (history.clone(), persist, transcribed);
         if let Err(outcome) = self
-            .start_stack(SessionSource::Resume, None, None, Vec::new(), Some(history))
+            .start_stack(SessionSource::Resume, None, None, Vec::new(), &history)
             .await
         {
             return Ok(Started::Ended(self, outcome));

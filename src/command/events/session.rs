@@ -12,7 +12,7 @@ use super::super::{
 };
 use super::{
     Inner, SESSION_END_BUDGET, SESSION_END_ENV, SESSION_END_MAX_BUDGET, joined, register::Add,
-    session_env, spawn, union,
+    session_env, spawn, spawn_task, union,
 };
 use crate::{
     agent::{AgentResponse, SessionEnv, session_end_reason},
@@ -314,12 +314,16 @@ impl Inner {
         input.insert("memory_type".into(), loaded.memory_type.into());
         input.insert("load_reason".into(), loaded.load_reason.into());
         let (inner, env, reason) = (Arc::clone(self), session_env(ctx), loaded.load_reason);
-        // No decision control (as in the protocol): observe only.
-        spawn("an InstructionsLoaded hook", async move {
+        // No decision control (as in the protocol): observe only. The run waits for it before
+        // UserPromptSubmit, as Claude Code does (see `Setup::at_session_start`).
+        let task = spawn_task("an InstructionsLoaded hook", async move {
             inner
                 .run_with_env(event, Some(reason), input, Report::Log, env)
                 .await;
         });
+        if let Some(task) = task {
+            crate::agent::wait_for_hook(ctx, task);
+        }
     }
 
     pub(super) fn post_compact(self: &Arc<Self>, compact: &PostCompactInput, ctx: &RunContext) {

@@ -494,14 +494,16 @@ hook_events! {
         /// A memory file was loaded: observe.
         InstructionsLoaded {
             levels: [builtin],
-            fires: "tool: a memory file was loaded (the memory built-in)",
+            fires: "start: a memory file was loaded as the session starts (the memory built-in), after SessionStart, before UserPromptSubmit",
             can: "observe; the matcher picks load reasons",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`load_reason`",
             input: "`file_path`, `memory_type` (`Project` under the run's cwd, else `User`), `load_reason` (`session_start`): each file the [`Memory`](crate::builtins::memory::Memory) stage loads",
-            answer: "observe (background)",
+            answer: "observe (output and exit code ignored); the run waits for the hooks before UserPromptSubmit, as Claude Code does",
             /// InstructionsLoaded: a [`Memory`](crate::builtins::memory::Memory) file was
-            /// loaded (observe only); the matcher is compared with the load reason.
+            /// loaded (observe only) as the session starts, after SessionStart and before
+            /// UserPromptSubmit ([`Setup::at_session_start`](crate::agent::Setup::at_session_start));
+            /// the matcher is compared with the load reason.
             fn on_instructions_loaded(matcher; input: &InstructionsInput, ctx: &RunContext) -> observe ();
         }
         /// An assistant message with text is complete: replace what is displayed.
