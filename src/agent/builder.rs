@@ -351,7 +351,7 @@ where
                 name: self.parts.name,
                 tools: self.parts.tools,
                 tool_stack: Arc::new(tool_stack),
-                setups: self.parts.setups,
+                setups: self.parts.setups.into(),
                 prepares: self.parts.prepares,
                 system_prompt: self.parts.system_prompt,
                 max_steps: self.parts.max_steps,

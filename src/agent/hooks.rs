@@ -1,6 +1,6 @@
 //! [`LoopHooks`]: what the loop asks of agent-level hooks.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use futures_util::future::BoxFuture;
 
@@ -102,19 +102,71 @@ impl SessionSource {
 }
 
 /// What a SessionStart hook sees.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct SessionStartInput {
     /// How the session started.
     pub source: SessionSource,
     /// The model the agent uses, when its settings name one.
     pub model: Option<String>,
+    /// For a resumed session (source [`Resume`](SessionSource::Resume)) whose last model
+    /// answer's time the thread keeps: how long ago it came and what the prompt cache may
+    /// still hold, as Claude Code sends it (measured against 2.1.328); `None` otherwise.
+    pub resumed: Option<ResumedSession>,
 }
 
 impl SessionStartInput {
-    /// The input of a SessionStart hook.
+    /// The input of a SessionStart hook (with no [`resumed`](Self::resumed) fields).
     pub fn new(source: SessionSource, model: Option<String>) -> Self {
-        SessionStartInput { source, model }
+        SessionStartInput {
+            source,
+            model,
+            resumed: None,
+        }
+    }
+}
+
+/// How long a provider's prompt cache lives by default: 5 minutes (Anthropic's default cache
+/// lifetime, Claude Code's `cache_ttl` `"5m"`).
+pub const PROMPT_CACHE_TTL: Duration = Duration::from_secs(5 * 60);
+
+/// Whether a provider's prompt cache likely still holds a conversation whose last model call
+/// was `since` ago: less than [`PROMPT_CACHE_TTL`]. PreModelSwitch's `prompt_cache_warm` and a
+/// resumed SessionStart's `prompt_cache_likely_expired` (its negation) both say this.
+pub fn prompt_cache_warm(since: Duration) -> bool {
+    since < PROMPT_CACHE_TTL
+}
+
+/// What a resumed session's SessionStart hooks learn of the conversation they resume and of
+/// the provider's prompt cache: the fields Claude Code adds to a SessionStart input of source
+/// `resume`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ResumedSession {
+    /// Whole seconds since the thread's last model answer (`seconds_since_last_response`).
+    pub seconds_since_last_response: u64,
+    /// The size of the conversation resumed, in tokens (`context_tokens`; the crate's
+    /// estimate, four bytes of text a token, as for the model-switch events).
+    pub context_tokens: u64,
+    /// Whether the last answer is older than the prompt cache lives ([`PROMPT_CACHE_TTL`]),
+    /// so the next call likely writes the conversation to the cache again
+    /// (`prompt_cache_likely_expired`; see [`prompt_cache_warm`]).
+    pub prompt_cache_likely_expired: bool,
+    /// What writing the conversation to the cache would cost (`estimated_cache_write_usd`):
+    /// `0` — the crate has no price list (as for the model-switch events).
+    pub estimated_cache_write_usd: f64,
+}
+
+impl ResumedSession {
+    /// A session whose last model answer came `since` ago, resuming a conversation of
+    /// `context_tokens` tokens: the cache's state follows from `since`.
+    pub fn new(since: Duration, context_tokens: u64) -> Self {
+        ResumedSession {
+            seconds_since_last_response: since.as_secs(),
+            context_tokens,
+            prompt_cache_likely_expired: !prompt_cache_warm(since),
+            estimated_cache_write_usd: 0.0,
+        }
     }
 }
 
@@ -421,7 +473,9 @@ pub trait LoopHooks: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 
-    /// InstructionsLoaded: a memory file was loaded (observe only).
+    /// InstructionsLoaded: a memory file was loaded (observe only), as the session starts
+    /// ([`Setup::at_session_start`](super::Setup::at_session_start)); the built-in command
+    /// hooks' processes end before UserPromptSubmit.
     fn instructions_loaded(&self, input: &InstructionsInput, ctx: &RunContext) {
         let _ = (input, ctx);
     }
@@ -459,6 +513,27 @@ pub trait LoopHooks: Send + Sync + 'static {
 /// the step's calls): a PreToolUse `defer` applies only to a step's only call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StepCalls(pub(crate) usize);
+
+/// Hook work a run waits for before it goes on: the command hooks of InstructionsLoaded,
+/// which Claude Code finishes before UserPromptSubmit (measured: `tests/reference`). Kept in
+/// the run's data by [`wait_for_hook`], awaited by [`settle_hooks`].
+#[derive(Default)]
+struct PendingHooks(Vec<tokio::task::JoinHandle<()>>);
+
+/// Keeps `task`, a hook started for the run of `ctx`, for [`settle_hooks`] to wait for.
+pub(crate) fn wait_for_hook(ctx: &RunContext, task: tokio::task::JoinHandle<()>) {
+    ctx.with_data(|d| d.get_or_default::<PendingHooks>().0.push(task));
+}
+
+/// Waits until the hooks kept by [`wait_for_hook`] have ended (a hook that panicked too).
+pub(crate) async fn settle_hooks(ctx: &RunContext) {
+    let pending = ctx.with_data(|d| d.remove::<PendingHooks>());
+    for task in pending.map(|p| p.0).unwrap_or_default() {
+        if let Err(err) = task.await {
+            tracing::warn!("a hook the run waited for failed: {err}");
+        }
+    }
+}
 
 /// The loop hooks of the run that runs a tool, for subagents' SubagentStart / SubagentStop
 /// hooks and the built-ins' events (tasks, instructions).

@@ -95,16 +95,19 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 use tracing::{Instrument as _, field::Empty};
 
-pub(crate) use self::hooks::StepCalls;
+pub(crate) use self::{
+    hooks::{StepCalls, wait_for_hook},
+    stage::{SessionStartWork, session_start_work},
+};
 pub use crate::event::{AgentEvent, ModelDelta, Outcome, PendingCall};
 
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     event::EventStream,
     hooks::{
-        InstructionsInput, LoopHooks, MessageDisplayInput, PostCompactInput, SessionEnv,
-        SessionSource, SessionStartInput, StopFailureInput, StopInput, SubagentStartInput,
-        TaskEvent, TaskInput, ToolBatch, session_end_reason,
+        InstructionsInput, LoopHooks, MessageDisplayInput, PROMPT_CACHE_TTL, PostCompactInput,
+        ResumedSession, SessionEnv, SessionSource, SessionStartInput, StopFailureInput, StopInput,
+        SubagentStartInput, TaskEvent, TaskInput, ToolBatch, prompt_cache_warm, session_end_reason,
     },
     interrupt::{ApprovalError, Approvals, CallDecision, Decision},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
@@ -137,7 +140,7 @@ struct Inner {
     model: BoxModelService,
     tools: ToolRouter,
     tool_stack: Arc<ToolStackFn>,
-    setups: Vec<Arc<dyn Setup>>,
+    setups: Arc<[Arc<dyn Setup>]>,
     prepares: Vec<Arc<dyn Prepare>>,
     system_prompt: Option<String>,
     max_steps: u32,

@@ -6,7 +6,8 @@ use tokio::sync::mpsc;
 use tower::ServiceExt;
 
 use super::{
-    AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, PendingCall, SetupContext,
+    AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, PendingCall, SessionStartWork,
+    SetupContext,
     hooks::{LoopHooks, ParentHooks, SessionSource},
     interrupt,
     start::{RunStart, SetupTrigger},
@@ -326,8 +327,8 @@ impl<'a> Run<'a> {
             return run.recovered_start(history, persist, transcribed).await;
         }
         let prompt = decided.is_none().then_some(prompt);
-        let started = run.start_stack(source, setup, prompt, prompt_context).await;
-        let (prompt, prompt_context) = match started {
+        let started = run.start_stack(source, setup, prompt, prompt_context, &history);
+        let (prompt, prompt_context) = match started.await {
             Ok(started) => started,
             Err(outcome) => {
                 run.history = history;
@@ -400,7 +401,8 @@ impl<'a> Run<'a> {
         n
     }
 
-    /// The start stack (SessionStart, UserPromptSubmit hooks): the prompt and contexts it
+    /// The start stack (SessionStart, UserPromptSubmit hooks) of a run on `history` (the thread
+    /// as loaded, for a resumed SessionStart's `context_tokens`): the prompt and contexts it
     /// decided (its system contexts are kept for the system message); `Err(outcome)` if it
     /// refused the run (`Blocked`) or failed (`Aborted`).
     async fn start_stack(
@@ -409,11 +411,18 @@ impl<'a> Run<'a> {
         setup: Option<SetupTrigger>,
         prompt: Option<String>,
         contexts: Vec<String>,
+        history: &Messages,
     ) -> Result<(Option<String>, Vec<String>), Outcome> {
         if let Some(hooks) = &self.inner.hooks {
             // Subagents and built-in tools of this run find its hooks here.
             self.ctx
                 .with_data(|data| data.insert(ParentHooks(Arc::clone(hooks))));
+        }
+        if !self.inner.setups.is_empty() {
+            // The setup stages' work at the session's start: the hook start layer runs it
+            // after SessionStart, else `setup` does.
+            let stages = SessionStartWork(Arc::clone(&self.inner.setups));
+            self.ctx.with_data(|data| data.insert(stages));
         }
         let Some(stack) = self.inner.start.clone() else {
             return Ok((prompt, contexts));
@@ -423,6 +432,7 @@ impl<'a> Run<'a> {
         start.setup = setup;
         start.system_context = std::mem::take(&mut self.start_context);
         start.prompt_context = contexts;
+        start.history = (source == SessionSource::Resume).then(|| history.clone());
         match stack.oneshot(start).await {
             Ok(start) => {
                 self.start_context = start.system_context;
@@ -488,7 +498,8 @@ impl<'a> Run<'a> {
                 .unwrap_or_default();
             let cx = SetupContext::new(self.ctx.clone(), &prompt, inner.tools.clone());
             let setups = async {
-                for stage in &inner.setups {
+                super::session_start_work(&self.ctx).await;
+                for stage in inner.setups.iter() {
                     stage.setup(cx.clone()).await?;
                 }
                 Ok::<_, BoxError>(())

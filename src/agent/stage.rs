@@ -52,6 +52,40 @@ use crate::{
 pub trait Setup: Send + Sync + 'static {
     /// Runs the stage.
     fn setup(&self, cx: SetupContext) -> BoxFuture<'_, Result<(), BoxError>>;
+
+    /// The stage's work at the session's start, if it has any (the default has none): run
+    /// once per run, before [`setup`](Self::setup) — after the run's SessionStart hooks and
+    /// before its UserPromptSubmit hooks when the agent has hooks (their start layer runs it,
+    /// then waits for the hooks the work fired), else right after the start stack. Claude Code
+    /// loads its instructions then: the [`Memory`](crate::builtins::memory::Memory) stage
+    /// reads its files here, so InstructionsLoaded hooks run in Claude Code's order.
+    ///
+    /// The work sees no prompt (a UserPromptSubmit hook may still rewrite it, or refuse the
+    /// run: then `setup` does not run) and cannot add tools or context: it keeps what it found
+    /// in the run's data ([`RunContext::with_data`](crate::context::RunContext::with_data))
+    /// for `setup` and the prepare stage.
+    fn at_session_start<'a>(&'a self, ctx: &'a RunContext) -> Option<BoxFuture<'a, ()>> {
+        let _ = ctx;
+        None
+    }
+}
+
+/// The setup stages of a run whose session-start work ([`Setup::at_session_start`]) has not
+/// run yet: in the run's data from the start of the run until it runs.
+pub(crate) struct SessionStartWork(pub(crate) Arc<[Arc<dyn Setup>]>);
+
+/// Runs the session-start work of the run's setup stages, if it has not run yet (once per
+/// run), then waits for the hooks it fired ([`settle_hooks`](super::hooks::settle_hooks)).
+pub(crate) async fn session_start_work(ctx: &RunContext) {
+    let Some(SessionStartWork(stages)) = ctx.with_data(|d| d.remove::<SessionStartWork>()) else {
+        return;
+    };
+    for stage in stages.iter() {
+        if let Some(work) = stage.at_session_start(ctx) {
+            work.await;
+        }
+    }
+    super::hooks::settle_hooks(ctx).await;
 }
 
 /// A modify-request stage: runs before every model call, in registration order, over the

@@ -83,6 +83,9 @@ pub struct RunStart {
     /// The expansion a layer made of the prompt ([`expand`](Self::expand)): UserPromptExpansion
     /// hooks see it on the way out.
     pub expansion: Option<PromptExpansion>,
+    /// The conversation a resumed run goes on with (the thread as loaded): what a resumed
+    /// SessionStart's `context_tokens` count. `None` for a new thread.
+    pub(crate) history: Option<crate::message::Messages>,
 }
 
 impl RunStart {
@@ -98,6 +101,7 @@ impl RunStart {
             blocked: None,
             setup: None,
             expansion: None,
+            history: None,
         }
     }
 

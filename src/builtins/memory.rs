@@ -44,10 +44,13 @@
 //! `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); an empty file is skipped. The contents
 //! (blank lines around them trimmed) are joined with [`SEPARATOR`].
 //!
-//! Each file loaded fires the agent's InstructionsLoaded hooks
+//! The files are loaded as the session starts ([`Setup::at_session_start`]): after the run's
+//! SessionStart hooks and before its UserPromptSubmit hooks, as Claude Code loads its
+//! instructions. Each file loaded fires the agent's InstructionsLoaded hooks
 //! ([`on_instructions_loaded`](crate::layers::hooks::Hooks::on_instructions_loaded)) with its
 //! absolute `file_path`, `memory_type` `Project` (a file under the run's working directory)
-//! or `User` (elsewhere), and `load_reason` `session_start`.
+//! or `User` (elsewhere), and `load_reason` `session_start`; they observe only (their answers
+//! change nothing), and command hooks among them have ended before UserPromptSubmit fires.
 //!
 //! Since they are checked at every run, edits the agent makes to its memory (e.g. with
 //! `edit_file`) show in the next run.
@@ -216,18 +219,36 @@ impl fmt::Debug for Memory {
     }
 }
 
+impl Memory {
+    /// Loads the files into the run's data, unless this run has loaded them already.
+    async fn load_once(&self, ctx: &RunContext) {
+        if ctx.with_data(|data| data.get_for::<MemoryRun>(self.id).is_some()) {
+            return;
+        }
+        let content = self.load(ctx).await;
+        let run = MemoryRun {
+            injection: content.as_deref().map(|c| self.injection(c).into()),
+            content: content.map(Into::into),
+        };
+        ctx.with_data(|data| data.insert_for(self.id, run));
+    }
+}
+
 impl Setup for Memory {
+    /// Loads the files if the session's start has not (see
+    /// [`at_session_start`](Self::at_session_start)).
     fn setup(&self, cx: SetupContext) -> BoxFuture<'_, Result<(), BoxError>> {
         Box::pin(async move {
-            let ctx = cx.ctx();
-            let content = self.load(ctx).await;
-            let run = MemoryRun {
-                injection: content.as_deref().map(|c| self.injection(c).into()),
-                content: content.map(Into::into),
-            };
-            ctx.with_data(|data| data.insert_for(self.id, run));
+            self.load_once(cx.ctx()).await;
             Ok(())
         })
+    }
+
+    /// Loads the files as the session starts, as Claude Code loads its instructions: after
+    /// the SessionStart hooks, before UserPromptSubmit; the InstructionsLoaded hooks they
+    /// fire have ended before UserPromptSubmit fires.
+    fn at_session_start<'a>(&'a self, ctx: &'a RunContext) -> Option<BoxFuture<'a, ()>> {
+        Some(Box::pin(self.load_once(ctx)))
     }
 }
 

@@ -214,11 +214,20 @@ impl Inner {
 
 /// Spawns `fut` on the current tokio runtime, or says why it cannot.
 fn spawn(what: &str, fut: impl Future<Output = ()> + Send + 'static) {
+    let _ = spawn_task(what, fut);
+}
+
+/// [`spawn`], with the task to wait for.
+fn spawn_task(
+    what: &str,
+    fut: impl Future<Output = ()> + Send + 'static,
+) -> Option<tokio::task::JoinHandle<()>> {
     match tokio::runtime::Handle::try_current() {
-        Ok(handle) => {
-            handle.spawn(fut);
+        Ok(handle) => Some(handle.spawn(fut)),
+        Err(_) => {
+            tracing::warn!("{what} cannot run outside a tokio runtime; skipped");
+            None
         }
-        Err(_) => tracing::warn!("{what} cannot run outside a tokio runtime; skipped"),
     }
 }
 

@@ -32,7 +32,7 @@ pub(crate) fn inputs(scripts: &Scripts, name: &str) -> Vec<Value> {
 
 /// Waits (at most [`PATIENCE`](crate::support::PATIENCE)) until the [`dump`] hook `name` has
 /// received `n` inputs: for hooks that run in the background (SessionEnd, StopFailure,
-/// InstructionsLoaded, PostCompact).
+/// PostCompact).
 pub(crate) async fn wait_inputs(scripts: &Scripts, name: &str, n: usize) -> Vec<Value> {
     let what = format!("{n} inputs of hook `{name}`");
     crate::support::eventually(&what, || {

@@ -153,6 +153,52 @@ async fn rust_hooks_see_each_switch_once_and_the_thread_keeps_its_model() {
 /// A block keeps the previous model for the call (the request goes out naming it), the run
 /// goes on, the reason is a warning, and the thread keeps its model: the next call is a switch
 /// again. No PostModelSwitch fires.
+/// `prompt_cache_warm` says whether the thread's last answer (key
+/// `tower_agent.last_response`) is younger than the cache's 5 minutes — the answer, not the
+/// model's first call: a thread that stayed on its model for long is warm if it answered
+/// just now. Times are stored in the past, not waited for.
+#[tokio::test]
+async fn the_cache_is_warm_after_a_recent_answer_whenever_the_model_came() {
+    use tower_agent::store::ThreadStore;
+    let warm: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let log = Arc::clone(&warm);
+    let hooks = Hooks::new()
+        .on_pre_model_switch("*", move |s: ModelSwitchInput, _ctx| {
+            log.lock().unwrap().push(s.prompt_cache_warm);
+            PreModelSwitch::Allow
+        })
+        .compile()
+        .unwrap();
+    let pair = Pair::new(hooks);
+    let ten_minutes_ago = {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        u64::try_from(now.unwrap().as_millis()).unwrap() - 10 * 60 * 1000
+    };
+    let back_date = |key: &str, at_ms_of: fn(&Value, u64) -> Value| {
+        let mut thread = pair.store.get("t").unwrap();
+        let old = thread.data.value(key).cloned().unwrap();
+        thread.data.set_value(key, at_ms_of(&old, ten_minutes_ago));
+        let store = pair.store.clone();
+        async move { store.save(&thread).await.unwrap() }
+    };
+    pair.run(0).await;
+    // The model came ten minutes ago; the thread answered just now.
+    back_date(
+        "tower_agent.model",
+        |old, at_ms| json!({ "model": old["model"], "at_ms": at_ms }),
+    )
+    .await;
+    pair.run(1).await;
+    // The thread's last answer ten minutes ago.
+    back_date(
+        "tower_agent.last_response",
+        |_, at_ms| json!({ "at_ms": at_ms }),
+    )
+    .await;
+    pair.run(0).await;
+    assert_eq!(*warm.lock().unwrap(), [true, false]);
+}
+
 #[tokio::test]
 async fn a_rust_block_keeps_the_previous_model() {
     let posts = Arc::new(Mutex::new(0));

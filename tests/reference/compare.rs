@@ -23,8 +23,9 @@ pub(crate) const KEPT: &[Known] = &[
         "*",
         "*",
         "pricing",
-        "the crate has no price list: `pricing` is \"default\" and the estimate 0, where \
-         Claude Code prices the models it knows from its catalog.",
+        "the crate has no price list: `pricing` is \"default\" and the estimate \
+         (`estimated_cache_write_usd`, of the model-switch events and of a resumed \
+         SessionStart) 0, where Claude Code prices the models it knows from its catalog.",
     ),
     known(
         "model_switch_sdk",
@@ -134,39 +135,5 @@ pub(crate) const OPEN: &[Known] = &[
         "*",
         "<ran>",
         "the same: the second command ran in the run's directory",
-    ),
-    known(
-        "instructions_loaded",
-        "*",
-        "<order>",
-        "InstructionsLoaded hooks run in the background in tower-agent (the Memory stage does \
-         not wait for them); Claude Code runs them as the session starts, before \
-         UserPromptSubmit.",
-    ),
-    known(
-        "resumed_session",
-        "SessionStart",
-        "seconds_since_last_response",
-        "a resumed SessionStart's cache fields (`seconds_since_last_response`, `context_tokens`, \
-         `prompt_cache_likely_expired`, `estimated_cache_write_usd`): the thread's last answer \
-         time is not kept yet.",
-    ),
-    known(
-        "resumed_session",
-        "SessionStart",
-        "context_tokens",
-        "the same",
-    ),
-    known(
-        "resumed_session",
-        "SessionStart",
-        "prompt_cache_likely_expired",
-        "the same",
-    ),
-    known(
-        "resumed_session",
-        "SessionStart",
-        "estimated_cache_write_usd",
-        "the same",
     ),
 ];

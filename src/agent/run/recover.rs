@@ -140,9 +140,9 @@ impl<'a> Run<'a> {
                 .into(),
             ));
         }
-        (self.history, self.persist, self.transcribed) = (history, persist, transcribed);
+        (self.history, self.persist, self.transcribed) = (history.clone(), persist, transcribed);
         if let Err(outcome) = self
-            .start_stack(SessionSource::Resume, None, None, Vec::new())
+            .start_stack(SessionSource::Resume, None, None, Vec::new(), &history)
             .await
         {
             return Ok(Started::Ended(self, outcome));

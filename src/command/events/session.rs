@@ -12,17 +12,35 @@ use super::super::{
 };
 use super::{
     Inner, SESSION_END_BUDGET, SESSION_END_ENV, SESSION_END_MAX_BUDGET, joined, register::Add,
-    session_env, spawn, union,
+    session_env, spawn, spawn_task, union,
 };
 use crate::{
     agent::{AgentResponse, SessionEnv, session_end_reason},
     context::RunContext,
     layers::hooks::{
         CwdChanged, CwdChangedInput, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
-        Notification, PostCompactInput, SessionStart, SessionStartInput, Stop, StopFailureInput,
-        StopInput, SubagentStart, SubagentStartInput, Task, TaskInput, UserPrompt, state::Added,
+        Notification, PostCompactInput, ResumedSession, SessionStart, SessionStartInput, Stop,
+        StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskInput,
+        UserPrompt, state::Added,
     },
 };
+
+/// A resumed session's fields (Claude Code 2.1.328 sends them with source `resume`).
+fn resumed_fields(input: &mut Map<String, Value>, resumed: &ResumedSession) {
+    input.insert(
+        "seconds_since_last_response".into(),
+        resumed.seconds_since_last_response.into(),
+    );
+    input.insert("context_tokens".into(), resumed.context_tokens.into());
+    input.insert(
+        "prompt_cache_likely_expired".into(),
+        resumed.prompt_cache_likely_expired.into(),
+    );
+    input.insert(
+        "estimated_cache_write_usd".into(),
+        resumed.estimated_cache_write_usd.into(),
+    );
+}
 
 impl Inner {
     pub(super) async fn user_prompt(
@@ -97,6 +115,9 @@ impl Inner {
         input.insert("source".into(), source.into());
         if let Some(model) = start.model {
             input.insert("model".into(), model.into());
+        }
+        if let Some(resumed) = start.resumed {
+            resumed_fields(&mut input, &resumed);
         }
         let verdicts = self
             .run_with_env_file(event, Some(source), input, ctx)
@@ -307,12 +328,16 @@ impl Inner {
         input.insert("memory_type".into(), loaded.memory_type.into());
         input.insert("load_reason".into(), loaded.load_reason.into());
         let (inner, env, reason) = (Arc::clone(self), session_env(ctx), loaded.load_reason);
-        // No decision control (as in the protocol): observe only.
-        spawn("an InstructionsLoaded hook", async move {
+        // No decision control (as in the protocol): observe only. The run waits for it before
+        // UserPromptSubmit, as Claude Code does (see `Setup::at_session_start`).
+        let task = spawn_task("an InstructionsLoaded hook", async move {
             inner
                 .run_with_env(event, Some(reason), input, Report::Log, env)
                 .await;
         });
+        if let Some(task) = task {
+            crate::agent::wait_for_hook(ctx, task);
+        }
     }
 
     pub(super) fn post_compact(self: &Arc<Self>, compact: &PostCompactInput, ctx: &RunContext) {

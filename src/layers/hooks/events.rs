@@ -361,10 +361,14 @@ hook_events! {
             can: "add context (the run's system prompt; after the summary at `compact`), block (the run ends `Blocked`)",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: true,
             matcher_on: "`source`",
-            input: "`source`: `startup` (new thread), `resume` (the thread was in the store), `compact` (right after a compaction); `model` (when the agent's settings name one)",
+            input: "`source`: `startup` (new thread), `resume` (the thread was in the store), `compact` (right after a compaction); `model` (when the agent's settings name one); at `resume`, when the thread keeps its last answer's time, `seconds_since_last_response`, `context_tokens`, `prompt_cache_likely_expired` (the last answer older than the cache's 5 minutes), `estimated_cache_write_usd` (0): see [`ResumedSession`](crate::agent::ResumedSession)",
             answer: "context (`additionalContext` or plain stdout): for the system prompt at `startup`/`resume`, after the summary at `compact`; [`CLAUDE_ENV_FILE`](crate::command#claude_env_file)",
             /// SessionStart for the sources `matcher` matches (`startup`, `resume`, `compact`;
-            /// `"*"` for all), with the [`SessionStartInput`]. At `startup`/`resume` the
+            /// `"*"` for all), with the [`SessionStartInput`] (at `resume`, its
+            /// [`resumed`](SessionStartInput::resumed) fields: the model hook layer keeps the
+            /// time of the thread's last answer in the thread's data, key
+            /// `tower_agent.last_response`, when its set has a SessionStart or model-switch
+            /// hook). At `startup`/`resume` the
             /// contexts go to the run's system prompt; at `compact` (right after a
             /// compaction) they are added to the history after the summary, and a block is
             /// ignored (with a warning). [`on_session_start`](Self::on_session_start) is the
@@ -490,14 +494,16 @@ hook_events! {
         /// A memory file was loaded: observe.
         InstructionsLoaded {
             levels: [builtin],
-            fires: "tool: a memory file was loaded (the memory built-in)",
+            fires: "start: a memory file was loaded as the session starts (the memory built-in), after SessionStart, before UserPromptSubmit",
             can: "observe; the matcher picks load reasons",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`load_reason`",
             input: "`file_path`, `memory_type` (`Project` under the run's cwd, else `User`), `load_reason` (`session_start`): each file the [`Memory`](crate::builtins::memory::Memory) stage loads",
-            answer: "observe (background)",
+            answer: "observe (output and exit code ignored); the run waits for the hooks before UserPromptSubmit, as Claude Code does",
             /// InstructionsLoaded: a [`Memory`](crate::builtins::memory::Memory) file was
-            /// loaded (observe only); the matcher is compared with the load reason.
+            /// loaded (observe only) as the session starts, after SessionStart and before
+            /// UserPromptSubmit ([`Setup::at_session_start`](crate::agent::Setup::at_session_start));
+            /// the matcher is compared with the load reason.
             fn on_instructions_loaded(matcher; input: &InstructionsInput, ctx: &RunContext) -> observe ();
         }
         /// An assistant message with text is complete: replace what is displayed.
@@ -812,8 +818,9 @@ pub struct ModelSwitchInput {
     /// The size of the conversation the new model is given, in tokens (`context_tokens`; the
     /// crate's estimate, four bytes of text a token).
     pub context_tokens: u64,
-    /// Whether the previous model call was less than [`cache_ttl`](Self::cache_ttl) ago, so a
-    /// provider's prompt cache may still hold the conversation (`prompt_cache_warm`).
+    /// Whether the thread's last model answer came less than [`cache_ttl`](Self::cache_ttl)
+    /// ago, so a provider's prompt cache may still hold the conversation
+    /// (`prompt_cache_warm`; see [`prompt_cache_warm`](crate::agent::prompt_cache_warm)).
     pub prompt_cache_warm: bool,
     /// How long a prompt cache lives (`cache_ttl`): `"5m"`, the providers' default.
     pub cache_ttl: String,

@@ -131,6 +131,7 @@ mod failure;
 pub mod future;
 mod model;
 mod order;
+mod resume;
 mod setup;
 mod start;
 mod step;
@@ -146,9 +147,9 @@ pub use self::{
     decision::{
         BeforeModel, Deferred, HookFuture, HookResult, InstructionsInput, MessageDisplay,
         MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput,
-        PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse, SessionSource, SessionStart,
-        SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput,
-        Task, TaskEvent, TaskInput, ToolBatch, ToolFailure, UserPrompt,
+        PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse, ResumedSession, SessionSource,
+        SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart,
+        SubagentStartInput, Task, TaskEvent, TaskInput, ToolBatch, ToolFailure, UserPrompt,
     },
     events::*,
     model::{HookModel, HookModelLayer},

@@ -11,7 +11,7 @@ use tower::{Layer, Service, ServiceExt};
 
 use super::{
     BeforeModel, HookSet, HookSetInner, MessageDisplayInput, PostCompactInput, SessionSource,
-    SessionStartInput, future::HookModelFuture, switch,
+    SessionStartInput, future::HookModelFuture, resume, switch,
 };
 use crate::{
     context::{Compaction, RunContext},
@@ -146,10 +146,15 @@ where
                             };
                         }
                         let resp = match next {
-                            Ok(req) => match switch::switch_of(&set, &req) {
-                                Some(switch) => switch::switched(&set, inner, req, switch).await?,
-                                None => inner.oneshot(req).await.map_err(Into::into)?,
-                            },
+                            Ok(req) => {
+                                let resp = match switch::switch_of(&set, &req) {
+                                    Some(switch) => {
+                                        switch::switched(&set, inner, req, switch).await?
+                                    }
+                                    None => inner.oneshot(req).await.map_err(Into::into)?,
+                                };
+                                resume::noted(&set, &ctx.ctx, resp)
+                            }
                             // Answered by a hook: `inner` is never readied nor called.
                             Err(resp) => resp,
                         };
@@ -164,6 +169,7 @@ where
             self.inner = inner.clone();
             return HookModelFuture::hooks(async move {
                 let resp = switch::switched(&set, inner, req, switch).await?;
+                let resp = resume::noted(&set, &ctx.ctx, resp);
                 Ok(after_model(&set, 0, resp, ctx).await)
             });
         }
@@ -186,9 +192,10 @@ impl AfterCall {
     /// hook runs; else the rest, boxed.
     pub(super) fn run_now(
         self,
-        mut resp: ModelResponse,
+        resp: ModelResponse,
     ) -> Result<ModelResponse, BoxFuture<'static, Result<ModelResponse, BoxError>>> {
         let AfterCall { set, after } = self;
+        let mut resp = resume::noted(&set, &after.ctx, resp);
         if resp.is_streaming() {
             return Err(Box::pin(async move {
                 Ok(after_model(&set, 0, resp, after).await)
@@ -225,13 +232,14 @@ struct After {
 }
 
 impl HookSetInner {
-    /// Whether any hook runs on a model call's answer: AfterModel, MessageDisplay, or (on a
-    /// compacted request) PostCompact and SessionStart.
+    /// Whether anything runs on a model call's answer: AfterModel, MessageDisplay, (on a
+    /// compacted request) PostCompact and SessionStart hooks, or the record of the answer's
+    /// time (see `resume`).
     fn acts_after_model(&self) -> bool {
         !(self.after_model.is_empty()
             && self.on_message_display.is_empty()
             && self.on_post_compact.is_empty()
-            && self.on_session_start_for.is_empty())
+            && !self.keeps_last_response())
     }
 }
 

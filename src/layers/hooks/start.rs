@@ -12,7 +12,7 @@ use tower::{Layer, Service, ServiceExt};
 
 use super::{
     CwdChanged, CwdChangedInput, HookSet, HookSetInner, NOTIFY_WARNING, Notification,
-    SessionStartInput, future::HookStartFuture,
+    SessionStartInput, future::HookStartFuture, resume,
 };
 use crate::{
     agent::start::RunStart,
@@ -27,7 +27,10 @@ use crate::{
 ///
 /// CwdChanged hooks run first, when the run's directory is not the one the thread's previous
 /// run had (the layer keeps it in the thread's data, key `tower_agent.cwd`); then
-/// SessionStart hooks run (matched on the start's source), then — for a start with a prompt —
+/// SessionStart hooks run (matched on the start's source), then the setup stages' work at the
+/// session's start ([`Setup::at_session_start`](crate::agent::Setup::at_session_start), with
+/// the hooks it fires — the [`Memory`](crate::builtins::memory::Memory) stage's
+/// InstructionsLoaded), then — for a start with a prompt —
 /// UserPromptSubmit hooks, with the merge rules of the [hooks docs](crate::layers::hooks): a
 /// block refuses the run ([`RunStart::block`]; the inner service is not called); a rewrite
 /// replaces the prompt; contexts go to the start's
@@ -127,8 +130,9 @@ where
     }
 }
 
-/// Setup, CwdChanged, SessionStart, DirectoryAdded, then UserPromptSubmit: the start they
-/// shaped, or `Err` with it refused. The watched files' status is taken once CwdChanged hooks
+/// Setup, CwdChanged, SessionStart, the setup stages' work at the session's start
+/// ([`Setup::at_session_start`](crate::agent::Setup::at_session_start): InstructionsLoaded),
+/// DirectoryAdded, then UserPromptSubmit: the start they shaped, or `Err` with it refused. The watched files' status is taken once CwdChanged hooks
 /// answered.
 async fn prompt_hooks(set: &HookSetInner, mut start: RunStart) -> Result<RunStart, RunStart> {
     if let Some(trigger) = start.setup {
@@ -141,11 +145,17 @@ async fn prompt_hooks(set: &HookSetInner, mut start: RunStart) -> Result<RunStar
         cwd_changed(set, &start.ctx).await
     };
     set.watch(&start.ctx, watch);
-    let input = SessionStartInput::new(start.source, start.model.clone());
+    let mut input = SessionStartInput::new(start.source, start.model.clone());
+    if let Some(history) = start.history.take().filter(|_| set.starts_resumed()) {
+        input.resumed = resume::resumed(&start.ctx, &history);
+    }
     match set.session_start(input, &start.ctx).await {
         Ok(contexts) => start.system_context.extend(contexts),
         Err(reason) => return Err(start.block(reason)),
     }
+    // The setup stages' work at the session's start (the memory files: InstructionsLoaded),
+    // and the hooks it fired, before UserPromptSubmit, as in Claude Code.
+    crate::agent::session_start_work(&start.ctx).await;
     set.directories_added(&start.ctx).await;
     let Some(prompt) = start.prompt.take() else {
         return Ok(start);

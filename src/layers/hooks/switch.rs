@@ -9,8 +9,14 @@
 
 use tower::{Service, ServiceExt};
 
-use super::{HookSetInner, ModelSwitchInput, PostModelSwitch, PreModelSwitch};
+use std::time::Duration;
+
+use super::{
+    HookSetInner, ModelSwitchInput, PostModelSwitch, PreModelSwitch,
+    resume::{self, now_ms},
+};
 use crate::{
+    agent::prompt_cache_warm,
     context::{RunContext, data::Persisted},
     error::BoxError,
     message::tokens::{BytesPerFour, TokenCounter},
@@ -18,7 +24,8 @@ use crate::{
 };
 
 /// The model of a thread's last model call that a model hook layer with switch hooks saw, and
-/// when (milliseconds since the Unix epoch; 0 in a thread saved before this was kept).
+/// when it was first seen or switched to (milliseconds since the Unix epoch; 0 in a thread
+/// saved before this was kept). The time of the last answer is kept apart (see `resume`).
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(untagged)]
 enum LastModel {
@@ -43,15 +50,6 @@ impl LastModel {
 
 impl Persisted for LastModel {
     const KEY: &'static str = "tower_agent.model";
-}
-
-/// How long a provider's prompt cache lives by default: 5 minutes.
-const CACHE_TTL_MS: u64 = 5 * 60 * 1000;
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl HookSetInner {
@@ -83,7 +81,10 @@ pub(super) fn switch_of(set: &HookSetInner, req: &ModelRequest) -> Option<ModelS
             let mut switch = ModelSwitchInput::new(last.model(), model);
             let tokens = BytesPerFour.count_messages(&req.messages);
             switch.context_tokens = u64::try_from(tokens).unwrap_or(u64::MAX);
-            switch.prompt_cache_warm = now_ms().saturating_sub(last.at_ms()) < CACHE_TTL_MS;
+            // The last answer's time; in a thread saved before it was kept, the last switch's.
+            let since = resume::since_last_response(ctx)
+                .unwrap_or_else(|| Duration::from_millis(now_ms().saturating_sub(last.at_ms())));
+            switch.prompt_cache_warm = prompt_cache_warm(since);
             Some(switch)
         }
         None => {
