@@ -14,7 +14,7 @@
 // Exit 0 once every process has ended (Claude Code runs SessionEnd hooks before it exits);
 // 1 if a process ended before a step was answered.
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 
 const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
@@ -77,6 +77,7 @@ async function play(steps, session) {
       if (done(v)) break;
     }
   }
+  await quiet(job.hooks_log);
   child.stdin.end();
   for (;;) {
     const { done } = await lines.next();
@@ -87,6 +88,25 @@ async function play(steps, session) {
   const { code, signal } = await exited;
   if (code !== 0) console.error(`claude exited with ${code ?? signal} after its last step`);
   return id;
+}
+
+// Claude Code, headless, kills the hooks still running when its input ends (a StopFailure
+// hook, started as the turn fails, may not have run yet): the session stays open until the
+// hooks' log has been quiet for 300 ms — nothing new, nothing half-recorded — or 5 s passed.
+async function quiet(log) {
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const state = () => {
+    const names = readdirSync(log);
+    const busy = names.some((n) => n.endsWith(".in") && !names.includes(n.slice(0, -3) + ".meta"));
+    return { count: names.length, busy };
+  };
+  let last = state(), calm = 0;
+  for (let waited = 0; waited < 5000 && calm < 3; waited += 100) {
+    await sleep(100);
+    const now = state();
+    calm = !now.busy && now.count === last.count ? calm + 1 : 0;
+    last = now;
+  }
 }
 
 let session;

@@ -11,7 +11,7 @@ use std::{borrow::Cow, collections::BTreeMap, fmt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::vector::Observed;
+use crate::vector::{Observed, Scenario};
 
 /// A known difference: in `scenario` (`*`: any), `event` (`*`: any), `field` (as the
 /// [module](self) names them), and why.
@@ -101,7 +101,9 @@ fn keys(hooks: &[Value]) -> BTreeMap<(String, String, usize), &Value> {
 }
 
 /// The events in the order they fired, a run of one event once (its hooks run in parallel).
-fn order(hooks: &[Value]) -> Vec<&str> {
+/// Events the reference fires concurrently (`unordered`, each a set of event names) are put in
+/// one order where they follow each other, so their chance order is no difference.
+fn order<'a>(hooks: &'a [Value], unordered: &[Vec<String>]) -> Vec<&'a str> {
     let mut out: Vec<&str> = Vec::new();
     for h in hooks {
         let e = h["event"].as_str().unwrap_or("?");
@@ -109,11 +111,30 @@ fn order(hooks: &[Value]) -> Vec<&str> {
             out.push(e);
         }
     }
+    let together = |a: &str, b: &str| {
+        unordered
+            .iter()
+            .any(|set| set.iter().any(|x| x == a) && set.iter().any(|x| x == b))
+    };
+    // A bubble sort of the neighbours that may come in either order: few events, and it
+    // never moves an event past one it is ordered with.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 1..out.len() {
+            if together(out[i - 1], out[i]) && out[i - 1] > out[i] {
+                out.swap(i - 1, i);
+                changed = true;
+            }
+        }
+    }
     out
 }
 
-/// Every difference of `seen` from `expected`.
-pub fn compare(expected: &Observed, seen: &Observed) -> Vec<Diff> {
+/// Every difference of `seen` from `expected`, the scenario's `unordered` events compared
+/// without their order among themselves.
+pub fn compare(scenario: &Scenario, expected: &Observed, seen: &Observed) -> Vec<Diff> {
+    let unordered = &scenario.unordered;
     let mut diffs = Vec::new();
     let (e, s) = (keys(&expected.hooks), keys(&seen.hooks));
     // The order of the events both fired (one fired by one side only is a difference of its
@@ -132,7 +153,7 @@ pub fn compare(expected: &Observed, seen: &Observed) -> Vec<Diff> {
             .collect::<Vec<_>>()
     };
     let (e_both, s_both) = (both(&expected.hooks, &s), both(&seen.hooks, &e));
-    let (e_order, s_order) = (order(&e_both), order(&s_both));
+    let (e_order, s_order) = (order(&e_both, unordered), order(&s_both, unordered));
     if e_order != s_order {
         let text = format!("order: expected {e_order:?}, seen {s_order:?}");
         diffs.push(Diff::new("*", "<order>", text));
@@ -325,5 +346,48 @@ impl fmt::Display for Report {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn observed(events: &[&str]) -> Observed {
+        let hooks = events
+            .iter()
+            .map(|e| {
+                json!({"event": e, "answer": "observe", "cwd": "", "project_dir": "",
+                "env_file": false, "input": {"hook_event_name": e}})
+            })
+            .collect();
+        Observed {
+            hooks,
+            ..Observed::default()
+        }
+    }
+
+    fn scenario(unordered: Vec<Vec<String>>) -> Scenario {
+        let mut s: Scenario = serde_json::from_value(json!({"about": "", "model": "m",
+            "steps": [{"prompt": "p"}], "answers": [[]]}))
+        .unwrap();
+        s.unordered = unordered;
+        s
+    }
+
+    #[test]
+    fn events_named_unordered_may_come_in_either_order_and_no_others() {
+        let expected = observed(&["PreToolUse", "PostToolUse", "CwdChanged", "Stop"]);
+        let seen = observed(&["PreToolUse", "CwdChanged", "PostToolUse", "Stop"]);
+        let strict = compare(&scenario(vec![]), &expected, &seen);
+        assert_eq!(strict.len(), 1, "{strict:?}");
+        assert_eq!(strict[0].field, "<order>");
+        let set = vec![vec!["PostToolUse".to_owned(), "CwdChanged".to_owned()]];
+        assert!(compare(&scenario(set.clone()), &expected, &seen).is_empty());
+        // An event outside the set still keeps its place.
+        let moved = observed(&["CwdChanged", "PreToolUse", "PostToolUse", "Stop"]);
+        assert_eq!(compare(&scenario(set), &expected, &moved).len(), 1);
     }
 }

@@ -28,6 +28,11 @@ pub const PLAY_TIMEOUT: Duration = Duration::from_secs(180);
 /// the end).
 pub const MAX_ADAPTER_OUTPUT: usize = 16 << 10;
 
+/// How long a play waits, after its host returned, for hooks still running to finish
+/// recording (10 s): a host may end before a hook it started in the background has (Claude
+/// Code does not wait for its StopFailure hooks).
+pub const SETTLE: Duration = Duration::from_secs(10);
+
 /// The largest `ran.log` read, in bytes (1 MiB).
 pub const MAX_RAN: u64 = 1 << 20;
 
@@ -46,6 +51,10 @@ pub struct Job {
     pub cwd: PathBuf,
     /// A home directory of the play's own, for the agent's user settings and state.
     pub home: PathBuf,
+    /// Where the recorder writes, a pair of files per hook run (`<start>.in`: its input,
+    /// then `<start>.meta`: what it saw); an adapter may watch it, as Claude Code's does to
+    /// keep a session open until its last hooks have recorded.
+    pub hooks_log: PathBuf,
     /// The settings file to read the hooks from (Claude Code's format).
     pub settings: PathBuf,
     /// The model server's base URL: the Anthropic Messages API on 127.0.0.1.
@@ -61,7 +70,17 @@ impl Job {
     /// session before its last hooks are done (SessionEnd hooks in the background) can wait
     /// for them.
     pub fn hooks(&self) -> Vec<crate::Recorded> {
-        crate::play::read_log(&self.root.join("log"))
+        crate::play::read_log(&self.hooks_log)
+    }
+
+    /// Waits until no hook is halfway through recording (its input saved, not yet what it
+    /// saw), for at most `limit`.
+    pub async fn settle(&self, limit: Duration) {
+        let log = &self.hooks_log;
+        let deadline = tokio::time::Instant::now() + limit;
+        while crate::play::in_flight(log) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     fn new(play: &Play, scenario: &Scenario, server: &ModelServer) -> Job {
@@ -71,6 +90,7 @@ impl Job {
             project: play.project(),
             cwd: play.cwd(scenario),
             home: play.home(),
+            hooks_log: play.path("log"),
             settings: play.project().join(".claude/settings.json"),
             model_server: server.url().to_owned(),
             api_key: "sk-ant-hook-vectors".to_owned(),
@@ -103,7 +123,7 @@ pub async fn play_within<H: Host + ?Sized>(
     let play = Play::new(scenario)?;
     let job = Job::new(&play, scenario, &server);
     match tokio::time::timeout(limit, host.play(&job)).await {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => job.settle(SETTLE).await,
         Ok(Err(e)) => return Err(e),
         Err(_) => {
             let mut events: Vec<String> = play
@@ -235,6 +255,8 @@ impl Host for Adapter {
         let (out, err) = (child.stdout.take(), child.stderr.take());
         let (status, out, err) = tokio::join!(child.wait(), tail(out), tail(err));
         let status: ExitStatus = status.map_err(Error::new)?;
+        // Hooks the adapter's host left running finish recording before its group is killed.
+        job.settle(SETTLE).await;
         if status.success() {
             return Ok(());
         }

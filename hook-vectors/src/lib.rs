@@ -72,7 +72,7 @@
 //! let (name, vector) = read_dir(&shipped_dir())?.into_iter().next().unwrap();
 //! let seen = play(&StartsOnly, &vector.scenario).await?;
 //! let expected = vector.expected.as_ref().unwrap();
-//! report.add(&name, expected, &compare::compare(expected, &seen));
+//! report.add(&name, expected, &compare::compare(&vector.scenario, expected, &seen));
 //! assert!(!report.passed()); // SessionStart alone is far from Claude Code
 //! println!("{report}");
 //! # Ok(())
@@ -93,7 +93,9 @@ use std::fmt;
 
 pub use crate::{
     compare::{Known, KnownDifferences, Report},
-    host::{Adapter, Host, Job, MAX_ADAPTER_OUTPUT, MAX_RAN, PLAY_TIMEOUT, play, play_within},
+    host::{
+        Adapter, Host, Job, MAX_ADAPTER_OUTPUT, MAX_RAN, PLAY_TIMEOUT, SETTLE, play, play_within,
+    },
     play::{MAX_HOOKS, MAX_INPUT, Play, Recorded},
     server::{MAX_BODY, MAX_REQUESTS, ModelServer, Request},
     vector::{Answer, FORMAT, MAX_VECTOR, Observed, Scenario, Step, Vector, read_dir, shipped_dir},

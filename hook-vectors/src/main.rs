@@ -152,7 +152,11 @@ async fn command(args: &Args) -> Result<bool, Error> {
             continue;
         };
         match play_within(&adapter, &vector.scenario, limit).await {
-            Ok(seen) => report.add(name, expected, &compare::compare(expected, &seen)),
+            Ok(seen) => report.add(
+                name,
+                expected,
+                &compare::compare(&vector.scenario, expected, &seen),
+            ),
             Err(e) => report.fail(name, &e),
         }
     }

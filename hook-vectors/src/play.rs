@@ -140,6 +140,18 @@ pub struct Recorded {
     pub env_file: bool,
 }
 
+/// Whether a hook in `dir` has saved its input and not yet what it saw (it is still
+/// recording).
+pub(crate) fn in_flight(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|n| n.strip_suffix(".in").map(str::to_owned))
+        .any(|n| !dir.join(format!("{n}.meta")).exists())
+}
+
 /// The most hook runs read from a play's log (10,000; the first to start).
 pub const MAX_HOOKS: usize = 10_000;
 

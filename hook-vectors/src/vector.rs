@@ -97,6 +97,10 @@ pub struct Scenario {
     /// Tools the agent may use without asking (Claude Code: `--allowedTools`).
     #[serde(default = "default_tools")]
     pub allowed_tools: Vec<String>,
+    /// Sets of events the reference fires concurrently, whose order among themselves is
+    /// chance (`[["PostToolUse", "CwdChanged"]]`): compared without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unordered: Vec<Vec<String>>,
 }
 
 fn default_tools() -> Vec<String> {

@@ -102,7 +102,7 @@ async fn claude_code_does_what_the_vectors_say() {
         let expected = vector.expected.as_ref().unwrap_or_else(|| {
             panic!("{name}: not recorded (TOWER_AGENT_RECORD=1 cargo test --all-features --test reference)")
         });
-        let diffs = compare(expected, &seen);
+        let diffs = compare(&vector.scenario, expected, &seen);
         if !diffs.is_empty() {
             let lines: Vec<_> = diffs.into_iter().map(|d| d.text).collect();
             failures.push(format!("{name}:\n  {}", lines.join("\n  ")));
@@ -131,7 +131,7 @@ async fn tower_agent_does_what_claude_code_does() {
         let seen = play(&agent_run::TowerAgent, &vector.scenario)
             .await
             .unwrap_or_else(|e| panic!("{name}: tower-agent: {e}"));
-        report.add(&name, expected, &compare(expected, &seen));
+        report.add(&name, expected, &compare(&vector.scenario, expected, &seen));
     }
     eprintln!("{report}");
     assert!(
