@@ -44,8 +44,9 @@ pub struct Job {
     pub format: String,
     /// The play's directory (temporary).
     pub root: PathBuf,
-    /// The project: `.claude/settings.json` (the hooks), `.claude/hooks/record.sh`, the
-    /// scenario's files. Hooks run with `$CLAUDE_PROJECT_DIR` set to it.
+    /// The project: `.claude/settings.json` or `.claude/settings.local.json` (the hooks:
+    /// [`Job::settings`]), `.claude/hooks/record.sh`, the scenario's files. Hooks run with
+    /// `$CLAUDE_PROJECT_DIR` set to it.
     pub project: PathBuf,
     /// The directory the agent runs in (the project, or a directory in it).
     pub cwd: PathBuf,
@@ -91,7 +92,7 @@ impl Job {
             cwd: play.cwd(scenario),
             home: play.home(),
             hooks_log: play.path("log"),
-            settings: play.project().join(".claude/settings.json"),
+            settings: play.project().join(scenario.settings_file()),
             model_server: server.url().to_owned(),
             api_key: "sk-ant-hook-vectors".to_owned(),
             scenario: scenario.clone(),

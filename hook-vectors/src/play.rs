@@ -3,7 +3,8 @@
 //! Every hook of a scenario is the one recorder script (`record.sh`), run as
 //! `sh "$CLAUDE_PROJECT_DIR/.claude/hooks/record.sh" <answer>`: it saves its stdin (the hook's
 //! input) and what it sees of its environment in the play's log directory, then answers with
-//! the named answer's stdout, stderr and exit code. So every host runs the same hooks, and
+//! the named answer's stdout, stderr and exit code (first appending the answer's `env` lines to
+//! `$CLAUDE_ENV_FILE`, when it is set). So every host runs the same hooks, and
 //! what each hook was given is on disk in the order the hooks ran.
 
 use std::{
@@ -19,7 +20,8 @@ use crate::{
 };
 
 /// The directories of one play of a scenario, in a temporary directory removed when the play
-/// is dropped: `project/` (the project, with `.claude/settings.json` and the recorder in
+/// is dropped: `project/` (the project, with `.claude/settings.json` — or
+/// `settings.local.json`, as the scenario says — and the recorder in
 /// `.claude/hooks/`), `home/` (a home of the agent's own), `log/` (what the hooks recorded),
 /// `answers/` (what they answer).
 #[derive(Debug)]
@@ -50,7 +52,7 @@ impl Play {
             std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         }
         let settings = serde_json::to_string_pretty(&scenario.settings()).map_err(Error::new)?;
-        write(&play.path("project/.claude/settings.json"), &settings)?;
+        write(&play.project().join(scenario.settings_file()), &settings)?;
         for (path, content) in &scenario.files {
             write(&play.project().join(path), content)?;
         }
@@ -79,14 +81,26 @@ impl Play {
             if answer.times > 0 {
                 write(&base.with_extension("times"), &answer.times.to_string())?;
             }
+            if !answer.env.is_empty() {
+                let lines: String = answer.env.iter().map(|l| format!("{l}\n")).collect();
+                write(&base.with_extension("env"), &lines)?;
+            }
         }
         let script = RECORD
             .replace("@LOG@", &play.path("log").to_string_lossy())
             .replace("@ANSWERS@", &play.path("answers").to_string_lossy());
-        let path = play.path("project/.claude/hooks/record.sh");
-        write(&path, &script)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-            .map_err(io(&path))?;
+        // A host may set `$CLAUDE_PROJECT_DIR` to the directory it runs in rather than the
+        // project: a recorder there too, so its hooks still run and show what they saw.
+        let mut dirs = vec![play.project()];
+        if cwd != play.project() {
+            dirs.push(cwd);
+        }
+        for dir in dirs {
+            let path = dir.join(".claude/hooks/record.sh");
+            write(&path, &script)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .map_err(io(&path))?;
+        }
         Ok(play)
     }
 
@@ -212,6 +226,7 @@ if [ -f "$a.times" ]; then
     [ "$n" -gt 0 ] || exit 0
 fi
 if [ -f "$a.sleep" ]; then sleep "$(cat "$a.sleep")"; fi
+if [ -f "$a.env" ] && [ -n "${CLAUDE_ENV_FILE:-}" ]; then cat "$a.env" >> "$CLAUDE_ENV_FILE"; fi
 cat "$a.out"
 cat "$a.err" >&2
 exit "$(cat "$a.exit")"

@@ -29,7 +29,8 @@ pub enum Step {
     Resume(String),
 }
 
-/// What a hook answers: its stdout, stderr and exit code, after `sleep` seconds.
+/// What a hook answers: its stdout, stderr and exit code, after `sleep` seconds (and lines it
+/// appends to `$CLAUDE_ENV_FILE`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Answer {
     /// The exit code.
@@ -47,6 +48,10 @@ pub struct Answer {
     /// Given this many times, then the hook answers nothing (exit 0); `0`: always.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub times: u32,
+    /// Lines the hook appends to `$CLAUDE_ENV_FILE` (when it is set) before it answers
+    /// (`export FOO=bar`: what a SessionStart hook exports to the session's later commands).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
 }
 
 fn is_zero_u32(n: &u32) -> bool {
@@ -94,6 +99,11 @@ pub struct Scenario {
     /// The project is a git repository (`git init`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub git: bool,
+    /// The hooks go in `.claude/settings.local.json` rather than `.claude/settings.json`:
+    /// Claude Code run in a subdirectory of a git repository reads the root's local settings,
+    /// and its project settings from the directory it runs in.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local_settings: bool,
     /// Tools the agent may use without asking (Claude Code: `--allowedTools`).
     #[serde(default = "default_tools")]
     pub allowed_tools: Vec<String>,
@@ -113,6 +123,16 @@ pub(crate) fn command(answer: &str) -> String {
 }
 
 impl Scenario {
+    /// The settings file of the hooks, relative to the project: `.claude/settings.json`, or
+    /// `.claude/settings.local.json` for a scenario with [`Scenario::local_settings`].
+    pub fn settings_file(&self) -> &'static str {
+        if self.local_settings {
+            ".claude/settings.local.json"
+        } else {
+            ".claude/settings.json"
+        }
+    }
+
     /// The settings both agents read (`.claude/settings.json`): its `hooks` section, every
     /// handler the recorder named by its answer.
     pub fn settings(&self) -> Value {

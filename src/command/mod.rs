@@ -484,26 +484,34 @@
 //!
 //! - **Exit 0**: stdout is parsed as JSON if it starts with `{` (after trimming). Plain stdout
 //!   is context for UserPromptSubmit and SessionStart and ignored elsewhere (logged at debug).
-//!   Stdout that starts with `{` but is not valid JSON is reported and ignored (fail-open).
+//!   Stdout that starts with `{` but is not valid JSON is reported and read as plain text, as
+//!   Claude Code reads it (a `failClosed` handler fails).
 //! - **Exit 2**: block (what a block does is the event's: see the [table](HookEvent); it is ignored
 //!   on PermissionRequest, PermissionDenied and Notification). Its reason is the JSON's own
 //!   blocking decision's (`decision: "block"` + `reason`, or `permissionDecision: "deny"` +
 //!   `permissionDecisionReason`) when stdout makes one, else stderr. The JSON is still read,
-//!   but nothing overrides the block (not even `permissionDecision: "allow"`).
+//!   but nothing overrides the block (not even `permissionDecision: "allow"`). Stderr as the
+//!   reason of a PreToolUse, PostToolUse or Stop shell command reads as Claude Code's:
+//!   `[<command>]: <stderr>`.
 //! - **Any other exit** with a JSON object on stdout: the JSON alone decides, and it is not an
 //!   error (nor a failure of a `failClosed` handler). Without one, or a crash, a timeout or a
 //!   missing executable: a non-blocking error, reported with
 //!   [`RunContext::warn`](crate::context::RunContext::warn) as `… failed with non-blocking
 //!   status code N: <first line of stderr>` (a missing executable also as a `tracing` error
-//!   naming the command); the action goes on — unless the handler is `failClosed`. Plain
-//!   stdout of a non-zero exit is never context.
+//!   naming the command); the action goes on — unless the handler is `failClosed`: then a
+//!   shell command's exit or timeout blocks with Claude Code's words, `[<command>]: failed;
+//!   blocking because onFailure is "block"` and its stderr on the next line (`timed out` for
+//!   a timeout). Plain stdout of a non-zero exit is never context.
 //! - **JSON**: `continue: false` + `stopReason` ends the run ([below](#ending-the-run));
 //!   `systemMessage` is reported with `RunContext::warn`; `decision: "block"` + `reason`
 //!   blocks (legacy `decision: "approve"` on PreToolUse allows); `hookSpecificOutput` holds
 //!   `permissionDecision` (`allow` | `deny` | `ask` | `defer`),
 //!   `permissionDecisionReason`, `updatedInput` (**replaces** the whole input; an object,
-//!   [else](#limits) the call is denied), `additionalContext`, `updatedToolOutput` (a string
-//!   is the new output text, anything else its JSON text), and `llm_request` /
+//!   [else](#limits) the call is denied), `additionalContext`, `updatedToolOutput` (for a tool
+//!   with a structured response, [`TOOL_RESPONSE`]: an object of its fields, each of the type
+//!   the tool gives it, else ignored with a warning — it becomes the response, and the model
+//!   sees the field that held the text before, Bash's `stdout`; for another tool a string is
+//!   the new output text, anything else its JSON text), and `llm_request` /
 //!   `llm_response`, `decision` (PermissionRequest) and `retry` (PermissionDenied). A
 //!   `hookSpecificOutput` whose `hookEventName` names another event is ignored.
 //!   `suppressOutput` is accepted and has no effect (as in Claude Code: a hook's stdout is

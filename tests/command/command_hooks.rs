@@ -355,12 +355,12 @@ async fn fail_closed_hooks_deny_when_they_crash() {
     let (builder, seen) = agent(&model, hooks.into_hooks());
     let resp = builder.build().run("go").await.unwrap();
     assert!(seen.lock().unwrap().is_empty());
+    // In Claude Code's words, as a shell command's failure (its shell's stderr follows).
     let text = tool_text(&resp);
-    assert!(
-        text.starts_with("PreToolUse:bash hook error: hook `"),
-        "{text}"
+    let expected = format!(
+        "PreToolUse:bash hook error: [{crash}]: failed; blocking because onFailure is \"block\""
     );
-    assert!(text.contains("fail-closed"), "{text}");
+    assert!(text.starts_with(&expected), "{text}");
 
     // The same crash, fail-open: the call goes on.
     let hooks = s.hooks(on("PreToolUse", "bash", &crash, json!({})));

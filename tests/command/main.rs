@@ -10,6 +10,8 @@ mod support;
 #[cfg(unix)]
 mod build_once;
 #[cfg(unix)]
+mod claude_words;
+#[cfg(unix)]
 mod command_hardening;
 #[cfg(unix)]
 mod command_hooks;

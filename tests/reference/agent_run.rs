@@ -1,15 +1,17 @@
 //! Plays a scenario through tower-agent: the scenario's settings read by `CommandHooks` (the
 //! project directory the one holding `.claude/`), the Anthropic provider against the same
 //! model server, a `Bash` tool answering as Claude Code's does (the model sees the output;
-//! hooks see `{stdout, stderr, interrupted, isImage, noOutputExpected}`), one run per prompt
+//! hooks see `{stdout, stderr, interrupted, isImage, noOutputExpected}`; it runs with what the
+//! SessionStart hooks exported through `CLAUDE_ENV_FILE`), one run per prompt
 //! on one thread; a model step makes the following runs name that model.
 
 use serde_json::{Value, json};
 use tower_agent::{
     Agent, AgentRequest, BoxError,
-    agent::start::SetupTrigger,
+    agent::{SessionEnv, start::SetupTrigger},
     builtins::{commands::SlashCommands, memory::Memory},
     command::CommandHooks,
+    context::RunContext,
     message::ToolOutput,
     model::{Anthropic, ModelSettings, ReasoningEffort},
     store::MemoryStore,
@@ -119,14 +121,18 @@ fn bash(project: std::path::PathBuf) -> impl tower_agent::tool::Tool {
         json!({"type": "object", "properties": {
             "command": {"type": "string"}, "description": {"type": "string"}},
             "required": ["command"]}),
-        move |args: Value, _| {
+        move |args: Value, ctx: RunContext| {
             let project = project.clone();
+            // What the SessionStart hooks exported through `CLAUDE_ENV_FILE`, as Claude
+            // Code's Bash sees it.
+            let env = SessionEnv::of(&ctx);
             async move {
                 let command = args["command"].as_str().unwrap_or_default().to_owned();
                 let out = tokio::process::Command::new("bash")
                     .arg("-c")
                     .arg(&command)
                     .current_dir(project)
+                    .envs(env.vars().iter().map(|(k, v)| (k, v)))
                     .output()
                     .await?;
                 let stdout = String::from_utf8_lossy(&out.stdout)

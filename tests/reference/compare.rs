@@ -91,10 +91,69 @@ pub(crate) const KEPT: &[Known] = &[
         "Claude Code sent the request that failed with a 400 six times; the crate's retry \
          policy does not retry an invalid request (it would fail the same way).",
     ),
+    known(
+        "continue_false_pre_tool_use",
+        "PostToolUse",
+        "<fired>",
+        "a PreToolUse `continue: false` stops the run before the call in tower-agent; Claude \
+         Code 2.1.328 still runs the call (and its PostToolUse hooks), then stops. A hook that \
+         says stop is not followed by the call it was asked about.",
+    ),
+    known(
+        "continue_false_pre_tool_use",
+        "*",
+        "<ran>",
+        "the same: the command did not run",
+    ),
+    known(
+        "permission_not_allowed",
+        "*",
+        "<fired>",
+        "a library has no permission rules of Claude Code's settings (`--allowedTools`, \
+         `permissions.allow`): a call runs unless a hook or the Approval service refuses it, so \
+         no PermissionRequest fires for a call no rule allows (and its PostToolUse does).",
+    ),
+    known(
+        "permission_not_allowed",
+        "*",
+        "<ran>",
+        "the same: the call ran",
+    ),
+    known(
+        "permission_not_allowed",
+        "*",
+        "<requests>",
+        "the same: the model gets the call's result, not Claude Code's refusal",
+    ),
+    known(
+        "project_dir_from_subdirectory",
+        "*",
+        "$project_dir",
+        "the caller names the project (`CommandHooks::builder().project_dir`), and the suite's \
+         host names the directory holding `.claude/`; Claude Code sets `$CLAUDE_PROJECT_DIR` to \
+         the directory it was started in, a subdirectory here. A caller that wants Claude \
+         Code's value passes the run's directory.",
+    ),
 ];
 
 /// Differences found and not fixed yet: each says what has to change. The list only shrinks.
 pub(crate) const OPEN: &[Known] = &[
+    known(
+        "permission_ask_headless",
+        "*",
+        "<fired>",
+        "a PreToolUse `ask` with no one to ask is refused at once by Claude Code 2.1.328 `-p`: \
+         no PermissionRequest and no PermissionDenied hooks fire, and the model gets the \
+         reason alone. The crate asks its PermissionRequest hooks first, then reports the \
+         refusal to PermissionDenied hooks, and the model gets `denied: <reason>`. What must \
+         change: with no Approval service and no deferred approvals, a hook's `ask` is refused \
+         with its reason alone, skipping both events (PermissionRequest stays for a call the \
+         crate's own permission checks ask about); the conformance tests of PermissionDenied \
+         (written from the docs) change with it.",
+    ),
+    known("permission_ask_headless", "*", "<requests>", "the same"),
+    known("permission_ask_over_allow", "*", "<fired>", "the same"),
+    known("permission_ask_over_allow", "*", "<requests>", "the same"),
     known(
         "*",
         "PostToolBatch",

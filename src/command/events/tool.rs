@@ -68,14 +68,13 @@ impl Inner {
                 return PostToolUse::Abort(reason);
             }
             if let Some(new) = v.updated_output {
-                let content = match new {
-                    Value::String(text) => text,
-                    other => other.to_string(),
-                };
-                decisions.push(PostToolUse::Replace(ToolOutput {
-                    content,
-                    ..output.clone()
-                }));
+                match updated_output(output, new) {
+                    Ok(replaced) => decisions.push(PostToolUse::Replace(replaced)),
+                    Err(why) => ctx.warn(format!(
+                        "{event} hook: updatedToolOutput ignored for `{}`: {why}",
+                        call.name
+                    )),
+                }
             }
             // A block after the fact: its reason goes next to the result.
             if let Some(reason) = v.block.or(v.failed) {
@@ -360,4 +359,56 @@ fn add_post_tool_batch(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<A
         let i = Arc::clone(&i);
         async move { i.post_tool_batch(&batch, &ctx).await }
     })
+}
+
+/// The output a PostToolUse `updatedToolOutput` makes of `output`.
+///
+/// A tool that answers a structured response (the [`TOOL_RESPONSE`] metadata, as Claude Code's
+/// tools do) takes only an update of its shape — an object of the response's fields, each of
+/// the same JSON type — as Claude Code checks an update against the tool's output schema and
+/// keeps the result otherwise (measured against 2.1.328: `tests/reference`). The update
+/// becomes the response, and the text the model sees is the update's field that held the
+/// whole text before (Bash's `stdout`), else the update's JSON text. Any other tool takes any
+/// update: a string is the new text, anything else its JSON text.
+///
+/// [`TOOL_RESPONSE`]: super::super::TOOL_RESPONSE
+fn updated_output(output: &ToolOutput, new: Value) -> Result<ToolOutput, String> {
+    let key = super::super::TOOL_RESPONSE;
+    let Some(Value::Object(old)) = output.metadata.get(key) else {
+        let content = match new {
+            Value::String(text) => text,
+            other => other.to_string(),
+        };
+        return Ok(ToolOutput {
+            content,
+            ..output.clone()
+        });
+    };
+    let Value::Object(fields) = &new else {
+        return Err("not an object of the tool's response fields".into());
+    };
+    for (name, value) in fields {
+        match old.get(name) {
+            Some(was) if same_kind(was, value) => {}
+            Some(_) => return Err(format!("`{name}` is not of the type the tool gives it")),
+            None => return Err(format!("the tool's response has no `{name}`")),
+        }
+    }
+    // The field that was the whole text, in the update.
+    let shown = old
+        .iter()
+        .find(|(_, v)| v.as_str() == Some(output.content.as_str()))
+        .and_then(|(name, _)| fields.get(name)?.as_str());
+    let content = shown.map_or_else(|| new.to_string(), str::to_owned);
+    let mut replaced = ToolOutput {
+        content,
+        ..output.clone()
+    };
+    replaced.metadata.insert(key.to_owned(), new);
+    Ok(replaced)
+}
+
+/// Whether two JSON values are of one type (numbers of any kind alike).
+fn same_kind(a: &Value, b: &Value) -> bool {
+    std::mem::discriminant(a) == std::mem::discriminant(b)
 }

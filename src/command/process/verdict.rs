@@ -170,7 +170,11 @@ pub(crate) fn interpret(
                 tracing::error!(hook = %name, event = %event, defined = %handler.origin, "{event} hook `{name}` {why}");
             }
             report.warn(format!("{event} hook `{name}` {why}"));
+            let timed_out = matches!(failure, Failure::Timeout(_));
             fail(&mut verdict, why);
+            if timed_out {
+                in_claude_words(&mut verdict, handler, "timed out", "");
+            }
             return verdict;
         }
     };
@@ -219,6 +223,7 @@ pub(crate) fn interpret(
             };
             report.warn(format!("{event} hook `{name}` {why}"));
             fail(&mut verdict, why);
+            in_claude_words(&mut verdict, handler, "failed", stderr);
             return verdict;
         }
     }
@@ -246,16 +251,50 @@ pub(crate) fn interpret(
     verdict
 }
 
-/// The reason of an exit 2 from its stderr: for a PreToolUse command run by a shell, after the
-/// command in brackets, as Claude Code says it (`PreToolUse:Bash hook error: [<command>]:
-/// <stderr>`, measured against 2.1.328: `tests/reference`). A persistent handler has no exit
-/// code of its own: its stderr alone.
+/// The reason of an exit 2 from its stderr: for a PreToolUse, PostToolUse or Stop command run
+/// by a shell, after the command in brackets, as Claude Code says it (`PreToolUse:Bash hook
+/// error: [<command>]: <stderr>`; the same `[<command>]: <stderr>` for PostToolUse and Stop;
+/// measured against 2.1.328: `tests/reference`). A persistent handler has no exit code of its
+/// own: its stderr alone.
 fn exit_2_reason(event: HookEvent, handler: &Handler, stderr: &str) -> String {
-    match (&handler.exec, event) {
-        (Exec::Shell { command, .. }, HookEvent::PreToolUse) if handler.persistent.is_none() => {
+    let bracketed = matches!(
+        event,
+        HookEvent::PreToolUse | HookEvent::PostToolUse | HookEvent::Stop
+    );
+    match &handler.exec {
+        Exec::Shell { command, .. } if bracketed && handler.persistent.is_none() => {
             cap(format!("[{command}]: {stderr}"))
         }
         _ => cap(stderr.to_owned()),
+    }
+}
+
+/// A fail-closed handler's failure (if it failed) in Claude Code's words ([`closed_reason`]).
+fn in_claude_words(verdict: &mut Verdict, handler: &Handler, kind: &str, stderr: &str) {
+    if verdict.failed.is_some()
+        && let Some(reason) = closed_reason(handler, kind, stderr)
+    {
+        verdict.failed = Some(reason);
+    }
+}
+
+/// Why a fail-closed shell command (`onFailure: "block"`) that exited neither 0 nor 2
+/// (`kind` "failed", with its `stderr`) or timed out (`kind` "timed out") blocks, as Claude
+/// Code says it: `[<command>]: failed; blocking because onFailure is "block"` and stderr on
+/// the next line (measured against 2.1.328: `tests/reference`). `None` for another handler
+/// (a persistent one, exec form): the crate's own words stay.
+fn closed_reason(handler: &Handler, kind: &str, stderr: &str) -> Option<String> {
+    match &handler.exec {
+        Exec::Shell { command, .. } if handler.persistent.is_none() => {
+            let mut reason =
+                format!("[{command}]: {kind}; blocking because onFailure is \"block\"");
+            if !stderr.is_empty() {
+                reason.push('\n');
+                reason.push_str(stderr);
+            }
+            Some(cap(reason))
+        }
+        _ => None,
     }
 }
 
@@ -303,8 +342,8 @@ pub(crate) fn background_done(
     }
 }
 
-/// Plain stdout: JSON if it starts with `{`, else (`context`: on exit 0) context for
-/// UserPromptSubmit and SessionStart (ignored elsewhere).
+/// Plain stdout: JSON if it starts with `{` and parses, else (`context`: on exit 0) context
+/// for UserPromptSubmit and SessionStart (ignored elsewhere).
 fn plain(
     event: HookEvent,
     handler: &Handler,
@@ -316,20 +355,20 @@ fn plain(
     let name = &handler.label;
     let trimmed = text.trim();
     if trimmed.starts_with('{') {
-        return match serde_json::from_str::<Map<String, Value>>(trimmed) {
-            Ok(map) => Some(map),
+        match serde_json::from_str::<Map<String, Value>>(trimmed) {
+            Ok(map) => return Some(map),
+            // As Claude Code reads it (measured against 2.1.328): plain text, below.
             Err(e) => {
                 report.warn(format!(
-                    "{event} hook `{name}` printed invalid JSON ({e}); its output is ignored"
+                    "{event} hook `{name}` printed invalid JSON ({e}); it is read as plain text"
                 ));
                 if handler.fail_closed {
                     verdict.failed = Some(format!(
                         "hook `{name}` printed invalid JSON (the hook is fail-closed)"
                     ));
                 }
-                None
             }
-        };
+        }
     }
     if trimmed.is_empty() {
         return None;
