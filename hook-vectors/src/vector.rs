@@ -107,6 +107,10 @@ pub struct Scenario {
     /// Tools the agent may use without asking (Claude Code: `--allowedTools`).
     #[serde(default = "default_tools")]
     pub allowed_tools: Vec<String>,
+    /// More of the settings file than its hooks, written as given (`{"permissions":
+    /// {"deny": ["Bash(rm *)"]}}`).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub more_settings: Map<String, Value>,
     /// Sets of events the reference fires concurrently, whose order among themselves is
     /// chance (`[["PostToolUse", "CwdChanged"]]`): compared without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -133,8 +137,9 @@ impl Scenario {
         }
     }
 
-    /// The settings both agents read (`.claude/settings.json`): its `hooks` section, every
-    /// handler the recorder named by its answer.
+    /// The settings both agents read ([`settings_file`](Self::settings_file)): its `hooks`
+    /// section, every handler the recorder named by its answer, and
+    /// [`more_settings`](Self::more_settings).
     pub fn settings(&self) -> Value {
         let mut hooks = Map::new();
         for event in &self.observe {
@@ -162,7 +167,9 @@ impl Scenario {
                 list.push(entry);
             }
         }
-        json!({ "hooks": hooks })
+        let mut settings = self.more_settings.clone();
+        settings.insert("hooks".into(), Value::Object(hooks));
+        Value::Object(settings)
     }
 
     /// Checks what a play relies on: at least one step and one answer, answers named by the
