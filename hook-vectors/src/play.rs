@@ -211,11 +211,13 @@ pub(crate) fn read_log(dir: &Path) -> Vec<Recorded> {
         .collect()
 }
 
-/// The recorder: the input first, then `.meta` (its presence says the input is whole).
+/// The recorder: the input first, then `.meta`, renamed into place whole (its presence says
+/// the input is whole and the meta too).
 const RECORD: &str = r#"#!/bin/sh
 t="$(date +%s%N)-$$"
 cat > "@LOG@/$t.in"
-printf '%s\n%s\n%s\n%s\n' "$1" "$(pwd)" "${CLAUDE_PROJECT_DIR:--}" "${CLAUDE_ENV_FILE:--}" > "@LOG@/$t.meta"
+printf '%s\n%s\n%s\n%s\n' "$1" "$(pwd)" "${CLAUDE_PROJECT_DIR:--}" "${CLAUDE_ENV_FILE:--}" > "@LOG@/$t.part"
+mv "@LOG@/$t.part" "@LOG@/$t.meta"
 a="@ANSWERS@/$1"
 if [ -f "$a.times" ]; then
     # An answer given a number of times: a lock keeps parallel hooks from both taking the last.

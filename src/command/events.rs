@@ -306,7 +306,7 @@ fn has_prompt_id(event: HookEvent) -> bool {
 
 /// Whether an event's input has `permission_mode`: Claude Code 2.1.328 leaves it out of
 /// SessionStart, Setup, SessionEnd, StopFailure, MessageDisplay, InstructionsLoaded,
-/// PreModelSwitch and PostModelSwitch (measured: `tests/reference`).
+/// CwdChanged, FileChanged, PreModelSwitch and PostModelSwitch (measured: `tests/reference`).
 fn has_permission_mode(event: HookEvent) -> bool {
     !matches!(
         event,
@@ -314,6 +314,8 @@ fn has_permission_mode(event: HookEvent) -> bool {
             | HookEvent::Setup
             | HookEvent::SessionEnd
             | HookEvent::StopFailure
+            | HookEvent::CwdChanged
+            | HookEvent::FileChanged
             | HookEvent::MessageDisplay
             | HookEvent::InstructionsLoaded
             | HookEvent::PreModelSwitch

@@ -207,3 +207,49 @@ echo '{{"hookSpecificOutput": {{"hookEventName": "FileChanged", "watchPaths": ["
         "the hook without a matcher fired for .envrc, then (watched since) config.toml, seeing the export"
     );
 }
+
+/// The same command under `*` and under a file's name (as a settings file that observes every
+/// event and watches one file has it): the name is still watched, and the command runs once
+/// for its change (measured against Claude Code 2.1.328: vector `file_changed`; before, the
+/// `*` entry swallowed the name and nothing was watched).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_is_watched_beside_a_star_of_the_same_command() {
+    let s = Scripts::new();
+    let inputs = s.path("inputs.jsonl");
+    let hook = s.bash(
+        "changed.sh",
+        &format!(r#"cat >> {inputs:?}; echo >> {inputs:?}"#),
+    );
+    let hooks = s.hooks(json!({
+        "FileChanged": [
+            { "matcher": "*", "hooks": [{ "type": "command", "command": hook }] },
+            { "matcher": "notes.txt", "hooks": [{ "type": "command", "command": hook }] },
+        ],
+    }));
+    std::fs::write(s.path("notes.txt"), "orig").unwrap();
+    let model = ScriptedModel::new()
+        .tool_call("fs", json!({"write": "notes.txt", "text": "changed"}))
+        .text("ok");
+    let agent = Agent::builder()
+        .model(model)
+        .tool(fs_tool())
+        .hooks(hooks.into_hooks().compile().unwrap())
+        .build();
+    agent
+        .run(AgentRequest::new("go").cwd(s.dir.path()))
+        .await
+        .unwrap();
+    let got: Vec<Value> = s
+        .read("inputs.jsonl")
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["event"], "change");
+    assert_eq!(
+        got[0]["file_path"],
+        json!(s.path("notes.txt").to_string_lossy())
+    );
+    assert!(got[0].get("permission_mode").is_none(), "{}", got[0]);
+}

@@ -134,6 +134,14 @@ pub(crate) const KEPT: &[Known] = &[
          the directory it was started in, a subdirectory here. A caller that wants Claude \
          Code's value passes the run's directory.",
     ),
+    known(
+        "file_changed",
+        "*",
+        "<order>",
+        "the crate looks at the watched files between steps (after a step's tool calls, before \
+         PostToolBatch; no watcher thread runs), where Claude Code's watcher fires as the file \
+         changes, while the command that changed it still runs (before PostToolUse).",
+    ),
 ];
 
 /// Differences found and not fixed yet: each says what has to change. The list only shrinks.
