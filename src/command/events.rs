@@ -237,7 +237,7 @@ impl Inner {
     fn hook_dir(&self, ctx: &RunContext) -> PathBuf {
         let run = ctx.cwd();
         match &self.process_dir {
-            Some(process) if process != run => run.to_path_buf(),
+            Some(process) if *process != run => run,
             _ => self.project_dir.clone(),
         }
     }

@@ -20,7 +20,7 @@ use super::{
     walk::{entry_kind, has_glob_meta, walk},
 };
 use crate::builtins::filesystem::backend::{
-    DirEntry, Edit, EntryKind, FileText, FsError, FsErrorKind, GrepMatch, GrepMatches, GrepOptions,
+    DirEntry, Edit, EntryKind, FileStat, FileText, FsError, FsErrorKind, GrepMatch, GrepMatches, GrepOptions,
     ReadRange,
 };
 
@@ -253,6 +253,23 @@ impl Resolver {
         Ok(out)
     }
 
+    /// What each of `paths` is (see [`Backend::stat`](crate::builtins::filesystem::Backend::stat)).
+    pub(super) fn stat(&self, paths: &[String]) -> Vec<Option<FileStat>> {
+        paths
+            .iter()
+            .map(|path| {
+                let r = self.resolve(path).ok()?;
+                let meta = self.metadata(&r, "examine", path).ok()??;
+                let modified = meta.modified().ok().map(|t| t.into_std());
+                Some(FileStat::new(
+                    entry_kind(&meta.file_type()),
+                    meta.len(),
+                    modified,
+                ))
+            })
+            .collect()
+    }
+
     pub(super) fn grep(
         &self,
         pattern: &str,
@@ -294,6 +311,8 @@ impl Resolver {
             regex: &regex,
             include: include.as_ref(),
             max: options.max_matches,
+            per_file: options.max_per_file.unwrap_or(usize::MAX),
+            line_chars: options.max_line_chars.unwrap_or(usize::MAX),
             found: GrepMatches::default(),
         };
         if meta.is_dir() {
@@ -350,6 +369,10 @@ struct Search<'a> {
     regex: &'a Regex,
     include: Option<&'a GlobMatcher>,
     max: usize,
+    /// Matching lines kept per file.
+    per_file: usize,
+    /// Characters of a matching line kept.
+    line_chars: usize,
     found: GrepMatches,
 }
 
@@ -372,8 +395,11 @@ impl Search<'_> {
             return Ok(true);
         }
         let mut reader = io::Cursor::new(head).chain(reader);
-        let (mut line, mut number) = (Vec::new(), 0usize);
+        let (mut line, mut number, mut in_file) = (Vec::new(), 0usize, 0usize);
         loop {
+            if in_file == self.per_file {
+                return Ok(true);
+            }
             match next_line(&mut reader, &mut line, GREP_LINE_CHARS, None) {
                 Ok(Some(_)) => {}
                 Ok(None) => return Ok(true),
@@ -388,9 +414,14 @@ impl Search<'_> {
                     self.found.truncated = true;
                     return Ok(false);
                 }
+                let kept = match text.char_indices().nth(self.line_chars) {
+                    Some((cut, _)) => &text[..cut],
+                    None => text,
+                };
                 self.found
                     .matches
-                    .push(GrepMatch::new(rel, number, text.to_owned()));
+                    .push(GrepMatch::new(rel, number, kept.to_owned()));
+                in_file += 1;
             }
         }
     }
