@@ -98,8 +98,8 @@ enum Host {
 }
 
 async fn observe(scenario: &Scenario, host: Host) -> Observed {
-    let server = ModelServer::start(scenario.answers.clone()).await;
     let play = Play::new(scenario);
+    let server = ModelServer::start(play.answers(scenario)).await;
     match host {
         Host::ClaudeCode => {
             claude::play(scenario, &play, &server).await;

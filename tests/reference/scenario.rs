@@ -60,7 +60,8 @@ pub(crate) struct Scenario {
     /// The session's model.
     pub(crate) model: String,
     pub(crate) steps: Vec<Step>,
-    /// Answer `i` goes to the model request with `i` assistant messages.
+    /// Answer `i` goes to the model request with `i` assistant messages; `<project>` in a
+    /// string of it stands for the project's path (the absolute paths the file tools take).
     pub(crate) answers: Vec<Vec<Value>>,
     /// Events observed by a hook answering nothing (matcher `*`), before `hooks`' own.
     #[serde(default)]
@@ -188,6 +189,24 @@ impl Play {
         std::fs::write(&path, script).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         play
+    }
+
+    /// The scenario's model answers, `<project>` replaced by the project's path.
+    pub(crate) fn answers(&self, scenario: &Scenario) -> Vec<Vec<Value>> {
+        fn replace(v: &mut Value, project: &str) {
+            match v {
+                Value::String(s) if s.contains("<project>") => {
+                    *s = s.replace("<project>", project);
+                }
+                Value::Array(a) => a.iter_mut().for_each(|v| replace(v, project)),
+                Value::Object(m) => m.values_mut().for_each(|v| replace(v, project)),
+                _ => {}
+            }
+        }
+        let mut answers = scenario.answers.clone();
+        let project = self.project().to_string_lossy().into_owned();
+        answers.iter_mut().flatten().for_each(|v| replace(v, &project));
+        answers
     }
 
     pub(crate) fn path(&self, rel: &str) -> PathBuf {
