@@ -294,9 +294,8 @@ fn has_prompt_id(event: HookEvent) -> bool {
 }
 
 /// Whether an event's input has `permission_mode`: Claude Code 2.1.328 leaves it out of
-/// SessionStart, Setup, SessionEnd, MessageDisplay, InstructionsLoaded, PreModelSwitch and
-/// PostModelSwitch (measured:
-/// `tests/reference`).
+/// SessionStart, Setup, SessionEnd, MessageDisplay, InstructionsLoaded, CwdChanged,
+/// PreModelSwitch and PostModelSwitch (measured: `tests/reference`).
 fn has_permission_mode(event: HookEvent) -> bool {
     !matches!(
         event,
@@ -305,6 +304,7 @@ fn has_permission_mode(event: HookEvent) -> bool {
             | HookEvent::SessionEnd
             | HookEvent::MessageDisplay
             | HookEvent::InstructionsLoaded
+            | HookEvent::CwdChanged
             | HookEvent::PreModelSwitch
             | HookEvent::PostModelSwitch
     )

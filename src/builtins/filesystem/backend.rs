@@ -339,6 +339,9 @@ pub struct FileText {
     /// left out)`. A cut line is in [`text`](Self::text) as its first characters and its
     /// `\n` (if it had one).
     pub cut_lines: Vec<(usize, usize)>,
+    /// Whether the file's last line ends with a newline (`false` for an empty file, and
+    /// when the backend does not say).
+    pub final_newline: bool,
 }
 
 impl FileText {
@@ -350,7 +353,16 @@ impl FileText {
             line_count,
             total_lines,
             cut_lines: Vec::new(),
+            final_newline: false,
         }
+    }
+
+    /// Saying whether the file's last line ends with a newline (see
+    /// [`final_newline`](Self::final_newline)).
+    #[must_use]
+    pub fn with_final_newline(mut self, yes: bool) -> Self {
+        self.final_newline = yes;
+        self
     }
 
     /// With the lines that were cut (see [`cut_lines`](Self::cut_lines)).

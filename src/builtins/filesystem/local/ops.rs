@@ -66,6 +66,7 @@ impl Resolver {
         let mut cut_lines = Vec::new();
         let mut line = Vec::new();
         let mut utf8 = Utf8Check::default();
+        let mut final_newline = false;
         loop {
             let in_range = total >= range.offset && count < limit;
             // Lines out of the range are read (to count them and check them) but not kept.
@@ -83,6 +84,7 @@ impl Resolver {
                 }
             };
             total += 1;
+            final_newline = line.last() == Some(&b'\n');
             if in_range {
                 text.push_str(&String::from_utf8_lossy(&line));
                 count += 1;
@@ -91,7 +93,9 @@ impl Resolver {
                 }
             }
         }
-        Ok(FileText::new(text, range.offset + 1, count, total).with_cut_lines(cut_lines))
+        Ok(FileText::new(text, range.offset + 1, count, total)
+            .with_cut_lines(cut_lines)
+            .with_final_newline(final_newline))
     }
 
     pub(super) fn write_file(&self, path: &str, content: &str) -> Result<String, FsError> {

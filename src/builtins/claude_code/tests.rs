@@ -1,0 +1,1 @@
+//! The tools over real files in temporary directories, and real processes.
