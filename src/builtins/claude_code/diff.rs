@@ -169,7 +169,13 @@ mod tests {
     #[test]
     fn distant_changes_are_separate_hunks() {
         let old: String = (1..=20).map(|n| format!("{n}\n")).collect();
-        let new = old.replace("2\n", "two\n").replace("18\n", "eighteen\n");
+        let new: String = (1..=20)
+            .map(|n| match n {
+                2 => "two\n".to_owned(),
+                18 => "eighteen\n".to_owned(),
+                n => format!("{n}\n"),
+            })
+            .collect();
         let hunks = structured_patch(&old, &new);
         let hunks = hunks.as_array().unwrap();
         assert_eq!(hunks.len(), 2);
