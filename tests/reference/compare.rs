@@ -163,7 +163,12 @@ pub(crate) const OPEN: &[Known] = &[
          made absolute. The crate's hooks see the model's input. Needs the tool's normalised \
          input before the hook layer (the same `Tool` method).",
     ),
-    known("tool_read", "*", "tool_input", "the same: a relative `file_path`"),
+    known(
+        "tool_read",
+        "*",
+        "tool_input",
+        "the same: a relative `file_path`",
+    ),
     known(
         "instructions_loaded",
         "*",

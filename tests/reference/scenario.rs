@@ -205,7 +205,10 @@ impl Play {
         }
         let mut answers = scenario.answers.clone();
         let project = self.project().to_string_lossy().into_owned();
-        answers.iter_mut().flatten().for_each(|v| replace(v, &project));
+        answers
+            .iter_mut()
+            .flatten()
+            .for_each(|v| replace(v, &project));
         answers
     }
 

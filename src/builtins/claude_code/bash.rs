@@ -100,10 +100,7 @@ async fn bash_call(shared: &Shared, args: BashArgs, ctx: &RunContext) -> ToolOut
         ctx.set_cwd(dir);
     }
     let stdout = trim(&output);
-    let code = run
-        .exit_code
-        .or(run.signal.map(|s| 128 + s))
-        .unwrap_or(-1);
+    let code = run.exit_code.or(run.signal.map(|s| 128 + s)).unwrap_or(-1);
     if code != 0 {
         let mut text = format!("Exit code {code}");
         if !stdout.is_empty() {
@@ -246,7 +243,9 @@ mod tests {
     #[test]
     fn silent_commands_expect_no_output() {
         assert!(no_output_expected("touch a; mkdir -p b && cd b"));
-        assert!(!no_output_expected("mkdir -p sub && cd sub && echo x >> ../ran.log"));
+        assert!(!no_output_expected(
+            "mkdir -p sub && cd sub && echo x >> ../ran.log"
+        ));
         assert!(!no_output_expected("true"));
         assert!(!no_output_expected(""));
         assert!(no_output_expected("touch 'a;echo'"));

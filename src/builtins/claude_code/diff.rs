@@ -14,10 +14,13 @@ const MAX_CELLS: usize = 4_000_000;
 type Line<'a> = (&'a str, bool);
 
 fn lines(text: &str) -> Vec<Line<'_>> {
-    let mut out: Vec<Line<'_>> = text.split_inclusive('\n').map(|l| match l.strip_suffix('\n') {
-        Some(l) => (l, true),
-        None => (l, false),
-    }).collect();
+    let mut out: Vec<Line<'_>> = text
+        .split_inclusive('\n')
+        .map(|l| match l.strip_suffix('\n') {
+            Some(l) => (l, true),
+            None => (l, false),
+        })
+        .collect();
     if out.last() == Some(&("", false)) {
         out.pop();
     }

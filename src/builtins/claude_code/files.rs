@@ -94,12 +94,19 @@ async fn read_call(shared: &Shared, args: ReadArgs, ctx: &RunContext) -> ToolOut
     let config = &shared.config;
     let abs = Paths::absolute(&ctx.cwd(), &args.file_path);
     let start = args.offset.unwrap_or(1).max(1);
-    let limit = args.limit.unwrap_or(config.read_limit).min(config.read_limit);
+    let limit = args
+        .limit
+        .unwrap_or(config.read_limit)
+        .min(config.read_limit);
     if limit == 0 {
         return ToolOutput::error("", "limit must be at least 1");
     }
     let range = ReadRange::lines(start - 1, limit).max_line_chars(config.max_line_chars);
-    let text = match shared.backend.read_file(&shared.paths.backend(&abs), range).await {
+    let text = match shared
+        .backend
+        .read_file(&shared.paths.backend(&abs), range)
+        .await
+    {
         Ok(text) => text,
         Err(e) if e.kind() == FsErrorKind::NotFound => return ToolOutput::error("", missing(ctx)),
         Err(e) => return ToolOutput::error("", e.to_string()),
@@ -154,11 +161,7 @@ impl<'a> Lines<'a> {
     fn of(text: &'a FileText, start: usize, limit: usize) -> Self {
         let extra = text.final_newline || text.total_lines == 0;
         let total = text.total_lines + usize::from(extra);
-        let mut lines: Vec<&str> = text
-            .text
-            .lines()
-            .take(text.line_count)
-            .collect();
+        let mut lines: Vec<&str> = text.text.lines().take(text.line_count).collect();
         // The empty line after the last newline, when the range reaches it.
         let next = start + lines.len();
         if extra && next == total && lines.len() < limit {
@@ -212,12 +215,18 @@ async fn write_call(shared: &Shared, args: WriteArgs, ctx: &RunContext) -> ToolO
         Original::Text(old) => (
             "update",
             structured_patch(old, &args.content),
-            format!("The file {} has been updated successfully.{CURRENT}", args.file_path),
+            format!(
+                "The file {} has been updated successfully.{CURRENT}",
+                args.file_path
+            ),
         ),
         Original::TooLarge => (
             "update",
             json!([]),
-            format!("The file {} has been updated successfully.{CURRENT}", args.file_path),
+            format!(
+                "The file {} has been updated successfully.{CURRENT}",
+                args.file_path
+            ),
         ),
     };
     let response = json!({
@@ -251,10 +260,11 @@ impl Original {
 async fn original(shared: &Shared, path: &str) -> Result<Original, FsError> {
     let paths = [path.to_owned()];
     let stat = shared.backend.stat(&paths).await.pop().flatten();
-    if let Some(stat) = stat {
-        if stat.kind == EntryKind::File && stat.size > shared.config.max_edit_bytes {
-            return Ok(Original::TooLarge);
-        }
+    if let Some(stat) = stat
+        && stat.kind == EntryKind::File
+        && stat.size > shared.config.max_edit_bytes
+    {
+        return Ok(Original::TooLarge);
     }
     match shared.backend.read_file(path, ReadRange::all()).await {
         Ok(text) => Ok(Original::Text(text.text)),

@@ -1,7 +1,7 @@
 //! Claude Code's tools — `Bash`, `Read`, `Write`, `Edit`, `Glob`, `Grep` — under Claude Code's
 //! names, with its input schemas, answering the model with the text Claude Code gives and
 //! hooks with the `tool_response` Claude Code gives, over a filesystem
-//! [`Backend`](crate::builtins::filesystem::Backend).
+//! [`Backend`].
 //!
 //! So a [command hook](crate::command) written for Claude Code — matching `Bash` and reading
 //! `tool_response.stdout`, matching `Write|Edit` and reading `tool_input.file_path` — works on

@@ -114,9 +114,8 @@ async fn glob_call(shared: &Shared, args: GlobArgs, ctx: &RunContext) -> ToolOut
         names.join("\n")
     };
     if truncated {
-        model.push_str(
-            "\n(Results are truncated. Consider using a more specific path or pattern.)",
-        );
+        model
+            .push_str("\n(Results are truncated. Consider using a more specific path or pattern.)");
     }
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let response = json!({
@@ -258,11 +257,15 @@ async fn grep_call(shared: &Shared, args: GrepArgs, ctx: &RunContext) -> ToolOut
     let found = match shared.backend.grep(&args.pattern, options).await {
         Ok(found) => found,
         Err(e) if e.kind() == FsErrorKind::NotFound => {
-            return ToolOutput::error("", format!("Path does not exist: {}", base));
+            return ToolOutput::error("", format!("Path does not exist: {base}"));
         }
         Err(e) => return ToolOutput::error("", e.to_string()),
     };
-    let prefix = if base == "." { String::new() } else { format!("{base}/") };
+    let prefix = if base == "." {
+        String::new()
+    } else {
+        format!("{base}/")
+    };
     let matches: Vec<GrepMatch> = found
         .matches
         .into_iter()
@@ -290,7 +293,9 @@ async fn grep_call(shared: &Shared, args: GrepArgs, ctx: &RunContext) -> ToolOut
         }
         Mode::Content => {
             let numbers = args.line_numbers.unwrap_or(true);
-            let lines = matches.iter().map(|m| content_line(m, &show(&m.path), numbers));
+            let lines = matches
+                .iter()
+                .map(|m| content_line(m, &show(&m.path), numbers));
             content_mode(lines.collect(), page)
         }
         Mode::Count => {
@@ -410,7 +415,11 @@ fn count_mode(counts: Vec<(String, usize)>, page: Page) -> (String, Value) {
         model,
         "\n\nFound {} total {} across {}.",
         matches,
-        if matches == 1 { "occurrence" } else { "occurrences" },
+        if matches == 1 {
+            "occurrence"
+        } else {
+            "occurrences"
+        },
         plural(files, "file", "files"),
     );
     if let Some(p) = paged {
@@ -436,7 +445,10 @@ mod tests {
 
     #[test]
     fn pagination_reads_as_claude_codes() {
-        let page = Page { limit: 1, offset: 1 };
+        let page = Page {
+            limit: 1,
+            offset: 1,
+        };
         let (model, response) = count_mode(
             vec![("a".into(), 2), ("b".into(), 3), ("c".into(), 1)],
             page,
@@ -446,7 +458,13 @@ mod tests {
             "b:3\n\nFound 6 total occurrences across 3 files. with pagination = limit: 1, offset: 1"
         );
         assert_eq!(response["appliedLimit"], 1);
-        let (model, _) = files_mode(vec!["x".into(), "y".into()], Page { limit: 1, offset: 0 });
+        let (model, _) = files_mode(
+            vec!["x".into(), "y".into()],
+            Page {
+                limit: 1,
+                offset: 0,
+            },
+        );
         assert_eq!(model, "Found 1 file limit: 1\nx");
     }
 }

@@ -78,7 +78,10 @@ async fn the_tools_have_claude_codes_names_and_schemas() {
             .clone()
     };
     assert_eq!(spec("Bash")["required"], json!(["command"]));
-    assert_eq!(spec("Edit")["required"], json!(["file_path", "old_string", "new_string"]));
+    assert_eq!(
+        spec("Edit")["required"],
+        json!(["file_path", "old_string", "new_string"])
+    );
     assert!(spec("Grep")["properties"]["-i"].is_object());
     let without = ClaudeCode::local(f.dir.path()).without_bash().tools();
     assert!(!without.contains("Bash"));
@@ -87,7 +90,12 @@ async fn the_tools_have_claude_codes_names_and_schemas() {
 #[tokio::test]
 async fn bash_answers_as_claude_code() {
     let mut f = Fixture::local();
-    let out = f.call("Bash", json!({"command": "echo hello; echo warn >&2", "description": "Hi"})).await;
+    let out = f
+        .call(
+            "Bash",
+            json!({"command": "echo hello; echo warn >&2", "description": "Hi"}),
+        )
+        .await;
     assert!(!out.is_error);
     assert_eq!(out.content, "hello\nwarn");
     assert_eq!(
@@ -98,10 +106,14 @@ async fn bash_answers_as_claude_code() {
     let out = f.call("Bash", json!({"command": "touch a"})).await;
     assert_eq!(out.content, "(Bash completed with no output)");
     assert_eq!(response(&out)["noOutputExpected"], true);
-    let out = f.call("Bash", json!({"command": "echo out; echo err >&2; exit 3"})).await;
+    let out = f
+        .call("Bash", json!({"command": "echo out; echo err >&2; exit 3"}))
+        .await;
     assert!(out.is_error);
     assert_eq!(out.content, "Exit code 3\nout\nerr");
-    let out = f.call("Bash", json!({"command": "printf '\\n\\n  x  \\n\\n'"})).await;
+    let out = f
+        .call("Bash", json!({"command": "printf '\\n\\n  x  \\n\\n'"}))
+        .await;
     assert_eq!(out.content, "  x");
 }
 
@@ -109,7 +121,9 @@ async fn bash_answers_as_claude_code() {
 async fn a_cd_moves_the_session() {
     let mut f = Fixture::local();
     let root = f.root();
-    let out = f.call("Bash", json!({"command": "mkdir -p sub && cd sub"})).await;
+    let out = f
+        .call("Bash", json!({"command": "mkdir -p sub && cd sub"}))
+        .await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(f.ctx.cwd(), root.join("sub"));
     let out = f.call("Bash", json!({"command": "pwd"})).await;
@@ -128,13 +142,17 @@ async fn a_cd_moves_the_session() {
 #[tokio::test]
 async fn bash_times_out_and_caps_its_output() {
     let mut f = Fixture::new(|root| ClaudeCode::local(root).max_output(100));
-    let out = f.call("Bash", json!({"command": "sleep 5", "timeout": 200})).await;
+    let out = f
+        .call("Bash", json!({"command": "sleep 5", "timeout": 200}))
+        .await;
     assert!(out.is_error);
     assert_eq!(out.content, "Command timed out after 200 ms");
     let out = f.call("Bash", json!({"command": "seq 1 10000"})).await;
     assert!(out.content.len() < 200, "{}", out.content);
     assert!(out.content.contains("truncated"));
-    let out = f.call("Bash", json!({"command": "true", "timeout": 0})).await;
+    let out = f
+        .call("Bash", json!({"command": "true", "timeout": 0}))
+        .await;
     assert!(out.is_error);
 }
 
@@ -151,23 +169,40 @@ async fn read_counts_lines_as_claude_code() {
         json!({"type": "text", "file": {"filePath": path, "content": "alpha\nbeta\ngamma\ndelta\n",
             "numLines": 5, "startLine": 1, "totalLines": 5}})
     );
-    let out = f.call("Read", json!({"file_path": path, "offset": 2, "limit": 2})).await;
+    let out = f
+        .call("Read", json!({"file_path": path, "offset": 2, "limit": 2}))
+        .await;
     assert_eq!(out.content, "2\tbeta\n3\tgamma");
     assert_eq!(response(&out)["file"]["content"], "beta\ngamma");
-    let out = f.call("Read", json!({"file_path": path, "offset": 9})).await;
-    assert!(out.content.contains("shorter than the provided offset (9). The file has 5 lines"));
+    let out = f
+        .call("Read", json!({"file_path": path, "offset": 9}))
+        .await;
+    assert!(
+        out.content
+            .contains("shorter than the provided offset (9). The file has 5 lines")
+    );
     let out = f.call("Read", json!({"file_path": "empty.txt"})).await;
-    assert!(out.content.contains("the file exists but the contents are empty"));
+    assert!(
+        out.content
+            .contains("the file exists but the contents are empty")
+    );
     assert_eq!(response(&out)["file"]["numLines"], 1);
     let out = f.call("Read", json!({"file_path": "missing.txt"})).await;
     assert!(out.is_error);
     let cwd = f.root();
     assert_eq!(
         out.content,
-        format!("File does not exist. Note: your current working directory is {}.", cwd.display())
+        format!(
+            "File does not exist. Note: your current working directory is {}.",
+            cwd.display()
+        )
     );
     let out = f.call("Read", json!({"file_path": "/etc/hostname"})).await;
-    assert!(out.is_error && out.content.contains("escapes the root"), "{}", out.content);
+    assert!(
+        out.is_error && out.content.contains("escapes the root"),
+        "{}",
+        out.content
+    );
 }
 
 #[tokio::test]
@@ -175,7 +210,9 @@ async fn read_cuts_long_lines_and_large_reads() {
     let mut f = Fixture::new(|root| ClaudeCode::local(root).read_limit(3));
     let long = "x".repeat(2_500);
     f.file("big.txt", &format!("{long}\n2\n3\n4\n5\n"));
-    let out = f.call("Read", json!({"file_path": "big.txt", "limit": 100})).await;
+    let out = f
+        .call("Read", json!({"file_path": "big.txt", "limit": 100}))
+        .await;
     let lines: Vec<&str> = out.content.lines().collect();
     assert_eq!(lines.len(), 3);
     assert!(lines[0].ends_with("… (500 more characters on this line)"));
@@ -186,7 +223,9 @@ async fn read_cuts_long_lines_and_large_reads() {
 async fn write_creates_and_updates_with_a_patch() {
     let mut f = Fixture::local();
     let path = f.path("new/created.txt");
-    let out = f.call("Write", json!({"file_path": path, "content": "hello\n"})).await;
+    let out = f
+        .call("Write", json!({"file_path": path, "content": "hello\n"}))
+        .await;
     assert_eq!(
         out.content,
         format!(
@@ -196,8 +235,13 @@ async fn write_creates_and_updates_with_a_patch() {
     );
     assert_eq!(response(&out)["type"], "create");
     assert_eq!(response(&out)["originalFile"], Value::Null);
-    let out = f.call("Write", json!({"file_path": path, "content": "bye\n"})).await;
-    assert!(out.content.starts_with(&format!("The file {path} has been updated successfully.")));
+    let out = f
+        .call("Write", json!({"file_path": path, "content": "bye\n"}))
+        .await;
+    assert!(
+        out.content
+            .starts_with(&format!("The file {path} has been updated successfully."))
+    );
     assert_eq!(response(&out)["type"], "update");
     assert_eq!(response(&out)["originalFile"], "hello\n");
     assert_eq!(
@@ -215,21 +259,34 @@ async fn edit_replaces_once_or_all_and_refuses_as_claude_code() {
     let mut f = Fixture::local();
     f.file("code.txt", "one two\nthree two\nthree\n");
     let path = f.path("code.txt");
-    let edit = |old: &str, new: &str| json!({"file_path": path, "old_string": old, "new_string": new});
+    let edit =
+        |old: &str, new: &str| json!({"file_path": path, "old_string": old, "new_string": new});
     // Not read first: said so.
     let out = f.call("Edit", edit("one", "ONE")).await;
-    assert_eq!(out.content, format!("The file {path} has been updated successfully."));
+    assert_eq!(
+        out.content,
+        format!("The file {path} has been updated successfully.")
+    );
     assert_eq!(response(&out)["contentNotInModelContext"], true);
     f.call("Read", json!({"file_path": path})).await;
     let mut all = edit("two", "2");
     all["replace_all"] = json!(true);
     let out = f.call("Edit", all).await;
-    assert!(out.content.contains("All occurrences were successfully replaced. (file state"));
+    assert!(
+        out.content
+            .contains("All occurrences were successfully replaced. (file state")
+    );
     assert!(response(&out).get("contentNotInModelContext").is_none());
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "ONE 2\nthree 2\nthree\n");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "ONE 2\nthree 2\nthree\n"
+    );
     let out = f.call("Edit", edit("three", "3")).await;
     assert!(out.is_error);
-    assert!(out.content.starts_with("<tool_use_error>Found 2 matches of the string to replace"));
+    assert!(
+        out.content
+            .starts_with("<tool_use_error>Found 2 matches of the string to replace")
+    );
     let out = f.call("Edit", edit("absent", "x")).await;
     assert_eq!(
         out.content,
@@ -239,12 +296,30 @@ async fn edit_replaces_once_or_all_and_refuses_as_claude_code() {
     assert!(out.content.contains("No changes to make"));
     // An empty old_string creates a file, not over an existing one.
     let new = f.path("fresh.txt");
-    let out = f.call("Edit", json!({"file_path": new, "old_string": "", "new_string": "hi\n"})).await;
+    let out = f
+        .call(
+            "Edit",
+            json!({"file_path": new, "old_string": "", "new_string": "hi\n"}),
+        )
+        .await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(std::fs::read_to_string(&new).unwrap(), "hi\n");
-    let out = f.call("Edit", json!({"file_path": new, "old_string": "", "new_string": "x"})).await;
-    assert!(out.content.contains("Cannot create new file - file already exists."));
-    let out = f.call("Edit", json!({"file_path": f.path("nope.txt"), "old_string": "a", "new_string": "b"})).await;
+    let out = f
+        .call(
+            "Edit",
+            json!({"file_path": new, "old_string": "", "new_string": "x"}),
+        )
+        .await;
+    assert!(
+        out.content
+            .contains("Cannot create new file - file already exists.")
+    );
+    let out = f
+        .call(
+            "Edit",
+            json!({"file_path": f.path("nope.txt"), "old_string": "a", "new_string": "b"}),
+        )
+        .await;
     assert!(out.content.contains("File does not exist."));
 }
 
@@ -257,18 +332,31 @@ fn touch(path: &Path, secs: u64) {
 #[tokio::test]
 async fn glob_lists_files_oldest_first() {
     let mut f = Fixture::new(|root| ClaudeCode::local(root).glob_limit(2));
-    for (name, secs) in [("src/b.rs", 1), ("README.md", 2), ("src/sub/c.rs", 3), ("src/a.rs", 4)] {
+    for (name, secs) in [
+        ("src/b.rs", 1),
+        ("README.md", 2),
+        ("src/sub/c.rs", 3),
+        ("src/a.rs", 4),
+    ] {
         f.file(name, "x\n");
         touch(&f.root().join(name), secs);
     }
-    let out = f.call("Glob", json!({"pattern": "*.rs", "path": f.path("src")})).await;
+    let out = f
+        .call("Glob", json!({"pattern": "*.rs", "path": f.path("src")}))
+        .await;
     assert_eq!(
         out.content,
         "src/b.rs\nsrc/sub/c.rs\n(Results are truncated. Consider using a more specific path or pattern.)"
     );
     let r = response(&out);
-    assert_eq!((r["numFiles"].clone(), r["totalMatches"].clone(), r["truncated"].clone()),
-        (json!(2), json!(3), json!(true)));
+    assert_eq!(
+        (
+            r["numFiles"].clone(),
+            r["totalMatches"].clone(),
+            r["truncated"].clone()
+        ),
+        (json!(2), json!(3), json!(true))
+    );
     assert!(r["durationMs"].is_u64());
     let out = f.call("Glob", json!({"pattern": "*.zzz"})).await;
     assert_eq!(out.content, "No files found");
@@ -283,16 +371,37 @@ async fn grep_in_its_three_modes() {
     touch(&f.root().join("src/b.rs"), 1);
     touch(&f.root().join("README.md"), 2);
     touch(&f.root().join("src/a.rs"), 3);
-    let out = f.call("Grep", json!({"pattern": "hello", "-i": true})).await;
-    assert_eq!(out.content, "Found 3 files\nsrc/a.rs\nREADME.md\nsrc/b.rs");
-    let out = f.call("Grep", json!({"pattern": "hello", "output_mode": "content"})).await;
-    assert_eq!(out.content, "README.md:2:hello again\nsrc/a.rs:2:    println!(\"hello\");");
-    assert_eq!(response(&out)["numLines"], 2);
-    let out = f.call("Grep", json!({"pattern": "fn", "output_mode": "count", "glob": "*.rs"})).await;
-    assert_eq!(out.content, "src/a.rs:1\nsrc/b.rs:1\n\nFound 2 total occurrences across 2 files.");
     let out = f
-        .call("Grep", json!({"pattern": "l", "output_mode": "content", "head_limit": 1,
-            "offset": 1, "-n": false, "path": "src"}))
+        .call("Grep", json!({"pattern": "hello", "-i": true}))
+        .await;
+    assert_eq!(out.content, "Found 3 files\nsrc/a.rs\nREADME.md\nsrc/b.rs");
+    let out = f
+        .call(
+            "Grep",
+            json!({"pattern": "hello", "output_mode": "content"}),
+        )
+        .await;
+    assert_eq!(
+        out.content,
+        "README.md:2:hello again\nsrc/a.rs:2:    println!(\"hello\");"
+    );
+    assert_eq!(response(&out)["numLines"], 2);
+    let out = f
+        .call(
+            "Grep",
+            json!({"pattern": "fn", "output_mode": "count", "glob": "*.rs"}),
+        )
+        .await;
+    assert_eq!(
+        out.content,
+        "src/a.rs:1\nsrc/b.rs:1\n\nFound 2 total occurrences across 2 files."
+    );
+    let out = f
+        .call(
+            "Grep",
+            json!({"pattern": "l", "output_mode": "content", "head_limit": 1,
+            "offset": 1, "-n": false, "path": "src"}),
+        )
         .await;
     assert_eq!(
         out.content,
@@ -300,7 +409,9 @@ async fn grep_in_its_three_modes() {
     );
     let out = f.call("Grep", json!({"pattern": "zzz"})).await;
     assert_eq!(out.content, "No files found");
-    let out = f.call("Grep", json!({"pattern": "(", "output_mode": "content"})).await;
+    let out = f
+        .call("Grep", json!({"pattern": "(", "output_mode": "content"}))
+        .await;
     assert!(out.is_error);
 }
 
@@ -331,7 +442,9 @@ async fn a_cd_fires_cwd_changed_in_an_agent() {
             CwdChanged::Continue
         })
         .before_tool_use("Bash", move |_call, ctx: RunContext| {
-            pre.lock().unwrap().push(format!("pre in {}", ctx.cwd().display()));
+            pre.lock()
+                .unwrap()
+                .push(format!("pre in {}", ctx.cwd().display()));
             PreToolUse::Continue
         });
     let agent = Agent::builder()

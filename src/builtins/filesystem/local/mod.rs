@@ -15,8 +15,8 @@ use std::{
 use futures_util::future::BoxFuture;
 
 use super::backend::{
-    Backend, DirEntry, Edit, ExecOptions, ExecOutput, FileStat, FileText, FsError, FsErrorKind, GrepMatches,
-    GrepOptions, ReadRange,
+    Backend, DirEntry, Edit, ExecOptions, ExecOutput, FileStat, FileText, FsError, FsErrorKind,
+    GrepMatches, GrepOptions, ReadRange,
 };
 
 pub(super) use self::exec::format_duration;

@@ -20,8 +20,8 @@ use super::{
     walk::{entry_kind, has_glob_meta, walk},
 };
 use crate::builtins::filesystem::backend::{
-    DirEntry, Edit, EntryKind, FileStat, FileText, FsError, FsErrorKind, GrepMatch, GrepMatches, GrepOptions,
-    ReadRange,
+    DirEntry, Edit, EntryKind, FileStat, FileText, FsError, FsErrorKind, GrepMatch, GrepMatches,
+    GrepOptions, ReadRange,
 };
 
 impl Resolver {
