@@ -11,11 +11,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::Shared;
+use super::{Shared, TOOL_RESPONSE};
 use crate::{
     agent::SessionEnv,
     builtins::filesystem::{ExecOptions, FsErrorKind},
-    command::TOOL_RESPONSE,
     context::RunContext,
     error::BoxError,
     message::ToolOutput,

@@ -6,10 +6,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Shared, diff::structured_patch, paths::Paths};
+use super::{Shared, TOOL_RESPONSE, diff::structured_patch, paths::Paths};
 use crate::{
     builtins::filesystem::{EntryKind, FileText, FsError, FsErrorKind, ReadRange, record_file},
-    command::TOOL_RESPONSE,
     context::RunContext,
     error::BoxError,
     message::ToolOutput,

@@ -134,6 +134,10 @@ use crate::{
     tool::{Tool, ToolRouter},
 };
 
+/// [`command::TOOL_RESPONSE`](crate::command::TOOL_RESPONSE), the metadata key of what hooks
+/// get as `tool_response` (written out: `command` builds on `builtins`, not the other way).
+const TOOL_RESPONSE: &str = "tool_response";
+
 /// The settings of the tools (see the setters of [`ClaudeCode`]).
 #[derive(Debug, Clone)]
 struct Config {

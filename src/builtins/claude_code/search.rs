@@ -7,10 +7,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Shared, paths::Paths};
+use super::{Shared, TOOL_RESPONSE, paths::Paths};
 use crate::{
     builtins::filesystem::{EntryKind, FsErrorKind, GrepMatch, GrepOptions},
-    command::TOOL_RESPONSE,
     context::RunContext,
     error::BoxError,
     message::ToolOutput,

@@ -9,9 +9,8 @@ use std::{
 use serde_json::{Value, json};
 use tower::{Service, ServiceExt};
 
-use super::ClaudeCode;
+use super::{ClaudeCode, TOOL_RESPONSE};
 use crate::{
-    command::TOOL_RESPONSE,
     context::RunContext,
     message::{ToolCall, ToolOutput},
     tool::{ToolRequest, ToolRouter},
@@ -55,6 +54,11 @@ impl Fixture {
         let req = ToolRequest::new(call, self.ctx.clone());
         self.router.ready().await.unwrap().call(req).await.unwrap()
     }
+}
+
+#[test]
+fn the_response_key_is_the_command_hooks() {
+    assert_eq!(TOOL_RESPONSE, crate::command::TOOL_RESPONSE);
 }
 
 fn response(out: &ToolOutput) -> &Value {
