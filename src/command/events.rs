@@ -488,6 +488,15 @@ mod tests {
         tool::{merge_pre_tool_use, tool_response},
         *,
     };
+
+    /// The Claude Code tools answer hooks under the key command hooks read.
+    #[test]
+    fn the_claude_code_tools_answer_under_the_response_key() {
+        assert_eq!(
+            crate::builtins::claude_code::TOOL_RESPONSE,
+            crate::command::TOOL_RESPONSE
+        );
+    }
     use crate::command::process::Permission;
     use crate::layers::hooks::PreToolUse;
     use crate::message::Message;

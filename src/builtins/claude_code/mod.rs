@@ -135,8 +135,9 @@ use crate::{
 };
 
 /// [`command::TOOL_RESPONSE`](crate::command::TOOL_RESPONSE), the metadata key of what hooks
-/// get as `tool_response` (written out: `command` builds on `builtins`, not the other way).
-const TOOL_RESPONSE: &str = "tool_response";
+/// get as `tool_response` (written out: `command` builds on `builtins`, not the other way; a
+/// test of `command` checks they agree).
+pub(crate) const TOOL_RESPONSE: &str = "tool_response";
 
 /// The settings of the tools (see the setters of [`ClaudeCode`]).
 #[derive(Debug, Clone)]
