@@ -129,7 +129,7 @@ async fn read_call(shared: &Shared, args: ReadArgs, ctx: &RunContext) -> ToolOut
             if i > 0 {
                 model.push('\n');
             }
-            let n = start + i;
+            let n = start.saturating_add(i);
             let _ = write!(model, "{n}\t{line}");
             if let Some((_, more)) = text.cut_lines.iter().find(|(l, _)| *l == n) {
                 let _ = write!(model, "… ({more} more characters on this line)");
@@ -162,7 +162,7 @@ impl<'a> Lines<'a> {
         let total = text.total_lines + usize::from(extra);
         let mut lines: Vec<&str> = text.text.lines().take(text.line_count).collect();
         // The empty line after the last newline, when the range reaches it.
-        let next = start + lines.len();
+        let next = start.saturating_add(lines.len());
         if extra && next == total && lines.len() < limit {
             lines.push("");
         }
@@ -327,7 +327,7 @@ async fn edit_call(shared: &Shared, args: EditArgs, ctx: &RunContext) -> ToolOut
         (None, false) => return refused(missing(ctx)),
         (Some(old), true) if old.is_empty() => args.new_string.clone(),
         (Some(_), true) => return refused("Cannot create new file - file already exists."),
-        (Some(old), false) => match replace(old, &args) {
+        (Some(old), false) => match replace(old, &args, shared.config.max_edit_bytes) {
             Ok(updated) => updated,
             Err(refusal) => return refusal,
         },
@@ -365,9 +365,25 @@ async fn edit_call(shared: &Shared, args: EditArgs, ctx: &RunContext) -> ToolOut
     ToolOutput::text("", model).with_metadata(TOOL_RESPONSE, response)
 }
 
-/// `old` with `args.old_string` replaced, or Claude Code's refusal.
-fn replace(old: &str, args: &EditArgs) -> Result<String, ToolOutput> {
+/// `old` with `args.old_string` replaced, or Claude Code's refusal; a result over `max_bytes`
+/// is refused (replacing all of many short strings by a long one could grow without bound).
+fn replace(old: &str, args: &EditArgs, max_bytes: u64) -> Result<String, ToolOutput> {
     let found = old.matches(args.old_string.as_str()).take(2).count();
+    if found > 0 {
+        let times = if args.replace_all {
+            old.matches(args.old_string.as_str()).count()
+        } else {
+            1
+        };
+        let grown = (args.new_string.len() as u64).saturating_sub(args.old_string.len() as u64);
+        let size = (old.len() as u64).saturating_add(grown.saturating_mul(times as u64));
+        if size > max_bytes {
+            return Err(refused(format!(
+                "The edited file would have {size} bytes, more than the {max_bytes} bytes a \
+                 file may have to be edited."
+            )));
+        }
+    }
     match found {
         0 => Err(refused(format!(
             "String to replace not found in file.\nString: {}",

@@ -102,6 +102,8 @@
 //! - `Bash` runs `sh -c` (the backend's shell), not the user's shell, and does not run
 //!   commands in the background (`run_in_background` is not offered).
 //! - `Read` reads UTF-8 text only (no images, PDFs or notebooks).
+//! - `Grep` offers no context lines (`-A`, `-B`, `-C`), `type` or `multiline`; its pattern is
+//!   a Rust `regex`, close to ripgrep's.
 //! - `Edit`'s refusals (`old_string` not found or not unique, an unchanged string, a missing
 //!   file) are found while the call runs, after the PreToolUse hooks: Claude Code checks
 //!   them first, and its hooks never see those calls.

@@ -471,3 +471,29 @@ async fn a_cd_fires_cwd_changed_in_an_agent() {
         ]
     );
 }
+
+/// What a model sends cannot make a tool grow without bound or panic.
+#[tokio::test]
+async fn inputs_stay_bounded() {
+    let mut f = Fixture::new(|root| ClaudeCode::local(root).max_edit_bytes(1_000));
+    f.file("a.txt", &"a".repeat(500));
+    let input = json!({"file_path": "a.txt", "old_string": "a", "new_string": "bbbb",
+        "replace_all": true});
+    let out = f.call("Edit", input).await;
+    assert!(out.is_error);
+    assert!(
+        out.content.contains("would have 2000 bytes"),
+        "{}",
+        out.content
+    );
+    let out = f
+        .call("Read", json!({"file_path": "a.txt", "offset": usize::MAX}))
+        .await;
+    assert!(!out.is_error, "{}", out.content);
+    let input = json!({"pattern": "a", "output_mode": "content", "head_limit": usize::MAX,
+        "offset": usize::MAX});
+    let out = f.call("Grep", input).await;
+    assert!(!out.is_error);
+    let out = f.call("Bash", json!({"command": "echo a\u{0}b"})).await;
+    assert!(out.is_error);
+}
