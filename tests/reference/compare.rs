@@ -223,6 +223,11 @@ fn keys(hooks: &[Value]) -> BTreeMap<(String, String, usize), &Value> {
     out
 }
 
+/// Events whose hooks Claude Code starts at once, so which starts first is chance: the
+/// CwdChanged hooks of a Bash `cd` start as the call ends, beside its PostToolUse hooks (both
+/// orders seen in 2.1.328). Their order is compared as the first one's.
+const SIMULTANEOUS: &[(&str, &str)] = &[("PostToolUse", "CwdChanged")];
+
 /// The events in the order they fired, a run of one event once (its hooks run in parallel).
 fn order(hooks: &[Value]) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
@@ -230,6 +235,11 @@ fn order(hooks: &[Value]) -> Vec<&str> {
         let e = h["event"].as_str().unwrap_or("?");
         if out.last() != Some(&e) {
             out.push(e);
+        }
+    }
+    for i in 1..out.len() {
+        if SIMULTANEOUS.contains(&(out[i], out[i - 1])) {
+            out.swap(i - 1, i);
         }
     }
     out
