@@ -148,6 +148,10 @@ impl RunContext {
     /// directory, and an agent's [hooks](crate::layers::hooks) fire their CwdChanged hooks at
     /// the end of the step (after the PostToolUse hooks of the call that moved it, before
     /// PostToolBatch). A relative `dir` is taken relative to the current working directory.
+    ///
+    /// The move lasts for the run: the thread's next run starts in the directory its request
+    /// names ([`AgentRequest::cwd`](crate::AgentRequest::cwd)), and its CwdChanged hooks fire
+    /// if that is not where this run ended.
     pub fn set_cwd(&self, dir: impl Into<PathBuf>) -> PathBuf {
         let mut cwd = self
             .shared
