@@ -120,8 +120,8 @@ pub async fn play_within<H: Host + ?Sized>(
     scenario: &Scenario,
     limit: Duration,
 ) -> Result<Observed, Error> {
-    let server = ModelServer::start(scenario.answers.clone()).await?;
     let play = Play::new(scenario)?;
+    let server = ModelServer::start(play.answers(scenario)).await?;
     let job = Job::new(&play, scenario, &server);
     match tokio::time::timeout(limit, host.play(&job)).await {
         Ok(Ok(())) => job.settle(SETTLE).await,

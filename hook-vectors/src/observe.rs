@@ -12,10 +12,11 @@ use crate::{play::Play, server::Request};
 /// the same placeholder, so "one id per prompt" is still checked.
 const NUMBERED: &[&str] = &["prompt_id", "turn_id", "message_id"];
 
-/// Fields whose value is measured (a time, a count of tokens, a price): only their type is
-/// compared.
+/// Fields whose value is measured (a time, a count of tokens, a price), at any depth of an
+/// input (Glob's `tool_response.durationMs`): only their type is compared.
 const MEASURED: &[&str] = &[
     "duration_ms",
+    "durationMs",
     "context_tokens",
     "estimated_cache_write_usd",
     "seconds_since_last_response",
@@ -102,9 +103,17 @@ impl Normaliser {
         match v {
             Value::String(s) => Value::String(self.text(s)),
             Value::Array(a) => Value::Array(a.iter().map(|v| self.value(v)).collect()),
-            Value::Object(m) => {
-                Value::Object(m.iter().map(|(k, v)| (k.clone(), self.value(v))).collect())
-            }
+            // A measured field nested in a value (a tool's `tool_response`) too.
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, v)| match v {
+                        Value::Number(_) if MEASURED.contains(&k.as_str()) => {
+                            (k.clone(), json!("<number>"))
+                        }
+                        v => (k.clone(), self.value(v)),
+                    })
+                    .collect(),
+            ),
             other => other.clone(),
         }
     }

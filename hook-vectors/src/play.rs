@@ -104,6 +104,28 @@ impl Play {
         Ok(play)
     }
 
+    /// The scenario's model answers for this play: `<project>` in their strings is the
+    /// project's path (the file tools take absolute paths).
+    pub fn answers(&self, scenario: &Scenario) -> Vec<Vec<Value>> {
+        fn replace(v: &mut Value, project: &str) {
+            match v {
+                Value::String(s) if s.contains("<project>") => {
+                    *s = s.replace("<project>", project);
+                }
+                Value::Array(a) => a.iter_mut().for_each(|v| replace(v, project)),
+                Value::Object(m) => m.values_mut().for_each(|v| replace(v, project)),
+                _ => {}
+            }
+        }
+        let mut answers = scenario.answers.clone();
+        let project = self.project().to_string_lossy().into_owned();
+        answers
+            .iter_mut()
+            .flatten()
+            .for_each(|v| replace(v, &project));
+        answers
+    }
+
     /// The play's root directory.
     pub fn root(&self) -> &Path {
         self.root.path()

@@ -236,7 +236,7 @@ impl Skills {
     async fn discover(&self, ctx: &RunContext) -> Vec<Skill> {
         let mut skills: Vec<Skill> = Vec::new();
         for path in self.paths.iter() {
-            let dir = absolute(ctx.cwd(), path);
+            let dir = absolute(&ctx.cwd(), path);
             for skill in discover_dir(ctx, &self.cache, &dir).await {
                 match skills.iter_mut().find(|s| s.name == skill.name) {
                     Some(earlier) => {

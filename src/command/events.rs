@@ -246,7 +246,7 @@ impl Inner {
     fn hook_dir(&self, ctx: &RunContext) -> PathBuf {
         let run = ctx.cwd();
         match &self.process_dir {
-            Some(process) if process != run => run.to_path_buf(),
+            Some(process) if *process != run => run,
             _ => self.project_dir.clone(),
         }
     }
@@ -318,6 +318,7 @@ fn has_permission_mode(event: HookEvent) -> bool {
             | HookEvent::FileChanged
             | HookEvent::MessageDisplay
             | HookEvent::InstructionsLoaded
+            | HookEvent::CwdChanged
             | HookEvent::PreModelSwitch
             | HookEvent::PostModelSwitch
     )
@@ -501,6 +502,15 @@ mod tests {
         tool::{merge_pre_tool_use, tool_response},
         *,
     };
+
+    /// The Claude Code tools answer hooks under the key command hooks read.
+    #[test]
+    fn the_claude_code_tools_answer_under_the_response_key() {
+        assert_eq!(
+            crate::builtins::claude_code::TOOL_RESPONSE,
+            crate::command::TOOL_RESPONSE
+        );
+    }
     use crate::command::process::Permission;
     use crate::layers::hooks::PreToolUse;
     use crate::message::Message;

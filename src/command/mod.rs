@@ -399,7 +399,7 @@
 //! InstructionsLoaded) `prompt_id` (the run's id,
 //! [`RunContext::run_id`](crate::context::RunContext::run_id): a run is one prompt, and every
 //! hook it leads to carries it); and all but SessionStart, Setup, SessionEnd, MessageDisplay,
-//! InstructionsLoaded, PreModelSwitch and PostModelSwitch `permission_mode`
+//! InstructionsLoaded, CwdChanged, PreModelSwitch and PostModelSwitch `permission_mode`
 //! (`"default"`, or what [`permission_mode`](CommandHooksBuilder::permission_mode) sets;
 //! reported only). These are the fields Claude Code 2.1.328 sends, measured against it by the
 //! differential suite (`tests/reference`), which also lists the differences kept on purpose.

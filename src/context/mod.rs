@@ -66,7 +66,8 @@ pub struct RunContext {
 struct Shared {
     session_id: String,
     run_id: String,
-    cwd: PathBuf,
+    /// The working directory: it moves when a tool moves it ([`RunContext::set_cwd`]).
+    cwd: Mutex<PathBuf>,
     directories: Vec<PathBuf>,
     data: Mutex<RunData>,
     reminders: Mutex<Vec<String>>,
@@ -130,9 +131,35 @@ impl RunContext {
         }
     }
 
-    /// The working (project) directory of the run.
-    pub fn cwd(&self) -> &Path {
-        &self.shared.cwd
+    /// The working directory of the run: the one the run started in
+    /// ([`AgentRequest::cwd`](crate::AgentRequest::cwd)), until a tool moves it
+    /// ([`set_cwd`](Self::set_cwd)).
+    pub fn cwd(&self) -> PathBuf {
+        self.shared
+            .cwd
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Moves the run's working directory to `dir` (for a tool whose shell changed directory,
+    /// as Claude Code's `Bash` does after a `cd`); returns the directory it was in. Every
+    /// clone of the context sees the move: later hooks run in, and are given, the new
+    /// directory, and an agent's [hooks](crate::layers::hooks) fire their CwdChanged hooks at
+    /// the end of the step (after the PostToolUse hooks of the call that moved it, before
+    /// PostToolBatch). A relative `dir` is taken relative to the current working directory.
+    ///
+    /// The move lasts for the run: the thread's next run starts in the directory its request
+    /// names ([`AgentRequest::cwd`](crate::AgentRequest::cwd)), and its CwdChanged hooks fire
+    /// if that is not where this run ended.
+    pub fn set_cwd(&self, dir: impl Into<PathBuf>) -> PathBuf {
+        let mut cwd = self
+            .shared
+            .cwd
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let dir = cwd.join(dir.into());
+        std::mem::replace(&mut *cwd, dir)
     }
 
     /// The directories the run may work in besides [`cwd`](Self::cwd)
@@ -318,7 +345,7 @@ impl fmt::Debug for RunContext {
             .field("session_id", &self.shared.session_id)
             .field("run_id", &self.shared.run_id)
             .field("step", &self.step)
-            .field("cwd", &self.shared.cwd)
+            .field("cwd", &self.cwd())
             .field("listening", &self.is_listening())
             .field("cancelled", &self.is_cancelled())
             .finish_non_exhaustive()
@@ -457,7 +484,7 @@ impl RunContextBuilder {
             shared: Arc::new(Shared {
                 session_id,
                 run_id,
-                cwd,
+                cwd: Mutex::new(cwd),
                 directories,
                 data: Mutex::new(self.data),
                 reminders: Mutex::new(Vec::new()),

@@ -1,21 +1,17 @@
 //! Plays a scenario through tower-agent: the scenario's settings read by `CommandHooks` (the
 //! project directory the one holding `.claude/`), the Anthropic provider against the same
-//! model server, a `Bash` tool answering as Claude Code's does (the model sees the output;
-//! hooks see `{stdout, stderr, interrupted, isImage, noOutputExpected}`; it runs with what the
-//! SessionStart hooks exported through `CLAUDE_ENV_FILE`), one run per prompt
-//! on one thread; a model step makes the following runs name that model.
+//! model server, the crate's Claude Code tools over the project (`builtins::claude_code`:
+//! `Bash`, `Read`, `Write`, `Edit`, `Glob`, `Grep`), one run per prompt on one thread; a
+//! model step makes the following runs name that model.
 
 use serde_json::{Value, json};
 use tower_agent::{
-    Agent, AgentRequest, BoxError,
-    agent::{SessionEnv, start::SetupTrigger},
-    builtins::{commands::SlashCommands, memory::Memory},
+    Agent, AgentRequest,
+    agent::start::SetupTrigger,
+    builtins::{claude_code::ClaudeCode, commands::SlashCommands, memory::Memory},
     command::CommandHooks,
-    context::RunContext,
-    message::ToolOutput,
     model::{Anthropic, ModelSettings, ReasoningEffort},
     store::MemoryStore,
-    tool::tool_fn,
 };
 
 use hook_vectors::{Error, Host, Job, Step};
@@ -60,7 +56,7 @@ async fn play(job: &Job) -> Vec<Value> {
             .build();
         let mut agent = Agent::builder()
             .model(provider)
-            .tool(bash(job.cwd.clone()))
+            .setup(ClaudeCode::local(job.project.clone()))
             .settings(settings(&model))
             .store(store.clone())
             .hooks(hooks.clone());
@@ -110,63 +106,4 @@ fn settings(model: &str) -> ModelSettings {
     } else {
         settings.reasoning_effort(ReasoningEffort::Medium)
     }
-}
-
-/// Claude Code's `Bash` tool, as far as hooks and the model see it: `bash -c` in the project,
-/// stdout (without its last newline) to the model.
-fn bash(project: std::path::PathBuf) -> impl tower_agent::tool::Tool {
-    tool_fn(
-        "Bash",
-        "Runs a shell command",
-        json!({"type": "object", "properties": {
-            "command": {"type": "string"}, "description": {"type": "string"}},
-            "required": ["command"]}),
-        move |args: Value, ctx: RunContext| {
-            let project = project.clone();
-            // What the SessionStart hooks exported through `CLAUDE_ENV_FILE`, as Claude
-            // Code's Bash sees it.
-            let env = SessionEnv::of(&ctx);
-            async move {
-                let command = args["command"].as_str().unwrap_or_default().to_owned();
-                let out = tokio::process::Command::new("bash")
-                    .arg("-c")
-                    .arg(&command)
-                    .current_dir(project)
-                    .envs(env.vars().iter().map(|(k, v)| (k, v)))
-                    .output()
-                    .await?;
-                let stdout = String::from_utf8_lossy(&out.stdout)
-                    .trim_end_matches('\n')
-                    .to_owned();
-                let stderr = String::from_utf8_lossy(&out.stderr)
-                    .trim_end_matches('\n')
-                    .to_owned();
-                let response = json!({"stdout": stdout, "stderr": stderr, "interrupted": false,
-                    "isImage": false, "noOutputExpected": false});
-                let output = if out.status.success() {
-                    // Claude Code's Bash says so rather than answer nothing.
-                    let text = if stdout.is_empty() && stderr.is_empty() {
-                        "(Bash completed with no output)".to_owned()
-                    } else {
-                        stdout.clone()
-                    };
-                    ToolOutput::text("", text)
-                } else {
-                    // As Claude Code's Bash says it: the code, then stdout and stderr, each
-                    // on lines of its own.
-                    let code = format!("Exit code {}", out.status.code().unwrap_or(-1));
-                    let parts = [code, stdout, stderr];
-                    let text: Vec<&str> = parts
-                        .iter()
-                        .map(String::as_str)
-                        .filter(|p| !p.is_empty())
-                        .collect();
-                    ToolOutput::error("", text.join("\n"))
-                };
-                Ok::<_, BoxError>(
-                    output.with_metadata(tower_agent::command::TOOL_RESPONSE, response),
-                )
-            }
-        },
-    )
 }

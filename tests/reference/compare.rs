@@ -181,26 +181,28 @@ pub(crate) const OPEN: &[Known] = &[
          success: …`); the crate wraps them in `<system-hook>` inside the result or the prompt.",
     ),
     known(
-        "cwd_changed",
+        "tool_edit",
         "*",
         "<fired>",
-        "a Bash `cd` moves Claude Code's session (its shell keeps its directory): CwdChanged \
-         fires and every later hook runs in, and is given, the new directory. A run's directory \
-         is fixed in tower-agent (CwdChanged fires between runs); a Claude-Code-shaped Bash \
-         tool that moves it is issue 36 item 4.",
-    ),
-    known("cwd_changed", "*", "$cwd", "the same"),
-    known("cwd_changed", "*", "cwd", "the same"),
-    known(
-        "cwd_changed",
-        "PostToolUse",
-        "tool_response",
-        "the same: `pwd` prints the run's directory",
+        "Claude Code checks Edit's input before the PreToolUse hooks (`old_string` found, and \
+         once unless `replace_all`; different from `new_string`; the file there): a refused \
+         edit fires neither PreToolUse nor PostToolUseFailure. The crate's Edit finds those \
+         while it runs, after PreToolUse, so both fire. Needs a check a tool offers the hook \
+         layer to run before the hooks (a `Tool` method the router exposes).",
     ),
     known(
-        "cwd_changed",
+        "tool_edit",
         "*",
-        "<ran>",
-        "the same: the second command ran in the run's directory",
+        "tool_input",
+        "Claude Code gives hooks the input as the tool's schema parsed it: Edit's \
+         `replace_all: false` filled in when the model left it out, a relative `file_path` \
+         made absolute. The crate's hooks see the model's input. Needs the tool's normalised \
+         input before the hook layer (the same `Tool` method).",
+    ),
+    known(
+        "tool_read",
+        "*",
+        "tool_input",
+        "the same: a relative `file_path`",
     ),
 ];

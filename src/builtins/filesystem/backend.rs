@@ -1,6 +1,11 @@
 //! The [`Backend`] trait, its data types and its error, [`FsError`].
 
-use std::{error::Error as StdError, fmt, sync::Arc, time::Duration};
+use std::{
+    error::Error as StdError,
+    fmt,
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -120,6 +125,17 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         options: GrepOptions,
     ) -> BoxFuture<'a, Result<GrepMatches, FsError>>;
 
+    /// What each of `paths` (relative to the root, as [`glob`](Self::glob) and
+    /// [`grep`](Self::grep) return them) is, in order: `None` for a path that does not exist
+    /// or cannot be examined. Symlinks inside the root are followed.
+    ///
+    /// The default knows nothing (every entry `None`): the tools that sort by modification
+    /// time (the [Claude Code tools](crate::builtins::claude_code)' `Glob` and `Grep`) then
+    /// sort by path, and `Glob` lists directories too.
+    fn stat<'a>(&'a self, paths: &'a [String]) -> BoxFuture<'a, Vec<Option<FileStat>>> {
+        Box::pin(async move { vec![None; paths.len()] })
+    }
+
     /// Runs `command` with `sh -c` in the root, within `options.timeout`; stdout and stderr
     /// are merged.
     ///
@@ -187,6 +203,10 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
         (**self).grep(pattern, options)
     }
 
+    fn stat<'a>(&'a self, paths: &'a [String]) -> BoxFuture<'a, Vec<Option<FileStat>>> {
+        (**self).stat(paths)
+    }
+
     fn exec<'a>(
         &'a self,
         command: &'a str,
@@ -234,6 +254,29 @@ impl DirEntry {
             name: name.into(),
             kind,
             size,
+        }
+    }
+}
+
+/// What a path is ([`Backend::stat`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FileStat {
+    /// What kind of entry it is.
+    pub kind: EntryKind,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was last modified, if the backend knows.
+    pub modified: Option<SystemTime>,
+}
+
+impl FileStat {
+    /// A path's kind, size and modification time.
+    pub fn new(kind: EntryKind, size: u64, modified: Option<SystemTime>) -> Self {
+        FileStat {
+            kind,
+            size,
+            modified,
         }
     }
 }
@@ -296,6 +339,9 @@ pub struct FileText {
     /// left out)`. A cut line is in [`text`](Self::text) as its first characters and its
     /// `\n` (if it had one).
     pub cut_lines: Vec<(usize, usize)>,
+    /// Whether the file's last line ends with a newline (`false` for an empty file, and
+    /// when the backend does not say).
+    pub final_newline: bool,
 }
 
 impl FileText {
@@ -307,7 +353,16 @@ impl FileText {
             line_count,
             total_lines,
             cut_lines: Vec::new(),
+            final_newline: false,
         }
+    }
+
+    /// Saying whether the file's last line ends with a newline (see
+    /// [`final_newline`](Self::final_newline)).
+    #[must_use]
+    pub fn with_final_newline(mut self, yes: bool) -> Self {
+        self.final_newline = yes;
+        self
     }
 
     /// With the lines that were cut (see [`cut_lines`](Self::cut_lines)).
@@ -358,6 +413,12 @@ pub struct GrepOptions {
     pub case_insensitive: bool,
     /// Stop after this many matching lines.
     pub max_matches: usize,
+    /// Keep at most this many matching lines of each file (`None`: all), e.g. `1` to learn
+    /// which files match. A backend that does not honour it returns more.
+    pub max_per_file: Option<usize>,
+    /// Keep at most this many characters of each matching line in
+    /// [`GrepMatch::line`] (`None`: the whole line, as far as the backend matches it).
+    pub max_line_chars: Option<usize>,
 }
 
 impl Default for GrepOptions {
@@ -368,6 +429,8 @@ impl Default for GrepOptions {
             include: None,
             case_insensitive: false,
             max_matches: 200,
+            max_per_file: None,
+            max_line_chars: None,
         }
     }
 }
@@ -398,6 +461,20 @@ impl GrepOptions {
     #[must_use]
     pub fn max_matches(mut self, n: usize) -> Self {
         self.max_matches = n;
+        self
+    }
+
+    /// Keep at most `n` matching lines of each file.
+    #[must_use]
+    pub fn max_per_file(mut self, n: usize) -> Self {
+        self.max_per_file = Some(n);
+        self
+    }
+
+    /// Keep at most `chars` characters of each matching line.
+    #[must_use]
+    pub fn max_line_chars(mut self, chars: usize) -> Self {
+        self.max_line_chars = Some(chars);
         self
     }
 }

@@ -135,7 +135,7 @@ use futures_util::future::BoxFuture;
 use self::tools::Config;
 pub use self::{
     backend::{
-        Backend, DirEntry, Edit, EntryKind, ExecOptions, ExecOutput, FileText, FsError,
+        Backend, DirEntry, Edit, EntryKind, ExecOptions, ExecOutput, FileStat, FileText, FsError,
         FsErrorKind, GrepMatch, GrepMatches, GrepOptions, ReadRange,
     },
     local::LocalFs,

@@ -605,20 +605,22 @@ hook_events! {
             input: "`mcp_server_name`, `action`, `content` (if any), `mode`, `elicitation_id` (URL mode)",
             answer: "`hookSpecificOutput.action` / `content` override the user's answer; exit 2 declines",
         }
-        /// The run's working directory is not the one the thread's previous run had: observe.
+        /// The run's working directory is not the one the thread's previous run had, or a tool
+        /// moved it: observe.
         CwdChanged {
-            levels: [start],
-            fires: "start: a run of a thread whose previous run had another working directory, before SessionStart",
+            levels: [start, step],
+            fires: "start: a run of a thread whose previous run had another working directory, before SessionStart; step: the end of a step whose tool moved the run's directory ([`RunContext::set_cwd`](crate::context::RunContext::set_cwd), e.g. a `cd` in the [Claude Code `Bash`](crate::builtins::claude_code)), before FileChanged and PostToolBatch",
             can: "observe; command hooks may export variables through `CLAUDE_ENV_FILE`",
             timeout: 600_000, tool_input: false, matcher: false, stdout_context: false,
             matcher_on: "—",
             input: "`old_cwd`, `new_cwd`",
             answer: "observe (a block or `continue: false` is reported, not obeyed); `hookSpecificOutput.watchPaths` replaces the files FileChanged watches; [`CLAUDE_ENV_FILE`](crate::command#claude_env_file)",
             /// CwdChanged: the run's working directory ([`RunContext::cwd`]) is not the one
-            /// the thread's previous run had. The start hook layer keeps each run's directory
-            /// in the thread's data (key `tower_agent.cwd`) when its set has a CwdChanged
-            /// hook, so the first run it sees of a thread fires nothing. Awaited before
-            /// SessionStart; a run without a thread never fires it.
+            /// the thread's previous run had, or a tool moved it during a step
+            /// ([`RunContext::set_cwd`]). The start hook layer keeps the directory in the
+            /// thread's data (key `tower_agent.cwd`) when its set has a CwdChanged hook, so
+            /// the first run it sees of a thread fires nothing. Awaited before SessionStart,
+            /// or at the end of the step that moved it (before FileChanged and PostToolBatch).
             fn on_cwd_changed(; input: CwdChangedInput, ctx: RunContext) -> decide CwdChanged;
         }
         /// PreModelSwitch: a model call names another model than the thread's previous call.

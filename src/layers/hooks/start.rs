@@ -206,8 +206,8 @@ async fn expansion_hooks(set: &HookSetInner, mut start: RunStart) -> RunStart {
 /// Fires the CwdChanged hooks if the run's directory is not the thread's last run's, and
 /// keeps the run's in the thread's data (saved with the thread); the paths the last hook that
 /// answered [`CwdChanged::Watch`] gave.
-async fn cwd_changed(set: &HookSetInner, ctx: &RunContext) -> Vec<PathBuf> {
-    let new_cwd = ctx.cwd().to_path_buf();
+pub(super) async fn cwd_changed(set: &HookSetInner, ctx: &RunContext) -> Vec<PathBuf> {
+    let new_cwd = ctx.cwd();
     let last = ctx.persisted::<LastCwd>().unwrap_or_else(|err| {
         ctx.warn(format!(
             "the thread's `{}` data is not a path: {err}",
@@ -231,6 +231,15 @@ async fn cwd_changed(set: &HookSetInner, ctx: &RunContext) -> Vec<PathBuf> {
         }
     }
     watch
+}
+
+/// Whether the run's directory is not the one kept in the thread's data (a tool moved it
+/// during a step: [`RunContext::set_cwd`]).
+pub(super) fn cwd_moved(ctx: &RunContext) -> bool {
+    match ctx.persisted::<LastCwd>() {
+        Ok(Some(LastCwd(last))) => last != ctx.cwd(),
+        _ => false,
+    }
 }
 
 fn persist_cwd(ctx: &RunContext, cwd: PathBuf) {

@@ -24,7 +24,9 @@ use crate::{
 /// [`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks) installs it outermost). See
 /// [`agent::step`](crate::agent::step).
 ///
-/// At the end of a step with tool calls: the FileChanged hooks of the watched files that
+/// At the end of a step with tool calls: the CwdChanged hooks, if a tool moved the run's
+/// directory ([`RunContext::set_cwd`]; the watched files are then the new directory's), the
+/// FileChanged hooks of the watched files that
 /// changed (see [`FileChanged`](super::FileChanged)), the PostToolBatch hooks (their contexts, or the first
 /// `Stop`, which ends the run), the `after_step` observers, then the `should_continue` hooks
 /// (a `false` ends the run). At the end of a step without one (the model's final answer): the
@@ -112,6 +114,10 @@ where
         } else {
             hooks.file_changes(&end.ctx)
         };
+        // A tool moved the run's directory during the step (`RunContext::set_cwd`).
+        let moved = !end.is_final()
+            && !hooks.on_cwd_changed.is_empty()
+            && super::start::cwd_moved(&end.ctx);
         let asynchronous = if end.is_final() {
             after_step(&self.set, &end);
             !hooks.on_stop.is_empty()
@@ -120,7 +126,7 @@ where
             if !hooks.on_stop.is_empty() {
                 with_blocks(&end.ctx, self.id, StopBlocks::acted);
             }
-            if hooks.on_post_tool_batch.is_empty() && changes.is_empty() {
+            if hooks.on_post_tool_batch.is_empty() && changes.is_empty() && !moved {
                 if let Some(end_run) = after_step(&self.set, &end) {
                     return HookStepFuture::hooks(std::future::ready(Ok(end_run)));
                 }
@@ -141,6 +147,10 @@ where
             let own = if end.is_final() {
                 stop(&set, id, &end).await
             } else {
+                if moved {
+                    let watch = super::start::cwd_changed(&set.inner, &end.ctx).await;
+                    set.inner.watch(&end.ctx, watch);
+                }
                 if !changes.is_empty() {
                     set.inner.files_changed(&end.ctx, changes).await;
                 }

@@ -15,8 +15,8 @@ use std::{
 use futures_util::future::BoxFuture;
 
 use super::backend::{
-    Backend, DirEntry, Edit, ExecOptions, ExecOutput, FileText, FsError, FsErrorKind, GrepMatches,
-    GrepOptions, ReadRange,
+    Backend, DirEntry, Edit, ExecOptions, ExecOutput, FileStat, FileText, FsError, FsErrorKind,
+    GrepMatches, GrepOptions, ReadRange,
 };
 
 pub(super) use self::exec::format_duration;
@@ -219,6 +219,13 @@ impl Backend for LocalFs {
     ) -> BoxFuture<'a, Result<GrepMatches, FsError>> {
         let pattern = pattern.to_owned();
         self.blocking(move |r| r.grep(&pattern, &options))
+    }
+
+    fn stat<'a>(&'a self, paths: &'a [String]) -> BoxFuture<'a, Vec<Option<FileStat>>> {
+        let paths = paths.to_vec();
+        let n = paths.len();
+        let stats = self.blocking(move |r| Ok(r.stat(&paths)));
+        Box::pin(async move { stats.await.unwrap_or_else(|_| vec![None; n]) })
     }
 
     fn exec<'a>(

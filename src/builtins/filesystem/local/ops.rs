@@ -20,8 +20,8 @@ use super::{
     walk::{entry_kind, has_glob_meta, walk},
 };
 use crate::builtins::filesystem::backend::{
-    DirEntry, Edit, EntryKind, FileText, FsError, FsErrorKind, GrepMatch, GrepMatches, GrepOptions,
-    ReadRange,
+    DirEntry, Edit, EntryKind, FileStat, FileText, FsError, FsErrorKind, GrepMatch, GrepMatches,
+    GrepOptions, ReadRange,
 };
 
 impl Resolver {
@@ -66,6 +66,7 @@ impl Resolver {
         let mut cut_lines = Vec::new();
         let mut line = Vec::new();
         let mut utf8 = Utf8Check::default();
+        let mut final_newline = false;
         loop {
             let in_range = total >= range.offset && count < limit;
             // Lines out of the range are read (to count them and check them) but not kept.
@@ -83,6 +84,7 @@ impl Resolver {
                 }
             };
             total += 1;
+            final_newline = line.last() == Some(&b'\n');
             if in_range {
                 text.push_str(&String::from_utf8_lossy(&line));
                 count += 1;
@@ -91,7 +93,9 @@ impl Resolver {
                 }
             }
         }
-        Ok(FileText::new(text, range.offset + 1, count, total).with_cut_lines(cut_lines))
+        Ok(FileText::new(text, range.offset + 1, count, total)
+            .with_cut_lines(cut_lines)
+            .with_final_newline(final_newline))
     }
 
     pub(super) fn write_file(&self, path: &str, content: &str) -> Result<String, FsError> {
@@ -253,6 +257,23 @@ impl Resolver {
         Ok(out)
     }
 
+    /// What each of `paths` is (see [`Backend::stat`](crate::builtins::filesystem::Backend::stat)).
+    pub(super) fn stat(&self, paths: &[String]) -> Vec<Option<FileStat>> {
+        paths
+            .iter()
+            .map(|path| {
+                let r = self.resolve(path).ok()?;
+                let meta = self.metadata(&r, "examine", path).ok()??;
+                let modified = meta.modified().ok().map(|t| t.into_std());
+                Some(FileStat::new(
+                    entry_kind(&meta.file_type()),
+                    meta.len(),
+                    modified,
+                ))
+            })
+            .collect()
+    }
+
     pub(super) fn grep(
         &self,
         pattern: &str,
@@ -294,6 +315,8 @@ impl Resolver {
             regex: &regex,
             include: include.as_ref(),
             max: options.max_matches,
+            per_file: options.max_per_file.unwrap_or(usize::MAX),
+            line_chars: options.max_line_chars.unwrap_or(usize::MAX),
             found: GrepMatches::default(),
         };
         if meta.is_dir() {
@@ -350,6 +373,10 @@ struct Search<'a> {
     regex: &'a Regex,
     include: Option<&'a GlobMatcher>,
     max: usize,
+    /// Matching lines kept per file.
+    per_file: usize,
+    /// Characters of a matching line kept.
+    line_chars: usize,
     found: GrepMatches,
 }
 
@@ -372,8 +399,11 @@ impl Search<'_> {
             return Ok(true);
         }
         let mut reader = io::Cursor::new(head).chain(reader);
-        let (mut line, mut number) = (Vec::new(), 0usize);
+        let (mut line, mut number, mut in_file) = (Vec::new(), 0usize, 0usize);
         loop {
+            if in_file == self.per_file {
+                return Ok(true);
+            }
             match next_line(&mut reader, &mut line, GREP_LINE_CHARS, None) {
                 Ok(Some(_)) => {}
                 Ok(None) => return Ok(true),
@@ -388,9 +418,14 @@ impl Search<'_> {
                     self.found.truncated = true;
                     return Ok(false);
                 }
+                let kept = match text.char_indices().nth(self.line_chars) {
+                    Some((cut, _)) => &text[..cut],
+                    None => text,
+                };
                 self.found
                     .matches
-                    .push(GrepMatch::new(rel, number, text.to_owned()));
+                    .push(GrepMatch::new(rel, number, kept.to_owned()));
+                in_file += 1;
             }
         }
     }
