@@ -318,7 +318,6 @@ fn has_permission_mode(event: HookEvent) -> bool {
             | HookEvent::FileChanged
             | HookEvent::MessageDisplay
             | HookEvent::InstructionsLoaded
-            | HookEvent::CwdChanged
             | HookEvent::PreModelSwitch
             | HookEvent::PostModelSwitch
     )
