@@ -646,6 +646,7 @@ pub mod future;
 mod http;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod permissions;
 mod persistent;
 mod plugin;
 mod process;

@@ -1,5 +1,6 @@
 //! Plays a scenario through tower-agent: the scenario's settings read by `CommandHooks` (the
-//! project directory the one holding `.claude/`), the Anthropic provider against the same
+//! project directory the one holding `.claude/`; its allowed tools given as `--allowedTools`
+//! is, in Claude Code's default permission mode), the Anthropic provider against the same
 //! model server, a `Bash` tool answering as Claude Code's does (the model sees the output;
 //! hooks see `{stdout, stderr, interrupted, isImage, noOutputExpected}`; it runs with what the
 //! SessionStart hooks exported through `CLAUDE_ENV_FILE`), one run per prompt
@@ -33,8 +34,12 @@ impl Host for TowerAgent {
 /// What each run answered (its outcome and text).
 async fn play(job: &Job) -> Vec<Value> {
     let scenario = &job.scenario;
+    // As `claude -p --allowedTools …` runs: its default mode asks about (and, with no one
+    // to ask, refuses) a call no rule allows.
     let hooks = CommandHooks::builder()
         .settings_file(&job.settings)
+        .allowed_tools(&scenario.allowed_tools)
+        .ask_unless_allowed()
         .project_dir(&job.project)
         .transcripts_dir(job.root.join("transcripts"))
         .build()
