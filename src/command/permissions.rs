@@ -30,14 +30,20 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    const ALL: [(Kind, &'static str); 3] =
-        [(Kind::Allow, "allow"), (Kind::Deny, "deny"), (Kind::Ask, "ask")];
+    const ALL: [(Kind, &'static str); 3] = [
+        (Kind::Allow, "allow"),
+        (Kind::Deny, "deny"),
+        (Kind::Ask, "ask"),
+    ];
 }
 
 impl Rules {
     /// Whether nothing is to be checked.
     pub(crate) fn is_empty(&self) -> bool {
-        self.allow.is_empty() && self.deny.is_empty() && self.ask.is_empty() && !self.ask_unless_allowed
+        self.allow.is_empty()
+            && self.deny.is_empty()
+            && self.ask.is_empty()
+            && !self.ask_unless_allowed
     }
 
     /// Adds one rule (written at `path` of `file`, for errors and warnings).
@@ -48,8 +54,8 @@ impl Rules {
         file: &str,
         path: &str,
     ) -> Result<(), ConfigError> {
-        let (rule, warning) = Rule::parse(text, &out.project_dir)
-            .map_err(|m| ConfigError::new(file, path, m))?;
+        let (rule, warning) =
+            Rule::parse(text, &out.project_dir).map_err(|m| ConfigError::new(file, path, m))?;
         if let Some(w) = warning {
             out.warn(format!("{file}: {path}: {w}"));
         }
@@ -116,7 +122,11 @@ pub(crate) fn load(
             None | Some(Value::Null) => continue,
             Some(Value::Array(rules)) => rules,
             Some(_) => {
-                return Err(ConfigError::new(file, path, "must be an array of rule strings"));
+                return Err(ConfigError::new(
+                    file,
+                    path,
+                    "must be an array of rule strings",
+                ));
             }
         };
         for (i, rule) in rules.iter().enumerate() {
@@ -143,7 +153,10 @@ fn is_shell(tool: &str) -> bool {
 fn denied(call: &ToolCall) -> String {
     match call.arguments.get("command").and_then(Value::as_str) {
         Some(command) if is_shell(&call.name) => {
-            format!("Permission to use {} with command {command} has been denied.", call.name)
+            format!(
+                "Permission to use {} with command {command} has been denied.",
+                call.name
+            )
         }
         _ => format!("Permission to use {} has been denied.", call.name),
     }
@@ -177,7 +190,10 @@ fn not_allowed(call: &ToolCall, cwd: &Path, project: &Path) -> (String, Option<V
     }
     let suggestion = json!([{"type": "addRules", "rules": [{"toolName": call.name,
         "ruleContent": command}], "behavior": "allow", "destination": "localSettings"}]);
-    ("This command requires approval".to_owned(), Some(suggestion))
+    (
+        "This command requires approval".to_owned(),
+        Some(suggestion),
+    )
 }
 
 /// The first file of the project `command` redirects its output into (a literal path).

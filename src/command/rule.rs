@@ -303,14 +303,19 @@ impl Rule {
     pub(crate) fn allows(&self, tool: &str, input: &Value) -> bool {
         match &self.spec {
             Spec::Unknown => false,
-            Spec::Bash(pattern, param) if !param.as_ref().is_some_and(|p| input.get(&p.name).is_some()) => {
+            Spec::Bash(pattern, param)
+                if !param.as_ref().is_some_and(|p| input.get(&p.name).is_some()) =>
+            {
                 let Some(Value::String(command)) = input.get("command") else {
                     return false;
                 };
                 let Ok(parsed) = parse_command(command) else {
                     return false;
                 };
-                let quiet = parsed.outputs.iter().all(|&(a, b)| &command[a..b] == "/dev/null");
+                let quiet = parsed
+                    .outputs
+                    .iter()
+                    .all(|&(a, b)| &command[a..b] == "/dev/null");
                 self.matches(tool, &Value::Null)
                     && quiet
                     && !parsed.expansion

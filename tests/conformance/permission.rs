@@ -210,17 +210,26 @@ async fn an_automatic_denial_fires_permission_denied_whose_retry_reaches_the_mod
     let input = &dumped(&s, "req")[0];
     assert_eq!(input["tool_input"], json!({"command": "ls"}));
     assert!(input.get("permission_suggestions").is_none(), "{input}");
-    assert!(dumped(&s, "denied").is_empty(), "nobody to ask is no automatic denial");
+    assert!(
+        dumped(&s, "denied").is_empty(),
+        "nobody to ask is no automatic denial"
+    );
 
-    let failing = rule_asking(&s, more).into_hooks().approval(service_fn(
-        |_: ApprovalRequest| async { Err::<ApprovalDecision, BoxError>("the UI is gone".into()) },
-    ));
+    let failing =
+        rule_asking(&s, more)
+            .into_hooks()
+            .approval(service_fn(|_: ApprovalRequest| async {
+                Err::<ApprovalDecision, BoxError>("the UI is gone".into())
+            }));
     let model = calls_bash("ls");
     let (builder, seen) = agent(&model, failing);
     let resp = builder.build().run("go").await.unwrap();
     assert!(seen.lock().unwrap().is_empty());
     let text = tool_text(&resp);
-    assert!(text.starts_with("denied: approval failed: the UI is gone"), "{text}");
+    assert!(
+        text.starts_with("denied: approval failed: the UI is gone"),
+        "{text}"
+    );
     assert!(text.contains("you may retry it"), "{text}");
     let input = &dumped(&s, "denied")[0];
     assert_eq!(input["hook_event_name"], "PermissionDenied");

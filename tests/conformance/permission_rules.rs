@@ -90,7 +90,10 @@ async fn an_ask_rule_asks_even_when_a_hook_allows() {
         "Claude requested permissions to use bash, but you haven't granted it yet."
     );
     let input = &dumped(&s, "req")[0];
-    assert_eq!(input["tool_input"], json!({"command": "git push origin main"}));
+    assert_eq!(
+        input["tool_input"],
+        json!({"command": "git push origin main"})
+    );
     assert!(input.get("permission_suggestions").is_none(), "{input}");
 
     let granting = s.bash("grant.sh", &format!("cat >/dev/null; {REQUEST_ALLOW}"));
@@ -207,7 +210,10 @@ fn malformed_rules_are_errors_naming_where() {
             .to_string()
     };
     let e = error(json!({ "deny": ["Bash(rm *)", "Bash(rm"] }));
-    assert!(e.contains("settings.json") && e.contains("permissions.deny[1]"), "{e}");
+    assert!(
+        e.contains("settings.json") && e.contains("permissions.deny[1]"),
+        "{e}"
+    );
     let e = error(json!({ "allow": "Bash" }));
     assert!(e.contains("permissions.allow: must be an array"), "{e}");
     let e = error(json!({ "ask": [3] }));

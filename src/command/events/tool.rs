@@ -139,8 +139,7 @@ impl Inner {
         input.insert("tool_input".into(), call.arguments.clone());
         // Claude Code's suggestions for a call no rule allows.
         let rules = &self.config.rules;
-        if let Some(suggestions) = rules.suggestions(call, &self.hook_dir(ctx), &self.project_dir)
-        {
+        if let Some(suggestions) = rules.suggestions(call, &self.hook_dir(ctx), &self.project_dir) {
             input.insert("permission_suggestions".into(), suggestions);
         }
         let verdicts = self

@@ -423,7 +423,11 @@ async fn approve(
 
 /// The PermissionRequest hooks' decision, if one decides: the first `Deny` (its message
 /// alone for the model), else an `Allow` (its `updated_input` replaces the arguments).
-async fn ask_hooks(set: &HookSetInner, call: &mut Arc<ToolCall>, ctx: &RunContext) -> Option<Approved> {
+async fn ask_hooks(
+    set: &HookSetInner,
+    call: &mut Arc<ToolCall>,
+    ctx: &RunContext,
+) -> Option<Approved> {
     let mut allowed = false;
     for (matcher, f) in &set.on_permission_request {
         if !matcher.matches(call) {
