@@ -485,7 +485,7 @@ hook_events! {
             can: "observe; the matcher picks error types",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`error`",
-            input: "`error` (`rate_limit`, `overloaded`, `authentication_failed`, `billing_error`, `invalid_request`, `model_not_found`, `server_error`, `max_output_tokens`, `unknown`: from the provider's error, [`StopFailureInput::from_model_error`]), `error_details` (a request too long: its status and body; not sent for other provider errors), `last_assistant_message` (`API Error: <status> <message>`), `effort`",
+            input: "`error` (`rate_limit`, `overloaded`, `authentication_failed`, `billing_error`, `invalid_request`, `model_not_found`, `server_error`, `max_output_tokens`, `unknown`: from the provider's error, [`StopFailureInput::from_model_error`](crate::layers::hooks::StopFailureInput::from_model_error)), `error_details` (a request too long: its status and body; not sent for other provider errors), `last_assistant_message` (`API Error: <status> <message>`), `effort`",
             answer: "observe (background; output and exit code ignored; the run's SessionEnd hooks wait for them); fires when a model call fails after its retries (not for an [`Abort`](crate::error::Abort)); Stop does not run",
             /// StopFailure: the run ends on a model error (observe only); the matcher picks
             /// error types ([`StopFailureInput::error`]).

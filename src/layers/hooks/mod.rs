@@ -39,14 +39,22 @@
 //!   follow the result (or the denial). `Abort` denies the call and ends the run `Aborted`;
 //!   `Many` applies several decisions of one hook in order. `Defer` ranks between deny and
 //!   ask (see [`PreToolUse::Defer`]).
-//! - **Approval** (a call some hook asked about): the PermissionRequest hooks run in order;
-//!   the first `Deny` denies (`denied: <message>`; with `interrupt` the run also ends
+//! - **Permission rules** ([`Hooks::permission_rules`], [`Permission`]; [command
+//!   hooks](crate::command#permission-rules) add Claude Code's): checked once the PreToolUse
+//!   hooks let a call through. A `Deny` refuses it with its text alone, nothing asked; an
+//!   `Ask` (even over a hook's `Allow`), a hook's `Ask`, or a `NotAllowed` no hook allowed
+//!   goes the approval path.
+//! - **Approval** (a call some hook or rule asked about): a hook's ask with nobody to ask (no
+//!   [`Approval`] service, no deferring policy) is refused at once with its reason alone, as
+//!   Claude Code `-p` does. Otherwise the PermissionRequest hooks run in order; the first
+//!   `Deny` denies (the model sees its message alone; with `interrupt` the run also ends
 //!   `Aborted`), an `Allow` is kept (its `updated_input` replaces the arguments) and the
 //!   chain goes on (a later `Deny` still wins). With no decision, a `permission_prompt`
 //!   [`Notification`] is sent and the [`Approval`] service ([`Hooks::approval`]) is asked;
-//!   its `Deny` is the user's answer. Without a service (nobody to ask) or when it fails, the
-//!   call is denied **on its own**, and only then do the PermissionDenied hooks run: a
-//!   `Retry` adds a `<system-hook>` note to the denial telling the model it may retry.
+//!   its `Deny` is the user's answer (`denied: <why>`). Without a service, a rule's ask is
+//!   refused with the rule's text. When the service fails, the call is denied **on its
+//!   own**, and only then do the PermissionDenied hooks run: a `Retry` adds a
+//!   `<system-hook>` note to the denial telling the model it may retry.
 //!   With the deferring policy ([`Hooks::defer_approvals`]) the call instead waits in the
 //!   thread for a person's decision, and so does a deferred call (any number per step): see
 //!   [`agent::interrupt`](crate::agent::interrupt).
