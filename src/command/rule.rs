@@ -304,7 +304,7 @@ impl Rule {
         match &self.spec {
             Spec::Unknown => false,
             Spec::Bash(pattern, param)
-                if !param.as_ref().is_some_and(|p| input.get(&p.name).is_some()) =>
+                if param.as_ref().is_none_or(|p| input.get(&p.name).is_none()) =>
             {
                 let Some(Value::String(command)) = input.get("command") else {
                     return false;
@@ -1185,6 +1185,37 @@ mod tests {
         }
         let path = "a/".repeat(MAX_PATH / 2 - 1) + "b";
         assert!(!rule("Read(**/z/**)").matches("Read", &json!({ "file_path": path })));
+    }
+
+    #[test]
+    fn an_allow_rule_fails_closed() {
+        let allows =
+            |text: &str, command: &str| rule(text).allows("Bash", &json!({ "command": command }));
+        assert!(allows("Bash(echo *)", "echo hi"));
+        assert!(allows("Bash(echo *)", "echo a && echo b 2>&1 >/dev/null"));
+        assert!(allows("Bash", "echo hi >> log"), "the whole tool");
+        // Every subcommand must match (a deny or `if` rule needs one).
+        assert!(!allows("Bash(echo *)", "echo hi && rm -rf x"));
+        assert!(rule("Bash(rm *)").matches("Bash", &json!({"command": "echo hi && rm -rf x"})));
+        for command in ["echo hi >> log", "echo $(rm x)", "$CMD x", "echo 'open", ""] {
+            assert!(!allows("Bash(echo *)", command), "{command}");
+        }
+        let unknown = rule("WebSearch(weird spec)");
+        assert!(unknown.matches("WebSearch", &json!({})));
+        assert!(!unknown.allows("WebSearch", &json!({})));
+        let fetch = rule("WebFetch(domain:example.com)");
+        assert!(fetch.allows("WebFetch", &json!({"url": "https://example.com/x"})));
+        assert!(!fetch.allows("WebFetch", &json!({"url": "https://"})));
+        let long = format!("/proj/{}", "a/".repeat(MAX_PATH));
+        assert!(!rule("Read(/**)").allows("Read", &json!({ "file_path": long })));
+        let parsed = parse_command("echo a > out.txt 2>&1; cat x >> /dev/null").unwrap();
+        let command = "echo a > out.txt 2>&1; cat x >> /dev/null";
+        let outputs: Vec<&str> = parsed
+            .outputs
+            .iter()
+            .map(|&(a, b)| &command[a..b])
+            .collect();
+        assert_eq!(outputs, ["out.txt", "/dev/null"]);
     }
 
     #[test]

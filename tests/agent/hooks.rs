@@ -228,13 +228,11 @@ async fn permission_rules_act_after_the_pre_tool_use_hooks() {
     let log = Log::new();
     let hooks = Hooks::new()
         .before_tool_use("bash", pre(&log, "allow", PreToolUse::Allow))
-        .permission_rules(rule(Permission::NotAllowed("not granted".into())))
-        .into();
+        .permission_rules(rule(Permission::NotAllowed("not granted".into())));
     assert_eq!(rules_play(hooks).await.0.len(), 1, "ran");
     let hooks = Hooks::new()
         .permission_rules(rule(Permission::NotAllowed("not granted".into())))
-        .permission_rules(rule(Permission::Allow))
-        .into();
+        .permission_rules(rule(Permission::Allow));
     assert_eq!(rules_play(hooks).await.0.len(), 1, "ran");
 
     // An ask rule is not overridden by a hook's allow; the approval service decides.
