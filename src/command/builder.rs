@@ -13,7 +13,9 @@ use super::{
     CommandHooks, ConfigError,
     config::{self, Config},
     events::Inner,
-    formats, plugin, reload, scripts,
+    formats,
+    permissions::{Kind, Rules},
+    plugin, reload, scripts,
 };
 use crate::{
     error::BoxError,
@@ -36,6 +38,10 @@ pub struct CommandHooksBuilder {
     disabled_hooks: Vec<String>,
     disabled_plugins: Vec<String>,
     trusted: Vec<(PathBuf, String)>,
+    /// Rules of the builder's own: [`allowed_tools`](Self::allowed_tools),
+    /// [`disallowed_tools`](Self::disallowed_tools).
+    rules: Vec<(Kind, String)>,
+    ask_unless_allowed: bool,
 }
 
 /// Where agents of these hooks keep transcripts.
@@ -183,6 +189,44 @@ impl CommandHooksBuilder {
         self
     }
 
+    /// Tools (or rules, as in settings: `"Bash(git *)"`, `"Read"`) used without asking, as
+    /// Claude Code's `--allowedTools`: allow rules next to the settings' `permissions.allow`.
+    /// They matter with [`ask_unless_allowed`](Self::ask_unless_allowed) (see the
+    /// [module docs](crate::command#permission-rules)); a rule that cannot be parsed is a
+    /// [`ConfigError`] from [`build`](Self::build). Repeatable.
+    pub fn allowed_tools<I>(mut self, rules: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        let rules = rules.into_iter().map(|r| (Kind::Allow, r.into()));
+        self.rules.extend(rules);
+        self
+    }
+
+    /// Tools (or rules) refused, as Claude Code's `--disallowedTools`: deny rules next to the
+    /// settings' `permissions.deny`, which nothing overrides. Repeatable.
+    pub fn disallowed_tools<I>(mut self, rules: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        let rules = rules.into_iter().map(|r| (Kind::Deny, r.into()));
+        self.rules.extend(rules);
+        self
+    }
+
+    /// Claude Code's default permission mode: a tool call no allow rule (settings'
+    /// `permissions.allow`, [`allowed_tools`](Self::allowed_tools)) covers, and no PreToolUse
+    /// hook allows, is asked about — PermissionRequest hooks, then the
+    /// [`Approval`](crate::layers::hooks::Approval) service, else refused, as `claude -p`
+    /// does. Without it (the default) such a call runs, as it did before this crate read
+    /// permission rules; deny and ask rules apply either way.
+    pub fn ask_unless_allowed(mut self) -> Self {
+        self.ask_unless_allowed = true;
+        self
+    }
+
     /// Where agents built with these hooks keep their transcripts (the files of
     /// `transcript_path`), instead of the per-project default under the user's state
     /// directory ([module docs](crate::command#events)).
@@ -289,6 +333,14 @@ impl CommandHooksBuilder {
                 )?,
             }
         }
+        for (i, (kind, rule)) in self.rules.iter().enumerate() {
+            let origin = match kind {
+                Kind::Deny => "CommandHooksBuilder::disallowed_tools",
+                _ => "CommandHooksBuilder::allowed_tools",
+            };
+            Rules::add(&mut config, *kind, rule, origin, &format!("[{i}]"))?;
+        }
+        config.rules.ask_unless_allowed = self.ask_unless_allowed;
         config.disabled_hooks.extend(self.disabled_hooks);
         config.disabled_plugins.extend(self.disabled_plugins);
         config.finish(&self.trusted)?;

@@ -243,7 +243,7 @@ impl Inner {
     /// [`AgentBuilder::cwd`](crate::agent::AgentBuilder::cwd) or `AgentRequest::cwd`), else
     /// the project directory. The process's directory is the one it had when the hooks were
     /// built (no syscall per hook call).
-    fn hook_dir(&self, ctx: &RunContext) -> PathBuf {
+    pub(super) fn hook_dir(&self, ctx: &RunContext) -> PathBuf {
         let run = ctx.cwd();
         match &self.process_dir {
             Some(process) if *process != run => run,
@@ -279,12 +279,13 @@ impl Inner {
 /// Whether an event's input has `effort` (`{"level": …}`, the agent's
 /// [`reasoning_effort`](crate::model::ModelSettings::reasoning_effort), when it names one):
 /// Claude Code 2.1.328 sends it with the events that follow a model call — PreToolUse,
-/// PostToolUse, PostToolUseFailure, PostToolBatch, Stop and StopFailure (measured:
-/// `tests/reference`).
+/// PermissionRequest, PostToolUse, PostToolUseFailure, PostToolBatch, Stop and StopFailure
+/// (measured: `tests/reference`).
 fn has_effort(event: HookEvent) -> bool {
     matches!(
         event,
         HookEvent::PreToolUse
+            | HookEvent::PermissionRequest
             | HookEvent::PostToolUse
             | HookEvent::PostToolUseFailure
             | HookEvent::PostToolBatch

@@ -262,6 +262,61 @@
 //! cannot be parsed is a [`ConfigError`]; a specifier this crate does not understand
 //! (`WebSearch(…)`) loads with a warning and matches on the tool name alone.
 //!
+//! # Permission rules
+//!
+//! The `permissions` of every settings source are read and merged as Claude Code merges them
+//! (each list is the union of the sources'; nothing of one source undoes another's):
+//!
+//! ```json
+//! { "permissions": { "allow": ["Bash(git *)", "Read"], "ask": ["Bash(git push *)"],
+//!                    "deny": ["Bash(rm *)", "Read(./.env)"] } }
+//! ```
+//!
+//! Each rule is written as an [`if` rule](#if-conditions); one that cannot be parsed is a
+//! [`ConfigError`] naming the file and the path (`settings.json: permissions.deny[1]: …`).
+//! Other keys of `permissions` (`defaultMode`, `additionalDirectories` …) are not read. The
+//! builder adds what Claude Code's command line gives:
+//! [`allowed_tools`](CommandHooksBuilder::allowed_tools) (`--allowedTools`, allow rules),
+//! [`disallowed_tools`](CommandHooksBuilder::disallowed_tools) (`--disallowedTools`, deny
+//! rules) and [`ask_unless_allowed`](CommandHooksBuilder::ask_unless_allowed), Claude Code's
+//! default mode, in which a call no allow rule covers is asked about. **Without that opt-in a
+//! call no rule speaks of runs**, as it did before this crate read rules (a library's tools
+//! are not Claude Code's, and an agent given no rules must keep working); deny and ask rules
+//! act either way.
+//!
+//! The rules act in the tool hook layer, through
+//! [`Hooks::permission_rules`](crate::layers::hooks::Hooks::permission_rules), in Claude
+//! Code's order (measured against 2.1.328 by the differential suite, `tests/reference`):
+//!
+//! 1. the PreToolUse hooks run first (a hook's deny refuses the call at once);
+//! 2. a **deny** rule (any subcommand of a Bash command matching, as for `if`) refuses the
+//!    call: the model sees `Permission to use Bash with command <command> has been denied.`
+//!    (`Permission to use <tool> has been denied.` for other tools); no PermissionRequest
+//!    hook runs, and nothing — a hook's allow, an allow rule, an approval — overrides it;
+//! 3. an **ask** rule, even over a hook's allow or an allow rule, goes the approval path:
+//!    PermissionRequest hooks (their input without `permission_suggestions`), then the
+//!    [`Approval`](crate::layers::hooks::Approval) service; nobody deciding, it is refused with
+//!    `Claude requested permissions to use Bash, but you haven't granted it yet.`;
+//! 4. an **allow** rule runs the call without asking. It covers a Bash command only when
+//!    every subcommand matches, with no expansion (`$(…)`, `$VAR`) and no output redirection
+//!    but to `/dev/null`, and a command that cannot be analysed is not covered (an allow
+//!    rule fails closed where an `if` rule fails open); a specifier this crate does not
+//!    understand allows nothing;
+//! 5. with [`ask_unless_allowed`](CommandHooksBuilder::ask_unless_allowed), any other call
+//!    that no PreToolUse hook allowed goes the approval path, its PermissionRequest input
+//!    carrying Claude Code's `permission_suggestions`. Nobody deciding, a shell command
+//!    redirecting its output into the project is refused with `Output redirection to
+//!    '<file>' needs approval. The path is inside the working directories for this session
+//!    ('<project>'), and Claude Code asks before a shell command creates, changes or removes
+//!    files there.` (suggesting `addDirectories`), another shell command with `This command
+//!    requires approval` (suggesting `addRules` of the command), another tool with step 3's
+//!    text.
+//!
+//! A PermissionRequest hook's `allow` runs the call (with its `updatedInput`, if any); its
+//! `deny` gives the model its `message` alone, and `interrupt: true` ends the run. Claude
+//! Code's own classifier of shell commands (the read-only ones it runs without a rule) is not
+//! copied: the rules allow only what they name.
+//!
 //! # Plugins
 //!
 //! [`plugin_dir`](CommandHooksBuilder::plugin_dir) loads a Claude Code plugin folder:
@@ -521,7 +576,7 @@
 //! joined with `; `); each `updatedInput` applied in order (so the last one wins, and an
 //! `ask` is asked about the rewritten input); every context kept, in order; the first
 //! `continue: false` wins over everything. A PreToolUse `ask` goes to the registry's
-//! [`Approval`](crate::layers::hooks::Approval) service (none: denied).
+//! [`Approval`](crate::layers::hooks::Approval) service (none: refused with its reason alone).
 //!
 //! ## Ending the run
 //!
@@ -646,6 +701,7 @@ pub mod future;
 mod http;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod permissions;
 mod persistent;
 mod plugin;
 mod process;

@@ -295,6 +295,51 @@ impl Rule {
     }
 }
 
+impl Rule {
+    /// Whether this rule, as an allow rule, covers a call: as [`matches`](Self::matches)
+    /// but failing closed. A Bash command must be analysed, hold no expansion and no output
+    /// redirection but to `/dev/null`, and each of its subcommands must match; a path or a
+    /// URL must be read; a specifier this crate does not understand allows nothing.
+    pub(crate) fn allows(&self, tool: &str, input: &Value) -> bool {
+        match &self.spec {
+            Spec::Unknown => false,
+            Spec::Bash(pattern, param)
+                if param.as_ref().is_none_or(|p| input.get(&p.name).is_none()) =>
+            {
+                let Some(Value::String(command)) = input.get("command") else {
+                    return false;
+                };
+                let Ok(parsed) = parse_command(command) else {
+                    return false;
+                };
+                let quiet = parsed
+                    .outputs
+                    .iter()
+                    .all(|&(a, b)| &command[a..b] == "/dev/null");
+                self.matches(tool, &Value::Null)
+                    && quiet
+                    && !parsed.expansion
+                    && !parsed.subs.is_empty()
+                    && parsed.subs.iter().all(|sub| {
+                        !sub.head_dynamic && pattern.re.is_match(&command[sub.start..sub.end])
+                    })
+            }
+            Spec::Path(_) => {
+                let long = PATH_FIELDS
+                    .iter()
+                    .filter_map(|f| input.get(*f).and_then(Value::as_str))
+                    .any(|p| p.len() > MAX_PATH);
+                !long && self.matches(tool, input)
+            }
+            Spec::Domain(_) => {
+                let url = input.get("url").and_then(Value::as_str);
+                url.and_then(host).is_some() && self.matches(tool, input)
+            }
+            _ => self.matches(tool, input),
+        }
+    }
+}
+
 impl Param {
     /// A top-level scalar field equal to the value (with `*` wildcards); an absent field
     /// never matches.
@@ -416,6 +461,8 @@ pub(crate) struct Sub {
 pub(crate) struct Parsed {
     pub(crate) subs: Vec<Sub>,
     pub(crate) expansion: bool,
+    /// The target words of output redirections (`>`, `>>`, `&>` …; not `>&2`), in order.
+    pub(crate) outputs: Vec<(usize, usize)>,
 }
 
 /// Why a command cannot be analysed (the filter then fails open).
@@ -582,6 +629,9 @@ impl Scanner<'_> {
                 let target = self.word(depth, bound)?;
                 if target.dynamic {
                     self.out.expansion = true;
+                }
+                if op.contains(&b'>') && !op.ends_with(b"&") {
+                    self.out.outputs.push((target.start, target.end));
                 }
                 Ok(())
             }
@@ -1135,6 +1185,37 @@ mod tests {
         }
         let path = "a/".repeat(MAX_PATH / 2 - 1) + "b";
         assert!(!rule("Read(**/z/**)").matches("Read", &json!({ "file_path": path })));
+    }
+
+    #[test]
+    fn an_allow_rule_fails_closed() {
+        let allows =
+            |text: &str, command: &str| rule(text).allows("Bash", &json!({ "command": command }));
+        assert!(allows("Bash(echo *)", "echo hi"));
+        assert!(allows("Bash(echo *)", "echo a && echo b 2>&1 >/dev/null"));
+        assert!(allows("Bash", "echo hi >> log"), "the whole tool");
+        // Every subcommand must match (a deny or `if` rule needs one).
+        assert!(!allows("Bash(echo *)", "echo hi && rm -rf x"));
+        assert!(rule("Bash(rm *)").matches("Bash", &json!({"command": "echo hi && rm -rf x"})));
+        for command in ["echo hi >> log", "echo $(rm x)", "$CMD x", "echo 'open", ""] {
+            assert!(!allows("Bash(echo *)", command), "{command}");
+        }
+        let unknown = rule("WebSearch(weird spec)");
+        assert!(unknown.matches("WebSearch", &json!({})));
+        assert!(!unknown.allows("WebSearch", &json!({})));
+        let fetch = rule("WebFetch(domain:example.com)");
+        assert!(fetch.allows("WebFetch", &json!({"url": "https://example.com/x"})));
+        assert!(!fetch.allows("WebFetch", &json!({"url": "https://"})));
+        let long = format!("/proj/{}", "a/".repeat(MAX_PATH));
+        assert!(!rule("Read(/**)").allows("Read", &json!({ "file_path": long })));
+        let parsed = parse_command("echo a > out.txt 2>&1; cat x >> /dev/null").unwrap();
+        let command = "echo a > out.txt 2>&1; cat x >> /dev/null";
+        let outputs: Vec<&str> = parsed
+            .outputs
+            .iter()
+            .map(|&(a, b)| &command[a..b])
+            .collect();
+        assert_eq!(outputs, ["out.txt", "/dev/null"]);
     }
 
     #[test]

@@ -21,8 +21,9 @@ use tower_agent::{
     context::RunContext,
     layers::{
         hooks::{
-            ApprovalDecision, ApprovalRequest, BeforeModel, HookSet, Hooks, PostToolUse,
-            PostToolUseFailure, PreToolUse, SessionStart, Stop, StopInput, ToolFailure, UserPrompt,
+            ApprovalDecision, ApprovalRequest, BeforeModel, HookSet, Hooks, Permission,
+            PermissionRequest, PostToolUse, PostToolUseFailure, PreToolUse, SessionStart, Stop,
+            StopInput, ToolFailure, UserPrompt,
         },
         matcher::ToolMatcher,
     },
@@ -177,8 +178,74 @@ async fn pre_tool_use_ask_without_approval_service_denies_with_the_ask_reason() 
 
     assert_eq!(log.entries(), [r#"ask bash {"command":"ls"}"#]);
     let seen = last_tool_message(&model.requests()[1]);
-    assert_eq!(seen.text(), "denied: needs review");
+    // Nobody to ask: the reason alone, as Claude Code `-p` (vector `permission_ask_headless`).
+    assert_eq!(seen.text(), "needs review");
     assert!(seen.is_error);
+}
+
+/// Runs one `bash` call under `hooks`: what the tool layer logged and what the model saw.
+async fn rules_play(hooks: Hooks) -> (Vec<String>, String) {
+    let log = Log::new();
+    let model = one_call("bash", json!({ "command": "ls" }));
+    agent_with(&model, &log, hooks.compile().unwrap())
+        .run("go")
+        .await
+        .unwrap();
+    let seen = last_tool_message(&model.requests()[1]).text().into_owned();
+    (log.entries(), seen)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn permission_rules_act_after_the_pre_tool_use_hooks() {
+    let rule = |p: Permission| move |_: &ToolCall, _: &RunContext| p.clone();
+    let asked = Log::new();
+    let request = {
+        let asked = asked.clone();
+        move |call: Arc<ToolCall>, _| {
+            asked.push(format!("asked {}", call.name));
+            PermissionRequest::NoDecision
+        }
+    };
+    // No hook at all: a deny rule refuses, with its text alone; nothing is asked.
+    let hooks = Hooks::new()
+        .permission_rules(rule(Permission::Allow))
+        .permission_rules(rule(Permission::Deny("no".into())))
+        .on_permission_request("*", request.clone())
+        .into();
+    let (ran, seen) = rules_play(hooks).await;
+    assert!(ran.is_empty(), "{ran:?}");
+    assert_eq!(seen, "no");
+    assert!(asked.entries().is_empty());
+
+    // Not allowed: asked (PermissionRequest), refused with the text when nobody approves…
+    let hooks = Hooks::new()
+        .permission_rules(rule(Permission::NotAllowed("not granted".into())))
+        .on_permission_request("*", request.clone())
+        .into();
+    assert_eq!(rules_play(hooks).await.1, "not granted");
+    assert_eq!(asked.entries(), ["asked bash"]);
+    // … unless a hook allows it, or another check's allow rule covers it.
+    let log = Log::new();
+    let hooks = Hooks::new()
+        .before_tool_use("bash", pre(&log, "allow", PreToolUse::Allow))
+        .permission_rules(rule(Permission::NotAllowed("not granted".into())));
+    assert_eq!(rules_play(hooks).await.0.len(), 1, "ran");
+    let hooks = Hooks::new()
+        .permission_rules(rule(Permission::NotAllowed("not granted".into())))
+        .permission_rules(rule(Permission::Allow));
+    assert_eq!(rules_play(hooks).await.0.len(), 1, "ran");
+
+    // An ask rule is not overridden by a hook's allow; the approval service decides.
+    let hooks = Hooks::new()
+        .before_tool_use("bash", pre(&log, "allow", PreToolUse::Allow))
+        .permission_rules(rule(Permission::Ask("ask me".into())))
+        .approval(tower::service_fn(|req: ApprovalRequest| async move {
+            assert_eq!(req.reason, "ask me");
+            Ok::<_, BoxError>(ApprovalDecision::Deny("no way".into()))
+        }));
+    let (ran, seen) = rules_play(hooks).await;
+    assert!(ran.is_empty(), "{ran:?}");
+    assert_eq!(seen, "denied: no way");
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -2037,7 +2104,7 @@ async fn tool_layer_works_in_a_service_builder_stack() {
         .call(request("write", json!({})))
         .await
         .unwrap();
-    assert_eq!(out, ToolOutput::error("id-1", "denied: check"));
+    assert_eq!(out, ToolOutput::error("id-1", "check"));
 
     let out = svc
         .ready()

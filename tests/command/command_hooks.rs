@@ -129,9 +129,10 @@ async fn json_deny_ask_allow() {
         let ran = !seen.lock().unwrap().is_empty();
         assert_eq!(ran, expected_ran, "{name}: {}", tool_text(&resp));
         if !ran {
-            // A deny is the hook's error; an ask with no one to ask is the approval path's.
+            // A deny is the hook's error; an ask with no one to ask is refused with its
+            // reason alone, as Claude Code `-p` does (vector `permission_ask_headless`).
             let expected = if name == "ask" {
-                format!("denied: {name} reason")
+                format!("{name} reason")
             } else {
                 format!("PreToolUse:bash hook error: {name} reason")
             };

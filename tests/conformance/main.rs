@@ -32,6 +32,7 @@ mod model_switch;
 mod notification;
 mod on_failure;
 mod permission;
+mod permission_rules;
 mod plugins;
 mod post_tool;
 mod post_tool_batch;

@@ -1,5 +1,6 @@
 //! Plays a scenario through tower-agent: the scenario's settings read by `CommandHooks` (the
-//! project directory the one holding `.claude/`), the Anthropic provider against the same
+//! project directory the one holding `.claude/`; its allowed tools given as `--allowedTools`
+//! is, in Claude Code's default permission mode), the Anthropic provider against the same
 //! model server, the crate's Claude Code tools over the project (`builtins::claude_code`:
 //! `Bash`, `Read`, `Write`, `Edit`, `Glob`, `Grep`), one run per prompt on one thread; a
 //! model step makes the following runs name that model.
@@ -29,8 +30,12 @@ impl Host for TowerAgent {
 /// What each run answered (its outcome and text).
 async fn play(job: &Job) -> Vec<Value> {
     let scenario = &job.scenario;
+    // As `claude -p --allowedTools …` runs: its default mode asks about (and, with no one
+    // to ask, refuses) a call no rule allows.
     let hooks = CommandHooks::builder()
         .settings_file(&job.settings)
+        .allowed_tools(&scenario.allowed_tools)
+        .ask_unless_allowed()
         .project_dir(&job.project)
         .transcripts_dir(job.root.join("transcripts"))
         .build()

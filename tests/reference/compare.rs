@@ -106,26 +106,6 @@ pub(crate) const KEPT: &[Known] = &[
         "the same: the command did not run",
     ),
     known(
-        "permission_not_allowed",
-        "*",
-        "<fired>",
-        "a library has no permission rules of Claude Code's settings (`--allowedTools`, \
-         `permissions.allow`): a call runs unless a hook or the Approval service refuses it, so \
-         no PermissionRequest fires for a call no rule allows (and its PostToolUse does).",
-    ),
-    known(
-        "permission_not_allowed",
-        "*",
-        "<ran>",
-        "the same: the call ran",
-    ),
-    known(
-        "permission_not_allowed",
-        "*",
-        "<requests>",
-        "the same: the model gets the call's result, not Claude Code's refusal",
-    ),
-    known(
         "project_dir_from_subdirectory",
         "*",
         "$project_dir",
@@ -146,22 +126,6 @@ pub(crate) const KEPT: &[Known] = &[
 
 /// Differences found and not fixed yet: each says what has to change. The list only shrinks.
 pub(crate) const OPEN: &[Known] = &[
-    known(
-        "permission_ask_headless",
-        "*",
-        "<fired>",
-        "a PreToolUse `ask` with no one to ask is refused at once by Claude Code 2.1.328 `-p`: \
-         no PermissionRequest and no PermissionDenied hooks fire, and the model gets the \
-         reason alone. The crate asks its PermissionRequest hooks first, then reports the \
-         refusal to PermissionDenied hooks, and the model gets `denied: <reason>`. What must \
-         change: with no Approval service and no deferred approvals, a hook's `ask` is refused \
-         with its reason alone, skipping both events (PermissionRequest stays for a call the \
-         crate's own permission checks ask about); the conformance tests of PermissionDenied \
-         (written from the docs) change with it.",
-    ),
-    known("permission_ask_headless", "*", "<requests>", "the same"),
-    known("permission_ask_over_allow", "*", "<fired>", "the same"),
-    known("permission_ask_over_allow", "*", "<requests>", "the same"),
     known(
         "*",
         "PostToolBatch",

@@ -206,6 +206,8 @@ pub(crate) struct Config {
     pub(crate) disabled_plugins: Vec<String>,
     /// The next id of a Gemini CLI sequential group.
     pub(crate) next_sequential: u32,
+    /// The permission rules of every source.
+    pub(crate) rules: crate::command::permissions::Rules,
 }
 
 impl Config {

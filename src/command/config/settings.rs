@@ -82,6 +82,7 @@ pub(crate) fn load_settings(
     ] {
         list.extend(names(root, key).map_err(|m| err(key, m.into()))?);
     }
+    crate::command::permissions::load(root, file, out)?;
     let hooks = match root.get("hooks") {
         None | Some(Value::Null) => return Ok(()),
         Some(Value::Object(hooks)) => hooks,

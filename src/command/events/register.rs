@@ -19,6 +19,15 @@ pub(crate) fn register(inner: &Arc<Inner>, hooks: Hooks) -> Hooks {
     } else {
         hooks
     };
+    // The permission rules: checked by the tool hook layer after the PreToolUse hooks.
+    let hooks = if inner.config.rules.is_empty() {
+        hooks
+    } else {
+        let i = Arc::clone(inner);
+        hooks.permission_rules(move |call, ctx| {
+            i.config.rules.check(call, &i.hook_dir(ctx), &i.project_dir)
+        })
+    };
     let events = tool::EVENTS
         .iter()
         .chain(session::EVENTS)

@@ -137,6 +137,11 @@ impl Inner {
         let mut input = self.base(event, ctx);
         input.insert("tool_name".into(), call.name.clone().into());
         input.insert("tool_input".into(), call.arguments.clone());
+        // Claude Code's suggestions for a call no rule allows.
+        let rules = &self.config.rules;
+        if let Some(suggestions) = rules.suggestions(call, &self.hook_dir(ctx), &self.project_dir) {
+            input.insert("permission_suggestions".into(), suggestions);
+        }
         let verdicts = self
             .run(event, Some(&call.name), input, Report::Run(ctx))
             .await;

@@ -25,7 +25,10 @@ pub enum PreToolUse {
     Deny(String),
     /// Ask for approval: the PermissionRequest hooks
     /// ([`Hooks::on_permission_request`](super::Hooks::on_permission_request)), then the
-    /// [`Approval`](super::Approval) service; without one, deny with the reason.
+    /// [`Approval`](super::Approval) service. With nobody to ask (no service, no
+    /// [deferring policy](super::Hooks::defer_approvals)) the call is refused at once with
+    /// the reason alone, no PermissionRequest hook asked, as Claude Code does headless (unless
+    /// a [permission rule](super::Permission) asks about the call too).
     Ask(String),
     /// Defer the call (the reference's non-interactive `defer`): when it is the only call of
     /// its step, the tool does not run and the run ends
@@ -92,7 +95,8 @@ pub enum PermissionRequest {
         /// The new arguments, if any.
         updated_input: Option<serde_json::Value>,
     },
-    /// Deny it: the model sees `denied: <message>`; `interrupt` also ends the run
+    /// Deny it: the model sees the message alone (as in Claude Code); `interrupt` also ends
+    /// the run
     /// ([`Outcome::Aborted`](crate::agent::Outcome::Aborted) with the message).
     Deny {
         /// Why, for the model.
@@ -100,6 +104,46 @@ pub enum PermissionRequest {
         /// End the run too.
         interrupt: bool,
     },
+}
+
+/// What permission rules say about a tool call, once its PreToolUse hooks have run (see
+/// [`Hooks::permission_rules`](super::Hooks::permission_rules)): Claude Code's
+/// `permissions.deny`, `permissions.ask` and `permissions.allow`, as [command
+/// hooks](crate::command#permission-rules) read them, or any policy of yours.
+///
+/// Several checks of one set combine, the most cautious first: `Deny` > `Ask` > `Allow` >
+/// `NotAllowed` > `NoRule`. Each text is what the model sees if the call is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permission {
+    /// No rule speaks of the call: it runs (unless a PreToolUse hook asks).
+    NoRule,
+    /// A rule allows the call: it runs without being asked about (unless a PreToolUse hook
+    /// asks).
+    Allow,
+    /// No rule allows the call, and calls must be allowed: unless a PreToolUse hook allowed
+    /// it, it goes the approval path (PermissionRequest hooks, then the
+    /// [`Approval`](super::Approval) service), and is refused with this text when nobody
+    /// approves it.
+    NotAllowed(String),
+    /// A rule asks about the call: the approval path, even when a PreToolUse hook allowed
+    /// it; refused with this text when nobody approves it.
+    Ask(String),
+    /// A rule denies the call: refused with this text, with no PermissionRequest hook, no
+    /// approval, whatever the hooks said.
+    Deny(String),
+}
+
+impl Permission {
+    /// How cautious: the higher wins when checks combine.
+    pub(crate) fn rank(&self) -> u8 {
+        match self {
+            Permission::NoRule => 0,
+            Permission::NotAllowed(_) => 1,
+            Permission::Allow => 2,
+            Permission::Ask(_) => 3,
+            Permission::Deny(_) => 4,
+        }
+    }
 }
 
 /// What a PermissionDenied hook decides about a call the approval path denied on its own.

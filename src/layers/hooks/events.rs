@@ -485,7 +485,7 @@ hook_events! {
             can: "observe; the matcher picks error types",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`error`",
-            input: "`error` (`rate_limit`, `overloaded`, `authentication_failed`, `billing_error`, `invalid_request`, `model_not_found`, `server_error`, `max_output_tokens`, `unknown`: from the provider's error, [`StopFailureInput::from_model_error`]), `error_details` (a request too long: its status and body; not sent for other provider errors), `last_assistant_message` (`API Error: <status> <message>`), `effort`",
+            input: "`error` (`rate_limit`, `overloaded`, `authentication_failed`, `billing_error`, `invalid_request`, `model_not_found`, `server_error`, `max_output_tokens`, `unknown`: from the provider's error, [`StopFailureInput::from_model_error`](crate::layers::hooks::StopFailureInput::from_model_error)), `error_details` (a request too long: its status and body; not sent for other provider errors), `last_assistant_message` (`API Error: <status> <message>`), `effort`",
             answer: "observe (background; output and exit code ignored; the run's SessionEnd hooks wait for them); fires when a model call fails after its retries (not for an [`Abort`](crate::error::Abort)); Stop does not run",
             /// StopFailure: the run ends on a model error (observe only); the matcher picks
             /// error types ([`StopFailureInput::error`]).
@@ -534,7 +534,8 @@ hook_events! {
             /// with the trigger (`auto`, `manual`).
             fn on_post_compact(matcher; input: &PostCompactInput, ctx: &RunContext) -> observe ();
         }
-        /// When a call needs approval (a PreToolUse `ask`), before the
+        /// When a call needs approval (a permission rule asks, a call no rule allows, or a
+        /// PreToolUse `ask` with someone to ask), before the
         /// [`Approval`](crate::layers::hooks::Approval) service: allow or deny in its place.
         PermissionRequest {
             levels: [tool],
@@ -542,14 +543,15 @@ hook_events! {
             can: "allow (maybe with new arguments) or deny in the service's place",
             timeout: 600_000, tool_input: true, matcher: true, stdout_context: false,
             matcher_on: "`tool_name`",
-            input: "`tool_name`, `tool_input` (no `tool_use_id`)",
-            answer: "`hookSpecificOutput.decision`: `behavior: \"allow\"` (+ `updatedInput`) runs the call, `\"deny\"` (+ `message`, `interrupt`) denies it (interrupt: the run ends `Aborted`); no decision: the approval service decides. Exit 2 is ignored (stderr discarded); `continue: false` denies and interrupts",
-            /// PermissionRequest: a matching call needs approval (a PreToolUse hook answered
-            /// [`PreToolUse::Ask`]); decide in place of the [`Approval`](super::Approval)
-            /// service. See the [module docs](crate::layers::hooks#order-and-merge-rules).
+            input: "`tool_name`, `tool_input` (no `tool_use_id`), `permission_suggestions` (a call no permission rule allows: Claude Code's suggestions), `effort`",
+            answer: "`hookSpecificOutput.decision`: `behavior: \"allow\"` (+ `updatedInput`) runs the call, `\"deny\"` (+ `message`, the model's text) denies it (`interrupt`: the run ends `Aborted`); no decision: the approval service decides. Exit 2 is ignored (stderr discarded); `continue: false` denies and interrupts",
+            /// PermissionRequest: a matching call needs approval (a
+            /// [permission rule](super::Hooks::permission_rules) asks, or a PreToolUse hook
+            /// answered [`PreToolUse::Ask`] and there is an [`Approval`](super::Approval)
+            /// service or the deferring policy); decide in place of the service. See the [module docs](crate::layers::hooks#order-and-merge-rules).
             fn on_permission_request(matcher; call: Arc<ToolCall>, ctx: RunContext) -> decide PermissionRequest;
         }
-        /// When the approval path denies a call on its own (no approval service, or it failed):
+        /// When the approval path denies a call on its own (the approval service failed):
         /// observe, or tell the model it may retry.
         PermissionDenied {
             levels: [tool],
@@ -559,10 +561,11 @@ hook_events! {
             matcher_on: "`tool_name`",
             input: "`tool_name`, `tool_input`, `tool_use_id`, `reason`",
             answer: "`hookSpecificOutput.retry: true` tells the model it may retry. Exit 2 is ignored",
-            /// PermissionDenied: the approval path denied a matching call on its own (no
-            /// [`Approval`](super::Approval) service, or it failed) with `reason`. Not called
-            /// when a PreToolUse or PermissionRequest hook denies, nor when the approval
-            /// service answers `Deny`.
+            /// PermissionDenied: the approval path denied a matching call on its own (the
+            /// [`Approval`](super::Approval) service failed) with `reason`. Not called when a
+            /// PreToolUse or PermissionRequest hook or a permission rule denies, when nobody
+            /// is there to ask (as Claude Code `-p`), nor when the approval service answers
+            /// `Deny`.
             fn on_permission_denied(matcher; call: Arc<ToolCall>, reason: Arc<str>, ctx: RunContext) -> decide PermissionDenied;
         }
         /// After every call of a step resolved, before the next model call: add context, stop

@@ -39,14 +39,22 @@
 //!   follow the result (or the denial). `Abort` denies the call and ends the run `Aborted`;
 //!   `Many` applies several decisions of one hook in order. `Defer` ranks between deny and
 //!   ask (see [`PreToolUse::Defer`]).
-//! - **Approval** (a call some hook asked about): the PermissionRequest hooks run in order;
-//!   the first `Deny` denies (`denied: <message>`; with `interrupt` the run also ends
+//! - **Permission rules** ([`Hooks::permission_rules`], [`Permission`]; [command
+//!   hooks](crate::command#permission-rules) add Claude Code's): checked once the PreToolUse
+//!   hooks let a call through. A `Deny` refuses it with its text alone, nothing asked; an
+//!   `Ask` (even over a hook's `Allow`), a hook's `Ask`, or a `NotAllowed` no hook allowed
+//!   goes the approval path.
+//! - **Approval** (a call some hook or rule asked about): a hook's ask with nobody to ask (no
+//!   [`Approval`] service, no deferring policy) is refused at once with its reason alone, as
+//!   Claude Code `-p` does. Otherwise the PermissionRequest hooks run in order; the first
+//!   `Deny` denies (the model sees its message alone; with `interrupt` the run also ends
 //!   `Aborted`), an `Allow` is kept (its `updated_input` replaces the arguments) and the
 //!   chain goes on (a later `Deny` still wins). With no decision, a `permission_prompt`
 //!   [`Notification`] is sent and the [`Approval`] service ([`Hooks::approval`]) is asked;
-//!   its `Deny` is the user's answer. Without a service (nobody to ask) or when it fails, the
-//!   call is denied **on its own**, and only then do the PermissionDenied hooks run: a
-//!   `Retry` adds a `<system-hook>` note to the denial telling the model it may retry.
+//!   its `Deny` is the user's answer (`denied: <why>`). Without a service, a rule's ask is
+//!   refused with the rule's text. When the service fails, the call is denied **on its
+//!   own**, and only then do the PermissionDenied hooks run: a `Retry` adds a
+//!   `<system-hook>` note to the denial telling the model it may retry.
 //!   With the deferring policy ([`Hooks::defer_approvals`]) the call instead waits in the
 //!   thread for a person's decision, and so does a deferred call (any number per step): see
 //!   [`agent::interrupt`](crate::agent::interrupt).
@@ -146,10 +154,11 @@ use tower::util::BoxCloneSyncService;
 pub use self::{
     decision::{
         BeforeModel, Deferred, HookFuture, HookResult, InstructionsInput, MessageDisplay,
-        MessageDisplayInput, Notification, PermissionDenied, PermissionRequest, PostCompactInput,
-        PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse, ResumedSession, SessionSource,
-        SessionStart, SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart,
-        SubagentStartInput, Task, TaskEvent, TaskInput, ToolBatch, ToolFailure, UserPrompt,
+        MessageDisplayInput, Notification, Permission, PermissionDenied, PermissionRequest,
+        PostCompactInput, PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse,
+        ResumedSession, SessionSource, SessionStart, SessionStartInput, Stop, StopFailureInput,
+        StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput, ToolBatch,
+        ToolFailure, UserPrompt,
     },
     events::*,
     model::{HookModel, HookModelLayer},
@@ -208,6 +217,9 @@ pub enum ApprovalDecision {
 /// The service that answers [`PreToolUse::Ask`]: any tower service (a channel to a UI, a
 /// policy engine …), type-erased.
 pub type Approval = BoxCloneSyncService<ApprovalRequest, ApprovalDecision, BoxError>;
+
+/// A permission check ([`Hooks::permission_rules`]).
+pub(crate) type PermissionCheck = Arc<dyn Fn(&ToolCall, &RunContext) -> Permission + Send + Sync>;
 
 /// Puts a registered hook into its slot of a compiled set, with its matcher and how it fails.
 type Install = Arc<dyn Fn(&mut HookSlots, &ToolMatcher, &Arc<failure::Policy>) + Send + Sync>;
@@ -279,6 +291,7 @@ pub struct Hooks<S = state::Open> {
     registrations: Vec<Registration>,
     approval: Option<Approval>,
     defer_approvals: bool,
+    permissions: Vec<PermissionCheck>,
     /// [`DURATION_MS`] is recorded (a hook reads it).
     times_tool_calls: bool,
     stop_cap: Option<u32>,
@@ -352,6 +365,7 @@ impl<S> Hooks<S> {
             registrations: self.registrations,
             approval: self.approval,
             defer_approvals: self.defer_approvals,
+            permissions: self.permissions,
             times_tool_calls: self.times_tool_calls,
             stop_cap: self.stop_cap,
             transcripts: self.transcripts,
@@ -408,6 +422,24 @@ impl<S> Hooks<S> {
     /// [`agent::interrupt`](crate::agent::interrupt). Replaces [`approval`](Self::approval).
     pub fn defer_approvals(mut self) -> Hooks {
         self.defer_approvals = true;
+        self.with_state(state::Open)
+    }
+
+    /// Adds a permission check: what rules say of each tool call once its PreToolUse hooks
+    /// have run ([`Permission`]). The tool hook layer ([`HookSet::tool_layer`]) enforces it in
+    /// Claude Code's order: the PreToolUse hooks first (a hook's deny wins at once); then a
+    /// [`Permission::Deny`] refuses the call, whatever the hooks said; a
+    /// [`Permission::Ask`], a hook's [`PreToolUse::Ask`], or a [`Permission::NotAllowed`]
+    /// no hook allowed goes the approval path (PermissionRequest hooks, then the
+    /// [`Approval`] service, else refused); anything else runs. A hook's
+    /// [`PreToolUse::Allow`] thus overrides only `NotAllowed`. Checks added here combine,
+    /// the most cautious winning. [Command hooks](crate::command#permission-rules) add one
+    /// for the `permissions` of their settings.
+    pub fn permission_rules<F>(mut self, check: F) -> Hooks
+    where
+        F: Fn(&ToolCall, &RunContext) -> Permission + Send + Sync + 'static,
+    {
+        self.permissions.push(Arc::new(check));
         self.with_state(state::Open)
     }
 
@@ -470,6 +502,7 @@ impl<S> Hooks<S> {
             transcripts: self.transcripts,
             approval: self.approval,
             defer_approvals: self.defer_approvals,
+            permissions: self.permissions,
             times_tool_calls: self.times_tool_calls,
             order: order
                 .iter()
@@ -580,6 +613,8 @@ pub(crate) struct HookSetInner {
     pub(crate) approval: Option<Approval>,
     /// [`Hooks::defer_approvals`].
     pub(crate) defer_approvals: bool,
+    /// [`Hooks::permission_rules`].
+    pub(crate) permissions: Vec<PermissionCheck>,
     /// [`Hooks::time_tool_calls`].
     pub(crate) times_tool_calls: bool,
     pub(crate) stop_cap: u32,
@@ -598,6 +633,18 @@ impl std::ops::Deref for HookSetInner {
 }
 
 impl HookSetInner {
+    /// What the permission checks say of `call`, combined (the most cautious wins).
+    pub(crate) fn permission(&self, call: &ToolCall, ctx: &RunContext) -> Permission {
+        let mut verdict = Permission::NoRule;
+        for check in &self.permissions {
+            let next = check(call, ctx);
+            if next.rank() > verdict.rank() {
+                verdict = next;
+            }
+        }
+        verdict
+    }
+
     /// The TaskCreated or TaskCompleted hooks.
     fn task_hooks(&self, event: TaskEvent) -> &[Arc<events::TaskFn>] {
         match event {

@@ -11,8 +11,8 @@ use tower::{Layer, Service, ServiceExt};
 
 use super::{
     ApprovalDecision, ApprovalRequest, Deferred, HookSet, HookSetInner, NOTIFY_PERMISSION_PROMPT,
-    Notification, PermissionDenied, PermissionRequest, PostToolUse, PostToolUseFailure, PreToolUse,
-    ToolFailure, future::HookToolFuture,
+    Notification, Permission, PermissionDenied, PermissionRequest, PostToolUse, PostToolUseFailure,
+    PreToolUse, ToolFailure, future::HookToolFuture,
 };
 use crate::{
     agent::StepCalls,
@@ -110,7 +110,8 @@ where
         use futures_util::TryFutureExt;
         let set = &self.set;
         let call = &req.call;
-        let wanted = set.before_tool_use.iter().any(|(m, _)| m.matches(call))
+        let wanted = !set.permissions.is_empty()
+            || set.before_tool_use.iter().any(|(m, _)| m.matches(call))
             || set.after_tool_use.iter().any(|(m, _)| m.matches(call))
             || set.on_tool_failure.iter().any(|(m, _)| m.matches(call));
         if !wanted {
@@ -149,10 +150,17 @@ where
                 }
             }
         }
-        if !pre.asks.is_empty() || pre.deferred {
-            // The approval (or the deferral) is settled before the call.
-            let inner = self.release();
-            return HookToolFuture::hooks(run(set, inner, (original, call), ctx, pre, None));
+        match pre.gate(&set, &call, &ctx) {
+            Gate::Refuse(text) => {
+                self.release();
+                return HookToolFuture::hooks(std::future::ready(Ok(pre.refusal(text, &call))));
+            }
+            Gate::Run if !pre.deferred => {}
+            gate => {
+                // The approval (or the deferral) is settled before the call.
+                let inner = self.release();
+                return HookToolFuture::hooks(settle(set, inner, (original, call), ctx, pre, gate));
+            }
         }
         let PreState { contexts, .. } = pre;
         // Only the asynchronous paths above compare with the call as the model made it.
@@ -223,15 +231,37 @@ where
             return pre.exit(exit, &call);
         }
     }
+    let gate = pre.gate(&set, &call, &ctx);
+    settle(set, inner, (original, call), ctx, pre, gate).await
+}
+
+/// The rest of a call once its PreToolUse hooks have run and `gate` says what the permission
+/// checks make of it: the refusal, the deferral or the approval, then the call on `inner`
+/// (readied then), then the after-hooks.
+async fn settle<S>(
+    set: Arc<HookSetInner>,
+    inner: S,
+    (original, mut call): (Arc<ToolCall>, Arc<ToolCall>),
+    ctx: crate::context::RunContext,
+    pre: PreState,
+    mut gate: Gate,
+) -> Result<ToolOutput, BoxError>
+where
+    S: Service<ToolRequest, Response = ToolOutput>,
+    S::Error: Into<BoxError>,
+{
+    if let Gate::Refuse(text) = gate {
+        return Ok(pre.refusal(text, &call));
+    }
     let PreState {
-        mut asks,
         mut contexts,
         mut deferred,
+        ..
     } = pre;
     // A person approved this very call (an answer to an interrupted run): its asks and its
     // deferral are settled.
-    if (deferred || !asks.is_empty()) && is_approved(&ctx, &call.id) {
-        (deferred, asks) = (false, Vec::new());
+    if (deferred || matches!(gate, Gate::Ask { .. })) && is_approved(&ctx, &call.id) {
+        (deferred, gate) = (false, Gate::Run);
     }
     if deferred && set.defer_approvals {
         let reason = "a PreToolUse hook deferred the call".to_owned();
@@ -251,12 +281,11 @@ where
             call.name
         ));
     }
-    if !asks.is_empty() {
-        let reason = asks.join("; ");
-        match approve(&set, &mut call, reason, &ctx, &mut contexts).await {
+    if let Gate::Ask { reason, rule } = gate {
+        match approve(&set, &mut call, (reason, rule), &ctx, &mut contexts).await {
             Approved::Yes => {}
             Approved::No(why) => {
-                let mut output = ToolOutput::error(call.id.clone(), format!("denied: {why}"));
+                let mut output = ToolOutput::error(call.id.clone(), why);
                 add_contexts(&mut output, &contexts);
                 return Ok(output);
             }
@@ -331,17 +360,74 @@ fn waiting(original: &ToolCall, reason: String) -> BoxError {
     .into()
 }
 
-/// The approval path of a call some hook asked about: PermissionRequest hooks, then (no
-/// decision) a `permission_prompt` notification and the [`Approval`](super::Approval)
-/// service. A denial the path makes on its own (no service, or it failed) runs the
-/// PermissionDenied hooks, whose `Retry` adds a note to `contexts`.
+/// The approval path of a call some hook or permission rule asked about: `(reason, rule)`,
+/// the reason the [`Approval`](super::Approval) service is given and, when a rule asks, the
+/// text of its refusal. A hook's ask with nobody to ask (no service, no deferring policy) is
+/// refused at once with its reason alone, as Claude Code refuses it headless (measured
+/// against 2.1.328: `tests/reference`, `permission_ask_headless`). Otherwise the
+/// PermissionRequest hooks (a `Deny` gives the model its message alone), then (no decision)
+/// a `permission_prompt` notification and the service; without one, the rule's text. A
+/// service that fails denies on its own: only then do the PermissionDenied hooks run, whose
+/// `Retry` adds a note to `contexts`.
 async fn approve(
     set: &HookSetInner,
     call: &mut Arc<ToolCall>,
-    reason: String,
+    (reason, rule): (String, Option<String>),
     ctx: &RunContext,
     contexts: &mut Vec<String>,
 ) -> Approved {
+    let Some(approval) = &set.approval else {
+        if !set.defer_approvals && rule.is_none() {
+            return Approved::No(reason);
+        }
+        return match ask_hooks(set, call, ctx).await {
+            Some(decided) => decided,
+            None if set.defer_approvals => {
+                notify_prompt(set, call, &reason, ctx);
+                Approved::Pending(reason)
+            }
+            None => Approved::No(rule.unwrap_or(reason)),
+        };
+    };
+    if let Some(decided) = ask_hooks(set, call, ctx).await {
+        return decided;
+    }
+    notify_prompt(set, call, &reason, ctx);
+    let request = ApprovalRequest {
+        call: (**call).clone(),
+        reason,
+        ctx: ctx.clone(),
+    };
+    let denied = match approval.clone().oneshot(request).await {
+        Ok(ApprovalDecision::Allow) => return Approved::Yes,
+        // The user's answer: not a denial of the path's own.
+        Ok(ApprovalDecision::Deny(why)) => return Approved::No(format!("denied: {why}")),
+        Err(e) => format!("denied: approval failed: {}", error_chain(&*e)),
+    };
+    let why: Arc<str> = denied.as_str().into();
+    for (matcher, f) in &set.on_permission_denied {
+        if !matcher.matches(call) {
+            continue;
+        }
+        if f(Arc::clone(call), Arc::clone(&why), ctx.clone()).await == PermissionDenied::Retry {
+            contexts.push(format!(
+                "The call to `{}` was denied by the permission check, not by the user; you may \
+                 retry it.",
+                call.name
+            ));
+            break;
+        }
+    }
+    Approved::No(denied)
+}
+
+/// The PermissionRequest hooks' decision, if one decides: the first `Deny` (its message
+/// alone for the model), else an `Allow` (its `updated_input` replaces the arguments).
+async fn ask_hooks(
+    set: &HookSetInner,
+    call: &mut Arc<ToolCall>,
+    ctx: &RunContext,
+) -> Option<Approved> {
     let mut allowed = false;
     for (matcher, f) in &set.on_permission_request {
         if !matcher.matches(call) {
@@ -359,70 +445,27 @@ async fn approve(
                 }
             }
             PermissionRequest::Deny { message, interrupt } => {
-                return if interrupt {
+                return Some(if interrupt {
                     Approved::Interrupt(message)
                 } else {
                     Approved::No(message)
-                };
+                });
             }
         }
     }
-    if allowed {
-        return Approved::Yes;
-    }
-    if set.defer_approvals {
-        set.notify(
-            &Notification::new(
-                NOTIFY_PERMISSION_PROMPT,
-                format!("Permission needed to use {}: {reason}", call.name),
-                Some("Permission needed".to_owned()),
-            ),
-            ctx,
-        );
-        return Approved::Pending(reason);
-    }
-    let denied = match &set.approval {
-        None => reason,
-        Some(approval) => {
-            set.notify(
-                &Notification::new(
-                    NOTIFY_PERMISSION_PROMPT,
-                    format!("Permission needed to use {}: {reason}", call.name),
-                    Some("Permission needed".to_owned()),
-                ),
-                ctx,
-            );
-            match approval
-                .clone()
-                .oneshot(ApprovalRequest {
-                    call: (**call).clone(),
-                    reason,
-                    ctx: ctx.clone(),
-                })
-                .await
-            {
-                Ok(ApprovalDecision::Allow) => return Approved::Yes,
-                // The user's answer: not a denial of the path's own.
-                Ok(ApprovalDecision::Deny(why)) => return Approved::No(why),
-                Err(e) => format!("approval failed: {}", error_chain(&*e)),
-            }
-        }
-    };
-    let why: Arc<str> = denied.as_str().into();
-    for (matcher, f) in &set.on_permission_denied {
-        if !matcher.matches(call) {
-            continue;
-        }
-        if f(Arc::clone(call), Arc::clone(&why), ctx.clone()).await == PermissionDenied::Retry {
-            contexts.push(format!(
-                "The call to `{}` was denied by the permission check, not by the user; you may \
-                 retry it.",
-                call.name
-            ));
-            break;
-        }
-    }
-    Approved::No(denied)
+    allowed.then_some(Approved::Yes)
+}
+
+/// The `permission_prompt` notification of a call about to wait for a person.
+fn notify_prompt(set: &HookSetInner, call: &ToolCall, reason: &str, ctx: &RunContext) {
+    set.notify(
+        &Notification::new(
+            NOTIFY_PERMISSION_PROMPT,
+            format!("Permission needed to use {}: {reason}", call.name),
+            Some("Permission needed".to_owned()),
+        ),
+        ctx,
+    );
 }
 
 /// PostToolUse or PostToolUseFailure over the call's `result`; `contexts` so far are added.
@@ -507,6 +550,23 @@ struct PreState {
     contexts: Vec<String>,
     /// A hook deferred the call (deny still wins).
     deferred: bool,
+    /// A hook allowed the call (it then needs no allow rule).
+    allowed: bool,
+}
+
+/// What becomes of a call once its PreToolUse hooks have run and the permission checks
+/// ([`Hooks::permission_rules`](super::Hooks::permission_rules)) have seen it.
+enum Gate {
+    /// It goes on (to the deferral, if a hook deferred it).
+    Run,
+    /// A deny rule refuses it, with this text.
+    Refuse(String),
+    /// It goes the approval path: the reason, and the refusal text of the rule that asks
+    /// (`None`: only hooks asked).
+    Ask {
+        reason: String,
+        rule: Option<String>,
+    },
 }
 
 /// What the model is told of a call a PreToolUse hook denied, in Claude Code's words
@@ -522,6 +582,34 @@ enum PreExit {
 }
 
 impl PreState {
+    /// What the permission checks make of the call the hooks let through (Claude Code's
+    /// order: deny rules, then ask rules and hooks' asks, then calls no rule allows unless a
+    /// hook allowed them).
+    fn gate(&self, set: &HookSetInner, call: &ToolCall, ctx: &RunContext) -> Gate {
+        let asked = (!self.asks.is_empty()).then(|| self.asks.join("; "));
+        let rule = match set.permission(call, ctx) {
+            Permission::Deny(text) => return Gate::Refuse(text),
+            Permission::Ask(text) => Some(text),
+            Permission::NotAllowed(text) if !self.allowed || asked.is_some() => Some(text),
+            Permission::NotAllowed(_) | Permission::Allow | Permission::NoRule => None,
+        };
+        match (asked, rule) {
+            (None, None) => Gate::Run,
+            (Some(reason), rule) => Gate::Ask { reason, rule },
+            (None, Some(text)) => Gate::Ask {
+                reason: text.clone(),
+                rule: Some(text),
+            },
+        }
+    }
+
+    /// A call a deny rule refused: its text, with the contexts so far.
+    fn refusal(&self, text: String, call: &ToolCall) -> ToolOutput {
+        let mut output = ToolOutput::error(call.id.clone(), text);
+        add_contexts(&mut output, &self.contexts);
+        output
+    }
+
     /// What a chain that ended early answers: a denial (with the contexts so far) or an abort.
     fn exit(&self, exit: PreExit, call: &ToolCall) -> Result<ToolOutput, BoxError> {
         match exit {
@@ -537,7 +625,11 @@ impl PreState {
     /// Applies one decision (rewrites go to `call`); `Some` ends the chain.
     fn apply(&mut self, decision: PreToolUse, call: &mut Arc<ToolCall>) -> Option<PreExit> {
         match decision {
-            PreToolUse::Continue | PreToolUse::Allow => None,
+            PreToolUse::Continue => None,
+            PreToolUse::Allow => {
+                self.allowed = true;
+                None
+            }
             PreToolUse::Deny(reason) => Some(PreExit::Deny(reason)),
             PreToolUse::Abort(reason) => Some(PreExit::Abort(reason)),
             PreToolUse::Ask(reason) => {
