@@ -288,7 +288,9 @@ fn codex_passes_the_vectors_recorded_from_it() {
 fn codex_does_not_play_a_model_switch() {
     let dir = tempfile::tempdir().unwrap();
     let vector = Vector::read(&shipped_dir().join("model_switch_sdk.json")).unwrap();
-    vector.write(&dir.path().join("model_switch_sdk.json")).unwrap();
+    vector
+        .write(&dir.path().join("model_switch_sdk.json"))
+        .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
         .args(["run", "--vectors", dir.path().to_str().unwrap()])
         .args(["--", "node", &codex_adapter()])
