@@ -11,25 +11,32 @@
 //
 // Hooks: Codex reads Claude Code's hooks format from `$HOME/.codex/hooks.json`; the job's
 // settings' `hooks` are written there, each command's `$CLAUDE_PROJECT_DIR` replaced by the
-// project's path — Codex does not set that variable for its hooks (the vectors show it: their
-// `project_dir` is `-`), and the recorder lives in the project. Nothing is added to Codex's
-// environment, so what a hook sees of it is Codex's own. Hooks run only with
-// `--dangerously-bypass-hook-trust`; commands run unsandboxed, unasked
-// (`--dangerously-bypass-approvals-and-sandbox`: the scenarios' commands write the project).
+// project's path (the command quotes it: a path without `"`, `$` or a backquote) — Codex does
+// not set that variable for its hooks (the vectors show it: their `project_dir` is `-`), and the
+// recorder lives in the project. Putting the variable in Codex's environment instead would make
+// every hook (and command) see it as if Codex set it: nothing is added, so what a hook sees is
+// Codex's own. Hooks run only with `--dangerously-bypass-hook-trust`; commands run unsandboxed
+// (`--dangerously-bypass-approvals-and-sandbox`: the scenarios' commands write the project;
+// `codex exec` never asks for approval anyway — its approval policy is Never).
 //
 // The model: Codex speaks OpenAI's Responses API, the job's model server Anthropic's Messages
-// API. A proxy here translates: a Responses request's input items become Anthropic messages
-// (user and developer text → user text, assistant text → assistant text, an `exec` call whose
-// script runs `tools.exec_command` → a `Bash` tool_use with `{command}`, its output → a
-// tool_result), so the runner's recorded requests stay Anthropic-shaped; the answer goes back as
-// Responses output items (text → a `message`, a `Bash` tool_use → a `custom_tool_call` of
-// `exec` whose script runs the command and returns its result). Text and Bash calls only:
-// another tool fails the play.
+// API. A proxy here translates each request's input items into Anthropic messages (user text →
+// user text, developer text → a message of role `system` — as Claude Code sends what its
+// hooks add —, assistant text → assistant text, Codex's call of `exec_command` → a `Bash`
+// tool_use with the scenario's input, its output → a tool_result, the output's random chunk id
+// and wall time as `<id>` and `<n>`), so the runner's recorded requests stay Anthropic-shaped;
+// the answer goes back as Responses output items: text → a `message`, a `Bash` tool_use → a
+// function call of `exec_command` (the tool Codex offers a model it does not know, as the
+// scenarios' models are), or, when Codex offers its code-mode `exec` instead (a model it
+// knows), a `custom_tool_call` of `exec` whose script runs `tools.exec_command` and prints its
+// result. Text and Bash calls only: another tool fails the play.
 //
-// Steps: a `prompt` is one `codex exec`, a `resume` one `codex exec resume <thread id>`; a
-// `set_model` is not supported (Codex headless has no model switch between prompts): the
-// adapter exits 3 saying so, before anything runs. Exit 0 once every process has ended (Codex
-// runs its SessionEnd hooks before it exits); 1 if one failed.
+// Steps: a `prompt` is one `codex exec`, a `resume` one `codex exec resume <thread id>` (the id
+// from the previous run's `--json` events); a `set_model` is not supported (Codex headless has
+// no model switch between prompts): the adapter exits 3 saying so, before anything runs. Exit 0
+// once every process has ended (Codex runs its SessionEnd hooks before it exits; one that exits
+// non-zero is reported on stderr: what it did was played); 1 if a tool could not be translated
+// or the adapter failed.
 import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -138,8 +145,9 @@ function toAnthropic(body) {
   };
   for (const item of body.input ?? []) {
     if (item.type === "message") {
-      // The Messages API has no developer role: Codex's developer messages go as user text.
-      const role = item.role === "assistant" ? "assistant" : "user";
+      // Codex's developer messages (its instructions, and what hooks add) go as messages of
+      // role `system`, as Claude Code sends what its hooks add.
+      const role = { assistant: "assistant", developer: "system", system: "system" }[item.role] ?? "user";
       for (const text of partsText(item.content)) push(role, { type: "text", text });
     } else if (item.type === "custom_tool_call" && item.name === "exec") {
       const known = calls.get(item.call_id);
@@ -348,7 +356,9 @@ async function main() {
   let thread;
   for (const step of scenario.steps) {
     if (fatal) break;
-    if ("resume" in step && !thread) throw new Error("a resume step before any session");
+    if ("resume" in step && !thread) {
+      throw new Error("a resume step, and no thread id from the codex exec before it to resume");
+    }
     thread = await exec(port, step.prompt ?? step.resume, "resume" in step ? thread : undefined);
   }
   server.closeAllConnections();
