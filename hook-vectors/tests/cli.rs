@@ -305,3 +305,46 @@ fn codex_does_not_play_a_model_switch() {
         "{report}"
     );
 }
+
+/// For a model Codex knows, its tools are its code mode's `exec` (a script calling
+/// `tools.exec_command`), and a call's id is Codex's own `exec-<uuid>`: the adapter translates
+/// that too, and the normaliser numbers the id, so a recording plays again the same.
+#[test]
+fn codex_code_mode_records_and_plays_again() {
+    let program = codex();
+    let dir = tempfile::tempdir().unwrap();
+    let mut vector = Vector::read(&Path::new(&codex_vectors()).join("one_tool_call.json")).unwrap();
+    vector.scenario.model = "gpt-6.1-sol".into();
+    vector.expected = None;
+    vector.recorded_from = None;
+    let path = dir.path().join("code_mode.json");
+    vector.write(&path).unwrap();
+    let vectors = dir.path().to_str().unwrap();
+    let record: &[&str] = &["record", "--program", "Codex", "--version", "test"];
+    for command in [record, &["run"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
+            .args(command)
+            .args(["--vectors", vectors, "--", "node", &codex_adapter()])
+            .env("CODEX", &program)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command:?}: {}", text(&out));
+    }
+    let recorded = Vector::read(&path).unwrap().expected.unwrap();
+    let pre = recorded
+        .hooks
+        .iter()
+        .find(|h| h["event"] == "PreToolUse")
+        .unwrap();
+    assert_eq!(pre["input"]["tool_use_id"], "<tool_use-1>", "{pre}");
+    assert_eq!(
+        pre["input"]["tool_input"]["command"],
+        "echo hk-ran >> ran.log; echo hello-from-bash"
+    );
+    assert_eq!(recorded.ran, "hk-ran\n");
+    assert_eq!(
+        recorded.requests[1][0]["content"], "hello-from-bash\n",
+        "{:?}",
+        recorded.requests
+    );
+}
