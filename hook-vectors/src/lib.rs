@@ -28,6 +28,12 @@
 //! are recorded through it), a worked example of one. The guide page of tower-agent, "Checking
 //! a hook host against Claude Code", documents the format and the adapter's contract.
 //!
+//! `adapters/codex.mjs` is the adapter of Codex (OpenAI's Codex CLI, which reads Claude Code's
+//! hooks format from `~/.codex/hooks.json`): it plays a job through `codex exec`, translating
+//! between Codex's Responses API and the model server's Messages API, text and Bash calls
+//! only. `vectors-codex/` holds the scenarios Codex can play, recorded from Codex 0.169.0 (its
+//! `README.md` says which are left out and why); the guide page's section "Codex" tells more.
+//!
 //! # Example
 //!
 //! A host in Rust that fires SessionStart only — not enough to pass a vector, but the whole

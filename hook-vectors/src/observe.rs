@@ -12,6 +12,20 @@ use crate::{play::Play, server::Request};
 /// the same placeholder, so "one id per prompt" is still checked.
 const NUMBERED: &[&str] = &["prompt_id", "turn_id", "message_id"];
 
+/// Whether a `tool_use_id` is one an agent makes up at random rather than the model's call id:
+/// Codex's code mode names a nested call `exec-<uuid>`. Such ids are numbered like
+/// [`NUMBERED`]'s (`<tool_use-1>`); the model's own ids (`toolu_01`) stay as they are.
+fn random_tool_use_id(id: &str) -> bool {
+    let Some(uuid) = id.strip_prefix("exec-") else {
+        return false;
+    };
+    uuid.len() == 36
+        && uuid.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
 /// Fields whose value is measured (a time, a count of tokens, a price), at any depth of an
 /// input (Glob's `tool_response.durationMs`): only their type is compared.
 const MEASURED: &[&str] = &[
@@ -23,7 +37,8 @@ const MEASURED: &[&str] = &[
 ];
 
 /// Replaces what differs by play and by agent without meaning anything: session ids, the
-/// play's paths, numbered ids (`prompt_id`, `turn_id`, `message_id`) and measured numbers.
+/// play's paths, numbered ids (`prompt_id`, `turn_id`, `message_id`, and a `tool_use_id` made
+/// up at random: Codex's `exec-<uuid>`) and measured numbers.
 #[derive(Debug)]
 pub struct Normaliser {
     paths: Vec<(String, &'static str)>,
@@ -73,6 +88,9 @@ impl Normaliser {
                     Some(id) => json!(self.numbered(k, id)),
                     None => v.clone(),
                 },
+                "tool_use_id" if v.as_str().is_some_and(random_tool_use_id) => {
+                    json!(self.numbered(k, v.as_str().unwrap_or_default()))
+                }
                 k if MEASURED.contains(&k) && v.is_number() => json!("<number>"),
                 _ => self.value(v),
             };
@@ -88,6 +106,7 @@ impl Normaliser {
         }
         let kind = NUMBERED
             .iter()
+            .chain(&["tool_use_id"])
             .find(|f| **f == field)
             .copied()
             .unwrap_or("id");
@@ -233,4 +252,39 @@ fn in_start_order(mut hooks: Vec<Value>) -> Vec<Value> {
         start = end;
     }
     hooks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn normaliser() -> Normaliser {
+        Normaliser {
+            paths: Vec::new(),
+            ids: HashMap::new(),
+            counts: HashMap::new(),
+        }
+    }
+
+    /// Codex's `exec-<uuid>` tool call ids are numbered by first appearance (the same id twice
+    /// is the same placeholder, another id the next one); the model's own ids and ids that
+    /// only look alike stay.
+    #[test]
+    fn random_tool_use_ids_are_numbered() {
+        let mut norm = normaliser();
+        let a = "exec-6fa5cf99-6c73-4711-aee4-d5663a8f30ce";
+        let b = "exec-c5048e3f-8a56-402d-aca4-5f2614eca180";
+        let id = |norm: &mut Normaliser, id: &str| {
+            norm.input(&json!({"tool_use_id": id}))["tool_use_id"].clone()
+        };
+        assert_eq!(id(&mut norm, a), "<tool_use-1>");
+        assert_eq!(id(&mut norm, a), "<tool_use-1>");
+        assert_eq!(id(&mut norm, b), "<tool_use-2>");
+        assert_eq!(id(&mut norm, "toolu_01"), "toolu_01");
+        assert_eq!(id(&mut norm, "exec-not-a-uuid"), "exec-not-a-uuid");
+        assert_eq!(
+            id(&mut norm, "exec-6fa5cf99x6c73-4711-aee4-d5663a8f30ce"),
+            "exec-6fa5cf99x6c73-4711-aee4-d5663a8f30ce"
+        );
+    }
 }

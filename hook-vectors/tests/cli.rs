@@ -26,21 +26,38 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// The pinned Claude Code, installed by the workspace's `.ci/reference-agents` on first use.
+/// An agent the workspace's `.ci/reference-agents` installs, pinned, on first use (`args`: none
+/// for Claude Code, `codex` for Codex): its program.
+fn reference_agent(args: &[&str]) -> PathBuf {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../.ci/reference-agents");
+    let out = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run .ci/reference-agents");
+    assert!(out.status.success(), ".ci/reference-agents {args:?} failed");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// The pinned Claude Code.
 fn claude() -> PathBuf {
     static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
-    PROGRAM
-        .get_or_init(|| {
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../.ci/reference-agents");
-            let out = Command::new("bash")
-                .arg(script)
-                .stderr(Stdio::inherit())
-                .output()
-                .expect("run .ci/reference-agents");
-            assert!(out.status.success(), ".ci/reference-agents failed");
-            PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-        })
-        .clone()
+    PROGRAM.get_or_init(|| reference_agent(&[])).clone()
+}
+
+/// The pinned Codex.
+fn codex() -> PathBuf {
+    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+    PROGRAM.get_or_init(|| reference_agent(&["codex"])).clone()
+}
+
+fn codex_adapter() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/adapters/codex.mjs").to_owned()
+}
+
+fn codex_vectors() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/vectors-codex").to_owned()
 }
 
 fn adapter() -> String {
@@ -235,4 +252,99 @@ fn bad_input_is_named() {
     let out = runner(&["run"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("usage:"), "{}", text(&out));
+}
+
+/// Codex, through its adapter, agrees with every vector recorded from it: the adapter's
+/// translation (Responses API to Messages API and back) and Codex's hooks are deterministic,
+/// and the pinned Codex still does what the vectors say.
+#[test]
+fn codex_passes_the_vectors_recorded_from_it() {
+    let program = codex();
+    let all = read_dir(Path::new(&codex_vectors())).unwrap();
+    assert!(all.len() >= 40, "{} Codex vectors", all.len());
+    for (name, v) in &all {
+        let from = v.recorded_from.as_ref().expect(name);
+        assert_eq!(from["program"], "Codex", "{name}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
+        .args(["run", "--vectors", &codex_vectors()])
+        .args(["--", "node", &codex_adapter()])
+        .env("CODEX", &program)
+        .output()
+        .unwrap();
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains(&format!("{} vectors", all.len()))
+            && report.contains("0 unexplained")
+            && report.contains("0 vectors not played"),
+        "{report}"
+    );
+}
+
+/// A scenario with a model switch is not played through Codex: the report says so with the
+/// adapter's reason, and nothing of Codex ran.
+#[test]
+fn codex_does_not_play_a_model_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let vector = Vector::read(&shipped_dir().join("model_switch_sdk.json")).unwrap();
+    vector
+        .write(&dir.path().join("model_switch_sdk.json"))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
+        .args(["run", "--vectors", dir.path().to_str().unwrap()])
+        .args(["--", "node", &codex_adapter()])
+        .env("CODEX", "/nonexistent/codex")
+        .output()
+        .unwrap();
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("NOT PLAYED: model_switch_sdk: adapter exited with exit status: 3")
+            && report.contains("set_model is not supported"),
+        "{report}"
+    );
+}
+
+/// For a model Codex knows, its tools are its code mode's `exec` (a script calling
+/// `tools.exec_command`), and a call's id is Codex's own `exec-<uuid>`: the adapter translates
+/// that too, and the normaliser numbers the id, so a recording plays again the same.
+#[test]
+fn codex_code_mode_records_and_plays_again() {
+    let program = codex();
+    let dir = tempfile::tempdir().unwrap();
+    let mut vector = Vector::read(&Path::new(&codex_vectors()).join("one_tool_call.json")).unwrap();
+    vector.scenario.model = "gpt-6.1-sol".into();
+    vector.expected = None;
+    vector.recorded_from = None;
+    let path = dir.path().join("code_mode.json");
+    vector.write(&path).unwrap();
+    let vectors = dir.path().to_str().unwrap();
+    let record: &[&str] = &["record", "--program", "Codex", "--version", "test"];
+    for command in [record, &["run"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
+            .args(command)
+            .args(["--vectors", vectors, "--", "node", &codex_adapter()])
+            .env("CODEX", &program)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command:?}: {}", text(&out));
+    }
+    let recorded = Vector::read(&path).unwrap().expected.unwrap();
+    let pre = recorded
+        .hooks
+        .iter()
+        .find(|h| h["event"] == "PreToolUse")
+        .unwrap();
+    assert_eq!(pre["input"]["tool_use_id"], "<tool_use-1>", "{pre}");
+    assert_eq!(
+        pre["input"]["tool_input"]["command"],
+        "echo hk-ran >> ran.log; echo hello-from-bash"
+    );
+    assert_eq!(recorded.ran, "hk-ran\n");
+    assert_eq!(
+        recorded.requests[1][0]["content"], "hello-from-bash\n",
+        "{:?}",
+        recorded.requests
+    );
 }
