@@ -131,9 +131,9 @@ use futures_util::future::BoxFuture;
 use self::paths::Paths;
 use crate::{
     agent::{Setup, SetupContext},
-    builtins::filesystem::{Backend, LocalFs},
+    builtins::filesystem::{Backend, LocalFs, Registry},
     error::BoxError,
-    tool::{Tool, ToolRouter},
+    tool::ToolRouter,
 };
 
 /// [`command::TOOL_RESPONSE`](crate::command::TOOL_RESPONSE), the metadata key of what hooks
@@ -307,23 +307,6 @@ impl ClaudeCode {
         registry.add(files::edit(Arc::clone(&shared)));
         registry.add(search::glob(Arc::clone(&shared)));
         registry.add(search::grep(shared));
-    }
-}
-
-/// Where tools get registered: a router or a setup context.
-trait Registry {
-    fn add<T: Tool>(&mut self, tool: T);
-}
-
-impl Registry for ToolRouter {
-    fn add<T: Tool>(&mut self, tool: T) {
-        self.add_tool(tool);
-    }
-}
-
-impl Registry for &SetupContext {
-    fn add<T: Tool>(&mut self, tool: T) {
-        self.add_tool(tool);
     }
 }
 

@@ -128,6 +128,8 @@ mod backend;
 mod local;
 mod tools;
 
+pub(crate) use tools::Registry;
+
 use std::{collections::BTreeMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use futures_util::future::BoxFuture;

@@ -45,8 +45,8 @@ impl Default for Config {
     }
 }
 
-/// Where tools get registered: a router or a setup context.
-pub(super) trait Registry {
+/// Where tools get registered: a router or a setup context (the Claude Code tools' too).
+pub(crate) trait Registry {
     fn add<T: Tool>(&mut self, tool: T);
 }
 
