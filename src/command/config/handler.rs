@@ -258,21 +258,13 @@ impl Config {
                 handler.fail_closed = true;
                 entry.handler = Arc::new(handler);
             }
-            // A FileChanged matcher's names are also the files to watch: kept even beside an
-            // entry that matches every name (the same recorder under `*` and `notes.txt`
-            // watched nothing before; measured against Claude Code 2.1.328, vector
-            // `file_changed`).
-            let keep_names = event == HookEvent::FileChanged;
-            if keep_names || !entry.matchers.iter().any(Option::is_none) {
-                match matcher {
-                    None if keep_names => {
-                        if !entry.matchers.iter().any(Option::is_none) {
-                            entry.matchers.push(None);
-                        }
-                    }
-                    None => entry.matchers = vec![None],
-                    Some(m) => entry.matchers.push(Some(m)),
-                }
+            // Every matcher is kept (a `None`, matching every subject, once): a matcher is
+            // also what it names — a FileChanged matcher's names are the files to watch, kept
+            // beside a `*` entry of the same command (measured against Claude Code 2.1.328,
+            // vector `file_changed`).
+            match matcher {
+                None if entry.matchers.iter().any(Option::is_none) => {}
+                m => entry.matchers.push(m),
             }
             return;
         }

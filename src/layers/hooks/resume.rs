@@ -35,9 +35,10 @@ pub(super) fn now_ms() -> u64 {
 
 impl HookSetInner {
     /// Whether the model layer keeps the time of the thread's last answer: a hook reads it
-    /// (SessionStart, for a resumed run; PreModelSwitch and PostModelSwitch).
+    /// (SessionStart, for a resumed run; PreModelSwitch and PostModelSwitch). A set whose
+    /// SessionStart hooks never see a resumed run does not pay a write per answer.
     pub(super) fn keeps_last_response(&self) -> bool {
-        self.watches_model() || !self.on_session_start_for.is_empty()
+        self.watches_model() || self.starts_resumed()
     }
 
     /// Whether a SessionStart hook runs for a resumed session (source `resume`).
