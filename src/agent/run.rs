@@ -242,6 +242,9 @@ fn context(
     if let Some(effort) = &inner.settings.reasoning_effort {
         ctx.with_data(|d| d.insert(crate::model::RunEffort(effort.clone())));
     }
+    if let Some(model) = &inner.settings.model {
+        ctx.with_data(|d| d.insert(crate::model::RunModel(model.clone())));
+    }
     ctx
 }
 

@@ -11,7 +11,8 @@ use futures_util::future::join_all;
 use serde_json::{Map, Value};
 
 use super::{
-    config::{Config, Entry, Handler, HookEvent},
+    config::{Config, Dialect, Entry, Handler, HookEvent},
+    formats,
     process::{self, Failure, Reply, Report, Verdict},
 };
 use crate::{agent::SessionEnv, context::RunContext, layers::matcher::ToolMatcher};
@@ -125,7 +126,7 @@ impl Inner {
             return Vec::new();
         }
         let dir: Arc<Path> = cwd.into();
-        let input: Arc<str> = Value::Object(input).to_string().into();
+        let inputs = self.inputs(event, input, &entries, report);
         let mut waited = Vec::with_capacity(entries.len());
         for entry in entries {
             if entry.handler.background {
@@ -133,7 +134,7 @@ impl Inner {
                 self.spawn_background(
                     event,
                     Arc::clone(&entry.handler),
-                    Arc::clone(&input),
+                    Arc::clone(inputs.of(&entry.handler)),
                     Arc::clone(&dir),
                     Arc::clone(&env),
                     ctx,
@@ -148,18 +149,52 @@ impl Inner {
             a.extras.sequential.is_some() && a.extras.sequential == b.extras.sequential
         });
         let verdicts = join_all(units.map(|unit| {
-            let (input, dir, env) = (&input, &dir, &env);
+            let (inputs, dir, env) = (&inputs, &dir, &env);
             async move {
                 let mut verdicts = Vec::with_capacity(unit.len());
                 for handler in unit {
+                    let input = inputs.of(handler);
                     let result = self.call(event, handler, input, dir, report, env).await;
-                    verdicts.push(process::interpret(event, handler, result, report));
+                    let mut verdict = process::interpret(event, handler, result, report);
+                    if handler.extras.dialect == Dialect::Codex {
+                        formats::codex_verdict(event, &mut verdict);
+                    }
+                    verdicts.push(verdict);
                 }
                 verdicts
             }
         }))
         .await;
         verdicts.into_iter().flatten().collect()
+    }
+
+    /// The input serialized once for each dialect `entries` speak: Claude Code's, and Codex's
+    /// when a handler is Codex's.
+    fn inputs(
+        &self,
+        event: HookEvent,
+        input: Map<String, Value>,
+        entries: &[&Entry],
+        report: Report<'_>,
+    ) -> Inputs {
+        let codex = entries
+            .iter()
+            .any(|e| e.handler.extras.dialect == Dialect::Codex)
+            .then(|| {
+                let model = report.ctx().and_then(|ctx| {
+                    ctx.with_data(|d| d.get::<crate::model::RunModel>().map(|m| std::sync::Arc::clone(&m.0)))
+                });
+                let run = formats::CodexRun {
+                    model: model.as_deref(),
+                    permission_mode: self.permission_mode,
+                };
+                let input = formats::codex_input(event, input.clone(), &run);
+                Arc::from(Value::Object(input).to_string())
+            });
+        Inputs {
+            claude: Value::Object(input).to_string().into(),
+            codex,
+        }
     }
 
     async fn call(
@@ -176,7 +211,16 @@ impl Inner {
         // The session's environment, then the handler's own (a plugin's `CLAUDE_PLUGIN_ROOT` …).
         // NOTE: a persistent process is shared by every run: it never sees one session's
         // environment.
-        let env: std::borrow::Cow<'_, [(String, String)]> = if handler.extras.env.is_empty() {
+        let codex = dialect == Dialect::Codex;
+        let env: std::borrow::Cow<'_, [(String, String)]> = if codex {
+            // Codex sets no `CLAUDE_ENV_FILE` (nor `CLAUDE_PROJECT_DIR`: `Dirs`).
+            env.iter()
+                .filter(|(k, _)| k != "CLAUDE_ENV_FILE")
+                .chain(handler.extras.env.iter())
+                .cloned()
+                .collect::<Vec<_>>()
+                .into()
+        } else if handler.extras.env.is_empty() {
             env.into()
         } else {
             env.iter()
@@ -188,6 +232,7 @@ impl Inner {
         let dirs = process::Dirs {
             cwd: dir,
             project: &self.project_dir,
+            claude_project_dir: !codex,
         };
         let result = process::call(event, handler, dirs, &translated, report, &env).await;
         result.map(|reply| dialect.output(event, input, reply))
@@ -209,6 +254,21 @@ impl Inner {
                 .await;
             process::background_done(event, &handler, result, ctx.as_ref());
         });
+    }
+}
+
+/// An event's input as each dialect's handlers get it.
+struct Inputs {
+    claude: Arc<str>,
+    codex: Option<Arc<str>>,
+}
+
+impl Inputs {
+    fn of(&self, handler: &Handler) -> &Arc<str> {
+        match (&self.codex, handler.extras.dialect) {
+            (Some(codex), Dialect::Codex) => codex,
+            _ => &self.claude,
+        }
     }
 }
 

@@ -292,6 +292,11 @@ pub enum ReasoningEffort {
 #[derive(Debug, Clone)]
 pub(crate) struct RunEffort(pub(crate) ReasoningEffort);
 
+/// The agent's [`ModelSettings::model`], kept in a run's data from its start for the layers
+/// that report it (command hooks' `model` in Codex's inputs).
+#[derive(Debug, Clone)]
+pub(crate) struct RunModel(pub(crate) std::sync::Arc<str>);
+
 impl ReasoningEffort {
     /// The value as sent.
     pub fn as_str(&self) -> &str {

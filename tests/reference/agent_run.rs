@@ -10,7 +10,7 @@ use tower_agent::{
     Agent, AgentRequest,
     agent::start::SetupTrigger,
     builtins::{claude_code::ClaudeCode, commands::SlashCommands, memory::Memory},
-    command::CommandHooks,
+    command::{CommandHooks, CommandHooksBuilder},
     model::{Anthropic, ModelSettings, ReasoningEffort},
     store::MemoryStore,
 };
@@ -22,27 +22,24 @@ pub(crate) struct TowerAgent;
 
 impl Host for TowerAgent {
     async fn play(&self, job: &Job) -> Result<(), Error> {
-        play(job).await;
+        // As `claude -p --allowedTools …` runs: its default mode asks about (and, with no one
+        // to ask, refuses) a call no rule allows.
+        let hooks = CommandHooks::builder()
+            .settings_file(&job.settings)
+            .allowed_tools(&job.scenario.allowed_tools)
+            .ask_unless_allowed()
+            .project_dir(&job.project)
+            .transcripts_dir(job.root.join("transcripts"));
+        play(job, hooks).await;
         Ok(())
     }
 }
 
-/// What each run answered (its outcome and text).
-async fn play(job: &Job) -> Vec<Value> {
+/// Plays `job` with the hooks `hooks` configures; what each run answered (its outcome and
+/// text).
+pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
     let scenario = &job.scenario;
-    // As `claude -p --allowedTools …` runs: its default mode asks about (and, with no one
-    // to ask, refuses) a call no rule allows.
-    let hooks = CommandHooks::builder()
-        .settings_file(&job.settings)
-        .allowed_tools(&scenario.allowed_tools)
-        .ask_unless_allowed()
-        .project_dir(&job.project)
-        .transcripts_dir(job.root.join("transcripts"))
-        .build()
-        .unwrap()
-        .into_hooks()
-        .compile()
-        .unwrap();
+    let hooks = hooks.build().unwrap().into_hooks().compile().unwrap();
     let store = MemoryStore::new();
     let mut model = scenario.model.clone();
     let mut results = Vec::new();

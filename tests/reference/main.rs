@@ -27,6 +27,7 @@
 #![cfg(all(unix, feature = "anthropic"))]
 
 mod agent_run;
+mod codex;
 mod compare;
 mod coverage;
 

@@ -76,6 +76,13 @@ impl Inner {
                     )),
                 }
             }
+            if let Some(text) = v.replace_output {
+                let replaced = ToolOutput {
+                    content: text,
+                    ..output.clone()
+                };
+                decisions.push(PostToolUse::Replace(replaced));
+            }
             // A block after the fact: its reason goes next to the result.
             if let Some(reason) = v.block.or(v.failed) {
                 decisions.push(PostToolUse::AddContext(reason));

@@ -31,6 +31,9 @@ pub(crate) struct Dirs<'a> {
     /// The project directory: `CLAUDE_PROJECT_DIR` / `TOWER_AGENT_PROJECT_DIR`, also
     /// substituted in exec form; the root of an `agent` handler's file tools.
     pub(crate) project: &'a Path,
+    /// Whether `CLAUDE_PROJECT_DIR` is set (Codex sets no such variable for its hooks;
+    /// `TOWER_AGENT_PROJECT_DIR` always is).
+    pub(crate) claude_project_dir: bool,
 }
 
 impl<'a> Dirs<'a> {
@@ -39,6 +42,7 @@ impl<'a> Dirs<'a> {
         Dirs {
             cwd: project,
             project,
+            claude_project_dir: true,
         }
     }
 }

@@ -60,8 +60,10 @@ pub(crate) fn command(
         #[cfg(feature = "wasm")]
         Exec::Wasm(_) => return Err(io::Error::other("a `wasm` handler is no process")),
     };
+    if dirs.claude_project_dir {
+        cmd.env("CLAUDE_PROJECT_DIR", dirs.project);
+    }
     cmd.current_dir(dirs.cwd)
-        .env("CLAUDE_PROJECT_DIR", dirs.project)
         .env("TOWER_AGENT_PROJECT_DIR", dirs.project)
         .env("TOWER_AGENT_HOOK_ACTION", action);
     Ok(cmd)

@@ -34,6 +34,8 @@ pub(crate) struct Verdict {
     pub(crate) stop: Option<String>,
     /// Exit 2 or `decision: "block"`: the reason.
     pub(crate) block: Option<String>,
+    /// PostToolUse: the text that replaces the call's result (a Codex handler's block).
+    pub(crate) replace_output: Option<String>,
     /// A fail-closed handler that failed (timeout, crash, garbage, missing executable): why.
     pub(crate) failed: Option<String>,
     /// `permissionDecision` (or the legacy `decision: "approve"`) and its reason.
