@@ -357,9 +357,40 @@
 //!   events this crate does not know are skipped with a warning (not an error). A path ending
 //!   in `.toml` is a Codex `config.toml`: its inline `[hooks]` tables are read
 //!   (`[[hooks.PreToolUse]]` is a matcher group, `[[hooks.PreToolUse.hooks]]` one of its
-//!   handlers, as in the JSON file), `[hooks.state]` and the rest of the file are not. As in
-//!   Codex, a PreToolUse `updatedInput` rewrites the call only together with
-//!   `permissionDecision: "allow"`; alone it is ignored (logged).
+//!   handlers, as in the JSON file), `[hooks.state]` and the rest of the file are not.
+//!
+//!   Its handlers are run as Codex 0.169.0 runs them, measured against Codex itself (the
+//!   vectors recorded from it, `hook-vectors/vectors-codex`, played through this crate by
+//!   `tests/reference/codex.rs`) and its input schemas:
+//!   - **Events**: SessionStart, UserPromptSubmit, PreToolUse, PermissionRequest,
+//!     PostToolUse, PreCompact, PostCompact, SubagentStart, SubagentStop, Stop and
+//!     SessionEnd. Claude Code's other events in a Codex file are skipped with a warning, as
+//!     Codex ignores them.
+//!   - **Inputs**: Codex's fields only — `turn_id` (the prompt's id: one per prompt, where
+//!     Claude Code's hooks get `prompt_id`), `model` (the agent's
+//!     [`ModelSettings::model`](crate::model::ModelSettings::model)) and `permission_mode` on
+//!     every event but SessionEnd (whose `reason` is always `other`) and PreCompact /
+//!     PostCompact (no `permission_mode`); no `effort`, `duration_ms`, `background_tasks`,
+//!     `session_crons` or `outcome`. A `Bash` call's `tool_input` is `{command}` and its
+//!     `tool_response` the output as one string (stdout, then stderr), as Codex's shell gives
+//!     them. Neither `CLAUDE_PROJECT_DIR` nor `CLAUDE_ENV_FILE` is set
+//!     (`TOWER_AGENT_PROJECT_DIR` is).
+//!   - **Answers**: JSON counts only with exit 0; exit 2 blocks UserPromptSubmit,
+//!     PreToolUse, PostToolUse and Stop with stderr as the reason, whatever the JSON says.
+//!     PreToolUse's `continue: false` is ignored, `permissionDecision` `ask` or `defer` lets
+//!     the call run, and `updatedInput` rewrites the call only together with `allow` (alone
+//!     it is ignored, logged). A PostToolUse block (exit 2, `decision: "block"`, or
+//!     `continue: false` with its `stopReason`) replaces the call's result with its reason,
+//!     and the turn goes on; its `updatedToolOutput` is ignored, and its `additionalContext`
+//!     too with `suppressOutput: true`. Stop's `additionalContext` is ignored. Plain stdout
+//!     that starts with `{` and is not JSON adds nothing.
+//!   - **Kept on purpose**: Claude Code's handler fields (`if`, `onFailure`, `asyncRewake`)
+//!     and a matcher's `,` list work in a Codex file as in Claude Code's, where Codex ignores
+//!     them (a hook written for Codex has none); the `Bash` tool's output has Claude Code's
+//!     trimmed last newline. **Not yet as in Codex**: a denied call's text (Codex's `Command
+//!     blocked by PreToolUse hook: <reason>. Command: <command>`), a Stop block's
+//!     `<hook_prompt …>` wrapping, and where contexts go (Codex: developer messages of their
+//!     own) — listed with what has to change in `tests/reference/codex.rs`.
 //!
 //! # Disabling hooks by name
 //!
