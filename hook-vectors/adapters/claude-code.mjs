@@ -35,8 +35,10 @@ function processes(steps) {
 async function play(steps, session) {
   const args = ["-p", "--input-format", "stream-json", "--output-format", "stream-json",
     "--verbose", "--model", scenario.model, "--allowedTools", scenario.allowed_tools.join(",")];
+  if (job.plugin) args.push("--plugin-dir", job.plugin);
   if (session) args.push("--resume", session);
   else if (scenario.init) args.push("--init");
+  else if (scenario.maintenance) args.push("--maintenance");
   const child = spawn(program, args, {
     cwd: job.cwd,
     stdio: ["pipe", "pipe", "inherit"],

@@ -33,7 +33,8 @@
 //
 // Steps: a `prompt` is one `codex exec`, a `resume` one `codex exec resume <thread id>` (the id
 // from the previous run's `--json` events); a `set_model` is not supported (Codex headless has
-// no model switch between prompts): the adapter exits 3 saying so, before anything runs. Exit 0
+// no model switch between prompts), nor a scenario's plugin (Codex's plugins are another
+// format): the adapter exits 3 saying so, before anything runs. Exit 0
 // once every process has ended (Codex runs its SessionEnd hooks before it exits; one that exits
 // non-zero is reported on stderr: what it did was played); 1 if a tool could not be translated
 // or the adapter failed.
@@ -348,6 +349,10 @@ async function exec(port, prompt, thread) {
 async function main() {
   if (scenario.steps.some((s) => "set_model" in s)) {
     console.error("codex adapter: set_model is not supported: Codex headless (`codex exec`) has no model switch between prompts");
+    process.exit(3);
+  }
+  if (job.plugin) {
+    console.error("codex adapter: a Claude Code plugin (`--plugin-dir`) is not supported: Codex's plugins are another format");
     process.exit(3);
   }
   writeHooks();

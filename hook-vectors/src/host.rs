@@ -62,7 +62,11 @@ pub struct Job {
     pub model_server: String,
     /// An API key to send it (any key is taken).
     pub api_key: String,
-    /// The scenario: its model, steps, allowed tools, `init`.
+    /// The folder of the plugin the session loads (Claude Code: `--plugin-dir`), when the
+    /// scenario has one ([`Scenario::plugin`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<PathBuf>,
+    /// The scenario: its model, steps, allowed tools, `init`, `maintenance`.
     pub scenario: Scenario,
 }
 
@@ -95,6 +99,7 @@ impl Job {
             settings: play.project().join(scenario.settings_file()),
             model_server: server.url().to_owned(),
             api_key: "sk-ant-hook-vectors".to_owned(),
+            plugin: (!scenario.plugin.is_empty()).then(|| play.plugin()),
             scenario: scenario.clone(),
         }
     }
@@ -153,7 +158,7 @@ pub async fn play_within<H: Host + ?Sized>(
         Ok(m) if m.len() > MAX_RAN => {
             return Err(Error::new(format!("ran.log: over {MAX_RAN} bytes")));
         }
-        Ok(_) => std::fs::read_to_string(&log).map_err(Error::new)?,
+        Ok(_) => norm.text(&std::fs::read_to_string(&log).map_err(Error::new)?),
         Err(_) => String::new(),
     };
     Ok(Observed {

@@ -56,6 +56,9 @@ impl Play {
         for (path, content) in &scenario.files {
             write(&play.project().join(path), content)?;
         }
+        for (path, content) in &scenario.plugin {
+            write(&play.plugin().join(path), content)?;
+        }
         let cwd = play.cwd(scenario);
         std::fs::create_dir_all(&cwd).map_err(io(&cwd))?;
         if scenario.git {
@@ -134,6 +137,11 @@ impl Play {
     /// A path under the root.
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.path().join(rel)
+    }
+
+    /// The folder of the scenario's plugin ([`Scenario::plugin`]).
+    pub fn plugin(&self) -> PathBuf {
+        self.path("plugin")
     }
 
     /// The project directory.

@@ -96,6 +96,14 @@ pub struct Scenario {
     /// The session starts with the Setup hooks of an initialisation (Claude Code: `--init`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub init: bool,
+    /// The session starts with the Setup hooks of upkeep (Claude Code: `--maintenance`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub maintenance: bool,
+    /// The files of a plugin the session loads (Claude Code: `--plugin-dir`), laid out at
+    /// `<root>/plugin` ([`Job::plugin`](crate::Job::plugin)): `.claude-plugin/plugin.json`,
+    /// `hooks/hooks.json` and its scripts, written as given.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub plugin: BTreeMap<String, String>,
     /// The project is a git repository (`git init`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub git: bool,
@@ -201,10 +209,10 @@ impl Scenario {
                 return Err(Error::new(format!("no hook answer named {answer:?}")));
             }
         }
-        for path in self.files.keys().chain([&self.cwd]) {
+        for path in self.files.keys().chain([&self.cwd]).chain(self.plugin.keys()) {
             let p = Path::new(path);
             if p.is_absolute() || p.components().any(|c| c.as_os_str() == "..") {
-                return Err(Error::new(format!("{path:?}: not inside the project")));
+                return Err(Error::new(format!("{path:?}: not inside its folder")));
             }
         }
         Ok(())
@@ -221,7 +229,8 @@ pub struct Observed {
     /// Per model request, what the hooks put in it: tool results whole, and each line that
     /// carries a hook's `hk-` marker, with the role of its message.
     pub requests: Vec<Value>,
-    /// `ran.log` in the project (the scenarios' commands append to it): what the tools ran.
+    /// `ran.log` in the project (the scenarios' commands append to it): what the tools ran,
+    /// with paths under the play's directories as placeholders (`<root>/plugin`).
     pub ran: String,
 }
 

@@ -24,12 +24,19 @@ impl Host for TowerAgent {
     async fn play(&self, job: &Job) -> Result<(), Error> {
         // As `claude -p --allowedTools …` runs: its default mode asks about (and, with no one
         // to ask, refuses) a call no rule allows.
-        let hooks = CommandHooks::builder()
+        let mut hooks = CommandHooks::builder()
             .settings_file(&job.settings)
             .allowed_tools(&job.scenario.allowed_tools)
             .ask_unless_allowed()
             .project_dir(&job.project)
             .transcripts_dir(job.root.join("transcripts"));
+        // As `claude --plugin-dir`: the plugin's hooks beside the settings', its data under
+        // the play's home.
+        if let Some(plugin) = &job.plugin {
+            hooks = hooks
+                .plugin_dir(plugin)
+                .plugin_data_dir(job.home.join("plugins-data"));
+        }
         play(job, hooks).await;
         Ok(())
     }
@@ -73,8 +80,12 @@ pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
         let mut req = AgentRequest::new(prompt.as_str())
             .thread("reference")
             .cwd(&job.cwd);
-        if scenario.init && results.is_empty() {
-            req = req.setup(SetupTrigger::Init);
+        if results.is_empty() {
+            if scenario.init {
+                req = req.setup(SetupTrigger::Init);
+            } else if scenario.maintenance {
+                req = req.setup(SetupTrigger::Maintenance);
+            }
         }
         let agent = agent.build();
         let resp = agent.run(req).await.unwrap();
