@@ -124,6 +124,7 @@ struct Shared {
     has_key: bool,
     max_response_bytes: usize,
     prompt_caching: bool,
+    mid_conversation_system: bool,
 }
 
 impl Anthropic {
@@ -140,6 +141,7 @@ impl Anthropic {
             transport: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             prompt_caching: true,
+            mid_conversation_system: false,
         }
     }
 
@@ -191,6 +193,7 @@ pub struct AnthropicBuilder {
     transport: Option<Transport>,
     max_response_bytes: usize,
     prompt_caching: bool,
+    mid_conversation_system: bool,
 }
 
 impl AnthropicBuilder {
@@ -275,6 +278,19 @@ impl AnthropicBuilder {
         self
     }
 
+    /// Mid-conversation system messages (default off): a system message after the
+    /// conversation's first message — the contexts hooks add, which the agent loop places
+    /// where they arose (after a tool's result, after the prompt: see
+    /// [`Message::hook_context`](crate::message::Message::hook_context)) — is sent where it
+    /// is, with role `system`, as Claude Code sends its hooks' contexts to the models that
+    /// take it (the API accepts it right after a user turn). Off, it is sent as user text in a
+    /// `<system-hook>` block, which every model takes. The system messages that open the
+    /// conversation are the `system` prompt either way.
+    pub fn mid_conversation_system_messages(mut self, on: bool) -> Self {
+        self.mid_conversation_system = on;
+        self
+    }
+
     /// The provider. An invalid base URL or header does not fail here: every call then fails
     /// with [`ProviderError::is_config`].
     pub fn build(self) -> Anthropic {
@@ -297,6 +313,7 @@ impl AnthropicBuilder {
                 has_key: self.api_key.is_some(),
                 max_response_bytes: self.max_response_bytes,
                 prompt_caching: self.prompt_caching,
+                mid_conversation_system: self.mid_conversation_system,
             }),
             transport,
         }
@@ -333,7 +350,9 @@ impl Service<ModelRequest> for Anthropic {
         if let Some(err) = unsupported(&req.settings) {
             return ResponseFuture::failed(err);
         }
-        let mut body = request_body(&req, &self.shared.model, self.shared.max_tokens);
+        let shared = &self.shared;
+        let in_place = shared.mid_conversation_system;
+        let mut body = request_body(&req, &shared.model, shared.max_tokens, in_place);
         if self.shared.prompt_caching {
             body.cache_breakpoints();
         }

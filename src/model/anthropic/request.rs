@@ -93,7 +93,7 @@ impl MessagesRequest<'_> {
             match &mut message.content {
                 ApiContent::Text(text) if is_reminder(text) => {}
                 ApiContent::Text(text) => {
-                    let text: &str = text;
+                    let text = std::mem::take(text);
                     message.content = ApiContent::Blocks(MarkedBlocks {
                         blocks: vec![Block::Text { text }],
                         mark: Some(0),
@@ -170,7 +170,7 @@ pub(super) struct ApiMessage<'a> {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum ApiContent<'a> {
-    Text(&'a str),
+    Text(Cow<'a, str>),
     Blocks(MarkedBlocks<'a>),
 }
 
@@ -178,7 +178,7 @@ enum ApiContent<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
     Text {
-        text: &'a str,
+        text: Cow<'a, str>,
     },
     Image {
         source: ImageSource<'a>,
@@ -259,16 +259,27 @@ struct ApiTool<'a> {
     cache_control: Option<CacheControl>,
 }
 
+/// The request body. The system messages that open the conversation are the `system`
+/// prompt; a system message later in it (a hook's context, placed where it arose) goes where
+/// it is — as a message of role `system` when `in_place` (the API takes them after a user
+/// turn for the models that have mid-conversation system messages), else as a user text in
+/// a `<system-hook>` block.
 pub(super) fn request_body<'a>(
     req: &'a ModelRequest,
     default_model: &'a str,
     default_max: u32,
+    in_place: bool,
 ) -> MessagesRequest<'a> {
     let settings = &req.settings;
+    let lead = req
+        .messages
+        .iter()
+        .take_while(|m| m.role == Role::System)
+        .count();
     let system: Vec<Cow<'_, str>> = req
         .messages
         .iter()
-        .filter(|m| m.role == Role::System)
+        .take(lead)
         .map(Message::text)
         .filter(|t| !t.is_empty())
         .collect();
@@ -276,7 +287,7 @@ pub(super) fn request_body<'a>(
         model: settings.model.as_deref().unwrap_or(default_model),
         max_tokens: settings.max_tokens.unwrap_or(default_max),
         system: (!system.is_empty()).then(|| SystemPrompt::Text(system.join("\n\n"))),
-        messages: messages(req.messages.iter()),
+        messages: messages(req.messages.iter().skip(lead), in_place),
         tools: req
             .tools
             .iter()
@@ -330,13 +341,23 @@ pub(super) fn unsupported(settings: &ModelSettings) -> Option<ProviderError> {
     })
 }
 
-/// The conversation without its system messages, one API message per run of messages of
-/// the same API role.
-pub(super) fn messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<ApiMessage<'a>> {
+/// The conversation after its opening system messages, one API message per run of messages
+/// of the same API role; a system message in it as [`request_body`] says.
+pub(super) fn messages<'a>(
+    history: impl Iterator<Item = &'a Message>,
+    in_place: bool,
+) -> Vec<ApiMessage<'a>> {
     let mut out: Vec<(&'static str, Vec<Block<'a>>)> = Vec::new();
     for m in history {
         let (role, blocks) = match m.role {
-            Role::System => continue,
+            Role::System if in_place => ("system", content_blocks(m)),
+            Role::System => match m.text() {
+                text if text.is_empty() => continue,
+                text => {
+                    let text = format!("<system-hook>\n{text}\n</system-hook>");
+                    ("user", vec![Block::Text { text: text.into() }])
+                }
+            },
             Role::User => ("user", content_blocks(m)),
             Role::Assistant => {
                 let mut blocks = content_blocks(m);
@@ -370,13 +391,14 @@ pub(super) fn messages<'a>(history: impl Iterator<Item = &'a Message>) -> Vec<Ap
         }
     }
     out.into_iter()
-        .map(|(role, mut blocks)| {
-            let content = match blocks.as_slice() {
-                [Block::Text { text }] => ApiContent::Text(text),
-                _ => ApiContent::Blocks(MarkedBlocks {
-                    blocks: std::mem::take(&mut blocks),
+        .map(|(role, blocks)| {
+            let content = match <[Block<'a>; 1]>::try_from(blocks) {
+                Ok([Block::Text { text }]) => ApiContent::Text(text),
+                Ok([other]) => ApiContent::Blocks(MarkedBlocks {
+                    blocks: vec![other],
                     mark: None,
                 }),
+                Err(blocks) => ApiContent::Blocks(MarkedBlocks { blocks, mark: None }),
             };
             ApiMessage { role, content }
         })
@@ -388,7 +410,7 @@ fn content_blocks(m: &Message) -> Vec<Block<'_>> {
         .iter()
         .filter_map(|c| match c {
             Content::Text { text } if text.is_empty() => None,
-            Content::Text { text } => Some(Block::Text { text }),
+            Content::Text { text } => Some(Block::Text { text: text.into() }),
             Content::Image { url } => Some(Block::Image {
                 source: image_source(url),
             }),
@@ -476,7 +498,7 @@ mod tests {
             json!({"type": "object"}),
         )]);
         req.settings = crate::model::ModelSettings::default().temperature(0.0);
-        let body = serde_json::to_value(request_body(&req, "claude", 1024)).unwrap();
+        let body = serde_json::to_value(request_body(&req, "claude", 1024, false)).unwrap();
         assert_eq!(
             body,
             json!({
@@ -502,12 +524,70 @@ mod tests {
         );
     }
 
+    /// A system message after the conversation's start goes where it is: role `system` with
+    /// mid-conversation system messages on (as Claude Code sends hooks' contexts), else user
+    /// text in a `<system-hook>` block; the opening ones are the `system` prompt either way.
+    #[test]
+    fn system_messages_in_the_conversation_stay_in_place() {
+        let req = ModelRequest::new(vec![
+            Message::system("Be brief."),
+            Message::system("Know this."),
+            Message::user("Run it"),
+            Message::system("UserPromptSubmit hook additional context: ctx"),
+            Message::assistant("").with_tool_calls(vec![ToolCall::new(
+                "toolu_1",
+                "Bash",
+                json!({"command": "true"}),
+            )]),
+            Message::tool_result(&ToolOutput::text("toolu_1", "ok")),
+            Message::system("PreToolUse:Bash hook additional context: pre"),
+            Message::system(""),
+        ]);
+        let body = |in_place| {
+            serde_json::to_value(request_body(&req, "claude", 1024, in_place)).unwrap()
+        };
+        let on = body(true);
+        assert_eq!(on["system"], "Be brief.\n\nKnow this.");
+        assert_eq!(
+            on["messages"],
+            json!([
+                {"role": "user", "content": "Run it"},
+                {"role": "system", "content": "UserPromptSubmit hook additional context: ctx"},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "true"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"},
+                ]},
+                {"role": "system", "content": "PreToolUse:Bash hook additional context: pre"},
+            ])
+        );
+        let off = body(false);
+        assert_eq!(off["system"], "Be brief.\n\nKnow this.");
+        assert_eq!(
+            off["messages"],
+            json!([
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Run it"},
+                    {"type": "text", "text": "<system-hook>\nUserPromptSubmit hook additional context: ctx\n</system-hook>"},
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "true"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"},
+                    {"type": "text", "text": "<system-hook>\nPreToolUse:Bash hook additional context: pre\n</system-hook>"},
+                ]},
+            ])
+        );
+    }
+
     /// The effort goes as `output_config.effort`, as Claude Code sends it, beside a format.
     #[test]
     fn effort_is_output_config_effort() {
         let mut req = ModelRequest::new(vec![Message::user("Hi")]);
         let body = |req: &ModelRequest| {
-            serde_json::to_value(request_body(req, "claude", 1024)).unwrap()["output_config"]
+            serde_json::to_value(request_body(req, "claude", 1024, false)).unwrap()["output_config"]
                 .clone()
         };
         assert_eq!(body(&req), Value::Null);

@@ -486,7 +486,7 @@ mod tests {
             prop_assert!(a.kept <= total);
             let resp = a.finish();
             // What is kept goes back as blocks without panicking.
-            let _ = serde_json::to_vec(&messages([&resp.message].into_iter()));
+            let _ = serde_json::to_vec(&messages([&resp.message].into_iter(), false));
         }
     }
 }
