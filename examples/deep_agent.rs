@@ -84,7 +84,8 @@ async fn main() -> Result<(), BoxError> {
             let reminded = req
                 .messages
                 .iter()
-                .any(|m| m.role == Role::User && m.text().contains("<system-hook>"));
+                .skip(1)
+                .any(|m| m.role == Role::System);
             let skills = req
                 .system()
                 .is_some_and(|s| s.text().contains("[release-notes]"));

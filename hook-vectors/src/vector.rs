@@ -209,7 +209,12 @@ impl Scenario {
                 return Err(Error::new(format!("no hook answer named {answer:?}")));
             }
         }
-        for path in self.files.keys().chain([&self.cwd]).chain(self.plugin.keys()) {
+        for path in self
+            .files
+            .keys()
+            .chain([&self.cwd])
+            .chain(self.plugin.keys())
+        {
             let p = Path::new(path);
             if p.is_absolute() || p.components().any(|c| c.as_os_str() == "..") {
                 return Err(Error::new(format!("{path:?}: not inside its folder")));

@@ -418,8 +418,9 @@ pub struct AgentRequest {
     /// Context for the run's system prompt (appended to it at every step, before the context
     /// of SessionStart hooks and setup stages): what a layer around the agent adds.
     pub system_context: Vec<String>,
-    /// Context to add after the prompt, as one user message of `<system-hook>` blocks (before
-    /// the contexts of UserPromptSubmit hooks of the start stack).
+    /// Context to add after the prompt, as one [hook
+    /// context](crate::message::Message::hook_context) (before the contexts of the
+    /// SessionStart and UserPromptSubmit hooks of the start stack).
     pub prompt_context: Vec<String>,
     /// Where the run's transcript goes, when its caller chose (a subagent's).
     pub(crate) transcript: Option<transcript::Target>,

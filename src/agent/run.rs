@@ -351,9 +351,9 @@ impl<'a> Run<'a> {
         } else {
             transcribed += run.supersede_pending(&mut history);
             history.push(Message::user(prompt.unwrap_or_default()));
-            if !prompt_context.is_empty() {
-                history.push(Message::hook_context(&prompt_context));
-            }
+        }
+        if !prompt_context.is_empty() {
+            history.push(Message::hook_context(&prompt_context));
         }
         (run.history, run.persist, run.transcribed) = (history, persist, transcribed);
         // The prompt is saved before anything can cut the run off: a run dropped at any

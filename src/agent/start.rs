@@ -70,8 +70,9 @@ pub struct RunStart {
     /// Contexts for the run's system message, in order (every model call of the run sees
     /// them; not saved in the thread).
     pub system_context: Vec<String>,
-    /// Contexts added after the prompt, in order, as one user message of `<system-hook>`
-    /// blocks (saved in the thread).
+    /// Contexts added after the prompt, in order, as one [hook
+    /// context](crate::message::Message::hook_context) message (saved in the thread): the
+    /// SessionStart hooks', then the UserPromptSubmit hooks', as Claude Code places them.
     pub prompt_context: Vec<String>,
     /// Why a layer refused the run: it ends
     /// [`Outcome::Blocked`](crate::agent::Outcome::Blocked) before the prompt enters the

@@ -216,7 +216,8 @@ impl StepResults {
 pub enum StepControl {
     /// The run goes on as the model said: the next step after tool calls, the end of the run
     /// after an answer without one. `context` (in order) is added before the next model call
-    /// as one user message of `<system-hook>` blocks (after a final answer it is dropped).
+    /// as one [hook context](crate::message::Message::hook_context) (after a final answer it
+    /// is dropped).
     Proceed {
         /// Contexts for the next model call.
         context: Vec<String>,

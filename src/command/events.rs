@@ -156,8 +156,12 @@ impl Inner {
                     let input = inputs.of(handler);
                     let result = self.call(event, handler, input, dir, report, env).await;
                     let mut verdict = process::interpret(event, handler, result, report);
-                    if handler.extras.dialect == Dialect::Codex {
-                        formats::codex_verdict(event, &mut verdict);
+                    match handler.extras.dialect {
+                        Dialect::Claude => {
+                            process::claude_words(event, subject, handler, &mut verdict);
+                        }
+                        Dialect::Codex => formats::codex_verdict(event, &mut verdict),
+                        Dialect::Gemini => {}
                     }
                     verdicts.push(verdict);
                 }
@@ -182,7 +186,10 @@ impl Inner {
             .any(|e| e.handler.extras.dialect == Dialect::Codex)
             .then(|| {
                 let model = report.ctx().and_then(|ctx| {
-                    ctx.with_data(|d| d.get::<crate::model::RunModel>().map(|m| std::sync::Arc::clone(&m.0)))
+                    ctx.with_data(|d| {
+                        d.get::<crate::model::RunModel>()
+                            .map(|m| std::sync::Arc::clone(&m.0))
+                    })
                 });
                 let run = formats::CodexRun {
                     model: model.as_deref(),

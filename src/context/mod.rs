@@ -187,7 +187,9 @@ impl RunContext {
     }
 
     /// Queues a reminder. Reminders queued during a step are appended once, after all of the
-    /// step's tool results, as one user message with each reminder in a `<system-hook>` block.
+    /// step's tool results (and the contexts hooks added to them), as one [hook
+    /// context](crate::message::Message::hook_context): a system message, the reminders
+    /// blank-line separated.
     pub fn remind(&self, text: impl Into<String>) {
         self.reminders().push(text.into());
     }

@@ -3,17 +3,15 @@
 //! After each tool call the layer runs its triggers — functions
 //! `(tool_name, &ToolOutput) -> Option<String>` — and queues what they return on the run's
 //! context ([`RunContext::remind`](crate::context::RunContext::remind)). The agent loop
-//! appends everything queued during a step **once**, after all of the step's tool results, as
-//! one user message with each reminder in a `<system-hook>` block:
+//! appends everything queued during a step **once**, after all of the step's tool results
+//! (and the contexts hooks added to them), as one [hook
+//! context](crate::message::Message::hook_context) — a system message, the reminders
+//! blank-line separated:
 //!
 //! ```text
-//! <system-hook>
 //! First hook message.
-//! </system-hook>
 //!
-//! <system-hook>
 //! Second hook message.
-//! </system-hook>
 //! ```
 //!
 //! Built-in trigger: [`plan_completion`] — when the todo tool reports every task done, remind
@@ -40,10 +38,8 @@
 //!     .build();
 //! let resp = agent.run("ship it").await?;
 //! // user, assistant (call), tool result, reminders, assistant
-//! assert_eq!(
-//!     resp.messages[3].text(),
-//!     "<system-hook>\nWatch the error rate for ten minutes.\n</system-hook>"
-//! );
+//! assert_eq!(resp.messages[3].role, tower_agent::message::Role::System);
+//! assert_eq!(resp.messages[3].text(), "Watch the error rate for ten minutes.");
 //! # Ok(())
 //! # }
 //! ```

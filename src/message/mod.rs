@@ -422,14 +422,21 @@ impl Message {
         Self::new(Role::User, text)
     }
 
-    /// A user message of hook contexts, each in a `<system-hook>` block, blank-line
-    /// separated: how the loop adds reminders and the contexts hooks add between steps.
+    /// A system message of hook contexts, blank-line separated: how the loop adds, where they
+    /// arose, what hooks say for the model — after a step's tool results (their
+    /// [contexts](ToolOutput::add_context), then the run's reminders), after the prompt (the
+    /// SessionStart and UserPromptSubmit hooks'), after a compaction's summary. A system
+    /// message after the conversation's start goes where it is: OpenAI's APIs take it there;
+    /// Anthropic's with
+    /// [`mid_conversation_system_messages`](crate::model::anthropic::AnthropicBuilder::mid_conversation_system_messages),
+    /// else as user text in a `<system-hook>` block.
     ///
     /// ```
-    /// use tower_agent::message::Message;
+    /// use tower_agent::message::{Message, Role};
     ///
     /// let m = Message::hook_context(["a", "b"]);
-    /// assert_eq!(m.text(), "<system-hook>\na\n</system-hook>\n\n<system-hook>\nb\n</system-hook>");
+    /// assert_eq!(m.role, Role::System);
+    /// assert_eq!(m.text(), "a\n\nb");
     /// ```
     pub fn hook_context<S: AsRef<str>>(contexts: impl IntoIterator<Item = S>) -> Self {
         let mut text = String::new();
@@ -437,8 +444,30 @@ impl Message {
             if i > 0 {
                 text.push_str("\n\n");
             }
-            text.push_str("<system-hook>\n");
             text.push_str(context.as_ref());
+        }
+        Self::system(text)
+    }
+
+    /// A user message of hook feedback, each piece in a `<system-hook>` block, blank-line
+    /// separated: what a Stop hook that keeps the run going tells the model, and why a hook
+    /// ended the run.
+    ///
+    /// ```
+    /// use tower_agent::message::{Message, Role};
+    ///
+    /// let m = Message::hook_feedback(["a", "b"]);
+    /// assert_eq!(m.role, Role::User);
+    /// assert_eq!(m.text(), "<system-hook>\na\n</system-hook>\n\n<system-hook>\nb\n</system-hook>");
+    /// ```
+    pub fn hook_feedback<S: AsRef<str>>(feedback: impl IntoIterator<Item = S>) -> Self {
+        let mut text = String::new();
+        for (i, piece) in feedback.into_iter().enumerate() {
+            if i > 0 {
+                text.push_str("\n\n");
+            }
+            text.push_str("<system-hook>\n");
+            text.push_str(piece.as_ref());
             text.push_str("\n</system-hook>");
         }
         Self::user(text)
@@ -536,6 +565,10 @@ impl From<ToolOutput> for Message {
     }
 }
 
+/// The [`ToolOutput::metadata`] key of the contexts hooks add for the model
+/// ([`ToolOutput::add_context`]): a JSON array of strings.
+pub const HOOK_CONTEXTS: &str = "hook_contexts";
+
 /// What a tool call produced: what the model sees.
 ///
 /// A denied, failed, timed-out or unknown tool call is a `ToolOutput` with `is_error: true` and
@@ -607,6 +640,47 @@ impl ToolOutput {
             name,
         });
         self
+    }
+
+    /// Adds a context for the model from a hook of this call: the agent loop puts the
+    /// contexts of a step's calls, in order, in a [hook context](Message::hook_context)
+    /// message after the step's tool results — the result itself stays what the tool
+    /// answered (as Claude Code does). Kept in [`metadata`](Self::metadata) under
+    /// [`HOOK_CONTEXTS`] until the loop takes them.
+    pub fn add_context(&mut self, context: impl Into<String>) {
+        let list = self
+            .metadata
+            .entry(HOOK_CONTEXTS)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = list {
+            list.push(Value::String(context.into()));
+        } else {
+            *list = Value::Array(vec![Value::String(context.into())]);
+        }
+    }
+
+    /// Takes the contexts hooks [added](Self::add_context) to this output, in order.
+    pub fn take_contexts(&mut self) -> Vec<String> {
+        match self.metadata.remove(HOOK_CONTEXTS) {
+            Some(Value::Array(list)) => list
+                .into_iter()
+                .filter_map(|v| match v {
+                    Value::String(s) => Some(s),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The contexts hooks [added](Self::add_context) to this output, in order.
+    pub fn contexts(&self) -> impl Iterator<Item = &str> {
+        self.metadata
+            .get(HOOK_CONTEXTS)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
     }
 
     /// This output with one more metadata entry.

@@ -247,7 +247,7 @@ fn reminding(name: &'static str, ms: u64, text: &'static str) -> impl tower_agen
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn reminders_of_a_step_are_one_user_message_after_all_tool_results() {
+async fn reminders_of_a_step_are_one_system_message_after_all_tool_results() {
     let model = ScriptedModel::new()
         .tool_calls([("rx", json!({})), ("ry", json!({}))])
         .text("done")
@@ -266,7 +266,7 @@ async fn reminders_of_a_step_are_one_user_message_after_all_tool_results() {
     }
     let resp = stream.take_response().unwrap().unwrap();
 
-    let expected = "<system-hook>\nx\n</system-hook>\n\n<system-hook>\ny\n</system-hook>";
+    let expected = "x\n\ny";
     let shape: Vec<(Role, String)> = resp
         .messages
         .iter()
@@ -279,7 +279,7 @@ async fn reminders_of_a_step_are_one_user_message_after_all_tool_results() {
             (Role::Assistant, String::new()),
             (Role::Tool, "rx done".to_owned()),
             (Role::Tool, "ry done".to_owned()),
-            (Role::User, expected.to_owned()),
+            (Role::System, expected.to_owned()),
             (Role::Assistant, "done".to_owned()),
         ]
     );
@@ -314,11 +314,11 @@ async fn reminders_are_delivered_once_in_the_step_that_queued_them() {
         .messages
         .iter()
         .enumerate()
-        .filter(|(_, m)| m.text().contains("<system-hook>"))
+        .filter(|(_, m)| m.role == Role::System)
         .map(|(i, _)| i)
         .collect();
     // go, assistant, rx result, reminder, assistant, plain result, assistant
     assert_eq!(hooks, [3]);
-    assert_eq!(resp.messages[3].role, Role::User);
+    assert_eq!(resp.messages[3].text(), "x");
     assert_eq!(resp.messages.len(), 7);
 }

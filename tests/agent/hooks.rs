@@ -33,7 +33,9 @@ use tower_agent::{
     tool::{Tool, ToolRequest, ToolRouter, tool_fn},
 };
 
-use support::{Log, any_object, assert_history_valid, last_tool_message, tool_messages};
+use support::{
+    Log, any_object, assert_history_valid, context_after_results, last_tool_message, tool_messages,
+};
 
 // ===== helpers =====
 
@@ -520,9 +522,11 @@ async fn post_tool_use_keep_replace_and_add_context() {
         Some(model.requests()[1].messages[1].tool_calls[0].id.as_str())
     );
     assert!(!seen.is_error);
+    // The result is the replacement; the contexts follow the results, in order.
+    assert_eq!(seen.text(), "replaced({\"c\":1})");
     assert_eq!(
-        seen.text(),
-        "replaced({\"c\":1})\n\n<system-hook>\nfirst context\n</system-hook>\n\n<system-hook>\nsecond context\n</system-hook>"
+        context_after_results(&model.requests()[1]).as_deref(),
+        Some("first context\n\nsecond context")
     );
 }
 
@@ -617,9 +621,10 @@ async fn failure_hook_adds_context_to_an_error_output() {
     );
     let seen = last_tool_message(&model.requests()[1]);
     assert!(seen.is_error);
+    assert_eq!(seen.text(), "bad input");
     assert_eq!(
-        seen.text(),
-        "bad input\n\n<system-hook>\ntry --force\n</system-hook>"
+        context_after_results(&model.requests()[1]).as_deref(),
+        Some("try --force")
     );
 }
 
@@ -645,9 +650,10 @@ async fn failure_hook_adds_context_to_a_tool_error() {
     assert_eq!(failures[0].output, None);
     let seen = last_tool_message(&model.requests()[1]);
     assert!(seen.is_error);
+    assert_eq!(seen.text(), "tool `flaky` failed: disk full");
     assert_eq!(
-        seen.text(),
-        "tool `flaky` failed: disk full\n\n<system-hook>\ntry --force\n</system-hook>"
+        context_after_results(&model.requests()[1]).as_deref(),
+        Some("try --force")
     );
     assert_history_valid(&resp.messages);
 }
@@ -775,7 +781,7 @@ async fn user_prompt_block_leaves_an_existing_thread_as_it_was() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn user_prompt_add_context_is_a_user_message_of_system_hook_blocks_after_the_prompt() {
+async fn user_prompt_add_context_is_a_system_message_after_the_prompt() {
     let hooks = Hooks::new()
         .on_user_prompt(|_p, _x| UserPrompt::AddContext("today is Monday".into()))
         .on_user_prompt(|_p, _x| UserPrompt::Continue)
@@ -802,9 +808,8 @@ async fn user_prompt_add_context_is_a_user_message_of_system_hook_blocks_after_t
             (Role::System, "sys".to_owned()),
             (Role::User, "what day is it?".to_owned()),
             (
-                Role::User,
-                "<system-hook>\ntoday is Monday\n</system-hook>\n\n<system-hook>\nthe repo is clean\n</system-hook>"
-                    .to_owned()
+                Role::System,
+                "today is Monday\n\nthe repo is clean".to_owned()
             ),
         ]
     );
@@ -1002,7 +1007,7 @@ async fn stop_cap_is_configurable() {
 // ===== SessionStart / SessionEnd / steps =====
 
 #[tokio::test(flavor = "current_thread")]
-async fn session_start_context_is_in_the_system_prompt_of_every_request() {
+async fn session_start_context_follows_the_prompt_in_every_request() {
     let starts = Count::default();
     let s = starts.clone();
     let hooks = Hooks::new()
@@ -1031,14 +1036,16 @@ async fn session_start_context_is_in_the_system_prompt_of_every_request() {
     assert_eq!(starts.get(), 1, "once per run");
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
+    // After the prompt, as Claude Code places it: a hook context every request of the run
+    // sees, saved in the thread; the system prompt stays the agent's.
     for req in &requests {
-        assert_eq!(
-            system_text(req),
-            "You are helpful.\n\nbranch: main\n\n2 open issues"
-        );
+        assert_eq!(system_text(req), "You are helpful.");
+        assert_eq!(req.messages[1].text(), "go");
+        assert_eq!(req.messages[2].role, Role::System);
+        assert_eq!(req.messages[2].text(), "branch: main\n\n2 open issues");
     }
-    // This run's context, not part of the thread.
     assert_eq!(resp.messages[0].text(), "You are helpful.");
+    assert_eq!(resp.messages[2].text(), "branch: main\n\n2 open issues");
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -1051,7 +1058,20 @@ async fn session_start_context_without_a_system_prompt() {
     let agent = Agent::builder().model(model.clone()).hooks(hooks).build();
     agent.run("go").await.unwrap();
 
-    assert_eq!(system_text(&model.requests()[0]), "branch: main");
+    let req = &model.requests()[0];
+    assert_eq!(system_text(req), "");
+    let texts: Vec<(Role, String)> = req
+        .messages
+        .iter()
+        .map(|m| (m.role, m.text().into_owned()))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            (Role::User, "go".to_owned()),
+            (Role::System, "branch: main".to_owned())
+        ]
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -1518,8 +1538,8 @@ async fn regex_matcher_is_unanchored() {
     let seen = Log::new();
     let hooks = Hooks::new()
         .before_tool_use("Edit.*", pre(&seen, "hook", PreToolUse::Continue))
-        .after_tool_use(ToolMatcher::new("/^Edit$/"), |_c, _o, _x| {
-            PostToolUse::AddContext("anchored".into())
+        .after_tool_use(ToolMatcher::new("/^Edit$/"), |c: Arc<ToolCall>, _o, _x| {
+            PostToolUse::AddContext(format!("anchored {}", c.name))
         })
         .compile()
         .unwrap();
@@ -1547,9 +1567,12 @@ async fn regex_matcher_is_unanchored() {
         .iter()
         .map(|m| m.text().into_owned())
         .collect();
+    assert_eq!(outputs, ["{}", "{}", "{}"]);
+    // The anchored matcher's context, for Edit alone, follows the results.
+    let req = model.requests().last().cloned().unwrap();
     assert_eq!(
-        outputs,
-        ["{}\n\n<system-hook>\nanchored\n</system-hook>", "{}", "{}"]
+        context_after_results(&req).as_deref(),
+        Some("anchored Edit")
     );
 }
 
@@ -1987,16 +2010,15 @@ async fn async_callbacks_work_for_every_event() {
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
     assert_eq!(requests[0].messages[1].text(), "go!");
-    assert_eq!(system_text(&requests[0]), "async start\n\nasync model");
+    assert_eq!(requests[0].messages[2].text(), "async start");
+    assert_eq!(system_text(&requests[0]), "async model");
     assert_eq!(log.entries(), [r#"bash ran {"async":true}"#]);
     let outputs = tool_messages(&resp.messages);
+    assert_eq!(outputs[0].text(), "{\"async\":true}");
+    assert_eq!(outputs[1].text(), "tool `fail` failed: nope");
     assert_eq!(
-        outputs[0].text(),
-        "{\"async\":true}\n\n<system-hook>\nasync post\n</system-hook>"
-    );
-    assert_eq!(
-        outputs[1].text(),
-        "tool `fail` failed: nope\n\n<system-hook>\nasync failure\n</system-hook>"
+        context_after_results(&requests[1]).as_deref(),
+        Some("async post\n\nasync failure")
     );
     assert_eq!(stops.get(), 2);
     assert_eq!(user_texts(&resp), ["go!", "async stop"]);
@@ -2089,10 +2111,9 @@ async fn tool_layer_works_in_a_service_builder_stack() {
         .call(request("bash", json!({ "command": "ls" })))
         .await
         .unwrap();
-    assert_eq!(
-        out.content,
-        "{\"command\":\"ls -la\"}\n\n<system-hook>\nlisted\n</system-hook>"
-    );
+    // The result is the tool's; the hook's context travels with it, for the loop to place.
+    assert_eq!(out.content, "{\"command\":\"ls -la\"}");
+    assert_eq!(out.contexts().collect::<Vec<_>>(), ["listed"]);
     assert!(!out.is_error);
     assert_eq!(out.call_id, "id-1");
     assert_eq!(post_calls.get(), 1);
@@ -2123,10 +2144,8 @@ async fn tool_layer_works_in_a_service_builder_stack() {
         .await
         .unwrap();
     assert!(out.is_error);
-    assert_eq!(
-        out.content,
-        "tool `boom` failed: kaput\n\n<system-hook>\nhint\n</system-hook>"
-    );
+    assert_eq!(out.contexts().collect::<Vec<_>>(), ["hint"]);
+    assert_eq!(out.content, "tool `boom` failed: kaput");
 
     // No hook for it: the error passes through for the caller to handle.
     let err = svc

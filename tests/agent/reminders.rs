@@ -54,14 +54,14 @@ async fn reminders_follow_all_tool_results_in_one_message() {
             Role::Tool,
             Role::Tool,
             Role::Tool,
-            Role::User,
+            Role::System,
             Role::Assistant
         ]
     );
     // b finishes first (10 ms), then a (30 ms): reminders in the order they were triggered.
     assert_eq!(
         resp.messages[5].text(),
-        "<system-hook>\nafter b\n</system-hook>\n\n<system-hook>\nafter a\n</system-hook>\n\n<system-hook>\na said: a done\n</system-hook>"
+        "after b\n\nafter a\n\na said: a done"
     );
 }
 
@@ -99,11 +99,9 @@ async fn plan_completion_reminder_after_todos_done() {
         .tool_layer(RemindersLayer::with_defaults())
         .build();
     let resp = agent.run("go").await.unwrap();
+    assert_eq!(resp.messages[3].role, Role::System);
     assert_eq!(
         resp.messages[3].text(),
-        format!(
-            "<system-hook>\n{}\n</system-hook>",
-            tower_agent::layers::reminders::PLAN_COMPLETE_REMINDER
-        )
+        tower_agent::layers::reminders::PLAN_COMPLETE_REMINDER
     );
 }

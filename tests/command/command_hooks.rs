@@ -10,7 +10,7 @@ use std::{
 use serde_json::{Value, json};
 use support::{
     alive,
-    command::{Scripts, agent, on, tool_text, warnings},
+    command::{Scripts, agent, contexts_after_tools, on, tool_text, warnings},
     wait_dead,
 };
 use tower::service_fn;
@@ -22,7 +22,7 @@ use tower_agent::{
         hooks::{ApprovalDecision, ApprovalRequest},
         summarize::SummarizeLayer,
     },
-    message::Message,
+    message::{Message, Role},
     model::{ModelRequest, ScriptedModel},
     tool::tool_fn,
 };
@@ -200,9 +200,11 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "PostToolUse",
     let model = calls_bash("cat secret");
     let (builder, _) = agent(&model, hooks.into_hooks());
     let resp = builder.build().run("go").await.unwrap();
+    assert_eq!(tool_text(&resp), "ran: cat [redacted]");
+    // The context after the results, in Claude Code's words.
     assert_eq!(
-        tool_text(&resp),
-        "ran: cat [redacted]\n\n<system-hook>\noutput was redacted\n</system-hook>"
+        contexts_after_tools(&resp),
+        ["PostToolUse:bash hook additional context: output was redacted"]
     );
 }
 
@@ -223,15 +225,23 @@ async fn plain_stdout_is_context_for_user_prompt_submit_and_session_start() {
     let (builder, _) = agent(&model, hooks.into_hooks());
     builder.build().run("How is the build?").await.unwrap();
     let req = &model.requests()[0];
-    let texts: Vec<String> = req.messages.iter().map(|m| m.text().into_owned()).collect();
-    assert!(
-        texts[0].contains("Branch: main"),
-        "system prompt: {texts:?}"
-    );
-    assert_eq!(texts[1], "How is the build?");
+    let texts: Vec<(Role, String)> = req
+        .messages
+        .iter()
+        .map(|m| (m.role, m.text().into_owned()))
+        .collect();
+    // After the prompt, SessionStart's then UserPromptSubmit's, in Claude Code's words.
     assert_eq!(
-        texts[2],
-        "<system-hook>\nThe build is green.\n</system-hook>"
+        texts,
+        [
+            (Role::User, "How is the build?".to_owned()),
+            (
+                Role::System,
+                "SessionStart:startup hook success: Branch: main\n\n\
+                 UserPromptSubmit hook success: The build is green."
+                    .to_owned()
+            ),
+        ]
     );
 }
 
@@ -445,9 +455,11 @@ echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": {"c
     let agent = builder.build();
     for _ in 0..50 {
         let resp = agent.run("go").await.unwrap();
+        assert_eq!(tool_text(&resp), "ran: second");
         assert_eq!(
-            tool_text(&resp),
-            "ran: second\n\n<system-hook>\nfirst says\n</system-hook>\n\n<system-hook>\nsecond says\n</system-hook>"
+            contexts_after_tools(&resp),
+            ["PreToolUse:bash hook additional context: first says\n\n\
+              PreToolUse:bash hook additional context: second says"]
         );
     }
     assert!(
@@ -657,13 +669,22 @@ async fn a_persistent_hook_answers_concurrent_events_from_one_process() {
             .collect();
         assert_eq!(outputs.len(), 5);
         for (i, out) in outputs[..4].iter().enumerate() {
-            // PreToolUse context, then PostToolUse context: both from the process.
-            assert!(
-                out.starts_with(&format!("ran: echo {i}\n\n<system-hook>\npid ")),
-                "{out}"
-            );
-            assert_eq!(out.matches("<system-hook>").count(), 2, "{out}");
-            pids.insert(pid_in(out));
+            assert_eq!(out, &format!("ran: echo {i}"));
+        }
+        // After the four results, each call's PreToolUse context then its PostToolUse
+        // context: all from the process.
+        let contexts = contexts_after_tools(&resp);
+        let parts: Vec<&str> = contexts[0].split("\n\n").collect();
+        assert_eq!(parts.len(), 8, "{parts:?}");
+        for (i, part) in parts.iter().enumerate() {
+            let event = if i % 2 == 0 {
+                "PreToolUse"
+            } else {
+                "PostToolUse"
+            };
+            let prefix = format!("{event}:bash hook additional context: pid ");
+            assert!(part.starts_with(&prefix), "{part}");
+            pids.insert(pid_in(part));
         }
         assert!(
             outputs[4].starts_with("PreToolUse:bash hook error: blocked by pid "),
@@ -698,8 +719,12 @@ async fn a_crashed_persistent_hook_is_restarted_once() {
     let model = calls_bash("ls");
     let (builder, seen) = agent(&model, hooks);
     let resp = builder.build().run("go").await.unwrap();
-    let out = tool_text(&resp);
-    assert!(out.starts_with("ran: ls\n\n<system-hook>\npid "), "{out}");
+    assert_eq!(tool_text(&resp), "ran: ls");
+    let out = contexts_after_tools(&resp).concat();
+    assert!(
+        out.starts_with("PreToolUse:bash hook additional context: pid "),
+        "{out}"
+    );
     assert_eq!(seen.lock().unwrap().len(), 1);
     let crashed_pid = s.read("crashed");
     assert_ne!(pid_in(&out), crashed_pid, "a new process answered");
@@ -994,12 +1019,13 @@ if data["hook_event_name"] == "PostToolUse":
         .map(|m| m.text().into_owned())
         .collect();
     assert_eq!(outputs[0], "PreToolUse:bash hook error: guard says no");
+    assert_eq!(outputs[1], "ran: ls");
     assert_eq!(
-        outputs[1],
-        format!(
-            "ran: ls\n\n<system-hook>\nnoted in {}\n</system-hook>",
+        contexts_after_tools(&resp),
+        [format!(
+            "PostToolUse:bash hook additional context: noted in {}",
             s.dir.path().display()
-        )
+        )]
     );
 
     // A bad describer is an error naming it.
@@ -1045,9 +1071,11 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "PostToolUseFailure",
         .hooks(hooks.into_hooks().compile().unwrap())
         .build();
     let resp = agent.run("go").await.unwrap();
+    assert_eq!(tool_text(&resp), "tool `broken` failed: disk full");
     assert_eq!(
-        tool_text(&resp),
-        "tool `broken` failed: disk full\n\n<system-hook>\nhint with spaces: tool `broken` failed: disk full\n</system-hook>"
+        contexts_after_tools(&resp),
+        ["PostToolUseFailure:broken hook additional context: \
+          hint with spaces: tool `broken` failed: disk full"]
     );
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use tower_agent::{agent::Outcome, model::ScriptedModel};
 
-use crate::support::command::{Scripts, agent, on, tool_text, warnings};
+use crate::support::command::{Scripts, agent, contexts_after_tools, on, tool_text, warnings};
 
 // ===== helpers shared by the conformance files =====
 
@@ -199,9 +199,15 @@ async fn exit_2_of_post_tool_use_shows_stderr_to_the_model() {
     );
     let resp = builder.build().run("go").await.unwrap();
     assert_eq!(seen.lock().unwrap().len(), 1, "the tool already ran");
-    let text = tool_text(&resp);
-    assert!(text.starts_with("ran: ls"), "{text}");
-    assert!(text.contains("lint failed"), "{text}");
+    // The result as it was; the block's reason follows it (Claude Code 2.1.328: a system
+    // message after the result, `PostToolUse:<tool> hook blocking error from command: …`).
+    assert_eq!(tool_text(&resp), "ran: ls");
+    let context = contexts_after_tools(&resp).concat();
+    assert!(
+        context.starts_with("PostToolUse:bash hook blocking error from command: "),
+        "{context}"
+    );
+    assert!(context.contains("lint failed"), "{context}");
     assert!(last_seen(&model, 1).contains("lint failed"));
 }
 

@@ -69,9 +69,10 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "AfterTool", "addition
     )
     .await;
     let texts = crate::support::command::tool_texts(&resp);
+    let contexts = crate::support::command::contexts_after_tools(&resp).concat();
     assert!(
-        texts[0].contains("ok Bash") && texts[0].contains("checked by gemini"),
-        "{texts:?}"
+        texts[0].contains("ok Bash") && contexts.contains("checked by gemini"),
+        "{texts:?} {contexts}"
     );
     assert!(texts[1].contains("gemini says no"), "{texts:?}");
     let first: Value =

@@ -13,7 +13,7 @@ use tower_agent::{
 
 use crate::{
     exit_codes::{calls_bash, dumped, dumping, last_seen},
-    support::command::{Scripts, agent, tool_text},
+    support::command::{Scripts, agent, contexts_after_tools, tool_text},
 };
 
 const ASK: &str = r#"cat >/dev/null; echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": "confirm this"}}'"#;
@@ -230,7 +230,8 @@ async fn an_automatic_denial_fires_permission_denied_whose_retry_reaches_the_mod
         text.starts_with("denied: approval failed: the UI is gone"),
         "{text}"
     );
-    assert!(text.contains("you may retry it"), "{text}");
+    let context = contexts_after_tools(&resp).concat();
+    assert!(context.contains("you may retry it"), "{context}");
     let input = &dumped(&s, "denied")[0];
     assert_eq!(input["hook_event_name"], "PermissionDenied");
     assert_eq!(input["tool_name"], "bash");

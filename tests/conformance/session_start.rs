@@ -59,7 +59,7 @@ async fn source_is_startup_then_resume_and_matchers_pick_it() {
 }
 
 // hooks.md § "SessionStart decision control": plain stdout and `additionalContext` both
-// reach the model's context, before the first prompt.
+// reach the model's context (Claude Code 2.1.328: system messages after the prompt).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_stdout_and_additional_context_reach_the_model() {
     let s = Scripts::new();
@@ -79,9 +79,13 @@ echo '{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContex
         .hooks(hooks.into_hooks().compile().unwrap())
         .build();
     agent.run("hi").await.unwrap();
-    let system = model.requests()[0].system().unwrap().text().into_owned();
-    assert!(system.contains("Current branch: feat/x"), "{system}");
-    assert!(system.contains("Open issue: #42"), "{system}");
+    let req = &model.requests()[0];
+    assert_eq!(req.messages[0].text(), "hi");
+    let context = &req.messages[1];
+    assert_eq!(context.role, tower_agent::message::Role::System);
+    let context = context.text();
+    assert!(context.contains("Current branch: feat/x"), "{context}");
+    assert!(context.contains("Open issue: #42"), "{context}");
 }
 
 /// An agent on the thread store `db` (opened afresh: a restarted process), with `hooks`,

@@ -58,10 +58,13 @@ pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
             }
             Step::Prompt(p) | Step::Resume(p) => p,
         };
+        // Hooks' contexts go where they arose, as system messages (as Claude Code sends
+        // them to its models).
         let provider = Anthropic::builder()
             .base_url(&job.model_server)
             .api_key("sk-ant-reference")
             .model(&model)
+            .mid_conversation_system_messages(true)
             .build();
         let mut agent = Agent::builder()
             .model(provider)

@@ -127,22 +127,27 @@ pub(crate) const KEPT: &[Known] = &[
 /// Differences found and not fixed yet: each says what has to change. The list only shrinks.
 pub(crate) const OPEN: &[Known] = &[
     known(
-        "*",
-        "PostToolBatch",
-        "tool_calls",
-        "each call's `tool_response` is the text the model sees: Claude Code's holds the result \
-         alone (its hook contexts go in messages of their own); the crate appends the contexts \
-         to the result.",
-    ),
-    known(
-        "*",
+        "stop_continues_once",
         "*",
         "<requests>",
-        "the same in the model's requests: Claude Code puts hook contexts in `system` messages \
-         after the tool result (`PreToolUse:Bash hook additional context: …`, `PostToolUse:Bash \
-         hook blocking error from command: \"…\": …`) and the prompt's in the environment \
-         message (`UserPromptSubmit hook additional context: …`, `SessionStart:startup hook \
-         success: …`); the crate wraps them in `<system-hook>` inside the result or the prompt.",
+        "a Stop block reaches the model twice in Claude Code: its reason as user text (the \
+         crate's too) and a system message `Stop hook blocking error from command: \"<command>\": \
+         <reason>`, which the crate does not send. Needs the Stop decision to carry the hook's \
+         command.",
+    ),
+    known(
+        "instructions_loaded",
+        "*",
+        "<requests>",
+        "Claude Code sends CLAUDE.md in a user message (a `<system-reminder>` before the \
+         prompt); the crate's `Memory` stage puts it in the system prompt.",
+    ),
+    known(
+        "setup_maintenance",
+        "*",
+        "<requests>",
+        "a Setup hook's `additionalContext` reaches the model in the crate (the run's system \
+         prompt); Claude Code 2.1.328 with `--maintenance` sends it nowhere the model sees.",
     ),
     known(
         "tool_edit",

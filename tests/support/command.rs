@@ -13,6 +13,7 @@ use tower_agent::{
     agent::AgentBuilder,
     command::CommandHooks,
     layers::hooks::Hooks,
+    message::Role,
     model::{BoxModelService, ScriptedModel},
     tool::{Tool, tool_fn},
 };
@@ -124,6 +125,18 @@ pub fn warnings(hooks: Hooks) -> (Hooks, Arc<Mutex<Vec<String>>>) {
 /// The text of the run's first tool message, or "" if there is none.
 pub fn tool_text(resp: &AgentResponse) -> String {
     tool_texts(resp).into_iter().next().unwrap_or_default()
+}
+
+/// The hook contexts that follow the run's tool results: the text of each system message
+/// right after a tool message, in order.
+pub fn contexts_after_tools(resp: &AgentResponse) -> Vec<String> {
+    let next = resp.messages.iter().skip(1);
+    resp.messages
+        .iter()
+        .zip(next)
+        .filter(|(a, b)| a.role == Role::Tool && b.role == Role::System)
+        .map(|(_, b)| b.text().into_owned())
+        .collect()
 }
 
 /// The texts of the run's tool messages, in order.

@@ -170,6 +170,18 @@ pub fn last_tool_message(req: &ModelRequest) -> Message {
         .expect("the request has a tool message")
 }
 
+/// The hook context after the request's last tool message: the text of the system message
+/// that follows the step's results (`None`: there is none).
+pub fn context_after_results(req: &ModelRequest) -> Option<String> {
+    let last = req.messages.iter().rposition(|m| m.role == Role::Tool)?;
+    req.messages
+        .iter()
+        .skip(last + 1)
+        .take_while(|m| m.role != Role::Assistant)
+        .find(|m| m.role == Role::System)
+        .map(|m| m.text().into_owned())
+}
+
 /// Every tool call of every assistant message has exactly one tool message answering it, and
 /// it comes after the call and before the next assistant message.
 pub fn assert_history_valid(messages: &Messages) {

@@ -320,19 +320,23 @@ impl<'a> Run<'a> {
         ctx: &RunContext,
     ) -> Option<Outcome> {
         let end = StepEnd::of_run(ctx.clone(), message, results);
-        let context = match self.step_control(end, ctx).await {
-            Ok(StepControl::Proceed { context }) => context,
-            Ok(StepControl::Resume { feedback }) => vec![feedback],
-            Ok(StepControl::End { reason }) => {
-                self.history.push(Message::hook_context([&reason]));
-                return Some(Outcome::Blocked { reason });
+        match self.step_control(end, ctx).await {
+            Ok(StepControl::Proceed { context }) => {
+                if !context.is_empty() {
+                    self.history.push(Message::hook_context(&context));
+                }
+                None
             }
-            Err(outcome) => return Some(outcome),
-        };
-        if !context.is_empty() {
-            self.history.push(Message::hook_context(&context));
+            Ok(StepControl::Resume { feedback }) => {
+                self.history.push(Message::hook_feedback([&feedback]));
+                None
+            }
+            Ok(StepControl::End { reason }) => {
+                self.history.push(Message::hook_feedback([&reason]));
+                Some(Outcome::Blocked { reason })
+            }
+            Err(outcome) => Some(outcome),
         }
-        None
     }
 
     /// Calls the step stack (there is one) with `end`; `Err` with the run's outcome if it

@@ -100,6 +100,8 @@ impl<'a> Run<'a> {
         let mut abort = None;
         let mut deferred = None;
         let mut pending = Vec::new();
+        // What hooks said of the calls, for the model: after the results, not in them.
+        let mut contexts = Vec::new();
         let outputs = done.into_iter().zip(calls).filter_map(|(done, call)| {
             let settled = match done {
                 Some(Done::Settled(settled)) => settled,
@@ -125,7 +127,9 @@ impl<'a> Run<'a> {
                 pending.push(*p);
                 return None;
             }
-            Some(settled.output)
+            let mut output = settled.output;
+            contexts.extend(output.take_contexts());
+            Some(output)
         });
         // Into the history as they are settled, without a list of their own unless the step
         // stack is to see them.
@@ -154,8 +158,11 @@ impl<'a> Run<'a> {
             return Err(Outcome::Cancelled);
         }
         let reminders = self.ctx.take_reminders();
+        if !contexts.is_empty() || !reminders.is_empty() {
+            self.history
+                .push(Message::hook_context(contexts.iter().chain(&reminders)));
+        }
         if !reminders.is_empty() {
-            self.history.push(Message::hook_context(&reminders));
             let step = ctx.step();
             ctx.emit_with(|| AgentEvent::Reminders { step, reminders });
         }

@@ -5,12 +5,14 @@
 //! - `spawn`: a process handler's command, its run (async and blocking) and its capture;
 //! - `reply`: what a handler answered ([`Reply`]) or why it did not ([`Failure`]);
 //! - `verdict`: what an answer means for an event ([`interpret`] into a [`Verdict`]);
-//! - `answer`: the protocol's JSON fields of an answer, read into the verdict.
+//! - `answer`: the protocol's JSON fields of an answer, read into the verdict;
+//! - `words`: what the model is told of an answer, in Claude Code's words.
 
 mod answer;
 mod reply;
 mod spawn;
 mod verdict;
+mod words;
 
 use std::path::Path;
 
@@ -20,6 +22,7 @@ pub(crate) use self::{
     reply::{Failure, Reply, Stdout},
     spawn::{command, run, run_sync},
     verdict::{Permission, Report, Verdict, background_done, interpret},
+    words::claude_words,
 };
 use super::config::{Exec, Handler, HookEvent};
 

@@ -48,6 +48,8 @@ pub(crate) struct Verdict {
     pub(crate) display: Option<String>,
     /// `additionalContext`, and plain stdout where it counts as context.
     pub(crate) contexts: Vec<String>,
+    /// Whether [`contexts`](Self::contexts) is the handler's plain stdout.
+    pub(crate) plain_stdout: bool,
     /// PermissionRequest: the `decision` object.
     pub(crate) request: Option<PermissionRequest>,
     /// PermissionDenied: `retry: true`.
@@ -377,6 +379,7 @@ fn plain(
     }
     if context && event.stdout_is_context() {
         verdict.contexts.push(cap(trimmed.to_owned()));
+        verdict.plain_stdout = true;
     } else {
         tracing::debug!(hook = %name, event = %event, stdout = %trimmed, "hook stdout ignored");
     }

@@ -39,8 +39,9 @@ pub enum PreToolUse {
     Defer,
     /// Replace the call's arguments (the next hooks see the new ones).
     Rewrite(serde_json::Value),
-    /// Add context next to the call's result (a `<system-hook>` block after the output, or
-    /// after the denial if the call is denied).
+    /// Add context for the model about the call: it follows the step's tool results (a
+    /// [hook context](crate::message::Message::hook_context) message; the output carries it
+    /// until then, [`ToolOutput::add_context`]), also when the call is denied.
     AddContext(String),
     /// Deny the call and end the run: the tool path fails with an
     /// [`Abort`](crate::error::Abort), and the run ends
@@ -60,7 +61,8 @@ pub enum PostToolUse {
     Keep,
     /// Replace the output (text, error flag, metadata; the call id is kept).
     Replace(ToolOutput),
-    /// Add context next to the result (a `<system-hook>` block after the output).
+    /// Add context for the model about the call: it follows the step's tool results (a
+    /// [hook context](crate::message::Message::hook_context) message).
     AddContext(String),
     /// End the run: the tool path fails with an [`Abort`](crate::error::Abort), and the run
     /// ends [`Outcome::Aborted`](crate::agent::Outcome::Aborted) with this reason once the
@@ -161,8 +163,8 @@ pub enum PermissionDenied {
 pub enum PostToolBatch {
     /// Go on.
     Continue,
-    /// Add context for the next model call (a user message of `<system-hook>` blocks after
-    /// the tool results).
+    /// Add context for the next model call (a [hook
+    /// context](crate::message::Message::hook_context) message after the tool results).
     AddContext(String),
     /// Stop the loop before the next model call: the reason is added to the conversation (a
     /// `<system-hook>` block, so the model sees it if the thread goes on) and the run ends
@@ -208,7 +210,8 @@ pub enum UserPrompt {
     /// Block the run: it ends with [`Outcome::Blocked`](crate::agent::Outcome::Blocked) and
     /// the prompt is not added to the thread.
     Block(String),
-    /// Add context after the prompt (a user message of `<system-hook>` blocks).
+    /// Add context after the prompt (a [hook context](crate::message::Message::hook_context)
+    /// message, after the SessionStart hooks' contexts).
     AddContext(String),
     /// Replace the prompt (the next hooks see the new one).
     Rewrite(String),

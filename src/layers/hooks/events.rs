@@ -358,18 +358,19 @@ hook_events! {
         SessionStart {
             levels: [start, model],
             fires: "start: `startup`, `resume`; model: `compact`, on the answer of a compacted request",
-            can: "add context (the run's system prompt; after the summary at `compact`), block (the run ends `Blocked`)",
+            can: "add context (after the prompt, before UserPromptSubmit's; after the summary at `compact`), block (the run ends `Blocked`)",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: true,
             matcher_on: "`source`",
             input: "`source`: `startup` (new thread), `resume` (the thread was in the store), `compact` (right after a compaction); `model` (when the agent's settings name one); at `resume`, when the thread keeps its last answer's time, `seconds_since_last_response`, `context_tokens`, `prompt_cache_likely_expired` (the last answer older than the cache's 5 minutes), `estimated_cache_write_usd` (0): see [`ResumedSession`](crate::agent::ResumedSession)",
-            answer: "context (`additionalContext` or plain stdout): for the system prompt at `startup`/`resume`, after the summary at `compact`; [`CLAUDE_ENV_FILE`](crate::command#claude_env_file)",
+            answer: "context (`additionalContext` or plain stdout): after the prompt at `startup`/`resume` (a [hook context](crate::message::Message::hook_context) message, saved in the thread), after the summary at `compact`; [`CLAUDE_ENV_FILE`](crate::command#claude_env_file)",
             /// SessionStart for the sources `matcher` matches (`startup`, `resume`, `compact`;
             /// `"*"` for all), with the [`SessionStartInput`] (at `resume`, its
             /// [`resumed`](SessionStartInput::resumed) fields: the model hook layer keeps the
             /// time of the thread's last answer in the thread's data, key
             /// `tower_agent.last_response`, when its set has a SessionStart or model-switch
-            /// hook). At `startup`/`resume` the
-            /// contexts go to the run's system prompt; at `compact` (right after a
+            /// hook). At `startup`/`resume` the contexts follow the prompt, before the
+            /// UserPromptSubmit hooks' (one [hook context](crate::message::Message::hook_context)
+            /// message, saved in the thread, as Claude Code places them); at `compact` (right after a
             /// compaction) they are added to the history after the summary, and a block is
             /// ignored (with a warning). [`on_session_start`](Self::on_session_start) is the
             /// short form for `startup|resume`.
@@ -959,8 +960,8 @@ impl fmt::Display for HookEvent {
 /// The short forms of a registration method of the table.
 impl<S> Hooks<S> {
     /// SessionStart: once per run, before the setup stages (sources `startup` and `resume`;
-    /// not after a compaction: this hook's context stays in the system prompt for the whole
-    /// run). See [`on_session_start_for`](Self::on_session_start_for) for the source and the
+    /// not after a compaction: this hook's context, after the run's prompt, is in the thread
+    /// already). See [`on_session_start_for`](Self::on_session_start_for) for the source and the
     /// model.
     pub fn on_session_start<F, R>(self, f: F) -> Hooks<state::Added>
     where

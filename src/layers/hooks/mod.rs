@@ -53,21 +53,25 @@
 //!   [`Notification`] is sent and the [`Approval`] service ([`Hooks::approval`]) is asked;
 //!   its `Deny` is the user's answer (`denied: <why>`). Without a service, a rule's ask is
 //!   refused with the rule's text. When the service fails, the call is denied **on its
-//!   own**, and only then do the PermissionDenied hooks run: a `Retry` adds a
-//!   `<system-hook>` note to the denial telling the model it may retry.
+//!   own**, and only then do the PermissionDenied hooks run: a `Retry` adds a note (a
+//!   context after the step's results) telling the model it may retry.
 //!   With the deferring policy ([`Hooks::defer_approvals`]) the call instead waits in the
 //!   thread for a person's decision, and so does a deferred call (any number per step): see
 //!   [`agent::interrupt`](crate::agent::interrupt).
 //! - **PostToolBatch**: after every call of a step resolved (and the step's reminders),
 //!   before the next model call, once per step; contexts are kept in order and added as one
-//!   user message of `<system-hook>` blocks; the first `Stop` adds its reason the same way
-//!   and ends the run `Blocked`.
+//!   [hook context](crate::message::Message::hook_context) (a system message); the first
+//!   `Stop` adds its reason as a user message of a `<system-hook>` block and ends the run
+//!   `Blocked`.
 //! - **PostToolUse / PostToolUseFailure**: replacements chain in order; the contexts of all
-//!   hooks are kept, in order, each appended to the output as a `<system-hook>` block. `Abort`
-//!   ends the run `Aborted` (the output is dropped).
+//!   hooks are kept, in order, with the output
+//!   ([`ToolOutput::add_context`](crate::message::ToolOutput::add_context)); the loop adds
+//!   a step's, in call order, as one [hook context](crate::message::Message::hook_context)
+//!   after its results (as Claude Code does: the result stays the tool's). `Abort` ends the
+//!   run `Aborted` (the output is dropped).
 //! - **UserPromptSubmit**: the first `Block` ends the run `Blocked` (the prompt is not added to
-//!   the thread); rewrites chain; contexts are kept in order and added after the prompt as one
-//!   user message of `<system-hook>` blocks.
+//!   the thread); rewrites chain; contexts are kept in order and added after the prompt (and
+//!   SessionStart's) as one [hook context](crate::message::Message::hook_context).
 //! - **SessionStart**: contexts are kept in order; the first `Block` ends the run `Blocked`
 //!   before the prompt enters the thread.
 //! - **Stop / SubagentStop**: if any hook continues, the agent continues with the feedback of

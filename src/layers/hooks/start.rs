@@ -150,7 +150,8 @@ async fn prompt_hooks(set: &HookSetInner, mut start: RunStart) -> Result<RunStar
         input.resumed = resume::resumed(&start.ctx, &history);
     }
     match set.session_start(input, &start.ctx).await {
-        Ok(contexts) => start.system_context.extend(contexts),
+        // After the prompt, before UserPromptSubmit's (as Claude Code places them).
+        Ok(contexts) => start.prompt_context.extend(contexts),
         Err(reason) => return Err(start.block(reason)),
     }
     // The setup stages' work at the session's start (the memory files: InstructionsLoaded),

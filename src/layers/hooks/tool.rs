@@ -83,12 +83,11 @@ impl<S: fmt::Debug> fmt::Debug for HookTool<S> {
     }
 }
 
-/// Appends `contexts` to an output as `<system-hook>` blocks.
+/// Adds `contexts` to an output ([`ToolOutput::add_context`]): the loop puts them after the
+/// step's results.
 fn add_contexts(output: &mut ToolOutput, contexts: &[String]) {
     for c in contexts {
-        output.content.push_str("\n\n<system-hook>\n");
-        output.content.push_str(c);
-        output.content.push_str("\n</system-hook>");
+        output.add_context(c.as_str());
     }
 }
 

@@ -543,9 +543,8 @@ mod tests {
             Message::system("PreToolUse:Bash hook additional context: pre"),
             Message::system(""),
         ]);
-        let body = |in_place| {
-            serde_json::to_value(request_body(&req, "claude", 1024, in_place)).unwrap()
-        };
+        let body =
+            |in_place| serde_json::to_value(request_body(&req, "claude", 1024, in_place)).unwrap();
         let on = body(true);
         assert_eq!(on["system"], "Be brief.\n\nKnow this.");
         assert_eq!(
