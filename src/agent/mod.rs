@@ -140,6 +140,10 @@ struct Inner {
     model: BoxModelService,
     tools: ToolRouter,
     tool_stack: Arc<ToolStackFn>,
+    /// Whether each tool request carries the run's [`ToolChecks`](crate::tool::ToolChecks):
+    /// when some layer may read them (hooks, tool layers); a bare agent's tools check their
+    /// input themselves, and its calls allocate nothing for the handle.
+    send_checks: bool,
     setups: Arc<[Arc<dyn Setup>]>,
     prepares: Vec<Arc<dyn Prepare>>,
     system_prompt: Option<String>,
