@@ -10,7 +10,9 @@
 //!      ├─ prepare stages, in order              (edit the outgoing ModelRequest)
 //!      ├─ model stack                           (your ServiceBuilder layers → provider)
 //!      ├─ no tool calls → Finished
-//!      ├─ tool calls → tool stack, concurrently (your tool layers → ToolRouter → tool)
+//!      ├─ tool calls → tool stack, concurrently (hook layer → your tool layers →
+//!      │    ToolRouter → tool: its check, unless a layer ran it, then its call; each
+//!      │    request carries the run's ToolChecks, see [`tool::check`](crate::tool::check))
 //!      │    results appended in call order; an Err becomes an error output;
 //!      │    an Abort ends the run; calls waiting for a person's decision (the
 //!      │    deferring approval policy) end it Interrupted once the others are done
