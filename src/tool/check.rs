@@ -1,7 +1,7 @@
 //! Input checks: a tool looks at a call's input — and normalises it — before the layers that
 //! decide about the call (hooks, permission rules, approvals) see it.
 //!
-//! A tool offers a check with [`Tool::check`]: it accepts a request (with its input
+//! A tool offers a check with [`Tool::check`](super::Tool::check): it accepts a request (with its input
 //! normalised, e.g. defaults filled in), refuses it with the output the model gets, or says
 //! so later (a check that reads a file). Claude Code checks its tools' input this way before
 //! its PreToolUse hooks, and the [Claude Code tools](crate::builtins::claude_code) of this

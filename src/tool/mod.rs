@@ -153,7 +153,7 @@ pub trait Tool: Send + Sync + 'static {
     /// approvals) and normalises it: [`Check::Accept`] the request (its input as the tool
     /// wants it, e.g. with defaults filled in), [`Check::Refuse`] it with the output the model
     /// gets (no hook fires for a refused call), or answer [`Check::Later`]. The default
-    /// accepts the request as it is. See [`check`](self::check).
+    /// accepts the request as it is. See [`tool::check`](crate::tool::check).
     ///
     /// It runs once per call: in the layer that decides first (through the request's
     /// [`ToolChecks`]) or else in the tool's service, just before [`call`](Tool::call). A check
