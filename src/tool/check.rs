@@ -41,7 +41,7 @@
 //!     fn check(&self, mut req: ToolRequest) -> Check {
 //!         let args = &mut req.call.arguments;
 //!         if args["name"].as_str().is_none_or(str::is_empty) {
-//!             return Check::Refuse(ToolOutput::error("", "`name` must not be empty"));
+//!             return Check::Refuse(ToolOutput::error(req.call.id, "`name` must not be empty"));
 //!         }
 //!         if args.get("greeting").is_none() {
 //!             args["greeting"] = json!("Hello");
@@ -96,8 +96,9 @@ use crate::message::ToolOutput;
 pub enum Check {
     /// Run the call, with this request (its input normalised as the tool wants it).
     Accept(ToolRequest),
-    /// Do not run the call: this output (an error, as a rule) is its result. An empty
-    /// `call_id` is filled in with the call's.
+    /// Do not run the call: this output (an error, as a rule) is its result. Give it the
+    /// call's id, as [`Tool::call`](super::Tool::call) does (the agent loop fills in an
+    /// empty one).
     Refuse(ToolOutput),
     /// The answer needs awaiting (e.g. the check reads a file): `Ok` accepts, `Err` refuses.
     Later(BoxFuture<'static, Result<ToolRequest, ToolOutput>>),
@@ -120,23 +121,18 @@ impl Check {
         }
     }
 
-    /// This answer with the marks every answer of a [`ToolChecks`] carries: an accepted
-    /// request is [`Checked`], a refusal answers the call `call_id`.
-    pub(super) fn marked(self, call_id: String) -> Self {
+    /// This answer with the mark of an accepted request: [`Checked`].
+    pub(super) fn marked(self) -> Self {
         match self {
             Check::Accept(mut req) => {
                 req.extensions.insert(Checked);
                 Check::Accept(req)
             }
-            Check::Refuse(output) => Check::Refuse(answering(output, call_id)),
+            Check::Refuse(output) => Check::Refuse(output),
             Check::Later(answer) => Check::later(async move {
-                match answer.await {
-                    Ok(mut req) => {
-                        req.extensions.insert(Checked);
-                        Ok(req)
-                    }
-                    Err(output) => Err(answering(output, call_id)),
-                }
+                let mut req = answer.await?;
+                req.extensions.insert(Checked);
+                Ok(req)
             }),
         }
     }
@@ -150,14 +146,6 @@ impl fmt::Debug for Check {
             Check::Later(_) => f.write_str("Later(..)"),
         }
     }
-}
-
-/// `output` as the answer of the call `call_id` (when it names no call).
-pub(super) fn answering(mut output: ToolOutput, call_id: String) -> ToolOutput {
-    if output.call_id.is_empty() {
-        output.call_id = call_id;
-    }
-    output
 }
 
 /// A request extension: its tool's check accepted it (its input is normalised). The tool's
@@ -193,16 +181,13 @@ pub struct ToolChecks {
 impl ToolChecks {
     /// Runs the check of the tool the request's call names, once: a request already
     /// [`Checked`] and a call of a tool with no check are accepted as they are. An accepted
-    /// request is marked [`Checked`]; a refusal answers the call (its `call_id`).
+    /// request is marked [`Checked`].
     pub fn check(&self, req: ToolRequest) -> Check {
         if req.extensions.get::<Checked>().is_some() {
             return Check::Accept(req);
         }
         match self.checks.get(&req.call.name) {
-            Some(check) => {
-                let id = req.call.id.clone();
-                check(req).marked(id)
-            }
+            Some(check) => check(req).marked(),
             None => Check::Accept(req),
         }
     }

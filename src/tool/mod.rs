@@ -260,18 +260,15 @@ impl<T: Tool> Service<ToolRequest> for ToolService<T> {
         if req.extensions.get::<Checked>().is_some() {
             return future::ToolServiceFuture::new(async move { tool.call(req).await });
         }
-        let id = req.call.id.clone();
         match tool.check(req) {
             Check::Accept(req) => {
                 future::ToolServiceFuture::new(async move { tool.call(req).await })
             }
-            Check::Refuse(output) => {
-                future::ToolServiceFuture::new(std::future::ready(Ok(check::answering(output, id))))
-            }
+            Check::Refuse(output) => future::ToolServiceFuture::new(std::future::ready(Ok(output))),
             Check::Later(answer) => future::ToolServiceFuture::new(async move {
                 match answer.await {
                     Ok(req) => tool.call(req).await,
-                    Err(output) => Ok(check::answering(output, id)),
+                    Err(output) => Ok(output),
                 }
             }),
         }

@@ -54,7 +54,7 @@ impl Tool for Copy {
             .to_owned();
         if path.is_empty() {
             return Check::Refuse(ToolOutput::error(
-                "",
+                req.call.id,
                 "<tool_use_error>no path</tool_use_error>",
             ));
         }
@@ -70,7 +70,7 @@ impl Tool for Copy {
         Check::later(async move {
             tokio::task::yield_now().await;
             if path.starts_with("missing") {
-                Err(ToolOutput::error("", format!("no file {path}")))
+                Err(ToolOutput::error(req.call.id, format!("no file {path}")))
             } else {
                 Ok(req)
             }

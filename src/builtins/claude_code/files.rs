@@ -375,7 +375,10 @@ fn check_edit(shared: &Arc<Shared>, mut req: ToolRequest) -> Check {
     Check::later(async move {
         match plan_edit(&shared, &args, &req.ctx).await {
             Ok(_) => Ok(req),
-            Err(refusal) => Err(refusal),
+            Err(mut refusal) => {
+                refusal.call_id = req.call.id;
+                Err(refusal)
+            }
         }
     })
 }
