@@ -55,6 +55,8 @@ struct Parts {
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
     hooks: Option<Arc<dyn LoopHooks>>,
+    /// Whether a tool layer was added (see [`Inner::send_checks`](super::Inner)).
+    tool_layers: bool,
     /// The step layers, the first added outermost.
     step_layers: Vec<Arc<StepLayerFn>>,
     /// The start layers, the first added outermost.
@@ -81,6 +83,7 @@ impl AgentBuilder<NoModel> {
                 cwd: None,
                 shutdown: CancellationToken::new(),
                 hooks: None,
+                tool_layers: false,
                 step_layers: Vec::new(),
                 start_layers: Vec::new(),
                 transcripts: None,
@@ -136,7 +139,12 @@ impl<M, L> AgentBuilder<M, L> {
     /// The stack is applied to each run's [`ToolRouter`] when the run starts (after the setup
     /// stages registered their tools), so a stateful layer such as `ConcurrencyLimit` is per
     /// run. Share state across runs explicitly (e.g. `GlobalConcurrencyLimitLayer`).
-    pub fn tool_layer<T>(self, layer: T) -> AgentBuilder<M, Stack<T, L>> {
+    ///
+    /// Each request carries the run's [`ToolChecks`](crate::tool::ToolChecks) in its
+    /// extensions, so a layer can run a tool's [check](crate::tool::Tool::check) before it
+    /// decides about the call (see [`tool::check`](crate::tool::check)).
+    pub fn tool_layer<T>(mut self, layer: T) -> AgentBuilder<M, Stack<T, L>> {
+        self.parts.tool_layers = true;
         AgentBuilder {
             model: self.model,
             tool_layer: Stack::new(layer, self.tool_layer),
@@ -329,6 +337,7 @@ where
         let hooks = self.parts.hooks;
         let tool_stack =
             move |router: ToolRouter| BoxToolService::new(layer.layer(router).map_err(Into::into));
+        let send_checks = hooks.is_some() || self.parts.tool_layers;
         let model = match &hooks {
             Some(hooks) => hooks.wrap_model(self.model),
             None => self.model,
@@ -351,6 +360,7 @@ where
                 name: self.parts.name,
                 tools: self.parts.tools,
                 tool_stack: Arc::new(tool_stack),
+                send_checks,
                 setups: self.parts.setups.into(),
                 prepares: self.parts.prepares,
                 system_prompt: self.parts.system_prompt,

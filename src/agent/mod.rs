@@ -10,7 +10,9 @@
 //!      ├─ prepare stages, in order              (edit the outgoing ModelRequest)
 //!      ├─ model stack                           (your ServiceBuilder layers → provider)
 //!      ├─ no tool calls → Finished
-//!      ├─ tool calls → tool stack, concurrently (your tool layers → ToolRouter → tool)
+//!      ├─ tool calls → tool stack, concurrently (hook layer → your tool layers →
+//!      │    ToolRouter → tool: its check, unless a layer ran it, then its call; each
+//!      │    request carries the run's ToolChecks, see [`tool::check`](crate::tool::check))
 //!      │    results appended in call order; an Err becomes an error output;
 //!      │    an Abort ends the run; calls waiting for a person's decision (the
 //!      │    deferring approval policy) end it Interrupted once the others are done
@@ -140,6 +142,10 @@ struct Inner {
     model: BoxModelService,
     tools: ToolRouter,
     tool_stack: Arc<ToolStackFn>,
+    /// Whether each tool request carries the run's [`ToolChecks`](crate::tool::ToolChecks):
+    /// when some layer may read them (hooks, tool layers); a bare agent's tools check their
+    /// input themselves, and its calls allocate nothing for the handle.
+    send_checks: bool,
     setups: Arc<[Arc<dyn Setup>]>,
     prepares: Vec<Arc<dyn Prepare>>,
     system_prompt: Option<String>,

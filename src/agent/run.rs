@@ -516,6 +516,7 @@ impl<'a> Run<'a> {
             router
         };
         let specs = Arc::clone(router.specs());
+        let checks = router.checks();
         // The journal wraps each tool, innermost: a call is "started" only if it reaches it.
         let router = match self.journal() {
             Some(_) => recover::journaled(&router, &inner.store),
@@ -524,6 +525,10 @@ impl<'a> Run<'a> {
         let mut tools = (inner.tool_stack)(router);
         if let Some(hooks) = &inner.hooks {
             tools = hooks.wrap_tools(tools);
+        }
+        // Outermost: every layer finds the checks in the request (see `tool::check`).
+        if inner.send_checks && !checks.is_empty() {
+            tools = BoxToolService::new(tower::Layer::layer(&checks, tools));
         }
         Ok(Some(Stacks {
             tools,

@@ -53,6 +53,7 @@
 //! # }
 //! ```
 
+pub mod check;
 mod function;
 pub mod future;
 mod router;
@@ -68,6 +69,7 @@ use serde_json::Value;
 use tower::{Service, util::BoxCloneSyncService};
 
 pub use self::{
+    check::{Check, Checked, ObservableInput, ToolChecks, WithToolChecks},
     function::{ToolFn, TypedTool, tool_fn, typed_tool},
     router::ToolRouter,
 };
@@ -83,19 +85,34 @@ pub type BoxToolService = BoxCloneSyncService<ToolRequest, ToolOutput, BoxError>
 /// One tool call, with the context of its run.
 ///
 /// Cloning is cheap enough for tower's `retry`: the call's arguments are cloned, the context
-/// is one reference count.
+/// is one reference count, the extensions are their values' clones.
 #[derive(Debug, Clone)]
 pub struct ToolRequest {
     /// The call the model made.
     pub call: ToolCall,
     /// The run it belongs to.
     pub ctx: RunContext,
+    /// Data travelling with this one call, for the layers and the tool (as an HTTP request's
+    /// extensions): the agent loop puts the run's [`ToolChecks`] here; a check marks what it
+    /// accepted [`Checked`] and may add an [`ObservableInput`]. Layers forward them.
+    pub extensions: http::Extensions,
 }
 
 impl ToolRequest {
-    /// A tool request.
+    /// A tool request, with no extensions.
     pub fn new(call: ToolCall, ctx: RunContext) -> Self {
-        ToolRequest { call, ctx }
+        ToolRequest {
+            call,
+            ctx,
+            extensions: http::Extensions::new(),
+        }
+    }
+
+    /// This request with `value` in its extensions (replacing a value of its type).
+    #[must_use]
+    pub fn with_extension<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
     }
 }
 
@@ -131,6 +148,21 @@ impl ToolRequest {
 pub trait Tool: Send + Sync + 'static {
     /// What the model sees.
     fn spec(&self) -> ToolSpec;
+
+    /// Checks the input of a call before anything decides about it (hooks, permission rules,
+    /// approvals) and normalises it: [`Check::Accept`] the request (its input as the tool
+    /// wants it, e.g. with defaults filled in), [`Check::Refuse`] it with the output the model
+    /// gets (no hook fires for a refused call), or answer [`Check::Later`]. The default
+    /// accepts the request as it is. See [`tool::check`](crate::tool::check).
+    ///
+    /// It runs once per call: in the layer that decides first (through the request's
+    /// [`ToolChecks`]) or else in the tool's service, just before [`call`](Tool::call). A check
+    /// need not be the only guard: the input may change after it (a hook's rewrite is
+    /// checked again, but a file may change before the call), so `call` still handles bad
+    /// input.
+    fn check(&self, req: ToolRequest) -> Check {
+        Check::Accept(req)
+    }
 
     /// Runs the call.
     fn call(&self, req: ToolRequest) -> impl Future<Output = Result<ToolOutput, BoxError>> + Send;
@@ -173,7 +205,8 @@ impl IntoToolOutput for Value {
     }
 }
 
-/// A [`Tool`] as a tower service. Cloning shares the tool.
+/// A [`Tool`] as a tower service: the tool's [`check`](Tool::check) (unless the request is
+/// [`Checked`] already), then its call. Cloning shares the tool.
 pub struct ToolService<T> {
     tool: Arc<T>,
 }
@@ -189,6 +222,11 @@ impl<T> ToolService<T> {
     /// The tool.
     pub fn get_ref(&self) -> &T {
         &self.tool
+    }
+
+    /// The tool, shared.
+    pub(crate) fn shared(&self) -> Arc<T> {
+        Arc::clone(&self.tool)
     }
 }
 
@@ -219,6 +257,20 @@ impl<T: Tool> Service<ToolRequest> for ToolService<T> {
 
     fn call(&mut self, req: ToolRequest) -> Self::Future {
         let tool = Arc::clone(&self.tool);
-        future::ToolServiceFuture::new(async move { tool.call(req).await })
+        if req.extensions.get::<Checked>().is_some() {
+            return future::ToolServiceFuture::new(async move { tool.call(req).await });
+        }
+        match tool.check(req) {
+            Check::Accept(req) => {
+                future::ToolServiceFuture::new(async move { tool.call(req).await })
+            }
+            Check::Refuse(output) => future::ToolServiceFuture::new(std::future::ready(Ok(output))),
+            Check::Later(answer) => future::ToolServiceFuture::new(async move {
+                match answer.await {
+                    Ok(req) => tool.call(req).await,
+                    Err(output) => Ok(output),
+                }
+            }),
+        }
     }
 }

@@ -10,7 +10,10 @@ use std::{
 use serde_json::Value;
 use tower::{Service, ServiceExt, util::Oneshot};
 
-use super::{BoxToolService, Tool, ToolRequest, ToolService};
+use super::{
+    BoxToolService, Tool, ToolRequest, ToolService,
+    check::{CheckFn, ToolChecks},
+};
 use crate::{
     error::BoxError,
     message::{ToolOutput, ToolSpec},
@@ -33,9 +36,16 @@ use crate::{
 /// (and the available tools), not `Err`s: the model sees them and can correct itself. The
 /// chosen tool's own `Err` passes through.
 ///
+/// # Checks
+///
+/// The [checks](Tool::check) of the tools registered with [`tool`](Self::tool) (or
+/// [`add_tool`](Self::add_tool)) are kept apart too, and handed out by
+/// [`checks`](Self::checks), for the layers that decide about calls before the call reaches
+/// the router (see [`check`](super::check)). Tools registered as services have none.
+///
 /// # Clone
 ///
-/// Cloning is two reference counts; registering a tool on a clone copies the table once
+/// Cloning is four reference counts; registering a tool on a clone copies the table once
 /// (copy-on-write), leaving the original untouched.
 #[derive(Clone, Default)]
 pub struct ToolRouter {
@@ -44,6 +54,8 @@ pub struct ToolRouter {
     /// Services for the names no route has, by name prefix (tools a service learns of while
     /// a run goes on, such as an MCP server's after its list changed).
     prefixes: Arc<Vec<(String, BoxToolService)>>,
+    /// The checks of the tools registered as [`Tool`]s, by name.
+    checks: ToolChecks,
 }
 
 impl ToolRouter {
@@ -62,7 +74,12 @@ impl ToolRouter {
     /// Adds `tool`, replacing a tool of the same name.
     pub fn add_tool<T: Tool>(&mut self, tool: T) {
         let spec = tool.spec();
-        self.add_service(spec, ToolService::new(tool));
+        let name = spec.name.clone();
+        let service = ToolService::new(tool);
+        let tool = service.shared();
+        self.add_service(spec, service);
+        let check: CheckFn = Arc::new(move |req| tool.check(req));
+        Arc::make_mut(&mut self.checks.checks).insert(name, check);
     }
 
     /// This router with a tool that is any tower service, described by `spec`.
@@ -89,6 +106,9 @@ impl ToolRouter {
         match specs.iter_mut().find(|s| s.name == spec.name) {
             Some(old) => *old = spec.clone(),
             None => specs.push(spec.clone()),
+        }
+        if self.checks.contains(&spec.name) {
+            Arc::make_mut(&mut self.checks.checks).remove(&spec.name);
         }
         Arc::make_mut(&mut self.routes).insert(spec.name, svc);
     }
@@ -130,6 +150,11 @@ impl ToolRouter {
                 None => specs.push(spec.clone()),
             }
             Arc::make_mut(&mut self.routes).insert(spec.name.clone(), svc);
+            let checks = Arc::make_mut(&mut self.checks.checks);
+            match other.checks.checks.get(&spec.name) {
+                Some(check) => checks.insert(spec.name.clone(), Arc::clone(check)),
+                None => checks.remove(&spec.name),
+            };
         }
     }
 
@@ -153,7 +178,14 @@ impl ToolRouter {
             routes: Arc::new(routes),
             prefixes: Arc::new(prefixes),
             specs: Arc::clone(&self.specs),
+            checks: self.checks.clone(),
         }
+    }
+
+    /// The [checks](Tool::check) of the tools registered as [`Tool`]s: the handle the agent
+    /// loop puts in each tool request's extensions (see [`check`](super::check)).
+    pub fn checks(&self) -> ToolChecks {
+        self.checks.clone()
     }
 
     /// The specs of the tools, in registration order (shared, cheap to clone).

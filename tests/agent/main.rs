@@ -12,6 +12,7 @@ mod agent_composition;
 mod agent_loop;
 mod agent_service;
 mod call_limits;
+mod checks;
 mod docs;
 mod eager;
 mod events;

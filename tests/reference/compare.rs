@@ -149,29 +149,4 @@ pub(crate) const OPEN: &[Known] = &[
         "a Setup hook's `additionalContext` reaches the model in the crate (the run's system \
          prompt); Claude Code 2.1.328 with `--maintenance` sends it nowhere the model sees.",
     ),
-    known(
-        "tool_edit",
-        "*",
-        "<fired>",
-        "Claude Code checks Edit's input before the PreToolUse hooks (`old_string` found, and \
-         once unless `replace_all`; different from `new_string`; the file there): a refused \
-         edit fires neither PreToolUse nor PostToolUseFailure. The crate's Edit finds those \
-         while it runs, after PreToolUse, so both fire. Needs a check a tool offers the hook \
-         layer to run before the hooks (a `Tool` method the router exposes).",
-    ),
-    known(
-        "tool_edit",
-        "*",
-        "tool_input",
-        "Claude Code gives hooks the input as the tool's schema parsed it: Edit's \
-         `replace_all: false` filled in when the model left it out, a relative `file_path` \
-         made absolute. The crate's hooks see the model's input. Needs the tool's normalised \
-         input before the hook layer (the same `Tool` method).",
-    ),
-    known(
-        "tool_read",
-        "*",
-        "tool_input",
-        "the same: a relative `file_path`",
-    ),
 ];

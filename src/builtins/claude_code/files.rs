@@ -1,6 +1,6 @@
 //! `Read`, `Write` and `Edit`, as Claude Code shapes them.
 
-use std::{collections::HashSet, fmt::Write as _, path::PathBuf, sync::Arc};
+use std::{collections::HashSet, fmt::Write as _, future::Future, path::PathBuf, sync::Arc};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -11,8 +11,8 @@ use crate::{
     builtins::filesystem::{EntryKind, FileText, FsError, FsErrorKind, ReadRange, record_file},
     context::RunContext,
     error::BoxError,
-    message::ToolOutput,
-    tool::{Tool, typed_tool},
+    message::{ToolOutput, ToolSpec},
+    tool::{Check, ObservableInput, Tool, ToolRequest, typed_tool},
 };
 
 type Out = Result<ToolOutput, BoxError>;
@@ -53,6 +53,55 @@ fn refused(text: impl std::fmt::Display) -> ToolOutput {
     ToolOutput::error("", format!("<tool_use_error>{text}</tool_use_error>"))
 }
 
+// ===== Input checks =====
+
+/// A Claude Code tool with the input check Claude Code runs before its PreToolUse hooks.
+pub(super) struct Checking<T> {
+    tool: T,
+    shared: Arc<Shared>,
+    check: fn(&Arc<Shared>, ToolRequest) -> Check,
+}
+
+impl<T: Tool> Tool for Checking<T> {
+    fn spec(&self) -> ToolSpec {
+        self.tool.spec()
+    }
+
+    fn check(&self, req: ToolRequest) -> Check {
+        (self.check)(&self.shared, req)
+    }
+
+    fn call(&self, req: ToolRequest) -> impl Future<Output = Result<ToolOutput, BoxError>> + Send {
+        self.tool.call(req)
+    }
+}
+
+/// `req` with what its hooks see of `file_path`: Claude Code shows them the path made
+/// absolute (against the run's directory, `.` and `..` gone) and runs the tool on the path
+/// as the model gave it.
+fn observe_path(mut req: ToolRequest) -> ToolRequest {
+    let Some(given) = req.call.arguments.get("file_path").and_then(Value::as_str) else {
+        return req;
+    };
+    let abs = Paths::absolute(&req.ctx.cwd(), given);
+    let abs = abs.to_string_lossy();
+    if abs == given {
+        return req;
+    }
+    let mut seen = req
+        .extensions
+        .remove::<ObservableInput>()
+        .map_or_else(|| req.call.arguments.clone(), |o| o.0);
+    seen["file_path"] = Value::String(abs.into_owned());
+    req.extensions.insert(ObservableInput(seen));
+    req
+}
+
+/// The check of `Read` and `Write`: the path their hooks see.
+fn check_path(_shared: &Arc<Shared>, req: ToolRequest) -> Check {
+    Check::Accept(observe_path(req))
+}
+
 // ===== Read =====
 
 #[derive(Deserialize, JsonSchema)]
@@ -69,6 +118,14 @@ struct ReadArgs {
 }
 
 pub(super) fn read(shared: Arc<Shared>) -> impl Tool {
+    Checking {
+        tool: read_tool(Arc::clone(&shared)),
+        shared,
+        check: check_path,
+    }
+}
+
+fn read_tool(shared: Arc<Shared>) -> impl Tool {
     let description = format!(
         "Reads a file from the local filesystem. The file_path parameter must be an absolute \
          path (a relative one is taken from the working directory). By default, it reads up \
@@ -181,6 +238,14 @@ struct WriteArgs {
 }
 
 pub(super) fn write(shared: Arc<Shared>) -> impl Tool {
+    Checking {
+        tool: write_tool(Arc::clone(&shared)),
+        shared,
+        check: check_path,
+    }
+}
+
+fn write_tool(shared: Arc<Shared>) -> impl Tool {
     typed_tool(
         "Write",
         "Writes a file to the local filesystem: creates it (and its missing directories) or \
@@ -288,6 +353,37 @@ struct EditArgs {
 }
 
 pub(super) fn edit(shared: Arc<Shared>) -> impl Tool {
+    Checking {
+        tool: edit_tool(Arc::clone(&shared)),
+        shared,
+        check: check_edit,
+    }
+}
+
+/// Edit's check, as Claude Code's: `replace_all` filled in (hooks and the tool get it), the
+/// path hooks see, then the edit tried on the file as it is (the refusals of [`plan_edit`]).
+/// Input that is not Edit's is left to the call, which says what is wrong.
+fn check_edit(shared: &Arc<Shared>, mut req: ToolRequest) -> Check {
+    if let Some(args) = req.call.arguments.as_object_mut() {
+        args.entry("replace_all").or_insert(Value::Bool(false));
+    }
+    let Ok(args) = serde_json::from_value::<EditArgs>(req.call.arguments.clone()) else {
+        return Check::Accept(req);
+    };
+    let req = observe_path(req);
+    let shared = Arc::clone(shared);
+    Check::later(async move {
+        match plan_edit(&shared, &args, &req.ctx).await {
+            Ok(_) => Ok(req),
+            Err(mut refusal) => {
+                refusal.call_id = req.call.id;
+                Err(refusal)
+            }
+        }
+    })
+}
+
+fn edit_tool(shared: Arc<Shared>) -> impl Tool {
     let description = format!(
         "Performs exact string replacements in files: replaces old_string by new_string, which \
          must differ. The edit fails if old_string is not found, or is found more than once \
@@ -305,9 +401,20 @@ pub(super) fn edit(shared: Arc<Shared>) -> impl Tool {
     )
 }
 
-async fn edit_call(shared: &Shared, args: EditArgs, ctx: &RunContext) -> ToolOutput {
+/// An edit as Claude Code checks it: the file's path for the backend, its content before
+/// (`None`: a file to create) and after, or the refusal.
+struct Plan {
+    abs: PathBuf,
+    path: String,
+    original: Option<String>,
+    updated: String,
+}
+
+async fn plan_edit(shared: &Shared, args: &EditArgs, ctx: &RunContext) -> Result<Plan, ToolOutput> {
     if args.old_string == args.new_string {
-        return refused("No changes to make: old_string and new_string are exactly the same.");
+        return Err(refused(
+            "No changes to make: old_string and new_string are exactly the same.",
+        ));
     }
     let abs = Paths::absolute(&ctx.cwd(), &args.file_path);
     let path = shared.paths.backend(&abs);
@@ -315,22 +422,38 @@ async fn edit_call(shared: &Shared, args: EditArgs, ctx: &RunContext) -> ToolOut
         Ok(Original::Text(text)) => Some(text),
         Ok(Original::Missing) => None,
         Ok(Original::TooLarge) => {
-            return refused(format!(
+            return Err(refused(format!(
                 "File is too large to edit (more than {} MiB).",
                 shared.config.max_edit_bytes >> 20
-            ));
+            )));
         }
-        Err(e) => return refused(e),
+        Err(e) => return Err(refused(e)),
     };
     let updated = match (&original, args.old_string.is_empty()) {
         (None, true) => args.new_string.clone(),
-        (None, false) => return refused(missing(ctx)),
+        (None, false) => return Err(refused(missing(ctx))),
         (Some(old), true) if old.is_empty() => args.new_string.clone(),
-        (Some(_), true) => return refused("Cannot create new file - file already exists."),
-        (Some(old), false) => match replace(old, &args, shared.config.max_edit_bytes) {
-            Ok(updated) => updated,
-            Err(refusal) => return refusal,
-        },
+        (Some(_), true) => return Err(refused("Cannot create new file - file already exists.")),
+        (Some(old), false) => replace(old, args, shared.config.max_edit_bytes)?,
+    };
+    Ok(Plan {
+        abs,
+        path,
+        original,
+        updated,
+    })
+}
+
+async fn edit_call(shared: &Shared, args: EditArgs, ctx: &RunContext) -> ToolOutput {
+    // NOTE: checked before the hooks too; the file may have changed since.
+    let Plan {
+        abs,
+        path,
+        original,
+        updated,
+    } = match plan_edit(shared, &args, ctx).await {
+        Ok(plan) => plan,
+        Err(refusal) => return refusal,
     };
     let written = match shared.backend.write_file(&path, &updated).await {
         Ok(written) => written,

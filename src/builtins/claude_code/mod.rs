@@ -68,6 +68,17 @@
 //!
 //! Paths: `file_path` and `path` are absolute, as Claude Code asks, or relative to the run's
 //! working directory ([`RunContext::cwd`]); paths shown are relative to it when under it.
+//!
+//! **Checked before the hooks.** As Claude Code does, the tools check their input before the
+//! PreToolUse hooks ([`Tool::check`]): `Edit` refuses an `old_string` not found, or found more
+//! than once without `replace_all`, one equal to `new_string`, a missing file (unless
+//! `old_string` is empty: a new file), a file already there for an empty `old_string`, and a
+//! file too large — a refused call fires no hook, the model gets the refusal as the call's
+//! result. Hooks see the input as Claude Code shows it: `Edit`'s `replace_all: false` filled
+//! in, and for `Read`, `Write` and `Edit` a `file_path` made absolute (against the run's
+//! working directory, `.` and `..` gone; an [`ObservableInput`]) — the tool runs on the path
+//! as the model gave it, as Claude Code's do, unless a hook rewrote it. The call checks again
+//! (the file may change in between).
 //! Everything goes through the backend, so a path outside its root is refused (the error
 //! says so). `Write` and `Edit` record the files they write ([`files_written`]).
 //!
@@ -104,11 +115,6 @@
 //! - `Read` reads UTF-8 text only (no images, PDFs or notebooks).
 //! - `Grep` offers no context lines (`-A`, `-B`, `-C`), `type` or `multiline`; its pattern is
 //!   a Rust `regex`, close to ripgrep's.
-//! - `Edit`'s refusals (`old_string` not found or not unique, an unchanged string, a missing
-//!   file) are found while the call runs, after the PreToolUse hooks: Claude Code checks
-//!   them first, and its hooks never see those calls.
-//! - Hooks see `tool_input` as the model sent it: Claude Code shows them a relative
-//!   `file_path` made absolute.
 //! - Files are found by modification time as the backend reports it
 //!   ([`Backend::stat`]); a backend that does not, lists them by path.
 //!
@@ -117,6 +123,8 @@
 //! [`Backend::stat`]: crate::builtins::filesystem::Backend::stat
 //! [`RunContext::cwd`]: crate::context::RunContext::cwd
 //! [`RunContext::set_cwd`]: crate::context::RunContext::set_cwd
+//! [`Tool::check`]: crate::tool::Tool::check
+//! [`ObservableInput`]: crate::tool::ObservableInput
 
 mod bash;
 mod diff;

@@ -13,7 +13,7 @@ use super::{ClaudeCode, TOOL_RESPONSE};
 use crate::{
     context::RunContext,
     message::{ToolCall, ToolOutput},
-    tool::{ToolRequest, ToolRouter},
+    tool::{Checked, ObservableInput, ToolRequest, ToolRouter},
 };
 
 struct Fixture {
@@ -47,6 +47,13 @@ impl Fixture {
         let path = self.root().join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, content).unwrap();
+    }
+
+    /// The tool's check of `input`, through the router's checks as a layer runs it.
+    async fn check(&self, tool: &str, input: Value) -> Result<ToolRequest, ToolOutput> {
+        let call = ToolCall::new("c1", tool, input);
+        let req = ToolRequest::new(call, self.ctx.clone());
+        self.router.checks().check(req).resolve().await
     }
 
     async fn call(&mut self, tool: &str, input: Value) -> ToolOutput {
@@ -496,4 +503,97 @@ async fn inputs_stay_bounded() {
     assert!(!out.is_error);
     let out = f.call("Bash", json!({"command": "echo a\u{0}b"})).await;
     assert!(out.is_error);
+}
+
+/// Claude Code's checks before the hooks: Edit's refusals (no hook sees those calls) and the
+/// input hooks see.
+#[tokio::test]
+async fn edit_is_checked_before_the_call_as_claude_code_checks_it() {
+    let f = Fixture::local();
+    f.file("code.txt", "one two\nthree two\nthree\n");
+    let refused = |r: Result<ToolRequest, ToolOutput>| {
+        let out = r.expect_err("refused");
+        assert!(out.is_error && out.call_id == "c1", "{out:?}");
+        out.content
+    };
+    let edit = |old: &str, new: &str| json!({"file_path": "code.txt", "old_string": old, "new_string": new});
+    assert_eq!(
+        refused(f.check("Edit", edit("absent", "x")).await),
+        "<tool_use_error>String to replace not found in file.\nString: absent</tool_use_error>"
+    );
+    assert!(
+        refused(f.check("Edit", edit("three", "3")).await).starts_with(
+            "<tool_use_error>Found 2 matches of the string to replace, but replace_all is false."
+        )
+    );
+    assert_eq!(
+        refused(f.check("Edit", edit("one", "one")).await),
+        "<tool_use_error>No changes to make: old_string and new_string are exactly the same.</tool_use_error>"
+    );
+    let missing = json!({"file_path": "gone.txt", "old_string": "a", "new_string": "b"});
+    assert_eq!(
+        refused(f.check("Edit", missing).await),
+        format!(
+            "<tool_use_error>File does not exist. Note: your current working directory is {}.</tool_use_error>",
+            f.root().display()
+        )
+    );
+    // Accepted: `replace_all` filled in for the tool and the hooks; the hooks see the path
+    // made absolute, the tool gets it as given. Nothing was written.
+    let req = f.check("Edit", edit("one", "ONE")).await.unwrap();
+    assert_eq!(req.call.arguments["replace_all"], false);
+    assert_eq!(req.call.arguments["file_path"], "code.txt");
+    let seen = req.extensions.get::<ObservableInput>().unwrap();
+    assert_eq!(seen.0["file_path"], f.path("code.txt"));
+    assert_eq!(seen.0["replace_all"], false);
+    assert!(req.extensions.get::<Checked>().is_some());
+    let mut all = edit("three", "3");
+    all["replace_all"] = json!(true);
+    assert!(f.check("Edit", all).await.is_ok());
+    assert_eq!(
+        std::fs::read_to_string(f.path("code.txt")).unwrap(),
+        "one two\nthree two\nthree\n"
+    );
+}
+
+#[tokio::test]
+async fn read_and_write_show_hooks_an_absolute_path() {
+    let f = Fixture::local();
+    f.file("notes.txt", "a\n");
+    for tool in ["Read", "Write"] {
+        let input = json!({"file_path": "sub/../notes.txt", "content": "b\n"});
+        let req = f.check(tool, input.clone()).await.unwrap();
+        assert_eq!(
+            req.call.arguments, input,
+            "{tool}: the tool gets the model's input"
+        );
+        let seen = &req.extensions.get::<ObservableInput>().unwrap().0;
+        assert_eq!(seen["file_path"], f.path("notes.txt"), "{tool}");
+        // An absolute path is shown as it is.
+        let input = json!({"file_path": f.path("notes.txt"), "content": "b\n"});
+        let req = f.check(tool, input).await.unwrap();
+        assert!(req.extensions.get::<ObservableInput>().is_none(), "{tool}");
+    }
+    // Nothing to check in the other tools.
+    let req = f.check("Glob", json!({"pattern": "*"})).await.unwrap();
+    assert!(req.extensions.get::<ObservableInput>().is_none());
+}
+
+/// Called without a layer that checks first, the tool checks its input itself.
+#[tokio::test]
+async fn an_unchecked_call_is_checked_by_the_tool() {
+    let mut f = Fixture::local();
+    f.file("code.txt", "x\n");
+    let out = f
+        .call(
+            "Edit",
+            json!({"file_path": "code.txt", "old_string": "y", "new_string": "z"}),
+        )
+        .await;
+    assert!(out.is_error && out.call_id == "c1");
+    assert!(
+        out.content.contains("String to replace not found"),
+        "{}",
+        out.content
+    );
 }

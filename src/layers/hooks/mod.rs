@@ -31,6 +31,13 @@
 //!   first hook sees the request first), then in registration order. `before("x")` /
 //!   `after("x")` constraints override priorities; resolving them is a topological sort done
 //!   once in [`Hooks::compile`].
+//! - **The tool's input check** comes first ([`Tool::check`](crate::tool::Tool::check),
+//!   reached through the request's [`ToolChecks`](crate::tool::ToolChecks), as Claude Code
+//!   validates a tool's input before its hooks): a refused call is answered with the refusal
+//!   and fires no PreToolUse, PostToolUse or PostToolUseFailure hook; the hooks, permission
+//!   rules and approvals of an accepted call see its normalised input (its
+//!   [`ObservableInput`](crate::tool::ObservableInput) when the check gave one). The tool runs
+//!   with the checked input, or with a hook's rewrite, which it checks again.
 //! - **PreToolUse**: decisions combine **deny > ask > allow**. The first `Deny` stops the
 //!   chain; an `Ask` is remembered and the chain goes on (a later `Deny` still wins); rewrites
 //!   chain in order, each hook seeing the arguments the previous one wrote. A denied call is

@@ -19,7 +19,7 @@ use crate::{
     context::RunContext,
     error::{Abort, BoxError, error_chain},
     message::{ToolCall, ToolOutput},
-    tool::ToolRequest,
+    tool::{Check, Checked, ObservableInput, ToolChecks, ToolRequest},
 };
 
 /// The tool-level hooks of a [`HookSet`] as a layer. See the
@@ -106,7 +106,6 @@ where
     }
 
     fn call(&mut self, req: ToolRequest) -> Self::Future {
-        use futures_util::TryFutureExt;
         let set = &self.set;
         let call = &req.call;
         let wanted = !set.permissions.is_empty()
@@ -116,13 +115,47 @@ where
         if !wanted {
             return HookToolFuture::call(self.inner.call(req));
         }
+        // The tool checks its input first, as Claude Code does: a refused call fires no hook.
+        let Some(checks) = req.extensions.get::<ToolChecks>().cloned() else {
+            return self.hooked(req);
+        };
+        match checks.check(req) {
+            Check::Accept(req) => self.hooked(req),
+            Check::Refuse(output) => {
+                self.release();
+                HookToolFuture::hooks(std::future::ready(Ok(output)))
+            }
+            Check::Later(answer) => {
+                let mut this = HookTool {
+                    inner: self.release(),
+                    set: Arc::clone(&self.set),
+                };
+                HookToolFuture::hooks(async move {
+                    match answer.await {
+                        // Checked now: the call does not check it again.
+                        Ok(req) => this.ready().await?.call(req).await,
+                        Err(output) => Ok(output),
+                    }
+                })
+            }
+        }
+    }
+}
+
+impl<S> HookTool<S>
+where
+    S: Service<ToolRequest, Response = ToolOutput> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    /// The hooks around a call some hook or permission rule wants, its input checked.
+    fn hooked(&mut self, req: ToolRequest) -> HookToolFuture<S> {
+        use futures_util::TryFutureExt;
         // Synchronous PreToolUse hooks (and none) decide here, so the service `poll_ready`
         // readied is called at once when they let the call go on; only its result waits for
         // the after-hooks.
         let set = Arc::clone(&self.set);
-        let ToolRequest { call, ctx } = req;
-        let mut call = Arc::new(call);
-        let original = Arc::clone(&call);
+        let (original, mut call, ctx) = Original::of(req);
         let mut pre = PreState::default();
         for (i, (matcher, f)) in set.before_tool_use.iter().enumerate() {
             if !matcher.matches(&call) {
@@ -162,23 +195,102 @@ where
             }
         }
         let PreState { contexts, .. } = pre;
-        // Only the asynchronous paths above compare with the call as the model made it.
-        drop(original);
         let wants_after = set.after_tool_use.iter().any(|(m, _)| m.matches(&call))
             || set.on_tool_failure.iter().any(|(m, _)| m.matches(&call));
         if !wants_after && contexts.is_empty() {
-            let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
-            return HookToolFuture::call(self.inner.call(ToolRequest::new(call, ctx)));
+            return HookToolFuture::call(self.inner.call(original.into_request(call, ctx)));
         }
         let started = set.times_tool_calls.then(Instant::now);
         let fut = self
             .inner
-            .call(ToolRequest::new((*call).clone(), ctx.clone()))
+            .call(original.request(&call, &ctx))
             .map_err(Into::into);
         HookToolFuture::hooks(async move {
             let result = timed(fut.await, started);
             after(&set, call, ctx, contexts, result).await
         })
+    }
+}
+
+/// A call as it came into the layer: the call the tool runs unless the hooks (or an approval)
+/// rewrite it, the call the hooks were shown first, and the request's extensions.
+struct Original {
+    /// The call as the tool takes it (its check's normalised input).
+    tool: Arc<ToolCall>,
+    /// The call the hooks were shown: with the [`ObservableInput`] when the check gave one.
+    seen: Arc<ToolCall>,
+    extensions: http::Extensions,
+}
+
+impl Original {
+    /// The parts of `req`: the original, the call to show the hooks, and the context.
+    fn of(req: ToolRequest) -> (Original, Arc<ToolCall>, RunContext) {
+        let ToolRequest {
+            call,
+            ctx,
+            mut extensions,
+        } = req;
+        let tool = Arc::new(call);
+        let seen = match extensions.remove::<ObservableInput>() {
+            Some(ObservableInput(arguments)) => Arc::new(ToolCall {
+                id: tool.id.clone(),
+                name: tool.name.clone(),
+                arguments,
+            }),
+            None => Arc::clone(&tool),
+        };
+        let original = Original {
+            tool,
+            seen: Arc::clone(&seen),
+            extensions,
+        };
+        (original, seen, ctx)
+    }
+
+    /// The call as it came into the layer, for a call that waits for a decision.
+    fn call(&self) -> &ToolCall {
+        &self.tool
+    }
+
+    /// The request for the tool once the hooks are done with `call`: the tool's own call if
+    /// they left the one they saw as it was, else their rewrite (which the tool checks again:
+    /// it is no longer [`Checked`]).
+    fn into_request(self, call: Arc<ToolCall>, ctx: RunContext) -> ToolRequest {
+        let Original {
+            tool,
+            seen,
+            mut extensions,
+        } = self;
+        let call = if Arc::ptr_eq(&call, &seen) {
+            drop((call, seen));
+            tool
+        } else {
+            drop((seen, tool));
+            extensions.remove::<Checked>();
+            call
+        };
+        let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
+        ToolRequest {
+            call,
+            ctx,
+            extensions,
+        }
+    }
+
+    /// [`into_request`](Self::into_request), for a call whose after-hooks still need `call`.
+    fn request(&self, call: &Arc<ToolCall>, ctx: &RunContext) -> ToolRequest {
+        let mut extensions = self.extensions.clone();
+        let call = if Arc::ptr_eq(call, &self.seen) {
+            (*self.tool).clone()
+        } else {
+            extensions.remove::<Checked>();
+            (**call).clone()
+        };
+        ToolRequest {
+            call,
+            ctx: ctx.clone(),
+            extensions,
+        }
     }
 }
 
@@ -202,7 +314,7 @@ impl<S: Clone> HookTool<S> {
 async fn run<S>(
     set: Arc<HookSetInner>,
     inner: S,
-    (original, mut call): (Arc<ToolCall>, Arc<ToolCall>),
+    (original, mut call): (Original, Arc<ToolCall>),
     ctx: crate::context::RunContext,
     mut pre: PreState,
     pending: Option<(usize, super::HookFuture<PreToolUse>)>,
@@ -240,7 +352,7 @@ where
 async fn settle<S>(
     set: Arc<HookSetInner>,
     inner: S,
-    (original, mut call): (Arc<ToolCall>, Arc<ToolCall>),
+    (original, mut call): (Original, Arc<ToolCall>),
     ctx: crate::context::RunContext,
     pre: PreState,
     mut gate: Gate,
@@ -264,7 +376,7 @@ where
     }
     if deferred && set.defer_approvals {
         let reason = "a PreToolUse hook deferred the call".to_owned();
-        return Err(waiting(&original, reason));
+        return Err(waiting(original.call(), reason));
     }
     if deferred {
         let calls = ctx.with_data(|d| d.get::<StepCalls>().map_or(1, |n| n.0));
@@ -289,22 +401,21 @@ where
                 return Ok(output);
             }
             Approved::Interrupt(why) => return Err(Abort::new(why).into()),
-            Approved::Pending(reason) => return Err(waiting(&original, reason)),
+            Approved::Pending(reason) => return Err(waiting(original.call(), reason)),
         }
     }
 
     let wants_after = set.after_tool_use.iter().any(|(m, _)| m.matches(&call))
         || set.on_tool_failure.iter().any(|(m, _)| m.matches(&call));
     if !wants_after && contexts.is_empty() {
-        let call = Arc::try_unwrap(call).unwrap_or_else(|c| (*c).clone());
         return inner
-            .oneshot(ToolRequest::new(call, ctx))
+            .oneshot(original.into_request(call, ctx))
             .await
             .map_err(Into::into);
     }
     let started = set.times_tool_calls.then(Instant::now);
     let result = inner
-        .oneshot(ToolRequest::new((*call).clone(), ctx.clone()))
+        .oneshot(original.request(&call, &ctx))
         .await
         .map_err(Into::into);
     after(&set, call, ctx, contexts, timed(result, started)).await
