@@ -182,7 +182,10 @@ impl Inner {
             .any(|e| e.handler.extras.dialect == Dialect::Codex)
             .then(|| {
                 let model = report.ctx().and_then(|ctx| {
-                    ctx.with_data(|d| d.get::<crate::model::RunModel>().map(|m| std::sync::Arc::clone(&m.0)))
+                    ctx.with_data(|d| {
+                        d.get::<crate::model::RunModel>()
+                            .map(|m| std::sync::Arc::clone(&m.0))
+                    })
                 });
                 let run = formats::CodexRun {
                     model: model.as_deref(),
@@ -318,8 +321,15 @@ impl Inner {
             "cwd".into(),
             self.hook_dir(ctx).to_string_lossy().into_owned().into(),
         );
+        let subagent = crate::agent::SessionSubagent::of(ctx);
         if has_prompt_id(event) {
-            input.insert("prompt_id".into(), ctx.run_id().into());
+            // A subagent of the session runs within its caller's prompt.
+            let prompt_id = subagent.map_or(ctx.run_id(), |s| s.prompt_id.as_str());
+            input.insert("prompt_id".into(), prompt_id.into());
+        }
+        if let Some(subagent) = subagent {
+            input.insert("agent_id".into(), subagent.agent_id.clone().into());
+            input.insert("agent_type".into(), subagent.agent_type.clone().into());
         }
         if has_permission_mode(event) {
             input.insert("permission_mode".into(), self.permission_mode.into());
@@ -339,8 +349,8 @@ impl Inner {
 /// Whether an event's input has `effort` (`{"level": …}`, the agent's
 /// [`reasoning_effort`](crate::model::ModelSettings::reasoning_effort), when it names one):
 /// Claude Code 2.1.328 sends it with the events that follow a model call — PreToolUse,
-/// PermissionRequest, PostToolUse, PostToolUseFailure, PostToolBatch, Stop and StopFailure
-/// (measured: `tests/reference`).
+/// PermissionRequest, PostToolUse, PostToolUseFailure, PostToolBatch, Stop, SubagentStop and
+/// StopFailure (measured: `tests/reference`).
 fn has_effort(event: HookEvent) -> bool {
     matches!(
         event,
@@ -350,6 +360,7 @@ fn has_effort(event: HookEvent) -> bool {
             | HookEvent::PostToolUseFailure
             | HookEvent::PostToolBatch
             | HookEvent::Stop
+            | HookEvent::SubagentStop
             | HookEvent::StopFailure
     )
 }
@@ -367,11 +378,13 @@ fn has_prompt_id(event: HookEvent) -> bool {
 
 /// Whether an event's input has `permission_mode`: Claude Code 2.1.328 leaves it out of
 /// SessionStart, Setup, SessionEnd, StopFailure, MessageDisplay, InstructionsLoaded,
-/// CwdChanged, FileChanged, PreModelSwitch and PostModelSwitch (measured: `tests/reference`).
+/// CwdChanged, FileChanged, PreModelSwitch, PostModelSwitch and SubagentStart (measured:
+/// `tests/reference`).
 fn has_permission_mode(event: HookEvent) -> bool {
     !matches!(
         event,
         HookEvent::SessionStart
+            | HookEvent::SubagentStart
             | HookEvent::Setup
             | HookEvent::SessionEnd
             | HookEvent::StopFailure

@@ -34,11 +34,31 @@ pub(crate) const KEPT: &[Known] = &[
     ),
     known("if_rule_compound_command", "*", "<fired>", "the same: `if`"),
     known("on_failure_block", "*", "<fired>", "the same: `onFailure`"),
-    known("on_failure_block", "*", "<requests>", "the same: `onFailure`"),
+    known(
+        "on_failure_block",
+        "*",
+        "<requests>",
+        "the same: `onFailure`",
+    ),
     known("on_failure_block", "*", "<ran>", "the same: `onFailure`"),
-    known("on_failure_block_timeout", "*", "<fired>", "the same: `onFailure`"),
-    known("on_failure_block_timeout", "*", "<requests>", "the same: `onFailure`"),
-    known("on_failure_block_timeout", "*", "<ran>", "the same: `onFailure`"),
+    known(
+        "on_failure_block_timeout",
+        "*",
+        "<fired>",
+        "the same: `onFailure`",
+    ),
+    known(
+        "on_failure_block_timeout",
+        "*",
+        "<requests>",
+        "the same: `onFailure`",
+    ),
+    known(
+        "on_failure_block_timeout",
+        "*",
+        "<ran>",
+        "the same: `onFailure`",
+    ),
     known(
         "async_rewake",
         "*",
@@ -74,16 +94,36 @@ pub(crate) const OPEN: &[Known] = &[
          `PreToolUse:Bash hook error: <reason>` (an error) to every hook set: needs a PreToolUse \
          decision that carries the text the model sees.",
     ),
-    known("pre_tool_use_deny_json", "*", "<requests>", "the same: a deny's wording"),
-    known("pre_tool_use_decision_block", "*", "<requests>", "the same: a deny's wording"),
+    known(
+        "pre_tool_use_deny_json",
+        "*",
+        "<requests>",
+        "the same: a deny's wording",
+    ),
+    known(
+        "pre_tool_use_decision_block",
+        "*",
+        "<requests>",
+        "the same: a deny's wording",
+    ),
     known(
         "permission_deny_over_ask_over_allow",
         "*",
         "<requests>",
         "the same: a deny's wording",
     ),
-    known("exit_2_with_json_allow", "*", "<requests>", "the same: a deny's wording"),
-    known("exit_2_with_json_deny_reason", "*", "<requests>", "the same: a deny's wording"),
+    known(
+        "exit_2_with_json_allow",
+        "*",
+        "<requests>",
+        "the same: a deny's wording",
+    ),
+    known(
+        "exit_2_with_json_deny_reason",
+        "*",
+        "<requests>",
+        "the same: a deny's wording",
+    ),
     known(
         "exit_2_stop",
         "*",
@@ -92,7 +132,12 @@ pub(crate) const OPEN: &[Known] = &[
          file>\">…</hook_prompt>` in Codex; the crate sends the reason alone. Needs the \
          continuation's text to come from the hook set, and what Codex's `N` counts measured.",
     ),
-    known("stop_continues_once", "*", "<requests>", "the same: a Stop block's wrapping"),
+    known(
+        "stop_continues_once",
+        "*",
+        "<requests>",
+        "the same: a Stop block's wrapping",
+    ),
     known(
         "additional_context",
         "*",
@@ -102,9 +147,24 @@ pub(crate) const OPEN: &[Known] = &[
          puts them in the prompt's or the result's text (`<system-hook>`). The same placement \
          as Claude Code's `system` messages (the Claude Code list's open `<requests>`).",
     ),
-    known("async_post_tool_use", "*", "<requests>", "the same: where contexts go"),
-    known("plain_stdout", "*", "<requests>", "the same: where contexts go"),
-    known("suppress_output", "*", "<requests>", "the same: where contexts go"),
+    known(
+        "async_post_tool_use",
+        "*",
+        "<requests>",
+        "the same: where contexts go",
+    ),
+    known(
+        "plain_stdout",
+        "*",
+        "<requests>",
+        "the same: where contexts go",
+    ),
+    known(
+        "suppress_output",
+        "*",
+        "<requests>",
+        "the same: where contexts go",
+    ),
 ];
 
 /// tower-agent with the scenario's hooks in a Codex `hooks.json`.
@@ -129,7 +189,11 @@ fn codex_hooks(job: &Job) -> std::path::PathBuf {
     let settings: Value = serde_json::from_slice(&std::fs::read(&job.settings).unwrap()).unwrap();
     let project = job.project.to_str().unwrap();
     let mut hooks = settings["hooks"].clone();
-    for groups in hooks.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+    for groups in hooks
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|m| m.values_mut())
+    {
         for group in groups.as_array_mut().into_iter().flatten() {
             for handler in group["hooks"].as_array_mut().into_iter().flatten() {
                 if let Some(Value::String(command)) = handler.get_mut("command") {
@@ -194,7 +258,11 @@ async fn tower_agent_does_what_codex_does() {
             .unwrap_or_else(|e| panic!("{name}: tower-agent: {e}"));
         shell_outputs(&mut expected);
         shell_outputs(&mut seen);
-        report.add(&name, &expected, &compare(&vector.scenario, &expected, &seen));
+        report.add(
+            &name,
+            &expected,
+            &compare(&vector.scenario, &expected, &seen),
+        );
     }
     eprintln!("{report}");
     assert!(

@@ -118,6 +118,7 @@
 //! [`RunContext::cwd`]: crate::context::RunContext::cwd
 //! [`RunContext::set_cwd`]: crate::context::RunContext::set_cwd
 
+mod agent;
 mod bash;
 mod diff;
 mod files;
@@ -128,6 +129,7 @@ use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use futures_util::future::BoxFuture;
 
+pub use self::agent::{AgentTool, GENERAL_PURPOSE};
 use self::paths::Paths;
 use crate::{
     agent::{Setup, SetupContext},

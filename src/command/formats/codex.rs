@@ -95,7 +95,10 @@ fn only_codex_events(mut hooks: Value, file: &str, out: &mut Config) -> Value {
 /// `codex` program carries. Every input also has `session_id`, `transcript_path`, `cwd` and
 /// `hook_event_name`; `agent_id` and `agent_type` are kept where a subagent's run has them.
 const CODEX: &[(HookEvent, &[&str])] = &[
-    (HookEvent::SessionStart, &["model", "permission_mode", "source"]),
+    (
+        HookEvent::SessionStart,
+        &["model", "permission_mode", "source"],
+    ),
     (HookEvent::SessionEnd, &["reason"]),
     (
         HookEvent::UserPromptSubmit,
@@ -458,7 +461,9 @@ mod tests {
             "tool_input": {"q": 1, "description": "d"},
             "tool_response": {"stdout": "kept"},
         });
-        let Value::Object(other) = other else { panic!() };
+        let Value::Object(other) = other else {
+            panic!()
+        };
         let out = codex_input(HookEvent::PostToolUse, other, &run);
         assert_eq!(out["tool_input"], json!({"q": 1, "description": "d"}));
         assert_eq!(out["tool_response"], json!({"stdout": "kept"}));
@@ -511,13 +516,21 @@ mod tests {
             ),
             (
                 PreToolUse,
-                answer(0, r#"{"hookSpecificOutput":{"permissionDecision":"defer"}}"#, ""),
+                answer(
+                    0,
+                    r#"{"hookSpecificOutput":{"permissionDecision":"defer"}}"#,
+                    "",
+                ),
                 json!({"hookSpecificOutput": {}}),
             ),
             // updatedInput only with allow.
             (
                 PreToolUse,
-                answer(0, r#"{"hookSpecificOutput":{"updatedInput":{"command":"x"}}}"#, ""),
+                answer(
+                    0,
+                    r#"{"hookSpecificOutput":{"updatedInput":{"command":"x"}}}"#,
+                    "",
+                ),
                 json!({"hookSpecificOutput": {}}),
             ),
             (
@@ -553,7 +566,11 @@ mod tests {
             ),
             // Text that looks like JSON and is not adds nothing; other text stays.
             (UserPromptSubmit, answer(0, "{not json", ""), Value::Null),
-            (UserPromptSubmit, answer(0, "plain", ""), json!({"text": "plain"})),
+            (
+                UserPromptSubmit,
+                answer(0, "plain", ""),
+                json!({"text": "plain"}),
+            ),
         ];
         for (event, reply, want) in cases {
             let reply = Reply {
