@@ -60,7 +60,7 @@ struct AgentType {
 /// [`GENERAL_PURPOSE`]). Each call runs that type's [`Agent`] through the machinery of
 /// [`Agent::into_tool`] — the calling agent's SubagentStart and SubagentStop hooks (matched on
 /// the type, `agent_type` the type, `agent_id` a random id of its own such as
-/// `a1b2c3d4e5f60718`, a transcript at `<session>/subagents/agent-<agent_id>.jsonl` beside the
+/// `ac19b0c11f435edc1`, a transcript at `<session>/subagents/agent-<agent_id>.jsonl` beside the
 /// caller's) — and, as in Claude Code, the subagent shares its caller's session:
 /// [command hooks](crate::command) of its run (give it the caller's) see its `agent_id` and
 /// `agent_type` and the caller's `prompt_id` in every input, and fire none of the session's own
