@@ -163,7 +163,7 @@ pub(crate) enum SubagentEnd {
 
 /// In a subagent run's extensions when it shares its caller's session (Claude Code's `Agent`
 /// tool): command hooks of the run carry its `agent_id` and `agent_type` and the caller's
-/// `prompt_id`, and fire none of the session's own events (SessionStart, UserPromptSubmit,
+/// `session_id`, `transcript_path` and `prompt_id`, and fire none of the session's own events (SessionStart, UserPromptSubmit,
 /// Stop, SessionEnd, MessageDisplay), as Claude Code's subagents do.
 #[derive(Debug, Clone)]
 pub(crate) struct SessionSubagent {
@@ -173,6 +173,10 @@ pub(crate) struct SessionSubagent {
     pub(crate) agent_type: String,
     /// The id of the caller's run (its prompt).
     pub(crate) prompt_id: String,
+    /// The caller's session id.
+    pub(crate) session_id: String,
+    /// The caller's transcript, if it keeps one.
+    pub(crate) transcript_path: Option<std::path::PathBuf>,
 }
 
 impl SessionSubagent {
@@ -216,6 +220,8 @@ impl Agent {
             agent_id: call.agent_id.clone(),
             agent_type: name.clone(),
             prompt_id: ctx.run_id().to_owned(),
+            session_id: ctx.session_id().to_owned(),
+            transcript_path: ctx.transcript_path().map(std::path::Path::to_path_buf),
         });
         let request = |prompt: String| {
             let mut request = AgentRequest::new(prompt)

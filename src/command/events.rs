@@ -328,6 +328,14 @@ impl Inner {
             input.insert("prompt_id".into(), prompt_id.into());
         }
         if let Some(subagent) = subagent {
+            // Its caller's session, as Claude Code's subagents' hooks see it (measured).
+            input.insert("session_id".into(), subagent.session_id.clone().into());
+            let transcript = subagent.transcript_path.as_deref();
+            let transcript = transcript.map(|p| p.to_string_lossy().into_owned());
+            input.insert(
+                "transcript_path".into(),
+                transcript.unwrap_or_default().into(),
+            );
             input.insert("agent_id".into(), subagent.agent_id.clone().into());
             input.insert("agent_type".into(), subagent.agent_type.clone().into());
         }

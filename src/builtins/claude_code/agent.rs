@@ -63,7 +63,8 @@ struct AgentType {
 /// `ac19b0c11f435edc1`, a transcript at `<session>/subagents/agent-<agent_id>.jsonl` beside the
 /// caller's) — and, as in Claude Code, the subagent shares its caller's session:
 /// [command hooks](crate::command) of its run (give it the caller's) see its `agent_id` and
-/// `agent_type` and the caller's `prompt_id` in every input, and fire none of the session's own
+/// `agent_type` and the caller's `session_id`, `transcript_path` and `prompt_id` in every
+/// input, and fire none of the session's own
 /// events (SessionStart, UserPromptSubmit, Stop, SessionEnd, MessageDisplay): its end fires
 /// its caller's SubagentStop.
 ///
