@@ -126,7 +126,8 @@ pub async fn play_within<H: Host + ?Sized>(
     limit: Duration,
 ) -> Result<Observed, Error> {
     let play = Play::new(scenario)?;
-    let server = ModelServer::start(play.answers(scenario)).await?;
+    let server =
+        ModelServer::with_agents(play.answers(scenario), play.agent_answers(scenario)).await?;
     let job = Job::new(&play, scenario, &server);
     match tokio::time::timeout(limit, host.play(&job)).await {
         Ok(Ok(())) => job.settle(SETTLE).await,

@@ -10,7 +10,12 @@ use crate::{play::Play, server::Request};
 
 /// Ids that are random in each play, numbered by first appearance: the same id twice stays
 /// the same placeholder, so "one id per prompt" is still checked.
-const NUMBERED: &[&str] = &["prompt_id", "turn_id", "message_id"];
+const NUMBERED: &[&str] = &["prompt_id", "turn_id", "message_id", "agent_id"];
+
+/// Fields holding a subagent's id (`agent_id` of SubagentStart/SubagentStop, `agentId` of the
+/// `Agent` tool's `tool_response`): a random id per play, numbered as `agent_id` (`<agent-1>`)
+/// wherever it appears, in the texts too (a transcript path, a tool result).
+const AGENT_IDS: &[&str] = &["agent_id", "agentId"];
 
 /// Whether a `tool_use_id` is one an agent makes up at random rather than the model's call id:
 /// Codex's code mode names a nested call `exec-<uuid>`. Such ids are numbered like
@@ -34,9 +39,11 @@ const MEASURED: &[&str] = &[
     "context_tokens",
     "estimated_cache_write_usd",
     "seconds_since_last_response",
+    "totalDurationMs",
 ];
 
-/// Replaces what differs by play and by agent without meaning anything: session ids, the
+/// Replaces what differs by play and by agent without meaning anything: session ids, subagent
+/// ids ([`AGENT_IDS`], everywhere they show), the
 /// play's paths, numbered ids (`prompt_id`, `turn_id`, `message_id`, and a `tool_use_id` made
 /// up at random: Codex's `exec-<uuid>`) and measured numbers.
 #[derive(Debug)]
@@ -44,6 +51,8 @@ pub struct Normaliser {
     paths: Vec<(String, &'static str)>,
     ids: HashMap<String, String>,
     counts: HashMap<&'static str, usize>,
+    /// Subagent ids seen, and their placeholders: replaced in every text.
+    agents: Vec<(String, String)>,
 }
 
 impl Normaliser {
@@ -68,6 +77,28 @@ impl Normaliser {
             paths,
             ids: HashMap::new(),
             counts: HashMap::new(),
+            agents: Vec::new(),
+        }
+    }
+
+    /// Numbers the subagent ids of `v` ([`AGENT_IDS`], at any depth) not seen yet.
+    fn learn_agents(&mut self, v: &Value) {
+        match v {
+            Value::Array(a) => a.iter().for_each(|v| self.learn_agents(v)),
+            Value::Object(m) => {
+                for (k, v) in m {
+                    match v.as_str() {
+                        Some(id) if AGENT_IDS.contains(&k.as_str()) && !id.is_empty() => {
+                            let placeholder = self.numbered("agent_id", id);
+                            if !self.agents.iter().any(|(a, _)| a == id) {
+                                self.agents.push((id.to_owned(), placeholder));
+                            }
+                        }
+                        _ => self.learn_agents(v),
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -76,9 +107,22 @@ impl Normaliser {
         let Value::Object(map) = input else {
             return input.clone();
         };
+        self.learn_agents(input);
+        // A subagent's transcript lies in a folder named after its session's transcript.
+        let session_dir = map
+            .get("transcript_path")
+            .and_then(Value::as_str)
+            .and_then(|p| p.strip_suffix(".jsonl"))
+            .map(|p| format!("{p}/"));
         let mut out = Map::new();
         for (k, v) in map {
             let v = match k.as_str() {
+                "agent_transcript_path" => match (v.as_str(), &session_dir) {
+                    (Some(p), Some(dir)) if p.starts_with(dir.as_str()) => {
+                        json!(self.text(&format!("<transcript>/{}", &p[dir.len()..])))
+                    }
+                    _ => self.value(v),
+                },
                 "session_id" => json!("<session>"),
                 "transcript_path" => match v.as_str() {
                     Some(p) if p.ends_with(".jsonl") => json!("<transcript>"),
@@ -137,16 +181,41 @@ impl Normaliser {
         }
     }
 
-    /// A text with paths under the play's directories as placeholders.
+    /// A text with paths under the play's directories, and subagent ids seen, as
+    /// placeholders; a `duration_ms: <digits>` in it (the usage line of a subagent's result)
+    /// is measured, `duration_ms: <number>`.
     pub fn text(&self, s: &str) -> String {
         let mut s = s.to_owned();
-        for (path, placeholder) in &self.paths {
-            if s.contains(path.as_str()) {
-                s = s.replace(path.as_str(), placeholder);
+        for (path, placeholder) in self.paths.iter().map(|(p, h)| (p.as_str(), *h)) {
+            if s.contains(path) {
+                s = s.replace(path, placeholder);
             }
         }
-        s
+        for (id, placeholder) in &self.agents {
+            if s.contains(id.as_str()) {
+                s = s.replace(id.as_str(), placeholder);
+            }
+        }
+        measured_durations(&s)
     }
+}
+
+/// `s` with the digits after each `duration_ms: ` as `<number>`.
+fn measured_durations(s: &str) -> String {
+    const KEY: &str = "duration_ms: ";
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find(KEY) {
+        let (head, tail) = rest.split_at(at + KEY.len());
+        out.push_str(head);
+        let digits = tail.len() - tail.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits > 0 {
+            out.push_str("<number>");
+        }
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The hooks' part of each model request: what came after the model's last answer (the whole
@@ -263,7 +332,35 @@ mod tests {
             paths: Vec::new(),
             ids: HashMap::new(),
             counts: HashMap::new(),
+            agents: Vec::new(),
         }
+    }
+
+    /// A subagent's id is numbered wherever it shows: its hooks' `agent_id`, the `Agent`
+    /// tool's `agentId`, its transcript path (under the session's, `<transcript>/…`) and
+    /// texts; a duration in a text is measured.
+    #[test]
+    fn subagent_ids_are_numbered_everywhere() {
+        let mut norm = normaliser();
+        let start = norm.input(&json!({"agent_id": "ac19b0c11f435edc1", "session_id": "s"}));
+        assert_eq!(start["agent_id"], "<agent-1>");
+        let stop = norm.input(&json!({
+            "agent_id": "ac19b0c11f435edc1",
+            "transcript_path": "/h/p/abc.jsonl",
+            "agent_transcript_path": "/h/p/abc/subagents/agent-ac19b0c11f435edc1.jsonl",
+            "tool_response": {"agentId": "a2", "totalDurationMs": 12},
+        }));
+        assert_eq!(stop["agent_id"], "<agent-1>");
+        assert_eq!(
+            stop["agent_transcript_path"],
+            "<transcript>/subagents/agent-<agent-1>.jsonl"
+        );
+        assert_eq!(stop["tool_response"]["agentId"], "<agent-2>");
+        assert_eq!(stop["tool_response"]["totalDurationMs"], "<number>");
+        assert_eq!(
+            norm.text("agentId: a2 (x)\nduration_ms: 152</usage> duration_ms: x"),
+            "agentId: <agent-2> (x)\nduration_ms: <number></usage> duration_ms: x"
+        );
     }
 
     /// Codex's `exec-<uuid>` tool call ids are numbered by first appearance (the same id twice

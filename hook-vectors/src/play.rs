@@ -8,6 +8,7 @@
 //! what each hook was given is on disk in the order the hooks ran.
 
 use std::{
+    collections::BTreeMap,
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
 };
@@ -110,6 +111,20 @@ impl Play {
     /// The scenario's model answers for this play: `<project>` in their strings is the
     /// project's path (the file tools take absolute paths).
     pub fn answers(&self, scenario: &Scenario) -> Vec<Vec<Value>> {
+        self.placed(&scenario.answers)
+    }
+
+    /// The scenario's subagent answers ([`Scenario::agents`]), `<project>` replaced as in
+    /// [`answers`](Self::answers).
+    pub fn agent_answers(&self, scenario: &Scenario) -> BTreeMap<String, Vec<Vec<Value>>> {
+        scenario
+            .agents
+            .iter()
+            .map(|(marker, answers)| (marker.clone(), self.placed(answers)))
+            .collect()
+    }
+
+    fn placed(&self, answers: &[Vec<Value>]) -> Vec<Vec<Value>> {
         fn replace(v: &mut Value, project: &str) {
             match v {
                 Value::String(s) if s.contains("<project>") => {
@@ -120,7 +135,7 @@ impl Play {
                 _ => {}
             }
         }
-        let mut answers = scenario.answers.clone();
+        let mut answers = answers.to_vec();
         let project = self.project().to_string_lossy().into_owned();
         answers
             .iter_mut()

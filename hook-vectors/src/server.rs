@@ -1,7 +1,9 @@
 //! The model server a host talks to: the Anthropic Messages API (`POST /v1/messages`) on
 //! 127.0.0.1, answering each request with the scenario's answer for the turn it is at (the
 //! number of assistant messages the request carries), streamed (SSE) when the request asks for
-//! a stream, and recording every request. An answer holding an `error` block is an API error
+//! a stream, and recording every request. A request whose first user message holds one of the
+//! scenario's subagent markers ([`Scenario::agents`](crate::Scenario::agents)) is that
+//! subagent's, answered from its own list by its own turn count. An answer holding an `error` block is an API error
 //! instead (`{"type": "error", "status": 400, "error": {"type": "invalid_request_error",
 //! "message": "…"}}`: that status, with Anthropic's error body). `POST /v1/messages/count_tokens` answers 10 tokens;
 //! any other path 404.
@@ -9,7 +11,10 @@
 //! Caps: a request body over [`MAX_BODY`] bytes is refused (413); past [`MAX_REQUESTS`]
 //! requests in one play, every request is refused (429) and not recorded.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
 
 use axum::{
     Router,
@@ -38,6 +43,7 @@ pub struct Request {
 #[derive(Clone)]
 struct Shared {
     answers: Arc<Vec<Vec<Value>>>,
+    agents: Arc<BTreeMap<String, Vec<Vec<Value>>>>,
     seen: Arc<Mutex<Vec<Request>>>,
 }
 
@@ -70,11 +76,23 @@ impl ModelServer {
     /// Serves `answers`: answer `i` (a list of content blocks, `text` or `tool_use`) goes to a
     /// request with `i` assistant messages; past the last, the last again.
     pub async fn start(answers: Vec<Vec<Value>>) -> Result<Self, crate::Error> {
-        if answers.is_empty() {
+        Self::with_agents(answers, BTreeMap::new()).await
+    }
+
+    /// Serves `answers` as [`start`](Self::start) does, and each subagent's own: a request
+    /// whose first user message holds a key of `agents` (a marker in the subagent's prompt)
+    /// is answered from that key's list, answer `i` to the request holding `i` assistant
+    /// messages; past the last, the last again.
+    pub async fn with_agents(
+        answers: Vec<Vec<Value>>,
+        agents: BTreeMap<String, Vec<Vec<Value>>>,
+    ) -> Result<Self, crate::Error> {
+        if answers.is_empty() || agents.values().any(Vec::is_empty) {
             return Err(crate::Error::new("a model server needs an answer"));
         }
         let shared = Shared {
             answers: Arc::new(answers),
+            agents: Arc::new(agents),
             seen: Arc::default(),
         };
         let seen = Arc::clone(&shared.seen);
@@ -143,7 +161,7 @@ async fn answer(State(shared): State<Shared>, req: axum::extract::Request) -> Re
         .as_array()
         .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
         .unwrap_or(0);
-    let answers = &shared.answers;
+    let answers = whose(&shared, &body);
     let blocks = answers[turn.min(answers.len() - 1)].clone();
     if let Some(error) = blocks.iter().find(|b| b["type"] == "error") {
         return api_error(error);
@@ -164,6 +182,21 @@ async fn answer(State(shared): State<Shared>, req: axum::extract::Request) -> Re
             "usage": { "input_tokens": 10, "output_tokens": 5 },
         }))
     }
+}
+
+/// The answers of the agent a request is from: the subagent whose marker its first user
+/// message holds (the first marker in name order), else the main agent's.
+fn whose<'a>(shared: &'a Shared, body: &Value) -> &'a [Vec<Value>] {
+    let first = body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    shared
+        .agents
+        .iter()
+        .find(|(marker, _)| first.contains(marker.as_str()))
+        .map_or(&shared.answers[..], |(_, answers)| &answers[..])
 }
 
 /// An answer that is an API error: `{"type": "error", "status": 400, "error": {"type":
@@ -240,4 +273,66 @@ fn sse(id: &str, model: &str, blocks: &[Value], stop: &str) -> Response {
     );
     event("message_stop", json!({"type": "message_stop"}));
     with_type(Bytes::from(out), "text/event-stream")
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// Posts `body` to the server's `/v1/messages` (HTTP/1.1 over a plain socket); the JSON
+    /// answer.
+    async fn post(server: &ModelServer, body: &Value) -> Value {
+        let addr = server.url().trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let body = body.to_string();
+        let head = format!(
+            "POST /v1/messages HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(body.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        stream.read_to_string(&mut out).await.unwrap();
+        let (_, json) = out.split_once("\r\n\r\n").unwrap();
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn text(answer: &Value) -> &str {
+        answer["content"][0]["text"].as_str().unwrap_or_default()
+    }
+
+    /// A request whose first user message holds a subagent's marker is answered from that
+    /// subagent's list, by its own turn count; the others from the main list.
+    #[tokio::test]
+    async fn subagents_are_answered_apart_by_their_own_turn_count() {
+        let answer = |t: &str| vec![json!({"type": "text", "text": t})];
+        let agents = BTreeMap::from([("SUBTASK".to_owned(), vec![answer("s0"), answer("s1")])]);
+        let server = ModelServer::with_agents(vec![answer("m0"), answer("m1")], agents)
+            .await
+            .unwrap();
+        let user = |c: Value| json!({"role": "user", "content": c});
+        let assistant = json!({"role": "assistant", "content": "x"});
+        let main = json!({"model": "m", "messages": [user(json!("go"))]});
+        assert_eq!(text(&post(&server, &main).await), "m0");
+        let blocks = json!([{"type": "text", "text": "<reminder>"},
+            {"type": "text", "text": "SUBTASK: say done"}]);
+        let sub = json!({"model": "m", "messages": [user(blocks.clone())]});
+        assert_eq!(text(&post(&server, &sub).await), "s0");
+        let sub = json!({"model": "m", "messages": [user(blocks), assistant, user(json!("more"))]});
+        assert_eq!(text(&post(&server, &sub).await), "s1");
+        // The marker in a later message of the main agent does not make it a subagent.
+        let assistant = json!({"role": "assistant", "content": "x"});
+        let main = json!({"model": "m", "messages":
+            [user(json!("go")), assistant, user(json!("SUBTASK done"))]});
+        assert_eq!(text(&post(&server, &main).await), "m1");
+        assert_eq!(server.requests().len(), 4);
+        assert!(
+            ModelServer::with_agents(vec![answer("m")], BTreeMap::from([("X".into(), vec![])]))
+                .await
+                .is_err()
+        );
+    }
 }

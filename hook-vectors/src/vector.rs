@@ -76,6 +76,11 @@ pub struct Scenario {
     /// answer `i` goes to the request carrying `i` assistant messages; past the last, the
     /// last again.
     pub answers: Vec<Vec<Value>>,
+    /// The answers of subagents, by marker: a request whose first user message holds the
+    /// marker (a word of the subagent's prompt, `SUBTASK`) is that subagent's, answered from
+    /// its own list as [`answers`](Self::answers) are, by its own turn count.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents: BTreeMap<String, Vec<Vec<Value>>>,
     /// Events observed by a hook answering nothing (matcher `*`), before `hooks`' own.
     #[serde(default)]
     pub observe: Vec<String>,
@@ -185,6 +190,15 @@ impl Scenario {
     pub fn validate(&self) -> Result<(), Error> {
         if self.steps.is_empty() || self.answers.is_empty() {
             return Err(Error::new("a scenario needs a step and a model answer"));
+        }
+        if let Some((marker, _)) = self
+            .agents
+            .iter()
+            .find(|(marker, answers)| marker.is_empty() || answers.is_empty())
+        {
+            return Err(Error::new(format!(
+                "subagent {marker:?}: a marker and an answer are needed"
+            )));
         }
         let named = self.hooks.values().flat_map(|entries| {
             entries

@@ -23,7 +23,8 @@ pub struct StopInput {
     pub stop_hook_active: bool,
     /// For SubagentStop: the subagent's (tool) name.
     pub agent_name: Option<String>,
-    /// For SubagentStop: the subagent call's unique id (`agent-<call id>`).
+    /// For SubagentStop: the subagent call's unique id (`agent-<call id>`; Claude Code's
+    /// `Agent` tool: a random `a…` id).
     pub agent_id: Option<String>,
     /// For SubagentStop: the subagent's own JSONL transcript (nested under its parent's, in
     /// `subagents/`), if the calling run keeps a transcript.
@@ -294,7 +295,8 @@ fn error_type(text: &str) -> &'static str {
 pub struct SubagentStartInput {
     /// The subagent's type: its tool name (what matchers are compared with).
     pub agent_type: String,
-    /// This subagent call's unique id (the tool call's id, prefixed `agent-`).
+    /// This subagent call's unique id (the tool call's id, prefixed `agent-`; Claude Code's
+    /// `Agent` tool: a random `a…` id).
     pub agent_id: String,
 }
 

@@ -122,6 +122,7 @@ use crate::{
     store::ThreadStore,
     tool::{BoxToolService, ToolRouter},
 };
+pub(crate) use subagent::{SessionSubagent, SubagentCall, SubagentEnd};
 
 /// Builds the tool stack of a run from its router.
 type ToolStackFn = dyn Fn(ToolRouter) -> BoxToolService + Send + Sync;
@@ -233,6 +234,11 @@ impl Agent {
     /// The tools every run starts with (setup stages may add more).
     pub fn tools(&self) -> &ToolRouter {
         &self.inner.tools
+    }
+
+    /// The model its settings name, if they name one.
+    pub(crate) fn model_name(&self) -> Option<&str> {
+        self.inner.settings.model.as_deref()
     }
 
     /// The step limit.

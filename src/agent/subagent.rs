@@ -116,16 +116,96 @@ impl Tool for SubagentTool {
                 ));
             }
         };
-        let ctx = req.ctx;
+        let call = SubagentCall {
+            agent_type: name.clone(),
+            agent_id: format!("agent-{id}"),
+            transcript_id: id.clone(),
+            prompt: args.prompt,
+            in_session: false,
+        };
+        Ok(match self.agent.run_subagent(call, &id, &req.ctx).await? {
+            SubagentEnd::Finished(resp) => ToolOutput::text(id, resp.text),
+            SubagentEnd::Unfinished(resp) => ToolOutput::error(
+                id,
+                format!(
+                    "subagent `{name}` did not finish ({:?}); its last answer: {}",
+                    resp.outcome, resp.text
+                ),
+            ),
+        })
+    }
+}
+
+/// One subagent call: what [`SubagentTool`] and Claude Code's `Agent` tool
+/// ([`AgentTool`](crate::builtins::claude_code::AgentTool)) share.
+pub(crate) struct SubagentCall {
+    /// The subagent's type: what its SubagentStart / SubagentStop hooks match and see as
+    /// `agent_type`.
+    pub(crate) agent_type: String,
+    /// Its id, the hooks' `agent_id`.
+    pub(crate) agent_id: String,
+    /// The name of its transcript (`subagents/agent-<transcript_id>.jsonl`).
+    pub(crate) transcript_id: String,
+    /// Its task.
+    pub(crate) prompt: String,
+    /// The subagent shares its caller's session, as Claude Code's subagents do
+    /// ([`SessionSubagent`]).
+    pub(crate) in_session: bool,
+}
+
+/// How a subagent call ended.
+pub(crate) enum SubagentEnd {
+    /// It finished: its last response (its thread's messages, every pass).
+    Finished(AgentResponse),
+    /// It did not finish (step limit, abort, block): its last response.
+    Unfinished(AgentResponse),
+}
+
+/// In a subagent run's extensions when it shares its caller's session (Claude Code's `Agent`
+/// tool): command hooks of the run carry its `agent_id` and `agent_type` and the caller's
+/// `session_id`, `transcript_path` and `prompt_id`, and fire none of the session's own events (SessionStart, UserPromptSubmit,
+/// Stop, SessionEnd, MessageDisplay), as Claude Code's subagents do.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionSubagent {
+    /// The subagent's id.
+    pub(crate) agent_id: String,
+    /// Its type.
+    pub(crate) agent_type: String,
+    /// The id of the caller's run (its prompt).
+    pub(crate) prompt_id: String,
+    /// The caller's session id.
+    pub(crate) session_id: String,
+    /// The caller's transcript, if it keeps one.
+    pub(crate) transcript_path: Option<std::path::PathBuf>,
+}
+
+impl SessionSubagent {
+    /// The subagent `ctx`'s run is, if it shares its caller's session.
+    pub(crate) fn of(ctx: &crate::context::RunContext) -> Option<&SessionSubagent> {
+        ctx.extensions().get::<SessionSubagent>()
+    }
+}
+
+impl Agent {
+    /// Runs this agent as the subagent of the tool call `id` of `ctx`'s run: SubagentStart
+    /// hooks first (their contexts open its conversation), then the subagent, sent back to
+    /// work as the SubagentStop hooks say (see [`Agent::into_tool`]).
+    pub(crate) async fn run_subagent(
+        &self,
+        call: SubagentCall,
+        id: &str,
+        ctx: &crate::context::RunContext,
+    ) -> Result<SubagentEnd, BoxError> {
+        let name = &call.agent_type;
         let parent = ctx.with_data(|data| data.get::<ParentHooks>().map(|p| p.0.clone()));
         // SubagentStart: contexts that open the subagent's conversation.
         let mut start_context = Vec::new();
         if let Some(parent) = parent.as_ref().filter(|h| h.has_subagent_start(name)) {
             let input = SubagentStartInput {
                 agent_type: name.clone(),
-                agent_id: format!("agent-{id}"),
+                agent_id: call.agent_id.clone(),
             };
-            start_context = parent.subagent_start(input, &ctx).await;
+            start_context = parent.subagent_start(input, ctx).await;
         }
         let hooks = parent.filter(|h| h.has_subagent_stop(name));
         // The subagent's conversation lives in its store for the length of this call, so a
@@ -133,8 +213,15 @@ impl Tool for SubagentTool {
         let thread = format!("{}/{name}/{id}", ctx.session_id());
         // The subagent's transcript, next to its caller's (`{session}/subagents/agent-{id}`).
         let transcript = ctx.transcript_path().map(|parent| Target {
-            path: subagent_path(parent, &id),
-            agent_id: id.clone(),
+            path: subagent_path(parent, &call.transcript_id),
+            agent_id: call.transcript_id.clone(),
+        });
+        let session = call.in_session.then(|| SessionSubagent {
+            agent_id: call.agent_id.clone(),
+            agent_type: name.clone(),
+            prompt_id: ctx.run_id().to_owned(),
+            session_id: ctx.session_id().to_owned(),
+            transcript_path: ctx.transcript_path().map(std::path::Path::to_path_buf),
         });
         let request = |prompt: String| {
             let mut request = AgentRequest::new(prompt)
@@ -143,21 +230,25 @@ impl Tool for SubagentTool {
                 .cwd(ctx.cwd());
             // The caller's per-request data (who asked) holds for the subagent too.
             request.extensions = ctx.extensions().clone();
+            request.extensions.remove::<SessionSubagent>();
+            if let Some(session) = &session {
+                request.extensions.insert(session.clone());
+            }
             request.directories = ctx.directories().to_vec();
             request.system_context.clone_from(&start_context);
             request.transcript.clone_from(&transcript);
             request
         };
         let mut cleanup = DeleteOnDrop {
-            agent: self.agent.clone(),
+            agent: self.clone(),
             thread: Some(thread.clone()),
         };
-        let mut next = request(args.prompt);
+        let mut next = request(call.prompt);
         // Counted per subagent call, as Stop blocks are per run; `seen`: the messages of the
         // subagent's thread before its last pass.
         let (mut blocks, mut seen) = (StopBlocks::default(), 0);
         let result = loop {
-            let resp = match self.agent.run(next).await {
+            let resp = match self.run(next).await {
                 Ok(resp) => resp,
                 Err(err) => break Err(err.into()),
             };
@@ -165,23 +256,17 @@ impl Tool for SubagentTool {
                 blocks.acted();
             }
             if !resp.outcome.is_finished() {
-                break Ok(ToolOutput::error(
-                    id.clone(),
-                    format!(
-                        "subagent `{name}` did not finish ({:?}); its last answer: {}",
-                        resp.outcome, resp.text
-                    ),
-                ));
+                break Ok(SubagentEnd::Unfinished(resp));
             }
             let Some(hooks) = &hooks else {
-                break Ok(ToolOutput::text(id.clone(), resp.text));
+                break Ok(SubagentEnd::Finished(resp));
             };
             let mut input = StopInput::new(resp.text.clone(), blocks.active());
             input.agent_name = Some(name.clone());
-            input.agent_id = Some(format!("agent-{id}"));
+            input.agent_id = Some(call.agent_id.clone());
             input.agent_transcript_path = transcript.as_ref().map(|t| t.path.clone());
-            let Some(feedback) = hooks.subagent_stop(input, &ctx).await else {
-                break Ok(ToolOutput::text(id.clone(), resp.text));
+            let Some(feedback) = hooks.subagent_stop(input, ctx).await else {
+                break Ok(SubagentEnd::Finished(resp));
             };
             let cap = hooks.stop_cap();
             if let Err(n) = blocks.block(cap) {
@@ -190,12 +275,12 @@ impl Tool for SubagentTool {
                      with no tool call in between; the stop cap ({cap}) overrides them and the \
                      subagent ends"
                 ));
-                break Ok(ToolOutput::text(id.clone(), resp.text));
+                break Ok(SubagentEnd::Finished(resp));
             }
             next = request(feedback);
         };
         cleanup.thread = None;
-        if let Err(err) = self.agent.store().delete(&thread).await {
+        if let Err(err) = self.store().delete(&thread).await {
             tracing::warn!(%thread, error = %err, "could not delete a subagent's thread");
         }
         result

@@ -325,8 +325,23 @@ impl Inner {
             "cwd".into(),
             self.hook_dir(ctx).to_string_lossy().into_owned().into(),
         );
+        let subagent = crate::agent::SessionSubagent::of(ctx);
         if has_prompt_id(event) {
-            input.insert("prompt_id".into(), ctx.run_id().into());
+            // A subagent of the session runs within its caller's prompt.
+            let prompt_id = subagent.map_or(ctx.run_id(), |s| s.prompt_id.as_str());
+            input.insert("prompt_id".into(), prompt_id.into());
+        }
+        if let Some(subagent) = subagent {
+            // Its caller's session, as Claude Code's subagents' hooks see it (measured).
+            input.insert("session_id".into(), subagent.session_id.clone().into());
+            let transcript = subagent.transcript_path.as_deref();
+            let transcript = transcript.map(|p| p.to_string_lossy().into_owned());
+            input.insert(
+                "transcript_path".into(),
+                transcript.unwrap_or_default().into(),
+            );
+            input.insert("agent_id".into(), subagent.agent_id.clone().into());
+            input.insert("agent_type".into(), subagent.agent_type.clone().into());
         }
         if has_permission_mode(event) {
             input.insert("permission_mode".into(), self.permission_mode.into());
@@ -346,8 +361,8 @@ impl Inner {
 /// Whether an event's input has `effort` (`{"level": …}`, the agent's
 /// [`reasoning_effort`](crate::model::ModelSettings::reasoning_effort), when it names one):
 /// Claude Code 2.1.328 sends it with the events that follow a model call — PreToolUse,
-/// PermissionRequest, PostToolUse, PostToolUseFailure, PostToolBatch, Stop and StopFailure
-/// (measured: `tests/reference`).
+/// PermissionRequest, PostToolUse, PostToolUseFailure, PostToolBatch, Stop, SubagentStop and
+/// StopFailure (measured: `tests/reference`).
 fn has_effort(event: HookEvent) -> bool {
     matches!(
         event,
@@ -357,6 +372,7 @@ fn has_effort(event: HookEvent) -> bool {
             | HookEvent::PostToolUseFailure
             | HookEvent::PostToolBatch
             | HookEvent::Stop
+            | HookEvent::SubagentStop
             | HookEvent::StopFailure
     )
 }
@@ -374,11 +390,13 @@ fn has_prompt_id(event: HookEvent) -> bool {
 
 /// Whether an event's input has `permission_mode`: Claude Code 2.1.328 leaves it out of
 /// SessionStart, Setup, SessionEnd, StopFailure, MessageDisplay, InstructionsLoaded,
-/// CwdChanged, FileChanged, PreModelSwitch and PostModelSwitch (measured: `tests/reference`).
+/// CwdChanged, FileChanged, PreModelSwitch, PostModelSwitch and SubagentStart (measured:
+/// `tests/reference`).
 fn has_permission_mode(event: HookEvent) -> bool {
     !matches!(
         event,
         HookEvent::SessionStart
+            | HookEvent::SubagentStart
             | HookEvent::Setup
             | HookEvent::SessionEnd
             | HookEvent::StopFailure

@@ -19,3 +19,5 @@ mod command_hooks;
 mod process_hardening;
 #[cfg(all(unix, feature = "axum"))]
 mod project_guard;
+#[cfg(unix)]
+mod subagents;

@@ -2,14 +2,19 @@
 //! project directory the one holding `.claude/`; its allowed tools given as `--allowedTools`
 //! is, in Claude Code's default permission mode), the Anthropic provider against the same
 //! model server, the crate's Claude Code tools over the project (`builtins::claude_code`:
-//! `Bash`, `Read`, `Write`, `Edit`, `Glob`, `Grep`), one run per prompt on one thread; a
+//! `Bash`, `Read`, `Write`, `Edit`, `Glob`, `Grep`, and `Agent` running a `general-purpose`
+//! subagent of the same model, tools and hooks), one run per prompt on one thread; a
 //! model step makes the following runs name that model.
 
 use serde_json::{Value, json};
 use tower_agent::{
     Agent, AgentRequest,
     agent::start::SetupTrigger,
-    builtins::{claude_code::ClaudeCode, commands::SlashCommands, memory::Memory},
+    builtins::{
+        claude_code::{AgentTool, ClaudeCode, GENERAL_PURPOSE},
+        commands::SlashCommands,
+        memory::Memory,
+    },
     command::{CommandHooks, CommandHooksBuilder},
     model::{Anthropic, ModelSettings, ReasoningEffort},
     store::MemoryStore,
@@ -66,9 +71,22 @@ pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
             .model(&model)
             .mid_conversation_system_messages(true)
             .build();
+        // Claude Code's `general-purpose` subagent: the same model, Claude Code's tools (no
+        // `Agent`) and the session's hooks.
+        let general = Agent::builder()
+            .model(provider.clone())
+            .setup(ClaudeCode::local(job.project.clone()))
+            .settings(settings(&model))
+            .hooks(hooks.clone())
+            .build();
         let mut agent = Agent::builder()
             .model(provider)
             .setup(ClaudeCode::local(job.project.clone()))
+            .tool(AgentTool::new().agent_type(
+                GENERAL_PURPOSE,
+                "General-purpose agent for researching and multi-step tasks",
+                general,
+            ))
             .settings(settings(&model))
             .store(store.clone())
             .hooks(hooks.clone());

@@ -17,13 +17,6 @@ pub(crate) const NOT_MEASURED: &[(&str, &str)] = &[
         "tower-agent's own event (a model answer): Claude Code has none",
     ),
     (
-        "SubagentStart",
-        "Claude Code `-p` runs an `Agent` call in the background (measured: `isAsync: true`), and \
-         its subagent's requests reach the model server, which answers by turn count: a \
-         subagent scenario needs answers per agent in the server first",
-    ),
-    ("SubagentStop", "the same as SubagentStart"),
-    (
         "PreCompact",
         "`/compact` fires it headless (measured: PreCompact `manual`, SessionStart `compact`, \
          PostCompact), but the crate compacts only on its own (`SummarizeLayer`, trigger \

@@ -126,6 +126,7 @@
 //! [`Tool::check`]: crate::tool::Tool::check
 //! [`ObservableInput`]: crate::tool::ObservableInput
 
+mod agent;
 mod bash;
 mod diff;
 mod files;
@@ -136,6 +137,7 @@ use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use futures_util::future::BoxFuture;
 
+pub use self::agent::{AgentTool, GENERAL_PURPOSE};
 use self::paths::Paths;
 use crate::{
     agent::{Setup, SetupContext},

@@ -15,7 +15,7 @@ use super::{
     session_env, spawn, spawn_task, union,
 };
 use crate::{
-    agent::{AgentResponse, SessionEnv, session_end_reason},
+    agent::{AgentResponse, SessionEnv, SessionSubagent, session_end_reason},
     context::RunContext,
     layers::hooks::{
         CwdChanged, CwdChangedInput, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
@@ -49,6 +49,9 @@ impl Inner {
         ctx: &RunContext,
     ) -> UserPrompt {
         let event = HookEvent::UserPromptSubmit;
+        if SessionSubagent::of(ctx).is_some() {
+            return UserPrompt::Continue;
+        }
         let mut input = self.base(event, ctx);
         input.insert("prompt".into(), prompt.into());
         let verdicts = self.run(event, None, input, Report::Run(ctx)).await;
@@ -61,17 +64,19 @@ impl Inner {
         stop: StopInput,
         ctx: &RunContext,
     ) -> Stop {
+        if event == HookEvent::Stop && SessionSubagent::of(ctx).is_some() {
+            // A subagent of the session: its caller fires SubagentStop instead.
+            return Stop::Finish;
+        }
         let mut input = self.base(event, ctx);
         input.insert("stop_hook_active".into(), stop.stop_hook_active.into());
         input.insert(
             "last_assistant_message".into(),
             stop.last_assistant_message.into(),
         );
-        if event == HookEvent::Stop {
-            // Claude Code's background shell tasks and scheduled prompts: a run has none.
-            input.insert("background_tasks".into(), Value::Array(Vec::new()));
-            input.insert("session_crons".into(), Value::Array(Vec::new()));
-        }
+        // Claude Code's background shell tasks and scheduled prompts: a run has none.
+        input.insert("background_tasks".into(), Value::Array(Vec::new()));
+        input.insert("session_crons".into(), Value::Array(Vec::new()));
         let subject = match (event, &stop.agent_name) {
             (HookEvent::SubagentStop, Some(name)) => {
                 input.insert("agent_type".into(), name.clone().into());
@@ -108,7 +113,7 @@ impl Inner {
     ) -> SessionStart {
         let event = HookEvent::SessionStart;
         let source = start.source.as_str();
-        if !self.wants(event, source) {
+        if !self.wants(event, source) || SessionSubagent::of(ctx).is_some() {
             return SessionStart::Continue;
         }
         let mut input = self.base(event, ctx);
@@ -197,7 +202,7 @@ impl Inner {
     pub(super) fn session_end(self: &Arc<Self>, response: &AgentResponse, ctx: &RunContext) {
         let event = HookEvent::SessionEnd;
         let reason = session_end_reason(&response.outcome);
-        if !self.wants(event, reason) {
+        if !self.wants(event, reason) || SessionSubagent::of(ctx).is_some() {
             return;
         }
         let mut input = self.base(event, ctx);
@@ -363,6 +368,10 @@ impl Inner {
         ctx: &RunContext,
     ) -> MessageDisplay {
         let event = HookEvent::MessageDisplay;
+        if SessionSubagent::of(ctx).is_some() {
+            // Claude Code shows a subagent's answers to no one.
+            return MessageDisplay::Keep;
+        }
         let mut input = self.base(event, ctx);
         input.insert("turn_id".into(), display.turn_id.into());
         input.insert("message_id".into(), display.message_id.into());

@@ -348,10 +348,11 @@ hook_events! {
             can: "send the subagent back to work",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "the subagent's name",
-            input: "as Stop, and `agent_type` (its name), `agent_id` (`agent-<call id>`, as for SubagentStart), `agent_transcript_path` (its transcript; `\"\"` without transcripts)",
+            input: "as Stop (with `effort`, `background_tasks`, `session_crons`), and `agent_type` (its name; Claude Code's `Agent` tool: the `subagent_type`), `agent_id` (as for SubagentStart), `agent_transcript_path` (its transcript, `<session>/subagents/agent-<id>.jsonl`; `\"\"` without transcripts)",
             answer: "as Stop, for the subagent",
-            /// SubagentStop: when a subagent ([`Agent::into_tool`](crate::Agent::into_tool))
-            /// run by this agent finishes; the matcher picks subagents by tool name.
+            /// SubagentStop: when a subagent ([`Agent::into_tool`](crate::Agent::into_tool),
+            /// [`AgentTool`](crate::builtins::claude_code::AgentTool)) run by this agent
+            /// finishes; the matcher picks subagents by tool name (by type for `AgentTool`).
             fn on_subagent_stop(matcher; input: StopInput, ctx: RunContext) -> decide Stop;
         }
         /// Once per run, before anything else: add context, stop the run.
@@ -446,11 +447,12 @@ hook_events! {
             can: "add context to the subagent's conversation",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`agent_type`",
-            input: "`agent_type` (the subagent's tool name), `agent_id` (`agent-<call id>`)",
+            input: "`agent_type` (the subagent's tool name; Claude Code's `Agent` tool: the `subagent_type`), `agent_id` (`agent-<call id>`; Claude Code's `Agent` tool: a random `a…` id), no `permission_mode`",
             answer: "context (`additionalContext`) added to the subagent's system prompt; cannot block (a block is reported)",
-            /// SubagentStart: a subagent ([`Agent::into_tool`](crate::Agent::into_tool)) of
-            /// this agent is about to run; the matcher picks subagents by name. Contexts start
-            /// the subagent's conversation; it cannot be blocked.
+            /// SubagentStart: a subagent ([`Agent::into_tool`](crate::Agent::into_tool),
+            /// [`AgentTool`](crate::builtins::claude_code::AgentTool)) of this agent is about
+            /// to run; the matcher picks subagents by name (by type for `AgentTool`). Contexts
+            /// start the subagent's conversation; it cannot be blocked.
             fn on_subagent_start(matcher; input: SubagentStartInput, ctx: RunContext) -> decide SubagentStart;
         }
         /// `write_todos` adds a todo: block it.

@@ -1,0 +1,432 @@
+//! Claude Code's `Agent` tool: [`AgentTool`].
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    hash::{BuildHasher, Hasher},
+    sync::Arc,
+    time::Instant,
+};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::TOOL_RESPONSE;
+use crate::{
+    Agent,
+    agent::{AgentResponse, SubagentCall, SubagentEnd},
+    error::BoxError,
+    message::{ToolOutput, ToolSpec},
+    tool::{Tool, ToolRequest},
+};
+
+/// The subagent type a call names when it names none.
+pub const GENERAL_PURPOSE: &str = "general-purpose";
+
+/// The input of Claude Code's `Agent` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct AgentArgs {
+    /// A short (3-5 word) description of the task.
+    #[expect(
+        dead_code,
+        reason = "what Claude Code shows a person; hooks see it in the input"
+    )]
+    description: String,
+    /// The task for the agent to perform, with everything it needs to know: it does not see
+    /// this conversation.
+    prompt: String,
+    /// The type of agent to use for this task.
+    #[serde(default)]
+    subagent_type: Option<String>,
+    /// Whether to run the agent in the background. This host runs every agent in the
+    /// foreground: the result comes back in this call.
+    #[serde(default)]
+    run_in_background: Option<bool>,
+}
+
+#[derive(Clone)]
+struct AgentType {
+    description: String,
+    agent: Agent,
+}
+
+/// Claude Code's `Agent` tool: a subagent of a named type runs a task in a context of its own
+/// and its final answer is the result, with the input and the `tool_response` Claude Code
+/// gives hooks.
+///
+/// Input: `{description, prompt, subagent_type?, run_in_background?}`; `subagent_type`
+/// names one of the types added with [`agent_type`](Self::agent_type) (default
+/// [`GENERAL_PURPOSE`]). Each call runs that type's [`Agent`] through the machinery of
+/// [`Agent::into_tool`] — the calling agent's SubagentStart and SubagentStop hooks (matched on
+/// the type, `agent_type` the type, `agent_id` a random id of its own such as
+/// `ac19b0c11f435edc1`, a transcript at `<session>/subagents/agent-<agent_id>.jsonl` beside the
+/// caller's) — and, as in Claude Code, the subagent shares its caller's session:
+/// [command hooks](crate::command) of its run (give it the caller's) see its `agent_id` and
+/// `agent_type` and the caller's `session_id`, `transcript_path` and `prompt_id` in every
+/// input, and fire none of the session's own
+/// events (SessionStart, UserPromptSubmit, Stop, SessionEnd, MessageDisplay): its end fires
+/// its caller's SubagentStop.
+///
+/// The model gets the subagent's final answer. Hooks get as `tool_response`:
+///
+/// | field | what it holds |
+/// |---|---|
+/// | `status` | `"completed"` |
+/// | `prompt`, `agentType`, `agentId` | the task, the type, the id |
+/// | `resolvedModel` | the model the type's agent's settings name, if they name one |
+/// | `content` | `[{"type": "text", "text": <the answer>}]` |
+/// | `totalDurationMs` | how long the subagent ran |
+/// | `totalTokens`, `usage` | the tokens of its runs (`input_tokens`, `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`) |
+/// | `totalToolUseCount`, `toolsUsed` | its tool calls, and the tools it called (when it called any) |
+/// | `canContinueAgent` | `false`: a subagent's conversation ends with its call |
+///
+/// A call with `run_in_background: true` runs in the foreground all the same (this tool has no
+/// background agents), and its answer says so. An unknown type, or a subagent that does not
+/// finish (step limit, abort, a block), is an error output.
+///
+/// # Example
+///
+/// ```
+/// use serde_json::json;
+/// use tower_agent::{Agent, builtins::claude_code::AgentTool, model::ScriptedModel};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower_agent::Error> {
+/// let helper = Agent::builder()
+///     .model(ScriptedModel::new().text("Tower is a library of modular services."))
+///     .build();
+/// let lead = Agent::builder()
+///     .model(
+///         ScriptedModel::new()
+///             .tool_call("Agent", json!({
+///                 "description": "Research tower",
+///                 "prompt": "What is tower?",
+///                 "subagent_type": "general-purpose",
+///             }))
+///             .text("Done."),
+///     )
+///     .tool(AgentTool::new().agent_type("general-purpose", "Researches anything", helper))
+///     .build();
+/// let resp = lead.run("Find out what tower is").await?;
+/// assert_eq!(resp.messages[2].text(), "Tower is a library of modular services.");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct AgentTool {
+    types: Arc<BTreeMap<String, AgentType>>,
+}
+
+impl fmt::Debug for AgentTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentTool")
+            .field("types", &self.types.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl AgentTool {
+    /// The tool with no agent type yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) the agent type `name`, described to the model as `description`,
+    /// run by `agent` (for Claude Code's [`GENERAL_PURPOSE`] type: the same model and Claude
+    /// Code's tools, without this one).
+    #[must_use]
+    pub fn agent_type(
+        mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        agent: Agent,
+    ) -> Self {
+        let description = description.into();
+        Arc::make_mut(&mut self.types).insert(name.into(), AgentType { description, agent });
+        self
+    }
+}
+
+/// A random subagent id as Claude Code makes them: `a` and 16 hex digits.
+fn agent_id(call_id: &str) -> String {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write(call_id.as_bytes());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(nanos);
+    format!("a{:016x}", h.finish())
+}
+
+impl Tool for AgentTool {
+    fn spec(&self) -> ToolSpec {
+        let mut schema = schemars::schema_for!(AgentArgs).to_value();
+        if let Value::Object(map) = &mut schema {
+            map.remove("$schema");
+            map.remove("title");
+        }
+        let types: Vec<String> = self
+            .types
+            .iter()
+            .map(|(name, t)| format!("- {name}: {}", t.description))
+            .collect();
+        let description = format!(
+            "Launch a new agent to handle a task in a context of its own; its final answer is \
+             the result. Available agent types:\n{}",
+            types.join("\n")
+        );
+        ToolSpec::new("Agent", description, schema)
+    }
+
+    async fn call(&self, req: ToolRequest) -> Result<ToolOutput, BoxError> {
+        let id = req.call.id.clone();
+        let args: AgentArgs = match serde_json::from_value(req.call.arguments) {
+            Ok(args) => args,
+            Err(err) => {
+                return Ok(ToolOutput::error(
+                    id,
+                    format!("invalid arguments for tool `Agent`: {err}"),
+                ));
+            }
+        };
+        let kind = args
+            .subagent_type
+            .unwrap_or_else(|| GENERAL_PURPOSE.to_owned());
+        let Some(t) = self.types.get(&kind) else {
+            let known: Vec<&str> = self.types.keys().map(String::as_str).collect();
+            return Ok(ToolOutput::error(
+                id,
+                format!(
+                    "Agent type '{kind}' not found. Available agents: {}",
+                    known.join(", ")
+                ),
+            ));
+        };
+        let agent_id = agent_id(&id);
+        let call = SubagentCall {
+            agent_type: kind.clone(),
+            agent_id: agent_id.clone(),
+            transcript_id: agent_id.clone(),
+            prompt: args.prompt.clone(),
+            in_session: true,
+        };
+        let started = Instant::now();
+        let resp = match t.agent.run_subagent(call, &id, &req.ctx).await? {
+            SubagentEnd::Finished(resp) => resp,
+            SubagentEnd::Unfinished(resp) => {
+                return Ok(ToolOutput::error(
+                    id,
+                    format!(
+                        "subagent `{kind}` did not finish ({:?}); its last answer: {}",
+                        resp.outcome, resp.text
+                    ),
+                ));
+            }
+        };
+        let mut response = tool_response(&resp, &args.prompt, &kind, &agent_id);
+        if let Some(model) = t.agent.model_name() {
+            response["resolvedModel"] = json!(model);
+        }
+        response["totalDurationMs"] =
+            json!(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+        let mut text = resp.text;
+        if args.run_in_background == Some(true) {
+            text.push_str(
+                "\n\n(This agent ran in the foreground: this host runs no agents in the \
+                 background.)",
+            );
+        }
+        Ok(ToolOutput::text(id, text).with_metadata(TOOL_RESPONSE, response))
+    }
+}
+
+/// The `tool_response` of a finished subagent (its `totalDurationMs` set by the caller).
+fn tool_response(resp: &AgentResponse, prompt: &str, kind: &str, agent_id: &str) -> Value {
+    let calls: Vec<&str> = resp
+        .messages
+        .iter()
+        .flat_map(|m| &m.tool_calls)
+        .map(|c| c.name.as_str())
+        .collect();
+    let mut used: Vec<&str> = Vec::new();
+    for name in &calls {
+        if !used.contains(name) {
+            used.push(name);
+        }
+    }
+    let usage = resp.usage;
+    let mut response = json!({
+        "status": "completed",
+        "prompt": prompt,
+        "agentId": agent_id,
+        "agentType": kind,
+        "content": [{"type": "text", "text": resp.text}],
+        "totalDurationMs": 0,
+        "totalTokens": usage.total() + usage.cache_read_tokens + usage.cache_write_tokens,
+        "totalToolUseCount": calls.len(),
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_input_tokens": usage.cache_read_tokens,
+            "cache_creation_input_tokens": usage.cache_write_tokens,
+        },
+        "canContinueAgent": false,
+    });
+    if !used.is_empty() {
+        response["toolsUsed"] = json!(used);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::{Value, json};
+
+    use super::{AgentTool, GENERAL_PURPOSE};
+    use crate::{
+        Agent,
+        agent::StopInput,
+        command::TOOL_RESPONSE,
+        layers::hooks::{Hooks, PostToolUse, Stop, SubagentStart},
+        model::{ModelSettings, ScriptedModel},
+    };
+
+    /// Runs a lead agent whose model makes the `Agent` call `input`, then answers "Done.";
+    /// the general-purpose subagent answers from `sub`. What the model got back (text, error),
+    /// the `tool_response`, and the agent ids SubagentStart and SubagentStop saw.
+    async fn play(input: Value, sub: ScriptedModel) -> (String, bool, Value, Vec<String>) {
+        let general = Agent::builder()
+            .model(sub)
+            .settings(ModelSettings::default().model("sub-model"))
+            .build();
+        let ids = Arc::new(Mutex::new(Vec::new()));
+        let response = Arc::new(Mutex::new(Value::Null));
+        let hooks = Hooks::new()
+            .on_subagent_start(GENERAL_PURPOSE, {
+                let ids = Arc::clone(&ids);
+                move |input: crate::agent::SubagentStartInput, _| {
+                    ids.lock().unwrap().push(input.agent_id);
+                    SubagentStart::Continue
+                }
+            })
+            .on_subagent_stop(GENERAL_PURPOSE, {
+                let ids = Arc::clone(&ids);
+                move |input: StopInput, _| {
+                    assert_eq!(input.agent_name.as_deref(), Some(GENERAL_PURPOSE));
+                    ids.lock().unwrap().extend(input.agent_id);
+                    Stop::Finish
+                }
+            })
+            .after_tool_use("Agent", {
+                let response = Arc::clone(&response);
+                move |_call, output, _ctx| {
+                    let seen = output.metadata.get(TOOL_RESPONSE).cloned();
+                    *response.lock().unwrap() = seen.unwrap_or_default();
+                    PostToolUse::Keep
+                }
+            });
+        let model = ScriptedModel::new()
+            .tool_call("Agent", input)
+            .text("Done.")
+            .recording();
+        let tool = AgentTool::new().agent_type(GENERAL_PURPOSE, "Does anything", general);
+        let lead = Agent::builder()
+            .model(model.clone())
+            .tool(tool)
+            .hooks(hooks.compile().unwrap())
+            .build();
+        lead.run("delegate").await.unwrap();
+        let request = &model.requests()[1];
+        let result = request.messages.last().unwrap();
+        let ids = ids.lock().unwrap().clone();
+        let response = response.lock().unwrap().clone();
+        (result.text().into_owned(), result.is_error, response, ids)
+    }
+
+    fn call(prompt: &str) -> Value {
+        json!({"description": "sub", "prompt": prompt, "subagent_type": "general-purpose",
+               "run_in_background": false})
+    }
+
+    /// The subagent's answer is the result; hooks see Claude Code's `tool_response`, and
+    /// SubagentStart / SubagentStop one random id of Claude Code's shape, the response's
+    /// `agentId`.
+    #[tokio::test(flavor = "current_thread")]
+    async fn runs_the_subagent_and_answers_as_claude_code() {
+        let sub = ScriptedModel::new()
+            .tool_call("Nothing", json!({}))
+            .text("sub-done");
+        let (text, is_error, response, ids) = play(call("SUBTASK"), sub).await;
+        assert_eq!((text.as_str(), is_error), ("sub-done", false));
+        let id = response["agentId"].as_str().unwrap();
+        assert_eq!(ids, [id, id]);
+        assert!(id.len() == 17 && id.starts_with('a'), "{id}");
+        assert!(id[1..].chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+        assert_eq!(response["status"], "completed");
+        assert_eq!(response["prompt"], "SUBTASK");
+        assert_eq!(response["agentType"], "general-purpose");
+        assert_eq!(response["resolvedModel"], "sub-model");
+        assert_eq!(
+            response["content"],
+            json!([{"type": "text", "text": "sub-done"}])
+        );
+        assert_eq!(response["totalToolUseCount"], 1);
+        assert_eq!(response["toolsUsed"], json!(["Nothing"]));
+        assert_eq!(response["canContinueAgent"], false);
+        assert!(response["totalDurationMs"].is_u64());
+        assert!(response["usage"]["input_tokens"].is_u64());
+    }
+
+    /// Each call has an id of its own.
+    #[tokio::test(flavor = "current_thread")]
+    async fn each_call_has_its_own_id() {
+        let (.., a) = play(call("one"), ScriptedModel::new().text("x")).await;
+        let (.., b) = play(call("two"), ScriptedModel::new().text("x")).await;
+        assert_ne!(a[0], b[0]);
+    }
+
+    /// `run_in_background: true` runs in the foreground, and the result says so.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_background_call_runs_in_the_foreground_and_says_so() {
+        let mut input = call("SUBTASK");
+        input["run_in_background"] = json!(true);
+        let (text, is_error, response, _) = play(input, ScriptedModel::new().text("ok")).await;
+        assert!(!is_error);
+        assert!(text.starts_with("ok\n\n"), "{text}");
+        assert!(text.contains("ran in the foreground"), "{text}");
+        assert_eq!(response["status"], "completed");
+    }
+
+    /// An unknown type, or input of the wrong shape, is an error output naming the problem;
+    /// no subagent runs.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_unknown_type_or_bad_input_is_an_error() {
+        let mut input = call("SUBTASK");
+        input["subagent_type"] = json!("Explore");
+        let (text, is_error, _, ids) = play(input, ScriptedModel::new().text("x")).await;
+        assert!(is_error);
+        assert_eq!(
+            text,
+            "Agent type 'Explore' not found. Available agents: general-purpose"
+        );
+        assert!(ids.is_empty());
+        let (text, is_error, ..) = play(json!({"prompt": 3}), ScriptedModel::new()).await;
+        assert!(is_error);
+        assert!(
+            text.starts_with("invalid arguments for tool `Agent`"),
+            "{text}"
+        );
+    }
+
+    /// With no `subagent_type`, the general-purpose agent runs.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_default_type_is_general_purpose() {
+        let input = json!({"description": "sub", "prompt": "SUBTASK"});
+        let (text, _, response, _) = play(input, ScriptedModel::new().text("gp")).await;
+        assert_eq!(text, "gp");
+        assert_eq!(response["agentType"], "general-purpose");
+    }
+}
