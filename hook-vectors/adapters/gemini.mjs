@@ -11,10 +11,9 @@
 // as translated (for debugging the translation).
 //
 // Settings: written to the user settings, `$HOME/.gemini/settings.json` (HOME is the job's
-// home): the one file that also takes the API key auth (`security.auth.selectedType:
-// "gemini-api-key"`), and the hooks of the user scope run whatever the project's trust (the
-// workspace is trusted anyway: GEMINI_CLI_TRUST_WORKSPACE=true). The project's
-// `.gemini/settings.json` is not written: the project keeps only what the scenario puts there.
+// home): the file that takes the API key auth too (`security.auth.selectedType:
+// "gemini-api-key"`). The project's `.gemini/settings.json` is not written: the project keeps
+// only what the scenario puts there (the workspace is trusted: GEMINI_CLI_TRUST_WORKSPACE=true).
 // Usage statistics and telemetry are off (they would call Google).
 //
 // Hooks: the job's settings are in Claude Code's format; Gemini CLI's are close but not the
