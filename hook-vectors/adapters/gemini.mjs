@@ -8,7 +8,8 @@
 //                                  node, or a program — else `gemini` on PATH)
 //
 // $GEMINI_ADAPTER_LOG, a directory: each model request is written there as Gemini sent it and
-// as translated (for debugging the translation).
+// as translated, and each call answered here as Gemini sent it (for debugging the translation),
+// and Gemini's output goes to stderr.
 //
 // Settings: written to the user settings, `$HOME/.gemini/settings.json` (HOME is the job's
 // home): the file that takes the API key auth too (`security.auth.selectedType:
@@ -34,10 +35,12 @@
 // with them is what the vectors record.
 //
 // The model: Gemini CLI speaks Google's Gemini API (`GOOGLE_GEMINI_BASE_URL` points it at a
-// proxy here), the job's model server Anthropic's Messages API. Gemini's `generateContent`
-// calls — its routing of a prompt to a model, its checks (who speaks next, loops) — are
-// answered here, never forwarded, so the requests recorded are the agent's own turns: a JSON
-// text saying the model keeps the request and the user speaks next. Each
+// proxy here), the job's model server Anthropic's Messages API. Gemini is given the scenario's
+// model (`-m`), so it routes nothing: its turns are `streamGenerateContent` calls of that model
+// and no `generateContent` call was seen in the plays. Should it make one (its routing of a
+// prompt without `-m`, its checks of who speaks next or of loops), it is answered here, never
+// forwarded, so the requests recorded stay the agent's own turns: a JSON text that keeps the
+// request on its model, lets the user speak next and sees no loop. Each
 // `streamGenerateContent` is translated into an Anthropic request: `systemInstruction` → the
 // system text; user text parts → user text (what hooks add, as Gemini puts it there); model
 // text → assistant text; a `functionCall` of `run_shell_command` → a `Bash` tool_use (the
@@ -211,6 +214,7 @@ function localAnswer() {
 // ---- the proxy -------------------------------------------------------------------------
 
 let requests = 0;
+let locals = 0;
 
 async function respond(req, res) {
   const chunks = [];
@@ -227,6 +231,10 @@ async function respond(req, res) {
     return;
   }
   if (method !== "streamGenerateContent") {
+    if (process.env.GEMINI_ADAPTER_LOG) {
+      const at = join(process.env.GEMINI_ADAPTER_LOG, `${process.pid}-local-${locals++}.gemini.json`);
+      writeFileSync(at, Buffer.concat(chunks));
+    }
     json(res, 200, localAnswer());
     return;
   }
