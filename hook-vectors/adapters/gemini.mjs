@@ -30,7 +30,10 @@
 //   - `timeout`: Claude Code's seconds → Gemini's milliseconds. Other handler fields (`async`,
 //     `if`, `onFailure`, …) are passed as they are.
 //   - commands as they are: Gemini CLI sets `$CLAUDE_PROJECT_DIR` for its hooks itself (with
-//     `$GEMINI_PROJECT_DIR`, both the directory it runs in), so nothing is replaced or added.
+//     `$GEMINI_PROJECT_DIR`, both the directory it runs in: the vectors show it), so nothing is
+//     replaced or added. (It also replaces `$CLAUDE_PROJECT_DIR` in the command's text by that
+//     directory, shell-quoted when it needs quoting — read from its source: inside the double
+//     quotes of the recorder's command, a path needing quotes would break; the plays' need none.)
 // The hooks' answers are the scenario's, in Claude Code's format, untouched: what Gemini does
 // with them is what the vectors record.
 //
