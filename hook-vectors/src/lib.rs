@@ -34,6 +34,15 @@
 //! only. `vectors-codex/` holds the scenarios Codex can play, recorded from Codex 0.169.0 (its
 //! `README.md` says which are left out and why); the guide page's section "Codex" tells more.
 //!
+//! `adapters/gemini.mjs` is the adapter of Gemini CLI (Google's, whose hooks are close to
+//! Claude Code's under other event names): it writes the job's hooks into Gemini's user
+//! settings, ported as a user would (events renamed, `Bash` in matchers `run_shell_command`,
+//! timeouts in milliseconds), and plays the job through `gemini -p`, translating between the
+//! Gemini API and the model server's Messages API, text and Bash calls only.
+//! `vectors-gemini/` holds the scenarios Gemini CLI can play, recorded from Gemini CLI 0.61.0
+//! (its `README.md` says which are left out and why); the guide page's section "Gemini CLI"
+//! tells more.
+//!
 //! # Example
 //!
 //! A host in Rust that fires SessionStart only — not enough to pass a vector, but the whole

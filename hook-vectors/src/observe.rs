@@ -2,7 +2,7 @@
 //! durations replaced by placeholders — nothing else), and what the hooks changed in the
 //! model's requests (tool results, and every line carrying a hook's `hk-` marker).
 
-use std::collections::HashMap;
+use std::{borrow::Cow, collections::HashMap};
 
 use serde_json::{Map, Value, json};
 
@@ -42,10 +42,83 @@ const MEASURED: &[&str] = &[
     "totalDurationMs",
 ];
 
+/// Whether `s` is a point in time, whole, as ISO 8601 writes it (`2026-11-28T12:12:47.933Z`,
+/// `2026-11-28T12:12:47+01:00`): the time a hook input was made (Gemini CLI's `timestamp`).
+fn iso_time(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    if !(digits(0..4) && at(4, b'-') && digits(5..7) && at(7, b'-') && digits(8..10))
+        || !(at(10, b'T') && digits(11..13) && at(13, b':') && digits(14..16))
+        || !(at(16, b':') && digits(17..19))
+    {
+        return false;
+    }
+    let mut i = 19;
+    if at(i, b'.') {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+    }
+    match b.get(i) {
+        Some(b'Z') => i + 1 == b.len(),
+        Some(b'+' | b'-') => {
+            b.len() == i + 6 && digits(i + 1..i + 3) && at(i + 3, b':') && digits(i + 4..i + 6)
+        }
+        _ => false,
+    }
+}
+
+/// Labels of process ids in a text (a shell tool's `Process Group PGID: 24317`, `Background
+/// PIDs: 12, 13`): the ids after them are the system's, different each play.
+const PROCESS_IDS: &[&str] = &["PGID: ", "PGIDs: ", "PID: ", "PIDs: "];
+
+/// `s` with each process id after a [`PROCESS_IDS`] label as `<pid>`.
+fn process_ids(s: &str) -> Cow<'_, str> {
+    if !PROCESS_IDS.iter().any(|l| s.contains(l)) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some((at, label)) = PROCESS_IDS
+        .iter()
+        .filter_map(|l| rest.find(l).map(|at| (at, *l)))
+        .min_by_key(|(at, l)| (*at, std::cmp::Reverse(l.len())))
+    {
+        out.push_str(&rest[..at + label.len()]);
+        rest = &rest[at + label.len()..];
+        // The ids: digits, a list of them separated by `, `.
+        loop {
+            let n = rest.bytes().take_while(u8::is_ascii_digit).count();
+            if n == 0 {
+                break;
+            }
+            out.push_str("<pid>");
+            rest = &rest[n..];
+            match rest.strip_prefix(", ") {
+                Some(r) if r.starts_with(|c: char| c.is_ascii_digit()) => {
+                    out.push_str(", ");
+                    rest = r;
+                }
+                _ => break,
+            }
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
 /// Replaces what differs by play and by agent without meaning anything: session ids, subagent
 /// ids ([`AGENT_IDS`], everywhere they show), the
 /// play's paths, numbered ids (`prompt_id`, `turn_id`, `message_id`, and a `tool_use_id` made
-/// up at random: Codex's `exec-<uuid>`) and measured numbers.
+/// up at random: Codex's `exec-<uuid>`), measured numbers, points in time (an ISO 8601 string,
+/// whole: `<time>`) and process ids in a text (after `PID: ` or `PGID: `: `<pid>`).
 #[derive(Debug)]
 pub struct Normaliser {
     paths: Vec<(String, &'static str)>,
@@ -161,9 +234,11 @@ impl Normaliser {
         p
     }
 
-    /// A value with paths under the play's directories as placeholders.
+    /// A value with paths under the play's directories, points in time and process ids as
+    /// placeholders.
     pub fn value(&self, v: &Value) -> Value {
         match v {
+            Value::String(s) if iso_time(s) => json!("<time>"),
             Value::String(s) => Value::String(self.text(s)),
             Value::Array(a) => Value::Array(a.iter().map(|v| self.value(v)).collect()),
             // A measured field nested in a value (a tool's `tool_response`) too.
@@ -181,11 +256,11 @@ impl Normaliser {
         }
     }
 
-    /// A text with paths under the play's directories, and subagent ids seen, as
+    /// A text with paths under the play's directories, subagent ids seen and process ids as
     /// placeholders; a `duration_ms: <digits>` in it (the usage line of a subagent's result)
     /// is measured, `duration_ms: <number>`.
     pub fn text(&self, s: &str) -> String {
-        let mut s = s.to_owned();
+        let mut s = process_ids(s).into_owned();
         for (path, placeholder) in self.paths.iter().map(|(p, h)| (p.as_str(), *h)) {
             if s.contains(path) {
                 s = s.replace(path, placeholder);
@@ -383,5 +458,34 @@ mod tests {
             id(&mut norm, "exec-6fa5cf99x6c73-4711-aee4-d5663a8f30ce"),
             "exec-6fa5cf99x6c73-4711-aee4-d5663a8f30ce"
         );
+    }
+
+    /// Points in time (Gemini CLI's `timestamp`) are `<time>` at any depth, ISO 8601 whole
+    /// only; process ids after their label are `<pid>`, in tool results too; nothing else
+    /// changes.
+    #[test]
+    fn times_and_process_ids_are_placeholders() {
+        let mut norm = normaliser();
+        let input = json!({
+            "timestamp": "2026-11-28T12:12:47.933Z",
+            "nested": {"at": "2026-11-28T12:12:47+01:00", "plain": "2026-11-28T12:12:47"},
+            "prompt": "at 2026-11-28T12:12:47Z we ran",
+            "date": "2026-11-28",
+            "odd": ["2026-11-28T12:12:47.Z", "2026-11-28T12:12:47Zx", "2026-11-28T12:1:47Z"],
+            "tool_response": {"llmContent": "Output: hi\nProcess Group PGID: 24317\nBackground PIDs: 12, 13, x"},
+        });
+        assert_eq!(
+            norm.input(&input),
+            json!({
+                "timestamp": "<time>",
+                "nested": {"at": "<time>", "plain": "2026-11-28T12:12:47"},
+                "prompt": "at 2026-11-28T12:12:47Z we ran",
+                "date": "2026-11-28",
+                "odd": ["2026-11-28T12:12:47.Z", "2026-11-28T12:12:47Zx", "2026-11-28T12:1:47Z"],
+                "tool_response": {"llmContent": "Output: hi\nProcess Group PGID: <pid>\nBackground PIDs: <pid>, <pid>, x"},
+            })
+        );
+        assert_eq!(norm.text("PID: none, PGID:7"), "PID: none, PGID:7");
+        assert_eq!(norm.text("pgid PGID: 1"), "pgid PGID: <pid>");
     }
 }

@@ -27,7 +27,7 @@ fn text(out: &Output) -> String {
 }
 
 /// An agent the workspace's `.ci/reference-agents` installs, pinned, on first use (`args`: none
-/// for Claude Code, `codex` for Codex): its program.
+/// for Claude Code, `codex` for Codex, `gemini` for Gemini CLI): its program.
 fn reference_agent(args: &[&str]) -> PathBuf {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../.ci/reference-agents");
     let out = Command::new("bash")
@@ -50,6 +50,20 @@ fn claude() -> PathBuf {
 fn codex() -> PathBuf {
     static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
     PROGRAM.get_or_init(|| reference_agent(&["codex"])).clone()
+}
+
+/// The pinned Gemini CLI (its bundle, `gemini.js`).
+fn gemini() -> PathBuf {
+    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+    PROGRAM.get_or_init(|| reference_agent(&["gemini"])).clone()
+}
+
+fn gemini_adapter() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/adapters/gemini.mjs").to_owned()
+}
+
+fn gemini_vectors() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/vectors-gemini").to_owned()
 }
 
 fn codex_adapter() -> String {
@@ -346,5 +360,82 @@ fn codex_code_mode_records_and_plays_again() {
         recorded.requests[1][0]["content"], "hello-from-bash\n",
         "{:?}",
         recorded.requests
+    );
+}
+
+/// Gemini CLI, through its adapter, agrees with every vector recorded from it: the adapter's
+/// translation (Gemini API to Messages API and back, Claude Code's hooks to Gemini's settings)
+/// and Gemini's hooks are deterministic, and the pinned Gemini CLI still does what the vectors
+/// say.
+#[test]
+fn gemini_passes_the_vectors_recorded_from_it() {
+    let program = gemini();
+    let all = read_dir(Path::new(&gemini_vectors())).unwrap();
+    assert!(all.len() >= 50, "{} Gemini CLI vectors", all.len());
+    for (name, v) in &all {
+        let from = v.recorded_from.as_ref().expect(name);
+        assert_eq!(from["program"], "Gemini CLI", "{name}");
+        assert_eq!(from["version"], "0.61.0", "{name}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
+        .args(["run", "--vectors", &gemini_vectors()])
+        .args(["--", "node", &gemini_adapter()])
+        .env("GEMINI", &program)
+        .output()
+        .unwrap();
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains(&format!("{} vectors", all.len()))
+            && report.contains("0 unexplained")
+            && report.contains("0 vectors not played"),
+        "{report}"
+    );
+}
+
+/// A scenario with a model switch is not played through Gemini CLI: the report says so with
+/// the adapter's reason, and nothing of Gemini ran.
+#[test]
+fn gemini_does_not_play_a_model_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let vector = Vector::read(&shipped_dir().join("model_switch_sdk.json")).unwrap();
+    vector
+        .write(&dir.path().join("model_switch_sdk.json"))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
+        .args(["run", "--vectors", dir.path().to_str().unwrap()])
+        .args(["--", "node", &gemini_adapter()])
+        .env("GEMINI", "/nonexistent/gemini.js")
+        .output()
+        .unwrap();
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("NOT PLAYED: model_switch_sdk: adapter exited with exit status: 3")
+            && report.contains("set_model is not supported"),
+        "{report}"
+    );
+}
+
+/// A tool other than Bash fails the play through Gemini CLI with the adapter's reason (its
+/// tools are not Claude Code's): the play is reported, not recorded as if Gemini had answered.
+#[test]
+fn gemini_fails_a_tool_it_cannot_translate() {
+    let program = gemini();
+    let dir = tempfile::tempdir().unwrap();
+    let vector = Vector::read(&shipped_dir().join("tool_read.json")).unwrap();
+    vector.write(&dir.path().join("tool_read.json")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
+        .args(["run", "--vectors", dir.path().to_str().unwrap()])
+        .args(["--", "node", &gemini_adapter()])
+        .env("GEMINI", &program)
+        .output()
+        .unwrap();
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("NOT PLAYED: tool_read: adapter exited with exit status: 1")
+            && report.contains("the Gemini adapter translates text and Bash calls only"),
+        "{report}"
     );
 }
