@@ -268,56 +268,96 @@ fn bad_input_is_named() {
     assert!(text(&out).contains("usage:"), "{}", text(&out));
 }
 
-/// Codex, through its adapter, agrees with every vector recorded from it: the adapter's
-/// translation (Responses API to Messages API and back) and Codex's hooks are deterministic,
-/// and the pinned Codex still does what the vectors say.
-#[test]
-fn codex_passes_the_vectors_recorded_from_it() {
-    let program = codex();
-    let all = read_dir(Path::new(&codex_vectors())).unwrap();
-    assert!(all.len() >= 40, "{} Codex vectors", all.len());
-    for (name, v) in &all {
-        let from = v.recorded_from.as_ref().expect(name);
-        assert_eq!(from["program"], "Codex", "{name}");
-    }
-    let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
-        .args(["run", "--vectors", &codex_vectors()])
-        .args(["--", "node", &codex_adapter()])
-        .env("CODEX", &program)
-        .output()
-        .unwrap();
-    let report = text(&out);
-    assert!(out.status.success(), "{report}");
-    assert!(
-        report.contains(&format!("{} vectors", all.len()))
-            && report.contains("0 unexplained")
-            && report.contains("0 vectors not played"),
-        "{report}"
-    );
+/// An agent's program and adapter, and the vectors recorded from it.
+struct Recorded<'a> {
+    /// As the vectors' `recorded_from.program` names it.
+    program: &'a str,
+    version: &'a str,
+    vectors: String,
+    adapter: String,
+    /// The variable the adapter reads the program from, and the program.
+    env: (&'a str, PathBuf),
 }
 
-/// A scenario with a model switch is not played through Codex: the report says so with the
-/// adapter's reason, and nothing of Codex ran.
+impl Recorded<'_> {
+    /// The program, through its adapter, agrees with every vector recorded from it (at least
+    /// `min` of them): the adapter's translation and the program's hooks are deterministic,
+    /// and the pinned version still does what the vectors say.
+    fn passes(&self, min: usize) {
+        let all = read_dir(Path::new(&self.vectors)).unwrap();
+        assert!(all.len() >= min, "{} {} vectors", all.len(), self.program);
+        for (name, v) in &all {
+            let from = v.recorded_from.as_ref().expect(name);
+            assert_eq!(from["program"], self.program, "{name}");
+            assert_eq!(from["version"], self.version, "{name}");
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
+            .args(["run", "--vectors", &self.vectors])
+            .args(["--", "node", &self.adapter])
+            .env(self.env.0, &self.env.1)
+            .output()
+            .unwrap();
+        let report = text(&out);
+        assert!(out.status.success(), "{report}");
+        assert!(
+            report.contains(&format!("{} vectors", all.len()))
+                && report.contains("0 unexplained")
+                && report.contains("0 vectors not played"),
+            "{report}"
+        );
+    }
+}
+
+/// Codex, through its adapter, agrees with every vector recorded from it.
 #[test]
-fn codex_does_not_play_a_model_switch() {
-    let dir = tempfile::tempdir().unwrap();
-    let vector = Vector::read(&shipped_dir().join("model_switch_sdk.json")).unwrap();
-    vector
-        .write(&dir.path().join("model_switch_sdk.json"))
-        .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
-        .args(["run", "--vectors", dir.path().to_str().unwrap()])
-        .args(["--", "node", &codex_adapter()])
-        .env("CODEX", "/nonexistent/codex")
-        .output()
-        .unwrap();
-    let report = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{report}");
-    assert!(
-        report.contains("NOT PLAYED: model_switch_sdk: adapter exited with exit status: 3")
-            && report.contains("set_model is not supported"),
-        "{report}"
-    );
+fn codex_passes_the_vectors_recorded_from_it() {
+    Recorded {
+        program: "Codex",
+        version: "0.169.0",
+        vectors: codex_vectors(),
+        adapter: codex_adapter(),
+        env: ("CODEX", codex()),
+    }
+    .passes(40);
+}
+
+/// What an adapter cannot play is reported as not played, with its reason, before anything
+/// of the program runs (its path is one that does not exist): a model switch, a plugin —
+/// through Codex's adapter and Gemini CLI's.
+#[test]
+fn adapters_do_not_play_what_their_program_cannot() {
+    let cases = [
+        ("model_switch_sdk", "set_model is not supported"),
+        (
+            "plugin_hooks",
+            "a Claude Code plugin (`--plugin-dir`) is not supported",
+        ),
+    ];
+    let adapters = [
+        (codex_adapter(), "CODEX", "/nonexistent/codex"),
+        (gemini_adapter(), "GEMINI", "/nonexistent/gemini.js"),
+    ];
+    for (adapter, var, program) in &adapters {
+        for (name, why) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let file = format!("{name}.json");
+            let vector = Vector::read(&shipped_dir().join(&file)).unwrap();
+            vector.write(&dir.path().join(&file)).unwrap();
+            let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
+                .args(["run", "--vectors", dir.path().to_str().unwrap()])
+                .args(["--", "node", adapter])
+                .env(var, program)
+                .output()
+                .unwrap();
+            let report = text(&out);
+            assert_eq!(out.status.code(), Some(1), "{adapter}: {report}");
+            let not_played = format!("NOT PLAYED: {name}: adapter exited with exit status: 3");
+            assert!(
+                report.contains(&not_played) && report.contains(why),
+                "{adapter}: {report}"
+            );
+        }
+    }
 }
 
 /// For a model Codex knows, its tools are its code mode's `exec` (a script calling
@@ -363,58 +403,18 @@ fn codex_code_mode_records_and_plays_again() {
     );
 }
 
-/// Gemini CLI, through its adapter, agrees with every vector recorded from it: the adapter's
-/// translation (Gemini API to Messages API and back, Claude Code's hooks to Gemini's settings)
-/// and Gemini's hooks are deterministic, and the pinned Gemini CLI still does what the vectors
-/// say.
+/// Gemini CLI, through its adapter (Gemini API to Messages API and back, Claude Code's hooks
+/// to Gemini's settings), agrees with every vector recorded from it.
 #[test]
 fn gemini_passes_the_vectors_recorded_from_it() {
-    let program = gemini();
-    let all = read_dir(Path::new(&gemini_vectors())).unwrap();
-    assert!(all.len() >= 50, "{} Gemini CLI vectors", all.len());
-    for (name, v) in &all {
-        let from = v.recorded_from.as_ref().expect(name);
-        assert_eq!(from["program"], "Gemini CLI", "{name}");
-        assert_eq!(from["version"], "0.61.0", "{name}");
+    Recorded {
+        program: "Gemini CLI",
+        version: "0.61.0",
+        vectors: gemini_vectors(),
+        adapter: gemini_adapter(),
+        env: ("GEMINI", gemini()),
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
-        .args(["run", "--vectors", &gemini_vectors()])
-        .args(["--", "node", &gemini_adapter()])
-        .env("GEMINI", &program)
-        .output()
-        .unwrap();
-    let report = text(&out);
-    assert!(out.status.success(), "{report}");
-    assert!(
-        report.contains(&format!("{} vectors", all.len()))
-            && report.contains("0 unexplained")
-            && report.contains("0 vectors not played"),
-        "{report}"
-    );
-}
-
-/// A scenario with a model switch is not played through Gemini CLI: the report says so with
-/// the adapter's reason, and nothing of Gemini ran.
-#[test]
-fn gemini_does_not_play_a_model_switch() {
-    let dir = tempfile::tempdir().unwrap();
-    let vector = Vector::read(&shipped_dir().join("model_switch_sdk.json")).unwrap();
-    vector
-        .write(&dir.path().join("model_switch_sdk.json"))
-        .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
-        .args(["run", "--vectors", dir.path().to_str().unwrap()])
-        .args(["--", "node", &gemini_adapter()])
-        .env("GEMINI", "/nonexistent/gemini.js")
-        .output()
-        .unwrap();
-    let report = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{report}");
-    assert!(
-        report.contains("NOT PLAYED: model_switch_sdk: adapter exited with exit status: 3")
-            && report.contains("set_model is not supported"),
-        "{report}"
-    );
+    .passes(50);
 }
 
 /// A tool other than Bash fails the play through Gemini CLI with the adapter's reason (its
