@@ -206,11 +206,4 @@ pub(crate) const OPEN: &[Known] = &[
         "Claude Code sends CLAUDE.md in a user message (a `<system-reminder>` before the \
          prompt); the crate's `Memory` stage puts it in the system prompt.",
     ),
-    known(
-        "setup_maintenance",
-        "*",
-        "<requests>",
-        "a Setup hook's `additionalContext` reaches the model in the crate (the run's system \
-         prompt); Claude Code 2.1.328 with `--maintenance` sends it nowhere the model sees.",
-    ),
 ];

@@ -17,8 +17,10 @@ use crate::{
 };
 
 impl Inner {
-    /// Setup: contexts for the system prompt. It cannot block (as in the protocol): a block,
-    /// a stop or a fail-closed failure is reported.
+    /// Setup: what its hooks export (`CLAUDE_ENV_FILE`) is the session's; nothing of their
+    /// answers reaches the model — Claude Code discards Setup's JSON fields and stdout
+    /// (measured against 2.1.328: vectors `setup_init_context`, `setup_maintenance`). It
+    /// cannot block (as in the protocol): a block, a stop or a fail-closed failure is reported.
     async fn setup(self: &Arc<Self>, trigger: SetupTrigger, ctx: &RunContext) -> Setup {
         let event = HookEvent::Setup;
         let mut input = self.base(event, ctx);
@@ -26,14 +28,15 @@ impl Inner {
         let verdicts = self
             .run_with_env_file(event, Some(trigger.as_str()), input, ctx)
             .await;
-        let mut contexts = Vec::new();
         for v in verdicts {
             if let Some(reason) = v.stop.or(v.block).or(v.failed) {
                 ctx.warn(format!("a Setup hook: {reason} (Setup cannot block)"));
             }
-            contexts.extend(v.contexts);
+            if !v.contexts.is_empty() {
+                tracing::debug!("a Setup hook's additionalContext is discarded, as in Claude Code");
+            }
         }
-        joined(contexts, "\n\n").map_or(Setup::Continue, Setup::AddContext)
+        Setup::Continue
     }
 
     /// DirectoryAdded: observe only; a block or a stop is reported.

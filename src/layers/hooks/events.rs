@@ -671,7 +671,7 @@ hook_events! {
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`trigger`",
             input: "`trigger` (`init`, `maintenance`)",
-            answer: "context (`additionalContext`) for the run's system prompt; [`CLAUDE_ENV_FILE`](crate::command#claude_env_file); cannot block (a block, `continue: false` or a fail-closed failure is reported)",
+            answer: "nothing for the model (Claude Code discards Setup's JSON fields and stdout); [`CLAUDE_ENV_FILE`](crate::command#claude_env_file); cannot block (a block, `continue: false` or a fail-closed failure is reported)",
             /// Setup: the run's request asks for setup
             /// ([`AgentRequest::setup`](crate::AgentRequest::setup)); the matcher is compared
             /// with the trigger (`init`, `maintenance`). Awaited first, before CwdChanged and
