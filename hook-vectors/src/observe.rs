@@ -115,7 +115,7 @@ fn process_ids(s: &str) -> Cow<'_, str> {
 }
 
 /// Replaces what differs by play and by agent without meaning anything: session ids, subagent
-/// ids ([`AGENT_IDS`], everywhere they show), the
+/// ids (`agent_id`, `agentId`: everywhere they show), the
 /// play's paths, numbered ids (`prompt_id`, `turn_id`, `message_id`, and a `tool_use_id` made
 /// up at random: Codex's `exec-<uuid>`), measured numbers, points in time (an ISO 8601 string,
 /// whole: `<time>`) and process ids in a text (after `PID: ` or `PGID: `: `<pid>`).
