@@ -58,8 +58,9 @@
 // PROMPT` (the project's latest session, the one before); `--approval-mode yolo` (the scenarios'
 // commands run without asking: headless Gemini cannot ask). A `set_model` is not supported
 // (Gemini headless has no model switch between prompts), nor a scenario's plugin (Gemini
-// CLI's extensions are another format): the adapter exits 3 saying so, before anything runs. Exit 0 once every process has ended (Gemini runs its SessionEnd hooks
-// before it exits; a run that exits non-zero is reported on stderr: what it did was played);
+// CLI's extensions are another format): the adapter exits 3 saying so, before anything runs.
+// Exit 0 once every process has ended (Gemini runs its SessionEnd hooks before it exits; a
+// run that exits non-zero is reported on stderr: what it did was played);
 // 1 if a tool could not be translated or the adapter failed.
 import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";

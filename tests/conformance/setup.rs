@@ -119,7 +119,9 @@ echo '{{"hookSpecificOutput": {{"hookEventName": "Setup", "additionalContext": "
     assert_eq!(s.read("order"), "setup\nstart TOOLCHAIN=ready\n");
     let req = &model.requests()[0];
     assert!(
-        req.messages.iter().all(|m| !m.text().contains("Run make first.")),
+        req.messages
+            .iter()
+            .all(|m| !m.text().contains("Run make first.")),
         "{:?}",
         req.messages
     );
