@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::super::config::{Entry, HookEvent};
 use super::super::process::Report;
-use super::{Inner, joined, register::Add, session, union};
+use super::{Inner, register::Add, session, union};
 use crate::{
     agent::start::{PromptExpansion, SetupTrigger},
     context::RunContext,
