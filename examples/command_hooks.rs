@@ -260,11 +260,23 @@ fn print_conversation(resp: &AgentResponse) {
     println!("\noutcome: {:?}", resp.outcome);
 }
 
+/// What the model sees of each call: its result, then the hooks' context of its step.
 fn tool_results(resp: &AgentResponse) -> Vec<String> {
-    resp.messages
+    let messages: Vec<_> = resp.messages.iter().collect();
+    messages
         .iter()
-        .filter(|m| m.role == Role::Tool)
-        .map(|m| m.text().into_owned())
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::Tool)
+        .map(|(i, m)| {
+            // The hooks' context for the step follows its results (each step here makes one
+            // call), as Claude Code places it.
+            let mut text = m.text().into_owned();
+            if let Some(next) = messages.get(i + 1).filter(|n| n.role == Role::System) {
+                text.push_str("\n\n");
+                text.push_str(&next.text());
+            }
+            text
+        })
         .collect()
 }
 
