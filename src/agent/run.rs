@@ -427,6 +427,10 @@ impl<'a> Run<'a> {
             let stages = SessionStartWork(Arc::clone(&self.inner.setups));
             self.ctx.with_data(|data| data.insert(stages));
         }
+        if let Some(prompt) = &prompt {
+            let prompt = crate::model::RunPrompt(prompt.as_str().into());
+            self.ctx.with_data(|data| data.insert(prompt));
+        }
         let Some(stack) = self.inner.start.clone() else {
             return Ok((prompt, contexts));
         };

@@ -161,7 +161,7 @@ impl Inner {
                             process::claude_words(event, subject, handler, &mut verdict);
                         }
                         Dialect::Codex => formats::codex_verdict(event, &mut verdict),
-                        Dialect::Gemini => {}
+                        Dialect::Gemini => formats::gemini_verdict(event, &mut verdict),
                     }
                     verdicts.push(verdict);
                 }
@@ -173,7 +173,7 @@ impl Inner {
     }
 
     /// The input serialized once for each dialect `entries` speak: Claude Code's, and Codex's
-    /// when a handler is Codex's.
+    /// or Gemini CLI's when a handler is theirs.
     fn inputs(
         &self,
         event: HookEvent,
@@ -198,9 +198,20 @@ impl Inner {
                 let input = formats::codex_input(event, input.clone(), &run);
                 Arc::from(Value::Object(input).to_string())
             });
+        let gemini = entries
+            .iter()
+            .any(|e| e.handler.extras.dialect == Dialect::Gemini)
+            .then(|| {
+                let prompt = report.ctx().and_then(|ctx| {
+                    ctx.with_data(|d| d.get::<crate::model::RunPrompt>().map(|p| Arc::clone(&p.0)))
+                });
+                let input = formats::gemini_input(event, input.clone(), prompt.as_deref());
+                Arc::from(Value::Object(input).to_string())
+            });
         Inputs {
             claude: Value::Object(input).to_string().into(),
             codex,
+            gemini,
         }
     }
 
@@ -214,13 +225,13 @@ impl Inner {
         env: &[(String, String)],
     ) -> Result<Reply, Failure> {
         let dialect = handler.extras.dialect;
-        let translated = dialect.input(event, input);
         // The session's environment, then the handler's own (a plugin's `CLAUDE_PLUGIN_ROOT` …).
         // NOTE: a persistent process is shared by every run: it never sees one session's
         // environment.
         let codex = dialect == Dialect::Codex;
-        let env: std::borrow::Cow<'_, [(String, String)]> = if codex {
-            // Codex sets no `CLAUDE_ENV_FILE` (nor `CLAUDE_PROJECT_DIR`: `Dirs`).
+        let env: std::borrow::Cow<'_, [(String, String)]> = if dialect != Dialect::Claude {
+            // Codex and Gemini CLI set no `CLAUDE_ENV_FILE` (Codex no `CLAUDE_PROJECT_DIR`
+            // either: `Dirs`).
             env.iter()
                 .filter(|(k, _)| k != "CLAUDE_ENV_FILE")
                 .chain(handler.extras.env.iter())
@@ -241,7 +252,7 @@ impl Inner {
             project: &self.project_dir,
             claude_project_dir: !codex,
         };
-        let result = process::call(event, handler, dirs, &translated, report, &env).await;
+        let result = process::call(event, handler, dirs, input, report, &env).await;
         result.map(|reply| dialect.output(event, input, reply))
     }
 
@@ -268,14 +279,17 @@ impl Inner {
 struct Inputs {
     claude: Arc<str>,
     codex: Option<Arc<str>>,
+    gemini: Option<Arc<str>>,
 }
 
 impl Inputs {
     fn of(&self, handler: &Handler) -> &Arc<str> {
-        match (&self.codex, handler.extras.dialect) {
-            (Some(codex), Dialect::Codex) => codex,
-            _ => &self.claude,
-        }
+        let other = match handler.extras.dialect {
+            Dialect::Claude => None,
+            Dialect::Codex => self.codex.as_ref(),
+            Dialect::Gemini => self.gemini.as_ref(),
+        };
+        other.unwrap_or(&self.claude)
     }
 }
 
@@ -428,6 +442,11 @@ fn base(event: HookEvent, ctx: &RunContext) -> Map<String, Value> {
 fn union(entries: &[Entry]) -> ToolMatcher {
     let mut union: Option<ToolMatcher> = None;
     for e in entries {
+        // A Gemini CLI handler's matchers name Gemini's tools: the callback sees every call,
+        // `Entry::matches` picks.
+        if e.handler.extras.dialect == Dialect::Gemini {
+            return ToolMatcher::all();
+        }
         // The entry's matchers, and its `if` rule: a call no rule matches does not even
         // reach the callback.
         let mut entry: Option<ToolMatcher> = None;

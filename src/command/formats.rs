@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::{
     config::{self, Config, ConfigError, HookEvent},
     plugin::SourceContext,
-    process::{Reply, Stdout},
+    process::{self, Reply, Stdout},
 };
 
 mod codex;
@@ -45,6 +45,120 @@ const GEMINI: &[(&str, HookEvent)] = &[
     ("Notification", HookEvent::Notification),
     ("PreCompress", HookEvent::PreCompact),
 ];
+
+/// The fields of Gemini CLI 0.61.0's inputs beyond the common ones (`session_id`,
+/// `transcript_path`, `cwd`, `hook_event_name`, `timestamp`), for the events it shares with
+/// this crate (measured: `hook-vectors/vectors-gemini`); the others (Notification,
+/// BeforeModel, AfterModel) keep this crate's fields.
+const GEMINI_FIELDS: &[(HookEvent, &[&str])] = &[
+    (HookEvent::SessionStart, &["source"]),
+    (HookEvent::UserPromptSubmit, &["prompt"]),
+    (HookEvent::PreToolUse, &["tool_name", "tool_input"]),
+    (
+        HookEvent::PostToolUse,
+        &["tool_name", "tool_input", "tool_response"],
+    ),
+    (
+        HookEvent::Stop,
+        &["prompt", "prompt_response", "stop_hook_active"],
+    ),
+    (HookEvent::SessionEnd, &["reason"]),
+    (HookEvent::PreCompact, &["trigger"]),
+];
+
+/// A Gemini CLI handler's verdict as Gemini CLI acts on it: plain stdout is context for no
+/// event; an AfterTool block's reason replaces the call's result.
+pub(crate) fn gemini_verdict(event: HookEvent, verdict: &mut process::Verdict) {
+    if verdict.plain_stdout {
+        verdict.contexts.clear();
+    }
+    if event == HookEvent::PostToolUse {
+        // As an error (measured).
+        verdict.replace_output = verdict.block.take().map(|reason| (reason, true));
+    }
+}
+
+/// The name Gemini CLI gives a tool of this crate's Claude Code tools: its shell tool
+/// `run_shell_command` for `Bash` (measured: `hook-vectors/vectors-gemini`); any other name
+/// as it is.
+pub(crate) fn gemini_tool(name: &str) -> &str {
+    match name {
+        "Bash" => "run_shell_command",
+        other => other,
+    }
+}
+
+/// The input a Gemini CLI handler gets, from the one a Claude Code handler gets: Gemini CLI
+/// 0.61.0's fields ([`GEMINI_FIELDS`], measured: `hook-vectors/vectors-gemini`) —
+/// `hook_event_name` its event name, a `timestamp`, the crate's `Bash` as `run_shell_command`,
+/// AfterTool's `tool_response` `{llmContent, returnDisplay}` (a `Bash` call's output as one
+/// text, stdout then stderr), AfterAgent's `prompt` (the run's, `prompt`) and
+/// `prompt_response`, SessionEnd's `reason` `exit`; none of Claude Code's own (`prompt_id`,
+/// `permission_mode`, `tool_use_id`, `effort`, …).
+pub(crate) fn gemini_input(
+    event: HookEvent,
+    mut map: Map<String, Value>,
+    prompt: Option<&str>,
+) -> Map<String, Value> {
+    if let Some(name) = gemini_name(event) {
+        map.insert("hook_event_name".into(), name.into());
+    }
+    map.insert("timestamp".into(), crate::context::timestamp().into());
+    if let Some(Value::String(tool)) = map.get_mut("tool_name") {
+        *tool = gemini_tool(tool).to_owned();
+    }
+    match event {
+        HookEvent::PostToolUse => {
+            if let Some(response) = map.remove("tool_response") {
+                let text = response_text(response);
+                map.insert(
+                    "tool_response".into(),
+                    json!({ "llmContent": text, "returnDisplay": text }),
+                );
+            }
+        }
+        HookEvent::Stop => {
+            let last = map
+                .get("last_assistant_message")
+                .cloned()
+                .unwrap_or_default();
+            map.insert("prompt_response".into(), last);
+            map.insert("prompt".into(), prompt.unwrap_or_default().into());
+        }
+        HookEvent::SessionEnd => {
+            map.insert("reason".into(), "exit".into());
+        }
+        _ => {}
+    }
+    if let Some((_, fields)) = GEMINI_FIELDS.iter().find(|(e, _)| *e == event) {
+        const COMMON: &[&str] = &[
+            "session_id",
+            "transcript_path",
+            "cwd",
+            "hook_event_name",
+            "timestamp",
+        ];
+        map.retain(|k, _| COMMON.contains(&k.as_str()) || fields.contains(&k.as_str()));
+    }
+    map
+}
+
+/// A tool's response as one text: a string as it is; a `Bash` response's stdout, then its
+/// stderr; anything else its JSON text.
+fn response_text(response: Value) -> String {
+    match response {
+        Value::String(s) => s,
+        Value::Object(o) if o.get("stdout").is_some_and(Value::is_string) => {
+            let part = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
+            match (part("stdout"), part("stderr")) {
+                (out, "") => out.to_owned(),
+                ("", err) => err.to_owned(),
+                (out, err) => format!("{out}\n{err}"),
+            }
+        }
+        other => other.to_string(),
+    }
+}
 
 /// Keys of Gemini's `hooks` object that are settings, not events.
 const GEMINI_SETTINGS: &[&str] = &["enabled", "disabled", "notifications"];
@@ -215,78 +329,67 @@ pub(crate) fn load_gemini(
 }
 
 impl Dialect {
-    /// The input a handler of this dialect gets: for Gemini, `hook_event_name` is its event
-    /// name, `timestamp` is added, AfterTool's `tool_response` is `{llmContent,
-    /// returnDisplay}` and AfterAgent has `prompt_response`.
-    pub(crate) fn input<'a>(self, event: HookEvent, input: &'a str) -> Cow<'a, str> {
-        if self != Dialect::Gemini {
-            return Cow::Borrowed(input);
-        }
-        let Ok(Value::Object(mut map)) = serde_json::from_str::<Value>(input) else {
-            return Cow::Borrowed(input);
-        };
-        if let Some(name) = gemini_name(event) {
-            map.insert("hook_event_name".into(), name.into());
-        }
-        map.insert("timestamp".into(), crate::context::timestamp().into());
-        match event {
-            HookEvent::PostToolUse => {
-                if let Some(response) = map.remove("tool_response") {
-                    let text = match response {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    map.insert(
-                        "tool_response".into(),
-                        json!({ "llmContent": text, "returnDisplay": text }),
-                    );
-                }
-            }
-            HookEvent::Stop => {
-                let last = map
-                    .get("last_assistant_message")
-                    .cloned()
-                    .unwrap_or_default();
-                map.insert("prompt_response".into(), last);
-                map.entry("prompt").or_insert_with(|| "".into());
-            }
-            _ => {}
-        }
-        Cow::Owned(Value::Object(map).to_string())
-    }
-
-    /// A Gemini answer in Claude Code's terms: `decision: "deny"` is a block (on AfterTool,
-    /// its reason replaces the tool's output), `decision: "allow"` on BeforeTool allows,
+    /// A Gemini answer in Claude Code's terms: JSON (stdout's, else stderr's) whatever the exit
+    /// code; Claude Code's `permissionDecision`, `updatedInput` and `updatedToolOutput`, and
+    /// BeforeTool's and AfterAgent's `additionalContext`, not read; `decision: "deny"` is a
+    /// block (on AfterTool, its reason replaces the tool's output: [`gemini_verdict`]),
+    /// `decision: "allow"` on BeforeTool allows,
     /// `hookSpecificOutput.tool_input` is merged into the call's arguments
     /// (`updatedInput`), `hookSpecificOutput.tool_output` replaces the output.
     pub(crate) fn output(self, event: HookEvent, input: &str, mut reply: Reply) -> Reply {
         if self == Dialect::Codex {
             return codex::output(event, reply);
         }
-        if self != Dialect::Gemini || reply.code != Some(0) {
+        if self != Dialect::Gemini {
             return reply;
         }
-        let Stdout::Text(text) = &reply.stdout else {
+        // JSON decides whatever the exit code — stdout's, or stderr's when stdout is empty; the
+        // exit code counts for plain text only (measured: `hook-vectors/vectors-gemini`).
+        let text = match &reply.stdout {
+            Stdout::Text(t) if !t.trim().is_empty() => t.trim(),
+            Stdout::Text(_) => reply.stderr.trim(),
+            Stdout::Json(_) => return reply,
+        };
+        let Ok(Value::Object(mut out)) = serde_json::from_str::<Value>(text) else {
+            let blocks = matches!(
+                event,
+                HookEvent::UserPromptSubmit
+                    | HookEvent::PreToolUse
+                    | HookEvent::PostToolUse
+                    | HookEvent::Stop
+            );
+            if reply.code == Some(2) && blocks {
+                // Plain text with exit 2 denies, with stderr as it is for the reason.
+                let reason = reply.stderr.trim().to_owned();
+                reply.code = Some(0);
+                reply.stdout = Stdout::Json(json!({ "decision": "block", "reason": reason }));
+            }
             return reply;
         };
-        let Ok(Value::Object(mut out)) = serde_json::from_str::<Value>(text.trim()) else {
-            return reply;
-        };
+        reply.code = Some(0);
         let mut specific = match out.remove("hookSpecificOutput") {
             Some(Value::Object(s)) => s,
             _ => Map::new(),
         };
+        // Claude Code's fields Gemini CLI does not read.
+        for claude in [
+            "permissionDecision",
+            "permissionDecisionReason",
+            "updatedInput",
+            "updatedToolOutput",
+        ] {
+            specific.remove(claude);
+        }
+        if matches!(event, HookEvent::PreToolUse | HookEvent::Stop) {
+            // Gemini CLI gives BeforeTool's and AfterAgent's `additionalContext` to no one.
+            specific.remove("additionalContext");
+        }
         specific.insert("hookEventName".into(), event.name().into());
         let decision = out
             .get("decision")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let reason = out.get("reason").cloned().unwrap_or_default();
         match (event, decision.as_deref()) {
-            (HookEvent::PostToolUse, Some("deny" | "block")) => {
-                out.remove("decision");
-                specific.insert("updatedToolOutput".into(), reason);
-            }
             (_, Some("deny" | "block")) => {
                 out.insert("decision".into(), "block".into());
             }
@@ -343,6 +446,81 @@ mod tests {
         }
     }
 
+    /// Every event Gemini CLI shares with the crate gets exactly Gemini's fields (and the
+    /// common ones): the crate's `Bash` as `run_shell_command`, its output as one text,
+    /// AfterAgent's `prompt` the run's, SessionEnd's `reason` `exit`.
+    #[test]
+    fn gemini_inputs_have_geminis_fields() {
+        let claude_only = [
+            "prompt_id",
+            "permission_mode",
+            "effort",
+            "tool_use_id",
+            "duration_ms",
+        ];
+        for (event, fields) in GEMINI_FIELDS {
+            let mut input = Map::new();
+            for k in ["session_id", "transcript_path", "cwd"] {
+                input.insert(k.into(), json!("x"));
+            }
+            for k in claude_only.iter().chain(fields.iter()) {
+                input.insert((*k).to_owned(), json!("v"));
+            }
+            input.insert("tool_name".into(), json!("Bash"));
+            input.insert(
+                "tool_response".into(),
+                json!({"stdout": "o", "stderr": "e"}),
+            );
+            input.insert("last_assistant_message".into(), json!("done"));
+            let out = gemini_input(*event, input, Some("the prompt"));
+            let mut keys: Vec<&str> = out.keys().map(String::as_str).collect();
+            keys.sort_unstable();
+            let mut want: Vec<&str> = ["session_id", "transcript_path", "cwd", "hook_event_name"]
+                .into_iter()
+                .chain(["timestamp"])
+                .chain(fields.iter().copied())
+                .collect();
+            want.sort_unstable();
+            assert_eq!(keys, want, "{event}");
+            assert_eq!(
+                out["hook_event_name"],
+                gemini_name(*event).unwrap(),
+                "{event}"
+            );
+            if fields.contains(&"tool_name") {
+                assert_eq!(out["tool_name"], "run_shell_command");
+            }
+        }
+        let input = |pairs: Value| match pairs {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        let after = gemini_input(
+            HookEvent::PostToolUse,
+            input(json!({"tool_response": {"stdout": "o", "stderr": "e"}})),
+            None,
+        );
+        assert_eq!(
+            after["tool_response"],
+            json!({"llmContent": "o\ne", "returnDisplay": "o\ne"})
+        );
+        let stop = gemini_input(
+            HookEvent::Stop,
+            input(json!({"last_assistant_message": "done"})),
+            Some("go"),
+        );
+        assert_eq!(
+            (&stop["prompt"], &stop["prompt_response"]),
+            (&json!("go"), &json!("done"))
+        );
+        let end = gemini_input(
+            HookEvent::SessionEnd,
+            input(json!({"reason": "other"})),
+            None,
+        );
+        assert_eq!(end["reason"], "exit");
+    }
+
     #[test]
     fn gemini_answers_in_claude_terms() {
         let g = Dialect::Gemini;
@@ -362,16 +540,31 @@ mod tests {
             reply(r#"{"decision": "deny", "reason": "no"}"#),
         );
         assert_eq!(text(&r)["decision"], "block");
+        // AfterTool: a block (its reason then replaces the result: `gemini_verdict`).
         let r = g.output(
             HookEvent::PostToolUse,
             input,
             reply(r#"{"decision": "deny", "reason": "hidden"}"#),
         );
+        assert_eq!(text(&r)["decision"], "block");
+        // JSON decides whatever the exit code (stderr's when stdout is empty); Claude Code's
+        // own fields are not read.
+        let mut r = reply("");
+        r.code = Some(1);
+        r.stderr =
+            r#"{"hookSpecificOutput": {"permissionDecision": "deny", "updatedInput": {}}}"#.into();
+        let r = g.output(HookEvent::PreToolUse, input, r);
+        assert_eq!(r.code, Some(0));
         assert_eq!(
-            text(&r)["hookSpecificOutput"]["updatedToolOutput"],
-            "hidden"
+            text(&r)["hookSpecificOutput"],
+            json!({"hookEventName": "PreToolUse"})
         );
-        assert!(text(&r).get("decision").is_none());
+        // Plain text with exit 2 blocks, stderr as it is.
+        let mut r = reply("");
+        r.code = Some(2);
+        r.stderr = "no\n".into();
+        let r = g.output(HookEvent::PreToolUse, input, r);
+        assert_eq!(text(&r), json!({"decision": "block", "reason": "no"}));
         let same = Dialect::Claude.output(
             HookEvent::PreToolUse,
             input,

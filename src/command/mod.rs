@@ -343,14 +343,25 @@
 //!   milliseconds (default 60,000); a group with `"sequential": true` runs its handlers one
 //!   after another, in order (others run in parallel, as every Claude Code handler);
 //!   `hooksConfig.enabled: false` loads none; `hooksConfig.disabled` lists names to skip. Its
-//!   handlers get `hook_event_name` under Gemini's name, a `timestamp`, AfterTool's
-//!   `tool_response` as `{llmContent, returnDisplay}` and AfterAgent's `prompt_response`;
-//!   their answers are read as Gemini documents them: `decision: "deny"` (or `"block"`) blocks
-//!   (on AfterTool, its `reason` replaces the tool's output), `decision: "allow"` allows a
-//!   tool call, `hookSpecificOutput.tool_input` is merged into the call's arguments,
-//!   `hookSpecificOutput.tool_output` replaces the output, `additionalContext`, `continue`,
-//!   `stopReason` and `systemMessage` as for Claude Code. `llm_request` / `llm_response` keep
-//!   this crate's shapes ([below](#events)), not Gemini's.
+//!   handlers are run as Gemini CLI 0.61.0 runs them, measured against it (the vectors
+//!   recorded from it, `hook-vectors/vectors-gemini`, played through this crate by
+//!   `tests/reference/gemini.rs`): their input has Gemini's fields only — `hook_event_name`
+//!   under Gemini's name, a `timestamp`, the crate's `Bash` as Gemini's shell tool
+//!   `run_shell_command` (which their matchers name), AfterTool's `tool_response` as
+//!   `{llmContent, returnDisplay}`, AfterAgent's `prompt` (the run's) and `prompt_response`,
+//!   SessionEnd's `reason` `exit`; no `prompt_id`, `permission_mode`, `tool_use_id` or
+//!   `CLAUDE_ENV_FILE`. Their answers are read as Gemini reads them: JSON decides whatever the
+//!   exit code (stderr's when stdout is empty), plain text with exit 2 denies with stderr;
+//!   `decision: "deny"` (or `"block"`) blocks (on AfterTool, its `reason` replaces the tool's
+//!   output, as an error), `decision: "allow"` allows a tool call,
+//!   `hookSpecificOutput.tool_input` is merged into the call's arguments,
+//!   `hookSpecificOutput.tool_output` replaces the output; Claude Code's
+//!   `permissionDecision`, `updatedInput` and `updatedToolOutput` are not read, nor
+//!   BeforeTool's and AfterAgent's `additionalContext`, and plain stdout is context for no
+//!   event; `continue`, `stopReason` and `systemMessage` as for Claude Code. `llm_request` /
+//!   `llm_response` keep this crate's shapes ([below](#events)), not Gemini's. Where the
+//!   crate differs still (where contexts go, a denial's words) is listed in
+//!   `tests/reference/gemini.rs`.
 //! - **Codex** ([`codex_hooks_file`](CommandHooksBuilder::codex_hooks_file)): a `hooks.json`
 //!   (`~/.codex/hooks.json`, `<repo>/.codex/hooks.json`) in Claude Code's shape and protocol;
 //!   fields other than `hooks` and `description` at its root are ignored with a warning, and

@@ -292,6 +292,11 @@ pub enum ReasoningEffort {
 #[derive(Debug, Clone)]
 pub(crate) struct RunEffort(pub(crate) ReasoningEffort);
 
+/// The run's prompt as its request gave it, kept in a run's data from its start for the
+/// layers that report it (Gemini CLI hooks' AfterAgent `prompt`).
+#[derive(Debug, Clone)]
+pub(crate) struct RunPrompt(pub(crate) std::sync::Arc<str>);
+
 /// The agent's [`ModelSettings::model`], kept in a run's data from its start for the layers
 /// that report it (command hooks' `model` in Codex's inputs).
 #[derive(Debug, Clone)]

@@ -19,7 +19,8 @@ fn gemini_hooks(scripts: &Scripts, settings: Value) -> CommandHooks {
         .unwrap()
 }
 
-// Gemini CLI hooks reference: `BeforeTool` gets `hook_event_name: "BeforeTool"`, its
+// Gemini CLI hooks reference: `BeforeTool` gets `hook_event_name: "BeforeTool"` (the crate's
+// `Bash` as Gemini's shell tool, `run_shell_command`, which its matchers name), its
 // `decision: "deny"` + `reason` blocks the tool with the reason sent to the agent;
 // `AfterTool`'s `hookSpecificOutput.additionalContext` is appended; `timeout` is in ms;
 // an event with no equivalent (`BeforeToolSelection`) is skipped with a warning.
@@ -46,10 +47,10 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "AfterTool", "addition
     let hooks = gemini_hooks(
         &scripts,
         json!({"hooks": {
-            "BeforeTool": [{"matcher": "Bash", "sequential": false, "hooks": [
+            "BeforeTool": [{"matcher": "run_shell_command", "sequential": false, "hooks": [
                 {"type": "command", "command": before, "name": "guard", "timeout": 20000}
             ]}],
-            "AfterTool": [{"matcher": "Bash", "hooks": [{"type": "command", "command": after}]}],
+            "AfterTool": [{"matcher": "run_shell_command", "hooks": [{"type": "command", "command": after}]}],
             "BeforeToolSelection": [{"hooks": [{"type": "command", "command": "true"}]}]
         }}),
     );
@@ -299,7 +300,7 @@ echo slow-done >> {order:?}; echo '{{}}'"#
         let hooks = gemini_hooks(
             &scripts,
             json!({"hooks": {
-                "BeforeTool": [{"matcher": "Bash", "sequential": sequential, "hooks": [
+                "BeforeTool": [{"matcher": "run_shell_command", "sequential": sequential, "hooks": [
                     {"type": "command", "command": slow, "timeout": 600_000},
                     {"type": "command", "command": quick, "timeout": 600_000}
                 ]}]

@@ -30,6 +30,7 @@ mod agent_run;
 mod codex;
 mod compare;
 mod coverage;
+mod gemini;
 
 use std::{path::PathBuf, process::Stdio, sync::OnceLock};
 

@@ -133,6 +133,11 @@ impl fmt::Debug for Matcher {
 impl Entry {
     /// Whether the handler runs for `subject` (the tool name, source, trigger …).
     pub(crate) fn matches(&self, subject: &str) -> bool {
+        // A Gemini CLI handler names Gemini's tools (`run_shell_command`, not `Bash`).
+        let subject = match self.handler.extras.dialect {
+            Dialect::Gemini => crate::command::formats::gemini_tool(subject),
+            _ => subject,
+        };
         self.matchers.iter().any(|m| match m {
             None => true,
             Some(m) => m.matcher.matches_name(subject),

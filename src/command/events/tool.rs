@@ -76,9 +76,10 @@ impl Inner {
                     )),
                 }
             }
-            if let Some(text) = v.replace_output {
+            if let Some((text, is_error)) = v.replace_output {
                 let replaced = ToolOutput {
                     content: text,
+                    is_error,
                     ..output.clone()
                 };
                 decisions.push(PostToolUse::Replace(replaced));

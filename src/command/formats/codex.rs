@@ -301,7 +301,7 @@ const CODEX_EXIT_2_BLOCKS: &[HookEvent] = &[
 /// call's result (where Claude Code's goes next to it).
 pub(crate) fn codex_verdict(event: HookEvent, verdict: &mut Verdict) {
     if event == HookEvent::PostToolUse {
-        verdict.replace_output = verdict.block.take();
+        verdict.replace_output = verdict.block.take().map(|reason| (reason, false));
     }
 }
 

@@ -34,8 +34,9 @@ pub(crate) struct Verdict {
     pub(crate) stop: Option<String>,
     /// Exit 2 or `decision: "block"`: the reason.
     pub(crate) block: Option<String>,
-    /// PostToolUse: the text that replaces the call's result (a Codex handler's block).
-    pub(crate) replace_output: Option<String>,
+    /// PostToolUse: the text that replaces the call's result, and whether it is an error (a
+    /// Codex or Gemini CLI handler's block).
+    pub(crate) replace_output: Option<(String, bool)>,
     /// A fail-closed handler that failed (timeout, crash, garbage, missing executable): why.
     pub(crate) failed: Option<String>,
     /// `permissionDecision` (or the legacy `decision: "approve"`) and its reason.
