@@ -34,6 +34,9 @@
 //! struct Greet;
 //!
 //! impl Tool for Greet {
+//!     // This tool defines a check: the router hands it out, and it runs before the hooks.
+//!     const CHECKS_INPUT: bool = true;
+//!
 //!     fn spec(&self) -> ToolSpec {
 //!         ToolSpec::new("greet", "Greets someone", json!({ "type": "object" }))
 //!     }

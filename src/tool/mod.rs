@@ -146,6 +146,13 @@ impl ToolRequest {
 /// assert!(router.contains("now"));
 /// ```
 pub trait Tool: Send + Sync + 'static {
+    /// Whether the tool defines a [`check`](Tool::check): set it to `true` with your `check`,
+    /// so that a [`ToolRouter`] hands the check out ([`ToolRouter::checks`]) and it runs before
+    /// the hooks. `false` (the default): the router hands out no check for the tool, and an
+    /// agent with no checked tool carries no [`ToolChecks`] in its requests (nothing added per
+    /// call); a `check` defined anyway still runs, in the tool's service, after the hooks.
+    const CHECKS_INPUT: bool = false;
+
     /// What the model sees.
     fn spec(&self) -> ToolSpec;
 

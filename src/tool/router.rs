@@ -78,8 +78,11 @@ impl ToolRouter {
         let service = ToolService::new(tool);
         let tool = service.shared();
         self.add_service(spec, service);
-        let check: CheckFn = Arc::new(move |req| tool.check(req));
-        Arc::make_mut(&mut self.checks.checks).insert(name, check);
+        // Only a check the tool defines: with none, requests carry no checks (no cost per call).
+        if T::CHECKS_INPUT {
+            let check: CheckFn = Arc::new(move |req| tool.check(req));
+            Arc::make_mut(&mut self.checks.checks).insert(name, check);
+        }
     }
 
     /// This router with a tool that is any tower service, described by `spec`.

@@ -42,6 +42,8 @@ impl Copy {
 }
 
 impl Tool for Copy {
+    const CHECKS_INPUT: bool = true;
+
     fn spec(&self) -> ToolSpec {
         ToolSpec::new("copy", "Copies a file", json!({ "type": "object" }))
     }

@@ -63,6 +63,8 @@ pub(super) struct Checking<T> {
 }
 
 impl<T: Tool> Tool for Checking<T> {
+    const CHECKS_INPUT: bool = true;
+
     fn spec(&self) -> ToolSpec {
         self.tool.spec()
     }
