@@ -185,8 +185,9 @@ impl ToolRouter {
         }
     }
 
-    /// The [checks](Tool::check) of the tools registered as [`Tool`]s: the handle the agent
-    /// loop puts in each tool request's extensions (see [`check`](super::check)).
+    /// The [checks](Tool::check) of the tools registered as [`Tool`]s that define one
+    /// ([`Tool::CHECKS_INPUT`]): the handle the agent loop puts in each tool request's
+    /// extensions when it holds any (see [`check`](super::check)).
     pub fn checks(&self) -> ToolChecks {
         self.checks.clone()
     }
