@@ -11,9 +11,8 @@
 use std::path::Path;
 
 use hook_vectors::{
-    Error, Host, Job, KnownDifferences, Observed, Report, Vector,
-    compare::{Known, compare, known},
-    play, read_dir,
+    Error, Host, Job, KnownDifferences, Observed,
+    compare::{Known, known},
 };
 use serde_json::{Value, json};
 use tower_agent::command::CommandHooks;
@@ -213,51 +212,20 @@ fn shell_outputs(observed: &mut Observed) {
     }
 }
 
-fn vectors() -> Vec<(String, Vector)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("hook-vectors/vectors-codex");
-    let mut all = read_dir(&dir).unwrap();
-    if let Some(names) = crate::only() {
-        all.retain(|(n, _)| names.contains(n));
-    }
-    all
-}
-
 /// tower-agent, reading Codex's hooks file, does what Codex does in every vector recorded
 /// from Codex, but for the differences it keeps on purpose ([`KEPT`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tower_agent_does_what_codex_does() {
-    let mut report = Report::new(KnownDifferences {
-        kept: KEPT.to_vec(),
-        open: OPEN.to_vec(),
-    });
-    for (name, vector) in vectors() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("hook-vectors/vectors-codex");
+    let vectors = crate::played_from(&dir);
+    for (name, vector) in &vectors {
         let from = vector.recorded_from.as_ref().expect("recorded");
         assert_eq!(from["version"], VERSION, "{name}");
-        let mut expected = vector.expected.clone().expect("recorded");
-        let mut seen = play(&TowerAgentAsCodex, &vector.scenario)
-            .await
-            .unwrap_or_else(|e| panic!("{name}: tower-agent: {e}"));
-        shell_outputs(&mut expected);
-        shell_outputs(&mut seen);
-        report.add(
-            &name,
-            &expected,
-            &compare(&vector.scenario, &expected, &seen),
-        );
     }
-    eprintln!("{report}");
-    assert!(
-        report.passed(),
-        "differences from Codex {VERSION} that no list explains:\n{}",
-        report.unexplained.join("\n")
-    );
-    if crate::only().is_some() {
-        return;
-    }
-    let stale: Vec<_> = report.stale().iter().map(|k| format!("{k:?}")).collect();
-    assert!(
-        stale.is_empty(),
-        "listed differences that no longer show:\n{}",
-        stale.join("\n")
-    );
+    let known = KnownDifferences {
+        kept: KEPT.to_vec(),
+        open: OPEN.to_vec(),
+    };
+    let program = format!("Codex {VERSION}");
+    crate::differential(&program, vectors, &TowerAgentAsCodex, known, shell_outputs).await;
 }

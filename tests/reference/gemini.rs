@@ -13,9 +13,8 @@
 use std::path::Path;
 
 use hook_vectors::{
-    Error, Host, Job, KnownDifferences, Observed, Report, Vector,
-    compare::{Known, compare, known},
-    play, read_dir,
+    Error, Host, Job, KnownDifferences, Observed,
+    compare::{Known, known},
 };
 use serde_json::{Map, Value, json};
 use tower_agent::command::CommandHooks;
@@ -361,51 +360,20 @@ fn output_of(text: &str) -> String {
     }
 }
 
-fn vectors() -> Vec<(String, Vector)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("hook-vectors/vectors-gemini");
-    let mut all = read_dir(&dir).unwrap();
-    if let Some(names) = crate::only() {
-        all.retain(|(n, _)| names.contains(n));
-    }
-    all
-}
-
 /// tower-agent, reading Gemini CLI's settings, does what Gemini CLI does in every vector
 /// recorded from it, but for the differences it keeps on purpose ([`KEPT`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tower_agent_does_what_gemini_cli_does() {
-    let mut report = Report::new(KnownDifferences {
-        kept: KEPT.to_vec(),
-        open: OPEN.to_vec(),
-    });
-    for (name, vector) in vectors() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("hook-vectors/vectors-gemini");
+    let vectors = crate::played_from(&dir);
+    for (name, vector) in &vectors {
         let from = vector.recorded_from.as_ref().expect("recorded");
         assert_eq!(from["version"], VERSION, "{name}");
-        let mut expected = vector.expected.clone().expect("recorded");
-        let mut seen = play(&TowerAgentAsGemini, &vector.scenario)
-            .await
-            .unwrap_or_else(|e| panic!("{name}: tower-agent: {e}"));
-        shell_outputs(&mut expected);
-        shell_outputs(&mut seen);
-        report.add(
-            &name,
-            &expected,
-            &compare(&vector.scenario, &expected, &seen),
-        );
     }
-    eprintln!("{report}");
-    assert!(
-        report.passed(),
-        "differences from Gemini CLI {VERSION} that no list explains:\n{}",
-        report.unexplained.join("\n")
-    );
-    if crate::only().is_some() {
-        return;
-    }
-    let stale: Vec<_> = report.stale().iter().map(|k| format!("{k:?}")).collect();
-    assert!(
-        stale.is_empty(),
-        "listed differences that no longer show:\n{}",
-        stale.join("\n")
-    );
+    let known = KnownDifferences {
+        kept: KEPT.to_vec(),
+        open: OPEN.to_vec(),
+    };
+    let program = format!("Gemini CLI {VERSION}");
+    crate::differential(&program, vectors, &TowerAgentAsGemini, known, shell_outputs).await;
 }

@@ -35,7 +35,7 @@ mod gemini;
 use std::{path::PathBuf, process::Stdio, sync::OnceLock};
 
 use hook_vectors::{
-    Adapter, KnownDifferences, Report, Vector, compare::compare, play, read_dir, shipped_dir,
+    Adapter, Host, KnownDifferences, Report, Vector, compare::compare, play, read_dir, shipped_dir,
 };
 use serde_json::{Map, Value, json};
 
@@ -77,11 +77,60 @@ fn vectors() -> Vec<(String, Vector)> {
 
 /// The vectors to play: those `TOWER_AGENT_VECTORS` names (comma-separated), else all.
 fn played() -> Vec<(String, Vector)> {
-    let mut all = vectors();
+    played_from(&shipped_dir())
+}
+
+/// The vectors of `dir` to play: those `TOWER_AGENT_VECTORS` names, else all.
+pub(crate) fn played_from(dir: &std::path::Path) -> Vec<(String, Vector)> {
+    let mut all = read_dir(dir).unwrap();
     if let Some(names) = only() {
         all.retain(|(n, _)| names.contains(n));
     }
     all
+}
+
+/// Plays `vectors` (recorded from `program`) through `host`, each play and its expectation
+/// first made comparable by `normalise`; fails on a difference `known` does not explain, and,
+/// when every vector played, on a listed difference that no longer shows.
+pub(crate) async fn differential<H: Host>(
+    program: &str,
+    vectors: Vec<(String, Vector)>,
+    host: &H,
+    known: KnownDifferences,
+    normalise: fn(&mut hook_vectors::Observed),
+) {
+    let mut report = Report::new(known);
+    for (name, vector) in vectors {
+        let Some(mut expected) = vector.expected.clone() else {
+            panic!("{name}: not recorded");
+        };
+        let mut seen = play(host, &vector.scenario)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: tower-agent: {e}"));
+        normalise(&mut expected);
+        normalise(&mut seen);
+        report.add(
+            &name,
+            &expected,
+            &compare(&vector.scenario, &expected, &seen),
+        );
+    }
+    eprintln!("{report}");
+    assert!(
+        report.passed(),
+        "differences from {program} that no list explains:\n{}",
+        report.unexplained.join("\n")
+    );
+    if only().is_some() {
+        return;
+    }
+    // A listed difference that no longer shows is gone: its entry goes too.
+    let stale: Vec<_> = report.stale().iter().map(|k| format!("{k:?}")).collect();
+    assert!(
+        stale.is_empty(),
+        "listed differences that no longer show:\n{}",
+        stale.join("\n")
+    );
 }
 
 /// The vectors `TOWER_AGENT_VECTORS` names, if it is set.
@@ -144,32 +193,8 @@ async fn tower_agent_does_what_claude_code_does() {
     if recording() {
         return;
     }
-    let mut report = Report::new(known());
-    for (name, vector) in played() {
-        let Some(expected) = &vector.expected else {
-            panic!("{name}: not recorded");
-        };
-        let seen = play(&agent_run::TowerAgent, &vector.scenario)
-            .await
-            .unwrap_or_else(|e| panic!("{name}: tower-agent: {e}"));
-        report.add(&name, expected, &compare(&vector.scenario, expected, &seen));
-    }
-    eprintln!("{report}");
-    assert!(
-        report.passed(),
-        "differences from Claude Code {VERSION} that no list explains:\n{}",
-        report.unexplained.join("\n")
-    );
-    if only().is_some() {
-        return;
-    }
-    // A listed difference that no longer shows is gone: its entry goes too.
-    let stale: Vec<_> = report.stale().iter().map(|k| format!("{k:?}")).collect();
-    assert!(
-        stale.is_empty(),
-        "listed differences that no longer show:\n{}",
-        stale.join("\n")
-    );
+    let program = format!("Claude Code {VERSION}");
+    differential(&program, played(), &agent_run::TowerAgent, known(), |_| {}).await;
 }
 
 /// Every vector is well formed: recorded from the pinned version, its scenario's hooks all
