@@ -223,11 +223,15 @@ pub enum StepControl {
         context: Vec<String>,
     },
     /// The model answered without a tool call, but the run goes on: `feedback` is added as a
-    /// user message and the model is called again (a Stop hook's block). After a step with
-    /// tool calls it is context, as with `Proceed`.
+    /// user message, then `context` (in order, if any) as one [hook
+    /// context](crate::message::Message::hook_context), and the model is called again (a Stop
+    /// hook's block: Claude Code follows a blocking command's reason with a system message
+    /// naming the command). After a step with tool calls both are feedback.
     Resume {
         /// What the agent is told.
         feedback: String,
+        /// Contexts that follow the feedback.
+        context: Vec<String>,
     },
     /// The run ends now, [`Outcome::Blocked`](crate::agent::Outcome::Blocked) with `reason`
     /// (after a step with tool calls the reason is also added to the conversation, so a later
@@ -250,6 +254,16 @@ impl StepControl {
     pub fn resume(feedback: impl Into<String>) -> Self {
         StepControl::Resume {
             feedback: feedback.into(),
+            context: Vec::new(),
+        }
+    }
+
+    /// Send the agent back to work with `feedback`, followed by `context` (see
+    /// [`Resume`](Self::Resume)).
+    pub fn resume_with_context(feedback: impl Into<String>, context: Vec<String>) -> Self {
+        StepControl::Resume {
+            feedback: feedback.into(),
+            context,
         }
     }
 
@@ -262,8 +276,9 @@ impl StepControl {
 
     /// This decision (an outer layer's) combined with `inner`'s: an `End` wins (the outer
     /// one's first); otherwise the texts are kept in order, the outer's first, and the result
-    /// is a `Resume` (its feedback the texts, blank-line separated) if either is one, else a
-    /// `Proceed` with both contexts.
+    /// is a `Resume` if either is one (its feedback the feedbacks and a `Proceed`'s contexts,
+    /// blank-line separated; its context the `Resume`s' contexts), else a `Proceed` with both
+    /// contexts.
     #[must_use]
     pub fn and(self, inner: StepControl) -> Self {
         use StepControl::{End, Proceed, Resume};
@@ -274,16 +289,20 @@ impl StepControl {
                 Proceed { context }
             }
             (outer, inner) => {
-                let texts: Vec<String> = [outer, inner]
-                    .into_iter()
-                    .flat_map(|c| match c {
-                        Proceed { context } => context,
-                        Resume { feedback } => vec![feedback],
-                        End { .. } => Vec::new(),
-                    })
-                    .collect();
+                let (mut texts, mut contexts) = (Vec::new(), Vec::new());
+                for control in [outer, inner] {
+                    match control {
+                        Proceed { context } => texts.extend(context),
+                        Resume { feedback, context } => {
+                            texts.push(feedback);
+                            contexts.extend(context);
+                        }
+                        End { .. } => {}
+                    }
+                }
                 Resume {
                     feedback: texts.join("\n\n"),
+                    context: contexts,
                 }
             }
         }
@@ -362,5 +381,45 @@ mod tests {
         assert!(!end.is_final());
         assert_eq!(end.batch().calls, calls);
         assert_eq!(end.batch().outputs, outputs);
+    }
+
+    /// `and` over every pair of forms: an `End` wins (the outer's first); a `Resume` takes
+    /// the feedbacks and `Proceed` contexts as its feedback, the `Resume`s' contexts as its
+    /// context, the outer's first.
+    #[test]
+    fn and_combines_every_pair_of_decisions() {
+        use super::StepControl;
+        let proceed = |c: &str| StepControl::Proceed {
+            context: vec![c.to_owned()],
+        };
+        let resume = |f: &str, c: &str| StepControl::resume_with_context(f, vec![c.to_owned()]);
+        let end = |r: &str| StepControl::end(r);
+        let cases = [
+            (
+                proceed("p1"),
+                proceed("p2"),
+                StepControl::Proceed {
+                    context: vec!["p1".into(), "p2".into()],
+                },
+            ),
+            (proceed("p1"), resume("f2", "c2"), resume("p1\n\nf2", "c2")),
+            (resume("f1", "c1"), proceed("p2"), resume("f1\n\np2", "c1")),
+            (
+                resume("f1", "c1"),
+                resume("f2", "c2"),
+                StepControl::resume_with_context("f1\n\nf2", vec!["c1".into(), "c2".into()]),
+            ),
+            (end("e1"), resume("f2", "c2"), end("e1")),
+            (resume("f1", "c1"), end("e2"), end("e2")),
+            (end("e1"), end("e2"), end("e1")),
+            (proceed("p1"), end("e2"), end("e2")),
+        ];
+        for (outer, inner, want) in cases {
+            assert_eq!(
+                outer.clone().and(inner.clone()),
+                want,
+                "{outer:?} and {inner:?}"
+            );
+        }
     }
 }

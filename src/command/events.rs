@@ -160,7 +160,7 @@ impl Inner {
                         Dialect::Claude => {
                             process::claude_words(event, subject, handler, &mut verdict);
                         }
-                        Dialect::Codex => formats::codex_verdict(event, &mut verdict),
+                        Dialect::Codex => formats::codex_verdict(event, handler, &mut verdict),
                         Dialect::Gemini => formats::gemini_verdict(event, &mut verdict),
                     }
                     verdicts.push(verdict);

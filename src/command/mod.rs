@@ -393,14 +393,15 @@
 //!     it is ignored, logged). A PostToolUse block (exit 2, `decision: "block"`, or
 //!     `continue: false` with its `stopReason`) replaces the call's result with its reason,
 //!     and the turn goes on; its `updatedToolOutput` is ignored, and its `additionalContext`
-//!     too with `suppressOutput: true`. Stop's `additionalContext` is ignored. Plain stdout
-//!     that starts with `{` and is not JSON adds nothing.
+//!     too with `suppressOutput: true`. A Stop block's reason reaches the model as Codex's
+//!     `<hook_prompt hook_run_id="stop:<n>:<file>">…</hook_prompt>` (`<n>` counting the file's
+//!     handlers, Stop's last, as Codex does); Stop's `additionalContext` is ignored. Plain
+//!     stdout that starts with `{` and is not JSON adds nothing.
 //!   - **Kept on purpose**: Claude Code's handler fields (`if`, `onFailure`, `asyncRewake`)
 //!     and a matcher's `,` list work in a Codex file as in Claude Code's, where Codex ignores
 //!     them (a hook written for Codex has none); the `Bash` tool's output has Claude Code's
 //!     trimmed last newline. **Not yet as in Codex**: a denied call's text (Codex's `Command
-//!     blocked by PreToolUse hook: <reason>. Command: <command>`), a Stop block's
-//!     `<hook_prompt …>` wrapping, and where contexts go (Codex: developer messages of their
+//!     blocked by PreToolUse hook: <reason>. Command: <command>`) and where contexts go (Codex: developer messages of their
 //!     own) — listed with what has to change in `tests/reference/codex.rs`.
 //!
 //! # Disabling hooks by name

@@ -933,6 +933,57 @@ async fn feedback_of_every_continuing_stop_hook_is_joined_in_order() {
     assert_eq!(user_texts(&resp), ["go", "first\n\nsecond"]);
 }
 
+/// A Stop hook's contexts follow the feedback as one system message (Claude Code's
+/// `Stop hook blocking error from command: …` after a blocking command's reason), in the
+/// order the hooks gave them; a context with no hook continuing keeps nothing going.
+#[tokio::test(flavor = "current_thread")]
+async fn stop_contexts_follow_the_feedback_in_one_system_message() {
+    let hooks = Hooks::new()
+        .on_stop(|i: StopInput, _x| {
+            if i.stop_hook_active {
+                Stop::AddContext("alone".into())
+            } else {
+                Stop::Many(vec![
+                    Stop::AddContext("c1".into()),
+                    Stop::Continue("first".into()),
+                ])
+            }
+        })
+        .on_stop(|i: StopInput, _x| {
+            if i.stop_hook_active {
+                Stop::Finish
+            } else {
+                Stop::Many(vec![
+                    Stop::Continue("second".into()),
+                    Stop::AddContext("c2".into()),
+                ])
+            }
+        })
+        .compile()
+        .unwrap();
+    let model = ScriptedModel::new().text("a").text("b").recording();
+    let agent = Agent::builder().model(model.clone()).hooks(hooks).build();
+    let resp = agent.run("go").await.unwrap();
+
+    assert_eq!(resp.outcome, Outcome::Finished);
+    assert_eq!(
+        resp.steps, 2,
+        "a context alone does not keep the agent going"
+    );
+    let second: Vec<_> = model.requests()[1].messages.iter().cloned().collect();
+    let [.., feedback, context] = second.as_slice() else {
+        panic!("{second:?}")
+    };
+    assert_eq!(
+        (feedback.role, feedback.text().as_ref()),
+        (Role::User, "first\n\nsecond")
+    );
+    assert_eq!(
+        (context.role, context.text().as_ref()),
+        (Role::System, "c1\n\nc2")
+    );
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn stop_cap_finishes_after_eight_continuations_with_a_warning() {
     let calls = Count::default();

@@ -124,20 +124,6 @@ pub(crate) const OPEN: &[Known] = &[
         "the same: a deny's wording",
     ),
     known(
-        "exit_2_stop",
-        "*",
-        "<requests>",
-        "a Stop block's reason reaches the model inside `<hook_prompt hook_run_id=\"stop:N:<hooks \
-         file>\">…</hook_prompt>` in Codex; the crate sends the reason alone. Needs the \
-         continuation's text to come from the hook set, and what Codex's `N` counts measured.",
-    ),
-    known(
-        "stop_continues_once",
-        "*",
-        "<requests>",
-        "the same: a Stop block's wrapping",
-    ),
-    known(
         "additional_context",
         "*",
         "<requests>",

@@ -169,15 +169,6 @@ pub(crate) const KEPT: &[Known] = &[
 /// Differences found and not fixed yet: each says what has to change. The list only shrinks.
 pub(crate) const OPEN: &[Known] = &[
     known(
-        "stop_continues_once",
-        "*",
-        "<requests>",
-        "a Stop block reaches the model twice in Claude Code: its reason as user text (the \
-         crate's too) and a system message `Stop hook blocking error from command: \"<command>\": \
-         <reason>`, which the crate does not send. Needs the Stop decision to carry the hook's \
-         command.",
-    ),
-    known(
         "subagent_stop_block",
         "*",
         "<requests>",

@@ -300,8 +300,11 @@ impl<'a> Run<'a> {
         let message = self.history.last_shared().expect("the final answer");
         let end = StepEnd::last(ctx.clone(), message);
         match self.step_control(end, ctx).await {
-            Ok(StepControl::Resume { feedback }) => {
+            Ok(StepControl::Resume { feedback, context }) => {
                 self.history.push(Message::user(feedback));
+                if !context.is_empty() {
+                    self.history.push(Message::hook_context(&context));
+                }
                 self.save().await?;
                 Ok(None)
             }
@@ -327,8 +330,11 @@ impl<'a> Run<'a> {
                 }
                 None
             }
-            Ok(StepControl::Resume { feedback }) => {
-                self.history.push(Message::hook_feedback([&feedback]));
+            Ok(StepControl::Resume { feedback, context }) => {
+                // One block: the feedback, then the contexts.
+                let texts: Vec<String> = std::iter::once(feedback).chain(context).collect();
+                self.history
+                    .push(Message::hook_feedback([texts.join("\n\n")]));
                 None
             }
             Ok(StepControl::End { reason }) => {

@@ -103,6 +103,8 @@ pub(crate) struct Extras {
     /// The Gemini CLI group (`"sequential": true`) whose handlers run one after another, in
     /// order; `None`: the handler runs in parallel with the others.
     pub(crate) sequential: Option<u32>,
+    /// A Codex Stop handler's run id (`stop:<n>:<file>`), which wraps its block's reason.
+    pub(crate) run_id: Option<Arc<str>>,
 }
 
 /// The configuration format of a handler: see [`crate::command::formats`].

@@ -93,7 +93,7 @@ impl Inner {
             _ => None,
         };
         let verdicts = self.run(event, subject, input, Report::Run(ctx)).await;
-        let mut feedback = Vec::new();
+        let (mut feedback, mut contexts) = (Vec::new(), Vec::new());
         for v in verdicts {
             if let Some(reason) = v.stop {
                 // The agent is stopping anyway: it finishes, and the reason is reported.
@@ -102,8 +102,16 @@ impl Inner {
             }
             feedback.extend(v.block.or(v.failed));
             feedback.extend(v.contexts);
+            contexts.extend(v.block_context.map(Stop::AddContext));
         }
-        joined(feedback, "\n\n").map_or(Stop::Finish, Stop::Continue)
+        match joined(feedback, "\n\n") {
+            None => Stop::Finish,
+            Some(feedback) if contexts.is_empty() => Stop::Continue(feedback),
+            Some(feedback) => {
+                contexts.insert(0, Stop::Continue(feedback));
+                Stop::Many(contexts)
+            }
+        }
     }
 
     pub(super) async fn session_start(

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     super::{
-        config::{self, Config, ConfigError, HookEvent},
+        config::{self, Config, ConfigError, Handler, HookEvent},
         process::{Reply, Stdout, Verdict},
     },
     Dialect, only_known_events, with_source,
@@ -67,10 +67,30 @@ pub(crate) fn load_codex(
         value.get("hooks").cloned().unwrap_or(Value::Null)
     };
     let hooks = json!({ "hooks": only_codex_events(hooks, &file, out) });
+    let before: Vec<usize> = out.events.iter().map(Vec::len).collect();
     with_source(out, Dialect::Codex, |out| {
         let hooks = only_known_events(&hooks, &file, out).into_owned();
         config::load_settings(&hooks, &file, project_dir, out)
-    })
+    })?;
+    stop_run_ids(out, &before, &file);
+    Ok(())
+}
+
+/// Gives the Stop handlers just loaded from `file` their Codex run ids, `stop:<n>:<file>`:
+/// Codex numbers a file's handlers in its order of events, Stop's last (measured: with 6 and
+/// 10 handlers of other events, the second Stop handler is `stop:7` and `stop:11`).
+/// `before`: each event's number of handlers before the file was loaded.
+fn stop_run_ids(out: &mut Config, before: &[usize], file: &str) {
+    let stop = HookEvent::Stop.index();
+    let others: usize = (out.events.iter().zip(before).enumerate())
+        .filter(|(event, _)| *event != stop)
+        .map(|(_, (entries, before))| entries.len() - before)
+        .sum();
+    for (n, entry) in out.events[stop][before[stop]..].iter_mut().enumerate() {
+        if let Some(handler) = std::sync::Arc::get_mut(&mut entry.handler) {
+            handler.extras.run_id = Some(format!("stop:{}:{file}", others + n).into());
+        }
+    }
 }
 
 /// The events of a Codex hooks file that Codex fires; the others (Claude Code's, which Codex
@@ -298,11 +318,37 @@ const CODEX_EXIT_2_BLOCKS: &[HookEvent] = &[
 ];
 
 /// A Codex handler's verdict as Codex acts on it: a PostToolUse block's reason replaces the
-/// call's result (where Claude Code's goes next to it).
-pub(crate) fn codex_verdict(event: HookEvent, verdict: &mut Verdict) {
-    if event == HookEvent::PostToolUse {
-        verdict.replace_output = verdict.block.take().map(|reason| (reason, false));
+/// call's result (where Claude Code's goes next to it); a Stop block's reason reaches the
+/// model as `<hook_prompt hook_run_id="stop:<n>:<file>">reason</hook_prompt>` (the reason
+/// XML-escaped).
+pub(crate) fn codex_verdict(event: HookEvent, handler: &Handler, verdict: &mut Verdict) {
+    match event {
+        HookEvent::PostToolUse => {
+            verdict.replace_output = verdict.block.take().map(|reason| (reason, false));
+        }
+        HookEvent::Stop => {
+            if let (Some(reason), Some(id)) = (&mut verdict.block, &handler.extras.run_id) {
+                *reason = hook_prompt(id, reason);
+            }
+        }
+        _ => {}
     }
+}
+
+/// Codex's continuation prompt: `<hook_prompt hook_run_id="<id>">text</hook_prompt>`, the
+/// text XML-escaped.
+fn hook_prompt(id: &str, text: &str) -> String {
+    let mut out = format!("<hook_prompt hook_run_id=\"{id}\">");
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out.push_str("</hook_prompt>");
+    out
 }
 
 /// Applies [`output`]'s rules to a JSON answer; whether it changed.
@@ -610,5 +656,58 @@ mod tests {
             assert!(config.events[HookEvent::parse(event).unwrap().index()].is_empty());
         }
         assert_eq!(config.events[HookEvent::PreToolUse.index()].len(), 1);
+    }
+
+    /// A Stop handler's run id counts the file's handlers of every event Codex fires, Stop's
+    /// last (measured: `vectors-codex` exit_2_stop `stop:7`, stop_continues_once `stop:11`),
+    /// whatever order the file lists events in; a handler of an event Codex does not fire
+    /// counts for nothing. The block's reason is wrapped, XML-escaped.
+    #[test]
+    fn stop_blocks_are_wrapped_in_their_run_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hooks.json");
+        let one = |c: &str| json!([{"hooks": [{"type": "command", "command": c}]}]);
+        let hooks = json!({"hooks": {
+            "Stop": [{"hooks": [
+                {"type": "command", "command": "first"},
+                {"type": "command", "command": "second"},
+            ]}],
+            "PostToolBatch": one("batch"),
+            "PreToolUse": [{"matcher": "Bash", "hooks": [
+                {"type": "command", "command": "a"},
+                {"type": "command", "command": "b"},
+            ]}],
+            "SessionEnd": one("end"),
+            "UserPromptSubmit": one("prompt"),
+        }});
+        std::fs::write(&path, hooks.to_string()).unwrap();
+        let mut config = Config::default();
+        load_codex(&path, dir.path(), &mut config).unwrap();
+        let file = path.display();
+        let stops = &config.events[HookEvent::Stop.index()];
+        let ids: Vec<_> = stops
+            .iter()
+            .map(|e| e.handler.extras.run_id.as_deref().unwrap().to_owned())
+            .collect();
+        assert_eq!(ids, [format!("stop:4:{file}"), format!("stop:5:{file}")]);
+        let mut verdict = Verdict {
+            block: Some("fix <this> & that".into()),
+            ..Verdict::default()
+        };
+        codex_verdict(HookEvent::Stop, &stops[1].handler, &mut verdict);
+        assert_eq!(
+            verdict.block.unwrap(),
+            format!(
+                "<hook_prompt hook_run_id=\"stop:5:{file}\">fix &lt;this&gt; &amp; that</hook_prompt>"
+            )
+        );
+        // Another event's block is not wrapped.
+        let pre = &config.events[HookEvent::PreToolUse.index()][0].handler;
+        let mut verdict = Verdict {
+            block: Some("no".into()),
+            ..Verdict::default()
+        };
+        codex_verdict(HookEvent::PreToolUse, pre, &mut verdict);
+        assert_eq!(verdict.block.as_deref(), Some("no"));
     }
 }

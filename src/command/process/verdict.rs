@@ -34,6 +34,11 @@ pub(crate) struct Verdict {
     pub(crate) stop: Option<String>,
     /// Exit 2 or `decision: "block"`: the reason.
     pub(crate) block: Option<String>,
+    /// Whether [`block`](Self::block) comes from exit 2 (else from the JSON answer).
+    pub(crate) exit_2: bool,
+    /// What follows a block's reason for the model, as a system message (Claude Code's Stop /
+    /// SubagentStop `decision: "block"`: the blocking command named).
+    pub(crate) block_context: Option<String>,
     /// PostToolUse: the text that replaces the call's result, and whether it is an error (a
     /// Codex or Gemini CLI handler's block).
     pub(crate) replace_output: Option<(String, bool)>,
@@ -247,6 +252,7 @@ pub(crate) fn interpret(
             .or_else(|| verdict.failed.take())
             .unwrap_or_else(|| format!("blocked by hook `{name}`"));
         verdict.block = Some(reason);
+        verdict.exit_2 = true;
         if let Some((Permission::Allow | Permission::Ask | Permission::Defer, _)) =
             verdict.permission
         {

@@ -7,6 +7,7 @@
 //! | `additionalContext` | `<Event>[:<tool>] hook additional context: <text>` |
 //! | plain stdout (UserPromptSubmit, SessionStart) | `UserPromptSubmit hook success: <text>`, `SessionStart:<source> hook success: <text>` |
 //! | a PostToolUse block (exit 2, `decision: "block"`) | `PostToolUse:<tool> hook blocking error from command: "<command>": <reason>` |
+//! | a Stop / SubagentStop `decision: "block"` | the reason as a user message, then a system message `Stop hook blocking error from command: "<command>": <reason>` (exit 2: the reason alone) |
 
 use super::{
     super::config::{Handler, HookEvent},
@@ -21,6 +22,15 @@ pub(crate) fn claude_words(
     handler: &Handler,
     verdict: &mut Verdict,
 ) {
+    if matches!(event, HookEvent::Stop | HookEvent::SubagentStop)
+        && !verdict.exit_2
+        && let Some(reason) = &verdict.block
+    {
+        let command = &handler.label;
+        verdict.block_context = Some(format!(
+            "{event} hook blocking error from command: \"{command}\": {reason}"
+        ));
+    }
     let subject = subject.unwrap_or_default();
     let (label, success) = match event {
         HookEvent::PreToolUse | HookEvent::PostToolUse | HookEvent::PostToolUseFailure => {
@@ -149,5 +159,33 @@ mod tests {
                 "PostToolUse:Bash hook blocking error from command: \"sh \"$CLAUDE_PROJECT_DIR/hook.sh\" block\": no"
             )
         );
+    }
+
+    /// A Stop / SubagentStop `decision: "block"`: the reason stays the user's text, and a
+    /// system message names the command (stop_continues_once, subagent_stop_block); an exit 2
+    /// gives none (exit_2_stop); other events' blocks none.
+    #[test]
+    fn a_json_stop_block_names_its_command() {
+        let handler = shell("sh \"$CLAUDE_PROJECT_DIR/hook.sh\" again");
+        for event in HookEvent::ALL {
+            for exit_2 in [false, true] {
+                let mut v = Verdict {
+                    block: Some("go on".into()),
+                    exit_2,
+                    ..Verdict::default()
+                };
+                claude_words(event, None, &handler, &mut v);
+                let stop = matches!(event, HookEvent::Stop | HookEvent::SubagentStop);
+                let want = (stop && !exit_2).then(|| {
+                    format!(
+                        "{event} hook blocking error from command: \"sh \"$CLAUDE_PROJECT_DIR/hook.sh\" again\": go on"
+                    )
+                });
+                assert_eq!(v.block_context, want, "{event}, exit 2: {exit_2}");
+                if stop {
+                    assert_eq!(v.block.as_deref(), Some("go on"));
+                }
+            }
+        }
     }
 }

@@ -226,6 +226,14 @@ pub enum Stop {
     /// `stop_hook_active` set for the rest of the run (at most 8 times in a row with no tool
     /// call in between, by default: see [`Hooks::stop_cap`](super::Hooks::stop_cap)).
     Continue(String),
+    /// Add context for the model if the agent goes on: after the feedback, one [hook
+    /// context](crate::message::Message::hook_context) message holds every such context of
+    /// the stop (Claude Code follows a blocking command's reason with `Stop hook blocking
+    /// error from command: "<command>": <reason>`). Alone it does not keep the agent going.
+    AddContext(String),
+    /// Several decisions, as if returned by consecutive hooks. For hooks that decide several
+    /// things at once, such as [command hooks](crate::command).
+    Many(Vec<Stop>),
 }
 
 /// What a SessionStart hook decides.

@@ -698,13 +698,14 @@ impl HookSetInner {
     }
 
     /// Runs stop hooks (`subagent`: the SubagentStop hooks matching that name); the feedback
-    /// of every hook that continues, joined, or `None` to finish.
+    /// of every hook that continues, joined, and the contexts that follow it, or `None` to
+    /// finish.
     pub(crate) async fn stop(
         &self,
         subagent: Option<&str>,
         input: StopInput,
         ctx: &RunContext,
-    ) -> Option<String> {
+    ) -> Option<(String, Vec<String>)> {
         let hooks: Vec<&Arc<events::StopFn>> = match subagent {
             None => self.on_stop.iter().collect(),
             Some(name) => self
@@ -714,13 +715,23 @@ impl HookSetInner {
                 .map(|(_, f)| f)
                 .collect(),
         };
-        let mut feedback: Vec<String> = Vec::new();
-        for f in hooks {
-            if let Stop::Continue(text) = f(input.clone(), ctx.clone()).await {
-                feedback.push(text);
+        fn apply(decision: Stop, feedback: &mut Vec<String>, contexts: &mut Vec<String>) {
+            match decision {
+                Stop::Finish => {}
+                Stop::Continue(text) => feedback.push(text),
+                Stop::AddContext(text) => contexts.push(text),
+                Stop::Many(ds) => ds.into_iter().for_each(|d| apply(d, feedback, contexts)),
             }
         }
-        (!feedback.is_empty()).then(|| feedback.join("\n\n"))
+        let (mut feedback, mut contexts) = (Vec::new(), Vec::new());
+        for f in hooks {
+            apply(
+                f(input.clone(), ctx.clone()).await,
+                &mut feedback,
+                &mut contexts,
+            );
+        }
+        (!feedback.is_empty()).then(|| (feedback.join("\n\n"), contexts))
     }
 
     /// Runs UserPromptSubmit hooks: `Err(reason)` if blocked, else the prompt (maybe
@@ -826,7 +837,8 @@ impl LoopHooks for HookSet {
     ) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
             let name = input.agent_name.clone().unwrap_or_default();
-            self.inner.stop(Some(&name), input, ctx).await
+            let stop = self.inner.stop(Some(&name), input, ctx).await;
+            stop.map(|(feedback, _contexts)| feedback)
         })
     }
 
