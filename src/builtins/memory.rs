@@ -58,7 +58,9 @@
 //! # Injection (prepare)
 //!
 //! Before every model call, unless no memory was loaded, this is appended to the system
-//! message (the [guidelines](Memory::guidelines) are configurable):
+//! message — or, with [`in_user_message`](Memory::in_user_message), put in a user message
+//! before the conversation, where Claude Code puts `CLAUDE.md` — (the
+//! [guidelines](Memory::guidelines) are configurable):
 //!
 //! ```text
 //! <agent_memory>
@@ -87,6 +89,7 @@ use crate::{
     context::InstanceId,
     context::RunContext,
     error::BoxError,
+    message::{Message, Role},
     model::ModelRequest,
 };
 
@@ -120,6 +123,8 @@ pub struct Memory {
     id: InstanceId,
     paths: Arc<[PathBuf]>,
     guidelines: Option<Arc<str>>,
+    /// The block goes in a user message opening the conversation, not the system prompt.
+    in_user_message: bool,
     /// The files as last read, shared by clones.
     cache: Arc<crate::bounded::FileCache>,
 }
@@ -135,8 +140,44 @@ impl Memory {
             id: InstanceId::new(),
             paths: paths.into_iter().map(Into::into).collect(),
             guidelines: Some(DEFAULT_GUIDELINES.into()),
+            in_user_message: false,
             cache: Arc::default(),
         }
+    }
+
+    /// Puts the memory block in a user message that opens every model request's
+    /// conversation (after the system message, before the first prompt), as Claude Code
+    /// places `CLAUDE.md`, instead of the system prompt: the system prompt stays the same
+    /// whatever the files say (one prompt cache for every project), and the model reads the
+    /// memory as something it was told rather than as its instructions. Like the system
+    /// prompt's block, the message is added to each request, not saved in the thread.
+    ///
+    /// ```
+    /// use tower_agent::{Agent, builtins::memory::Memory, message::Role, model::{ModelResponse, ScriptedModel}};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// std::fs::write(dir.path().join("CLAUDE.md"), "- Run the tests with make test.\n")?;
+    ///
+    /// let agent = Agent::builder()
+    ///     .model(ScriptedModel::from_fn(|req| {
+    ///         let first = req.messages.iter().find(|m| m.role != Role::System).unwrap();
+    ///         Ok(ModelResponse::text(first.text().into_owned()))
+    ///     }))
+    ///     .cwd(dir.path())
+    ///     .stage(Memory::new(["CLAUDE.md"]).without_guidelines().in_user_message())
+    ///     .build();
+    ///
+    /// let first = agent.run("How do I run the tests?").await?.text;
+    /// assert_eq!(first, "<agent_memory>\n- Run the tests with make test.\n</agent_memory>");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn in_user_message(mut self) -> Self {
+        self.in_user_message = true;
+        self.id = InstanceId::new();
+        self
     }
 
     /// The text after `</agent_memory>` (after a blank line); default
@@ -215,6 +256,7 @@ impl fmt::Debug for Memory {
         f.debug_struct("Memory")
             .field("paths", &self.paths)
             .field("guidelines", &self.guidelines.is_some())
+            .field("in_user_message", &self.in_user_message)
             .finish_non_exhaustive()
     }
 }
@@ -253,14 +295,25 @@ impl Setup for Memory {
 }
 
 impl Prepare for Memory {
-    /// Appends the memory block to the system message (nothing if no memory was loaded).
+    /// Appends the memory block to the system message, or puts it in a user message before
+    /// the conversation ([`in_user_message`](Memory::in_user_message)); nothing if no memory
+    /// was loaded.
     fn prepare(&self, req: &mut ModelRequest) -> Result<(), BoxError> {
         let injection = req.ctx.with_data(|data| {
             data.get_for::<MemoryRun>(self.id)
                 .and_then(|run| run.injection.clone())
         });
-        if let Some(text) = injection {
-            req.append_system(&text);
+        match injection {
+            None => {}
+            Some(text) if self.in_user_message => {
+                let at = req
+                    .messages
+                    .iter()
+                    .take_while(|m| m.role == Role::System)
+                    .count();
+                req.messages.insert(at, Message::user(&*text));
+            }
+            Some(text) => req.append_system(&text),
         }
         Ok(())
     }

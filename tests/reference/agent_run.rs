@@ -92,7 +92,9 @@ pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
             .hooks(hooks.clone());
         // What Claude Code reads from the project: its instructions and slash commands.
         if scenario.files.contains_key("CLAUDE.md") {
-            agent = agent.stage(Memory::new([job.project.join("CLAUDE.md")]));
+            // Where Claude Code puts CLAUDE.md: a user message before the prompt.
+            let memory = Memory::new([job.project.join("CLAUDE.md")]).in_user_message();
+            agent = agent.stage(memory);
         }
         let commands = job.project.join(".claude/commands");
         if commands.is_dir() {

@@ -190,11 +190,4 @@ pub(crate) const OPEN: &[Known] = &[
          model answer, where the crate's are the sum of its run's answers \
          (`AgentResponse::usage`: the crate keeps no usage per answer).",
     ),
-    known(
-        "instructions_loaded",
-        "*",
-        "<requests>",
-        "Claude Code sends CLAUDE.md in a user message (a `<system-reminder>` before the \
-         prompt); the crate's `Memory` stage puts it in the system prompt.",
-    ),
 ];
