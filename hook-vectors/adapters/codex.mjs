@@ -355,6 +355,10 @@ async function main() {
     console.error("codex adapter: a Claude Code plugin (`--plugin-dir`) is not supported: Codex's plugins are another format");
     process.exit(3);
   }
+  if (Object.keys(scenario.mcp_servers ?? {}).length > 0) {
+    console.error("codex adapter: a scenario's MCP servers (Claude Code's `.mcp.json`) are not supported: Codex's MCP servers are configured in its config.toml");
+    process.exit(3);
+  }
   writeHooks();
   const server = await startProxy();
   const { port } = server.address();

@@ -337,6 +337,10 @@ async function main() {
     console.error("gemini adapter: a Claude Code plugin (`--plugin-dir`) is not supported: Gemini CLI's extensions are another format");
     process.exit(3);
   }
+  if (Object.keys(scenario.mcp_servers ?? {}).length > 0) {
+    console.error("gemini adapter: a scenario's MCP servers (Claude Code's `.mcp.json`) are not supported: Gemini CLI's MCP servers are configured in its settings");
+    process.exit(3);
+  }
   writeSettings();
   const server = await startProxy();
   const { port } = server.address();

@@ -111,7 +111,7 @@ pub use crate::{
     host::{
         Adapter, Host, Job, MAX_ADAPTER_OUTPUT, MAX_RAN, PLAY_TIMEOUT, SETTLE, play, play_within,
     },
-    play::{MAX_HOOKS, MAX_INPUT, Play, Recorded},
+    play::{MAX_HOOKS, MAX_INPUT, Play, Recorded, use_mcp_servers},
     server::{MAX_BODY, MAX_REQUESTS, ModelServer, Request},
     vector::{Answer, FORMAT, MAX_VECTOR, Observed, Scenario, Step, Vector, read_dir, shipped_dir},
 };

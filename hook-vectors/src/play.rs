@@ -60,6 +60,10 @@ impl Play {
         for (path, content) in &scenario.plugin {
             write(&play.plugin().join(path), content)?;
         }
+        if !scenario.mcp_servers.is_empty() {
+            let servers = mcp_servers(&scenario.mcp_servers)?;
+            write(&play.project().join(".mcp.json"), &servers)?;
+        }
         let cwd = play.cwd(scenario);
         std::fs::create_dir_all(&cwd).map_err(io(&cwd))?;
         if scenario.git {
@@ -278,3 +282,36 @@ cat "$a.out"
 cat "$a.err" >&2
 exit "$(cat "$a.exit")"
 "#;
+
+/// Where the MCP reference servers of the scenarios are (the directory whose `node_modules`
+/// holds them, `<mcp-servers>` in a scenario's [`mcp_servers`](Scenario::mcp_servers)), for
+/// the plays of this process; else `$HOOK_VECTORS_MCP_SERVERS` says.
+pub fn use_mcp_servers(dir: impl Into<PathBuf>) {
+    *MCP_SERVERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(dir.into());
+}
+
+static MCP_SERVERS: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// The `.mcp.json` of a scenario's MCP servers, `<mcp-servers>` replaced by the directory
+/// [`use_mcp_servers`] names, else `$HOOK_VECTORS_MCP_SERVERS`.
+fn mcp_servers(servers: &serde_json::Map<String, Value>) -> Result<String, Error> {
+    let set = MCP_SERVERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let dir = set
+        .map(|d| d.to_string_lossy().into_owned())
+        .or_else(|| std::env::var("HOOK_VECTORS_MCP_SERVERS").ok())
+        .ok_or_else(|| {
+            Error::new(
+                "the scenario has MCP servers: set HOOK_VECTORS_MCP_SERVERS to the directory \
+                 whose node_modules holds them (tower-agent's `.ci/mcp-servers` prints it)",
+            )
+        })?;
+    let text = serde_json::json!({ "mcpServers": servers }).to_string();
+    // In a JSON string: the directory escaped as one.
+    let escaped = serde_json::to_string(&dir).map_err(Error::new)?;
+    Ok(text.replace("<mcp-servers>", &escaped[1..escaped.len() - 1]))
+}

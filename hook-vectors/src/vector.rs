@@ -124,6 +124,13 @@ pub struct Scenario {
     /// {"deny": ["Bash(rm *)"]}}`).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub more_settings: Map<String, Value>,
+    /// MCP servers of the project, as the `mcpServers` entries of Claude Code's `.mcp.json`
+    /// (`{"everything": {"command": "node", "args": [...]}}`): written to `<project>/.mcp.json`,
+    /// approved in the settings (`enableAllProjectMcpServers`). In their strings,
+    /// `<mcp-servers>` is the directory whose `node_modules` holds the MCP reference servers
+    /// (`$HOOK_VECTORS_MCP_SERVERS`: tower-agent's `.ci/mcp-servers` installs them, pinned).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub mcp_servers: Map<String, Value>,
     /// Sets of events the reference fires concurrently, whose order among themselves is
     /// chance (`[["PostToolUse", "CwdChanged"]]`): compared without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -181,6 +188,9 @@ impl Scenario {
             }
         }
         let mut settings = self.more_settings.clone();
+        if !self.mcp_servers.is_empty() {
+            settings.insert("enableAllProjectMcpServers".into(), true.into());
+        }
         settings.insert("hooks".into(), Value::Object(hooks));
         Value::Object(settings)
     }

@@ -420,6 +420,7 @@ fn has_permission_mode(event: HookEvent) -> bool {
             | HookEvent::InstructionsLoaded
             | HookEvent::PreModelSwitch
             | HookEvent::PostModelSwitch
+            | HookEvent::Elicitation
     )
 }
 

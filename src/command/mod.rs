@@ -770,12 +770,9 @@ use self::events::Inner;
 pub use self::events::SESSION_END_MAX_BUDGET;
 pub use self::reload::Reload;
 
-/// The [`ToolOutput::metadata`](crate::message::ToolOutput::metadata) key under which a tool
-/// puts the structured response command hooks see as PostToolUse's `tool_response` (Claude
-/// Code's `Bash` answers `{stdout, stderr, interrupted, isImage, noOutputExpected}` there while
-/// the model sees the output's text). Without it, `tool_response` is the output's text (parsed
-/// as JSON when it is JSON).
-pub const TOOL_RESPONSE: &str = "tool_response";
+/// The [`ToolOutput::metadata`](crate::message::ToolOutput::metadata) key of the structured
+/// response command hooks see as `tool_response` (defined with the messages).
+pub use crate::message::TOOL_RESPONSE;
 use crate::{
     layers::{
         hooks::{HookFuture, Hooks},

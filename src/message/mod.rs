@@ -569,6 +569,13 @@ impl From<ToolOutput> for Message {
 /// ([`ToolOutput::add_context`]): a JSON array of strings.
 pub const HOOK_CONTEXTS: &str = "hook_contexts";
 
+/// The [`ToolOutput::metadata`] key under which a tool puts the structured response command
+/// hooks see as PostToolUse's `tool_response` (Claude Code's `Bash` answers `{stdout, stderr,
+/// interrupted, isImage, noOutputExpected}` there while the model sees the output's text; an
+/// MCP tool its result's content blocks, which PostToolBatch's `tool_response` shows too).
+/// Without it, `tool_response` is the output's text (parsed as JSON when it is JSON).
+pub const TOOL_RESPONSE: &str = "tool_response";
+
 /// What a tool call produced: what the model sees.
 ///
 /// A denied, failed, timed-out or unknown tool call is a `ToolOutput` with `is_error: true` and

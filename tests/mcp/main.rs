@@ -4,6 +4,8 @@
 //! with `cargo test --all-features --test mcp`, one module of it with
 //! `cargo test --all-features --test mcp -- mcp_reference::`.
 
+#[path = "../support/mcp_servers.rs"]
+mod mcp_servers;
 #[path = "../support/mod.rs"]
 mod support;
 

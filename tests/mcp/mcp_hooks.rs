@@ -601,7 +601,9 @@ async fn elicitation_hook_accepts_in_the_users_place() {
         "{got}"
     );
     assert_eq!(got["cwd"], s.dir.path().to_string_lossy().as_ref());
-    assert_eq!(got["permission_mode"], "default");
+    // Measured against Claude Code 2.1.328 (tests/reference, vectors mcp_elicitation_*): an
+    // Elicitation input has no `permission_mode`.
+    assert!(got.get("permission_mode").is_none(), "{got}");
 }
 
 // hooks.md § "Exit code 2 behavior per event": Elicitation exit 2 denies the elicitation
@@ -738,4 +740,32 @@ async fn the_most_cautious_elicitation_answer_wins() {
     let (user, _) = user_service(ElicitationResponse::Accept(Some(json!({"name": "Ada"}))));
     let (text, _) = elicit_run(&s, "ask", handler("Elicitation", "t", &bad), user).await;
     assert_eq!(text, "decline:");
+}
+
+// Measured against Claude Code 2.1.328 (tests/reference, vector `mcp_tools`): an MCP tool
+// call's PreToolUse and PostToolUse inputs name its server (`mcp_server`), and
+// `tool_response` is the result's content blocks, in PostToolBatch too. A server given in
+// code is `dynamic` (one of a `.mcp.json` file `project`); another tool's inputs have none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_tool_calls_hooks_see_its_server_and_content_blocks() {
+    let s = Scripts::new();
+    let mut hooks = handler("PreToolUse", "mcp__t__.*", &dump(&s, "pre", ""));
+    for (event, name) in [("PostToolUse", "post"), ("PostToolBatch", "batch")] {
+        let more = handler(event, "*", &dump(&s, name, ""));
+        hooks
+            .as_object_mut()
+            .unwrap()
+            .extend(more.as_object().unwrap().clone());
+    }
+    let nobody = service_fn(|_| async { Ok(ElicitationResponse::Decline) });
+    let (text, _) = elicit_run(&s, "ask", hooks, BoxCloneSyncService::new(nobody)).await;
+    assert_eq!(text, "decline:");
+    let server = json!({"name": "t", "source": "dynamic"});
+    assert_eq!(input(&s, "pre")["mcp_server"], server);
+    let post = input(&s, "post");
+    assert_eq!(post["mcp_server"], server);
+    let blocks = json!([{"type": "text", "text": "decline:"}]);
+    assert_eq!(post["tool_response"], blocks);
+    assert_eq!(input(&s, "batch")["tool_calls"][0]["tool_response"], blocks);
+    assert!(input(&s, "batch").get("mcp_server").is_none());
 }

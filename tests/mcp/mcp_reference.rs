@@ -7,36 +7,15 @@
 
 use crate::support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::mcp_servers::servers_dir;
 
 use serde_json::{Value, json};
 use support::command::{Scripts, on};
 use tower_agent::{
     Agent, agent::Outcome, mcp::client::McpServers, message::Content, model::ScriptedModel,
 };
-
-/// `<target dir>/mcp-servers`, with the pinned packages installed by the project's own
-/// installer, `.ci/mcp-servers` (once: it keeps a marker of a finished install, and a lock
-/// makes concurrent test binaries take turns).
-fn servers_dir() -> PathBuf {
-    // The test binary is `<target dir>/<profile>/deps/<name>`.
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.ancestors().nth(3).unwrap().join("mcp-servers");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/mcp-servers");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .arg(&dir)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .expect("bash runs .ci/mcp-servers");
-    assert!(
-        out.status.success(),
-        "{} failed ({}): the MCP reference server tests need node and npm",
-        script.display(),
-        out.status
-    );
-    dir
-}
 
 fn bin(dir: &Path, name: &str) -> String {
     dir.join("node_modules/.bin")

@@ -3,12 +3,14 @@
 //! is, in Claude Code's default permission mode), the Anthropic provider against the same
 //! model server, the crate's Claude Code tools over the project (`builtins::claude_code`:
 //! `Bash`, `Read`, `Write`, `Edit`, `Glob`, `Grep`, and `Agent` running a `general-purpose`
-//! subagent of the same model, tools and hooks), one run per prompt on one thread; a
+//! subagent of the same model, tools and hooks), the project's MCP servers (`.mcp.json`)
+//! with the Elicitation hooks answering for the user, one run per prompt on one thread; a
 //! model step makes the following runs name that model.
 
 use serde_json::{Value, json};
+use tower::{Layer, service_fn, util::BoxCloneSyncService};
 use tower_agent::{
-    Agent, AgentRequest,
+    Agent, AgentRequest, BoxError,
     agent::start::SetupTrigger,
     builtins::{
         claude_code::{AgentTool, ClaudeCode, GENERAL_PURPOSE},
@@ -16,6 +18,7 @@ use tower_agent::{
         memory::Memory,
     },
     command::{CommandHooks, CommandHooksBuilder},
+    mcp::client::{ElicitationResponse, McpServers},
     model::{Anthropic, ModelSettings, ReasoningEffort},
     store::MemoryStore,
 };
@@ -51,7 +54,9 @@ impl Host for TowerAgent {
 /// text).
 pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
     let scenario = &job.scenario;
-    let hooks = hooks.build().unwrap().into_hooks().compile().unwrap();
+    let hooks = hooks.build().unwrap();
+    let mcp = mcp_servers(job, &hooks);
+    let hooks = hooks.into_hooks().compile().unwrap();
     let store = MemoryStore::new();
     let mut model = scenario.model.clone();
     let mut results = Vec::new();
@@ -96,6 +101,9 @@ pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
             let memory = Memory::new([job.project.join("CLAUDE.md")]).in_user_message();
             agent = agent.stage(memory);
         }
+        if let Some(mcp) = &mcp {
+            agent = agent.stage(mcp.clone());
+        }
         let commands = job.project.join(".claude/commands");
         if commands.is_dir() {
             agent = agent.start_layer(SlashCommands::new().dir(commands, "projectSettings"));
@@ -114,6 +122,9 @@ pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
         let resp = agent.run(req).await.unwrap();
         results.push(json!({ "outcome": format!("{:?}", resp.outcome), "text": resp.text }));
     }
+    if let Some(mcp) = &mcp {
+        mcp.close().await;
+    }
     // SessionEnd hooks run in the background as a run ends: wait for each run's (or 30 s, a
     // bound no hook of the scenarios comes near; a missing one then shows as a difference).
     if scenario.observe.iter().any(|e| e == "SessionEnd") {
@@ -123,6 +134,23 @@ pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
         }
     }
     results
+}
+
+/// The project's MCP servers (its `.mcp.json`, as Claude Code reads it), their elicitations
+/// answered by the Elicitation hooks, else declined (a library has no one to ask).
+fn mcp_servers(job: &Job, hooks: &CommandHooks) -> Option<McpServers> {
+    let file = job.project.join(".mcp.json");
+    if !file.is_file() {
+        return None;
+    }
+    let nobody = service_fn(|_| async { Ok::<_, BoxError>(ElicitationResponse::Decline) });
+    let elicitation = BoxCloneSyncService::new(hooks.elicitation_layer().layer(nobody));
+    Some(
+        McpServers::from_file(&file)
+            .unwrap()
+            .elicitation(elicitation)
+            .build(),
+    )
 }
 
 fn session_ends(job: &Job) -> usize {

@@ -164,6 +164,22 @@ pub(crate) const KEPT: &[Known] = &[
          without Claude Code's `[Subagent hand-back]` frame.",
     ),
     known("subagent_bash", "*", "<requests>", "the same"),
+    known(
+        "mcp_elicitation_accept",
+        "PostToolUse",
+        "tool_response",
+        "JSON objects keep their keys sorted in the crate (serde_json's map, without its \
+         `preserve_order`): an Elicitation hook's `content` reaches the MCP server with the \
+         same fields and values in another order, and this server writes it back as text in \
+         the order it got. The object the server receives is the same.",
+    ),
+    known(
+        "mcp_elicitation_accept",
+        "PostToolBatch",
+        "tool_calls",
+        "the same",
+    ),
+    known("mcp_elicitation_accept", "*", "<requests>", "the same"),
 ];
 
 /// Differences found and not fixed yet: each says what has to change. The list only shrinks.

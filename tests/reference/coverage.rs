@@ -40,10 +40,11 @@ pub(crate) const NOT_MEASURED: &[(&str, &str)] = &[
     ),
     ("TaskCompleted", "the same as TaskCreated"),
     (
-        "Elicitation",
-        "an MCP server asking the user a question: a scenario cannot add an MCP server yet",
+        "ElicitationResult",
+        "fires once a person has answered an MCP server's question: an Elicitation hook's \
+         answer is the user's (measured: no ElicitationResult, vectors mcp_elicitation_*), and \
+         with no hook answering, `-p` waits for a person (measured: no answer in 180 s)",
     ),
-    ("ElicitationResult", "the same as Elicitation"),
     (
         "DirectoryAdded",
         "`/add-dir` in `-p` neither fires it nor calls the model (measured)",

@@ -31,6 +31,8 @@ mod codex;
 mod compare;
 mod coverage;
 mod gemini;
+#[path = "../support/mcp_servers.rs"]
+mod mcp_servers;
 
 use std::{path::PathBuf, process::Stdio, sync::OnceLock};
 
@@ -80,11 +82,15 @@ fn played() -> Vec<(String, Vector)> {
     played_from(&shipped_dir())
 }
 
-/// The vectors of `dir` to play: those `TOWER_AGENT_VECTORS` names, else all.
+/// The vectors of `dir` to play: those `TOWER_AGENT_VECTORS` names, else all. When one has
+/// MCP servers, the project's reference servers are installed for them.
 pub(crate) fn played_from(dir: &std::path::Path) -> Vec<(String, Vector)> {
     let mut all = read_dir(dir).unwrap();
     if let Some(names) = only() {
         all.retain(|(n, _)| names.contains(n));
+    }
+    if all.iter().any(|(_, v)| !v.scenario.mcp_servers.is_empty()) {
+        hook_vectors::use_mcp_servers(mcp_servers::servers_dir());
     }
     all
 }

@@ -30,6 +30,7 @@ impl Inner {
         input.insert("tool_name".into(), call.name.clone().into());
         input.insert("tool_input".into(), call.arguments.clone());
         input.insert("tool_use_id".into(), call.id.clone().into());
+        mcp_server(&mut input, call, ctx);
         let verdicts = self
             .run(event, Some(&call.name), input, Report::Run(ctx))
             .await;
@@ -56,6 +57,7 @@ impl Inner {
             response.unwrap_or_else(|| tool_response(&output.content)),
         );
         input.insert("tool_use_id".into(), call.id.clone().into());
+        mcp_server(&mut input, call, ctx);
         if let Some(ms) = output.metadata.get(crate::layers::hooks::DURATION_MS) {
             input.insert("duration_ms".into(), ms.clone());
         }
@@ -190,11 +192,18 @@ impl Inner {
             .iter()
             .zip(&batch.outputs)
             .map(|(call, output)| {
+                // The result as the model gets it: its content blocks when the tool gave
+                // those (an MCP tool, as Claude Code shows it), else its text.
+                let blocks = output.metadata.get(super::super::TOOL_RESPONSE);
+                let response = match blocks {
+                    Some(Value::Array(blocks)) => Value::Array(blocks.clone()),
+                    _ => output.content.clone().into(),
+                };
                 json!({
                     "tool_name": call.name,
                     "tool_input": call.arguments,
                     "tool_use_id": call.id,
-                    "tool_response": output.content,
+                    "tool_response": response,
                 })
             })
             .collect();
@@ -210,6 +219,18 @@ impl Inner {
         }
         joined(contexts, "\n\n").map_or(PostToolBatch::Continue, PostToolBatch::AddContext)
     }
+}
+
+/// An MCP tool call's server, `{name, source}`, as Claude Code's PreToolUse and PostToolUse
+/// inputs have it (measured: `tests/reference`, vector `mcp_tools`).
+fn mcp_server(input: &mut serde_json::Map<String, Value>, call: &ToolCall, ctx: &RunContext) {
+    #[cfg(feature = "mcp")]
+    if let Some(server) = crate::mcp::client::McpServers::server_of(ctx, &call.name) {
+        let server = json!({ "name": server.name, "source": server.source });
+        input.insert("mcp_server".into(), server);
+    }
+    #[cfg(not(feature = "mcp"))]
+    let _ = (input, call, ctx);
 }
 
 /// A tool's output as `tool_response`: the JSON it holds if it is a JSON object or array,

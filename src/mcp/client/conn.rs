@@ -40,7 +40,7 @@ use super::{
 };
 use crate::{
     error::BoxError,
-    message::{ToolOutput, ToolSpec},
+    message::{TOOL_RESPONSE, ToolOutput, ToolSpec},
     process::ProcessTree,
     tool::ToolRequest,
 };
@@ -748,8 +748,9 @@ impl ClientHandler for Handler {
             } => (
                 message,
                 ElicitationMode::Form {
-                    requested_schema: serde_json::to_value(&requested_schema)
-                        .unwrap_or(Value::Null),
+                    requested_schema: whole_numbers(
+                        serde_json::to_value(&requested_schema).unwrap_or(Value::Null),
+                    ),
                 },
             ),
             ElicitRequestParams::UrlElicitationParams {
@@ -806,6 +807,27 @@ impl ClientHandler for Handler {
     }
 }
 
+/// `value` with each whole number that went through a float (`1000.0`, from the typed schema
+/// rmcp reads) an integer again, as the server wrote it (`1000`; JSON has one number type).
+fn whole_numbers(value: Value) -> Value {
+    match value {
+        Value::Number(n) if n.is_f64() => match n.as_f64() {
+            // Within ±2^53 a float holds every integer exactly.
+            Some(f) if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 => {
+                Value::from(f as i64)
+            }
+            _ => Value::Number(n),
+        },
+        Value::Array(items) => Value::Array(items.into_iter().map(whole_numbers).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, whole_numbers(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 /// Maps a `CallToolResult` (as JSON) to a [`ToolOutput`] (see the module docs' table).
 pub(super) fn map_result(call_id: String, result: &Value) -> ToolOutput {
     let mut blocks = Blocks::default();
@@ -846,6 +868,11 @@ pub(super) fn map_result(call_id: String, result: &Value) -> ToolOutput {
     }
     if let Some(structured) = structured {
         out = out.with_metadata("mcp_structured_content", structured.clone());
+    }
+    // What hooks see as the call's `tool_response`: the content blocks, as Claude Code shows
+    // an MCP tool's result to its hooks.
+    if let Some(content) = content {
+        out = out.with_metadata(TOOL_RESPONSE, Value::Array(content.clone()));
     }
     out
 }
@@ -979,6 +1006,20 @@ impl Service<ToolRequest> for McpTool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A requested schema read through rmcp's typed floats gets its whole numbers back as the
+    /// server wrote them (measured against Claude Code 2.1.328, which passes the server's
+    /// JSON on: `"maximum": 1000`); fractions, huge floats and other values stay.
+    #[test]
+    fn whole_numbers_come_back_from_floats() {
+        let schema = json!({"properties": {"n": {"maximum": 1000.0, "minimum": 0.0,
+            "default": 0.5, "huge": 1e300, "int": 42, "list": [2.0, 2.5, "x", null]}}});
+        assert_eq!(
+            whole_numbers(schema),
+            json!({"properties": {"n": {"maximum": 1000, "minimum": 0,
+                "default": 0.5, "huge": 1e300, "int": 42, "list": [2, 2.5, "x", null]}}})
+        );
+    }
 
     /// A server's huge error message (a JSON-RPC error up to `MAX_MESSAGE`, multi-byte text)
     /// reaches the model cut to `MAX_ERROR_TEXT` bytes, at a character boundary.

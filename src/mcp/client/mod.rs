@@ -130,6 +130,7 @@ pub use self::{
 };
 use crate::{
     agent::{Prepare, Setup, SetupContext},
+    context::RunContext,
     error::BoxError,
     message::ToolSpec,
     model::ModelRequest,
@@ -163,13 +164,36 @@ pub struct McpServers {
 
 struct Inner {
     servers: Vec<Arc<Server>>,
+    /// Each server's tool prefix and what hooks see of it (no connection: run data keeps
+    /// it, not the servers).
+    tool_servers: Arc<[(String, ToolServer)]>,
     require_all: bool,
 }
+
+/// The MCP server a tool call goes to, as hooks see it: Claude Code's `mcp_server` of an MCP
+/// tool's PreToolUse and PostToolUse inputs ([`McpServers::server_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ToolServer {
+    /// The server's name (`mcp__<name>__…`).
+    pub name: String,
+    /// Where it was configured, in Claude Code's words: `project` for a server of a
+    /// `.mcp.json` file (measured: Claude Code 2.1.328 on a project's `.mcp.json`),
+    /// `dynamic` for one given any other way (Claude Code's name for servers given on its
+    /// command line; not measured).
+    pub source: &'static str,
+}
+
+/// The servers of the [`McpServers`] stages that set up a run (run data).
+#[derive(Default)]
+struct RunServers(Vec<Arc<[(String, ToolServer)]>>);
 
 /// Builds an [`McpServers`].
 #[must_use]
 pub struct McpServersBuilder {
     servers: Vec<(String, ServerConfig)>,
+    /// The servers read from a `.mcp.json` file.
+    project: std::collections::BTreeSet<String>,
     connect_timeout: Duration,
     call_timeout: Duration,
     require_all: bool,
@@ -192,6 +216,7 @@ impl Default for McpServersBuilder {
     fn default() -> Self {
         McpServersBuilder {
             servers: Vec::new(),
+            project: std::collections::BTreeSet::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             require_all: false,
@@ -223,7 +248,12 @@ impl McpServersBuilder {
 
     /// Adds the servers of a `.mcp.json` file (see [`McpServers::from_file`]).
     pub fn file(mut self, path: impl AsRef<Path>) -> Result<Self, ConfigError> {
-        for (name, config) in config::read_file(path.as_ref())? {
+        let path = path.as_ref();
+        let project = path.file_name().is_some_and(|n| n == ".mcp.json");
+        for (name, config) in config::read_file(path)? {
+            if project {
+                self.project.insert(name.clone());
+            }
             self = self.server(name, config);
         }
         Ok(self)
@@ -257,7 +287,8 @@ impl McpServersBuilder {
 
     /// The set (nothing is connected yet).
     pub fn build(self) -> McpServers {
-        let servers = self
+        let project = self.project;
+        let servers: Vec<Arc<Server>> = self
             .servers
             .into_iter()
             .map(|(name, config)| {
@@ -270,9 +301,20 @@ impl McpServersBuilder {
                 ))
             })
             .collect();
+        let tool_servers = (servers.iter())
+            .map(|s| {
+                let source = match project.contains(s.name()) {
+                    true => "project",
+                    false => "dynamic",
+                };
+                let name = s.name().to_owned();
+                (s.prefix().to_owned(), ToolServer { name, source })
+            })
+            .collect();
         McpServers {
             inner: Arc::new(Inner {
                 servers,
+                tool_servers,
                 require_all: self.require_all,
             }),
         }
@@ -322,6 +364,27 @@ impl McpServers {
     /// A builder with the servers of a `.mcp.json` file (at most [`MAX_CONFIG_FILE`], 4 MiB).
     pub fn from_file(path: impl AsRef<Path>) -> Result<McpServersBuilder, ConfigError> {
         Self::builder().file(path)
+    }
+
+    /// The server of the MCP tool `tool` (`mcp__<server>__<tool>`) among those of the
+    /// `McpServers` stages that set up the run of `ctx`; `None` for another tool.
+    ///
+    /// ```
+    /// use tower_agent::{context::RunContext, mcp::client::McpServers};
+    ///
+    /// // Outside a run set up by an McpServers stage, no tool has a server.
+    /// assert!(McpServers::server_of(&RunContext::new(), "mcp__github__search").is_none());
+    /// ```
+    pub fn server_of(ctx: &RunContext, tool: &str) -> Option<ToolServer> {
+        if !tool.starts_with(TOOL_PREFIX) {
+            return None;
+        }
+        ctx.with_data(|data| {
+            let sets = &data.get::<RunServers>()?.0;
+            (sets.iter().flat_map(|set| set.iter()))
+                .find(|(prefix, _)| tool.starts_with(prefix.as_str()))
+                .map(|(_, server)| server.clone())
+        })
     }
 
     /// The configured server names, in order.
@@ -420,6 +483,14 @@ impl Setup for McpServers {
         Box::pin(async move {
             let router = self.router().await?;
             cx.add_router(&router);
+            // Hooks can tell which server a call goes to.
+            cx.ctx().with_data(|data| {
+                let sets = &mut data.get_or_default::<RunServers>().0;
+                let servers = &self.inner.tool_servers;
+                if !sets.iter().any(|s| Arc::ptr_eq(s, servers)) {
+                    sets.push(Arc::clone(servers));
+                }
+            });
             Ok(())
         })
     }
