@@ -127,13 +127,15 @@ pub(crate) const KEPT: &[Known] = &[
         "PostToolUse",
         "tool_response",
         "the `Agent` tool's `tool_response` holds what the crate knows — status, prompt, \
-         agentId, agentType, content, resolvedModel, totalDurationMs, totalTokens, \
-         totalToolUseCount, usage's token counts — and not Claude Code's harness internals \
+         agentId, agentType, content (with the harness note of the tools used), resolvedModel, \
+         totalDurationMs, totalTokens and usage's token counts (of the last answer), \
+         totalToolUseCount, toolsUsed, toolStats — and not Claude Code's harness internals \
          (`harnessNoteCount`, `harnessTailCount`, `harnessSectionHash`), the raw API fields of \
          its `usage` (`service_tier`, `cache_creation`, `server_tool_use`, …), nor \
          `canContinueAgent: true`: a subagent's conversation ends with its call (no \
          SendMessage tool), so the crate says `false`.",
     ),
+    known("subagent_bash", "PostToolUse", "tool_response", "the same"),
     known(
         "subagent_stop_block",
         "PostToolUse",
@@ -164,6 +166,14 @@ pub(crate) const KEPT: &[Known] = &[
          without Claude Code's `[Subagent hand-back]` frame.",
     ),
     known("subagent_bash", "*", "<requests>", "the same"),
+    known(
+        "subagent_stop_block",
+        "*",
+        "<requests>",
+        "the same, in the last request only: the subagent's hook contexts reach its model as \
+         in Claude Code (SubagentStart's after its prompt, a SubagentStop block's reason as \
+         user text and in a system message; `tests/conformance/subagent.rs` checks them).",
+    ),
 ];
 
 /// Differences found and not fixed yet: each says what has to change. The list only shrinks.
@@ -176,28 +186,6 @@ pub(crate) const OPEN: &[Known] = &[
          crate's too) and a system message `Stop hook blocking error from command: \"<command>\": \
          <reason>`, which the crate does not send. Needs the Stop decision to carry the hook's \
          command.",
-    ),
-    known(
-        "subagent_stop_block",
-        "*",
-        "<requests>",
-        "a subagent's hook contexts: Claude Code puts SubagentStart's context in a system \
-         message of the subagent's first request (`SubagentStart hook additional context: …`) \
-         and a SubagentStop block as the reason in a user message and a system message; the \
-         crate puts SubagentStart's in the subagent's system prompt (every request) and the \
-         reason as the next prompt. The subagent's result lacks Claude Code's hand-back frame \
-         there too (kept: `subagent`).",
-    ),
-    known(
-        "subagent_bash",
-        "PostToolUse",
-        "tool_response",
-        "as `subagent`'s (kept), and what the crate could give and does not yet: Claude Code's \
-         `toolStats` (counts of the subagent's Bash, Read, edit and search calls, lines added \
-         and removed), the harness note of the tools used in `content` \
-         (`<tools-used-before-summary>`), and `totalTokens` / `usage` of the subagent's last \
-         model answer, where the crate's are the sum of its run's answers \
-         (`AgentResponse::usage`: the crate keeps no usage per answer).",
     ),
     known(
         "instructions_loaded",

@@ -1,7 +1,7 @@
 //! Claude Code's `Agent` tool: [`AgentTool`].
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     fmt,
     hash::{BuildHasher, Hasher},
     sync::Arc,
@@ -17,7 +17,7 @@ use crate::{
     Agent,
     agent::{AgentResponse, SubagentCall, SubagentEnd},
     error::BoxError,
-    message::{ToolOutput, ToolSpec},
+    message::{ToolCall, ToolOutput, ToolSpec},
     tool::{Tool, ToolRequest},
 };
 
@@ -75,11 +75,16 @@ struct AgentType {
 /// | `status` | `"completed"` |
 /// | `prompt`, `agentType`, `agentId` | the task, the type, the id |
 /// | `resolvedModel` | the model the type's agent's settings name, if they name one |
-/// | `content` | `[{"type": "text", "text": <the answer>}]` |
+/// | `content` | `[{"type": "text", "text": <the answer>}]`, after a harness note of the tools it called when it called any (`{"type": "text", "text": "<tools-used-before-summary>Bash, Read</tools-used-before-summary>\n"}`) |
 /// | `totalDurationMs` | how long the subagent ran |
-/// | `totalTokens`, `usage` | the tokens of its runs (`input_tokens`, `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`) |
-/// | `totalToolUseCount`, `toolsUsed` | its tool calls, and the tools it called (when it called any) |
+/// | `totalTokens`, `usage` | the tokens of its last model answer ([`AgentResponse::last_usage`]: `input_tokens` without the cached ones, `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`; `totalTokens` their sum) |
+/// | `totalToolUseCount`, `toolsUsed` | its tool calls, and the tools it called, sorted (when it called any) |
+/// | `toolStats` | when it called any tool: `readCount` (`Read`), `searchCount` (`Grep`, `Glob`), `bashCount`, `editFileCount` (`Edit`, `Write`, `NotebookEdit`), `linesAdded` / `linesRemoved` (the lines of the edits' new and old texts), `otherToolCount` (the rest, `Agent` calls aside) |
 /// | `canContinueAgent` | `false`: a subagent's conversation ends with its call |
+///
+/// Claude Code's note leaves out the tools its conversation has named already (called, or
+/// named in an earlier note); a tool does not see its caller's conversation, so this one
+/// names every tool the subagent called.
 ///
 /// A call with `run_in_background: true` runs in the foreground all the same (this tool has no
 /// background agents), and its answer says so. An unknown type, or a subagent that does not
@@ -241,42 +246,110 @@ impl Tool for AgentTool {
     }
 }
 
-/// The `tool_response` of a finished subagent (its `totalDurationMs` set by the caller).
+/// The `tool_response` of a finished subagent (its `totalDurationMs` set by the caller), as
+/// Claude Code 2.1.328 makes it: its tools sorted, `toolStats` when it called any, and the
+/// tokens of its last answer.
 fn tool_response(resp: &AgentResponse, prompt: &str, kind: &str, agent_id: &str) -> Value {
-    let calls: Vec<&str> = resp
-        .messages
-        .iter()
-        .flat_map(|m| &m.tool_calls)
-        .map(|c| c.name.as_str())
-        .collect();
-    let mut used: Vec<&str> = Vec::new();
-    for name in &calls {
-        if !used.contains(name) {
-            used.push(name);
-        }
+    let calls: Vec<&ToolCall> = resp.messages.iter().flat_map(|m| &m.tool_calls).collect();
+    let used: BTreeSet<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    let mut content = Vec::new();
+    if !used.is_empty() {
+        // The harness note Claude Code opens the report with.
+        let names: Vec<&str> = used.iter().copied().collect();
+        let note = format!(
+            "<tools-used-before-summary>{}</tools-used-before-summary>\n",
+            names.join(", ")
+        );
+        content.push(json!({"type": "text", "text": note}));
     }
-    let usage = resp.usage;
+    content.push(json!({"type": "text", "text": resp.text}));
+    // Claude Code's are the API's counts: `input_tokens` without the cached ones.
+    let last = resp.last_usage;
+    let uncached = last
+        .input_tokens
+        .saturating_sub(last.cache_read_tokens + last.cache_write_tokens);
     let mut response = json!({
         "status": "completed",
         "prompt": prompt,
         "agentId": agent_id,
         "agentType": kind,
-        "content": [{"type": "text", "text": resp.text}],
+        "content": content,
         "totalDurationMs": 0,
-        "totalTokens": usage.total() + usage.cache_read_tokens + usage.cache_write_tokens,
+        "totalTokens": last.total(),
         "totalToolUseCount": calls.len(),
         "usage": {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_read_input_tokens": usage.cache_read_tokens,
-            "cache_creation_input_tokens": usage.cache_write_tokens,
+            "input_tokens": uncached,
+            "output_tokens": last.output_tokens,
+            "cache_read_input_tokens": last.cache_read_tokens,
+            "cache_creation_input_tokens": last.cache_write_tokens,
         },
         "canContinueAgent": false,
     });
     if !used.is_empty() {
         response["toolsUsed"] = json!(used);
     }
+    if let Some(stats) = tool_stats(&calls) {
+        response["toolStats"] = stats;
+    }
     response
+}
+
+/// Claude Code's `toolStats` of a subagent's calls: `Read`s, searches (`Grep`, `Glob`),
+/// `Bash` calls, file edits (`Edit`, `Write`, `NotebookEdit`) with the lines they add and
+/// remove, and the other calls (not `Agent` ones); `None` when there are none.
+fn tool_stats(calls: &[&ToolCall]) -> Option<Value> {
+    let (mut read, mut search, mut bash, mut edit, mut other) = (0, 0, 0, 0, 0);
+    let (mut added, mut removed) = (0, 0);
+    for call in calls {
+        let input = &call.arguments;
+        match call.name.as_str() {
+            "Read" => read += 1,
+            "Grep" | "Glob" => search += 1,
+            "Bash" => bash += 1,
+            "Agent" | "Task" => {}
+            "Edit" | "Write" | "NotebookEdit" => {
+                edit += 1;
+                let (a, r) = edited_lines(&call.name, input);
+                added += a;
+                removed += r;
+            }
+            _ => other += 1,
+        }
+    }
+    (read + search + bash + edit + other > 0).then(|| {
+        json!({
+            "readCount": read,
+            "searchCount": search,
+            "bashCount": bash,
+            "editFileCount": edit,
+            "linesAdded": added,
+            "linesRemoved": removed,
+            "otherToolCount": other,
+        })
+    })
+}
+
+/// The lines an edit call adds and removes, counted as Claude Code counts them: the lines of
+/// `new_string` and `old_string` (of each of `edits`, if given), of a `Write`'s `content`, of
+/// a `NotebookEdit`'s `new_source`.
+fn edited_lines(tool: &str, input: &Value) -> (u64, u64) {
+    // A text's lines: its newlines plus one; none for an empty text (or none at all).
+    let lines = |v: &Value| {
+        v.as_str()
+            .filter(|s| !s.is_empty())
+            .map_or(0, |s| s.matches('\n').count() as u64 + 1)
+    };
+    match tool {
+        "Edit" => match input.get("edits").and_then(Value::as_array) {
+            Some(edits) => edits.iter().fold((0, 0), |(a, r), e| {
+                (a + lines(&e["new_string"]), r + lines(&e["old_string"]))
+            }),
+            None => (lines(&input["new_string"]), lines(&input["old_string"])),
+        },
+        "Write" => (lines(&input["content"]), 0),
+        "NotebookEdit" => (lines(&input["new_source"]), 0),
+        _ => (0, 0),
+    }
 }
 
 #[cfg(test)]

@@ -93,7 +93,7 @@ impl Inner {
             _ => None,
         };
         let verdicts = self.run(event, subject, input, Report::Run(ctx)).await;
-        let mut feedback = Vec::new();
+        let (mut feedback, mut context) = (Vec::new(), Vec::new());
         for v in verdicts {
             if let Some(reason) = v.stop {
                 // The agent is stopping anyway: it finishes, and the reason is reported.
@@ -102,8 +102,15 @@ impl Inner {
             }
             feedback.extend(v.block.or(v.failed));
             feedback.extend(v.contexts);
+            context.extend(v.block_context);
         }
-        joined(feedback, "\n\n").map_or(Stop::Finish, Stop::Continue)
+        let Some(feedback) = joined(feedback, "\n\n") else {
+            return Stop::Finish;
+        };
+        match joined(context, "\n\n") {
+            Some(context) => Stop::ContinueWith { feedback, context },
+            None => Stop::Continue(feedback),
+        }
     }
 
     pub(super) async fn session_start(

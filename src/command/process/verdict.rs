@@ -34,6 +34,10 @@ pub(crate) struct Verdict {
     pub(crate) stop: Option<String>,
     /// Exit 2 or `decision: "block"`: the reason.
     pub(crate) block: Option<String>,
+    /// The block in Claude Code's words for a system message, where it sends one besides
+    /// the reason (SubagentStop: `SubagentStop hook blocking error from command: "<command>":
+    /// <reason>`).
+    pub(crate) block_context: Option<String>,
     /// PostToolUse: the text that replaces the call's result, and whether it is an error (a
     /// Codex or Gemini CLI handler's block).
     pub(crate) replace_output: Option<(String, bool)>,

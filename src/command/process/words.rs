@@ -7,6 +7,7 @@
 //! | `additionalContext` | `<Event>[:<tool>] hook additional context: <text>` |
 //! | plain stdout (UserPromptSubmit, SessionStart) | `UserPromptSubmit hook success: <text>`, `SessionStart:<source> hook success: <text>` |
 //! | a PostToolUse block (exit 2, `decision: "block"`) | `PostToolUse:<tool> hook blocking error from command: "<command>": <reason>` |
+//! | a SubagentStop block | the reason (user text), then `SubagentStop hook blocking error from command: "<command>": <reason>` (a system message) |
 
 use super::{
     super::config::{Handler, HookEvent},
@@ -28,7 +29,18 @@ pub(crate) fn claude_words(
             (label.clone(), label)
         }
         HookEvent::SessionStart => (event.to_string(), format!("{event}:{subject}")),
-        HookEvent::UserPromptSubmit | HookEvent::Stop => (event.to_string(), event.to_string()),
+        HookEvent::UserPromptSubmit | HookEvent::Stop | HookEvent::SubagentStart => {
+            (event.to_string(), event.to_string())
+        }
+        HookEvent::SubagentStop => {
+            if let Some(reason) = &verdict.block {
+                let command = &handler.label;
+                verdict.block_context = Some(format!(
+                    "{event} hook blocking error from command: \"{command}\": {reason}"
+                ));
+            }
+            return;
+        }
         _ => return,
     };
     for context in &mut verdict.contexts {
@@ -77,7 +89,8 @@ mod tests {
     }
 
     /// Each measured wording (`tests/reference`: additional_context, plain_stdout,
-    /// additional_context_more_events, additional_context_stop, post_tool_use_block).
+    /// additional_context_more_events, additional_context_stop, post_tool_use_block,
+    /// subagent_stop_block).
     #[test]
     fn contexts_say_where_they_came_from() {
         let handler = shell("sh \"$CLAUDE_PROJECT_DIR/hook.sh\" block");
@@ -130,6 +143,12 @@ mod tests {
                 false,
                 "Stop hook additional context: c",
             ),
+            (
+                HookEvent::SubagentStart,
+                Some("general-purpose"),
+                false,
+                "SubagentStart hook additional context: c",
+            ),
             // Not measured: as the hook gave it.
             (HookEvent::PostToolBatch, None, false, "c"),
         ];
@@ -147,6 +166,22 @@ mod tests {
             v.block.as_deref(),
             Some(
                 "PostToolUse:Bash hook blocking error from command: \"sh \"$CLAUDE_PROJECT_DIR/hook.sh\" block\": no"
+            )
+        );
+        let mut v = Verdict {
+            block: Some("go on".into()),
+            ..Verdict::default()
+        };
+        claude_words(HookEvent::SubagentStop, Some("Explore"), &handler, &mut v);
+        assert_eq!(
+            v.block.as_deref(),
+            Some("go on"),
+            "the reason stays for the user text"
+        );
+        assert_eq!(
+            v.block_context.as_deref(),
+            Some(
+                "SubagentStop hook blocking error from command: \"sh \"$CLAUDE_PROJECT_DIR/hook.sh\" block\": go on"
             )
         );
     }

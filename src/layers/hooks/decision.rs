@@ -226,6 +226,17 @@ pub enum Stop {
     /// `stop_hook_active` set for the rest of the run (at most 8 times in a row with no tool
     /// call in between, by default: see [`Hooks::stop_cap`](super::Hooks::stop_cap)).
     Continue(String),
+    /// Make it go on as [`Continue`](Self::Continue) does, and tell the model `context` too:
+    /// for SubagentStop, a [hook context](crate::message::Message::hook_context) (a system
+    /// message) after the feedback — how [command hooks](crate::command) give a block in
+    /// Claude Code's words (`SubagentStop hook blocking error from command: "<command>":
+    /// <reason>`); for Stop, the context joins the feedback's user message.
+    ContinueWith {
+        /// The feedback, as for [`Continue`](Self::Continue).
+        feedback: String,
+        /// The context for the model.
+        context: String,
+    },
 }
 
 /// What a SessionStart hook decides.
@@ -245,7 +256,10 @@ pub enum SessionStart {
 pub enum SubagentStart {
     /// Nothing to add.
     Continue,
-    /// Add context at the start of the subagent's conversation, before its prompt.
+    /// Add context for the subagent's model: it follows the subagent's prompt, with the
+    /// other SubagentStart hooks' contexts, as one [hook
+    /// context](crate::message::Message::hook_context) (a system message of its first
+    /// request), as Claude Code does.
     AddContext(String),
 }
 

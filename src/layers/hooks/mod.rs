@@ -187,7 +187,7 @@ use tower::Layer;
 use self::events::HookSlots;
 pub(crate) use self::events::hook_table;
 use crate::{
-    agent::{AgentResponse, LoopHooks, start::BoxStartService, step::BoxStepService},
+    agent::{AgentResponse, LoopHooks, StopFeedback, start::BoxStartService, step::BoxStepService},
     context::RunContext,
     error::BoxError,
     layers::matcher::ToolMatcher,
@@ -698,13 +698,13 @@ impl HookSetInner {
     }
 
     /// Runs stop hooks (`subagent`: the SubagentStop hooks matching that name); the feedback
-    /// of every hook that continues, joined, or `None` to finish.
+    /// of every hook that continues, joined, and their contexts in order, or `None` to finish.
     pub(crate) async fn stop(
         &self,
         subagent: Option<&str>,
         input: StopInput,
         ctx: &RunContext,
-    ) -> Option<String> {
+    ) -> Option<StopFeedback> {
         let hooks: Vec<&Arc<events::StopFn>> = match subagent {
             None => self.on_stop.iter().collect(),
             Some(name) => self
@@ -714,13 +714,23 @@ impl HookSetInner {
                 .map(|(_, f)| f)
                 .collect(),
         };
-        let mut feedback: Vec<String> = Vec::new();
+        let (mut feedback, mut context) = (Vec::new(), Vec::new());
         for f in hooks {
-            if let Stop::Continue(text) = f(input.clone(), ctx.clone()).await {
-                feedback.push(text);
+            match f(input.clone(), ctx.clone()).await {
+                Stop::Finish => {}
+                Stop::Continue(text) => feedback.push(text),
+                Stop::ContinueWith {
+                    feedback: text,
+                    context: more,
+                } => {
+                    feedback.push(text);
+                    context.push(more);
+                }
             }
         }
-        (!feedback.is_empty()).then(|| feedback.join("\n\n"))
+        let mut stop = StopFeedback::new(feedback.join("\n\n"));
+        stop.context = context;
+        (!feedback.is_empty()).then_some(stop)
     }
 
     /// Runs UserPromptSubmit hooks: `Err(reason)` if blocked, else the prompt (maybe
@@ -823,7 +833,7 @@ impl LoopHooks for HookSet {
         &'a self,
         input: StopInput,
         ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Option<String>> {
+    ) -> BoxFuture<'a, Option<StopFeedback>> {
         Box::pin(async move {
             let name = input.agent_name.clone().unwrap_or_default();
             self.inner.stop(Some(&name), input, ctx).await

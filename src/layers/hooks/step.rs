@@ -186,9 +186,14 @@ fn after_step(set: &HookSet, end: &StepEnd) -> Option<StepControl> {
 async fn stop(set: &HookSet, id: InstanceId, end: &StepEnd) -> StepControl {
     let active = with_blocks(&end.ctx, id, |b| b.active());
     let input = StopInput::new(end.message.text().into_owned(), active);
-    let Some(feedback) = set.inner.stop(None, input, &end.ctx).await else {
+    let Some(stop) = set.inner.stop(None, input, &end.ctx).await else {
         return StepControl::proceed();
     };
+    // A Stop hook's context joins its feedback (`Stop::ContinueWith`).
+    let feedback = std::iter::once(stop.feedback)
+        .chain(stop.context)
+        .collect::<Vec<_>>()
+        .join("\n\n");
     // Claude Code's rule: after `stop_cap` consecutive blocks (8 by default), the next one is
     // overridden and the run ends, with a warning. Consecutive: with no tool call in between
     // (a step with tool calls resets the count), so a loop whose model works between blocks
