@@ -444,13 +444,115 @@ mod tests {
         assert_eq!(response["resolvedModel"], "sub-model");
         assert_eq!(
             response["content"],
-            json!([{"type": "text", "text": "sub-done"}])
+            json!([
+                {"type": "text", "text": "<tools-used-before-summary>Nothing</tools-used-before-summary>\n"},
+                {"type": "text", "text": "sub-done"},
+            ])
         );
         assert_eq!(response["totalToolUseCount"], 1);
         assert_eq!(response["toolsUsed"], json!(["Nothing"]));
+        assert_eq!(response["toolStats"]["otherToolCount"], 1);
         assert_eq!(response["canContinueAgent"], false);
         assert!(response["totalDurationMs"].is_u64());
         assert!(response["usage"]["input_tokens"].is_u64());
+    }
+
+    /// A subagent that called no tool: its answer alone, no `toolsUsed` nor `toolStats` (as
+    /// Claude Code's `subagent` vector).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_subagent_without_tool_calls_has_no_tool_fields() {
+        let (_, _, response, _) = play(call("SUBTASK"), ScriptedModel::new().text("x")).await;
+        assert_eq!(response["content"], json!([{"type": "text", "text": "x"}]));
+        assert_eq!(response["totalToolUseCount"], 0);
+        assert!(response.get("toolsUsed").is_none(), "{response}");
+        assert!(response.get("toolStats").is_none(), "{response}");
+    }
+
+    /// `toolStats` counts the calls as Claude Code's does (`Agent` calls aside), edits with
+    /// the lines of their new and old texts; `toolsUsed` and the note are sorted.
+    #[tokio::test(flavor = "current_thread")]
+    async fn tool_stats_count_the_calls_as_claude_code() {
+        let sub = ScriptedModel::new()
+            .tool_calls([
+                ("Write", json!({"file_path": "a", "content": "1\n2\n3\n"})),
+                (
+                    "Edit",
+                    json!({"file_path": "a", "old_string": "1", "new_string": "x\ny"}),
+                ),
+                ("Read", json!({"file_path": "a"})),
+                ("Grep", json!({"pattern": "x"})),
+                ("Glob", json!({"pattern": "*"})),
+                ("Bash", json!({"command": "true"})),
+                ("Agent", json!({"prompt": "no"})),
+                ("Other", json!({})),
+                ("Read", json!({"file_path": "b"})),
+            ])
+            .text("done");
+        let (_, _, response, _) = play(call("SUBTASK"), sub).await;
+        assert_eq!(
+            response["toolStats"],
+            json!({"readCount": 2, "searchCount": 2, "bashCount": 1, "editFileCount": 2,
+                   "linesAdded": 6, "linesRemoved": 1, "otherToolCount": 1})
+        );
+        assert_eq!(response["totalToolUseCount"], 9);
+        let used = [
+            "Agent", "Bash", "Edit", "Glob", "Grep", "Other", "Read", "Write",
+        ];
+        assert_eq!(response["toolsUsed"], json!(used));
+        let note = format!(
+            "<tools-used-before-summary>{}</tools-used-before-summary>\n",
+            used.join(", ")
+        );
+        assert_eq!(response["content"][0]["text"], note);
+    }
+
+    /// The lines of an edit, as Claude Code counts them: newlines plus one, none for an empty
+    /// text; a multi-edit's `edits` add up; a `NotebookEdit` adds its `new_source`.
+    #[test]
+    fn edited_lines_count_as_claude_code() {
+        use super::edited_lines;
+        let edit = json!({"old_string": "", "new_string": "a\nb"});
+        assert_eq!(edited_lines("Edit", &edit), (2, 0));
+        let edits = json!({"edits": [
+            {"old_string": "a", "new_string": "b\n"},
+            {"old_string": "c\nd", "new_string": "e"},
+        ]});
+        assert_eq!(edited_lines("Edit", &edits), (3, 3));
+        assert_eq!(
+            edited_lines("NotebookEdit", &json!({"new_source": "x"})),
+            (1, 0)
+        );
+        assert_eq!(edited_lines("Write", &json!({})), (0, 0));
+    }
+
+    /// `totalTokens` and `usage` are the last answer's, `input_tokens` without the cached
+    /// tokens (the API's count), `totalTokens` all of them.
+    #[tokio::test(flavor = "current_thread")]
+    async fn usage_is_the_last_answers() {
+        use crate::{message::Usage, model::ModelResponse};
+        let usage = |input, cached| Usage {
+            input_tokens: input,
+            output_tokens: 5,
+            cache_read_tokens: cached,
+            ..Usage::default()
+        };
+        let sub = ScriptedModel::new()
+            .respond(
+                ModelResponse::tool_calls([crate::message::ToolCall::new(
+                    "c1",
+                    "Nothing",
+                    json!({}),
+                )])
+                .with_usage(usage(100, 0)),
+            )
+            .respond(ModelResponse::text("ok").with_usage(usage(130, 100)));
+        let (_, _, response, _) = play(call("SUBTASK"), sub).await;
+        assert_eq!(response["totalTokens"], 135);
+        assert_eq!(
+            response["usage"],
+            json!({"input_tokens": 30, "output_tokens": 5, "cache_read_input_tokens": 100,
+                   "cache_creation_input_tokens": 0})
+        );
     }
 
     /// Each call has an id of its own.
