@@ -133,7 +133,9 @@ pub(crate) const KEPT: &[Known] = &[
          (`harnessNoteCount`, `harnessTailCount`, `harnessSectionHash`), the raw API fields of \
          its `usage` (`service_tier`, `cache_creation`, `server_tool_use`, …), nor \
          `canContinueAgent: true`: a subagent's conversation ends with its call (no \
-         SendMessage tool), so the crate says `false`.",
+         SendMessage tool), so the crate says `false`. (Claude Code's note of the tools used \
+         leaves out those its conversation named before; a tool does not see its caller's \
+         conversation, so the crate's names every tool the subagent called.)",
     ),
     known("subagent_bash", "PostToolUse", "tool_response", "the same"),
     known(
