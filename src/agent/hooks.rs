@@ -44,6 +44,38 @@ impl StopInput {
     }
 }
 
+/// What SubagentStop hooks say when they send a subagent back to work
+/// ([`LoopHooks::subagent_stop`]): the subagent's next prompt, and contexts for its model
+/// after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StopFeedback {
+    /// The feedback: the subagent goes on with it as a user message.
+    pub feedback: String,
+    /// Contexts for the model, after the feedback, as one [hook
+    /// context](crate::message::Message::hook_context) (a system message): a command hook's
+    /// block in Claude Code's words (`SubagentStop hook blocking error from command:
+    /// "<command>": <reason>`). Often empty.
+    pub context: Vec<String>,
+}
+
+impl StopFeedback {
+    /// Feedback with no context.
+    pub fn new(feedback: impl Into<String>) -> Self {
+        StopFeedback {
+            feedback: feedback.into(),
+            context: Vec::new(),
+        }
+    }
+
+    /// This feedback with `context` added to its [`context`](Self::context).
+    #[must_use]
+    pub fn context(mut self, context: impl Into<String>) -> Self {
+        self.context.push(context.into());
+        self
+    }
+}
+
 /// The Stop-hook blocks of one run (or, for SubagentStop, of one subagent call): what the
 /// stop cap bounds and what `stop_hook_active` says.
 #[derive(Debug, Clone, Copy, Default)]
@@ -404,12 +436,13 @@ pub trait LoopHooks: Send + Sync + 'static {
     }
 
     /// SubagentStop (`input.agent_name` set): `Some(feedback)` sends the subagent back to
-    /// work with `feedback` as a user message, `None` lets it finish.
+    /// work with the feedback as a user message, followed by its contexts as one [hook
+    /// context](crate::message::Message::hook_context); `None` lets it finish.
     fn subagent_stop<'a>(
         &'a self,
         input: StopInput,
         ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Option<String>> {
+    ) -> BoxFuture<'a, Option<StopFeedback>> {
         let _ = (input, ctx);
         Box::pin(async { None })
     }
@@ -447,7 +480,8 @@ pub trait LoopHooks: Send + Sync + 'static {
     }
 
     /// SubagentStart: a subagent is about to run; the contexts to give it, in order (they
-    /// start its conversation, before its prompt). It cannot be blocked.
+    /// follow its prompt, as one [hook context](crate::message::Message::hook_context) of its
+    /// first request). It cannot be blocked.
     fn subagent_start<'a>(
         &'a self,
         input: SubagentStartInput,

@@ -108,8 +108,9 @@ pub use self::{
     event::EventStream,
     hooks::{
         InstructionsInput, LoopHooks, MessageDisplayInput, PROMPT_CACHE_TTL, PostCompactInput,
-        ResumedSession, SessionEnv, SessionSource, SessionStartInput, StopFailureInput, StopInput,
-        SubagentStartInput, TaskEvent, TaskInput, ToolBatch, prompt_cache_warm, session_end_reason,
+        ResumedSession, SessionEnv, SessionSource, SessionStartInput, StopFailureInput,
+        StopFeedback, StopInput, SubagentStartInput, TaskEvent, TaskInput, ToolBatch,
+        prompt_cache_warm, session_end_reason,
     },
     interrupt::{ApprovalError, Approvals, CallDecision, Decision},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
@@ -695,6 +696,11 @@ pub struct AgentResponse {
     pub steps: u32,
     /// Tokens used, summed over the run's model calls.
     pub usage: Usage,
+    /// The tokens of the run's last model answer that reported its usage (zero if none
+    /// did): how big the conversation had grown by its end — what Claude Code's `Agent` tool
+    /// reports of a subagent ([`AgentTool`](crate::builtins::claude_code::AgentTool)'s
+    /// `usage` and `totalTokens`), where [`usage`](Self::usage) adds up every call.
+    pub last_usage: Usage,
     /// The error that ended the run, typed, when it ended
     /// [`Outcome::Aborted`]: the model's error (after whatever retry layer you stacked), or
     /// the error a tool-stack layer returned with an [`Abort`](crate::Abort) in its chain
@@ -749,6 +755,7 @@ impl AgentResponse {
             messages: Messages::new(),
             steps: 0,
             usage: Usage::default(),
+            last_usage: Usage::default(),
             error: None,
             warnings: Vec::new(),
         }
@@ -786,6 +793,14 @@ impl AgentResponse {
     #[must_use]
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = usage;
+        self
+    }
+
+    /// This response with the token counts of its last model answer
+    /// ([`last_usage`](Self::last_usage)).
+    #[must_use]
+    pub fn with_last_usage(mut self, usage: Usage) -> Self {
+        self.last_usage = usage;
         self
     }
 

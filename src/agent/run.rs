@@ -42,6 +42,7 @@ pub(super) async fn run(
         tx: req.events.clone(),
         steps: 0,
         usage: Usage::default(),
+        last_usage: Usage::default(),
         hooks: None,
     };
     let result = run_inner(inner, req, &mut guard).await;
@@ -62,6 +63,8 @@ struct StopGuard {
     steps: u32,
     /// Tokens used so far.
     usage: Usage,
+    /// Tokens of the last model answer that reported them.
+    last_usage: Usage,
     /// The run's hooks and context once it started: SessionEnd still fires (once) for a run
     /// that ends without reaching its `finish` (an error, a dropped future).
     hooks: Option<(Arc<dyn LoopHooks>, RunContext)>,
@@ -80,6 +83,7 @@ impl StopGuard {
                 messages: Messages::new(),
                 steps: self.steps,
                 usage: self.usage,
+                last_usage: self.last_usage,
                 error: None,
                 warnings: ctx.warnings(),
             };
@@ -606,6 +610,7 @@ impl<'a> Run<'a> {
             messages: self.history,
             steps: self.steps,
             usage: self.usage,
+            last_usage: self.guard.last_usage,
             error: self.error,
             warnings: self.ctx.warnings(),
         };

@@ -47,12 +47,16 @@ impl Agent {
     ///
     /// Before it runs, the calling agent's SubagentStart hooks
     /// ([`Hooks::on_subagent_start`](crate::layers::hooks::Hooks::on_subagent_start), matched
-    /// on `name`; `agent_id` is `agent-<call id>`) may give it context: it is added to the
-    /// subagent's system prompt, before its prompt.
+    /// on `name`; `agent_id` is `agent-<call id>`) may give it context: it follows its prompt
+    /// as one [hook context](crate::message::Message::hook_context) (a system message of its
+    /// first request, in its thread from then on), as Claude Code does.
     ///
     /// When the subagent finishes, the calling agent's SubagentStop hooks
     /// ([`Hooks::on_subagent_stop`](crate::layers::hooks::Hooks::on_subagent_stop), matched
-    /// on `name`) may send it back to work with feedback, continuing its conversation, at
+    /// on `name`) may send it back to work with feedback, continuing its conversation: the
+    /// feedback as a user message, then the hooks' contexts
+    /// ([`Stop::AddContext`](crate::layers::hooks::Stop::AddContext); a command hook's
+    /// block in Claude Code's words) as one hook context; at
     /// most as many times in a row as their stop cap allows (a pass in which the subagent
     /// made a tool call resets the count). A subagent run that does not finish
     /// (step limit, abort, block) is an error output naming its outcome. Cancelling the
@@ -188,7 +192,7 @@ impl SessionSubagent {
 
 impl Agent {
     /// Runs this agent as the subagent of the tool call `id` of `ctx`'s run: SubagentStart
-    /// hooks first (their contexts open its conversation), then the subagent, sent back to
+    /// hooks first (their contexts follow its prompt), then the subagent, sent back to
     /// work as the SubagentStop hooks say (see [`Agent::into_tool`]).
     pub(crate) async fn run_subagent(
         &self,
@@ -198,7 +202,7 @@ impl Agent {
     ) -> Result<SubagentEnd, BoxError> {
         let name = &call.agent_type;
         let parent = ctx.with_data(|data| data.get::<ParentHooks>().map(|p| p.0.clone()));
-        // SubagentStart: contexts that open the subagent's conversation.
+        // SubagentStart: contexts that follow the subagent's prompt.
         let mut start_context = Vec::new();
         if let Some(parent) = parent.as_ref().filter(|h| h.has_subagent_start(name)) {
             let input = SubagentStartInput {
@@ -223,7 +227,9 @@ impl Agent {
             session_id: ctx.session_id().to_owned(),
             transcript_path: ctx.transcript_path().map(std::path::Path::to_path_buf),
         });
-        let request = |prompt: String| {
+        // A pass of the subagent: its prompt (the task, then a SubagentStop hook's feedback)
+        // and the hook contexts that follow it.
+        let request = |prompt: String, context: Vec<String>| {
             let mut request = AgentRequest::new(prompt)
                 .thread(thread.clone())
                 .cancellation(ctx.cancellation().child_token())
@@ -235,7 +241,7 @@ impl Agent {
                 request.extensions.insert(session.clone());
             }
             request.directories = ctx.directories().to_vec();
-            request.system_context.clone_from(&start_context);
+            request.prompt_context = context;
             request.transcript.clone_from(&transcript);
             request
         };
@@ -243,7 +249,7 @@ impl Agent {
             agent: self.clone(),
             thread: Some(thread.clone()),
         };
-        let mut next = request(call.prompt);
+        let mut next = request(call.prompt, start_context);
         // Counted per subagent call, as Stop blocks are per run; `seen`: the messages of the
         // subagent's thread before its last pass.
         let (mut blocks, mut seen) = (StopBlocks::default(), 0);
@@ -277,7 +283,7 @@ impl Agent {
                 ));
                 break Ok(SubagentEnd::Finished(resp));
             }
-            next = request(feedback);
+            next = request(feedback.feedback, feedback.context);
         };
         cleanup.thread = None;
         if let Err(err) = self.store().delete(&thread).await {

@@ -623,6 +623,7 @@ async fn usage_is_summed_over_the_model_calls_of_a_run() {
     let resp = agent.run("go").await.unwrap();
 
     assert_eq!(resp.usage, usage(30, 3));
+    assert_eq!(resp.last_usage, usage(20, 2), "the last answer's alone");
     assert_eq!(resp.steps, 2);
 }
 

@@ -23,7 +23,7 @@ use tower_agent::{
         hooks::{
             ApprovalDecision, ApprovalRequest, BeforeModel, HookSet, Hooks, Permission,
             PermissionRequest, PostToolUse, PostToolUseFailure, PreToolUse, SessionStart, Stop,
-            StopInput, ToolFailure, UserPrompt,
+            StopInput, SubagentStart, ToolFailure, UserPrompt,
         },
         matcher::ToolMatcher,
     },
@@ -1762,6 +1762,74 @@ async fn subagent_stop_sends_the_subagent_back_to_work() {
     assert_eq!(seen.text(), "tower is a library (source: docs.rs/tower)");
     // The temporary thread is gone.
     assert!(store.is_empty(), "{store:?}");
+}
+
+/// Where a subagent's hook contexts reach its model, as in Claude Code: SubagentStart's
+/// after its prompt (one hook context of its first request, not its system prompt), and a
+/// SubagentStop block's feedback as a user message followed by its context (`Stop::AddContext`).
+#[tokio::test(flavor = "current_thread")]
+async fn subagent_hook_contexts_follow_the_prompt_and_the_feedback() {
+    let sub_model = ScriptedModel::new()
+        .text("tower is a library")
+        .text("tower is a library (docs.rs/tower)")
+        .recording();
+    let researcher = Agent::builder()
+        .model(sub_model.clone())
+        .system_prompt("You research.")
+        .build();
+    let hooks = Hooks::new()
+        .on_subagent_start("research", |_i, _x| {
+            SubagentStart::AddContext("the user reads Rust".into())
+        })
+        .on_subagent_start("*", |_i, _x| SubagentStart::AddContext("be brief".into()))
+        .on_subagent_stop("research", |input: StopInput, _x| {
+            if input.stop_hook_active {
+                Stop::Finish
+            } else {
+                Stop::Many(vec![
+                    Stop::Continue("cite your sources".into()),
+                    Stop::AddContext("SubagentStop hook blocking error: cite your sources".into()),
+                ])
+            }
+        })
+        .compile()
+        .unwrap();
+    let lead = Agent::builder()
+        .model(
+            ScriptedModel::new()
+                .tool_call("research", json!({ "prompt": "what is tower?" }))
+                .text("Done."),
+        )
+        .tool(researcher.into_tool("research", "Researches a question"))
+        .hooks(hooks)
+        .build();
+    let resp = lead.run("find out").await.unwrap();
+    assert_eq!(resp.outcome, Outcome::Finished);
+
+    let requests = sub_model.requests();
+    let seen = |i: usize| -> Vec<(Role, String)> {
+        requests[i]
+            .messages
+            .iter()
+            .map(|m| (m.role, m.text().into_owned()))
+            .collect()
+    };
+    let start = [
+        (Role::System, "You research.".to_owned()),
+        (Role::User, "what is tower?".to_owned()),
+        (Role::System, "the user reads Rust\n\nbe brief".to_owned()),
+    ];
+    assert_eq!(seen(0), start, "one hook context after the prompt");
+    let mut second = start.to_vec();
+    second.extend([
+        (Role::Assistant, "tower is a library".to_owned()),
+        (Role::User, "cite your sources".to_owned()),
+        (
+            Role::System,
+            "SubagentStop hook blocking error: cite your sources".to_owned(),
+        ),
+    ]);
+    assert_eq!(seen(1), second, "the system prompt stays as it was");
 }
 
 #[tokio::test(flavor = "current_thread")]

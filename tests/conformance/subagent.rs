@@ -1,14 +1,14 @@
 //! SubagentStart and SubagentStop, for subagents made with `Agent::into_tool`.
 
 use serde_json::json;
-use tower_agent::{Agent, model::ScriptedModel};
+use tower_agent::{Agent, message::Role, model::ScriptedModel};
 
 use super::common_ev2::{assert_common, dump, inputs};
 use crate::support::command::{Scripts, tool_text};
 
 // hooks.md § "SubagentStart" and § "SubagentStart input": `agent_id` and `agent_type`; the
 // matcher filters on the agent type; `additionalContext` is added to the subagent's context
-// at the start of its conversation. SubagentStop (§ "SubagentStop input") gets the same
+// after its prompt. SubagentStop (§ "SubagentStop input") gets the same
 // `agent_id` and `agent_type`, `last_assistant_message`, and its block sends the subagent
 // back to work with the reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,7 +23,7 @@ async fn subagent_start_gives_context_and_subagent_stop_sees_the_same_agent() {
     let stop = dump(
         &s,
         "stop",
-        r#"case "$input" in *'"stop_hook_active":false'*) echo 'Cite your sources.' >&2; exit 2 ;; esac"#,
+        r#"case "$input" in *'"stop_hook_active":false'*) echo '{"decision": "block", "reason": "Cite your sources."}' ;; esac"#,
     );
     let hooks = s.hooks(json!({
         "SubagentStart": [
@@ -59,14 +59,22 @@ async fn subagent_start_gives_context_and_subagent_stop_sees_the_same_agent() {
         inputs(&s, "other_start").is_empty(),
         "the matcher filters on agent_type"
     );
-    let first = &sub_model.requests()[0];
-    let system = first
-        .system()
-        .map(|m| m.text().into_owned())
-        .unwrap_or_default();
-    assert!(
-        system.contains("Follow security guidelines for this task"),
-        "{system}"
+    // As Claude Code 2.1.328 puts it (tests/reference, subagent_stop_block): after the
+    // subagent's prompt, a system message in Claude Code's words.
+    let seen = |i: usize| -> Vec<(Role, String)> {
+        sub_model.requests()[i]
+            .messages
+            .iter()
+            .map(|m| (m.role, m.text().into_owned()))
+            .collect()
+    };
+    let context = "SubagentStart hook additional context: Follow security guidelines for this task";
+    assert_eq!(
+        seen(0),
+        [
+            (Role::User, "What is tower?".to_owned()),
+            (Role::System, context.to_owned()),
+        ]
     );
 
     let stops = inputs(&s, "stop");
@@ -80,12 +88,20 @@ async fn subagent_start_gives_context_and_subagent_stop_sees_the_same_agent() {
     );
     assert_eq!(stops[0]["last_assistant_message"], "Tower is a library.");
     assert_eq!(stops[1]["stop_hook_active"], true);
-    let second = &sub_model.requests()[1];
-    assert!(
-        second
-            .messages
-            .iter()
-            .any(|m| m.text() == "Cite your sources.")
+    // A `decision: "block"`: its reason as user text, then in Claude Code's words as a system
+    // message (measured: subagent_stop_block; an exit 2, as for Stop, gives the reason alone).
+    assert_eq!(
+        seen(1)[2..],
+        [
+            (Role::Assistant, "Tower is a library.".to_owned()),
+            (Role::User, "Cite your sources.".to_owned()),
+            (
+                Role::System,
+                format!(
+                    "SubagentStop hook blocking error from command: \"{stop}\": Cite your sources."
+                )
+            ),
+        ]
     );
     assert_eq!(tool_text(&resp), "Tower is a library (docs.rs/tower).");
 }

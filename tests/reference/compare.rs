@@ -127,13 +127,17 @@ pub(crate) const KEPT: &[Known] = &[
         "PostToolUse",
         "tool_response",
         "the `Agent` tool's `tool_response` holds what the crate knows — status, prompt, \
-         agentId, agentType, content, resolvedModel, totalDurationMs, totalTokens, \
-         totalToolUseCount, usage's token counts — and not Claude Code's harness internals \
+         agentId, agentType, content (with the harness note of the tools used), resolvedModel, \
+         totalDurationMs, totalTokens and usage's token counts (of the last answer), \
+         totalToolUseCount, toolsUsed, toolStats — and not Claude Code's harness internals \
          (`harnessNoteCount`, `harnessTailCount`, `harnessSectionHash`), the raw API fields of \
          its `usage` (`service_tier`, `cache_creation`, `server_tool_use`, …), nor \
          `canContinueAgent: true`: a subagent's conversation ends with its call (no \
-         SendMessage tool), so the crate says `false`.",
+         SendMessage tool), so the crate says `false`. (Claude Code's note of the tools used \
+         leaves out those its conversation named before; a tool does not see its caller's \
+         conversation, so the crate's names every tool the subagent called.)",
     ),
+    known("subagent_bash", "PostToolUse", "tool_response", "the same"),
     known(
         "subagent_stop_block",
         "PostToolUse",
@@ -157,14 +161,6 @@ pub(crate) const KEPT: &[Known] = &[
         "the same",
     ),
     known(
-        "subagent",
-        "*",
-        "<requests>",
-        "the same in the model's request: the `Agent` tool's result is the subagent's answer, \
-         without Claude Code's `[Subagent hand-back]` frame.",
-    ),
-    known("subagent_bash", "*", "<requests>", "the same"),
-    known(
         "mcp_elicitation_accept",
         "PostToolUse",
         "tool_response",
@@ -183,27 +179,4 @@ pub(crate) const KEPT: &[Known] = &[
 ];
 
 /// Differences found and not fixed yet: each says what has to change. The list only shrinks.
-pub(crate) const OPEN: &[Known] = &[
-    known(
-        "subagent_stop_block",
-        "*",
-        "<requests>",
-        "a subagent's hook contexts: Claude Code puts SubagentStart's context in a system \
-         message of the subagent's first request (`SubagentStart hook additional context: …`) \
-         and a SubagentStop block as the reason in a user message and a system message; the \
-         crate puts SubagentStart's in the subagent's system prompt (every request) and the \
-         reason as the next prompt. The subagent's result lacks Claude Code's hand-back frame \
-         there too (kept: `subagent`).",
-    ),
-    known(
-        "subagent_bash",
-        "PostToolUse",
-        "tool_response",
-        "as `subagent`'s (kept), and what the crate could give and does not yet: Claude Code's \
-         `toolStats` (counts of the subagent's Bash, Read, edit and search calls, lines added \
-         and removed), the harness note of the tools used in `content` \
-         (`<tools-used-before-summary>`), and `totalTokens` / `usage` of the subagent's last \
-         model answer, where the crate's are the sum of its run's answers \
-         (`AgentResponse::usage`: the crate keeps no usage per answer).",
-    ),
-];
+pub(crate) const OPEN: &[Known] = &[];

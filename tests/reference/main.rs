@@ -200,7 +200,45 @@ async fn tower_agent_does_what_claude_code_does() {
         return;
     }
     let program = format!("Claude Code {VERSION}");
-    differential(&program, played(), &agent_run::TowerAgent, known(), |_| {}).await;
+    differential(
+        &program,
+        played(),
+        &agent_run::TowerAgent,
+        known(),
+        hand_back_reports,
+    )
+    .await;
+}
+
+/// The `Agent` tool's results in the model's requests as the subagent's report alone: Claude
+/// Code frames a subagent's report in text of its own (a `[Subagent hand-back]` warning,
+/// every line of the report indented by two spaces, then the agent's id with a SendMessage
+/// hint and its usage), which the crate does not add (kept: the guide's table). What the
+/// hooks add is compared as it is.
+fn hand_back_reports(observed: &mut hook_vectors::Observed) {
+    const FRAME: &str = "[Subagent hand-back] ";
+    const REPORT: &str = "The report follows:\n";
+    for request in observed.requests.iter_mut() {
+        for item in request.as_array_mut().into_iter().flatten() {
+            let Some(Value::String(content)) = item.get_mut("content") else {
+                continue;
+            };
+            let Some(at) = content.find(FRAME) else {
+                continue;
+            };
+            let (note, framed) = content.split_at(at);
+            let report = framed.split_once(REPORT).map_or("", |(_, r)| r);
+            let report = report.split_once("\nagentId: ").map_or(report, |(r, _)| r);
+            let dedent = |text: &str| -> String {
+                let lines: Vec<&str> = text
+                    .lines()
+                    .map(|l| l.strip_prefix("  ").unwrap_or(l))
+                    .collect();
+                lines.join("\n")
+            };
+            *content = format!("{}{}", dedent(note), dedent(report));
+        }
+    }
 }
 
 /// Every vector is well formed: recorded from the pinned version, its scenario's hooks all

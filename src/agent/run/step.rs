@@ -245,6 +245,7 @@ impl<'a> Run<'a> {
         if let Some(usage) = usage {
             self.usage += usage;
             self.guard.usage = self.usage;
+            self.guard.last_usage = usage;
         }
         if let Some(compaction) = extensions.remove::<crate::context::Compaction>() {
             self.compacted(compaction, &ctx);

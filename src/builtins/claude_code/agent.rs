@@ -1,7 +1,7 @@
 //! Claude Code's `Agent` tool: [`AgentTool`].
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     fmt,
     hash::{BuildHasher, Hasher},
     sync::Arc,
@@ -17,7 +17,7 @@ use crate::{
     Agent,
     agent::{AgentResponse, SubagentCall, SubagentEnd},
     error::BoxError,
-    message::{ToolOutput, ToolSpec},
+    message::{ToolCall, ToolOutput, ToolSpec},
     tool::{Tool, ToolRequest},
 };
 
@@ -68,18 +68,24 @@ struct AgentType {
 /// events (SessionStart, UserPromptSubmit, Stop, SessionEnd, MessageDisplay): its end fires
 /// its caller's SubagentStop.
 ///
-/// The model gets the subagent's final answer. Hooks get as `tool_response`:
+/// The model gets the subagent's final answer, after the note of the tools it called when it
+/// called any (as `content` below, Claude Code's text). Hooks get as `tool_response`:
 ///
 /// | field | what it holds |
 /// |---|---|
 /// | `status` | `"completed"` |
 /// | `prompt`, `agentType`, `agentId` | the task, the type, the id |
 /// | `resolvedModel` | the model the type's agent's settings name, if they name one |
-/// | `content` | `[{"type": "text", "text": <the answer>}]` |
+/// | `content` | `[{"type": "text", "text": <the answer>}]`, after a harness note of the tools it called when it called any (`{"type": "text", "text": "<tools-used-before-summary>Bash, Read</tools-used-before-summary>\n"}`) |
 /// | `totalDurationMs` | how long the subagent ran |
-/// | `totalTokens`, `usage` | the tokens of its runs (`input_tokens`, `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`) |
-/// | `totalToolUseCount`, `toolsUsed` | its tool calls, and the tools it called (when it called any) |
+/// | `totalTokens`, `usage` | the tokens of its last model answer ([`AgentResponse::last_usage`]: `input_tokens` without the cached ones, `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`; `totalTokens` their sum) |
+/// | `totalToolUseCount`, `toolsUsed` | its tool calls, and the tools it called, sorted (when it called any) |
+/// | `toolStats` | when it called any tool: `readCount` (`Read`), `searchCount` (`Grep`, `Glob`), `bashCount`, `editFileCount` (`Edit`, `Write`, `NotebookEdit`), `linesAdded` / `linesRemoved` (the lines of the edits' new and old texts), `otherToolCount` (the rest, `Agent` calls aside) |
 /// | `canContinueAgent` | `false`: a subagent's conversation ends with its call |
+///
+/// Claude Code's note leaves out the tools its conversation has named already (called, or
+/// named in an earlier note); a tool does not see its caller's conversation, so this one
+/// names every tool the subagent called.
 ///
 /// A call with `run_in_background: true` runs in the foreground all the same (this tool has no
 /// background agents), and its answer says so. An unknown type, or a subagent that does not
@@ -230,7 +236,9 @@ impl Tool for AgentTool {
         }
         response["totalDurationMs"] =
             json!(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-        let mut text = resp.text;
+        // What the model gets: the report after the same note (as Claude Code sends it).
+        let mut text = tools_note(&resp).unwrap_or_default();
+        text.push_str(&resp.text);
         if args.run_in_background == Some(true) {
             text.push_str(
                 "\n\n(This agent ran in the foreground: this host runs no agents in the \
@@ -241,42 +249,120 @@ impl Tool for AgentTool {
     }
 }
 
-/// The `tool_response` of a finished subagent (its `totalDurationMs` set by the caller).
-fn tool_response(resp: &AgentResponse, prompt: &str, kind: &str, agent_id: &str) -> Value {
-    let calls: Vec<&str> = resp
-        .messages
-        .iter()
+/// The harness note Claude Code opens a subagent's report with when it called tools:
+/// `<tools-used-before-summary>Bash, Read</tools-used-before-summary>` and a newline.
+fn tools_note(resp: &AgentResponse) -> Option<String> {
+    let used: BTreeSet<&str> = (resp.messages.iter())
         .flat_map(|m| &m.tool_calls)
         .map(|c| c.name.as_str())
         .collect();
-    let mut used: Vec<&str> = Vec::new();
-    for name in &calls {
-        if !used.contains(name) {
-            used.push(name);
-        }
+    let names: Vec<&str> = used.into_iter().collect();
+    (!names.is_empty()).then(|| {
+        format!(
+            "<tools-used-before-summary>{}</tools-used-before-summary>\n",
+            names.join(", ")
+        )
+    })
+}
+
+/// The `tool_response` of a finished subagent (its `totalDurationMs` set by the caller), as
+/// Claude Code 2.1.328 makes it: its tools sorted, `toolStats` when it called any, and the
+/// tokens of its last answer.
+fn tool_response(resp: &AgentResponse, prompt: &str, kind: &str, agent_id: &str) -> Value {
+    let calls: Vec<&ToolCall> = resp.messages.iter().flat_map(|m| &m.tool_calls).collect();
+    let used: BTreeSet<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    let mut content = Vec::new();
+    if let Some(note) = tools_note(resp) {
+        content.push(json!({"type": "text", "text": note}));
     }
-    let usage = resp.usage;
+    content.push(json!({"type": "text", "text": resp.text}));
+    // Claude Code's are the API's counts: `input_tokens` without the cached ones.
+    let last = resp.last_usage;
+    let uncached = last
+        .input_tokens
+        .saturating_sub(last.cache_read_tokens + last.cache_write_tokens);
     let mut response = json!({
         "status": "completed",
         "prompt": prompt,
         "agentId": agent_id,
         "agentType": kind,
-        "content": [{"type": "text", "text": resp.text}],
+        "content": content,
         "totalDurationMs": 0,
-        "totalTokens": usage.total() + usage.cache_read_tokens + usage.cache_write_tokens,
+        "totalTokens": last.total(),
         "totalToolUseCount": calls.len(),
         "usage": {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_read_input_tokens": usage.cache_read_tokens,
-            "cache_creation_input_tokens": usage.cache_write_tokens,
+            "input_tokens": uncached,
+            "output_tokens": last.output_tokens,
+            "cache_read_input_tokens": last.cache_read_tokens,
+            "cache_creation_input_tokens": last.cache_write_tokens,
         },
         "canContinueAgent": false,
     });
     if !used.is_empty() {
         response["toolsUsed"] = json!(used);
     }
+    if let Some(stats) = tool_stats(&calls) {
+        response["toolStats"] = stats;
+    }
     response
+}
+
+/// Claude Code's `toolStats` of a subagent's calls: `Read`s, searches (`Grep`, `Glob`),
+/// `Bash` calls, file edits (`Edit`, `Write`, `NotebookEdit`) with the lines they add and
+/// remove, and the other calls (not `Agent` ones); `None` when there are none.
+fn tool_stats(calls: &[&ToolCall]) -> Option<Value> {
+    let (mut read, mut search, mut bash, mut edit, mut other) = (0, 0, 0, 0, 0);
+    let (mut added, mut removed) = (0, 0);
+    for call in calls {
+        let input = &call.arguments;
+        match call.name.as_str() {
+            "Read" => read += 1,
+            "Grep" | "Glob" => search += 1,
+            "Bash" => bash += 1,
+            "Agent" | "Task" => {}
+            "Edit" | "Write" | "NotebookEdit" => {
+                edit += 1;
+                let (a, r) = edited_lines(&call.name, input);
+                added += a;
+                removed += r;
+            }
+            _ => other += 1,
+        }
+    }
+    (read + search + bash + edit + other > 0).then(|| {
+        json!({
+            "readCount": read,
+            "searchCount": search,
+            "bashCount": bash,
+            "editFileCount": edit,
+            "linesAdded": added,
+            "linesRemoved": removed,
+            "otherToolCount": other,
+        })
+    })
+}
+
+/// The lines an edit call adds and removes, counted as Claude Code counts them: the lines of
+/// `new_string` and `old_string` (of each of `edits`, if given), of a `Write`'s `content`, of
+/// a `NotebookEdit`'s `new_source`.
+fn edited_lines(tool: &str, input: &Value) -> (u64, u64) {
+    // A text's lines: its newlines plus one; none for an empty text (or none at all).
+    let lines = |v: &Value| {
+        v.as_str()
+            .filter(|s| !s.is_empty())
+            .map_or(0, |s| s.matches('\n').count() as u64 + 1)
+    };
+    match tool {
+        "Edit" => match input.get("edits").and_then(Value::as_array) {
+            Some(edits) => edits.iter().fold((0, 0), |(a, r), e| {
+                (a + lines(&e["new_string"]), r + lines(&e["old_string"]))
+            }),
+            None => (lines(&input["new_string"]), lines(&input["old_string"])),
+        },
+        "Write" => (lines(&input["content"]), 0),
+        "NotebookEdit" => (lines(&input["new_source"]), 0),
+        _ => (0, 0),
+    }
 }
 
 #[cfg(test)]
@@ -360,7 +446,10 @@ mod tests {
             .tool_call("Nothing", json!({}))
             .text("sub-done");
         let (text, is_error, response, ids) = play(call("SUBTASK"), sub).await;
-        assert_eq!((text.as_str(), is_error), ("sub-done", false));
+        // The model gets the report after the note of the tools it called, as in Claude Code
+        // (subagent_bash, the model's request).
+        let want = "<tools-used-before-summary>Nothing</tools-used-before-summary>\nsub-done";
+        assert_eq!((text.as_str(), is_error), (want, false));
         let id = response["agentId"].as_str().unwrap();
         assert_eq!(ids, [id, id]);
         assert!(id.len() == 17 && id.starts_with('a'), "{id}");
@@ -371,13 +460,115 @@ mod tests {
         assert_eq!(response["resolvedModel"], "sub-model");
         assert_eq!(
             response["content"],
-            json!([{"type": "text", "text": "sub-done"}])
+            json!([
+                {"type": "text", "text": "<tools-used-before-summary>Nothing</tools-used-before-summary>\n"},
+                {"type": "text", "text": "sub-done"},
+            ])
         );
         assert_eq!(response["totalToolUseCount"], 1);
         assert_eq!(response["toolsUsed"], json!(["Nothing"]));
+        assert_eq!(response["toolStats"]["otherToolCount"], 1);
         assert_eq!(response["canContinueAgent"], false);
         assert!(response["totalDurationMs"].is_u64());
         assert!(response["usage"]["input_tokens"].is_u64());
+    }
+
+    /// A subagent that called no tool: its answer alone, no `toolsUsed` nor `toolStats` (as
+    /// Claude Code's `subagent` vector).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_subagent_without_tool_calls_has_no_tool_fields() {
+        let (_, _, response, _) = play(call("SUBTASK"), ScriptedModel::new().text("x")).await;
+        assert_eq!(response["content"], json!([{"type": "text", "text": "x"}]));
+        assert_eq!(response["totalToolUseCount"], 0);
+        assert!(response.get("toolsUsed").is_none(), "{response}");
+        assert!(response.get("toolStats").is_none(), "{response}");
+    }
+
+    /// `toolStats` counts the calls as Claude Code's does (`Agent` calls aside), edits with
+    /// the lines of their new and old texts; `toolsUsed` and the note are sorted.
+    #[tokio::test(flavor = "current_thread")]
+    async fn tool_stats_count_the_calls_as_claude_code() {
+        let sub = ScriptedModel::new()
+            .tool_calls([
+                ("Write", json!({"file_path": "a", "content": "1\n2\n3\n"})),
+                (
+                    "Edit",
+                    json!({"file_path": "a", "old_string": "1", "new_string": "x\ny"}),
+                ),
+                ("Read", json!({"file_path": "a"})),
+                ("Grep", json!({"pattern": "x"})),
+                ("Glob", json!({"pattern": "*"})),
+                ("Bash", json!({"command": "true"})),
+                ("Agent", json!({"prompt": "no"})),
+                ("Other", json!({})),
+                ("Read", json!({"file_path": "b"})),
+            ])
+            .text("done");
+        let (_, _, response, _) = play(call("SUBTASK"), sub).await;
+        assert_eq!(
+            response["toolStats"],
+            json!({"readCount": 2, "searchCount": 2, "bashCount": 1, "editFileCount": 2,
+                   "linesAdded": 6, "linesRemoved": 1, "otherToolCount": 1})
+        );
+        assert_eq!(response["totalToolUseCount"], 9);
+        let used = [
+            "Agent", "Bash", "Edit", "Glob", "Grep", "Other", "Read", "Write",
+        ];
+        assert_eq!(response["toolsUsed"], json!(used));
+        let note = format!(
+            "<tools-used-before-summary>{}</tools-used-before-summary>\n",
+            used.join(", ")
+        );
+        assert_eq!(response["content"][0]["text"], note);
+    }
+
+    /// The lines of an edit, as Claude Code counts them: newlines plus one, none for an empty
+    /// text; a multi-edit's `edits` add up; a `NotebookEdit` adds its `new_source`.
+    #[test]
+    fn edited_lines_count_as_claude_code() {
+        use super::edited_lines;
+        let edit = json!({"old_string": "", "new_string": "a\nb"});
+        assert_eq!(edited_lines("Edit", &edit), (2, 0));
+        let edits = json!({"edits": [
+            {"old_string": "a", "new_string": "b\n"},
+            {"old_string": "c\nd", "new_string": "e"},
+        ]});
+        assert_eq!(edited_lines("Edit", &edits), (3, 3));
+        assert_eq!(
+            edited_lines("NotebookEdit", &json!({"new_source": "x"})),
+            (1, 0)
+        );
+        assert_eq!(edited_lines("Write", &json!({})), (0, 0));
+    }
+
+    /// `totalTokens` and `usage` are the last answer's, `input_tokens` without the cached
+    /// tokens (the API's count), `totalTokens` all of them.
+    #[tokio::test(flavor = "current_thread")]
+    async fn usage_is_the_last_answers() {
+        use crate::{message::Usage, model::ModelResponse};
+        let usage = |input, cached| Usage {
+            input_tokens: input,
+            output_tokens: 5,
+            cache_read_tokens: cached,
+            ..Usage::default()
+        };
+        let sub = ScriptedModel::new()
+            .respond(
+                ModelResponse::tool_calls([crate::message::ToolCall::new(
+                    "c1",
+                    "Nothing",
+                    json!({}),
+                )])
+                .with_usage(usage(100, 0)),
+            )
+            .respond(ModelResponse::text("ok").with_usage(usage(130, 100)));
+        let (_, _, response, _) = play(call("SUBTASK"), sub).await;
+        assert_eq!(response["totalTokens"], 135);
+        assert_eq!(
+            response["usage"],
+            json!({"input_tokens": 30, "output_tokens": 5, "cache_read_input_tokens": 100,
+                   "cache_creation_input_tokens": 0})
+        );
     }
 
     /// Each call has an id of its own.

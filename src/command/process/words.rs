@@ -38,7 +38,9 @@ pub(crate) fn claude_words(
             (label.clone(), label)
         }
         HookEvent::SessionStart => (event.to_string(), format!("{event}:{subject}")),
-        HookEvent::UserPromptSubmit | HookEvent::Stop => (event.to_string(), event.to_string()),
+        HookEvent::UserPromptSubmit | HookEvent::Stop | HookEvent::SubagentStart => {
+            (event.to_string(), event.to_string())
+        }
         _ => return,
     };
     for context in &mut verdict.contexts {
@@ -87,7 +89,8 @@ mod tests {
     }
 
     /// Each measured wording (`tests/reference`: additional_context, plain_stdout,
-    /// additional_context_more_events, additional_context_stop, post_tool_use_block).
+    /// additional_context_more_events, additional_context_stop, post_tool_use_block,
+    /// subagent_stop_block).
     #[test]
     fn contexts_say_where_they_came_from() {
         let handler = shell("sh \"$CLAUDE_PROJECT_DIR/hook.sh\" block");
@@ -139,6 +142,12 @@ mod tests {
                 None,
                 false,
                 "Stop hook additional context: c",
+            ),
+            (
+                HookEvent::SubagentStart,
+                Some("general-purpose"),
+                false,
+                "SubagentStart hook additional context: c",
             ),
             // Not measured: as the hook gave it.
             (HookEvent::PostToolBatch, None, false, "c"),

@@ -253,7 +253,10 @@ pub enum SessionStart {
 pub enum SubagentStart {
     /// Nothing to add.
     Continue,
-    /// Add context at the start of the subagent's conversation, before its prompt.
+    /// Add context for the subagent's model: it follows the subagent's prompt, with the
+    /// other SubagentStart hooks' contexts, as one [hook
+    /// context](crate::message::Message::hook_context) (a system message of its first
+    /// request), as Claude Code does.
     AddContext(String),
 }
 

@@ -349,7 +349,7 @@ hook_events! {
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "the subagent's name",
             input: "as Stop (with `effort`, `background_tasks`, `session_crons`), and `agent_type` (its name; Claude Code's `Agent` tool: the `subagent_type`), `agent_id` (as for SubagentStart), `agent_transcript_path` (its transcript, `<session>/subagents/agent-<id>.jsonl`; `\"\"` without transcripts)",
-            answer: "as Stop, for the subagent",
+            answer: "as Stop, for the subagent: a block sends it back to work with the reason as a user message, followed by a [hook context](crate::message::Message::hook_context) in Claude Code's words (`SubagentStop hook blocking error from command: \"<command>\": <reason>`)",
             /// SubagentStop: when a subagent ([`Agent::into_tool`](crate::Agent::into_tool),
             /// [`AgentTool`](crate::builtins::claude_code::AgentTool)) run by this agent
             /// finishes; the matcher picks subagents by tool name (by type for `AgentTool`).
@@ -448,11 +448,11 @@ hook_events! {
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`agent_type`",
             input: "`agent_type` (the subagent's tool name; Claude Code's `Agent` tool: the `subagent_type`), `agent_id` (`agent-<call id>`; Claude Code's `Agent` tool: a random `a…` id), no `permission_mode`",
-            answer: "context (`additionalContext`) added to the subagent's system prompt; cannot block (a block is reported)",
+            answer: "context (`additionalContext`, in Claude Code's words: `SubagentStart hook additional context: <text>`) after the subagent's prompt (a [hook context](crate::message::Message::hook_context) message of its first request); cannot block (a block is reported)",
             /// SubagentStart: a subagent ([`Agent::into_tool`](crate::Agent::into_tool),
             /// [`AgentTool`](crate::builtins::claude_code::AgentTool)) of this agent is about
             /// to run; the matcher picks subagents by name (by type for `AgentTool`). Contexts
-            /// start the subagent's conversation; it cannot be blocked.
+            /// follow the subagent's prompt (one hook context message); it cannot be blocked.
             fn on_subagent_start(matcher; input: SubagentStartInput, ctx: RunContext) -> decide SubagentStart;
         }
         /// `write_todos` adds a todo: block it.

@@ -187,7 +187,7 @@ use tower::Layer;
 use self::events::HookSlots;
 pub(crate) use self::events::hook_table;
 use crate::{
-    agent::{AgentResponse, LoopHooks, start::BoxStartService, step::BoxStepService},
+    agent::{AgentResponse, LoopHooks, StopFeedback, start::BoxStartService, step::BoxStepService},
     context::RunContext,
     error::BoxError,
     layers::matcher::ToolMatcher,
@@ -705,7 +705,7 @@ impl HookSetInner {
         subagent: Option<&str>,
         input: StopInput,
         ctx: &RunContext,
-    ) -> Option<(String, Vec<String>)> {
+    ) -> Option<StopFeedback> {
         let hooks: Vec<&Arc<events::StopFn>> = match subagent {
             None => self.on_stop.iter().collect(),
             Some(name) => self
@@ -731,7 +731,11 @@ impl HookSetInner {
                 &mut contexts,
             );
         }
-        (!feedback.is_empty()).then(|| (feedback.join("\n\n"), contexts))
+        (!feedback.is_empty()).then(|| {
+            let mut stop = StopFeedback::new(feedback.join("\n\n"));
+            stop.context = contexts;
+            stop
+        })
     }
 
     /// Runs UserPromptSubmit hooks: `Err(reason)` if blocked, else the prompt (maybe
@@ -834,11 +838,10 @@ impl LoopHooks for HookSet {
         &'a self,
         input: StopInput,
         ctx: &'a RunContext,
-    ) -> BoxFuture<'a, Option<String>> {
+    ) -> BoxFuture<'a, Option<StopFeedback>> {
         Box::pin(async move {
             let name = input.agent_name.clone().unwrap_or_default();
-            let stop = self.inner.stop(Some(&name), input, ctx).await;
-            stop.map(|(feedback, _contexts)| feedback)
+            self.inner.stop(Some(&name), input, ctx).await
         })
     }
 

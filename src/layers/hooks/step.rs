@@ -186,7 +186,7 @@ fn after_step(set: &HookSet, end: &StepEnd) -> Option<StepControl> {
 async fn stop(set: &HookSet, id: InstanceId, end: &StepEnd) -> StepControl {
     let active = with_blocks(&end.ctx, id, |b| b.active());
     let input = StopInput::new(end.message.text().into_owned(), active);
-    let Some((feedback, context)) = set.inner.stop(None, input, &end.ctx).await else {
+    let Some(stop) = set.inner.stop(None, input, &end.ctx).await else {
         return StepControl::proceed();
     };
     // Claude Code's rule: after `stop_cap` consecutive blocks (8 by default), the next one is
@@ -201,7 +201,7 @@ async fn stop(set: &HookSet, id: InstanceId, end: &StepEnd) -> StepControl {
         ));
         return StepControl::proceed();
     }
-    StepControl::resume_with_context(feedback, context)
+    StepControl::resume_with_context(stop.feedback, stop.context)
 }
 
 /// Runs `f` on the run's Stop-hook blocks counted by the layer `id`.
