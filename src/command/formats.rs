@@ -10,6 +10,7 @@ use super::{
     plugin::SourceContext,
     process::{self, Reply, Stdout},
 };
+use crate::message::{ToolCall, ToolOutput};
 
 mod codex;
 
@@ -67,15 +68,37 @@ const GEMINI_FIELDS: &[(HookEvent, &[&str])] = &[
 ];
 
 /// A Gemini CLI handler's verdict as Gemini CLI acts on it: plain stdout is context for no
-/// event; an AfterTool block's reason replaces the call's result.
+/// event; a BeforeTool denial is worded as Gemini CLI words it ([`gemini_refusal`]); an
+/// AfterTool block's reason replaces the call's result, and its contexts are appended to the
+/// result, each in `<hook_context>` tags (measured: `hook-vectors/vectors-gemini`).
 pub(crate) fn gemini_verdict(event: HookEvent, verdict: &mut process::Verdict) {
     if verdict.plain_stdout {
         verdict.contexts.clear();
     }
-    if event == HookEvent::PostToolUse {
-        // As an error (measured).
-        verdict.replace_output = verdict.block.take().map(|reason| (reason, true));
+    match event {
+        HookEvent::PreToolUse => verdict.refusal = Some(gemini_refusal),
+        HookEvent::PostToolUse => {
+            // As an error (measured).
+            verdict.replace_output = verdict.block.take().map(|reason| (reason, true));
+            verdict.context_in_result = Some(gemini_in_result);
+        }
+        _ => {}
     }
+}
+
+/// What the model is told of a call a Gemini CLI BeforeTool hook denied, as Gemini CLI 0.61.0
+/// tells it (measured: `hook-vectors/vectors-gemini`): an error, `Tool execution blocked:
+/// <reason>`.
+pub(crate) fn gemini_refusal(call: &ToolCall, reason: &str) -> ToolOutput {
+    ToolOutput::error(call.id.clone(), format!("Tool execution blocked: {reason}"))
+}
+
+/// A result with a Gemini CLI AfterTool hook's `context` appended, as Gemini CLI appends it
+/// (measured: `hook-vectors/vectors-gemini`): after a blank line, in `<hook_context>` tags.
+pub(crate) fn gemini_in_result(result: &mut String, context: &str) {
+    result.push_str("\n\n<hook_context>");
+    result.push_str(context);
+    result.push_str("</hook_context>");
 }
 
 /// The name Gemini CLI gives a tool of this crate's Claude Code tools: its shell tool

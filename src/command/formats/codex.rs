@@ -14,6 +14,7 @@ use super::{
     },
     Dialect, only_known_events, with_source,
 };
+use crate::message::{ToolCall, ToolOutput};
 
 /// Loads a Codex `hooks.json`, or the inline `[hooks]` tables of a Codex `config.toml` (a
 /// path ending in `.toml`): Claude Code's shape (`{"hooks": {event: [groups]}}`; in TOML
@@ -297,12 +298,36 @@ const CODEX_EXIT_2_BLOCKS: &[HookEvent] = &[
     HookEvent::Stop,
 ];
 
-/// A Codex handler's verdict as Codex acts on it: a PostToolUse block's reason replaces the
-/// call's result (where Claude Code's goes next to it).
+/// A Codex handler's verdict as Codex acts on it: a PreToolUse denial is worded as Codex
+/// words it ([`codex_refusal`]); a PostToolUse block's reason replaces the call's result
+/// (where Claude Code's goes next to it).
 pub(crate) fn codex_verdict(event: HookEvent, verdict: &mut Verdict) {
-    if event == HookEvent::PostToolUse {
-        verdict.replace_output = verdict.block.take().map(|reason| (reason, false));
+    match event {
+        HookEvent::PreToolUse => verdict.refusal = Some(codex_refusal),
+        HookEvent::PostToolUse => {
+            verdict.replace_output = verdict.block.take().map(|reason| (reason, false));
+        }
+        _ => {}
     }
+}
+
+/// What the model is told of a call a Codex PreToolUse hook denied, as Codex 0.169.0 tells it
+/// (its `hook_runtime.rs`; measured: `hook-vectors/vectors-codex`): a result, not an error —
+/// `Command blocked by PreToolUse hook: <reason>. Command: <command>` for a shell call
+/// (`Bash`, `apply_patch`) with a `command`, else `Tool call blocked by PreToolUse hook:
+/// <reason>. Tool: <tool>`.
+pub(crate) fn codex_refusal(call: &ToolCall, reason: &str) -> ToolOutput {
+    let command = call.arguments.get("command").and_then(Value::as_str);
+    let text = match command {
+        Some(command) if matches!(call.name.as_str(), "Bash" | "apply_patch") => {
+            format!("Command blocked by PreToolUse hook: {reason}. Command: {command}")
+        }
+        _ => format!(
+            "Tool call blocked by PreToolUse hook: {reason}. Tool: {}",
+            call.name
+        ),
+    };
+    ToolOutput::text(call.id.clone(), text)
 }
 
 /// Applies [`output`]'s rules to a JSON answer; whether it changed.
