@@ -199,7 +199,11 @@ impl Inner {
                 let prompt = report.ctx().and_then(|ctx| {
                     ctx.with_data(|d| d.get::<crate::model::RunPrompt>().map(|p| Arc::clone(&p.0)))
                 });
-                let input = formats::gemini_input(event, input.clone(), prompt.as_deref());
+                let mut input = input.clone();
+                if let (HookEvent::Stop, Some(ctx)) = (event, report.ctx()) {
+                    formats::gemini_turn(ctx, &mut input);
+                }
+                let input = formats::gemini_input(event, input, prompt.as_deref());
                 Arc::from(Value::Object(input).to_string())
             });
         Inputs {
@@ -690,8 +694,10 @@ mod tests {
 
     /// A handler of `dialect` (a shell command `hook`).
     fn handler_of(dialect: Dialect) -> Handler {
-        let mut extras = crate::command::config::Extras::default();
-        extras.dialect = dialect;
+        let extras = crate::command::config::Extras {
+            dialect,
+            ..Default::default()
+        };
         Handler {
             exec: crate::command::config::Exec::Shell {
                 shell: "sh",

@@ -10,7 +10,10 @@ use super::{
     plugin::SourceContext,
     process::{self, Reply, Stdout},
 };
-use crate::message::{ToolCall, ToolOutput};
+use crate::{
+    context::RunContext,
+    message::{ToolCall, ToolOutput},
+};
 
 mod codex;
 
@@ -164,6 +167,30 @@ pub(crate) fn gemini_input(
         map.retain(|k, _| COMMON.contains(&k.as_str()) || fields.contains(&k.as_str()));
     }
     map
+}
+
+/// The answers of a run's AfterAgent inputs so far: what Gemini CLI's `prompt_response` joins.
+struct TurnAnswers(Vec<String>);
+
+/// A Stop input's `last_assistant_message` as Gemini CLI's `prompt_response` (which
+/// [`gemini_input`] makes of it): every answer of the turn so far — those the run's earlier
+/// AfterAgent hooks saw (an AfterAgent block sends the model back to work) and this one —
+/// joined by newlines (measured: `hook-vectors/vectors-gemini`, `exit_2_stop`). The run
+/// (`ctx`) keeps them.
+pub(crate) fn gemini_turn(ctx: &RunContext, input: &mut Map<String, Value>) {
+    let Some(Value::String(last)) = input.get_mut("last_assistant_message") else {
+        return;
+    };
+    ctx.with_data(|data| {
+        if data.get::<TurnAnswers>().is_none() {
+            data.insert(TurnAnswers(Vec::new()));
+        }
+        let answers = &mut data.get_mut::<TurnAnswers>().expect("inserted").0;
+        if !last.is_empty() {
+            answers.push(last.clone());
+        }
+        *last = answers.join("\n");
+    });
 }
 
 /// A tool's response as one text: a string as it is; a `Bash` response's stdout, then its
@@ -542,6 +569,35 @@ mod tests {
             None,
         );
         assert_eq!(end["reason"], "exit");
+    }
+
+    /// AfterAgent's `prompt_response` is every answer of the turn so far, one per line; a
+    /// BeforeTool denial is Gemini's error text; an AfterTool context goes into the result.
+    #[test]
+    fn gemini_turns_refusals_and_contexts() {
+        let ctx = RunContext::new();
+        let stop = |last: &str| {
+            let mut input = Map::new();
+            input.insert("last_assistant_message".into(), json!(last));
+            gemini_turn(&ctx, &mut input);
+            let input = gemini_input(HookEvent::Stop, input, Some("go"));
+            input["prompt_response"].clone()
+        };
+        assert_eq!(stop("first"), "first");
+        assert_eq!(stop("second"), "first\nsecond");
+        assert_eq!(stop(""), "first\nsecond");
+        let call = ToolCall {
+            id: "c".into(),
+            name: "Bash".into(),
+            arguments: json!({"command": "ls"}),
+        };
+        assert_eq!(
+            gemini_refusal(&call, "no"),
+            ToolOutput::error("c", "Tool execution blocked: no")
+        );
+        let mut result = "out".to_owned();
+        gemini_in_result(&mut result, "ctx");
+        assert_eq!(result, "out\n\n<hook_context>ctx</hook_context>");
     }
 
     #[test]

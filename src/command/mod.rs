@@ -372,8 +372,9 @@
 //!   into the prompt, which BeforeAgent and AfterAgent then see) — the crate keeps a hook's
 //!   words apart from the user's, for every hook set; an AfterAgent block goes on with the
 //!   reason as the hooks' feedback, where Gemini CLI makes it a new prompt and fires
-//!   BeforeAgent again. **Not yet as in Gemini CLI**: AfterAgent's `prompt_response` is the
-//!   last answer, where Gemini CLI joins every text of the turn.
+//!   BeforeAgent again. AfterAgent's `prompt_response` is every answer of the turn so far,
+//!   one per line (the answers the run's earlier AfterAgent hooks saw, and this one), as
+//!   Gemini CLI joins them.
 //! - **Codex** ([`codex_hooks_file`](CommandHooksBuilder::codex_hooks_file)): a `hooks.json`
 //!   (`~/.codex/hooks.json`, `<repo>/.codex/hooks.json`) in Claude Code's shape and protocol;
 //!   fields other than `hooks` and `description` at its root are ignored with a warning, and

@@ -3,7 +3,7 @@
 use super::super::config::Entry;
 use super::super::{
     config::HookEvent,
-    process::{Permission, Report, Verdict},
+    process::{Permission, Refusal, Report, Verdict},
 };
 use super::{Inner, joined};
 use super::{register::Add, union};
@@ -308,7 +308,7 @@ pub(super) fn merge_permission_request(verdicts: Vec<Verdict>) -> PermissionRequ
 pub(super) fn merge_pre_tool_use(verdicts: Vec<Verdict>, call: &ToolCall) -> PreToolUse {
     let mut contexts = Vec::new();
     let mut denies = Vec::new();
-    let mut worded: Option<Option<fn(&ToolCall, &str) -> ToolOutput>> = None;
+    let mut worded: Option<Option<Refusal>> = None;
     let mut asks = Vec::new();
     let mut rewrites = Vec::new();
     let mut allowed = false;

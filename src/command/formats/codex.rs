@@ -611,6 +611,38 @@ mod tests {
         }
     }
 
+    /// A denial in Codex's words: a shell call's with its command, another tool's with its
+    /// name; a result, not an error.
+    #[test]
+    fn denials_in_codex_words() {
+        let call = |name: &str, arguments: Value| ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments,
+        };
+        let cases = [
+            (
+                call("Bash", json!({"command": "ls"})),
+                "Command blocked by PreToolUse hook: no. Command: ls",
+            ),
+            (
+                call("apply_patch", json!({"command": "patch"})),
+                "Command blocked by PreToolUse hook: no. Command: patch",
+            ),
+            (
+                call("Bash", json!({})),
+                "Tool call blocked by PreToolUse hook: no. Tool: Bash",
+            ),
+            (
+                call("Read", json!({"command": "x"})),
+                "Tool call blocked by PreToolUse hook: no. Tool: Read",
+            ),
+        ];
+        for (call, want) in cases {
+            assert_eq!(codex_refusal(&call, "no"), ToolOutput::text("c", want));
+        }
+    }
+
     /// A Codex hooks file's events Codex does not fire are skipped, each with a warning; its
     /// own events load.
     #[test]

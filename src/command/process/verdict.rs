@@ -28,6 +28,9 @@ pub(crate) enum Permission {
     Deny,
 }
 
+/// How a dialect words a PreToolUse denial: the output answering `call` from the reason.
+pub(crate) type Refusal = fn(call: &ToolCall, reason: &str) -> ToolOutput;
+
 /// What one handler's answer means, whatever the event; the event decides what it uses.
 #[derive(Debug, Default)]
 pub(crate) struct Verdict {
@@ -42,7 +45,7 @@ pub(crate) struct Verdict {
     /// answering the call from the denial's reason (a Codex or Gemini CLI handler's:
     /// [`PreToolUse::Refuse`](crate::layers::hooks::PreToolUse::Refuse)); `None`, Claude
     /// Code's words ([`PreToolUse::Deny`](crate::layers::hooks::PreToolUse::Deny)).
-    pub(crate) refusal: Option<fn(&ToolCall, &str) -> ToolOutput>,
+    pub(crate) refusal: Option<Refusal>,
     /// PostToolUse: how the handler's dialect puts each of its contexts into the call's
     /// result (a Gemini CLI handler's: appended in `<hook_context>` tags); `None`, next to it
     /// (a hook context after the step's results, as Claude Code puts it).
