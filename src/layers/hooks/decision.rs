@@ -58,8 +58,8 @@ pub enum PreToolUse {
     /// [`Outcome::Aborted`](crate::agent::Outcome::Aborted) with this reason once the step's
     /// other calls are done.
     Abort(String),
-    /// Several decisions, applied in order as if returned by consecutive hooks (a `Deny` or
-    /// `Abort` stops the rest). For hooks that decide several things at once, such as
+    /// Several decisions, applied in order as if returned by consecutive hooks (a `Deny`,
+    /// `Refuse` or `Abort` stops the rest). For hooks that decide several things at once, such as
     /// [command hooks](crate::command).
     Many(Vec<PreToolUse>),
 }

@@ -38,7 +38,7 @@
 //!   rules and approvals of an accepted call see its normalised input (its
 //!   [`ObservableInput`](crate::tool::ObservableInput) when the check gave one). The tool runs
 //!   with the checked input, or with a hook's rewrite, which it checks again.
-//! - **PreToolUse**: decisions combine **deny > ask > allow**. The first `Deny` stops the
+//! - **PreToolUse**: decisions combine **deny > ask > allow**. The first `Deny` (or `Refuse`) stops the
 //!   chain; an `Ask` is remembered and the chain goes on (a later `Deny` still wins); rewrites
 //!   chain in order, each hook seeing the arguments the previous one wrote. A denied call is
 //!   an error output `PreToolUse:<tool> hook error: <reason>` the model sees (Claude Code's
