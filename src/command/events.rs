@@ -156,13 +156,7 @@ impl Inner {
                     let input = inputs.of(handler);
                     let result = self.call(event, handler, input, dir, report, env).await;
                     let mut verdict = process::interpret(event, handler, result, report);
-                    match handler.extras.dialect {
-                        Dialect::Claude => {
-                            process::claude_words(event, subject, handler, &mut verdict);
-                        }
-                        Dialect::Codex => formats::codex_verdict(event, handler, &mut verdict),
-                        Dialect::Gemini => formats::gemini_verdict(event, &mut verdict),
-                    }
+                    in_dialect(event, subject, handler, &mut verdict);
                     verdicts.push(verdict);
                 }
                 verdicts
@@ -205,7 +199,11 @@ impl Inner {
                 let prompt = report.ctx().and_then(|ctx| {
                     ctx.with_data(|d| d.get::<crate::model::RunPrompt>().map(|p| Arc::clone(&p.0)))
                 });
-                let input = formats::gemini_input(event, input.clone(), prompt.as_deref());
+                let mut input = input.clone();
+                if let (HookEvent::Stop, Some(ctx)) = (event, report.ctx()) {
+                    formats::gemini_turn(ctx, &mut input);
+                }
+                let input = formats::gemini_input(event, input, prompt.as_deref());
                 Arc::from(Value::Object(input).to_string())
             });
         Inputs {
@@ -600,11 +598,21 @@ mod elicitation {
     }
 }
 
+/// A handler's verdict as the program its configuration was written for acts on it: Claude
+/// Code's words, Codex's or Gemini CLI's rules.
+fn in_dialect(event: HookEvent, subject: Option<&str>, handler: &Handler, verdict: &mut Verdict) {
+    match handler.extras.dialect {
+        Dialect::Claude => process::claude_words(event, subject, handler, verdict),
+        Dialect::Codex => formats::codex_verdict(event, handler, verdict),
+        Dialect::Gemini => formats::gemini_verdict(event, verdict),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{
         model::{replace_request, replace_response},
-        tool::{merge_pre_tool_use, tool_response},
+        tool::{merge_post_tool_use, merge_pre_tool_use, tool_response},
         *,
     };
 
@@ -617,10 +625,18 @@ mod tests {
         );
     }
     use crate::command::process::Permission;
-    use crate::layers::hooks::PreToolUse;
-    use crate::message::Message;
+    use crate::layers::hooks::{PostToolUse, PreToolUse};
+    use crate::message::{Message, ToolOutput};
     use crate::model::{ModelRequest, ModelResponse};
     use serde_json::json;
+
+    fn call() -> crate::message::ToolCall {
+        crate::message::ToolCall {
+            id: "call-1".into(),
+            name: "Bash".into(),
+            arguments: json!({"command": "rm -rf x"}),
+        }
+    }
 
     fn verdict(f: impl FnOnce(&mut Verdict)) -> Verdict {
         let mut v = Verdict::default();
@@ -633,16 +649,19 @@ mod tests {
         let allow = || verdict(|v| v.permission = Some((Permission::Allow, String::new())));
         let ask = |r: &str| verdict(|v| v.permission = Some((Permission::Ask, r.into())));
         let deny = |r: &str| verdict(|v| v.permission = Some((Permission::Deny, r.into())));
-        assert_eq!(merge_pre_tool_use(vec![allow()]), PreToolUse::Allow);
         assert_eq!(
-            merge_pre_tool_use(vec![allow(), ask("a"), allow()]),
+            merge_pre_tool_use(vec![allow()], &call()),
+            PreToolUse::Allow
+        );
+        assert_eq!(
+            merge_pre_tool_use(vec![allow(), ask("a"), allow()], &call()),
             PreToolUse::Ask("a".into())
         );
         assert_eq!(
-            merge_pre_tool_use(vec![ask("a"), deny("d1"), allow(), deny("d2")]),
+            merge_pre_tool_use(vec![ask("a"), deny("d1"), allow(), deny("d2")], &call()),
             PreToolUse::Deny("d1; d2".into())
         );
-        assert_eq!(merge_pre_tool_use(vec![]), PreToolUse::Continue);
+        assert_eq!(merge_pre_tool_use(vec![], &call()), PreToolUse::Continue);
     }
 
     #[test]
@@ -657,7 +676,7 @@ mod tests {
             v.permission = Some((Permission::Ask, "sure?".into()));
         });
         assert_eq!(
-            merge_pre_tool_use(vec![a, b]),
+            merge_pre_tool_use(vec![a, b], &call()),
             PreToolUse::Many(vec![
                 PreToolUse::AddContext("one".into()),
                 PreToolUse::AddContext("two".into()),
@@ -669,8 +688,168 @@ mod tests {
         let stop = verdict(|v| v.stop = Some("halt".into()));
         let deny = verdict(|v| v.block = Some("no".into()));
         assert_eq!(
-            merge_pre_tool_use(vec![deny, stop]),
+            merge_pre_tool_use(vec![deny, stop], &call()),
             PreToolUse::Abort("halt".into())
+        );
+    }
+
+    /// A handler of `dialect` (a shell command `hook`).
+    fn handler_of(dialect: Dialect) -> Handler {
+        let extras = crate::command::config::Extras {
+            dialect,
+            ..Default::default()
+        };
+        Handler {
+            exec: crate::command::config::Exec::Shell {
+                shell: "sh",
+                command: "hook".into(),
+            },
+            timeout: None,
+            fail_closed: false,
+            background: false,
+            rewake: false,
+            persistent: None,
+            origin: "test".into(),
+            label: "hook".into(),
+            extras,
+        }
+    }
+
+    /// What one handler of `dialect` that answered `(code, stdout, stderr)` to `event` means,
+    /// as the hooks' run reads it.
+    fn answered(
+        event: HookEvent,
+        dialect: Dialect,
+        (code, out, err): (i32, &str, &str),
+    ) -> Verdict {
+        let handler = handler_of(dialect);
+        let input = json!({"tool_input": call().arguments}).to_string();
+        let reply = Reply {
+            code: Some(code),
+            stdout: process::Stdout::Text(out.into()),
+            stderr: err.into(),
+        };
+        let reply = dialect.output(event, &input, reply);
+        let mut verdict = process::interpret(event, &handler, Ok(reply), Report::Log);
+        in_dialect(event, Some("Bash"), &handler, &mut verdict);
+        verdict
+    }
+
+    /// Every form a PreToolUse denial takes, in every dialect, as the tool layer gets it:
+    /// Claude Code's words (a `Deny`), Codex's (a result, not an error) and Gemini CLI's (an
+    /// error) as a `Refuse`; the forms a program does not read decide nothing.
+    #[test]
+    fn a_denial_in_each_dialects_words() {
+        let allow =
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}"#;
+        let deny = r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"why"}}"#;
+        let block = r#"{"decision":"block","reason":"why"}"#;
+        let forms = [
+            ("exit 2", (2, "", "why\n")),
+            ("decision block", (0, block, "")),
+            ("permissionDecision deny", (0, deny, "")),
+            ("exit 2 over an allow", (2, allow, "why")),
+        ];
+        let codex = PreToolUse::Refuse(ToolOutput::text(
+            "call-1",
+            "Command blocked by PreToolUse hook: why. Command: rm -rf x",
+        ));
+        let gemini = PreToolUse::Refuse(ToolOutput::error("call-1", "Tool execution blocked: why"));
+        let claude = |r: &str| PreToolUse::Deny(r.into());
+        let want: [(Dialect, [PreToolUse; 4]); 3] = [
+            (
+                Dialect::Claude,
+                [
+                    claude("[hook]: why"),
+                    claude("why"),
+                    claude("why"),
+                    claude("[hook]: why"),
+                ],
+            ),
+            (Dialect::Codex, std::array::from_fn(|_| codex.clone())),
+            // Gemini CLI reads no `permissionDecision`; its JSON decides whatever the exit code.
+            (
+                Dialect::Gemini,
+                [
+                    gemini.clone(),
+                    gemini.clone(),
+                    PreToolUse::Continue,
+                    PreToolUse::Continue,
+                ],
+            ),
+        ];
+        for (dialect, wants) in want {
+            for ((form, answer), want) in forms.iter().zip(wants) {
+                let verdict = answered(HookEvent::PreToolUse, dialect, *answer);
+                let got = merge_pre_tool_use(vec![verdict], &call());
+                assert_eq!(got, want, "{dialect:?}: {form}");
+            }
+        }
+        // Handlers of several dialects: the first denier's words, every reason.
+        let both = vec![
+            answered(HookEvent::PreToolUse, Dialect::Gemini, (0, block, "")),
+            answered(HookEvent::PreToolUse, Dialect::Claude, (0, block, "")),
+        ];
+        assert_eq!(
+            merge_pre_tool_use(both, &call()),
+            PreToolUse::Refuse(ToolOutput::error(
+                "call-1",
+                "Tool execution blocked: why; why"
+            ))
+        );
+    }
+
+    /// Where each dialect's PostToolUse context goes: Claude Code's and Codex's next to the
+    /// result (a hook context), Gemini CLI's appended to it in `<hook_context>` tags — after
+    /// its block's reason, which replaces the result; two Gemini handlers' one after the other.
+    #[test]
+    fn a_post_tool_use_context_where_each_dialect_puts_it() {
+        let context =
+            r#"{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"ctx"}}"#;
+        let output = ToolOutput::text("call-1", "out");
+        let post = |dialect, answer| answered(HookEvent::PostToolUse, dialect, answer);
+        let claude = merge_post_tool_use(
+            vec![post(Dialect::Claude, (0, context, ""))],
+            &output,
+            |_| {},
+        );
+        assert_eq!(
+            claude,
+            PostToolUse::AddContext("PostToolUse:Bash hook additional context: ctx".into())
+        );
+        let codex = merge_post_tool_use(
+            vec![post(Dialect::Codex, (0, context, ""))],
+            &output,
+            |_| {},
+        );
+        assert_eq!(codex, PostToolUse::AddContext("ctx".into()));
+        let in_result = |text: &str, is_error| ToolOutput {
+            is_error,
+            ..ToolOutput::text("call-1", text)
+        };
+        let gemini = |answer| post(Dialect::Gemini, answer);
+        assert_eq!(
+            merge_post_tool_use(vec![gemini((0, context, ""))], &output, |_| {}),
+            PostToolUse::Replace(in_result("out\n\n<hook_context>ctx</hook_context>", false))
+        );
+        let blocked = r#"{"decision":"deny","reason":"hidden","hookSpecificOutput":{"additionalContext":"ctx"}}"#;
+        assert_eq!(
+            merge_post_tool_use(vec![gemini((0, blocked, ""))], &output, |_| {}),
+            PostToolUse::Replace(in_result(
+                "hidden\n\n<hook_context>ctx</hook_context>",
+                true
+            ))
+        );
+        let two = vec![gemini((0, context, "")), gemini((0, context, ""))];
+        let PostToolUse::Many(decisions) = merge_post_tool_use(two, &output, |_| {}) else {
+            panic!("two replacements")
+        };
+        assert_eq!(
+            decisions.last(),
+            Some(&PostToolUse::Replace(in_result(
+                "out\n\n<hook_context>ctx</hook_context>\n\n<hook_context>ctx</hook_context>",
+                false
+            )))
         );
     }
 

@@ -10,6 +10,10 @@ use super::{
     plugin::SourceContext,
     process::{self, Reply, Stdout},
 };
+use crate::{
+    context::RunContext,
+    message::{ToolCall, ToolOutput},
+};
 
 mod codex;
 
@@ -67,15 +71,37 @@ const GEMINI_FIELDS: &[(HookEvent, &[&str])] = &[
 ];
 
 /// A Gemini CLI handler's verdict as Gemini CLI acts on it: plain stdout is context for no
-/// event; an AfterTool block's reason replaces the call's result.
+/// event; a BeforeTool denial is worded as Gemini CLI words it ([`gemini_refusal`]); an
+/// AfterTool block's reason replaces the call's result, and its contexts are appended to the
+/// result, each in `<hook_context>` tags (measured: `hook-vectors/vectors-gemini`).
 pub(crate) fn gemini_verdict(event: HookEvent, verdict: &mut process::Verdict) {
     if verdict.plain_stdout {
         verdict.contexts.clear();
     }
-    if event == HookEvent::PostToolUse {
-        // As an error (measured).
-        verdict.replace_output = verdict.block.take().map(|reason| (reason, true));
+    match event {
+        HookEvent::PreToolUse => verdict.refusal = Some(gemini_refusal),
+        HookEvent::PostToolUse => {
+            // As an error (measured).
+            verdict.replace_output = verdict.block.take().map(|reason| (reason, true));
+            verdict.context_in_result = Some(gemini_in_result);
+        }
+        _ => {}
     }
+}
+
+/// What the model is told of a call a Gemini CLI BeforeTool hook denied, as Gemini CLI 0.61.0
+/// tells it (measured: `hook-vectors/vectors-gemini`): an error, `Tool execution blocked:
+/// <reason>`.
+pub(crate) fn gemini_refusal(call: &ToolCall, reason: &str) -> ToolOutput {
+    ToolOutput::error(call.id.clone(), format!("Tool execution blocked: {reason}"))
+}
+
+/// A result with a Gemini CLI AfterTool hook's `context` appended, as Gemini CLI appends it
+/// (measured: `hook-vectors/vectors-gemini`): after a blank line, in `<hook_context>` tags.
+pub(crate) fn gemini_in_result(result: &mut String, context: &str) {
+    result.push_str("\n\n<hook_context>");
+    result.push_str(context);
+    result.push_str("</hook_context>");
 }
 
 /// The name Gemini CLI gives a tool of this crate's Claude Code tools: its shell tool
@@ -141,6 +167,30 @@ pub(crate) fn gemini_input(
         map.retain(|k, _| COMMON.contains(&k.as_str()) || fields.contains(&k.as_str()));
     }
     map
+}
+
+/// The answers of a run's AfterAgent inputs so far: what Gemini CLI's `prompt_response` joins.
+struct TurnAnswers(Vec<String>);
+
+/// A Stop input's `last_assistant_message` as Gemini CLI's `prompt_response` (which
+/// [`gemini_input`] makes of it): every answer of the turn so far — those the run's earlier
+/// AfterAgent hooks saw (an AfterAgent block sends the model back to work) and this one —
+/// joined by newlines (measured: `hook-vectors/vectors-gemini`, `exit_2_stop`). The run
+/// (`ctx`) keeps them.
+pub(crate) fn gemini_turn(ctx: &RunContext, input: &mut Map<String, Value>) {
+    let Some(Value::String(last)) = input.get_mut("last_assistant_message") else {
+        return;
+    };
+    ctx.with_data(|data| {
+        if data.get::<TurnAnswers>().is_none() {
+            data.insert(TurnAnswers(Vec::new()));
+        }
+        let answers = &mut data.get_mut::<TurnAnswers>().expect("inserted").0;
+        if !last.is_empty() {
+            answers.push(last.clone());
+        }
+        *last = answers.join("\n");
+    });
 }
 
 /// A tool's response as one text: a string as it is; a `Bash` response's stdout, then its
@@ -519,6 +569,35 @@ mod tests {
             None,
         );
         assert_eq!(end["reason"], "exit");
+    }
+
+    /// AfterAgent's `prompt_response` is every answer of the turn so far, one per line; a
+    /// BeforeTool denial is Gemini's error text; an AfterTool context goes into the result.
+    #[test]
+    fn gemini_turns_refusals_and_contexts() {
+        let ctx = RunContext::new();
+        let stop = |last: &str| {
+            let mut input = Map::new();
+            input.insert("last_assistant_message".into(), json!(last));
+            gemini_turn(&ctx, &mut input);
+            let input = gemini_input(HookEvent::Stop, input, Some("go"));
+            input["prompt_response"].clone()
+        };
+        assert_eq!(stop("first"), "first");
+        assert_eq!(stop("second"), "first\nsecond");
+        assert_eq!(stop(""), "first\nsecond");
+        let call = ToolCall {
+            id: "c".into(),
+            name: "Bash".into(),
+            arguments: json!({"command": "ls"}),
+        };
+        assert_eq!(
+            gemini_refusal(&call, "no"),
+            ToolOutput::error("c", "Tool execution blocked: no")
+        );
+        let mut result = "out".to_owned();
+        gemini_in_result(&mut result, "ctx");
+        assert_eq!(result, "out\n\n<hook_context>ctx</hook_context>");
     }
 
     #[test]

@@ -352,16 +352,29 @@
 //!   SessionEnd's `reason` `exit`; no `prompt_id`, `permission_mode`, `tool_use_id` or
 //!   `CLAUDE_ENV_FILE`. Their answers are read as Gemini reads them: JSON decides whatever the
 //!   exit code (stderr's when stdout is empty), plain text with exit 2 denies with stderr;
-//!   `decision: "deny"` (or `"block"`) blocks (on AfterTool, its `reason` replaces the tool's
-//!   output, as an error), `decision: "allow"` allows a tool call,
+//!   `decision: "deny"` (or `"block"`) blocks — a BeforeTool block refuses the call with
+//!   Gemini's words, `Tool execution blocked: <reason>` (an error: a
+//!   [`PreToolUse::Refuse`](crate::layers::hooks::PreToolUse::Refuse)), an AfterTool block's
+//!   `reason` replaces the tool's output, as an error —, `decision: "allow"` allows a tool call,
 //!   `hookSpecificOutput.tool_input` is merged into the call's arguments,
 //!   `hookSpecificOutput.tool_output` replaces the output; Claude Code's
 //!   `permissionDecision`, `updatedInput` and `updatedToolOutput` are not read, nor
 //!   BeforeTool's and AfterAgent's `additionalContext`, and plain stdout is context for no
-//!   event; `continue`, `stopReason` and `systemMessage` as for Claude Code. `llm_request` /
-//!   `llm_response` keep this crate's shapes ([below](#events)), not Gemini's. Where the
-//!   crate differs still (where contexts go, a denial's words) is listed in
-//!   `tests/reference/gemini.rs`.
+//!   event; AfterTool's `additionalContext` is appended to the call's result
+//!   (`\n\n<hook_context>…</hook_context>`), as Gemini CLI appends it; `continue`,
+//!   `stopReason` and `systemMessage` as for Claude Code. `llm_request` / `llm_response` keep
+//!   this crate's shapes ([below](#events)), not Gemini's. **Kept on purpose** (listed with
+//!   their reasons in `tests/reference/gemini.rs`): Claude Code's handler fields (`if`,
+//!   `onFailure`, `async`, `asyncRewake`) and a matcher's `,` list work as in Claude Code's
+//!   files (Gemini CLI ignores them); the shell tool is Claude Code's `Bash`; BeforeAgent's
+//!   and SessionStart's `additionalContext` reach the model as the crate's hook contexts
+//!   after the prompt (Gemini CLI: user text in `<hook_context>` tags, SessionStart's written
+//!   into the prompt, which BeforeAgent and AfterAgent then see) — the crate keeps a hook's
+//!   words apart from the user's, for every hook set; an AfterAgent block goes on with the
+//!   reason as the hooks' feedback, where Gemini CLI makes it a new prompt and fires
+//!   BeforeAgent again. AfterAgent's `prompt_response` is every answer of the turn so far,
+//!   one per line (the answers the run's earlier AfterAgent hooks saw, and this one), as
+//!   Gemini CLI joins them.
 //! - **Codex** ([`codex_hooks_file`](CommandHooksBuilder::codex_hooks_file)): a `hooks.json`
 //!   (`~/.codex/hooks.json`, `<repo>/.codex/hooks.json`) in Claude Code's shape and protocol;
 //!   fields other than `hooks` and `description` at its root are ignored with a warning, and
@@ -388,6 +401,10 @@
 //!     (`TOWER_AGENT_PROJECT_DIR` is).
 //!   - **Answers**: JSON counts only with exit 0; exit 2 blocks UserPromptSubmit,
 //!     PreToolUse, PostToolUse and Stop with stderr as the reason, whatever the JSON says.
+//!     A PreToolUse deny refuses the call with Codex's words, not as an error (a
+//!     [`PreToolUse::Refuse`](crate::layers::hooks::PreToolUse::Refuse)): `Command blocked
+//!     by PreToolUse hook: <reason>. Command: <command>` for a `Bash` call, `Tool call
+//!     blocked by PreToolUse hook: <reason>. Tool: <tool>` for another tool.
 //!     PreToolUse's `continue: false` is ignored, `permissionDecision` `ask` or `defer` lets
 //!     the call run, and `updatedInput` rewrites the call only together with `allow` (alone
 //!     it is ignored, logged). A PostToolUse block (exit 2, `decision: "block"`, or
@@ -400,9 +417,10 @@
 //!   - **Kept on purpose**: Claude Code's handler fields (`if`, `onFailure`, `asyncRewake`)
 //!     and a matcher's `,` list work in a Codex file as in Claude Code's, where Codex ignores
 //!     them (a hook written for Codex has none); the `Bash` tool's output has Claude Code's
-//!     trimmed last newline. **Not yet as in Codex**: a denied call's text (Codex's `Command
-//!     blocked by PreToolUse hook: <reason>. Command: <command>`) and where contexts go (Codex: developer messages of their
-//!     own) — listed with what has to change in `tests/reference/codex.rs`.
+//!     trimmed last newline; a call's contexts follow the step's results, as for every hook
+//!     set (Codex sends them as developer messages before the call's output, which a
+//!     provider such as Anthropic's cannot take: a call's results must come right after
+//!     it).
 //!
 //! # Disabling hooks by name
 //!

@@ -165,6 +165,62 @@ async fn pre_tool_use_deny_is_an_error_output_the_model_sees() {
     assert_history_valid(&resp.messages);
 }
 
+/// `Refuse` denies as `Deny` does (the chain ends, an earlier ask counts for nothing, the
+/// tool and the after-hooks do not run), but the model sees the hook's own output — its text
+/// and error flag, the call's id whatever the output said — and contexts added before it.
+#[tokio::test(flavor = "current_thread")]
+async fn pre_tool_use_refuse_answers_the_call_with_the_hooks_output() {
+    for is_error in [false, true] {
+        let log = Log::new();
+        let worded = ToolOutput {
+            is_error,
+            ..ToolOutput::text("not-the-call", "Command blocked: policy")
+        };
+        let after = Count::default();
+        let (post, failure) = (after.clone(), after.clone());
+        let hooks = Hooks::new()
+            .before_tool_use("bash", pre(&log, "ctx", PreToolUse::AddContext("c".into())))
+            .before_tool_use("bash", pre(&log, "ask", PreToolUse::Ask("unsure".into())))
+            .before_tool_use("bash", pre(&log, "refuse", PreToolUse::Refuse(worded)))
+            .before_tool_use("bash", pre(&log, "later", PreToolUse::Deny("no".into())))
+            .after_tool_use("bash", move |_, _, _| {
+                post.hit();
+                PostToolUse::Keep
+            })
+            .on_tool_failure("bash", move |_, _, _| {
+                failure.hit();
+                PostToolUseFailure::Keep
+            })
+            .compile()
+            .unwrap();
+        let model = one_call("bash", json!({ "command": "rm" }));
+        let resp = agent_with(&model, &log, hooks).run("go").await.unwrap();
+
+        assert_eq!(resp.outcome, Outcome::Finished);
+        assert_eq!(
+            log.entries(),
+            [
+                r#"ctx bash {"command":"rm"}"#,
+                r#"ask bash {"command":"rm"}"#,
+                r#"refuse bash {"command":"rm"}"#
+            ]
+        );
+        assert_eq!(after.get(), 0, "an after-hook ran");
+        let seen = last_tool_message(&model.requests()[1]);
+        assert_eq!(seen.text(), "Command blocked: policy");
+        assert_eq!(seen.is_error, is_error);
+        assert_eq!(
+            seen.tool_call_id.as_deref(),
+            Some(resp.messages[1].tool_calls[0].id.as_str())
+        );
+        assert_eq!(
+            context_after_results(&model.requests()[1]).as_deref(),
+            Some("c")
+        );
+        assert_history_valid(&resp.messages);
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn pre_tool_use_ask_without_approval_service_denies_with_the_ask_reason() {
     let log = Log::new();

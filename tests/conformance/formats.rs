@@ -21,8 +21,9 @@ fn gemini_hooks(scripts: &Scripts, settings: Value) -> CommandHooks {
 
 // Gemini CLI hooks reference: `BeforeTool` gets `hook_event_name: "BeforeTool"` (the crate's
 // `Bash` as Gemini's shell tool, `run_shell_command`, which its matchers name), its
-// `decision: "deny"` + `reason` blocks the tool with the reason sent to the agent;
-// `AfterTool`'s `hookSpecificOutput.additionalContext` is appended; `timeout` is in ms;
+// `decision: "deny"` + `reason` blocks the tool (`Tool execution blocked: <reason>`);
+// `AfterTool`'s `hookSpecificOutput.additionalContext` is appended to the result in
+// `<hook_context>` tags; `timeout` is in ms;
 // an event with no equivalent (`BeforeToolSelection`) is skipped with a warning.
 #[tokio::test]
 async fn gemini_settings_drive_scripts() {
@@ -71,11 +72,16 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "AfterTool", "addition
     .await;
     let texts = crate::support::command::tool_texts(&resp);
     let contexts = crate::support::command::contexts_after_tools(&resp).concat();
-    assert!(
-        texts[0].contains("ok Bash") && contexts.contains("checked by gemini"),
-        "{texts:?} {contexts}"
+    // The context in the result, as Gemini CLI appends it; the denial in its words.
+    assert_eq!(
+        texts[0], "ok Bash\n\n<hook_context>checked by gemini</hook_context>",
+        "{texts:?}"
     );
-    assert!(texts[1].contains("gemini says no"), "{texts:?}");
+    assert!(!contexts.contains("checked by gemini"), "{contexts}");
+    assert_eq!(
+        texts[1], "Tool execution blocked: gemini says no",
+        "{texts:?}"
+    );
     let first: Value =
         serde_json::from_str(scripts.read("before.log").lines().next().unwrap()).unwrap();
     assert_eq!(first["hook_event_name"], "BeforeTool");
@@ -149,7 +155,11 @@ case "$input" in *'"rm '*) echo "codex blocks rm" >&2; exit 2;; esac"#,
     .await;
     let texts = crate::support::command::tool_texts(&resp);
     assert_eq!(texts[0], "ok Bash");
-    assert!(texts[1].contains("codex blocks rm"), "{texts:?}");
+    // The denial in Codex's words.
+    assert_eq!(
+        texts[1], "Command blocked by PreToolUse hook: codex blocks rm. Command: rm x",
+        "{texts:?}"
+    );
     let first: Value =
         serde_json::from_str(scripts.read("codex.log").lines().next().unwrap()).unwrap();
     assert_eq!(first["hook_event_name"], "PreToolUse");

@@ -80,58 +80,20 @@ pub(crate) const KEPT: &[Known] = &[
          of one empty line is \"\" in its response, and Codex's `tool_response` (its raw \
          output) is \"\\n\".",
     ),
-];
-
-/// Differences found and not fixed yet: each says what has to change.
-pub(crate) const OPEN: &[Known] = &[
-    known(
-        "pre_tool_use_exit_2",
-        "*",
-        "<requests>",
-        "a denied call's result is Codex's `Command blocked by PreToolUse hook: <reason>. \
-         Command: <command>` (not an error) where the crate gives Claude Code's \
-         `PreToolUse:Bash hook error: <reason>` (an error) to every hook set: needs a PreToolUse \
-         decision that carries the text the model sees.",
-    ),
-    known(
-        "pre_tool_use_deny_json",
-        "*",
-        "<requests>",
-        "the same: a deny's wording",
-    ),
-    known(
-        "pre_tool_use_decision_block",
-        "*",
-        "<requests>",
-        "the same: a deny's wording",
-    ),
-    known(
-        "permission_deny_over_ask_over_allow",
-        "*",
-        "<requests>",
-        "the same: a deny's wording",
-    ),
-    known(
-        "exit_2_with_json_allow",
-        "*",
-        "<requests>",
-        "the same: a deny's wording",
-    ),
-    known(
-        "exit_2_with_json_deny_reason",
-        "*",
-        "<requests>",
-        "the same: a deny's wording",
-    ),
     known(
         "additional_context",
         "*",
         "<requests>",
         "Codex sends a call's hook contexts (PreToolUse's and PostToolUse's \
-         `additionalContext`) as developer messages before the call's output; the crate \
-         places them after the step's results, as Claude Code does.",
+         `additionalContext`) as developer messages before the call's output; the crate's loop \
+         places every hook set's after the step's results, as Claude Code does: a provider \
+         such as Anthropic's takes a call's results only right after the call, so nothing can \
+         go between them, and the model reads the same text one message later.",
     ),
 ];
+
+/// Differences found and not fixed yet: each says what has to change.
+pub(crate) const OPEN: &[Known] = &[];
 
 /// tower-agent with the scenario's hooks in a Codex `hooks.json`.
 struct TowerAgentAsCodex;

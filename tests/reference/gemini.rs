@@ -155,44 +155,37 @@ pub(crate) const KEPT: &[Known] = &[
         "<fired>",
         "as `tool_bash`: a failed call's AfterTool",
     ),
-];
-
-/// Differences found and not fixed yet: each says what has to change.
-pub(crate) const OPEN: &[Known] = &[
     known(
         "additional_context",
         "*",
         "<requests>",
-        "where Gemini CLI puts what hooks add: BeforeAgent's and SessionStart's \
-         `additionalContext` as user text `<hook_context>…</hook_context>`, AfterTool's (an \
-         async hook's too) appended to the call's result in the same tags; the crate sends \
-         them as its hook contexts (system messages after the prompt and the step's results). \
-         Needs a Gemini CLI handler's context to carry where it goes.",
-    ),
-    known(
-        "additional_context_more_events",
-        "*",
-        "<requests>",
-        "the same: where contexts go",
-    ),
-    known(
-        "async_post_tool_use",
-        "*",
-        "<requests>",
-        "the same: where contexts go",
+        "Gemini CLI adds BeforeAgent's `additionalContext` to the prompt's message as user text \
+         in `<hook_context>` tags; the crate's loop adds every hook set's prompt contexts at the \
+         same point as a hook context (a system message where the provider takes one, else a \
+         `<system-hook>` block), keeping a hook's words apart from the user's. The model reads \
+         the same text in the same place. (AfterTool's context is appended to the result, as \
+         in Gemini CLI.)",
     ),
     known(
         "suppress_output",
         "*",
         "<requests>",
-        "the same: where contexts go",
+        "the same: BeforeAgent's context",
+    ),
+    known(
+        "additional_context_more_events",
+        "*",
+        "<requests>",
+        "the same for SessionStart's context, which Gemini CLI puts in front of the first \
+         prompt; and, as `tool_bash`, the failing command's own text",
     ),
     known(
         "additional_context_more_events",
         "BeforeAgent",
         "prompt",
-        "Gemini CLI puts SessionStart's context in front of the prompt \
-         (`<hook_context>…</hook_context>`), and BeforeAgent's and AfterAgent's `prompt` show it.",
+        "Gemini CLI writes SessionStart's context into the prompt, so BeforeAgent's and \
+         AfterAgent's `prompt` show it; the crate gives it as the run's context, and hooks see \
+         the prompt as the user wrote it.",
     ),
     known(
         "additional_context_more_events",
@@ -201,42 +194,27 @@ pub(crate) const OPEN: &[Known] = &[
         "the same",
     ),
     known(
-        "pre_tool_use_exit_2",
+        "async_post_tool_use",
         "*",
         "<requests>",
-        "a denied call's text is Gemini CLI's `Tool execution blocked: <reason>`, the crate's \
-         Claude Code's `PreToolUse:Bash hook error: <reason>`: needs a PreToolUse decision that \
-         carries the text the model sees.",
-    ),
-    known(
-        "pre_tool_use_decision_block",
-        "*",
-        "<requests>",
-        "the same: a deny's wording",
-    ),
-    known(
-        "exit_2_stop",
-        "AfterAgent",
-        "prompt_response",
-        "Gemini CLI's `prompt_response` is every text of the turn, joined by newlines (the \
-         first answer and, after an AfterAgent block, the next); the crate's is the last \
-         answer's.",
-    ),
-    known(
-        "stop_continues_once",
-        "AfterAgent",
-        "prompt_response",
-        "the same",
+        "the same as `asyncRewake`: the crate runs an `async` handler in the background, and \
+         its context reaches the model at the next request; Gemini CLI waits for it and \
+         appends its context to the call's result.",
     ),
     known(
         "exit_2_stop",
         "BeforeAgent",
         "<fired>",
         "an AfterAgent block re-prompts in Gemini CLI, which fires BeforeAgent again (its \
-         prompt the block's reason); the crate's Stop block goes on without a new prompt.",
+         prompt the block's reason); the crate's Stop block, for every hook set, goes on with \
+         the reason as the hooks' feedback, not as a prompt: BeforeAgent (UserPromptSubmit) \
+         hooks see only the prompts a caller gives.",
     ),
     known("stop_continues_once", "BeforeAgent", "<fired>", "the same"),
 ];
+
+/// Differences found and not fixed yet: each says what has to change.
+pub(crate) const OPEN: &[Known] = &[];
 
 /// Claude Code's events and Gemini CLI's, as the adapter maps them.
 const EVENTS: &[(&str, &str)] = &[
@@ -339,8 +317,17 @@ fn shell_outputs(observed: &mut Observed) {
     }
 }
 
-/// The output in a shell tool's result text.
+/// The output in a shell tool's result text, and the contexts hooks appended to it
+/// (`<hook_context>…</hook_context>` after a blank line) as they are.
 fn output_of(text: &str) -> String {
+    match text.split_once("\n\n<hook_context>") {
+        Some((result, contexts)) => format!("{}\n\n<hook_context>{contexts}", shell_output(result)),
+        None => shell_output(text),
+    }
+}
+
+/// The output in a shell tool's own result text.
+fn shell_output(text: &str) -> String {
     let Some(body) = text
         .strip_prefix("<untrusted_context>\nOutput: ")
         .and_then(|t| t.strip_suffix("\n</untrusted_context>"))

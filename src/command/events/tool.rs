@@ -3,7 +3,7 @@
 use super::super::config::Entry;
 use super::super::{
     config::HookEvent,
-    process::{Permission, Report, Verdict},
+    process::{Permission, Refusal, Report, Verdict},
 };
 use super::{Inner, joined};
 use super::{register::Add, union};
@@ -34,7 +34,7 @@ impl Inner {
         let verdicts = self
             .run(event, Some(&call.name), input, Report::Run(ctx))
             .await;
-        merge_pre_tool_use(verdicts)
+        merge_pre_tool_use(verdicts, call)
     }
 
     pub(super) async fn post_tool_use(
@@ -64,39 +64,12 @@ impl Inner {
         let verdicts = self
             .run(event, Some(&call.name), input, Report::Run(ctx))
             .await;
-        let mut decisions = Vec::new();
-        for v in verdicts {
-            if let Some(reason) = v.stop {
-                return PostToolUse::Abort(reason);
-            }
-            if let Some(new) = v.updated_output {
-                match updated_output(output, new) {
-                    Ok(replaced) => decisions.push(PostToolUse::Replace(replaced)),
-                    Err(why) => ctx.warn(format!(
-                        "{event} hook: updatedToolOutput ignored for `{}`: {why}",
-                        call.name
-                    )),
-                }
-            }
-            if let Some((text, is_error)) = v.replace_output {
-                let replaced = ToolOutput {
-                    content: text,
-                    is_error,
-                    ..output.clone()
-                };
-                decisions.push(PostToolUse::Replace(replaced));
-            }
-            // A block after the fact: its reason goes next to the result.
-            if let Some(reason) = v.block.or(v.failed) {
-                decisions.push(PostToolUse::AddContext(reason));
-            }
-            decisions.extend(v.contexts.into_iter().map(PostToolUse::AddContext));
-        }
-        match decisions.len() {
-            0 => PostToolUse::Keep,
-            1 => decisions.pop().expect("one decision"),
-            _ => PostToolUse::Many(decisions),
-        }
+        merge_post_tool_use(verdicts, output, |why| {
+            ctx.warn(format!(
+                "{event} hook: updatedToolOutput ignored for `{}`: {why}",
+                call.name
+            ));
+        })
     }
 
     pub(super) async fn post_tool_use_failure(
@@ -245,6 +218,68 @@ pub(super) fn tool_response(content: &str) -> Value {
     Value::String(content.to_owned())
 }
 
+/// PostToolUse verdicts over `output`, in configuration order, as one decision: `continue:
+/// false` aborts; each replacement (`updatedToolOutput`, checked against the tool's response
+/// shape, `warn`ed of when it does not fit; a Codex or Gemini CLI block's reason) starts from
+/// the result the ones before left; a Claude Code block's reason and contexts go next to the
+/// result, a handler's whose dialect puts its contexts into the result (Gemini CLI's) into it.
+pub(super) fn merge_post_tool_use(
+    verdicts: Vec<Verdict>,
+    output: &ToolOutput,
+    warn: impl Fn(String),
+) -> PostToolUse {
+    let mut decisions = Vec::new();
+    // The result as the replacements so far left it.
+    let mut result: Option<ToolOutput> = None;
+    for v in verdicts {
+        if let Some(reason) = v.stop {
+            return PostToolUse::Abort(reason);
+        }
+        let mut replaced = None;
+        if let Some(new) = v.updated_output {
+            match updated_output(result.as_ref().unwrap_or(output), new) {
+                Ok(new) => replaced = Some(new),
+                Err(why) => warn(why),
+            }
+        }
+        let current = |replaced: Option<ToolOutput>, result: &Option<ToolOutput>| {
+            replaced
+                .or_else(|| result.clone())
+                .unwrap_or_else(|| output.clone())
+        };
+        if let Some((text, is_error)) = v.replace_output {
+            replaced = Some(ToolOutput {
+                content: text,
+                is_error,
+                ..current(replaced, &result)
+            });
+        }
+        // A block after the fact: its reason goes next to the result.
+        if let Some(reason) = v.block.or(v.failed) {
+            decisions.push(PostToolUse::AddContext(reason));
+        }
+        match v.context_in_result {
+            Some(put) if !v.contexts.is_empty() => {
+                let mut new = current(replaced, &result);
+                for context in &v.contexts {
+                    put(&mut new.content, context);
+                }
+                replaced = Some(new);
+            }
+            _ => decisions.extend(v.contexts.into_iter().map(PostToolUse::AddContext)),
+        }
+        if let Some(new) = replaced {
+            decisions.push(PostToolUse::Replace(new.clone()));
+            result = Some(new);
+        }
+    }
+    match decisions.len() {
+        0 => PostToolUse::Keep,
+        1 => decisions.pop().expect("one decision"),
+        _ => PostToolUse::Many(decisions),
+    }
+}
+
 /// PermissionRequest verdicts, in configuration order, as one decision: `continue: false`
 /// denies and interrupts; a deny (messages joined) beats an allow (the last `updatedInput`
 /// wins); a fail-closed failure denies.
@@ -286,12 +321,15 @@ pub(super) fn merge_permission_request(verdicts: Vec<Verdict>) -> PermissionRequ
     }
 }
 
-/// PreToolUse verdicts, in configuration order, as one decision: `continue: false` aborts;
-/// deny > defer > ask > allow (reasons of the winning kind joined); every `updatedInput`
-/// applied in order; every context kept in order.
-pub(super) fn merge_pre_tool_use(verdicts: Vec<Verdict>) -> PreToolUse {
+/// PreToolUse verdicts of `call`, in configuration order, as one decision: `continue: false`
+/// aborts; deny > defer > ask > allow (reasons of the winning kind joined); every
+/// `updatedInput` applied in order; every context kept in order. A denial is worded as the
+/// first denying handler's dialect words it: Claude Code's a [`PreToolUse::Deny`], another's
+/// (its verdict's `refusal`) a [`PreToolUse::Refuse`].
+pub(super) fn merge_pre_tool_use(verdicts: Vec<Verdict>, call: &ToolCall) -> PreToolUse {
     let mut contexts = Vec::new();
     let mut denies = Vec::new();
+    let mut worded: Option<Option<Refusal>> = None;
     let mut asks = Vec::new();
     let mut rewrites = Vec::new();
     let mut allowed = false;
@@ -303,10 +341,14 @@ pub(super) fn merge_pre_tool_use(verdicts: Vec<Verdict>) -> PreToolUse {
         contexts.extend(v.contexts.into_iter().map(PreToolUse::AddContext));
         if let Some(reason) = v.block.or(v.failed) {
             denies.push(reason);
+            worded.get_or_insert(v.refusal);
             continue;
         }
         match v.permission {
-            Some((Permission::Deny, reason)) => denies.push(reason),
+            Some((Permission::Deny, reason)) => {
+                denies.push(reason);
+                worded.get_or_insert(v.refusal);
+            }
             Some((Permission::Ask, reason)) => asks.push(reason),
             Some((Permission::Defer, _)) => deferred = true,
             Some((Permission::Allow, _)) => allowed = true,
@@ -316,7 +358,10 @@ pub(super) fn merge_pre_tool_use(verdicts: Vec<Verdict>) -> PreToolUse {
     }
     let mut decisions = contexts;
     if let Some(reason) = joined(denies, "; ") {
-        decisions.push(PreToolUse::Deny(reason));
+        decisions.push(match worded.flatten() {
+            Some(refusal) => PreToolUse::Refuse(refusal(call, &reason)),
+            None => PreToolUse::Deny(reason),
+        });
     } else {
         decisions.extend(rewrites);
         if deferred {

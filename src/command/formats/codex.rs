@@ -14,6 +14,7 @@ use super::{
     },
     Dialect, only_known_events, with_source,
 };
+use crate::message::{ToolCall, ToolOutput};
 
 /// Loads a Codex `hooks.json`, or the inline `[hooks]` tables of a Codex `config.toml` (a
 /// path ending in `.toml`): Claude Code's shape (`{"hooks": {event: [groups]}}`; in TOML
@@ -317,12 +318,13 @@ const CODEX_EXIT_2_BLOCKS: &[HookEvent] = &[
     HookEvent::Stop,
 ];
 
-/// A Codex handler's verdict as Codex acts on it: a PostToolUse block's reason replaces the
-/// call's result (where Claude Code's goes next to it); a Stop block's reason reaches the
-/// model as `<hook_prompt hook_run_id="stop:<n>:<file>">reason</hook_prompt>` (the reason
-/// XML-escaped).
+/// A Codex handler's verdict as Codex acts on it: a PreToolUse denial is worded as Codex
+/// words it ([`codex_refusal`]); a PostToolUse block's reason replaces the call's result
+/// (where Claude Code's goes next to it); a Stop block's reason reaches the model as
+/// `<hook_prompt hook_run_id="stop:<n>:<file>">reason</hook_prompt>` (the reason XML-escaped).
 pub(crate) fn codex_verdict(event: HookEvent, handler: &Handler, verdict: &mut Verdict) {
     match event {
+        HookEvent::PreToolUse => verdict.refusal = Some(codex_refusal),
         HookEvent::PostToolUse => {
             verdict.replace_output = verdict.block.take().map(|reason| (reason, false));
         }
@@ -349,6 +351,25 @@ fn hook_prompt(id: &str, text: &str) -> String {
     }
     out.push_str("</hook_prompt>");
     out
+}
+
+/// What the model is told of a call a Codex PreToolUse hook denied, as Codex 0.169.0 tells it
+/// (its `hook_runtime.rs`; measured: `hook-vectors/vectors-codex`): a result, not an error —
+/// `Command blocked by PreToolUse hook: <reason>. Command: <command>` for a shell call
+/// (`Bash`, `apply_patch`) with a `command`, else `Tool call blocked by PreToolUse hook:
+/// <reason>. Tool: <tool>`.
+pub(crate) fn codex_refusal(call: &ToolCall, reason: &str) -> ToolOutput {
+    let command = call.arguments.get("command").and_then(Value::as_str);
+    let text = match command {
+        Some(command) if matches!(call.name.as_str(), "Bash" | "apply_patch") => {
+            format!("Command blocked by PreToolUse hook: {reason}. Command: {command}")
+        }
+        _ => format!(
+            "Tool call blocked by PreToolUse hook: {reason}. Tool: {}",
+            call.name
+        ),
+    };
+    ToolOutput::text(call.id.clone(), text)
 }
 
 /// Applies [`output`]'s rules to a JSON answer; whether it changed.
@@ -629,6 +650,38 @@ mod tests {
             };
             let got = output(*event, reply);
             assert_eq!(&json_of(&got), want, "{event}");
+        }
+    }
+
+    /// A denial in Codex's words: a shell call's with its command, another tool's with its
+    /// name; a result, not an error.
+    #[test]
+    fn denials_in_codex_words() {
+        let call = |name: &str, arguments: Value| ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments,
+        };
+        let cases = [
+            (
+                call("Bash", json!({"command": "ls"})),
+                "Command blocked by PreToolUse hook: no. Command: ls",
+            ),
+            (
+                call("apply_patch", json!({"command": "patch"})),
+                "Command blocked by PreToolUse hook: no. Command: patch",
+            ),
+            (
+                call("Bash", json!({})),
+                "Tool call blocked by PreToolUse hook: no. Tool: Bash",
+            ),
+            (
+                call("Read", json!({"command": "x"})),
+                "Tool call blocked by PreToolUse hook: no. Tool: Read",
+            ),
+        ];
+        for (call, want) in cases {
+            assert_eq!(codex_refusal(&call, "no"), ToolOutput::text("c", want));
         }
     }
 

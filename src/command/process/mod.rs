@@ -21,7 +21,7 @@ pub(crate) use self::verdict::Elicit;
 pub(crate) use self::{
     reply::{Failure, Reply, Stdout},
     spawn::{command, run, run_sync},
-    verdict::{Permission, Report, Verdict, background_done, interpret},
+    verdict::{Permission, Refusal, Report, Verdict, background_done, interpret},
     words::claude_words,
 };
 use super::config::{Exec, Handler, HookEvent};

@@ -13,6 +13,7 @@ use crate::{
     command::config::{Exec, Handler, HookEvent},
     context::RunContext,
     layers::hooks::PermissionRequest,
+    message::{ToolCall, ToolOutput},
 };
 
 /// The longest string taken from a hook's answer (as in the protocol).
@@ -26,6 +27,9 @@ pub(crate) enum Permission {
     Defer,
     Deny,
 }
+
+/// How a dialect words a PreToolUse denial: the output answering `call` from the reason.
+pub(crate) type Refusal = fn(call: &ToolCall, reason: &str) -> ToolOutput;
 
 /// What one handler's answer means, whatever the event; the event decides what it uses.
 #[derive(Debug, Default)]
@@ -42,6 +46,15 @@ pub(crate) struct Verdict {
     /// PostToolUse: the text that replaces the call's result, and whether it is an error (a
     /// Codex or Gemini CLI handler's block).
     pub(crate) replace_output: Option<(String, bool)>,
+    /// PreToolUse: how the handler's dialect words a denial for the model — the output
+    /// answering the call from the denial's reason (a Codex or Gemini CLI handler's:
+    /// [`PreToolUse::Refuse`](crate::layers::hooks::PreToolUse::Refuse)); `None`, Claude
+    /// Code's words ([`PreToolUse::Deny`](crate::layers::hooks::PreToolUse::Deny)).
+    pub(crate) refusal: Option<Refusal>,
+    /// PostToolUse: how the handler's dialect puts each of its contexts into the call's
+    /// result (a Gemini CLI handler's: appended in `<hook_context>` tags); `None`, next to it
+    /// (a hook context after the step's results, as Claude Code puts it).
+    pub(crate) context_in_result: Option<fn(&mut String, &str)>,
     /// A fail-closed handler that failed (timeout, crash, garbage, missing executable): why.
     pub(crate) failed: Option<String>,
     /// `permissionDecision` (or the legacy `decision: "approve"`) and its reason.

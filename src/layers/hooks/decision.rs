@@ -20,9 +20,19 @@ pub enum PreToolUse {
     Continue,
     /// Allow the call (later hooks may still deny or ask).
     Allow,
-    /// Deny the call; the model sees `PreToolUse:<tool> hook error: <reason>`, in Claude Code's
-    /// words.
+    /// Deny the call; the model sees `PreToolUse:<tool> hook error: <reason>` (an error), in
+    /// Claude Code's words. [`Refuse`](Self::Refuse) words it otherwise.
     Deny(String),
+    /// Deny the call and answer it with this output: what the model sees is the hook's own
+    /// (its text, error flag, parts, metadata; the call id is set to the call's), for hooks
+    /// that word a refusal as another agent does (Codex's `Command blocked by PreToolUse
+    /// hook: …`, Gemini CLI's `Tool execution blocked: …`, as the [command
+    /// hooks](crate::command) of their files answer). Otherwise it is a `Deny`: the first
+    /// `Deny`, `Refuse` or `Abort` ends the chain (later hooks do not run, an earlier
+    /// hook's ask, defer or allow counts for nothing), the contexts added before it are
+    /// added to the output, and no PostToolUse, PostToolUseFailure or PermissionDenied hook
+    /// sees the call (it did not run, and no approval denied it).
+    Refuse(ToolOutput),
     /// Ask for approval: the PermissionRequest hooks
     /// ([`Hooks::on_permission_request`](super::Hooks::on_permission_request)), then the
     /// [`Approval`](super::Approval) service. With nobody to ask (no service, no
@@ -48,8 +58,8 @@ pub enum PreToolUse {
     /// [`Outcome::Aborted`](crate::agent::Outcome::Aborted) with this reason once the step's
     /// other calls are done.
     Abort(String),
-    /// Several decisions, applied in order as if returned by consecutive hooks (a `Deny` or
-    /// `Abort` stops the rest). For hooks that decide several things at once, such as
+    /// Several decisions, applied in order as if returned by consecutive hooks (a `Deny`,
+    /// `Refuse` or `Abort` stops the rest). For hooks that decide several things at once, such as
     /// [command hooks](crate::command).
     Many(Vec<PreToolUse>),
 }

@@ -38,11 +38,12 @@
 //!   rules and approvals of an accepted call see its normalised input (its
 //!   [`ObservableInput`](crate::tool::ObservableInput) when the check gave one). The tool runs
 //!   with the checked input, or with a hook's rewrite, which it checks again.
-//! - **PreToolUse**: decisions combine **deny > ask > allow**. The first `Deny` stops the
+//! - **PreToolUse**: decisions combine **deny > ask > allow**. The first `Deny` (or `Refuse`) stops the
 //!   chain; an `Ask` is remembered and the chain goes on (a later `Deny` still wins); rewrites
 //!   chain in order, each hook seeing the arguments the previous one wrote. A denied call is
 //!   an error output `PreToolUse:<tool> hook error: <reason>` the model sees (Claude Code's
-//!   words). Contexts are kept in order and
+//!   words); a `Refuse` denies it as a `Deny` does, answered with the hook's own output (how
+//!   another agent words a refusal). Contexts are kept in order and
 //!   follow the result (or the denial). `Abort` denies the call and ends the run `Aborted`;
 //!   `Many` applies several decisions of one hook in order. `Defer` ranks between deny and
 //!   ask (see [`PreToolUse::Defer`]).

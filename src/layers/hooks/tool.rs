@@ -688,6 +688,8 @@ pub(crate) fn denial(tool: &str, reason: &str) -> String {
 /// How the PreToolUse chain ends early.
 enum PreExit {
     Deny(String),
+    /// A denial the hook worded itself ([`PreToolUse::Refuse`]).
+    Refuse(ToolOutput),
     Abort(String),
 }
 
@@ -728,6 +730,14 @@ impl PreState {
                 add_contexts(&mut output, &self.contexts);
                 Ok(output)
             }
+            PreExit::Refuse(output) => {
+                let mut output = ToolOutput {
+                    call_id: call.id.clone(),
+                    ..output
+                };
+                add_contexts(&mut output, &self.contexts);
+                Ok(output)
+            }
             PreExit::Abort(reason) => Err(Abort::new(reason).into()),
         }
     }
@@ -741,6 +751,7 @@ impl PreState {
                 None
             }
             PreToolUse::Deny(reason) => Some(PreExit::Deny(reason)),
+            PreToolUse::Refuse(output) => Some(PreExit::Refuse(output)),
             PreToolUse::Abort(reason) => Some(PreExit::Abort(reason)),
             PreToolUse::Ask(reason) => {
                 self.asks.push(reason);
