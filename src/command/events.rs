@@ -404,8 +404,8 @@ fn has_prompt_id(event: HookEvent) -> bool {
 
 /// Whether an event's input has `permission_mode`: Claude Code 2.1.328 leaves it out of
 /// SessionStart, Setup, SessionEnd, StopFailure, MessageDisplay, InstructionsLoaded,
-/// CwdChanged, FileChanged, PreModelSwitch, PostModelSwitch and SubagentStart (measured:
-/// `tests/reference`).
+/// CwdChanged, FileChanged, PreModelSwitch, PostModelSwitch, SubagentStart, PreCompact and
+/// PostCompact (measured: `tests/reference`).
 fn has_permission_mode(event: HookEvent) -> bool {
     !matches!(
         event,
@@ -420,6 +420,8 @@ fn has_permission_mode(event: HookEvent) -> bool {
             | HookEvent::InstructionsLoaded
             | HookEvent::PreModelSwitch
             | HookEvent::PostModelSwitch
+            | HookEvent::PreCompact
+            | HookEvent::PostCompact
     )
 }
 

@@ -513,7 +513,7 @@ where
             Message::user(transcript(&config, old)),
         ]),
         tools: Arc::default(),
-        settings: summary_settings(&req.settings),
+        settings: req.settings.free_text(),
         ctx: req.ctx.clone(),
     };
     let answer = summarizer.oneshot(summary_req).await.map_err(Into::into);
@@ -561,16 +561,6 @@ where
         resp.extensions.insert(compaction);
     }
     Ok(resp)
-}
-
-/// The settings of the summarizer's call: the request's, without what asks for another kind
-/// of answer (structured output, a forced tool call: the summary is free text, with no tools).
-fn summary_settings(settings: &crate::model::ModelSettings) -> crate::model::ModelSettings {
-    let mut settings = settings.clone();
-    settings.response_format = None;
-    settings.tool_choice = None;
-    settings.parallel_tool_calls = None;
-    settings
 }
 
 /// The response future of [`Summarize`].

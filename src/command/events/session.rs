@@ -19,9 +19,9 @@ use crate::{
     context::RunContext,
     layers::hooks::{
         CwdChanged, CwdChangedInput, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
-        Notification, PostCompactInput, ResumedSession, SessionStart, SessionStartInput, Stop,
-        StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskInput,
-        UserPrompt, state::Added,
+        Notification, PostCompactInput, ResumedSession, SessionSource, SessionStart,
+        SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput,
+        Task, TaskInput, UserPrompt, state::Added,
     },
 };
 
@@ -117,6 +117,11 @@ impl Inner {
             return SessionStart::Continue;
         }
         let mut input = self.base(event, ctx);
+        if start.source == SessionSource::Compact {
+            // The compaction's prompt (Claude Code: `/compact`'s own), where a session's
+            // first SessionStart comes before any (measured: vector `compact_manual`).
+            input.insert("prompt_id".into(), ctx.run_id().into());
+        }
         input.insert("source".into(), source.into());
         if let Some(model) = start.model {
             input.insert("model".into(), model.into());

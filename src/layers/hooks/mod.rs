@@ -144,6 +144,7 @@
 //! # }
 //! ```
 
+mod compact;
 mod decision;
 mod events;
 mod failure;
@@ -163,13 +164,14 @@ use std::{collections::HashMap, fmt, sync::Arc};
 use tower::util::BoxCloneSyncService;
 
 pub use self::{
+    compact::PreCompact,
     decision::{
         BeforeModel, Deferred, HookFuture, HookResult, InstructionsInput, MessageDisplay,
         MessageDisplayInput, Notification, Permission, PermissionDenied, PermissionRequest,
-        PostCompactInput, PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse,
-        ResumedSession, SessionSource, SessionStart, SessionStartInput, Stop, StopFailureInput,
-        StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput, ToolBatch,
-        ToolFailure, UserPrompt,
+        PostCompactInput, PostToolBatch, PostToolUse, PostToolUseFailure, PreCompactInput,
+        PreToolUse, ResumedSession, SessionSource, SessionStart, SessionStartInput, Stop,
+        StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput,
+        ToolBatch, ToolFailure, UserPrompt,
     },
     events::*,
     model::{HookModel, HookModelLayer},
@@ -903,6 +905,23 @@ impl LoopHooks for HookSet {
                 f(input, ctx);
             }
         }
+    }
+
+    fn pre_compact<'a>(
+        &'a self,
+        input: crate::agent::PreCompactInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(self.inner.pre_compact(input, ctx))
+    }
+
+    fn compacted<'a>(
+        &'a self,
+        input: PostCompactInput,
+        model: Option<String>,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move { self.inner.compacted(&input, model, ctx).await })
     }
 
     fn wrap_model(&self, model: crate::model::BoxModelService) -> crate::model::BoxModelService {
