@@ -829,7 +829,8 @@ impl CommandHooks {
         if let (Some(cap), false) = (self.stop_cap, hooks.has_stop_cap()) {
             hooks = hooks.stop_cap(cap);
         }
-        events::register(&self.inner, hooks)
+        let live = events::Live::new(Arc::clone(&self.inner), Arc::clone(&self.reload));
+        events::register(&live, hooks)
     }
 
     /// Where agents built with these hooks keep transcripts when their builder names no

@@ -101,7 +101,7 @@ impl CommandHooks {
         }
         for file in changed {
             let source = source_of(&file);
-            let Some(reason) = self.inner.config_change(&file, source).await else {
+            let Some(reason) = self.inner.config_change(&file, source, None).await else {
                 continue;
             };
             if source == "policy_settings" {

@@ -191,6 +191,16 @@ pub(crate) const KEPT: &[Known] = &[
          changes, while the command that changed it still runs (before PostToolUse).",
     ),
     known(
+        "config_change",
+        "*",
+        "<order>",
+        "as for FileChanged (`file_changed`): the crate looks at the hooks' settings files \
+         between steps (after a step's tool calls, before PostToolBatch), where Claude Code's \
+         watcher fires ConfigChange as the file changes, while the command that changed it \
+         still runs (before PostToolUse). The hooks of the new settings are used from there on, \
+         as in Claude Code (PostToolBatch of the step, then the rest of the run).",
+    ),
+    known(
         "subagent",
         "PostToolUse",
         "tool_response",

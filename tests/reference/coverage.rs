@@ -41,11 +41,6 @@ pub(crate) const NOT_MEASURED: &[(&str, &str)] = &[
         "DirectoryAdded",
         "`/add-dir` in `-p` neither fires it nor calls the model (measured)",
     ),
-    (
-        "ConfigChange",
-        "a settings file changed during a session: not played yet (a Bash command could edit \
-         `.claude/settings.json` mid-session)",
-    ),
 ];
 
 /// The events the vectors' expectations fire.

@@ -6,7 +6,7 @@ use super::super::{
     process::{Permission, Report},
 };
 use super::register::Add;
-use super::{Inner, TRIGGER};
+use super::{Inner, Live, TRIGGER};
 use crate::layers::hooks::{HookFuture, Hooks, state::Added};
 use crate::{
     context::RunContext,
@@ -318,34 +318,34 @@ pub(super) const EVENTS: &[(HookEvent, Add)] = &[
     (HookEvent::PreCompact, add_pre_compact),
 ];
 
-fn add_pre_model_switch(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_pre_model_switch(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_pre_model_switch(super::union(entries), move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.pre_model_switch(input, &ctx).await }
     })
 }
 
-fn add_post_model_switch(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_post_model_switch(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_post_model_switch(super::union(entries), move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.post_model_switch(input, &ctx).await }
     })
 }
 
-fn add_before_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_before_model(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.before_model(move |req| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.before_model(req).await }
     })
 }
 
-fn add_after_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_after_model(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.after_model(move |resp, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.after_model(resp, &ctx).await }
     })
 }
@@ -375,10 +375,10 @@ pub(crate) fn pre_compact(
 
 /// PreCompact of the compactions the caller asks for (`manual`,
 /// [`Agent::compact`](crate::Agent::compact)): a block leaves the thread as it is.
-fn add_pre_compact(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_pre_compact(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_pre_compact(super::union(entries), move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move {
             match i.pre_compact(input, None, &ctx).await {
                 Some(reason) => PreCompact::Block(reason),

@@ -741,13 +741,13 @@ hook_events! {
         }
         /// ConfigChange: a settings file of command hooks changed.
         ConfigChange {
-            levels: [],
-            fires: "[`CommandHooks::reload`](crate::command::CommandHooks::reload): a settings file changed",
+            levels: [step],
+            fires: "step: after a step's tool calls, for each settings file of the command hooks that changed (the hooks of the files as they are now are used from there on); [`CommandHooks::reload`](crate::command::CommandHooks::reload): a settings file changed",
             can: "block the change (the configuration stays as it was), except `policy_settings`",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`source`",
-            input: "`source` (`user_settings`, `project_settings`, `local_settings`, `policy_settings`), `file_path`; a fresh `session_id`, `cwd` the project directory",
-            answer: "a block (exit 2, `decision: \"block\"`, `continue: false`, a fail-closed failure) keeps the configuration as it was ([`CommandHooks::reload`](crate::command::CommandHooks::reload)), except for `policy_settings`",
+            input: "`source` (`user_settings`, `project_settings`, `local_settings`, `policy_settings`), `file_path`; during a run, the run's `session_id`, `prompt_id` and `cwd`; from a reload, a fresh `session_id`, `cwd` the project directory",
+            answer: "a block (exit 2, `decision: \"block\"`, `continue: false`, a fail-closed failure) keeps the configuration as it was, except for `policy_settings`",
         }
     }
     rust {

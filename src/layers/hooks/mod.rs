@@ -152,6 +152,7 @@ pub mod future;
 mod model;
 mod order;
 mod resume;
+mod settings;
 mod setup;
 mod start;
 mod step;
@@ -188,6 +189,7 @@ use tower::Layer;
 
 use self::events::HookSlots;
 pub(crate) use self::events::hook_table;
+pub(crate) use self::settings::SettingsSource;
 use crate::{
     agent::{AgentResponse, LoopHooks, start::BoxStartService, step::BoxStepService},
     context::RunContext,
@@ -307,6 +309,8 @@ pub struct Hooks<S = state::Open> {
     permissions: Vec<PermissionCheck>,
     /// [`DURATION_MS`] is recorded (a hook reads it).
     times_tool_calls: bool,
+    /// [`Hooks::watch_settings`].
+    settings: Vec<Arc<dyn SettingsSource>>,
     stop_cap: Option<u32>,
     transcripts: Option<std::path::PathBuf>,
     _state: S,
@@ -380,6 +384,7 @@ impl<S> Hooks<S> {
             defer_approvals: self.defer_approvals,
             permissions: self.permissions,
             times_tool_calls: self.times_tool_calls,
+            settings: self.settings,
             stop_cap: self.stop_cap,
             transcripts: self.transcripts,
             _state: state,
@@ -464,6 +469,14 @@ impl<S> Hooks<S> {
         self.with_state(state::Open)
     }
 
+    /// Watches `source` during runs: the step hook layer asks it between steps whether its
+    /// files changed, and lets it apply the change (command hooks' settings files:
+    /// ConfigChange, then the hooks as the files are now).
+    pub(crate) fn watch_settings(mut self, source: Arc<dyn SettingsSource>) -> Hooks {
+        self.settings.push(source);
+        self.with_state(state::Open)
+    }
+
     /// How many times in a row Stop hooks may keep a run going ([`DEFAULT_STOP_CAP`] = 8,
     /// as in Claude Code); the next attempt is overridden and the run ends with a warning.
     /// In a row: with no step in between in which the model made a tool call — such a step
@@ -517,6 +530,7 @@ impl<S> Hooks<S> {
             defer_approvals: self.defer_approvals,
             permissions: self.permissions,
             times_tool_calls: self.times_tool_calls,
+            settings: self.settings,
             order: order
                 .iter()
                 .map(|&i| self.registrations[i].label(i))
@@ -630,6 +644,8 @@ pub(crate) struct HookSetInner {
     pub(crate) permissions: Vec<PermissionCheck>,
     /// [`Hooks::time_tool_calls`].
     pub(crate) times_tool_calls: bool,
+    /// [`Hooks::watch_settings`].
+    pub(crate) settings: Vec<Arc<dyn SettingsSource>>,
     pub(crate) stop_cap: u32,
     pub(crate) transcripts: Option<std::path::PathBuf>,
     order: Vec<String>,
@@ -939,8 +955,7 @@ impl LoopHooks for HookSet {
     }
 
     fn wrap_step(&self, step: BoxStepService) -> Option<BoxStepService> {
-        self.inner
-            .any_at("step")
+        (self.inner.any_at("step") || !self.inner.settings.is_empty())
             .then(|| BoxStepService::new(self.step_layer().layer(step)))
     }
 }
