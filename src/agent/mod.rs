@@ -241,7 +241,7 @@ impl Agent {
     /// the agent's model writes, as Claude Code's `/compact [instructions]` does — PreCompact
     /// hooks (trigger `manual`) first, which may block it, then SessionStart hooks of source
     /// `compact`, whose contexts follow the summary, and PostCompact hooks. The thread's next
-    /// run goes on from the summary. See [`compact`](crate::agent::compact).
+    /// run goes on from the summary. See [the module docs](crate::agent::compact).
     ///
     /// # Errors
     ///

@@ -13,11 +13,12 @@
 //!    with that, and asks the loop to keep the compaction in the thread (so it happens once,
 //!    not at every step).
 //!
-//! When the agent loop applies the compaction, the agent's PostCompact hooks
-//! ([`on_post_compact`](crate::layers::hooks::Hooks::on_post_compact), trigger `auto`, with
-//! the summary) run, then its SessionStart hooks with source `compact`
-//! ([`on_session_start_for`](crate::layers::hooks::Hooks::on_session_start_for)), whose
-//! contexts are added to the history right after the summary.
+//! When the agent loop applies the compaction, the agent's SessionStart hooks with source
+//! `compact` ([`on_session_start_for`](crate::layers::hooks::Hooks::on_session_start_for)) run,
+//! whose contexts are added to the history right after the summary, then its PostCompact hooks
+//! ([`on_post_compact`](crate::layers::hooks::Hooks::on_post_compact), trigger `auto`, with the
+//! summary): Claude Code's order. To compact a thread now, see
+//! [`Agent::compact`](crate::Agent::compact).
 //!
 //! If the summarizer fails (or answers nothing), the request passes through unchanged and the
 //! failure is logged and sent to the run's events as a warning.
