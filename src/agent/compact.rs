@@ -260,7 +260,10 @@ mod tests {
 
     #[test]
     fn instructions_follow_the_request_and_empty_ones_are_none() {
-        assert!(summary_prompt(Some("Keep the plan.")).ends_with("\n\nKeep the plan."));
+        assert!(
+            summary_prompt(Some("Keep the plan."))
+                .ends_with("\n\nAdditional instructions:\nKeep the plan.")
+        );
         assert_eq!(summary_prompt(None), SUMMARY_PROMPT);
         assert_eq!(
             CompactRequest::new("t").instructions("  ").instructions,
