@@ -134,6 +134,7 @@ enum Kind {
     Setup,
     Store,
     Approvals,
+    Compact,
 }
 
 impl Error {
@@ -153,6 +154,18 @@ impl Error {
 
     pub(crate) fn approvals(cause: impl StdError + Send + Sync + 'static) -> Self {
         Self::new(Kind::Approvals, Some(Box::new(cause)))
+    }
+
+    pub(crate) fn compact(cause: impl Into<BoxError>) -> Self {
+        Self::new(Kind::Compact, Some(cause.into()))
+    }
+
+    /// A compaction the caller asked for ([`Agent::compact`](crate::Agent::compact)) could
+    /// not be made: the store has no such thread, it has nothing to compact or waits for
+    /// decisions on its calls, or the model's summary failed (the source says which). The
+    /// thread is left as it was.
+    pub fn is_compact(&self) -> bool {
+        self.inner.kind == Kind::Compact
     }
 
     /// An [`AgentRequest::approvals`](crate::agent::AgentRequest::approvals) request was
@@ -176,6 +189,7 @@ impl Error {
             Kind::Setup => "setup stage failed",
             Kind::Store => "thread store failed",
             Kind::Approvals => "approvals refused",
+            Kind::Compact => "compaction failed",
         }
     }
 }

@@ -8,7 +8,8 @@
 //
 // One `claude -p --input-format stream-json --output-format stream-json` process per run of
 // steps: a `prompt` step is a user message, a `set_model` step the SDK's `set_model` control
-// request, each written once the previous one is answered (a `result`, a `control_response`);
+// request, a `compact` step the `/compact [instructions]` command as a user message, each
+// written once the previous one is answered (a `result`, a `control_response`);
 // a `resume` step starts the next process with `--resume <session id>`. The environment is the
 // job's alone: HOME its home, ANTHROPIC_BASE_URL its model server, no telemetry, no update.
 // Exit 0 once every process has ended (Claude Code runs SessionEnd hooks before it exits);
@@ -65,7 +66,9 @@ async function play(steps, session) {
         request: { subtype: "set_model", model: step.set_model } };
       done = (v) => v.type === "control_response";
     } else {
-      const text = step.prompt ?? step.resume;
+      const text = "compact" in step
+        ? `/compact ${step.compact}`.trimEnd()
+        : step.prompt ?? step.resume;
       line = { type: "user", message: { role: "user", content: text } };
       done = (v) => v.type === "result";
     }

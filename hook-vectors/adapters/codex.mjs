@@ -33,7 +33,7 @@
 //
 // Steps: a `prompt` is one `codex exec`, a `resume` one `codex exec resume <thread id>` (the id
 // from the previous run's `--json` events); a `set_model` is not supported (Codex headless has
-// no model switch between prompts), nor a scenario's plugin (Codex's plugins are another
+// no model switch between prompts), nor a `compact` (no compaction between prompts), nor a scenario's plugin (Codex's plugins are another
 // format): the adapter exits 3 saying so, before anything runs. Exit 0
 // once every process has ended (Codex runs its SessionEnd hooks before it exits; one that exits
 // non-zero is reported on stderr: what it did was played); 1 if a tool could not be translated
@@ -349,6 +349,10 @@ async function exec(port, prompt, thread) {
 async function main() {
   if (scenario.steps.some((s) => "set_model" in s)) {
     console.error("codex adapter: set_model is not supported: Codex headless (`codex exec`) has no model switch between prompts");
+    process.exit(3);
+  }
+  if (scenario.steps.some((s) => "compact" in s)) {
+    console.error("codex adapter: compact is not supported: Codex headless (`codex exec`) has no compaction between prompts");
     process.exit(3);
   }
   if (job.plugin) {

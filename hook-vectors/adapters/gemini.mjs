@@ -57,7 +57,8 @@
 // Steps: a `prompt` is one `gemini -p PROMPT`, a `resume` one `gemini --resume latest -p
 // PROMPT` (the project's latest session, the one before); `--approval-mode yolo` (the scenarios'
 // commands run without asking: headless Gemini cannot ask). A `set_model` is not supported
-// (Gemini headless has no model switch between prompts), nor a scenario's plugin (Gemini
+// (Gemini headless has no model switch between prompts), nor a `compact` (no compaction
+// between prompts), nor a scenario's plugin (Gemini
 // CLI's extensions are another format): the adapter exits 3 saying so, before anything runs.
 // Exit 0 once every process has ended (Gemini runs its SessionEnd hooks before it exits; a
 // run that exits non-zero is reported on stderr: what it did was played);
@@ -331,6 +332,10 @@ async function run(port, prompt, resume) {
 async function main() {
   if (scenario.steps.some((s) => "set_model" in s)) {
     console.error("gemini adapter: set_model is not supported: Gemini CLI headless (`gemini -p`) has no model switch between prompts");
+    process.exit(3);
+  }
+  if (scenario.steps.some((s) => "compact" in s)) {
+    console.error("gemini adapter: compact is not supported: Gemini CLI headless (`gemini -p`) has no compaction between prompts");
     process.exit(3);
   }
   if (job.plugin) {

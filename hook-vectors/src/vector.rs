@@ -15,7 +15,7 @@ pub const FORMAT: &str = "hook-vectors/0.1";
 
 /// One step of a session.
 ///
-/// In JSON: `{"prompt": "…"}`, `{"set_model": "…"}` or `{"resume": "…"}`.
+/// In JSON: `{"prompt": "…"}`, `{"set_model": "…"}`, `{"compact": "…"}` or `{"resume": "…"}`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
@@ -24,6 +24,10 @@ pub enum Step {
     /// A switch to another model asked for between prompts (Claude Code: the SDK's
     /// `set_model` control request).
     SetModel(String),
+    /// A compaction of the session asked for between prompts, with instructions for the
+    /// summary (`""`: none) (Claude Code: the `/compact [instructions]` command; a library:
+    /// its manual compaction of the thread).
+    Compact(String),
     /// A prompt in a new process that resumes the session (Claude Code: `claude -p --resume
     /// <id>`; a library: the thread's next run).
     Resume(String),

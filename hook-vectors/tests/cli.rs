@@ -322,12 +322,13 @@ fn codex_passes_the_vectors_recorded_from_it() {
 }
 
 /// What an adapter cannot play is reported as not played, with its reason, before anything
-/// of the program runs (its path is one that does not exist): a model switch, a plugin —
-/// through Codex's adapter and Gemini CLI's.
+/// of the program runs (its path is one that does not exist): a model switch, a compaction, a
+/// plugin — through Codex's adapter and Gemini CLI's.
 #[test]
 fn adapters_do_not_play_what_their_program_cannot() {
     let cases = [
         ("model_switch_sdk", "set_model is not supported"),
+        ("compact_manual", "compact is not supported"),
         (
             "plugin_hooks",
             "a Claude Code plugin (`--plugin-dir`) is not supported",

@@ -338,6 +338,7 @@ where
         let tool_stack =
             move |router: ToolRouter| BoxToolService::new(layer.layer(router).map_err(Into::into));
         let send_checks = hooks.is_some() || self.parts.tool_layers;
+        let summarizer = self.model.clone();
         let model = match &hooks {
             Some(hooks) => hooks.wrap_model(self.model),
             None => self.model,
@@ -353,6 +354,7 @@ where
         Agent {
             inner: Arc::new(Inner {
                 model,
+                summarizer,
                 hooks,
                 step,
                 start,

@@ -380,6 +380,37 @@ pub struct InstructionsInput {
     pub load_reason: &'static str,
 }
 
+/// What a PreCompact hook of the loop sees: a compaction the caller asked for
+/// ([`Agent::compact`](super::Agent::compact)) is about to start. (The summarize layer's own
+/// compactions ask [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact).)
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PreCompactInput {
+    /// `manual`: the caller asked.
+    pub trigger: &'static str,
+    /// The caller's instructions for the summary, if it gave some (Claude Code: the text after
+    /// `/compact`; `null` without).
+    pub custom_instructions: Option<String>,
+}
+
+impl PreCompactInput {
+    /// The input of a compaction the summarize layer makes (`auto`, no instructions).
+    pub fn auto() -> Self {
+        PreCompactInput {
+            trigger: "auto",
+            custom_instructions: None,
+        }
+    }
+
+    /// The input of a manual compaction with `instructions`.
+    pub fn manual(instructions: Option<String>) -> Self {
+        PreCompactInput {
+            trigger: "manual",
+            custom_instructions: instructions,
+        }
+    }
+}
+
 /// What a PostCompact hook sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -514,6 +545,31 @@ pub trait LoopHooks: Send + Sync + 'static {
     /// hooks' processes end before UserPromptSubmit.
     fn instructions_loaded(&self, input: &InstructionsInput, ctx: &RunContext) {
         let _ = (input, ctx);
+    }
+
+    /// PreCompact, for a compaction the caller asked for
+    /// ([`Agent::compact`](super::Agent::compact)): `Err(reason)` blocks it (the thread stays
+    /// as it is).
+    fn pre_compact<'a>(
+        &'a self,
+        input: PreCompactInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        let _ = (input, ctx);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// A compaction the caller asked for replaced the thread's history by its summary: the
+    /// SessionStart hooks of source `compact` (with `model`), then the PostCompact hooks, in
+    /// Claude Code's order; the SessionStart contexts, in order (they follow the summary).
+    fn compacted<'a>(
+        &'a self,
+        input: PostCompactInput,
+        model: Option<String>,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Vec<String>> {
+        let _ = (input, model, ctx);
+        Box::pin(async { Vec::new() })
     }
 
     /// Wraps the agent's model stack (outermost), once, when the agent is built.

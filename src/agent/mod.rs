@@ -73,6 +73,7 @@
 //! ends with [`Outcome::Cancelled`].
 
 mod builder;
+pub mod compact;
 mod event;
 pub mod future;
 pub(crate) mod hooks;
@@ -105,12 +106,13 @@ pub use crate::event::{AgentEvent, ModelDelta, Outcome, PendingCall};
 
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
+    compact::{CompactRequest, CompactResponse},
     event::EventStream,
     hooks::{
         InstructionsInput, LoopHooks, MessageDisplayInput, PROMPT_CACHE_TTL, PostCompactInput,
-        ResumedSession, SessionEnv, SessionSource, SessionStartInput, StopFailureInput,
-        StopFeedback, StopInput, SubagentStartInput, TaskEvent, TaskInput, ToolBatch,
-        prompt_cache_warm, session_end_reason,
+        PreCompactInput, ResumedSession, SessionEnv, SessionSource, SessionStartInput,
+        StopFailureInput, StopFeedback, StopInput, SubagentStartInput, TaskEvent, TaskInput,
+        ToolBatch, prompt_cache_warm, session_end_reason,
     },
     interrupt::{ApprovalError, Approvals, CallDecision, Decision},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
@@ -142,6 +144,9 @@ pub struct Agent {
 
 struct Inner {
     model: BoxModelService,
+    /// The model stack under the hooks' model layer: what writes the summary of
+    /// [`Agent::compact`].
+    summarizer: BoxModelService,
     tools: ToolRouter,
     tool_stack: Arc<ToolStackFn>,
     /// Whether each tool request carries the run's [`ToolChecks`](crate::tool::ToolChecks):
@@ -230,6 +235,62 @@ impl Agent {
         let (tx, rx) = mpsc::unbounded_channel();
         let run = traced_run(Arc::clone(&self.inner), request.into(), Some(tx));
         EventStream::new(Box::pin(run), rx)
+    }
+
+    /// Compacts a thread now: its history after the system message is replaced by a summary
+    /// the agent's model writes, as Claude Code's `/compact [instructions]` does — PreCompact
+    /// hooks (trigger `manual`) first, which may block it, then SessionStart hooks of source
+    /// `compact`, whose contexts follow the summary, and PostCompact hooks. The thread's next
+    /// run goes on from the summary. See [the module docs](crate::agent::compact).
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] that [`is_compact`](Error::is_compact) when the store has no such thread,
+    /// when it has nothing to compact (no message but the system prompt), when it waits for
+    /// decisions on its calls ([`Outcome::Interrupted`]), or when the model's call failed or
+    /// answered nothing; one that [`is_store`](Error::is_store) when the store failed. The
+    /// thread is then left as it was.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before the thread is saved leaves the thread as it was (hooks that
+    /// already ran did run).
+    ///
+    /// ```
+    /// use tower_agent::{Agent, AgentRequest, agent::CompactRequest, model::ScriptedModel};
+    /// use tower_agent::layers::hooks::{Hooks, PreCompact};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let model = ScriptedModel::new()
+    ///     .text("Paris.")
+    ///     .text("<summary>The user asked for the capital of France: Paris.</summary>")
+    ///     .text("About 2 million.")
+    ///     .recording();
+    /// let hooks = Hooks::new()
+    ///     .on_pre_compact("manual", |input, _| {
+    ///         assert_eq!(input.custom_instructions.as_deref(), Some("Keep the city."));
+    ///         PreCompact::Continue
+    ///     })
+    ///     .compile()?;
+    /// let agent = Agent::builder().model(model.clone()).hooks(hooks).build();
+    /// agent.run(AgentRequest::new("The capital of France?").thread("t")).await?;
+    ///
+    /// let compacted = agent.compact(CompactRequest::new("t").instructions("Keep the city.")).await?;
+    /// assert_eq!(compacted.replaced, 2);
+    /// assert!(compacted.messages[0].text().contains("capital of France: Paris."));
+    ///
+    /// agent.run(AgentRequest::new("Its population?").thread("t")).await?;
+    /// // The model sees the summary, then the new prompt.
+    /// assert_eq!(model.requests()[2].messages.len(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn compact(
+        &self,
+        request: CompactRequest,
+    ) -> impl std::future::Future<Output = Result<CompactResponse, Error>> + Send + 'static {
+        compact::compact(Arc::clone(&self.inner), request)
     }
 
     /// The tools every run starts with (setup stages may add more).

@@ -215,7 +215,7 @@ fn decisions(
 /// when the request has none, the request's transcript file or one in the agent's transcript
 /// directory, and the agent's reasoning effort in its data (for command hooks' `effort`). The transcript file exists when this returns, before any hook can be given its
 /// path.
-fn context(
+pub(super) fn context(
     inner: &Inner,
     mut builder: RunContextBuilder,
     thread_id: Option<String>,

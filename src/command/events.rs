@@ -18,12 +18,13 @@ use super::{
 use crate::{agent::SessionEnv, context::RunContext, layers::matcher::ToolMatcher};
 
 mod environment;
+mod live;
 mod model;
 mod register;
 mod session;
 mod tool;
 
-pub(crate) use self::{model::pre_compact, register::register};
+pub(crate) use self::{live::Live, model::pre_compact, register::register};
 
 /// What PreCompact hooks match on (`trigger`): the summarize layer compacts on its own.
 const TRIGGER: &str = "auto";
@@ -402,8 +403,8 @@ fn has_prompt_id(event: HookEvent) -> bool {
 
 /// Whether an event's input has `permission_mode`: Claude Code 2.1.328 leaves it out of
 /// SessionStart, Setup, SessionEnd, StopFailure, MessageDisplay, InstructionsLoaded,
-/// CwdChanged, FileChanged, PreModelSwitch, PostModelSwitch and SubagentStart (measured:
-/// `tests/reference`).
+/// CwdChanged, FileChanged, PreModelSwitch, PostModelSwitch, SubagentStart, PreCompact,
+/// PostCompact and ConfigChange (measured: `tests/reference`).
 fn has_permission_mode(event: HookEvent) -> bool {
     !matches!(
         event,
@@ -418,6 +419,9 @@ fn has_permission_mode(event: HookEvent) -> bool {
             | HookEvent::InstructionsLoaded
             | HookEvent::PreModelSwitch
             | HookEvent::PostModelSwitch
+            | HookEvent::PreCompact
+            | HookEvent::PostCompact
+            | HookEvent::ConfigChange
             | HookEvent::Elicitation
     )
 }

@@ -475,13 +475,31 @@
 //! [`HookEvent`] docs (also at the end of the [hooks guide](crate::guide::hooks#every-event)).
 //! The table is made from the list of events the crate is built from, so no event can be
 //! missing from it. The command hooks of an event become one callback of the [`Hooks`]
-//! registry, the one in the table's "Rust hook" column; PreCompact's are
+//! registry, the one in the table's "Rust hook" column; PreCompact's are that callback for
+//! [`Agent::compact`](crate::Agent::compact) (trigger `manual`) and
 //! [`CommandHooks::pre_compact`], for
-//! [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact), and
-//! Elicitation's and ElicitationResult's [`CommandHooks::elicitation_layer`] (feature `mcp`).
+//! [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact)
+//! (`auto`), and Elicitation's and ElicitationResult's [`CommandHooks::elicitation_layer`]
+//! (feature `mcp`).
 //! Settings may also name events by the aliases `tool-call-start` (PreToolUse),
 //! `tool-call-end` (PostToolUse), `agent-start` (SessionStart), `step-start` (BeforeModel) and
 //! `agent-stop` (Stop).
+//!
+//! ## Settings that change during a run
+//!
+//! The callbacks of the registry call the hooks as their settings files are now. After each
+//! step's tool calls (where the watched files of FileChanged are compared, before PostToolBatch),
+//! the step hook layer asks whether a settings file of the hooks changed (its digest); for each
+//! one that did, the **ConfigChange** hooks fire with the run's `session_id`, `prompt_id` and
+//! `cwd` (no `permission_mode`), `source` and `file_path`, as Claude Code fires them while the
+//! command that changed the file runs (measured: vector `config_change`). Unless one blocks
+//! (a `policy_settings` change cannot be blocked), the hooks are read again from the files and
+//! used from then on — by every agent built with this registry, as Claude Code uses the new
+//! settings for the rest of its session; a block, or settings that no longer load, keep the
+//! hooks as they were, with a warning. The callbacks themselves are those registered when the
+//! registry was made: an event with no handler then, a matcher no handler had, or permission
+//! rules where there were none, take effect only in a registry made after
+//! ([`CommandHooks::reload`], then [`register`](CommandHooks::register) again).
 //!
 //! ## Events not fired
 //!
@@ -845,7 +863,8 @@ impl CommandHooks {
         if let (Some(cap), false) = (self.stop_cap, hooks.has_stop_cap()) {
             hooks = hooks.stop_cap(cap);
         }
-        events::register(&self.inner, hooks)
+        let live = events::Live::new(Arc::clone(&self.inner), Arc::clone(&self.reload));
+        events::register(&live, hooks)
     }
 
     /// Where agents built with these hooks keep transcripts when their builder names no

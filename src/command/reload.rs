@@ -81,9 +81,12 @@ impl CommandHooks {
     /// [`build`](CommandHooksBuilder::build) did ([`Reload::Changed`]).
     ///
     /// Hooks directories, plugin folders and settings values are loaded again with them but
-    /// are not compared. Agents built with these hooks keep them; build an agent with the new
-    /// ones (building is cheap). The hooks' input has the project directory as `cwd` and a
-    /// fresh `session_id`: a reload belongs to no run.
+    /// are not compared. Agents built with these hooks keep them — but for a change their own
+    /// runs see between steps, which they apply themselves (see
+    /// [the module docs](crate::command#settings-that-change-during-a-run)); build an agent
+    /// with the new ones (building is cheap). The hooks' input has the project directory as
+    /// `cwd` and a fresh `session_id`: a reload belongs to no run. The comparison is with the
+    /// files as they were when these hooks were built.
     ///
     /// # Errors
     ///
@@ -101,7 +104,7 @@ impl CommandHooks {
         }
         for file in changed {
             let source = source_of(&file);
-            let Some(reason) = self.inner.config_change(&file, source).await else {
+            let Some(reason) = self.inner.config_change(&file, source, None).await else {
                 continue;
             };
             if source == "policy_settings" {

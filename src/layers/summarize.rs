@@ -13,11 +13,12 @@
 //!    with that, and asks the loop to keep the compaction in the thread (so it happens once,
 //!    not at every step).
 //!
-//! When the agent loop applies the compaction, the agent's PostCompact hooks
-//! ([`on_post_compact`](crate::layers::hooks::Hooks::on_post_compact), trigger `auto`, with
-//! the summary) run, then its SessionStart hooks with source `compact`
-//! ([`on_session_start_for`](crate::layers::hooks::Hooks::on_session_start_for)), whose
-//! contexts are added to the history right after the summary.
+//! When the agent loop applies the compaction, the agent's SessionStart hooks with source
+//! `compact` ([`on_session_start_for`](crate::layers::hooks::Hooks::on_session_start_for)) run,
+//! whose contexts are added to the history right after the summary, then its PostCompact hooks
+//! ([`on_post_compact`](crate::layers::hooks::Hooks::on_post_compact), trigger `auto`, with the
+//! summary): Claude Code's order. To compact a thread now, see
+//! [`Agent::compact`](crate::Agent::compact).
 //!
 //! If the summarizer fails (or answers nothing), the request passes through unchanged and the
 //! failure is logged and sent to the run's events as a warning.
@@ -513,7 +514,7 @@ where
             Message::user(transcript(&config, old)),
         ]),
         tools: Arc::default(),
-        settings: summary_settings(&req.settings),
+        settings: req.settings.free_text(),
         ctx: req.ctx.clone(),
     };
     let answer = summarizer.oneshot(summary_req).await.map_err(Into::into);
@@ -561,16 +562,6 @@ where
         resp.extensions.insert(compaction);
     }
     Ok(resp)
-}
-
-/// The settings of the summarizer's call: the request's, without what asks for another kind
-/// of answer (structured output, a forced tool call: the summary is free text, with no tools).
-fn summary_settings(settings: &crate::model::ModelSettings) -> crate::model::ModelSettings {
-    let mut settings = settings.clone();
-    settings.response_format = None;
-    settings.tool_choice = None;
-    settings.parallel_tool_calls = None;
-    settings
 }
 
 /// The response future of [`Summarize`].

@@ -316,6 +316,16 @@ impl ReasoningEffort {
 }
 
 impl ModelSettings {
+    /// These settings without what asks for another kind of answer than free text
+    /// (structured output, a forced tool call, parallel calls): a summary's.
+    pub(crate) fn free_text(&self) -> ModelSettings {
+        let mut settings = self.clone();
+        settings.response_format = None;
+        settings.tool_choice = None;
+        settings.parallel_tool_calls = None;
+        settings
+    }
+
     /// These settings with a model name.
     #[must_use]
     pub fn model(mut self, model: impl Into<Arc<str>>) -> Self {

@@ -13,6 +13,7 @@ mod agent_loop;
 mod agent_service;
 mod call_limits;
 mod checks;
+mod compact;
 mod docs;
 mod eager;
 mod events;

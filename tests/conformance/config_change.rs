@@ -136,3 +136,90 @@ async fn sources_matchers_policy_and_errors() {
         assert_eq!(hooks.commands(HookEvent::PreToolUse), ["echo one"]);
     }
 }
+
+/// A settings file that a tool call changes during a run (measured against Claude Code
+/// 2.1.328: vector `config_change`): ConfigChange fires between the steps, with the run's
+/// `session_id` and `prompt_id`, and the hooks of the file as it is now run the next call — or,
+/// when a ConfigChange hook blocks, the old ones still do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_during_a_run_is_used_for_the_rest_of_it_unless_blocked() {
+    for blocked in [false, true] {
+        let s = Scripts::new();
+        let inputs = s.path("inputs.jsonl");
+        let marks = s.path("marks.txt");
+        let record = s.bash(
+            "record.sh",
+            &format!(
+                "cat >> {inputs:?}; echo >> {inputs:?}{}",
+                if blocked {
+                    r#"; echo '{"decision": "block", "reason": "frozen"}'"#
+                } else {
+                    ""
+                }
+            ),
+        );
+        let mark = |m: &str| format!("cat >/dev/null; echo {m} >> {marks:?}");
+        let file = ".claude/settings.json";
+        settings(&s, file, &mark("one"), &record);
+        let hooks = load(&s, file);
+        let (next, path) = (s.path("next.json"), s.path(file));
+        settings(&s, "next.json", &mark("two"), &record);
+        let swap = tower_agent::tool::tool_fn(
+            "bash",
+            "Runs a command",
+            json!({"type": "object"}),
+            move |_, _| {
+                let (next, path) = (next.clone(), path.clone());
+                async move {
+                    std::fs::copy(&next, &path)?;
+                    Ok::<_, tower_agent::BoxError>("copied")
+                }
+            },
+        );
+        let model = tower_agent::model::ScriptedModel::new()
+            .tool_call("bash", json!({"command": "cp"}))
+            .tool_call("bash", json!({"command": "cp"}))
+            .text("done");
+        let agent = tower_agent::Agent::builder()
+            .model(model)
+            .tool(swap)
+            .hooks(hooks.into_hooks().compile().unwrap())
+            .build();
+        let resp = agent
+            .run(
+                tower_agent::AgentRequest::new("go")
+                    .thread("t")
+                    .cwd(s.dir.path()),
+            )
+            .await
+            .unwrap();
+        assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
+
+        let second = if blocked { "one" } else { "two" };
+        assert_eq!(
+            s.read("marks.txt"),
+            format!("one\n{second}\n"),
+            "blocked: {blocked}"
+        );
+        let got: Vec<Value> = s
+            .read("inputs.jsonl")
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(got.len(), 1, "one change, once: {got:?}");
+        assert_eq!(got[0]["hook_event_name"], "ConfigChange");
+        assert_eq!(got[0]["source"], "project_settings");
+        assert_eq!(got[0]["file_path"], json!(s.path(file).to_string_lossy()));
+        assert_eq!(got[0]["session_id"], "t");
+        assert_eq!(got[0]["prompt_id"], json!(resp.run_id));
+        assert!(got[0].get("permission_mode").is_none());
+        if blocked {
+            assert!(
+                resp.warnings.iter().any(|w| w.contains("frozen")),
+                "{:?}",
+                resp.warnings
+            );
+        }
+    }
+}

@@ -5,19 +5,21 @@
 //! `Bash`, `Read`, `Write`, `Edit`, `Glob`, `Grep`, and `Agent` running a `general-purpose`
 //! subagent of the same model, tools and hooks), the project's MCP servers (`.mcp.json`)
 //! with the Elicitation hooks answering for the user, one run per prompt on one thread; a
-//! model step makes the following runs name that model.
+//! model step makes the following runs name that model; a compact step compacts the thread
+//! (`Agent::compact`, as `/compact [instructions]` does).
 
 use serde_json::{Value, json};
 use tower::{Layer, service_fn, util::BoxCloneSyncService};
 use tower_agent::{
     Agent, AgentRequest, BoxError,
-    agent::start::SetupTrigger,
+    agent::{CompactRequest, start::SetupTrigger},
     builtins::{
         claude_code::{AgentTool, ClaudeCode, GENERAL_PURPOSE},
         commands::SlashCommands,
         memory::Memory,
     },
     command::{CommandHooks, CommandHooksBuilder},
+    layers::hooks::HookSet,
     mcp::client::{ElicitationResponse, McpServers},
     model::{Anthropic, ModelSettings, ReasoningEffort},
     store::MemoryStore,
@@ -51,7 +53,7 @@ impl Host for TowerAgent {
 }
 
 /// Plays `job` with the hooks `hooks` configures; what each run answered (its outcome and
-/// text).
+/// text), and each compaction (the messages it replaced).
 pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
     let scenario = &job.scenario;
     let hooks = hooks.build().unwrap();
@@ -60,6 +62,7 @@ pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
     let store = MemoryStore::new();
     let mut model = scenario.model.clone();
     let mut results = Vec::new();
+    let mut runs = 0;
     for step in &scenario.steps {
         let prompt = match step {
             Step::SetModel(m) => {
@@ -67,59 +70,30 @@ pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
                 continue;
             }
             Step::Prompt(p) | Step::Resume(p) => p,
+            // As `/compact [instructions]` between prompts: the thread compacted now.
+            Step::Compact(instructions) => {
+                let agent = agent(job, &hooks, &store, mcp.as_ref(), &model);
+                let req = CompactRequest::new("reference")
+                    .instructions(instructions.as_str())
+                    .cwd(&job.cwd);
+                let resp = agent.compact(req).await.unwrap();
+                results.push(json!({ "compacted": resp.replaced }));
+                continue;
+            }
         };
-        // Hooks' contexts go where they arose, as system messages (as Claude Code sends
-        // them to its models).
-        let provider = Anthropic::builder()
-            .base_url(&job.model_server)
-            .api_key("sk-ant-reference")
-            .model(&model)
-            .mid_conversation_system_messages(true)
-            .build();
-        // Claude Code's `general-purpose` subagent: the same model, Claude Code's tools (no
-        // `Agent`) and the session's hooks.
-        let general = Agent::builder()
-            .model(provider.clone())
-            .setup(ClaudeCode::local(job.project.clone()))
-            .settings(settings(&model))
-            .hooks(hooks.clone())
-            .build();
-        let mut agent = Agent::builder()
-            .model(provider)
-            .setup(ClaudeCode::local(job.project.clone()))
-            .tool(AgentTool::new().agent_type(
-                GENERAL_PURPOSE,
-                "General-purpose agent for researching and multi-step tasks",
-                general,
-            ))
-            .settings(settings(&model))
-            .store(store.clone())
-            .hooks(hooks.clone());
-        // What Claude Code reads from the project: its instructions and slash commands.
-        if scenario.files.contains_key("CLAUDE.md") {
-            // Where Claude Code puts CLAUDE.md: a user message before the prompt.
-            let memory = Memory::new([job.project.join("CLAUDE.md")]).in_user_message();
-            agent = agent.stage(memory);
-        }
-        if let Some(mcp) = &mcp {
-            agent = agent.stage(mcp.clone());
-        }
-        let commands = job.project.join(".claude/commands");
-        if commands.is_dir() {
-            agent = agent.start_layer(SlashCommands::new().dir(commands, "projectSettings"));
-        }
         let mut req = AgentRequest::new(prompt.as_str())
             .thread("reference")
             .cwd(&job.cwd);
-        if results.is_empty() {
+        if runs == 0 {
             if scenario.init {
                 req = req.setup(SetupTrigger::Init);
             } else if scenario.maintenance {
                 req = req.setup(SetupTrigger::Maintenance);
             }
         }
-        let agent = agent.build();
+        let agent = agent(job, &hooks, &store, mcp.as_ref(), &model);
         let resp = agent.run(req).await.unwrap();
+        runs += 1;
         results.push(json!({ "outcome": format!("{:?}", resp.outcome), "text": resp.text }));
     }
     if let Some(mcp) = &mcp {
@@ -129,11 +103,66 @@ pub(crate) async fn play(job: &Job, hooks: CommandHooksBuilder) -> Vec<Value> {
     // bound no hook of the scenarios comes near; a missing one then shows as a difference).
     if scenario.observe.iter().any(|e| e == "SessionEnd") {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-        while session_ends(job) < results.len() && tokio::time::Instant::now() < deadline {
+        while session_ends(job) < runs && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
     results
+}
+
+/// The agent of a run on `model`: the Anthropic provider against the job's model server,
+/// Claude Code's tools and `general-purpose` subagent, the thread store, hooks and MCP
+/// servers of the play, and what Claude Code reads from the project (its instructions, slash
+/// commands).
+fn agent(
+    job: &Job,
+    hooks: &HookSet,
+    store: &MemoryStore,
+    mcp: Option<&McpServers>,
+    model: &str,
+) -> Agent {
+    let scenario = &job.scenario;
+    // Hooks' contexts go where they arose, as system messages (as Claude Code sends
+    // them to its models).
+    let provider = Anthropic::builder()
+        .base_url(&job.model_server)
+        .api_key("sk-ant-reference")
+        .model(model)
+        .mid_conversation_system_messages(true)
+        .build();
+    // Claude Code's `general-purpose` subagent: the same model, Claude Code's tools (no
+    // `Agent`) and the session's hooks.
+    let general = Agent::builder()
+        .model(provider.clone())
+        .setup(ClaudeCode::local(job.project.clone()))
+        .settings(settings(model))
+        .hooks(hooks.clone())
+        .build();
+    let mut agent = Agent::builder()
+        .model(provider)
+        .setup(ClaudeCode::local(job.project.clone()))
+        .tool(AgentTool::new().agent_type(
+            GENERAL_PURPOSE,
+            "General-purpose agent for researching and multi-step tasks",
+            general,
+        ))
+        .settings(settings(model))
+        .store(store.clone())
+        .hooks(hooks.clone());
+    // What Claude Code reads from the project: its instructions and slash commands.
+    if scenario.files.contains_key("CLAUDE.md") {
+        // Where Claude Code puts CLAUDE.md: a user message before the prompt.
+        let memory = Memory::new([job.project.join("CLAUDE.md")]).in_user_message();
+        agent = agent.stage(memory);
+    }
+    if let Some(mcp) = mcp {
+        agent = agent.stage(mcp.clone());
+    }
+    let commands = job.project.join(".claude/commands");
+    if commands.is_dir() {
+        agent = agent.start_layer(SlashCommands::new().dir(commands, "projectSettings"));
+    }
+    agent.build()
 }
 
 /// The project's MCP servers (its `.mcp.json`, as Claude Code reads it), their elicitations

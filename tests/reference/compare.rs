@@ -56,6 +56,74 @@ pub(crate) const KEPT: &[Known] = &[
         "the same: one request fewer — Claude Code answers set_model without a model call.",
     ),
     known(
+        "compact_manual",
+        "*",
+        "<order>",
+        "a run is one `claude -p` on the thread (as in `model_switch_sdk`): the first prompt's \
+         run ends (SessionEnd) before the compaction (`Agent::compact`, between runs), and the \
+         next prompt's run is a resumed session, where Claude Code's session goes on around \
+         `/compact`. Within the compaction the order is Claude Code's: PreCompact, SessionStart \
+         `compact`, PostCompact.",
+    ),
+    known(
+        "compact_manual",
+        "SessionEnd",
+        "<fired>",
+        "the same: the first run's SessionEnd.",
+    ),
+    known(
+        "compact_manual",
+        "SessionStart",
+        "<fired>",
+        "the same: the second run's SessionStart (`resume`).",
+    ),
+    known(
+        "compact_manual",
+        "SessionEnd",
+        "prompt_id",
+        "the same: the first run's SessionEnd carries its prompt's id, where Claude Code's one \
+         SessionEnd carries the last prompt's.",
+    ),
+    known(
+        "compact_manual",
+        "SubagentStop",
+        "<fired>",
+        "Claude Code writes its summary in a forked agent whose end fires SubagentStop \
+         (`agent_type` empty, `last_assistant_message` the summary); the crate's summary is one \
+         call of the agent's model, not a subagent: its hooks are PreCompact and PostCompact \
+         (`compact_summary`).",
+    ),
+    known(
+        "compact_manual_instructions",
+        "*",
+        "<order>",
+        "as in `compact_manual`",
+    ),
+    known(
+        "compact_manual_instructions",
+        "SessionEnd",
+        "<fired>",
+        "as in `compact_manual`",
+    ),
+    known(
+        "compact_manual_instructions",
+        "SessionStart",
+        "<fired>",
+        "as in `compact_manual`",
+    ),
+    known(
+        "compact_manual_instructions",
+        "SessionEnd",
+        "prompt_id",
+        "as in `compact_manual`",
+    ),
+    known(
+        "compact_manual_instructions",
+        "SubagentStop",
+        "<fired>",
+        "as in `compact_manual`",
+    ),
+    known(
         "parallel_calls",
         "*",
         "<order>",
@@ -121,6 +189,16 @@ pub(crate) const KEPT: &[Known] = &[
         "the crate looks at the watched files between steps (after a step's tool calls, before \
          PostToolBatch; no watcher thread runs), where Claude Code's watcher fires as the file \
          changes, while the command that changed it still runs (before PostToolUse).",
+    ),
+    known(
+        "config_change",
+        "*",
+        "<order>",
+        "as for FileChanged (`file_changed`): the crate looks at the hooks' settings files \
+         between steps (after a step's tool calls, before PostToolBatch), where Claude Code's \
+         watcher fires ConfigChange as the file changes, while the command that changed it \
+         still runs (before PostToolUse). The hooks of the new settings are used from there on, \
+         as in Claude Code (PostToolBatch of the step, then the rest of the run).",
     ),
     known(
         "subagent",

@@ -17,13 +17,6 @@ pub(crate) const NOT_MEASURED: &[(&str, &str)] = &[
         "tower-agent's own event (a model answer): Claude Code has none",
     ),
     (
-        "PreCompact",
-        "`/compact` fires it headless (measured: PreCompact `manual`, SessionStart `compact`, \
-         PostCompact), but the crate compacts only on its own (`SummarizeLayer`, trigger \
-         `auto`): no manual compaction to compare with yet",
-    ),
-    ("PostCompact", "the same as PreCompact"),
-    (
         "Notification",
         "Claude Code notifies a person at a terminal (permission prompts, idle input): `-p` \
          shows none",
@@ -48,11 +41,6 @@ pub(crate) const NOT_MEASURED: &[(&str, &str)] = &[
     (
         "DirectoryAdded",
         "`/add-dir` in `-p` neither fires it nor calls the model (measured)",
-    ),
-    (
-        "ConfigChange",
-        "a settings file changed during a session: not played yet (a Bash command could edit \
-         `.claude/settings.json` mid-session)",
     ),
 ];
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::super::config::{Entry, HookEvent};
 use super::super::process::Report;
-use super::{Inner, register::Add, session, union};
+use super::{Inner, Live, register::Add, session, union};
 use crate::{
     agent::start::{PromptExpansion, SetupTrigger},
     context::RunContext,
@@ -116,25 +116,25 @@ pub(super) const EVENTS: &[(HookEvent, Add)] = &[
     (HookEvent::UserPromptExpansion, add_prompt_expansion),
 ];
 
-fn add_setup(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_setup(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_setup(union(entries), move |trigger, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.setup(trigger, &ctx).await }
     })
 }
 
-fn add_directory_added(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_directory_added(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_directory_added(union(entries), move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.directory_added(input, &ctx).await }
     })
 }
 
 /// The callback's matcher names every file a handler's matcher names (the watch list), even
 /// when another handler has no matcher (which matches every file).
-fn add_file_changed(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_file_changed(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let mut names = Vec::new();
     for m in entries.iter().flat_map(|e| e.matchers.iter().flatten()) {
         m.matcher.exact_names(&mut names);
@@ -142,39 +142,50 @@ fn add_file_changed(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hook
     let matcher = ToolMatcher::exact(names).or(union(entries));
     let i = Arc::clone(inner);
     hooks.on_file_changed(matcher, move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.file_changed(input, &ctx).await }
     })
 }
 
-fn add_prompt_expansion(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_prompt_expansion(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_prompt_expansion(union(entries), move |expansion, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.prompt_expansion(&expansion, &ctx).await }
     })
 }
 
 impl Inner {
-    /// ConfigChange for a changed settings file: the first block's reason. The input's
-    /// `session_id` is fresh and its `cwd` the project directory: a reload belongs to no run.
+    /// ConfigChange for a changed settings file: the first block's reason. Seen during a run
+    /// (`ctx`: between its steps), the input is of that run, as Claude Code's (measured:
+    /// vector `config_change`); seen by [`CommandHooks::reload`](crate::command::CommandHooks::reload),
+    /// its `session_id` is fresh and its `cwd` the project directory: a reload belongs to no
+    /// run.
     pub(crate) async fn config_change(
         self: &Arc<Self>,
         file: &std::path::Path,
         source: &'static str,
+        ctx: Option<&RunContext>,
     ) -> Option<String> {
         let event = HookEvent::ConfigChange;
         if self.entries(event).is_empty() {
             return None;
         }
-        let ctx = RunContext::builder().cwd(&self.project_dir).build();
-        let mut input = self.base(event, &ctx);
+        let own;
+        let (ctx, report) = match ctx {
+            Some(ctx) => (ctx, Report::Run(ctx)),
+            None => {
+                own = RunContext::builder().cwd(&self.project_dir).build();
+                (&own, Report::Log)
+            }
+        };
+        let mut input = self.base(event, ctx);
         input.insert("source".into(), source.into());
         input.insert(
             "file_path".into(),
             file.to_string_lossy().into_owned().into(),
         );
-        let verdicts = self.run(event, Some(source), input, Report::Log).await;
+        let verdicts = self.run(event, Some(source), input, report).await;
         verdicts
             .into_iter()
             .find_map(|v| v.stop.or(v.block).or(v.failed))

@@ -6,12 +6,15 @@ use super::super::{
     process::{Permission, Report},
 };
 use super::register::Add;
-use super::{Inner, TRIGGER};
+use super::{Inner, Live, TRIGGER};
 use crate::layers::hooks::{HookFuture, Hooks, state::Added};
 use crate::{
     context::RunContext,
     layers::{
-        hooks::{BeforeModel, ModelSwitchInput, PostModelSwitch, PreModelSwitch},
+        hooks::{
+            BeforeModel, ModelSwitchInput, PostModelSwitch, PreCompact, PreCompactInput,
+            PreModelSwitch,
+        },
         summarize::{CompactDecision, CompactInfo},
     },
     message::{Message, Messages, StopReason, ToolSpec, Usage},
@@ -109,29 +112,46 @@ impl Inner {
         input
     }
 
+    /// PreCompact: `Some(reason)` of the first block (exit 2, `decision: "block"`,
+    /// `continue: false`, a handler that failed closed). The summarize layer's compactions
+    /// (`auto`) give their estimate (`info`) and an empty `custom_instructions`; the caller's
+    /// (`manual`) give the caller's instructions, or `null` (measured: vector
+    /// `compact_manual`).
     pub(super) async fn pre_compact(
         self: &Arc<Self>,
-        info: CompactInfo,
+        input: PreCompactInput,
+        info: Option<CompactInfo>,
         ctx: &RunContext,
-    ) -> CompactDecision {
+    ) -> Option<String> {
         let event = HookEvent::PreCompact;
-        let mut input = self.base(event, ctx);
-        input.insert("trigger".into(), TRIGGER.into());
-        input.insert("custom_instructions".into(), "".into());
-        input.insert("tokens".into(), info.tokens.into());
-        input.insert("threshold".into(), info.threshold.into());
-        input.insert("summarized_messages".into(), info.summarized.into());
-        input.insert("kept_messages".into(), info.kept.into());
-        let verdicts = self
-            .run(event, Some(TRIGGER), input, Report::Run(ctx))
-            .await;
-        for v in verdicts {
-            if let Some(reason) = v.stop.or(v.block).or(v.failed) {
-                tracing::info!("compaction vetoed by a PreCompact hook: {reason}");
-                return CompactDecision::Veto;
+        let trigger = input.trigger;
+        let mut fields = self.base(event, ctx);
+        fields.insert("trigger".into(), trigger.into());
+        match info {
+            Some(info) => {
+                fields.insert("custom_instructions".into(), "".into());
+                fields.insert("tokens".into(), info.tokens.into());
+                fields.insert("threshold".into(), info.threshold.into());
+                fields.insert("summarized_messages".into(), info.summarized.into());
+                fields.insert("kept_messages".into(), info.kept.into());
+            }
+            None => {
+                fields.insert(
+                    "custom_instructions".into(),
+                    input.custom_instructions.into(),
+                );
             }
         }
-        CompactDecision::Proceed
+        let verdicts = self
+            .run(event, Some(trigger), fields, Report::Run(ctx))
+            .await;
+        let reason = verdicts
+            .into_iter()
+            .find_map(|v| v.stop.or(v.block).or(v.failed));
+        if let Some(reason) = &reason {
+            tracing::info!("compaction vetoed by a PreCompact hook: {reason}");
+        }
+        reason
     }
 
     pub(super) async fn before_model(self: &Arc<Self>, mut req: ModelRequest) -> BeforeModel {
@@ -295,36 +315,37 @@ pub(super) const EVENTS: &[(HookEvent, Add)] = &[
     (HookEvent::AfterModel, add_after_model),
     (HookEvent::PreModelSwitch, add_pre_model_switch),
     (HookEvent::PostModelSwitch, add_post_model_switch),
+    (HookEvent::PreCompact, add_pre_compact),
 ];
 
-fn add_pre_model_switch(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_pre_model_switch(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_pre_model_switch(super::union(entries), move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.pre_model_switch(input, &ctx).await }
     })
 }
 
-fn add_post_model_switch(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_post_model_switch(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_post_model_switch(super::union(entries), move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.post_model_switch(input, &ctx).await }
     })
 }
 
-fn add_before_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_before_model(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.before_model(move |req| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.before_model(req).await }
     })
 }
 
-fn add_after_model(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_after_model(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.after_model(move |resp, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.after_model(resp, &ctx).await }
     })
 }
@@ -341,7 +362,28 @@ pub(crate) fn pre_compact(
         None => HookFuture::ready(CompactDecision::Proceed),
         Some(i) => {
             let i = Arc::clone(i);
-            HookFuture::boxed(async move { i.pre_compact(info, &req.ctx).await })
+            HookFuture::boxed(async move {
+                let input = PreCompactInput::auto();
+                match i.pre_compact(input, Some(info), &req.ctx).await {
+                    Some(_) => CompactDecision::Veto,
+                    None => CompactDecision::Proceed,
+                }
+            })
         }
     }
+}
+
+/// PreCompact of the compactions the caller asks for (`manual`,
+/// [`Agent::compact`](crate::Agent::compact)): a block leaves the thread as it is.
+fn add_pre_compact(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+    let i = Arc::clone(inner);
+    hooks.on_pre_compact(super::union(entries), move |input, ctx| {
+        let i = i.current();
+        async move {
+            match i.pre_compact(input, None, &ctx).await {
+                Some(reason) => PreCompact::Block(reason),
+                None => PreCompact::Continue,
+            }
+        }
+    })
 }

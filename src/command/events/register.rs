@@ -1,7 +1,7 @@
 //! Each event's callback on the [`Hooks`] registry: one per event with handlers.
 
 use super::super::config::{Entry, HookEvent};
-use super::{Inner, environment, model, session, tool};
+use super::{Live, environment, model, session, tool};
 use crate::layers::hooks::{Hooks, state::Added};
 use std::sync::Arc;
 
@@ -11,7 +11,12 @@ use std::sync::Arc;
 /// Each callback is named `command:{event}` (`command:PreToolUse` …), so that a Rust hook can
 /// be ordered against it with `before` / `after`, unless a hook of the registry has that name
 /// already (a second set of command hooks: its callbacks stay unnamed).
-pub(crate) fn register(inner: &Arc<Inner>, hooks: Hooks) -> Hooks {
+///
+/// The callbacks call the hooks as they are at the time (see [`Live`]): when a settings file
+/// changes during a run, the step hook layer asks `live` between steps, and the hooks read from
+/// the files as they are now take over once the ConfigChange hooks let them.
+pub(crate) fn register(live: &Arc<Live>, hooks: Hooks) -> Hooks {
+    let inner = &live.current();
     // Their input has `duration_ms`: the tool hook layer times the calls they see.
     let timed = [HookEvent::PostToolUse, HookEvent::PostToolUseFailure];
     let hooks = if timed.iter().any(|&e| !inner.entries(e).is_empty()) {
@@ -23,8 +28,9 @@ pub(crate) fn register(inner: &Arc<Inner>, hooks: Hooks) -> Hooks {
     let hooks = if inner.config.rules.is_empty() {
         hooks
     } else {
-        let i = Arc::clone(inner);
+        let live = Arc::clone(live);
         hooks.permission_rules(move |call, ctx| {
+            let i = live.current();
             i.config.rules.check(call, &i.hook_dir(ctx), &i.project_dir)
         })
     };
@@ -33,6 +39,11 @@ pub(crate) fn register(inner: &Arc<Inner>, hooks: Hooks) -> Hooks {
         .chain(session::EVENTS)
         .chain(environment::EVENTS)
         .chain(model::EVENTS);
+    let hooks = if live.watches() {
+        hooks.watch_settings(Arc::clone(live) as _)
+    } else {
+        hooks
+    };
     events.fold(hooks, |hooks, &(event, add)| {
         let entries = inner.entries(event);
         if entries.is_empty() {
@@ -40,7 +51,7 @@ pub(crate) fn register(inner: &Arc<Inner>, hooks: Hooks) -> Hooks {
         }
         let name = format!("command:{}", event.name());
         let taken = hooks.has_name(&name);
-        let added = add(inner, entries, hooks);
+        let added = add(live, entries, hooks);
         if taken {
             added.into()
         } else {
@@ -51,4 +62,4 @@ pub(crate) fn register(inner: &Arc<Inner>, hooks: Hooks) -> Hooks {
 
 /// Adds the callback of one event to a registry; the event's configured handlers (never
 /// none) give the callback's matcher.
-pub(super) type Add = fn(&Arc<Inner>, &[Entry], Hooks) -> Hooks<Added>;
+pub(super) type Add = fn(&Arc<Live>, &[Entry], Hooks) -> Hooks<Added>;

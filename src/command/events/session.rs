@@ -11,17 +11,17 @@ use super::super::{
     process::{Report, Verdict},
 };
 use super::{
-    Inner, SESSION_END_BUDGET, SESSION_END_ENV, SESSION_END_MAX_BUDGET, joined, register::Add,
-    session_env, spawn, spawn_task, union,
+    Inner, Live, SESSION_END_BUDGET, SESSION_END_ENV, SESSION_END_MAX_BUDGET, joined,
+    register::Add, session_env, spawn, spawn_task, union,
 };
 use crate::{
     agent::{AgentResponse, SessionEnv, SessionSubagent, session_end_reason},
     context::RunContext,
     layers::hooks::{
         CwdChanged, CwdChangedInput, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput,
-        Notification, PostCompactInput, ResumedSession, SessionStart, SessionStartInput, Stop,
-        StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskInput,
-        UserPrompt, state::Added,
+        Notification, PostCompactInput, ResumedSession, SessionSource, SessionStart,
+        SessionStartInput, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput,
+        Task, TaskInput, UserPrompt, state::Added,
     },
 };
 
@@ -125,6 +125,11 @@ impl Inner {
             return SessionStart::Continue;
         }
         let mut input = self.base(event, ctx);
+        if start.source == SessionSource::Compact {
+            // The compaction's prompt (Claude Code: `/compact`'s own), where a session's
+            // first SessionStart comes before any (measured: vector `compact_manual`).
+            input.insert("prompt_id".into(), ctx.run_id().into());
+        }
         input.insert("source".into(), source.into());
         if let Some(model) = start.model {
             input.insert("model".into(), model.into());
@@ -452,104 +457,108 @@ pub(super) const EVENTS: &[(HookEvent, Add)] = &[
     (HookEvent::Notification, add_notification),
 ];
 
-fn add_user_prompt_submit(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_user_prompt_submit(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_user_prompt(move |prompt, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.user_prompt(&prompt, &ctx).await }
     })
 }
 
-fn add_stop(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_stop(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_stop(move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.stop(HookEvent::Stop, input, &ctx).await }
     })
 }
 
-fn add_subagent_stop(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_subagent_stop(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_subagent_stop(union(entries), move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.stop(HookEvent::SubagentStop, input, &ctx).await }
     })
 }
 
-fn add_session_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_session_start(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_session_start_for(union(entries), move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.session_start(input, &ctx).await }
     })
 }
 
-fn add_cwd_changed(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_cwd_changed(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_cwd_changed(move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.cwd_changed(input, &ctx).await }
     })
 }
 
-fn add_session_end(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_session_end(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks.on_session_end(move |response, ctx| i.session_end(response, ctx))
+    hooks.on_session_end(move |response, ctx| i.current().session_end(response, ctx))
 }
 
-fn add_stop_failure(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_stop_failure(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks.on_stop_failure(union(entries), move |input, ctx| i.stop_failure(input, ctx))
+    hooks.on_stop_failure(union(entries), move |input, ctx| {
+        i.current().stop_failure(input, ctx)
+    })
 }
 
-fn add_subagent_start(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_subagent_start(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_subagent_start(union(entries), move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.subagent_start(input, &ctx).await }
     })
 }
 
-fn add_task_created(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_task_created(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_task_created(move |input, ctx: RunContext| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.task(HookEvent::TaskCreated, input, &ctx).await }
     })
 }
 
-fn add_task_completed(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_task_completed(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_task_completed(move |input, ctx: RunContext| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.task(HookEvent::TaskCompleted, input, &ctx).await }
     })
 }
 
-fn add_instructions_loaded(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_instructions_loaded(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_instructions_loaded(union(entries), move |input, ctx| {
-        i.instructions_loaded(input, ctx)
+        i.current().instructions_loaded(input, ctx)
     })
 }
 
-fn add_post_compact(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_post_compact(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
-    hooks.on_post_compact(union(entries), move |input, ctx| i.post_compact(input, ctx))
+    hooks.on_post_compact(union(entries), move |input, ctx| {
+        i.current().post_compact(input, ctx)
+    })
 }
 
-fn add_message_display(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_message_display(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_message_display(move |input, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.message_display(input, &ctx).await }
     })
 }
 
-fn add_notification(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_notification(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_notify(union(entries), move |notification, ctx| {
-        i.notification(notification, ctx)
+        i.current().notification(notification, ctx)
     })
 }
 

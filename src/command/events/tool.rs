@@ -6,7 +6,7 @@ use super::super::{
     process::{Permission, Refusal, Report, Verdict},
 };
 use super::{Inner, joined};
-use super::{register::Add, union};
+use super::{Live, register::Add, union};
 use crate::layers::hooks::{Hooks, state::Added};
 use crate::{
     context::RunContext,
@@ -392,50 +392,50 @@ pub(super) const EVENTS: &[(HookEvent, Add)] = &[
     (HookEvent::PostToolBatch, add_post_tool_batch),
 ];
 
-fn add_pre_tool_use(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_pre_tool_use(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.before_tool_use(union(entries), move |call, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.pre_tool_use(&call, &ctx).await }
     })
 }
 
-fn add_post_tool_use(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_post_tool_use(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.after_tool_use(union(entries), move |call, output, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.post_tool_use(&call, &output, &ctx).await }
     })
 }
 
-fn add_post_tool_use_failure(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_post_tool_use_failure(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_tool_failure(union(entries), move |call, failure, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.post_tool_use_failure(&call, &failure, &ctx).await }
     })
 }
 
-fn add_permission_request(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_permission_request(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_permission_request(union(entries), move |call, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.permission_request(&call, &ctx).await }
     })
 }
 
-fn add_permission_denied(inner: &Arc<Inner>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_permission_denied(inner: &Arc<Live>, entries: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_permission_denied(union(entries), move |call, reason, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.permission_denied(&call, &reason, &ctx).await }
     })
 }
 
-fn add_post_tool_batch(inner: &Arc<Inner>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
+fn add_post_tool_batch(inner: &Arc<Live>, _: &[Entry], hooks: Hooks) -> Hooks<Added> {
     let i = Arc::clone(inner);
     hooks.on_post_tool_batch(move |batch, ctx| {
-        let i = Arc::clone(&i);
+        let i = i.current();
         async move { i.post_tool_batch(&batch, &ctx).await }
     })
 }

@@ -300,9 +300,9 @@ pub enum BeforeModel {
 
 /// What the hooks of the loop's events see (defined by the loop, which builds them).
 pub use crate::agent::{
-    InstructionsInput, MessageDisplayInput, PostCompactInput, ResumedSession, SessionSource,
-    SessionStartInput, StopFailureInput, StopInput, SubagentStartInput, TaskEvent, TaskInput,
-    ToolBatch,
+    InstructionsInput, MessageDisplayInput, PostCompactInput, PreCompactInput, ResumedSession,
+    SessionSource, SessionStartInput, StopFailureInput, StopInput, SubagentStartInput, TaskEvent,
+    TaskInput, ToolBatch,
 };
 /// The error of a deferred call (defined with the crate's errors: the loop recognises it).
 pub use crate::error::Deferred;

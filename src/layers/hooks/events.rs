@@ -21,9 +21,9 @@ use super::{
     BeforeModel, DirectoryAdded, DirectoryAddedInput, FileChanged, FileChangedInput, HookFuture,
     HookResult, Hooks, InstructionsInput, MessageDisplay, MessageDisplayInput, Notification,
     PermissionDenied, PermissionRequest, PostCompactInput, PostToolBatch, PostToolUse,
-    PostToolUseFailure, PreToolUse, SessionStart, SessionStartInput, Setup, Stop, StopFailureInput,
-    StopInput, SubagentStart, SubagentStartInput, Task, TaskInput, ToolBatch, ToolFailure,
-    UserPrompt, state,
+    PostToolUseFailure, PreCompact, PreCompactInput, PreToolUse, SessionStart, SessionStartInput,
+    Setup, Stop, StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskInput,
+    ToolBatch, ToolFailure, UserPrompt, state,
 };
 use crate::{
     agent::{
@@ -389,15 +389,21 @@ hook_events! {
             /// SessionEnd: once per run, after it ended (observe only).
             fn on_session_end(; response: &AgentResponse, ctx: &RunContext) -> observe ();
         }
-        /// Before the summarize layer compacts the history: veto.
+        /// Before a compaction of the history: veto.
         PreCompact {
             levels: [model],
-            fires: "model: in the summarize layer, before it compacts",
-            can: "veto the compaction ([`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact))",
+            fires: "model: in the summarize layer, before it compacts (`auto`); [`Agent::compact`](crate::Agent::compact), before it asks for the summary (`manual`)",
+            can: "veto the compaction ([`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact) for `auto`)",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
-            matcher_on: "`trigger` (always `auto`)",
-            input: "`trigger`, `custom_instructions` (empty), `tokens`, `threshold`, `summarized_messages`, `kept_messages`",
-            answer: "veto the compaction (block); command hooks reach it through [`CommandHooks::pre_compact`](crate::command::CommandHooks::pre_compact), given to [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact)",
+            matcher_on: "`trigger` (`auto`, `manual`)",
+            input: "`trigger`, `custom_instructions` (`auto`: empty; `manual`: the caller's instructions, or `null`); `auto` also: `tokens`, `threshold`, `summarized_messages`, `kept_messages`",
+            answer: "veto the compaction (block); for `auto`, command hooks reach it through [`CommandHooks::pre_compact`](crate::command::CommandHooks::pre_compact), given to [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact)",
+            /// PreCompact of a compaction the caller asked for
+            /// ([`Agent::compact`](crate::Agent::compact), trigger `manual`): a
+            /// [`PreCompact::Block`] leaves the thread as it is. The matcher is compared with
+            /// the trigger. (The summarize layer's compactions, trigger `auto`, ask its
+            /// [`on_compact`](crate::layers::summarize::SummarizeLayer::on_compact) instead.)
+            fn on_pre_compact(matcher; input: PreCompactInput, ctx: RunContext) -> decide PreCompact;
         }
         /// Each warning of a run: observe.
         Notification {
@@ -527,11 +533,11 @@ hook_events! {
         /// The history was compacted: observe.
         PostCompact {
             levels: [model],
-            fires: "model: on the answer of a compacted request",
+            fires: "model: on the answer of a compacted request (`auto`); [`Agent::compact`](crate::Agent::compact), after the summary (`manual`); after SessionStart `compact`",
             can: "observe the compaction (its summary); the matcher picks the trigger",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`trigger`",
-            input: "`trigger` (`auto`), `compact_summary`",
+            input: "`trigger` (`auto`, `manual`), `compact_summary`",
             answer: "observe (background)",
             /// PostCompact: the history was compacted (observe only); the matcher is compared
             /// with the trigger (`auto`, `manual`).
@@ -735,13 +741,13 @@ hook_events! {
         }
         /// ConfigChange: a settings file of command hooks changed.
         ConfigChange {
-            levels: [],
-            fires: "[`CommandHooks::reload`](crate::command::CommandHooks::reload): a settings file changed",
+            levels: [step],
+            fires: "step: after a step's tool calls, for each settings file of the command hooks that changed (the hooks of the files as they are now are used from there on); [`CommandHooks::reload`](crate::command::CommandHooks::reload): a settings file changed",
             can: "block the change (the configuration stays as it was), except `policy_settings`",
             timeout: 600_000, tool_input: false, matcher: true, stdout_context: false,
             matcher_on: "`source`",
-            input: "`source` (`user_settings`, `project_settings`, `local_settings`, `policy_settings`), `file_path`; a fresh `session_id`, `cwd` the project directory",
-            answer: "a block (exit 2, `decision: \"block\"`, `continue: false`, a fail-closed failure) keeps the configuration as it was ([`CommandHooks::reload`](crate::command::CommandHooks::reload)), except for `policy_settings`",
+            input: "`source` (`user_settings`, `project_settings`, `local_settings`, `policy_settings`), `file_path`; during a run, the run's `session_id`, `prompt_id` and `cwd`; from a reload, a fresh `session_id`, `cwd` the project directory",
+            answer: "a block (exit 2, `decision: \"block\"`, `continue: false`, a fail-closed failure) keeps the configuration as it was, except for `policy_settings`",
         }
     }
     rust {

@@ -145,6 +145,7 @@
 //! # }
 //! ```
 
+mod compact;
 mod decision;
 mod events;
 mod failure;
@@ -152,6 +153,7 @@ pub mod future;
 mod model;
 mod order;
 mod resume;
+mod settings;
 mod setup;
 mod start;
 mod step;
@@ -164,13 +166,14 @@ use std::{collections::HashMap, fmt, sync::Arc};
 use tower::util::BoxCloneSyncService;
 
 pub use self::{
+    compact::PreCompact,
     decision::{
         BeforeModel, Deferred, HookFuture, HookResult, InstructionsInput, MessageDisplay,
         MessageDisplayInput, Notification, Permission, PermissionDenied, PermissionRequest,
-        PostCompactInput, PostToolBatch, PostToolUse, PostToolUseFailure, PreToolUse,
-        ResumedSession, SessionSource, SessionStart, SessionStartInput, Stop, StopFailureInput,
-        StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput, ToolBatch,
-        ToolFailure, UserPrompt,
+        PostCompactInput, PostToolBatch, PostToolUse, PostToolUseFailure, PreCompactInput,
+        PreToolUse, ResumedSession, SessionSource, SessionStart, SessionStartInput, Stop,
+        StopFailureInput, StopInput, SubagentStart, SubagentStartInput, Task, TaskEvent, TaskInput,
+        ToolBatch, ToolFailure, UserPrompt,
     },
     events::*,
     model::{HookModel, HookModelLayer},
@@ -187,6 +190,7 @@ use tower::Layer;
 
 use self::events::HookSlots;
 pub(crate) use self::events::hook_table;
+pub(crate) use self::settings::SettingsSource;
 use crate::{
     agent::{AgentResponse, LoopHooks, StopFeedback, start::BoxStartService, step::BoxStepService},
     context::RunContext,
@@ -306,6 +310,8 @@ pub struct Hooks<S = state::Open> {
     permissions: Vec<PermissionCheck>,
     /// [`DURATION_MS`] is recorded (a hook reads it).
     times_tool_calls: bool,
+    /// [`Hooks::watch_settings`].
+    settings: Vec<Arc<dyn SettingsSource>>,
     stop_cap: Option<u32>,
     transcripts: Option<std::path::PathBuf>,
     _state: S,
@@ -379,6 +385,7 @@ impl<S> Hooks<S> {
             defer_approvals: self.defer_approvals,
             permissions: self.permissions,
             times_tool_calls: self.times_tool_calls,
+            settings: self.settings,
             stop_cap: self.stop_cap,
             transcripts: self.transcripts,
             _state: state,
@@ -463,6 +470,14 @@ impl<S> Hooks<S> {
         self.with_state(state::Open)
     }
 
+    /// Watches `source` during runs: the step hook layer asks it between steps whether its
+    /// files changed, and lets it apply the change (command hooks' settings files:
+    /// ConfigChange, then the hooks as the files are now).
+    pub(crate) fn watch_settings(mut self, source: Arc<dyn SettingsSource>) -> Hooks {
+        self.settings.push(source);
+        self.with_state(state::Open)
+    }
+
     /// How many times in a row Stop hooks may keep a run going ([`DEFAULT_STOP_CAP`] = 8,
     /// as in Claude Code); the next attempt is overridden and the run ends with a warning.
     /// In a row: with no step in between in which the model made a tool call — such a step
@@ -516,6 +531,7 @@ impl<S> Hooks<S> {
             defer_approvals: self.defer_approvals,
             permissions: self.permissions,
             times_tool_calls: self.times_tool_calls,
+            settings: self.settings,
             order: order
                 .iter()
                 .map(|&i| self.registrations[i].label(i))
@@ -629,6 +645,8 @@ pub(crate) struct HookSetInner {
     pub(crate) permissions: Vec<PermissionCheck>,
     /// [`Hooks::time_tool_calls`].
     pub(crate) times_tool_calls: bool,
+    /// [`Hooks::watch_settings`].
+    pub(crate) settings: Vec<Arc<dyn SettingsSource>>,
     pub(crate) stop_cap: u32,
     pub(crate) transcripts: Option<std::path::PathBuf>,
     order: Vec<String>,
@@ -921,6 +939,23 @@ impl LoopHooks for HookSet {
         }
     }
 
+    fn pre_compact<'a>(
+        &'a self,
+        input: crate::agent::PreCompactInput,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(self.inner.pre_compact(input, ctx))
+    }
+
+    fn compacted<'a>(
+        &'a self,
+        input: PostCompactInput,
+        model: Option<String>,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move { self.inner.compacted(&input, model, ctx).await })
+    }
+
     fn wrap_model(&self, model: crate::model::BoxModelService) -> crate::model::BoxModelService {
         crate::model::BoxModelService::new(HookModel::new(model, self))
     }
@@ -936,8 +971,7 @@ impl LoopHooks for HookSet {
     }
 
     fn wrap_step(&self, step: BoxStepService) -> Option<BoxStepService> {
-        self.inner
-            .any_at("step")
+        (self.inner.any_at("step") || !self.inner.settings.is_empty())
             .then(|| BoxStepService::new(self.step_layer().layer(step)))
     }
 }

@@ -10,8 +10,8 @@ use futures_util::future::BoxFuture;
 use tower::{Layer, Service, ServiceExt};
 
 use super::{
-    BeforeModel, HookSet, HookSetInner, MessageDisplayInput, PostCompactInput, SessionSource,
-    SessionStartInput, future::HookModelFuture, resume, switch,
+    BeforeModel, HookSet, HookSetInner, MessageDisplayInput, PostCompactInput,
+    future::HookModelFuture, resume, switch,
 };
 use crate::{
     context::{Compaction, RunContext},
@@ -244,8 +244,8 @@ impl HookSetInner {
 }
 
 /// Runs the AfterModel hooks over `resp`, in order; then, if a layer below compacted the
-/// request, the PostCompact hooks and the SessionStart hooks of source `compact` (their
-/// contexts follow the summary); then the MessageDisplay hooks, whose text travels in the
+/// request, the SessionStart hooks of source `compact` (their contexts follow the summary)
+/// and the PostCompact hooks; then the MessageDisplay hooks, whose text travels in the
 /// response ([`Display`]).
 async fn after_model(
     set: &Arc<HookSetInner>,
@@ -274,7 +274,7 @@ async fn after_model(
 }
 
 /// [`after_model`] on a streaming answer: a compaction is known at its head (the layer that
-/// compacted put it there), so PostCompact and SessionStart (`compact`) run now; the AfterModel
+/// compacted put it there), so SessionStart (`compact`) and PostCompact run now; the AfterModel
 /// and MessageDisplay hooks run on the whole answer, as its stream ends (the stream waits for
 /// them).
 async fn after_stream(
@@ -325,8 +325,8 @@ async fn display(
     resp
 }
 
-/// PostCompact, then SessionStart with source `compact`: its contexts join the compaction's
-/// replacement, after the summary (a block is not possible here: a warning).
+/// SessionStart with source `compact`, then PostCompact: the SessionStart contexts join the
+/// compaction's replacement, after the summary.
 async fn compacted(
     set: &HookSetInner,
     compaction: &mut Compaction,
@@ -337,19 +337,10 @@ async fn compacted(
         trigger: compaction.trigger,
         compact_summary: compaction.summary.clone(),
     };
-    for (m, f) in &set.on_post_compact {
-        if m.matches_name(input.trigger) {
-            f(&input, ctx);
-        }
-    }
-    let input = SessionStartInput::new(SessionSource::Compact, model);
-    match set.session_start(input, ctx).await {
-        Ok(contexts) if contexts.is_empty() => {}
-        Ok(contexts) => compaction
+    let contexts = set.compacted(&input, model, ctx).await;
+    if !contexts.is_empty() {
+        compaction
             .replacement
-            .push(Message::hook_context(&contexts)),
-        Err(reason) => ctx.warn(format!(
-            "a SessionStart hook (source compact) cannot block: {reason}"
-        )),
+            .push(Message::hook_context(&contexts));
     }
 }

@@ -114,6 +114,12 @@ where
         } else {
             hooks.file_changes(&end.ctx)
         };
+        // The settings the hooks were read from, changed by the step's tool calls.
+        let settings = if end.is_final() || hooks.settings.is_empty() {
+            Vec::new()
+        } else {
+            hooks.settings_changes()
+        };
         // A tool moved the run's directory during the step (`RunContext::set_cwd`).
         let moved = !end.is_final()
             && !hooks.on_cwd_changed.is_empty()
@@ -126,7 +132,11 @@ where
             if !hooks.on_stop.is_empty() {
                 with_blocks(&end.ctx, self.id, StopBlocks::acted);
             }
-            if hooks.on_post_tool_batch.is_empty() && changes.is_empty() && !moved {
+            if hooks.on_post_tool_batch.is_empty()
+                && changes.is_empty()
+                && settings.is_empty()
+                && !moved
+            {
                 if let Some(end_run) = after_step(&self.set, &end) {
                     return HookStepFuture::hooks(std::future::ready(Ok(end_run)));
                 }
@@ -147,6 +157,10 @@ where
             let own = if end.is_final() {
                 stop(&set, id, &end).await
             } else {
+                // First: the hooks below are those of the settings as they are now.
+                if !settings.is_empty() {
+                    super::settings::apply(settings, &end.ctx).await;
+                }
                 if moved {
                     let watch = super::start::cwd_changed(&set.inner, &end.ctx).await;
                     set.inner.watch(&end.ctx, watch);

@@ -8,7 +8,7 @@ use std::sync::{
 
 use serde_json::Value;
 
-use super::{McpServers, conn::map_result};
+use super::{McpServers, result::map_result};
 use crate::context::RunContext;
 
 impl McpServers {

@@ -111,6 +111,7 @@ mod config;
 mod conn;
 mod elicit;
 mod hook;
+mod result;
 
 use std::{
     collections::HashMap,
