@@ -14,8 +14,26 @@ use hook_vectors::{Vector, read_dir, shipped_dir};
 fn runner(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hook-vectors"))
         .args(args)
+        .env("HOOK_VECTORS_MCP_SERVERS", mcp_servers())
         .output()
         .expect("run hook-vectors")
+}
+
+/// The MCP reference servers of the vectors' `mcp_servers`, which the workspace's
+/// `.ci/mcp-servers` installs, pinned, on first use: their directory.
+fn mcp_servers() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../.ci/mcp-servers");
+        let out = Command::new("bash")
+            .arg(script)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run .ci/mcp-servers");
+        assert!(out.status.success(), ".ci/mcp-servers failed");
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+    .clone()
 }
 
 fn text(out: &Output) -> String {

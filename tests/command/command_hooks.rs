@@ -530,9 +530,20 @@ if not data["stop_hook_active"]:
     assert_eq!(resp.text, "tests pass, finished");
     let requests = model.requests();
     assert_eq!(requests.len(), 2);
+    // The reason as user text, then the command named in a system message, as Claude Code
+    // 2.1.328 sends a JSON block (tests/reference: stop_continues_once).
+    let messages: Vec<_> = requests[1].messages.iter().collect();
+    let [.., reason, named] = messages.as_slice() else {
+        panic!("{messages:?}")
+    };
     assert_eq!(
-        requests[1].messages.last().unwrap().text(),
-        "Run the tests first."
+        (reason.role, reason.text().as_ref()),
+        (Role::User, "Run the tests first.")
+    );
+    let words = format!("Stop hook blocking error from command: \"{stop}\": Run the tests first.");
+    assert_eq!(
+        (named.role, named.text().into_owned()),
+        (Role::System, words)
     );
     assert_eq!(
         s.read("stop.log"),
