@@ -100,7 +100,7 @@
 //! A server's `elicitation/create` request goes to the [`Elicitation`] service given to
 //! [`McpServersBuilder::elicitation`] (the request and response types are public so layers
 //! can wrap the service, e.g. to fire hook events); without one it is declined. The request
-//! carries the [`RunContext`](crate::context::RunContext) of the server's tool call in flight
+//! carries the [`RunContext`] of the server's tool call in flight
 //! ([`ElicitationRequest::ctx`]): when several calls of that server are in flight, the one
 //! that started last (MCP does not say which call an elicitation belongs to); `None` when
 //! none is (a request between calls, or during an `mcp_tool` hook's call).
