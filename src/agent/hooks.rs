@@ -601,11 +601,6 @@ pub trait LoopHooks: Send + Sync + 'static {
     }
 }
 
-/// How many tool calls the current step of a run makes (per-run data, set by the loop before
-/// the step's calls): a PreToolUse `defer` applies only to a step's only call.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StepCalls(pub(crate) usize);
-
 /// Hook work a run waits for before it goes on: the command hooks of InstructionsLoaded,
 /// which Claude Code finishes before UserPromptSubmit (measured: `tests/reference`). Kept in
 /// the run's data by [`wait_for_hook`], awaited by [`settle_hooks`].

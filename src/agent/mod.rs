@@ -99,7 +99,7 @@ use tower::Service;
 use tracing::{Instrument as _, field::Empty};
 
 pub(crate) use self::{
-    hooks::{StepCalls, wait_for_hook},
+    hooks::wait_for_hook,
     stage::{SessionStartWork, session_start_work},
 };
 pub use crate::event::{AgentEvent, ModelDelta, Outcome, PendingCall};

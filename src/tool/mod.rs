@@ -96,6 +96,12 @@ pub struct ToolRequest {
     /// extensions): the agent loop puts the run's [`ToolChecks`] here; a check marks what it
     /// accepted [`Checked`] and may add an [`ObservableInput`]. Layers forward them.
     pub extensions: http::Extensions,
+    /// How many tool calls the model's answer makes in this call's step, when known: the
+    /// agent loop sets it on every call it makes; `None` for a call started
+    /// [eagerly](crate::agent::AgentBuilder::eager_tools), before the answer was whole, and
+    /// for a request made outside the loop. (The crate's hook layer applies a PreToolUse
+    /// `defer` only to a step's only call.)
+    pub step_calls: Option<usize>,
 }
 
 impl ToolRequest {
@@ -105,6 +111,7 @@ impl ToolRequest {
             call,
             ctx,
             extensions: http::Extensions::new(),
+            step_calls: None,
         }
     }
 

@@ -267,3 +267,54 @@ async fn a_users_layer_reaches_the_checks_in_the_agent_and_outside_it() {
         ]
     );
 }
+
+/// A user's tool layer sees how many calls its step makes (`ToolRequest::step_calls`, the
+/// power the hook layer's `defer` rule uses): each call of a two-call answer says 2, a lone
+/// call 1, a call started eagerly (before the answer is whole) `None`.
+#[tokio::test]
+async fn a_users_layer_sees_how_many_calls_the_step_makes() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = {
+        let seen = Arc::clone(&seen);
+        tower::layer::layer_fn(move |inner: ToolRouter| {
+            let seen = Arc::clone(&seen);
+            tower::service_fn(move |req: ToolRequest| {
+                seen.lock()
+                    .unwrap()
+                    .push((req.call.name.clone(), req.step_calls));
+                inner.clone().oneshot(req)
+            })
+        })
+    };
+    let echo = tower_agent::tool::tool_fn(
+        "echo",
+        "Echo",
+        json!({"type": "object"}),
+        |a, _| async move { Ok::<_, BoxError>(a.to_string()) },
+    );
+    let model = || {
+        ScriptedModel::new()
+            .tool_calls([("echo", json!({"n": 1})), ("echo", json!({"n": 2}))])
+            .tool_call("echo", json!({"n": 3}))
+            .text("done")
+    };
+    let agent = Agent::builder()
+        .model(model())
+        .tool(echo.clone())
+        .tool_layer(record.clone())
+        .build();
+    agent.run("go").await.unwrap();
+    let echo_n = |n: Option<usize>| ("echo".to_owned(), n);
+    assert_eq!(
+        std::mem::take(&mut *seen.lock().unwrap()),
+        [echo_n(Some(2)), echo_n(Some(2)), echo_n(Some(1))]
+    );
+    let eager = Agent::builder()
+        .model(model().streaming(4))
+        .tool(echo)
+        .tool_layer(record)
+        .eager_tools()
+        .build();
+    eager.run("go").await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![echo_n(None); 3]);
+}

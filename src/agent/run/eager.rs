@@ -105,7 +105,7 @@ impl<'a> Eager<'a> {
         let (svc, ctx, journal) = (self.tools.clone(), self.ctx.clone(), self.journal);
         let owned = call.clone();
         let fut: CallFuture<'a> =
-            Box::pin(async move { run_call(svc, &owned, ctx, journal).await });
+            Box::pin(async move { run_call(svc, &owned, ctx, journal, None).await });
         self.started.push(Started {
             call,
             fut: Some(fut),

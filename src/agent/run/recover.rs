@@ -15,10 +15,7 @@ use super::{
     tools::{CallResults, Done, Settled, call_tools},
 };
 use crate::{
-    agent::{
-        AgentEvent, Outcome,
-        hooks::{SessionSource, StepCalls},
-    },
+    agent::{AgentEvent, Outcome, hooks::SessionSource},
     context::RunContext,
     error::{BoxError, Error, error_chain},
     message::{Messages, Role, ToolCall, ToolOutput},
@@ -169,9 +166,6 @@ impl<'a> Run<'a> {
         self.steps = 1;
         self.guard.steps = 1;
         ctx.emit_with(|| AgentEvent::StepStart { step: 0 });
-        if self.inner.hooks.is_some() {
-            ctx.with_data(|d| d.insert(StepCalls(calls.len())));
-        }
         let (done, cancelled) = self.finish_calls(&ctx, &calls, stacks).await?;
         Ok(match self.after_tools(&ctx, done, cancelled).await? {
             Some(outcome) => Recovered::Ended(outcome),

@@ -1,6 +1,6 @@
 //! The tool phase of a step: its calls, concurrently, results in call order; approved calls of an interrupted run.
 
-use super::super::{AgentEvent, Inner, Outcome, PendingCall, hooks::StepCalls, interrupt};
+use super::super::{AgentEvent, Inner, Outcome, PendingCall, interrupt};
 use super::{Run, RunError, Stacks, abort_reason, eager::Eager, recover};
 use crate::agent::step::StepResults;
 use crate::{
@@ -37,9 +37,6 @@ impl<'a> Run<'a> {
         self.save().await?;
         let limit = self.inner.max_concurrent_tools;
         let calls = &message.tool_calls;
-        if self.inner.hooks.is_some() {
-            ctx.with_data(|d| d.insert(StepCalls(calls.len())));
-        }
         let journal = self.journal();
         let (done, cancelled) = match eager {
             None => call_tools(tools, calls, ctx, limit, journal).await,
@@ -204,7 +201,6 @@ impl<'a> Run<'a> {
         let ids = calls.iter().map(|c| c.id.clone()).collect();
         ctx.with_data(|d| {
             d.insert(interrupt::ApprovedCalls(ids));
-            d.insert(StepCalls(calls.len()));
         });
         let (done, cancelled) = self.finish_calls(&ctx, &calls, stacks).await?;
         ctx.with_data(|d| d.remove::<interrupt::ApprovedCalls>());
@@ -384,7 +380,13 @@ pub(super) async fn call_tools(
     let n = calls.len();
     if n == 1 {
         // Made in place (not passed to a function): the call's future is stored once.
-        let mut fut = std::pin::pin!(run_call(tools.clone(), &calls[0], ctx.clone(), journal));
+        let mut fut = std::pin::pin!(run_call(
+            tools.clone(),
+            &calls[0],
+            ctx.clone(),
+            journal,
+            Some(1)
+        ));
         // The cancellation waiter is made only if the call is pending (see `or_cancel`).
         let mut cancelled = None;
         let done = std::future::poll_fn(|cx| {
@@ -401,7 +403,7 @@ pub(super) async fn call_tools(
     }
     let one = |i: usize| {
         let call = &calls[i];
-        let done = run_call(tools.clone(), call, ctx.clone(), journal);
+        let done = run_call(tools.clone(), call, ctx.clone(), journal, Some(n));
         async move { (i, done.await) }
     };
     run_all((0..n).map(one), n, limit, ctx).await
@@ -425,7 +427,8 @@ async fn call_tools_eager<'a>(
             Some(Ok(done)) => Box::pin(std::future::ready((i, done))),
             Some(Err(running)) => Box::pin(async move { (i, running.await) }),
             None => {
-                let done = run_call(tools.clone(), call, ctx.clone(), journal);
+                let n = Some(calls.len());
+                let done = run_call(tools.clone(), call, ctx.clone(), journal, n);
                 Box::pin(async move { (i, done.await) })
             }
         });
@@ -446,8 +449,10 @@ pub(super) async fn run_call(
     call: &ToolCall,
     ctx: RunContext,
     journal: Option<&dyn crate::store::ToolJournal>,
+    step_calls: Option<usize>,
 ) -> Done {
-    let request = ToolRequest::new(call.clone(), ctx.clone());
+    let mut request = ToolRequest::new(call.clone(), ctx.clone());
+    request.step_calls = step_calls;
     let listening = ctx.is_listening();
     if !listening && journal.is_none() {
         return Done::Raw(svc.oneshot(request).await);

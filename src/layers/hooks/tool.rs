@@ -15,7 +15,6 @@ use super::{
     PreToolUse, ToolFailure, future::HookToolFuture,
 };
 use crate::{
-    agent::StepCalls,
     context::RunContext,
     error::{Abort, BoxError, error_chain},
     message::{ToolCall, ToolOutput},
@@ -220,6 +219,8 @@ struct Original {
     /// The call the hooks were shown: with the [`ObservableInput`] when the check gave one.
     seen: Arc<ToolCall>,
     extensions: http::Extensions,
+    /// How many calls its step makes ([`ToolRequest::step_calls`]).
+    step_calls: Option<usize>,
 }
 
 impl Original {
@@ -229,6 +230,7 @@ impl Original {
             call,
             ctx,
             mut extensions,
+            step_calls,
         } = req;
         let tool = Arc::new(call);
         let seen = match extensions.remove::<ObservableInput>() {
@@ -243,6 +245,7 @@ impl Original {
             tool,
             seen: Arc::clone(&seen),
             extensions,
+            step_calls,
         };
         (original, seen, ctx)
     }
@@ -260,6 +263,7 @@ impl Original {
             tool,
             seen,
             mut extensions,
+            step_calls,
         } = self;
         let call = if Arc::ptr_eq(&call, &seen) {
             drop((call, seen));
@@ -274,6 +278,7 @@ impl Original {
             call,
             ctx,
             extensions,
+            step_calls,
         }
     }
 
@@ -290,6 +295,7 @@ impl Original {
             call,
             ctx: ctx.clone(),
             extensions,
+            step_calls: self.step_calls,
         }
     }
 }
@@ -379,7 +385,8 @@ where
         return Err(waiting(original.call(), reason));
     }
     if deferred {
-        let calls = ctx.with_data(|d| d.get::<StepCalls>().map_or(1, |n| n.0));
+        // Not known (a call started before the answer was whole): as the only one.
+        let calls = original.step_calls.unwrap_or(1);
         if calls <= 1 {
             return Err(Deferred {
                 call: (*call).clone(),
