@@ -281,10 +281,33 @@ impl Messages {
     }
 
     /// Tokens of the messages by `counter` (the sum of
-    /// [`count_message`](tokens::TokenCounter::count_message) over them),
-    /// counting only what the running count shared with this history's clones has not
-    /// counted yet (see [`memo`]).
-    pub(crate) fn count_tokens(&self, counter: &Arc<dyn tokens::TokenCounter>) -> usize {
+    /// [`count_message`](tokens::TokenCounter::count_message) over them), counting only what
+    /// the running count shared with this history's clones has not counted yet: a run's model
+    /// requests carry clones of its history, so a layer that counts each request's messages
+    /// counts each message once over the run, not at every call (see
+    /// [the summarize docs](crate::layers::summarize#token-accounting)). The system message
+    /// and the last 4 messages are counted at every call (stages and layers edit them per
+    /// request). One running count per history: counting with another counter (another
+    /// `Arc`) starts it over, so keep one counter per layer.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower_agent::message::{Message, Messages, tokens::{BytesPerFour, TokenCounter}};
+    ///
+    /// let counter: Arc<dyn TokenCounter> = Arc::new(BytesPerFour);
+    /// let mut history = Messages::new();
+    /// history.push(Message::system("You help."));
+    /// for i in 0..20 {
+    ///     history.push(Message::user(format!("question {i}")));
+    ///     history.push(Message::assistant(format!("answer {i}")));
+    /// }
+    /// let request = history.clone(); // what a model layer gets
+    /// assert_eq!(request.count_tokens(&counter), counter.count_messages(&history));
+    /// history.push(Message::user("one more"));
+    /// // The next request's count starts where the last one's ended.
+    /// assert_eq!(history.clone().count_tokens(&counter), counter.count_messages(&history));
+    /// ```
+    pub fn count_tokens(&self, counter: &Arc<dyn tokens::TokenCounter>) -> usize {
         let n = self.inner.len();
         // The messages in front of the counted ones: the system message (or the first one),
         // and those inserted in front since the count was shared.
