@@ -77,9 +77,31 @@ impl StopFeedback {
 }
 
 /// The Stop-hook blocks of one run (or, for SubagentStop, of one subagent call): what the
-/// stop cap bounds and what `stop_hook_active` says.
+/// stop cap bounds and what `stop_hook_active` says, by Claude Code's rule — a block keeps the
+/// agent going unless `cap` blocks came **in a row** already (with no tool call in between: a
+/// loop whose model works between blocks is not cut, one that makes no progress is), and once
+/// a block has kept it going, `stop_hook_active` holds for the rest of the run.
+///
+/// The crate's hook step layer keeps one per run in the run's data
+/// ([`RunData::get_or_default_for`](crate::context::RunData::get_or_default_for), with the
+/// layer's [`InstanceId`](crate::context::InstanceId)); a step layer of yours that keeps an
+/// agent going can do the same.
+///
+/// ```
+/// use tower_agent::agent::StopBlocks;
+///
+/// let mut blocks = StopBlocks::default();
+/// assert!(!blocks.active());
+/// assert_eq!(blocks.block(2), Ok(()));
+/// assert_eq!(blocks.block(2), Ok(()));
+/// assert_eq!(blocks.block(2), Err(3), "a third block in a row is past the cap");
+/// blocks.acted(); // the model made a tool call
+/// assert_eq!(blocks.block(2), Ok(()));
+/// assert!(blocks.active());
+/// assert_eq!(blocks.in_a_row(), 1);
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct StopBlocks {
+pub struct StopBlocks {
     /// Blocks in a row: since the run started or the model last made a tool call.
     in_a_row: u32,
     /// Whether a block has kept the run going yet (for the rest of the run).
@@ -88,18 +110,24 @@ pub(crate) struct StopBlocks {
 
 impl StopBlocks {
     /// `stop_hook_active`: the run is already going on because of a Stop hook.
-    pub(crate) fn active(self) -> bool {
+    pub fn active(self) -> bool {
         self.active
     }
 
+    /// How many blocks came in a row (since the run started or the model last made a tool
+    /// call).
+    pub fn in_a_row(self) -> u32 {
+        self.in_a_row
+    }
+
     /// The model made a tool call: earlier blocks are no longer in a row.
-    pub(crate) fn acted(&mut self) {
+    pub fn acted(&mut self) {
         self.in_a_row = 0;
     }
 
     /// A Stop hook blocked: counted, or, past `cap` blocks in a row, overridden. `Err` holds
     /// the number of blocks in a row, this one included.
-    pub(crate) fn block(&mut self, cap: u32) -> Result<(), u32> {
+    pub fn block(&mut self, cap: u32) -> Result<(), u32> {
         if self.in_a_row >= cap {
             return Err(self.in_a_row + 1);
         }

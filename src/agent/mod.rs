@@ -110,7 +110,7 @@ pub use self::{
     event::EventStream,
     hooks::{
         InstructionsInput, LoopHooks, MessageDisplayInput, PROMPT_CACHE_TTL, PostCompactInput,
-        PreCompactInput, ResumedSession, SessionEnv, SessionSource, SessionStartInput,
+        PreCompactInput, ResumedSession, SessionEnv, SessionSource, SessionStartInput, StopBlocks,
         StopFailureInput, StopFeedback, StopInput, SubagentStartInput, TaskEvent, TaskInput,
         ToolBatch, prompt_cache_warm, session_end_reason,
     },
