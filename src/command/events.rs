@@ -699,24 +699,9 @@ mod tests {
 
     /// A handler of `dialect` (a shell command `hook`).
     fn handler_of(dialect: Dialect) -> Handler {
-        let extras = crate::command::config::Extras {
-            dialect,
-            ..Default::default()
-        };
-        Handler {
-            exec: crate::command::config::Exec::Shell {
-                shell: "sh",
-                command: "hook".into(),
-            },
-            timeout: None,
-            fail_closed: false,
-            background: false,
-            rewake: false,
-            persistent: None,
-            origin: "test".into(),
-            label: "hook".into(),
-            extras,
-        }
+        let mut handler = Handler::shell_for_test("hook");
+        handler.extras.dialect = dialect;
+        handler
     }
 
     /// What one handler of `dialect` that answered `(code, stdout, stderr)` to `event` means,

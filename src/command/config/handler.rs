@@ -148,6 +148,25 @@ impl Entry {
 }
 
 impl Handler {
+    /// A handler running `command` with `sh` and nothing else set, for tests.
+    #[cfg(test)]
+    pub(crate) fn shell_for_test(command: &str) -> Handler {
+        Handler {
+            exec: Exec::Shell {
+                shell: "sh",
+                command: command.into(),
+            },
+            timeout: None,
+            fail_closed: false,
+            background: false,
+            rewake: false,
+            persistent: None,
+            origin: "test".into(),
+            label: command.into(),
+            extras: Extras::default(),
+        }
+    }
+
     /// Whether the handler's `if` rule (if any) lets it run for this input (the tool
     /// events' `tool_name` and `tool_input`). No rule: it runs.
     pub(crate) fn allows(&self, input: &Map<String, Value>) -> bool {

@@ -61,23 +61,9 @@ pub(crate) fn claude_words(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command::config::Exec;
 
     fn shell(command: &str) -> Handler {
-        Handler {
-            exec: Exec::Shell {
-                shell: "sh",
-                command: command.into(),
-            },
-            timeout: None,
-            fail_closed: false,
-            background: false,
-            rewake: false,
-            persistent: None,
-            origin: "test".into(),
-            label: command.into(),
-            extras: Default::default(),
-        }
+        Handler::shell_for_test(command)
     }
 
     fn verdict(contexts: &[&str], plain: bool) -> Verdict {
