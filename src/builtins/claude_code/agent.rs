@@ -230,14 +230,15 @@ impl Tool for AgentTool {
                 ));
             }
         };
-        let mut response = tool_response(&resp, &args.prompt, &kind, &agent_id);
+        let note = tools_note(&resp);
+        let mut response = tool_response(&resp, note.as_deref(), &args.prompt, &kind, &agent_id);
         if let Some(model) = t.agent.model_name() {
             response["resolvedModel"] = json!(model);
         }
         response["totalDurationMs"] =
             json!(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
         // What the model gets: the report after the same note (as Claude Code sends it).
-        let mut text = tools_note(&resp).unwrap_or_default();
+        let mut text = note.unwrap_or_default();
         text.push_str(&resp.text);
         if args.run_in_background == Some(true) {
             text.push_str(
@@ -268,11 +269,17 @@ fn tools_note(resp: &AgentResponse) -> Option<String> {
 /// The `tool_response` of a finished subagent (its `totalDurationMs` set by the caller), as
 /// Claude Code 2.1.328 makes it: its tools sorted, `toolStats` when it called any, and the
 /// tokens of its last answer.
-fn tool_response(resp: &AgentResponse, prompt: &str, kind: &str, agent_id: &str) -> Value {
+fn tool_response(
+    resp: &AgentResponse,
+    note: Option<&str>,
+    prompt: &str,
+    kind: &str,
+    agent_id: &str,
+) -> Value {
     let calls: Vec<&ToolCall> = resp.messages.iter().flat_map(|m| &m.tool_calls).collect();
     let used: BTreeSet<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     let mut content = Vec::new();
-    if let Some(note) = tools_note(resp) {
+    if let Some(note) = note {
         content.push(json!({"type": "text", "text": note}));
     }
     content.push(json!({"type": "text", "text": resp.text}));
