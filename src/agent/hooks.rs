@@ -650,13 +650,54 @@ pub(crate) async fn settle_hooks(ctx: &RunContext) {
     }
 }
 
-/// The loop hooks of the run that runs a tool, for subagents' SubagentStart / SubagentStop
-/// hooks and the built-ins' events (tasks, instructions).
-pub(crate) struct ParentHooks(pub(crate) Arc<dyn LoopHooks>);
+/// The [`LoopHooks`] of a run, kept in its data: how a tool (or a layer) reaches the run's
+/// hooks from inside a call, to fire the events raised in the middle of its own work — as
+/// subagents ([`Agent::into_tool`](super::Agent::into_tool)) fire SubagentStart and
+/// SubagentStop, the todo built-in TaskCreated and TaskCompleted, the memory built-in
+/// InstructionsLoaded. The loop puts them there as the run starts, when the agent has hooks
+/// ([`AgentBuilder::hooks`](super::AgentBuilder::hooks)).
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower_agent::agent::{LoopHooks, RunHooks, TaskEvent};
+/// use tower_agent::context::RunContext;
+///
+/// struct Tasks;
+/// impl LoopHooks for Tasks {
+///     fn has_task(&self, event: TaskEvent) -> bool {
+///         event == TaskEvent::Created
+///     }
+/// }
+///
+/// // In a tool's call: fire TaskCreated only if some hook of the run would see it.
+/// fn would_tell(ctx: &RunContext) -> bool {
+///     RunHooks::of(ctx).is_some_and(|hooks| hooks.has_task(TaskEvent::Created))
+/// }
+/// let ctx = RunContext::new();
+/// assert!(!would_tell(&ctx)); // a run without hooks
+/// // What the loop does as a run starts (a test of a tool can do the same):
+/// ctx.with_data(|d| d.insert(RunHooks::new(Arc::new(Tasks))));
+/// assert!(would_tell(&ctx));
+/// ```
+#[derive(Clone)]
+pub struct RunHooks(Arc<dyn LoopHooks>);
 
-/// The loop hooks of the run of `ctx`, if it has any.
-pub(crate) fn of(ctx: &RunContext) -> Option<Arc<dyn LoopHooks>> {
-    ctx.with_data(|data| data.get::<ParentHooks>().map(|p| Arc::clone(&p.0)))
+impl RunHooks {
+    /// `hooks`, to keep in a run's data.
+    pub fn new(hooks: Arc<dyn LoopHooks>) -> Self {
+        RunHooks(hooks)
+    }
+
+    /// The hooks of the run of `ctx`, if it has any.
+    pub fn of(ctx: &RunContext) -> Option<Arc<dyn LoopHooks>> {
+        ctx.with_data(|data| data.get::<RunHooks>().map(|p| Arc::clone(&p.0)))
+    }
+}
+
+impl std::fmt::Debug for RunHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunHooks(..)")
+    }
 }
 
 /// The environment the SessionStart hooks of a run exported through `CLAUDE_ENV_FILE`: given

@@ -71,7 +71,7 @@
 //! [`MAX_DECISIONS`] (1024) decisions per request; the pending calls of a thread are the calls
 //! of one model response.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -237,12 +237,75 @@ impl std::fmt::Display for ApprovalError {
 
 impl std::error::Error for ApprovalError {}
 
-/// The error the tool path fails with for a call that waits for a decision (the deferring
-/// policy): the loop turns it into a [`PendingCall`].
+/// The error a tool layer (or a tool) fails a call with to **park** it for a person's
+/// decision: the loop does not run the call, keeps it as a [`PendingCall`] (with `reason`),
+/// lets the step's other calls finish, and ends the run with
+/// [`Outcome::Interrupted`](super::Outcome::Interrupted); the thread keeps the pending call
+/// until [`Approvals`] answer it (see the [module](self) for the rules). A call a person then
+/// approves runs through the same tool stack with an [`Approved`] mark in its request's
+/// extensions, so the layer that parked it lets it through.
+///
+/// The crate's hook layer parks calls this way for its deferring policy
+/// ([`Hooks::defer_approvals`](crate::layers::hooks::Hooks::defer_approvals)); a layer of
+/// yours can do the same (the stateful-layer guide, "A layer that asks a person", has one).
+/// The error is found anywhere in the error's source chain. The loop needs a thread to keep
+/// the call in: a run without a store and thread id ends `Interrupted` all the same, and the
+/// decision cannot be given later ([`ApprovalError::NoThread`]).
+///
+/// ```
+/// use tower_agent::agent::{Approved, PendingApproval};
+/// use tower_agent::{BoxError, context::RunContext, message::ToolCall, tool::ToolRequest};
+///
+/// // In a tool layer's `call`: park a call the first time, let it through once approved.
+/// fn gate(req: &ToolRequest) -> Result<(), BoxError> {
+///     if req.call.name == "deploy" && req.extensions.get::<Approved>().is_none() {
+///         return Err(PendingApproval::new(req.call.clone(), "deploys need a person").into());
+///     }
+///     Ok(())
+/// }
+/// let call = ToolCall::new("c1", "deploy", serde_json::json!({}));
+/// # let ctx = RunContext::new();
+/// let err = gate(&ToolRequest::new(call.clone(), ctx.clone())).unwrap_err();
+/// assert_eq!(PendingApproval::find(&*err).unwrap().reason(), "deploys need a person");
+/// assert!(gate(&ToolRequest::new(call, ctx).with_extension(Approved)).is_ok());
+/// ```
 #[derive(Debug, Clone)]
-pub(crate) struct PendingApproval {
-    pub(crate) call: ToolCall,
-    pub(crate) reason: String,
+pub struct PendingApproval {
+    call: ToolCall,
+    reason: String,
+}
+
+impl PendingApproval {
+    /// Parks `call` (as the model made it: a person decides on these arguments) for `reason`,
+    /// which the [`PendingCall`] keeps and the application shows the person.
+    pub fn new(call: ToolCall, reason: impl Into<String>) -> Self {
+        PendingApproval {
+            call,
+            reason: reason.into(),
+        }
+    }
+
+    /// The call that waits.
+    pub fn call(&self) -> &ToolCall {
+        &self.call
+    }
+
+    /// Why it waits.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The `PendingApproval` in an error's source chain, if any.
+    pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Self> {
+        let mut cur = Some(err);
+        while let Some(e) = cur {
+            if let Some(found) = e.downcast_ref::<Self>() {
+                return Some(found);
+            }
+            cur = e.source();
+        }
+        None
+    }
 }
 
 impl std::fmt::Display for PendingApproval {
@@ -257,22 +320,12 @@ impl std::fmt::Display for PendingApproval {
 
 impl std::error::Error for PendingApproval {}
 
-impl PendingApproval {
-    pub(crate) fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Self> {
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if let Some(found) = e.downcast_ref::<Self>() {
-                return Some(found);
-            }
-            cur = e.source();
-        }
-        None
-    }
-}
-
-/// Run data: the ids of calls a person approved, whose asks and defers are settled.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ApprovedCalls(pub(crate) HashSet<String>);
+/// The mark the loop puts in the extensions of a tool request whose call a person approved
+/// (or edited) with [`Approvals`]: the call's asks and defers are settled, so a layer that
+/// parked it with [`PendingApproval`] lets it through. Only the calls of an answer to an
+/// interrupted run carry it (not the calls the model makes next).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Approved;
 
 /// The pending calls with their decisions, in the order the model made them.
 pub(crate) fn check(

@@ -110,11 +110,11 @@ pub use self::{
     event::EventStream,
     hooks::{
         InstructionsInput, LoopHooks, MessageDisplayInput, PROMPT_CACHE_TTL, PostCompactInput,
-        PreCompactInput, ResumedSession, SessionEnv, SessionSource, SessionStartInput, StopBlocks,
-        StopFailureInput, StopFeedback, StopInput, SubagentStartInput, TaskEvent, TaskInput,
-        ToolBatch, prompt_cache_warm, session_end_reason,
+        PreCompactInput, ResumedSession, RunHooks, SessionEnv, SessionSource, SessionStartInput,
+        StopBlocks, StopFailureInput, StopFeedback, StopInput, SubagentStartInput, TaskEvent,
+        TaskInput, ToolBatch, prompt_cache_warm, session_end_reason,
     },
-    interrupt::{ApprovalError, Approvals, CallDecision, Decision},
+    interrupt::{ApprovalError, Approvals, Approved, CallDecision, Decision, PendingApproval},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
     subagent::SubagentTool,
 };

@@ -8,7 +8,7 @@ use tower::ServiceExt;
 use super::{
     AgentEvent, AgentRequest, AgentResponse, Inner, Outcome, PendingCall, SessionStartWork,
     SetupContext,
-    hooks::{LoopHooks, ParentHooks, SessionSource},
+    hooks::{LoopHooks, RunHooks, SessionSource},
     interrupt,
     start::{RunStart, SetupTrigger},
 };
@@ -423,7 +423,7 @@ impl<'a> Run<'a> {
         if let Some(hooks) = &self.inner.hooks {
             // Subagents and built-in tools of this run find its hooks here.
             self.ctx
-                .with_data(|data| data.insert(ParentHooks(Arc::clone(hooks))));
+                .with_data(|data| data.insert(RunHooks::new(Arc::clone(hooks))));
         }
         if !self.inner.setups.is_empty() {
             // The setup stages' work at the session's start: the hook start layer runs it

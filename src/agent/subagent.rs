@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{
     Agent, AgentRequest, AgentResponse,
-    hooks::{ParentHooks, StopBlocks, StopInput, SubagentStartInput},
+    hooks::{RunHooks, StopBlocks, StopInput, SubagentStartInput},
     transcript::{Target, subagent_path},
 };
 use crate::{
@@ -201,7 +201,7 @@ impl Agent {
         ctx: &crate::context::RunContext,
     ) -> Result<SubagentEnd, BoxError> {
         let name = &call.agent_type;
-        let parent = ctx.with_data(|data| data.get::<ParentHooks>().map(|p| p.0.clone()));
+        let parent = RunHooks::of(ctx);
         // SubagentStart: contexts that follow the subagent's prompt.
         let mut start_context = Vec::new();
         if let Some(parent) = parent.as_ref().filter(|h| h.has_subagent_start(name)) {

@@ -213,7 +213,7 @@ impl Memory {
     /// hooks see each file loaded.
     async fn load(&self, ctx: &RunContext) -> Option<String> {
         let mut parts = Vec::new();
-        let hooks = crate::agent::hooks::of(ctx);
+        let hooks = crate::agent::RunHooks::of(ctx);
         for path in self.paths.iter() {
             let path = if path.is_absolute() {
                 path.clone()

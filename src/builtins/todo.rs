@@ -296,7 +296,7 @@ impl Tool for WriteTodos {
 /// for each todo that becomes `done`, in list order; the first block is the feedback.
 async fn task_hooks(ctx: &RunContext, new: &[Todo]) -> Result<(), String> {
     use crate::agent::{TaskEvent, TaskInput};
-    let Some(hooks) = crate::agent::hooks::of(ctx) else {
+    let Some(hooks) = crate::agent::RunHooks::of(ctx) else {
         return Ok(());
     };
     let (created, completed) = (

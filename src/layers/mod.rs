@@ -16,13 +16,11 @@
 //! | [`stream_timeout`] | model | deadlines for a streamed answer: its first piece, and the whole stream |
 //! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
 //!
-//! A layer of your own is written with the public API these use; most of them use nothing
-//! else. The example `call_limits` (at most N model and tool calls per run, a stateful layer
-//! on both stacks) is written outside the crate to show it: `cargo run --example call_limits`.
-//! Two do not yet: [`hooks`] (a step's call count, parking a call for approval, the Stop-hook
-//! block count) and [`summarize`] (the history's memoised token count) use crate-private
-//! items, listed in the [stateful layer guide](crate::guide::stateful_layer), that issue 37
-//! ("A small core crate") makes public.
+//! A layer of your own is written with the public API these use, and nothing else: what they
+//! do, yours can (the [stateful layer guide](crate::guide::stateful_layer) lists how, with a
+//! user-written layer that parks calls for a person's approval as [`hooks`] does). The example
+//! `call_limits` (at most N model and tool calls per run, a stateful layer on both stacks) is
+//! written outside the crate to show it: `cargo run --example call_limits`.
 //!
 //! # Readiness
 //!

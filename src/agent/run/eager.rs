@@ -16,7 +16,7 @@
 
 use std::{collections::BTreeMap, future::Future, pin::Pin, task::Context};
 
-use super::tools::{Done, run_call, settle};
+use super::tools::{CallInfo, Done, run_call, settle};
 use crate::{
     context::RunContext,
     event::ModelDelta,
@@ -104,8 +104,9 @@ impl<'a> Eager<'a> {
     pub(super) fn start(&mut self, call: ToolCall) {
         let (svc, ctx, journal) = (self.tools.clone(), self.ctx.clone(), self.journal);
         let owned = call.clone();
-        let fut: CallFuture<'a> =
-            Box::pin(async move { run_call(svc, &owned, ctx, journal, None).await });
+        let fut: CallFuture<'a> = Box::pin(async move {
+            run_call(svc, &owned, ctx, journal, CallInfo::new(None, false)).await
+        });
         self.started.push(Started {
             call,
             fut: Some(fut),

@@ -166,7 +166,7 @@ impl<'a> Run<'a> {
         self.steps = 1;
         self.guard.steps = 1;
         ctx.emit_with(|| AgentEvent::StepStart { step: 0 });
-        let (done, cancelled) = self.finish_calls(&ctx, &calls, stacks).await?;
+        let (done, cancelled) = self.finish_calls(&ctx, &calls, stacks, false).await?;
         Ok(match self.after_tools(&ctx, done, cancelled).await? {
             Some(outcome) => Recovered::Ended(outcome),
             None => Recovered::Stepped,
@@ -178,12 +178,14 @@ impl Run<'_> {
     /// Runs `calls` of a step a run may have started before it stopped, by the journal's
     /// rules: a call recorded finished is replayed, one in doubt (started, not finished) gets
     /// [`in_doubt_output`] unless its tool is idempotent, and the others run (again) through
-    /// the tool stack. Each call's result in call order, and whether the run was cancelled.
+    /// the tool stack (with the [`Approved`](crate::agent::Approved) mark if `approved`). Each
+    /// call's result in call order, and whether the run was cancelled.
     pub(super) async fn finish_calls(
         &self,
         ctx: &RunContext,
         calls: &[ToolCall],
         stacks: &Stacks,
+        approved: bool,
     ) -> Result<(CallResults, bool), Error> {
         let journal = self.journal();
         let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
@@ -237,7 +239,8 @@ impl Run<'_> {
             done[i] = Some(Done::Settled(settled(output)));
         }
         let limit = self.inner.max_concurrent_tools;
-        let (ran, cancelled) = call_tools(&stacks.tools, &to_run, ctx, limit, journal).await;
+        let (ran, cancelled) =
+            call_tools(&stacks.tools, &to_run, ctx, limit, journal, approved).await;
         for (i, result) in positions.into_iter().zip(ran) {
             done[i] = result;
         }

@@ -39,7 +39,7 @@ impl<'a> Run<'a> {
         let calls = &message.tool_calls;
         let journal = self.journal();
         let (done, cancelled) = match eager {
-            None => call_tools(tools, calls, ctx, limit, journal).await,
+            None => call_tools(tools, calls, ctx, limit, journal, false).await,
             // Boxed: not part of every step's future.
             Some(eager) => {
                 Box::pin(call_tools_eager(tools, calls, ctx, limit, journal, *eager)).await
@@ -198,12 +198,7 @@ impl<'a> Run<'a> {
         }
         let calls: Vec<ToolCall> = self.approved.iter().map(PendingCall::call).collect();
         let ctx = self.ctx.with_step(0);
-        let ids = calls.iter().map(|c| c.id.clone()).collect();
-        ctx.with_data(|d| {
-            d.insert(interrupt::ApprovedCalls(ids));
-        });
-        let (done, cancelled) = self.finish_calls(&ctx, &calls, stacks).await?;
-        ctx.with_data(|d| d.remove::<interrupt::ApprovedCalls>());
+        let (done, cancelled) = self.finish_calls(&ctx, &calls, stacks, true).await?;
         let mut abort = None;
         let mut outputs = Vec::with_capacity(calls.len());
         for (call, done) in calls.iter().zip(done) {
@@ -309,13 +304,19 @@ pub(super) enum Done {
 
 pub(super) fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> Settled {
     if let Err(err) = &result
-        && let Some(p) = interrupt::PendingApproval::find(&**err)
+        && let Some(p) = crate::agent::PendingApproval::find(&**err)
     {
         return Settled {
-            output: ToolOutput::error(call.id.clone(), format!("waits for approval: {}", p.reason)),
+            output: ToolOutput::error(
+                call.id.clone(),
+                format!("waits for approval: {}", p.reason()),
+            ),
             abort: None,
             deferred: None,
-            pending: Some(Box::new(PendingCall::new(p.call.clone(), p.reason.clone()))),
+            pending: Some(Box::new(PendingCall::new(
+                p.call().clone(),
+                p.reason().to_owned(),
+            ))),
         };
     }
     match result {
@@ -365,7 +366,8 @@ pub(super) fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> S
 
 /// Runs the calls concurrently (at most `limit` at a time), until all are done or the run is
 /// cancelled. Returns each call's result in call order (`None` for a call cut off by the
-/// cancellation) and whether the run was cancelled.
+/// cancellation) and whether the run was cancelled. `approved`: the calls are a person's
+/// approved calls (their requests carry the [`Approved`](crate::agent::Approved) mark).
 ///
 /// The calls are borrowed (from the history's assistant message): each is copied once, into
 /// its [`ToolRequest`]. A single call is polled directly, without a [`FuturesUnordered`] (two
@@ -376,6 +378,7 @@ pub(super) async fn call_tools(
     ctx: &RunContext,
     limit: Option<usize>,
     journal: Option<&dyn crate::store::ToolJournal>,
+    approved: bool,
 ) -> (CallResults, bool) {
     let n = calls.len();
     if n == 1 {
@@ -385,7 +388,7 @@ pub(super) async fn call_tools(
             &calls[0],
             ctx.clone(),
             journal,
-            Some(1)
+            CallInfo::new(Some(1), approved)
         ));
         // The cancellation waiter is made only if the call is pending (see `or_cancel`).
         let mut cancelled = None;
@@ -403,7 +406,8 @@ pub(super) async fn call_tools(
     }
     let one = |i: usize| {
         let call = &calls[i];
-        let done = run_call(tools.clone(), call, ctx.clone(), journal, Some(n));
+        let info = CallInfo::new(Some(n), approved);
+        let done = run_call(tools.clone(), call, ctx.clone(), journal, info);
         async move { (i, done.await) }
     };
     run_all((0..n).map(one), n, limit, ctx).await
@@ -427,8 +431,8 @@ async fn call_tools_eager<'a>(
             Some(Ok(done)) => Box::pin(std::future::ready((i, done))),
             Some(Err(running)) => Box::pin(async move { (i, running.await) }),
             None => {
-                let n = Some(calls.len());
-                let done = run_call(tools.clone(), call, ctx.clone(), journal, n);
+                let info = CallInfo::new(Some(calls.len()), false);
+                let done = run_call(tools.clone(), call, ctx.clone(), journal, info);
                 Box::pin(async move { (i, done.await) })
             }
         });
@@ -442,6 +446,24 @@ async fn call_tools_eager<'a>(
     run_all(futures.into_iter(), calls.len(), limit, ctx).await
 }
 
+/// What the loop tells a tool call besides the call itself.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CallInfo {
+    /// [`ToolRequest::step_calls`].
+    step_calls: Option<usize>,
+    /// A person approved the call: its request carries [`Approved`](crate::agent::Approved).
+    approved: bool,
+}
+
+impl CallInfo {
+    pub(super) fn new(step_calls: Option<usize>, approved: bool) -> Self {
+        CallInfo {
+            step_calls,
+            approved,
+        }
+    }
+}
+
 /// One call through the tool stack `svc`: its events (when someone listens), its result as
 /// the model sees it, and its journal record.
 pub(super) async fn run_call(
@@ -449,10 +471,13 @@ pub(super) async fn run_call(
     call: &ToolCall,
     ctx: RunContext,
     journal: Option<&dyn crate::store::ToolJournal>,
-    step_calls: Option<usize>,
+    info: CallInfo,
 ) -> Done {
     let mut request = ToolRequest::new(call.clone(), ctx.clone());
-    request.step_calls = step_calls;
+    request.step_calls = info.step_calls;
+    if info.approved {
+        request.extensions.insert(crate::agent::Approved);
+    }
     let listening = ctx.is_listening();
     if !listening && journal.is_none() {
         return Done::Raw(svc.oneshot(request).await);

@@ -377,7 +377,12 @@ where
     } = pre;
     // A person approved this very call (an answer to an interrupted run): its asks and its
     // deferral are settled.
-    if (deferred || matches!(gate, Gate::Ask { .. })) && is_approved(&ctx, &call.id) {
+    if (deferred || matches!(gate, Gate::Ask { .. }))
+        && original
+            .extensions
+            .get::<crate::agent::Approved>()
+            .is_some()
+    {
         (deferred, gate) = (false, Gate::Run);
     }
     if deferred && set.defer_approvals {
@@ -460,21 +465,9 @@ enum Approved {
     Pending(String),
 }
 
-/// Whether a person approved the call `id` in this run.
-fn is_approved(ctx: &RunContext, id: &str) -> bool {
-    ctx.with_data(|d| {
-        d.get::<crate::agent::interrupt::ApprovedCalls>()
-            .is_some_and(|a| a.0.contains(id))
-    })
-}
-
 /// The error of a call that waits for a decision: the call as the model made it.
 fn waiting(original: &ToolCall, reason: String) -> BoxError {
-    crate::agent::interrupt::PendingApproval {
-        call: original.clone(),
-        reason,
-    }
-    .into()
+    crate::agent::PendingApproval::new(original.clone(), reason).into()
 }
 
 /// The approval path of a call some hook or permission rule asked about: `(reason, rule)`,
