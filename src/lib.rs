@@ -140,30 +140,26 @@
 #[macro_use]
 mod macros;
 
-pub mod agent;
 mod bounded;
 pub mod builder;
 pub mod builtins;
 pub mod command;
-pub mod context;
-pub mod error;
-pub mod event;
 pub mod guide;
 pub mod layers;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
-pub mod message;
 pub mod model;
 mod process;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod server;
 pub mod store;
-pub mod tool;
 #[cfg(feature = "wasm")]
 #[cfg_attr(docsrs, doc(cfg(feature = "wasm")))]
 pub mod wasm;
+
+pub use tower_agent_core::{agent, context, error, event, message, tool};
 
 pub use crate::{
     agent::{Agent, AgentRequest, AgentResponse, Outcome},
