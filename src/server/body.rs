@@ -94,17 +94,6 @@ pub struct ErrorResponse {
     pub error: String,
 }
 
-/// A handler can `?` the crate's [`Error`](crate::Error): it answers `500` with the server's
-/// JSON error body, [`ErrorResponse`] `{"error": "..."}`, the error and its sources as text.
-impl axum::response::IntoResponse for crate::Error {
-    fn into_response(self) -> axum::response::Response {
-        let body = ErrorResponse {
-            error: crate::error::error_chain(&self),
-        };
-        (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response()
-    }
-}
-
 /// An error answer: a status and an [`ErrorResponse`].
 pub(super) struct ApiError {
     status: StatusCode,

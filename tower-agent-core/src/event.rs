@@ -5,7 +5,7 @@
 //! importing the agent (which re-exports them: `agent::AgentEvent` is `event::AgentEvent`).
 //!
 //! ```
-//! use tower_agent::event::{AgentEvent, Outcome};
+//! use tower_agent_core::event::{AgentEvent, Outcome};
 //!
 //! let stop = AgentEvent::Warning { message: "slow tool".into() };
 //! assert_eq!(serde_json::to_value(&stop).unwrap()["type"], "warning");
@@ -86,7 +86,7 @@ pub enum AgentEvent {
         replacement: usize,
     },
     /// An assistant message's text as it is to be displayed: sent only when MessageDisplay
-    /// hooks are configured ([`Hooks::on_message_display`](crate::layers::hooks::Hooks::on_message_display)),
+    /// hooks are configured (`Hooks::on_message_display`),
     /// after the message's [`ModelResponse`](AgentEvent::ModelResponse), with the hooks'
     /// `displayContent` (or the original text if none gave one). The history keeps the
     /// original.
@@ -185,7 +185,7 @@ pub enum Outcome {
         refusal: String,
     },
     /// A PreToolUse hook deferred the step's only tool call
-    /// ([`PreToolUse::Defer`](crate::layers::hooks::PreToolUse::Defer), the reference's
+    /// (`PreToolUse::Defer`, the reference's
     /// `stop_reason: "tool_deferred"`): the tool did not run. The model is told so in the
     /// call's result (`deferred: …`), which keeps the thread valid for a later run. The call
     /// (the reference's `deferred_tool_use`).
@@ -198,7 +198,7 @@ pub enum Outcome {
         input: serde_json::Value,
     },
     /// Calls of the last step wait for a person's decision (the deferring approval policy,
-    /// [`Hooks::defer_approvals`](crate::layers::hooks::Hooks::defer_approvals)): they did not
+    /// `Hooks::defer_approvals`): they did not
     /// run; the step's other calls did, and their results are in the thread. The pending calls
     /// are saved with the thread; answer them with [`AgentRequest::approvals`](crate::AgentRequest::approvals) (or
     /// `POST /threads/{id}/approvals`). See [`interrupt`](crate::agent::interrupt).

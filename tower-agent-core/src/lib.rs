@@ -9,7 +9,7 @@
 //! It depends on no HTTP client, database, WebAssembly runtime or server.
 //!
 //! Most users add `tower-agent`, which re-exports this crate under the same paths
-//! (`tower_agent::agent`, `tower_agent::message`, …) with the hook layers, the built-in
+//! (`tower_agent_core::agent`, `tower_agent_core::message`, …) with the hook layers, the built-in
 //! tools, Claude Code compatibility, MCP, the stores and the providers around it. Everything
 //! those crates do, they do with this crate's public API: a layer of yours has every power
 //! theirs have.
@@ -46,6 +46,8 @@ pub mod agent;
 pub mod context;
 pub mod error;
 pub mod event;
+#[cfg(feature = "axum")]
+mod into_response;
 pub mod message;
 pub mod model;
 pub mod store;

@@ -196,14 +196,14 @@ impl<M, L> AgentBuilder<M, L> {
     }
 
     /// Adds a stage that is both [`Setup`] and [`Prepare`] (such as
-    /// [`Skills`](crate::builtins::skills) or [`Memory`](crate::builtins::memory)): its setup
+    /// `Skills` or `Memory`): its setup
     /// runs once per run, its prepare before every model call.
     pub fn stage<T: Setup + Prepare + Clone>(self, stage: T) -> Self {
         self.setup(stage.clone()).prepare(stage)
     }
 
     /// The agent's name: `gen_ai.agent.name` of the `invoke_agent {name}` span of each run
-    /// (see [`layers::trace`](crate::layers::trace)).
+    /// (see `layers::trace`).
     pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
         self.parts.name = Some(name.into());
         self
@@ -237,15 +237,15 @@ impl<M, L> AgentBuilder<M, L> {
     /// Eager tool dispatch: with a streaming model, each tool call starts through the tool
     /// stack (hooks, guards, approvals, journal) as soon as its arguments are complete in the
     /// stream, while the model still writes the rest; results still go back in call order.
-    /// Off by default. See the [streaming guide](crate::guide::streaming) for what happens
+    /// Off by default. See the streaming guide for what happens
     /// when the stream then fails or a layer changes the answer.
     ///
     /// ```
     /// use serde_json::json;
-    /// use tower_agent::{Agent, BoxError, model::ScriptedModel, tool::tool_fn};
+    /// use tower_agent_core::{Agent, BoxError, model::ScriptedModel, tool::tool_fn};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), tower_agent::Error> {
+    /// # async fn main() -> Result<(), tower_agent_core::Error> {
     /// let echo = tool_fn("echo", "Echo", json!({"type": "object"}), |args, _| async move {
     ///     Ok::<_, BoxError>(args.to_string())
     /// });
@@ -281,9 +281,9 @@ impl<M, L> AgentBuilder<M, L> {
         self
     }
 
-    /// Callback hooks ([`Hooks`](crate::layers::hooks::Hooks), compiled): their model hooks
+    /// Callback hooks (`Hooks`, compiled): their model hooks
     /// wrap the model (outermost), their tool hooks wrap the tool stack (outermost), and
-    /// their agent-level hooks run in the loop. See the [hooks docs](crate::layers::hooks).
+    /// their agent-level hooks run in the loop. See the hooks docs.
     ///
     /// Any [`LoopHooks`] implementation works: the loop calls it at its agent-level points and
     /// lets it wrap the model and tool stacks.
@@ -300,9 +300,9 @@ impl<M, L> AgentBuilder<M, L> {
     /// `{dir}/{session id}/subagents/agent-{call id}.jsonl`.
     ///
     /// Without this, the agent keeps transcripts where its hooks say
-    /// ([`Hooks::transcripts_dir`](crate::layers::hooks::Hooks::transcripts_dir)): command
+    /// (`Hooks::transcripts_dir`): command
     /// hooks default to a per-project directory
-    /// ([`CommandHooksBuilder::transcripts_dir`](crate::command::CommandHooksBuilder::transcripts_dir)).
+    /// (`CommandHooksBuilder::transcripts_dir`).
     ///
     /// Each message is in the file before any hook that could read it runs (the assistant
     /// message before PreToolUse and Stop hooks, a tool result before its PostToolUse hooks

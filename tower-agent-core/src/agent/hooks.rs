@@ -88,7 +88,7 @@ impl StopFeedback {
 /// agent going can do the same.
 ///
 /// ```
-/// use tower_agent::agent::StopBlocks;
+/// use tower_agent_core::agent::StopBlocks;
 ///
 /// let mut blocks = StopBlocks::default();
 /// assert!(!blocks.active());
@@ -410,7 +410,7 @@ pub struct InstructionsInput {
 
 /// What a PreCompact hook of the loop sees: a compaction the caller asked for
 /// ([`Agent::compact`](super::Agent::compact)) is about to start. (The summarize layer's own
-/// compactions ask [`SummarizeLayer::on_compact`](crate::layers::summarize::SummarizeLayer::on_compact).)
+/// compactions ask `SummarizeLayer::on_compact`.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PreCompactInput {
@@ -482,7 +482,7 @@ pub struct MessageDisplayInput {
 ///   yet a layer: a later step of the redesign.)
 ///
 /// The `wrap_*` methods install the set's layers, outermost, when the agent is built.
-/// The callback registry ([`HookSet`](crate::layers::hooks::HookSet)) implements the trait, and
+/// The callback registry (`HookSet`) implements the trait, and
 /// [`AgentBuilder::hooks`](super::AgentBuilder::hooks) takes any implementation. Every method
 /// has a default that does nothing, so an implementation names only the points it uses.
 /// Synchronous methods are called on the loop's task: keep them short.
@@ -659,8 +659,8 @@ pub(crate) async fn settle_hooks(ctx: &RunContext) {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use tower_agent::agent::{LoopHooks, RunHooks, TaskEvent};
-/// use tower_agent::context::RunContext;
+/// use tower_agent_core::agent::{LoopHooks, RunHooks, TaskEvent};
+/// use tower_agent_core::context::RunContext;
 ///
 /// struct Tasks;
 /// impl LoopHooks for Tasks {

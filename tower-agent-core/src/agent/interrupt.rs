@@ -7,11 +7,11 @@
 //!
 //! # The deferring policy
 //!
-//! With [`Hooks::defer_approvals`](crate::layers::hooks::Hooks::defer_approvals), a call that a
-//! PreToolUse hook answers with [`PreToolUse::Ask`](crate::layers::hooks::PreToolUse::Ask)
+//! With `Hooks::defer_approvals`, a call that a
+//! PreToolUse hook answers with `PreToolUse::Ask`
 //! (and no PermissionRequest hook decides), or with
-//! [`PreToolUse::Defer`](crate::layers::hooks::PreToolUse::Defer) — for any number of calls in
-//! the step — is not run and not sent to an [`Approval`](crate::layers::hooks::Approval)
+//! `PreToolUse::Defer` — for any number of calls in
+//! the step — is not run and not sent to an `Approval`
 //! service: it becomes a [`PendingCall`]. The other calls of the step run to the end and their
 //! results are kept in the thread; then the run ends with
 //! [`Outcome::Interrupted`](super::Outcome::Interrupted) listing the pending calls (also in
@@ -19,7 +19,7 @@
 //! still wins over an ask or a defer; an abort still ends the run with `Aborted`. Claude
 //! Code command hooks (`permissionDecision: "ask"` or `"defer"`) get the policy the same way:
 //! `CommandHooks::into_hooks().defer_approvals()` (see
-//! [`command`](crate::command)).
+//! `command`).
 //!
 //! A step that ends otherwise (an abort, a cancellation) keeps its pending calls as well: the
 //! thread waits for their answer (or a new prompt) either way.
@@ -119,7 +119,7 @@ pub struct CallDecision {
 ///
 /// ```
 /// use serde_json::json;
-/// use tower_agent::agent::Approvals;
+/// use tower_agent_core::agent::Approvals;
 ///
 /// let approvals = Approvals::new()
 ///     .approve("call_1_0")
@@ -246,15 +246,15 @@ impl std::error::Error for ApprovalError {}
 /// extensions, so the layer that parked it lets it through.
 ///
 /// The crate's hook layer parks calls this way for its deferring policy
-/// ([`Hooks::defer_approvals`](crate::layers::hooks::Hooks::defer_approvals)); a layer of
+/// (`Hooks::defer_approvals`); a layer of
 /// yours can do the same (the stateful-layer guide, "A layer that asks a person", has one).
 /// The error is found anywhere in the error's source chain. The loop needs a thread to keep
 /// the call in: a run without a store and thread id ends `Interrupted` all the same, and the
 /// decision cannot be given later ([`ApprovalError::NoThread`]).
 ///
 /// ```
-/// use tower_agent::agent::{Approved, PendingApproval};
-/// use tower_agent::{BoxError, context::RunContext, message::ToolCall, tool::ToolRequest};
+/// use tower_agent_core::agent::{Approved, PendingApproval};
+/// use tower_agent_core::{BoxError, context::RunContext, message::ToolCall, tool::ToolRequest};
 ///
 /// // In a tool layer's `call`: park a call the first time, let it through once approved.
 /// fn gate(req: &ToolRequest) -> Result<(), BoxError> {

@@ -27,10 +27,10 @@
 //! use std::time::Duration;
 //! use serde_json::json;
 //! use tower::ServiceBuilder;
-//! use tower_agent::{Agent, BoxError, agent::Outcome, model::ScriptedModel, tool::tool_fn};
+//! use tower_agent_core::{Agent, BoxError, agent::Outcome, model::ScriptedModel, tool::tool_fn};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::Error> {
+//! # async fn main() -> Result<(), tower_agent_core::Error> {
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new().tool_call("add", json!({"a": 1, "b": 2})).text("1 + 2 = 3"))
 //!     .tool(tool_fn("add", "Adds", json!({"type": "object"}), |args, _ctx| async move {
@@ -199,7 +199,7 @@ impl Agent {
     /// 1.2 KB.
     ///
     /// ```
-    /// use tower_agent::{Agent, model::ScriptedModel};
+    /// use tower_agent_core::{Agent, model::ScriptedModel};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -221,7 +221,7 @@ impl Agent {
     ///
     /// ```
     /// use futures_util::StreamExt;
-    /// use tower_agent::{Agent, agent::AgentEvent, model::ScriptedModel};
+    /// use tower_agent_core::{Agent, agent::AgentEvent, model::ScriptedModel};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -257,8 +257,7 @@ impl Agent {
     /// already ran did run).
     ///
     /// ```
-    /// use tower_agent::{Agent, AgentRequest, agent::CompactRequest, model::ScriptedModel};
-    /// use tower_agent::layers::hooks::{Hooks, PreCompact};
+    /// use tower_agent_core::{Agent, AgentRequest, agent::CompactRequest, model::ScriptedModel};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -267,13 +266,9 @@ impl Agent {
     ///     .text("<summary>The user asked for the capital of France: Paris.</summary>")
     ///     .text("About 2 million.")
     ///     .recording();
-    /// let hooks = Hooks::new()
-    ///     .on_pre_compact("manual", |input, _| {
-    ///         assert_eq!(input.custom_instructions.as_deref(), Some("Keep the city."));
-    ///         PreCompact::Continue
-    ///     })
-    ///     .compile()?;
-    /// let agent = Agent::builder().model(model.clone()).hooks(hooks).build();
+    /// // PreCompact hooks (`tower_agent::layers::hooks::Hooks::on_pre_compact`) see the
+    /// // instructions, and may block the compaction.
+    /// let agent = Agent::builder().model(model.clone()).build();
     /// agent.run(AgentRequest::new("The capital of France?").thread("t")).await?;
     ///
     /// let compacted = agent.compact(CompactRequest::new("t").instructions("Keep the city.")).await?;
@@ -349,7 +344,7 @@ impl Service<AgentRequest> for Agent {
     }
 }
 
-/// The run, polled inside its `invoke_agent` span (see [`layers::trace`](crate::layers::trace)),
+/// The run, polled inside its `invoke_agent` span (see `layers::trace`),
 /// which gets the run's outcome, usage and error when it ends.
 fn traced_run(
     inner: Arc<Inner>,
@@ -536,10 +531,10 @@ impl AgentRequest {
     ///
     /// ```
     /// use serde_json::json;
-    /// use tower_agent::{Agent, AgentRequest, BoxError, model::ScriptedModel, store::MemoryStore, tool::tool_fn};
+    /// use tower_agent_core::{Agent, AgentRequest, BoxError, model::ScriptedModel, store::MemoryStore, tool::tool_fn};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), tower_agent::Error> {
+    /// # async fn main() -> Result<(), tower_agent_core::Error> {
     /// let store = MemoryStore::new();
     /// let ping = tool_fn("ping", "Pings", json!({"type": "object"}), |_, _| async {
     ///     Ok("pong")
@@ -589,10 +584,10 @@ impl AgentRequest {
     ///
     /// ```
     /// use tower::{ServiceBuilder, ServiceExt};
-    /// use tower_agent::{Agent, AgentRequest, agent::AgentEvent, model::ScriptedModel};
+    /// use tower_agent_core::{Agent, AgentRequest, agent::AgentEvent, model::ScriptedModel};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), tower_agent::BoxError> {
+    /// # async fn main() -> Result<(), tower_agent_core::BoxError> {
     /// let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
     /// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     /// let svc = ServiceBuilder::new().timeout(std::time::Duration::from_secs(30)).service(agent);
@@ -612,13 +607,13 @@ impl AgentRequest {
     ///
     /// ```
     /// use serde_json::json;
-    /// use tower_agent::{Agent, AgentRequest, BoxError, model::ScriptedModel, tool::tool_fn};
+    /// use tower_agent_core::{Agent, AgentRequest, BoxError, model::ScriptedModel, tool::tool_fn};
     ///
     /// #[derive(Clone)]
     /// struct User(String);
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), tower_agent::Error> {
+    /// # async fn main() -> Result<(), tower_agent_core::Error> {
     /// let whoami = tool_fn("whoami", "Who calls", json!({"type": "object"}), |_, ctx| async move {
     ///     let user = ctx.extensions().get::<User>().map(|u| u.0.clone());
     ///     Ok(user.unwrap_or_else(|| "nobody".into()))
@@ -668,18 +663,15 @@ impl AgentRequest {
     /// hook.
     ///
     /// ```
-    /// use tower_agent::{Agent, AgentRequest, agent::start::SetupTrigger, model::ScriptedModel};
-    /// use tower_agent::layers::hooks::{Hooks, Setup};
+    /// use tower_agent_core::{Agent, AgentRequest, agent::start::SetupTrigger, model::ScriptedModel};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let hooks = Hooks::new()
-    ///     .on_setup("init", |_, _| Setup::AddContext("Dependencies installed.".into()))
-    ///     .compile()?;
-    /// let model = ScriptedModel::new().text("ok").recording();
-    /// let agent = Agent::builder().model(model.clone()).hooks(hooks).build();
-    /// agent.run(AgentRequest::new("go").setup(SetupTrigger::Init)).await?;
-    /// assert!(model.requests()[0].system().unwrap().text().contains("Dependencies installed."));
+    /// // The Setup hooks (`tower_agent::layers::hooks::Hooks::on_setup`, or a start layer
+    /// // reading `RunStart::setup`) see the trigger; this agent has none.
+    /// let agent = Agent::builder().model(ScriptedModel::new().text("ok")).build();
+    /// let resp = agent.run(AgentRequest::new("go").setup(SetupTrigger::Init)).await?;
+    /// assert!(resp.outcome.is_finished());
     /// # Ok(())
     /// # }
     /// ```
@@ -759,7 +751,7 @@ pub struct AgentResponse {
     pub usage: Usage,
     /// The tokens of the run's last model answer that reported its usage (zero if none
     /// did): how big the conversation had grown by its end — what Claude Code's `Agent` tool
-    /// reports of a subagent ([`AgentTool`](crate::builtins::claude_code::AgentTool)'s
+    /// reports of a subagent (`AgentTool`'s
     /// `usage` and `totalTokens`), where [`usage`](Self::usage) adds up every call.
     pub last_usage: Usage,
     /// The error that ended the run, typed, when it ended
@@ -770,7 +762,7 @@ pub struct AgentResponse {
     /// for people, this is for code. `None` for every other outcome.
     ///
     /// ```
-    /// # use tower_agent::{AgentResponse, Abort, agent::Outcome};
+    /// # use tower_agent_core::{AgentResponse, Abort, agent::Outcome};
     /// #[derive(Debug)]
     /// struct OverBudget { tokens: u64 }
     /// impl std::fmt::Display for OverBudget {
@@ -799,7 +791,7 @@ impl AgentResponse {
     /// cache, a guard, a test double); set the rest with the `with_*` methods.
     ///
     /// ```
-    /// use tower_agent::{AgentResponse, agent::Outcome, message::{Message, Messages}};
+    /// use tower_agent_core::{AgentResponse, agent::Outcome, message::{Message, Messages}};
     ///
     /// let resp = AgentResponse::new("thread-1", Outcome::Finished)
     ///     .with_text("cached answer")

@@ -30,10 +30,10 @@ use crate::{
 ///
 /// ```
 /// use serde_json::json;
-/// use tower_agent::{Agent, BoxError, agent::SetupContext, model::ScriptedModel, tool::tool_fn};
+/// use tower_agent_core::{Agent, BoxError, agent::SetupContext, model::ScriptedModel, tool::tool_fn};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), tower_agent::Error> {
+/// # async fn main() -> Result<(), tower_agent_core::Error> {
 /// let agent = Agent::builder()
 ///     .model(ScriptedModel::new().tool_call("today", json!({})).text("It is Monday."))
 ///     .setup(|cx: SetupContext| async move {
@@ -57,7 +57,7 @@ pub trait Setup: Send + Sync + 'static {
     /// once per run, before [`setup`](Self::setup) — after the run's SessionStart hooks and
     /// before its UserPromptSubmit hooks when the agent has hooks (their start layer runs it,
     /// then waits for the hooks the work fired), else right after the start stack. Claude Code
-    /// loads its instructions then: the [`Memory`](crate::builtins::memory::Memory) stage
+    /// loads its instructions then: the `Memory` stage
     /// reads its files here, so InstructionsLoaded hooks run in Claude Code's order.
     ///
     /// The work sees no prompt (a UserPromptSubmit hook may still rewrite it, or refuse the
@@ -100,10 +100,10 @@ pub(crate) async fn session_start_work(ctx: &RunContext) {
 /// # Example
 ///
 /// ```
-/// use tower_agent::{Agent, model::{ModelRequest, ModelResponse, ScriptedModel}};
+/// use tower_agent_core::{Agent, model::{ModelRequest, ModelResponse, ScriptedModel}};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), tower_agent::Error> {
+/// # async fn main() -> Result<(), tower_agent_core::Error> {
 /// let agent = Agent::builder()
 ///     .model(ScriptedModel::from_fn(|req| {
 ///         Ok(ModelResponse::text(req.system().unwrap().text().into_owned()))

@@ -9,8 +9,8 @@
 //! innermost service answers the start as it got it. Layers added with
 //! [`AgentBuilder::start_layer`](super::AgentBuilder::start_layer) wrap it, the first added
 //! outermost; the SessionStart and UserPromptSubmit hooks of a
-//! [`HookSet`](crate::layers::hooks::HookSet) are one such layer
-//! ([`HookSet::start_layer`](crate::layers::hooks::HookSet::start_layer), installed outermost
+//! `HookSet` are one such layer
+//! (`HookSet::start_layer`, installed outermost
 //! by [`AgentBuilder::hooks`](super::AgentBuilder::hooks)).
 //!
 //! An agent without start layers calls no service.
@@ -21,13 +21,13 @@
 //!
 //! ```
 //! use tower::ServiceExt;
-//! use tower_agent::{Agent, BoxError, agent::{Outcome, start::RunStart}, model::ScriptedModel};
+//! use tower_agent_core::{Agent, BoxError, agent::{Outcome, start::RunStart}, model::ScriptedModel};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::Error> {
+//! # async fn main() -> Result<(), tower_agent_core::Error> {
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new().text("hi").recording())
-//!     .start_layer(tower::layer::layer_fn(|inner: tower_agent::agent::start::BoxStartService| {
+//!     .start_layer(tower::layer::layer_fn(|inner: tower_agent_core::agent::start::BoxStartService| {
 //!         tower::service_fn(move |mut start: RunStart| {
 //!             let inner = inner.clone();
 //!             async move {
@@ -109,7 +109,7 @@ impl RunStart {
     /// This start with its prompt replaced by `expanded`, the expansion recorded in
     /// [`expansion`](Self::expansion) (the typed prompt is
     /// [`PromptExpansion::prompt`]): what a layer that expands slash commands answers, such as
-    /// [`SlashCommands`](crate::builtins::commands::SlashCommands).
+    /// `SlashCommands`.
     #[must_use]
     pub fn expand(mut self, expansion: PromptExpansion, expanded: impl Into<String>) -> Self {
         self.prompt = Some(expanded.into());

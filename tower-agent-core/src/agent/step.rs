@@ -8,8 +8,8 @@
 //! a reason. The innermost service answers [`StepControl::proceed`]; each layer added with
 //! [`AgentBuilder::step_layer`](super::AgentBuilder::step_layer) wraps it, the first added
 //! outermost, as in a [`ServiceBuilder`](tower::ServiceBuilder). The Stop, PostToolBatch and
-//! step hooks of a [`HookSet`](crate::layers::hooks::HookSet) are one such layer
-//! ([`HookSet::step_layer`](crate::layers::hooks::HookSet::step_layer), installed outermost by
+//! step hooks of a `HookSet` are one such layer
+//! (`HookSet::step_layer`, installed outermost by
 //! [`AgentBuilder::hooks`](super::AgentBuilder::hooks)).
 //!
 //! An agent without step layers calls no service (nothing is built or cloned for it).
@@ -22,8 +22,8 @@
 //! use std::task::{Context, Poll};
 //! use serde_json::json;
 //! use tower::{Layer, Service, layer::layer_fn};
-//! use tower_agent::{Agent, BoxError, agent::Outcome, model::ScriptedModel, tool::tool_fn};
-//! use tower_agent::agent::step::{BoxStepService, StepControl, StepEnd};
+//! use tower_agent_core::{Agent, BoxError, agent::Outcome, model::ScriptedModel, tool::tool_fn};
+//! use tower_agent_core::agent::step::{BoxStepService, StepControl, StepEnd};
 //!
 //! #[derive(Clone)]
 //! struct AtMostThree<S>(S);
@@ -47,9 +47,9 @@
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::Error> {
+//! # async fn main() -> Result<(), tower_agent_core::Error> {
 //! let model = ScriptedModel::from_fn(|_| {
-//!     Ok(tower_agent::model::ModelResponse::tool_calls([tower_agent::message::ToolCall::new(
+//!     Ok(tower_agent_core::model::ModelResponse::tool_calls([tower_agent_core::message::ToolCall::new(
 //!         "", "noop", json!({}),
 //!     )]))
 //! });

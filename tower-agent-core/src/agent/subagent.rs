@@ -46,16 +46,16 @@ impl Agent {
     /// this agent on it in a context of its own, and its final answer is the tool output.
     ///
     /// Before it runs, the calling agent's SubagentStart hooks
-    /// ([`Hooks::on_subagent_start`](crate::layers::hooks::Hooks::on_subagent_start), matched
+    /// (`Hooks::on_subagent_start`, matched
     /// on `name`; `agent_id` is `agent-<call id>`) may give it context: it follows its prompt
     /// as one [hook context](crate::message::Message::hook_context) (a system message of its
     /// first request, in its thread from then on), as Claude Code does.
     ///
     /// When the subagent finishes, the calling agent's SubagentStop hooks
-    /// ([`Hooks::on_subagent_stop`](crate::layers::hooks::Hooks::on_subagent_stop), matched
+    /// (`Hooks::on_subagent_stop`, matched
     /// on `name`) may send it back to work with feedback, continuing its conversation: the
     /// feedback as a user message, then the hooks' contexts
-    /// ([`Stop::AddContext`](crate::layers::hooks::Stop::AddContext); a command hook's
+    /// (`Stop::AddContext`; a command hook's
     /// block in Claude Code's words) as one hook context; at
     /// most as many times in a row as their stop cap allows (a pass in which the subagent
     /// made a tool call resets the count). A subagent run that does not finish
@@ -66,10 +66,10 @@ impl Agent {
     ///
     /// ```
     /// use serde_json::json;
-    /// use tower_agent::{Agent, model::ScriptedModel};
+    /// use tower_agent_core::{Agent, model::ScriptedModel};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), tower_agent::Error> {
+    /// # async fn main() -> Result<(), tower_agent_core::Error> {
     /// let researcher = Agent::builder()
     ///     .model(ScriptedModel::new().text("Tower is a library of modular services."))
     ///     .build();
@@ -141,7 +141,7 @@ impl Tool for SubagentTool {
 }
 
 /// One subagent call: what [`SubagentTool`] and Claude Code's `Agent` tool
-/// ([`AgentTool`](crate::builtins::claude_code::AgentTool)) share.
+/// (`AgentTool`) share.
 pub(crate) struct SubagentCall {
     /// The subagent's type: what its SubagentStart / SubagentStop hooks match and see as
     /// `agent_type`.

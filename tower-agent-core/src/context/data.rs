@@ -6,8 +6,8 @@
 //! ([`RunContext::persisted`](crate::context::RunContext::persisted),
 //! [`RunContext::persist`](crate::context::RunContext::persist),
 //! [`RunContext::with_thread_data`](crate::context::RunContext::with_thread_data)). The
-//! built-ins keep theirs here too: the todo list ([`builtins::todo`](crate::builtins::todo))
-//! and the files written ([`builtins::filesystem`](crate::builtins::filesystem)).
+//! built-ins keep theirs here too: the todo list (`builtins::todo`)
+//! and the files written (`builtins::filesystem`).
 //!
 //! The data is a map from a key to a JSON value. Every store keeps it as one row per key
 //! (the SQL stores: table `data` / `tower_agent_data`) and writes only the keys whose value
@@ -30,7 +30,7 @@
 //!
 //! ```
 //! use serde::{Deserialize, Serialize};
-//! use tower_agent::{
+//! use tower_agent_core::{
 //!     Agent, AgentRequest, BoxError,
 //!     model::ScriptedModel,
 //!     store::{MemoryStore, Persisted},

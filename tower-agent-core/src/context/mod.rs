@@ -8,14 +8,14 @@
 //! run was cancelled. Cloning it is one reference count.
 //!
 //! Built-ins keep their per-run data here too: the todo list
-//! ([`builtins::todo::todos`](crate::builtins::todo::todos)) and the files written
-//! ([`builtins::filesystem::files_written`](crate::builtins::filesystem::files_written)),
+//! (`builtins::todo::todos`) and the files written
+//! (`builtins::filesystem::files_written`),
 //! which the loop restores from the thread and saves with it.
 //!
 //! # Example
 //!
 //! ```
-//! use tower_agent::context::RunContext;
+//! use tower_agent_core::context::RunContext;
 //!
 //! let ctx = RunContext::builder().session_id("thread-1").cwd("/tmp").build();
 //! assert_eq!(ctx.session_id(), "thread-1");
@@ -145,7 +145,7 @@ impl RunContext {
     /// Moves the run's working directory to `dir` (for a tool whose shell changed directory,
     /// as Claude Code's `Bash` does after a `cd`); returns the directory it was in. Every
     /// clone of the context sees the move: later hooks run in, and are given, the new
-    /// directory, and an agent's [hooks](crate::layers::hooks) fire their CwdChanged hooks at
+    /// directory, and an agent's hooks fire their CwdChanged hooks at
     /// the end of the step (after the PostToolUse hooks of the call that moved it, before
     /// PostToolBatch). A relative `dir` is taken relative to the current working directory.
     ///
@@ -315,7 +315,7 @@ impl RunContext {
 
     /// The session's JSONL transcript, if the agent keeps transcripts
     /// ([`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts), on by default
-    /// for agents with [command hooks](crate::command)): one line per message, in
+    /// for agents with command hooks): one line per message, in
     /// Claude Code's shape, each written before any hook can read it (see
     /// [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) for the format
     /// and when each line is written).
@@ -503,7 +503,7 @@ impl RunContextBuilder {
 }
 
 /// A compaction of the thread's history, reported by the model layer that compacted the
-/// request (such as [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer)) in its
+/// request (such as `SummarizeLayer`) in its
 /// response's [`extensions`](crate::model::ModelResponse::extensions): after the step's model
 /// call, the loop replaces the messages in `range` with `replacement`, provided the history
 /// still holds exactly the messages `source` holds in that range (see
@@ -563,7 +563,7 @@ pub use self::persisted::{Todo, TodoStatus};
 /// equal.
 ///
 /// ```
-/// use tower_agent::context::{InstanceId, RunContext};
+/// use tower_agent_core::context::{InstanceId, RunContext};
 ///
 /// #[derive(Default)]
 /// struct Calls(u32);

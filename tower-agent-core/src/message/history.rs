@@ -17,9 +17,9 @@ use super::{Message, memo, stored, tokens};
 /// # Token accounting
 ///
 /// A history also keeps a running token count for
-/// [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer), shared by its clones: each
+/// `SummarizeLayer`, shared by its clones: each
 /// message is counted once, not at every model call (see
-/// [the summarize docs](crate::layers::summarize#token-accounting)). Appending keeps the
+/// [the summarize docs](https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/index.html#token-accounting)). Appending keeps the
 /// count, and so does inserting a message in front (a system message that a stage adds to a
 /// request of a history without one): at most 2 such messages, each then counted at every
 /// call. Editing or removing a message that was counted drops it, and the
@@ -285,14 +285,14 @@ impl Messages {
     /// the running count shared with this history's clones has not counted yet: a run's model
     /// requests carry clones of its history, so a layer that counts each request's messages
     /// counts each message once over the run, not at every call (see
-    /// [the summarize docs](crate::layers::summarize#token-accounting)). The system message
+    /// [the summarize docs](https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/index.html#token-accounting)). The system message
     /// and the last 4 messages are counted at every call (stages and layers edit them per
     /// request). One running count per history: counting with another counter (another
     /// `Arc`) starts it over, so keep one counter per layer.
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use tower_agent::message::{Message, Messages, tokens::{BytesPerFour, TokenCounter}};
+    /// use tower_agent_core::message::{Message, Messages, tokens::{BytesPerFour, TokenCounter}};
     ///
     /// let counter: Arc<dyn TokenCounter> = Arc::new(BytesPerFour);
     /// let mut history = Messages::new();

@@ -19,7 +19,7 @@
 //! # Example
 //!
 //! ```
-//! use tower_agent::message::{Message, Messages, Role, ToolCall, ToolOutput};
+//! use tower_agent_core::message::{Message, Messages, Role, ToolCall, ToolOutput};
 //! use serde_json::json;
 //!
 //! let mut history = Messages::from(vec![
@@ -124,10 +124,10 @@ pub enum Content {
 ///   provider) is not sent to Anthropic.
 /// - OpenAI-compatible Chat Completions servers (DeepSeek, vLLM, Ollama, OpenRouter …):
 ///   `reasoning_content` (or `reasoning`) is `text`, sent back as DeepSeek's rule asks (see
-///   [`ReasoningReplay`](crate::model::openai::ReasoningReplay)).
+///   `ReasoningReplay`).
 /// - OpenAI Responses API: a `reasoning` item is `text` (its summary text) + `opaque` (the
 ///   whole item, its `encrypted_content` included, tagged
-///   [`ITEM_PROVIDER`](crate::model::responses::ITEM_PROVIDER)), sent back unmodified to that
+///   `ITEM_PROVIDER`), sent back unmodified to that
 ///   API only.
 /// - `opaque` holds a provider-specific item, tagged with the provider it came from, to be
 ///   returned to that provider as it came; every other provider leaves it out.
@@ -264,7 +264,7 @@ impl ToolCall {
     /// ```
     /// use serde::Deserialize;
     /// use serde_json::json;
-    /// use tower_agent::{layers::hooks::{Hooks, PreToolUse}, message::ToolCall};
+    /// use tower_agent_core::message::ToolCall;
     ///
     /// #[derive(Deserialize)]
     /// struct Bash {
@@ -273,14 +273,9 @@ impl ToolCall {
     ///
     /// let call = ToolCall::new("1", "bash", json!({ "command": "rm -rf /" }));
     /// assert_eq!(call.arguments_as::<Bash>()?.command, "rm -rf /");
-    ///
-    /// let hooks = Hooks::new().before_tool_use("bash", |call, _ctx| {
-    ///     match call.arguments_as::<Bash>() {
-    ///         Ok(args) if args.command.contains("rm -rf") => PreToolUse::Deny("no".into()),
-    ///         _ => PreToolUse::Continue,
-    ///     }
-    /// });
-    /// # let _ = hooks;
+    /// // As a PreToolUse hook would check it:
+    /// let refuse = call.arguments_as::<Bash>().is_ok_and(|args| args.command.contains("rm -rf"));
+    /// assert!(refuse);
     /// # Ok::<(), serde_json::Error>(())
     /// ```
     pub fn arguments_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
@@ -428,11 +423,11 @@ impl Message {
     /// SessionStart and UserPromptSubmit hooks'), after a compaction's summary. A system
     /// message after the conversation's start goes where it is: OpenAI's APIs take it there;
     /// Anthropic's with
-    /// [`mid_conversation_system_messages`](crate::model::anthropic::AnthropicBuilder::mid_conversation_system_messages),
+    /// `mid_conversation_system_messages`,
     /// else as user text in a `<system-hook>` block.
     ///
     /// ```
-    /// use tower_agent::message::{Message, Role};
+    /// use tower_agent_core::message::{Message, Role};
     ///
     /// let m = Message::hook_context(["a", "b"]);
     /// assert_eq!(m.role, Role::System);
@@ -454,7 +449,7 @@ impl Message {
     /// ended the run.
     ///
     /// ```
-    /// use tower_agent::message::{Message, Role};
+    /// use tower_agent_core::message::{Message, Role};
     ///
     /// let m = Message::hook_feedback(["a", "b"]);
     /// assert_eq!(m.role, Role::User);

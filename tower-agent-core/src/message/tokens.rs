@@ -1,9 +1,9 @@
 //! Token estimates: [`TokenCounter`] and its usual implementation, [`BytesPerFour`]. The
-//! compaction layer ([`SummarizeLayer`](crate::layers::summarize::SummarizeLayer)) counts a
+//! compaction layer (`SummarizeLayer`) counts a
 //! request's history with one; the history keeps a running count shared by its clones.
 //!
 //! ```
-//! use tower_agent::message::{Message, Messages, tokens::{BytesPerFour, TokenCounter}};
+//! use tower_agent_core::message::{Message, Messages, tokens::{BytesPerFour, TokenCounter}};
 //!
 //! let mut history = Messages::new();
 //! history.push(Message::user("twelve bytes"));
@@ -18,9 +18,9 @@ use super::{Message, Messages};
 
 /// Estimates tokens. Implemented for closures `Fn(&str) -> usize` (over each text).
 ///
-/// [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer) counts a history message by message with
+/// `SummarizeLayer` counts a history message by message with
 /// [`count_message`](TokenCounter::count_message), once per message (see
-/// [Token accounting](crate::layers::summarize#token-accounting)): a request's estimate is the sum of its
+/// [Token accounting](https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/index.html#token-accounting)): a request's estimate is the sum of its
 /// messages' counts, which is what [`count_messages`](TokenCounter::count_messages) gives.
 pub trait TokenCounter: Send + Sync + 'static {
     /// Tokens in a text.

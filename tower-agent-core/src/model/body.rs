@@ -22,10 +22,10 @@
 //!
 //! ```
 //! use tower::{ServiceBuilder, ServiceExt};
-//! use tower_agent::{event::ModelDelta, model::{ModelRequest, ModelResponse, ScriptedModel}};
+//! use tower_agent_core::{event::ModelDelta, model::{ModelRequest, ModelResponse, ScriptedModel}};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! # async fn main() -> Result<(), tower_agent_core::BoxError> {
 //! let model = ServiceBuilder::new()
 //!     .map_response(|resp: ModelResponse| {
 //!         resp.map_deltas(|delta| match delta {
@@ -35,7 +35,7 @@
 //!         // The text parts in place: tool calls and reasoning stay.
 //!         .map_done(|mut done| {
 //!             for part in &mut done.message.content {
-//!                 if let tower_agent::message::Content::Text { text } = part {
+//!                 if let tower_agent_core::message::Content::Text { text } = part {
 //!                     *text = text.to_uppercase();
 //!                 }
 //!             }

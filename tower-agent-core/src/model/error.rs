@@ -1,7 +1,7 @@
 //! [`ProviderError`]: what went wrong talking to a model provider.
 //!
-//! The providers ([`OpenAiChat`](crate::model::openai::OpenAiChat),
-//! [`Anthropic`](crate::model::anthropic::Anthropic)) are model services, so their error type
+//! The providers (`OpenAiChat`,
+//! `Anthropic`) are model services, so their error type
 //! is [`BoxError`]; every failure of theirs is a `ProviderError` inside it. Downcast to ask
 //! what happened — [`RetryPolicy`](crate::model::RetryPolicy) does exactly this to decide
 //! whether to try again.
@@ -9,7 +9,7 @@
 //! # Example
 //!
 //! ```
-//! use tower_agent::{BoxError, model::ProviderError};
+//! use tower_agent_core::{BoxError, model::ProviderError};
 //!
 //! fn describe(err: &BoxError) -> &'static str {
 //!     match ProviderError::find(&**err) {
@@ -218,7 +218,7 @@ impl ProviderError {
     }
 
     /// The conversation does not fit the model's context window. Compact the history
-    /// (see [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer)) and try again.
+    /// (see `SummarizeLayer`) and try again.
     pub fn is_context_length_exceeded(&self) -> bool {
         self.inner.kind == Kind::ContextLength
     }

@@ -6,55 +6,23 @@
 //! [`AgentBuilder::model`](crate::agent::AgentBuilder::model).
 //!
 //! [`ScriptedModel`] is a deterministic model for tests, docs and offline demos. The real
-//! providers speak HTTP with reqwest:
-//!
-//! - [`OpenAiChat`] (feature `openai`, on by default): the OpenAI Chat
-//!   Completions API, for OpenAI and every compatible server (vLLM, Ollama, llama.cpp,
-//!   LiteLLM);
-//! - [`OpenAiResponses`] (feature `openai`): the OpenAI Responses API, stateless
-//!   (`store: false`), reasoning items carried across turns encrypted;
-//! - [`Anthropic`] (feature `anthropic`): the Anthropic Messages API.
-//!
-//! They all stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
-//! retry transient failures under tower's `retry` with [`RetryPolicy`].
-//!
-//! # Limits
-//!
-//! A provider's answer comes from outside the process, so what it may cost is capped; nothing
-//! a server sends can panic the provider or make it hold more than these bounds:
-//!
-//! - **Response size**: a whole (non-streamed) body is read chunk by chunk and the call fails
-//!   with a [malformed-response](ProviderError::is_malformed_response) error as soon as it
-//!   passes the provider's `max_response_bytes` (default [`DEFAULT_MAX_RESPONSE_BYTES`],
-//!   16 MiB; a `Content-Length` over it fails before the body is read). A streamed answer fails
-//!   the same way when the text, reasoning, tool-call arguments and provider items
-//!   ([`Content::Provider`](crate::message::Content::Provider), kept whole) put together from
-//!   it pass that limit.
-//! - **Server-sent events**: one event (its lines, buffered until the blank line that ends it)
-//!   may hold at most [`MAX_SSE_EVENT_BYTES`] (4 MiB, or `max_response_bytes` if smaller); a
-//!   longer line or event fails the call while it is being read. So a stream holds at most
-//!   about `MAX_SSE_EVENT_BYTES + max_response_bytes`, however long it runs (bound its time
-//!   with a timeout layer).
-//! - **Error pages**: of an HTTP error response, only the first [`MAX_ERROR_BODY_BYTES`]
-//!   (8 KiB) are read, for the error's code, message and
-//!   [excerpt](ProviderError::body_excerpt); the rest is never read (the connection is closed).
-//! - **`Retry-After`**: `retry-after-ms`, and `retry-after` in seconds or as an HTTP date, are
-//!   parsed without overflow; a negative or unparsable value is ignored, and any delay is
-//!   clamped to [`MAX_RETRY_AFTER`] (one day) before it reaches
-//!   [`ProviderError::retry_after`]. [`RetryPolicy`] waits at most its
-//!   [`max_retry_after`](RetryPolicy::max_retry_after) (default 60 s): asked to wait longer,
-//!   it does not retry and returns the error, `retry_after` set.
+//! providers (the OpenAI Chat Completions and Responses APIs, the Anthropic Messages API) are
+//! in `tower-agent` (features `openai`, `anthropic`), written with this module's public API as
+//! a provider of yours is: they stream when [`ModelSettings::stream`] is on (a
+//! [`ModelBody`]), fail with a typed [`ProviderError`], and retry transient failures under
+//! tower's `retry` with [`RetryPolicy`]. Their limits on what a server may send are listed in
+//! `tower_agent::model`.
 //!
 //! # Example
 //!
 //! ```
 //! use std::time::Duration;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
-//! use tower_agent::model::{ModelRequest, ModelResponse, ScriptedModel};
-//! use tower_agent::message::Message;
+//! use tower_agent_core::model::{ModelRequest, ModelResponse, ScriptedModel};
+//! use tower_agent_core::message::Message;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! # async fn main() -> Result<(), tower_agent_core::BoxError> {
 //! let mut model = ServiceBuilder::new()
 //!     .timeout(Duration::from_secs(30))
 //!     .map_request(|mut req: ModelRequest| {
@@ -99,8 +67,8 @@ use crate::{
 };
 
 /// The default of the providers' `max_response_bytes`
-/// ([`OpenAiChatBuilder::max_response_bytes`](crate::model::openai::OpenAiChatBuilder::max_response_bytes),
-/// [`AnthropicBuilder::max_response_bytes`](crate::model::anthropic::AnthropicBuilder::max_response_bytes)):
+/// (`OpenAiChatBuilder::max_response_bytes`,
+/// `AnthropicBuilder::max_response_bytes`):
 /// 16 MiB.
 ///
 /// A model's answer is text and tool-call arguments: even 128k output tokens are well under
@@ -235,7 +203,7 @@ pub struct ModelSettings {
     /// OpenAI's `prompt_cache_key` (Chat Completions and Responses): requests with the same
     /// key and prefix are routed to the same prompt cache, e.g. one key per thread. Anthropic
     /// caches by breakpoints instead (see
-    /// [`AnthropicBuilder::prompt_caching`](crate::model::anthropic::AnthropicBuilder::prompt_caching)).
+    /// `AnthropicBuilder::prompt_caching`).
     pub prompt_cache_key: Option<Arc<str>>,
     /// Extended thinking with this token budget: Anthropic
     /// `thinking: {type: "enabled", budget_tokens}` (the API wants at least 1024, and less than
@@ -245,7 +213,7 @@ pub struct ModelSettings {
     /// How hard a reasoning model should think: OpenAI's (and DeepSeek's) `reasoning_effort`,
     /// the Responses API's `reasoning.effort`, Anthropic's `output_config.effort` (as Claude
     /// Code sends it, `"medium"` by default for the models that take one). Command hooks see
-    /// the agent's as `effort: {"level": …}` (see [`command`](crate::command)).
+    /// the agent's as `effort: {"level": …}` (see `command`).
     pub reasoning_effort: Option<ReasoningEffort>,
 }
 
@@ -433,13 +401,13 @@ pub struct ModelResponse {
     /// [`Done`](body::ModelChunk::Done). A layer that counts tokens reads it there —
     /// [`on_end`](Self::on_end), [`map_done`](Self::map_done), [`then_done`](Self::then_done)
     /// or [`collect`](Self::collect), each at once for an answer that does not stream (the
-    /// [stateful layer guide](crate::guide::stateful_layer) counts a budget so).
+    /// stateful layer guide counts a budget so).
     pub usage: Option<Usage>,
     /// Why the model stopped (on the head of a streaming answer, not the answer's yet: the
     /// whole answer's is at the stream's end).
     pub stop_reason: StopReason,
     /// Who answered and how, as the provider reported it (for tracing: see
-    /// [`layers::trace`](crate::layers::trace)).
+    /// `layers::trace`).
     pub meta: ResponseMeta,
     /// What layers of the model stack report with the answer, typed, as
     /// [`http::Response::extensions`](::http::Response::extensions) do: the loop reads a
@@ -483,7 +451,7 @@ pub struct Display(pub String);
 
 /// What a provider reports about a response besides its content: the provider's name, the
 /// model asked for and the one that answered, the response's id and the finish reasons in
-/// the provider's own words. [`TraceLayer`](crate::layers::trace::TraceLayer) records them
+/// the provider's own words. `TraceLayer` records them
 /// as the OpenTelemetry attributes `gen_ai.provider.name`, `gen_ai.request.model`,
 /// `gen_ai.response.model`, `gen_ai.response.id` and `gen_ai.response.finish_reasons`.
 ///

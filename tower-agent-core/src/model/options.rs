@@ -10,7 +10,7 @@
 //! [`ResponseFormat::parse`]):
 //!
 //! ```
-//! use tower_agent::{Agent, model::{ModelSettings, ResponseFormat, ScriptedModel}};
+//! use tower_agent_core::{Agent, model::{ModelSettings, ResponseFormat, ScriptedModel}};
 //!
 //! #[derive(serde::Deserialize, schemars::JsonSchema, Debug, PartialEq)]
 //! struct City { name: String, population: u64 }

@@ -47,23 +47,24 @@
 //!
 //! # Example
 //!
-//! ```no_run
+//! ```
 //! use std::{sync::Arc, time::Duration};
 //! use tower::{Service, ServiceBuilder, ServiceExt, retry::budget::TpsBudget};
-//! use tower_agent::message::Message;
-//! use tower_agent::model::{ModelRequest, RetryPolicy, openai::OpenAiChat};
+//! use tower_agent_core::message::Message;
+//! use tower_agent_core::model::{ModelRequest, RetryPolicy, ScriptedModel};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! # async fn main() -> Result<(), tower_agent_core::BoxError> {
 //! // At most 1 retry a second plus 10% of the calls, over a 10 s window.
 //! let budget = Arc::new(TpsBudget::new(Duration::from_secs(10), 1, 0.1));
 //! let mut model = ServiceBuilder::new()
 //!     .retry(RetryPolicy::new().max_attempts(5).budget(budget))
 //!     .timeout(Duration::from_secs(120)) // per attempt
-//!     .service(OpenAiChat::builder().api_key("sk-…").model("gpt-4.1-mini").build());
+//!     // A provider here, e.g. `tower_agent::model::openai::OpenAiChat`.
+//!     .service(ScriptedModel::new().text("Hello!"));
 //!
 //! let resp = model.ready().await?.call(ModelRequest::new(vec![Message::user("Hi")])).await?;
-//! println!("{}", resp.message.text());
+//! assert_eq!(resp.message.text(), "Hello!");
 //! # Ok(())
 //! # }
 //! ```

@@ -47,16 +47,16 @@ enum Turn {
 /// ```
 /// use serde_json::json;
 /// use tower::{Service, ServiceExt};
-/// use tower_agent::model::{ModelRequest, ScriptedModel};
-/// use tower_agent::message::Message;
+/// use tower_agent_core::model::{ModelRequest, ScriptedModel};
+/// use tower_agent_core::message::Message;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), tower_agent::BoxError> {
+/// # async fn main() -> Result<(), tower_agent_core::BoxError> {
 /// let mut model = ScriptedModel::new()
 ///     .tool_call("read_file", json!({ "path": "notes.txt" }))
 ///     .decide(|req| {
 ///         let last = req.messages.last().unwrap().text().into_owned();
-///         Ok(tower_agent::model::ModelResponse::text(format!("The file says: {last}")))
+///         Ok(tower_agent_core::model::ModelResponse::text(format!("The file says: {last}")))
 ///     });
 ///
 /// let first = model.ready().await?.call(ModelRequest::new(vec![Message::user("Read it")])).await?;

@@ -40,7 +40,7 @@
 //! `interrupted: … may or may not have happened` error output, before the prompt: the history
 //! stays valid and nothing is run.
 //!
-//! # The journal and the [`Ledger`](crate::layers::ledger)
+//! # The journal and the `Ledger`
 //!
 //! The journal is not the ledger grown up, and not a layer you add: they answer different
 //! questions with opposite rules. The ledger is an audit trail — every call, in any run, with

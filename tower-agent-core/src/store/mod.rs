@@ -23,10 +23,10 @@
 //! # Example
 //!
 //! ```
-//! use tower_agent::{Agent, AgentRequest, model::ScriptedModel, store::MemoryStore};
+//! use tower_agent_core::{Agent, AgentRequest, model::ScriptedModel, store::MemoryStore};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::Error> {
+//! # async fn main() -> Result<(), tower_agent_core::Error> {
 //! let store = MemoryStore::new();
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new().text("Nice to meet you, Ada.").text("You are Ada."))
@@ -180,7 +180,7 @@ impl Thread {
         }
     }
 
-    /// Its todo list (of the [todo built-in](crate::builtins::todo), in [`data`](Self::data)
+    /// Its todo list (of the todo built-in, in [`data`](Self::data)
     /// under `tower_agent.todos`); empty if there is none (or if what is stored there is not
     /// a todo list, which is logged).
     pub fn todos(&self) -> Vec<Todo> {
@@ -193,7 +193,7 @@ impl Thread {
     }
 
     /// The files written or edited in it (by the [filesystem
-    /// built-ins](crate::builtins::filesystem), in [`data`](Self::data) under
+    /// built-ins](https://docs.rs/tower-agent/latest/tower_agent/builtins/filesystem/index.html), in [`data`](Self::data) under
     /// `tower_agent.files/` and the path): path → content.
     pub fn files(&self) -> BTreeMap<String, Arc<str>> {
         FilesWritten::of(&self.data)
@@ -226,7 +226,7 @@ pub trait ThreadStore: Send + Sync + 'static {
     /// Takes the lease of thread `id` for a run: while the returned [`Lease`] lives, no other
     /// lease of the thread is given, by this store or any other on the same database (other
     /// replicas); dropping it releases it. A thread leased elsewhere is a [`ThreadBusy`]
-    /// error. The HTTP server ([`AgentRoutes`](crate::server)) takes one for every run, and
+    /// error. The HTTP server (`AgentRoutes`) takes one for every run, and
     /// answers `409` when the thread is busy.
     ///
     /// The default gives every lease at once (a store of one process: the server's own

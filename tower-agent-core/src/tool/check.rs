@@ -4,7 +4,7 @@
 //! A tool offers a check with [`Tool::check`](super::Tool::check): it accepts a request (with its input
 //! normalised, e.g. defaults filled in), refuses it with the output the model gets, or says
 //! so later (a check that reads a file). Claude Code checks its tools' input this way before
-//! its PreToolUse hooks, and the [Claude Code tools](crate::builtins::claude_code) of this
+//! its PreToolUse hooks, and the Claude Code tools of this
 //! crate do the same.
 //!
 //! The checks reach the layers as data on the request, as axum's routing data reaches
@@ -12,7 +12,7 @@
 //! [`ToolChecks`] handle, and the agent loop puts that handle in the
 //! [`extensions`](super::ToolRequest::extensions) of each tool request (outermost, so every
 //! tool layer finds it). A layer that decides about calls — the crate's
-//! [hook layer](crate::layers::hooks::HookToolLayer), or yours — runs
+//! hook layer, or yours — runs
 //! [`ToolChecks::check`] first: a refusal is the call's output and the layer does nothing
 //! else; an accepted request goes on, marked [`Checked`] so the tool does not check it again.
 //! A request nobody checked is checked by the tool's service itself
@@ -27,8 +27,8 @@
 //! ```
 //! use serde_json::{Value, json};
 //! use tower::ServiceExt;
-//! use tower_agent::{BoxError, context::RunContext, message::{ToolCall, ToolOutput, ToolSpec}};
-//! use tower_agent::tool::{Check, Tool, ToolRequest, ToolRouter};
+//! use tower_agent_core::{BoxError, context::RunContext, message::{ToolCall, ToolOutput, ToolSpec}};
+//! use tower_agent_core::tool::{Check, Tool, ToolRequest, ToolRouter};
 //!
 //! /// Greets someone; refuses an empty name, and fills in the greeting.
 //! struct Greet;
@@ -160,7 +160,7 @@ pub struct Checked;
 
 /// A request extension a check may add: the input as the layers that decide about the call
 /// (hooks, permission rules, approvals) see it, when it differs from the input the tool runs
-/// with. The [hook layer](crate::layers::hooks::HookToolLayer) shows its hooks this input; if
+/// with. The hook layer shows its hooks this input; if
 /// a hook rewrites it, the tool gets the rewrite, else the request's own input.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObservableInput(pub Value);

@@ -31,7 +31,7 @@ pub struct ToolFn<F> {
 ///
 /// ```
 /// use serde_json::json;
-/// use tower_agent::tool::{Tool, tool_fn};
+/// use tower_agent_core::tool::{Tool, tool_fn};
 ///
 /// let shout = tool_fn(
 ///     "shout",
@@ -112,7 +112,7 @@ pub struct TypedTool<A, F> {
 /// ```
 /// use schemars::JsonSchema;
 /// use serde::Deserialize;
-/// use tower_agent::tool::{Tool, typed_tool};
+/// use tower_agent_core::tool::{Tool, typed_tool};
 ///
 /// #[derive(Deserialize, JsonSchema)]
 /// struct Args {

@@ -13,8 +13,8 @@
 //! use serde::Deserialize;
 //! use serde_json::json;
 //! use tower::{Service, ServiceExt};
-//! use tower_agent::{context::RunContext, message::ToolCall};
-//! use tower_agent::tool::{ToolRequest, ToolRouter, tool_fn, typed_tool};
+//! use tower_agent_core::{context::RunContext, message::ToolCall};
+//! use tower_agent_core::tool::{ToolRequest, ToolRouter, tool_fn, typed_tool};
 //!
 //! #[derive(Deserialize, JsonSchema)]
 //! struct AddArgs {
@@ -25,7 +25,7 @@
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! # async fn main() -> Result<(), tower_agent_core::BoxError> {
 //! let mut router = ToolRouter::new()
 //!     .tool(typed_tool("add", "Adds two numbers", |args: AddArgs, _ctx| async move {
 //!         Ok((args.a + args.b).to_string())
@@ -134,7 +134,7 @@ impl ToolRequest {
 ///
 /// ```
 /// use serde_json::json;
-/// use tower_agent::{BoxError, message::{ToolOutput, ToolSpec}, tool::{Tool, ToolRequest}};
+/// use tower_agent_core::{BoxError, message::{ToolOutput, ToolSpec}, tool::{Tool, ToolRequest}};
 ///
 /// struct Clock;
 ///
@@ -149,7 +149,7 @@ impl ToolRequest {
 ///     }
 /// }
 ///
-/// let router = tower_agent::tool::ToolRouter::new().tool(Clock);
+/// let router = tower_agent_core::tool::ToolRouter::new().tool(Clock);
 /// assert!(router.contains("now"));
 /// ```
 pub trait Tool: Send + Sync + 'static {
