@@ -5,7 +5,7 @@ use std::{fmt, ops::Index, sync::Arc};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Message, memo, stored, tokens};
+use super::{Message, StoreTag, memo, stored, tokens};
 
 /// The conversation history: a persistent vector of [`Message`]s.
 ///
@@ -24,6 +24,52 @@ use super::{Message, memo, stored, tokens};
 /// request of a history without one): at most 2 such messages, each then counted at every
 /// call. Editing or removing a message that was counted drops it, and the
 /// next count is a full one.
+///
+/// # Saving incrementally
+///
+/// A thread store saves a thread after every step of a run: it should write the messages
+/// that are new since its last save of the history, not the whole history again. A history
+/// carries a mark for that, shared by its clones (the run's history, the thread the agent
+/// saves, a copy in the store's cache):
+///
+/// - once a save (or a load) is committed, the store calls [`mark_stored`](Self::mark_stored)
+///   with its [`StoreTag`] and the thread's new revision: a number that names that save and
+///   that a store with that tag never gives twice, not to another thread, not after a delete
+///   (a counter or sequence of the whole database does it);
+/// - at the next save it reads the revision the database holds for the thread and asks
+///   [`stored_len`](Self::stored_len): `Some(n)` says that the stored messages are the first
+///   `n` of this history, so it writes the rest. `None`: it compares with what is stored, or
+///   rewrites it.
+///
+/// Each clone checks the shared mark against its own messages: it is trusted only when the
+/// history's message at `n - 1` is the very message (the same allocation, not an equal one)
+/// that was the last one when the mark was set. Every edit that is not an append (`insert`
+/// before the end, `remove`, `truncate`, `splice`, `get_mut`, `iter_mut`) drops the mark of
+/// the history edited (its clones keep theirs), so the histories that share a mark only
+/// ever grew since they were cloned from one another. Marks live in memory only: a history
+/// deserialized or built from messages carries none until a store marks it.
+///
+/// ```
+/// use tower_agent_core::message::{Message, Messages, StoreTag};
+///
+/// let tag = StoreTag::unique(); // your store's, made once
+/// let mut history = Messages::new();
+/// history.push(Message::user("Hi"));
+/// history.push(Message::assistant("Hello!"));
+/// history.mark_stored(tag, 7); // the save of these 2 messages committed as revision 7
+///
+/// let mut next = history.clone(); // the run goes on
+/// next.push(Message::user("How are you?"));
+/// // The database still holds revision 7: write the messages from index 2 on.
+/// assert_eq!(next.stored_len(tag, 7), Some(2));
+/// // Saved meanwhile by someone else, or another store: no shortcut.
+/// assert_eq!(next.stored_len(tag, 8), None);
+/// assert_eq!(next.stored_len(StoreTag::unique(), 7), None);
+/// // An edit that is not an append drops the mark (of this clone only).
+/// next.get_mut(0).unwrap().push_text("!");
+/// assert_eq!(next.stored_len(tag, 7), None);
+/// assert_eq!(history.stored_len(tag, 7), Some(2));
+/// ```
 #[derive(Clone, Default)]
 pub struct Messages {
     inner: imbl::Vector<Arc<Message>>,
@@ -32,7 +78,8 @@ pub struct Messages {
     /// Messages inserted in front since the running count was shared with this history: the
     /// count's message `j` is this history's message `j + shift` (see [`memo`]).
     shift: usize,
-    /// What a thread store last stored of this history, shared by clones (see [`stored`]).
+    /// What a thread store last stored of this history, shared by clones (see [`stored`] and
+    /// [Saving incrementally](Self#saving-incrementally)).
     stored: Option<Arc<stored::Slot>>,
 }
 
@@ -210,45 +257,50 @@ impl Messages {
         }
     }
 
-    /// Whether the first `len` messages are the very ones store `store` stored at `revision`
-    /// (see [`stored`]): a save may then append the rest without reading what is stored.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-    pub(crate) fn stored_as(&self, store: u64, revision: i64, len: usize) -> bool {
-        let Some(slot) = &self.stored else {
-            return false;
-        };
-        let mark = slot
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        mark.as_ref().is_some_and(|m| {
-            m.store == store
-                && m.revision == revision
-                && m.len == len
-                && len <= self.len()
-                && match (&m.last, len.checked_sub(1)) {
-                    (Some(last), Some(i)) => Arc::ptr_eq(last, &self.inner[i]),
-                    (None, None) => true,
-                    _ => false,
-                }
-        })
-    }
-
-    /// Records that store `store` stored this whole history at `revision` (see [`stored`]),
-    /// for this history and the clones that share its slot.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-    pub(crate) fn mark_stored(&self, store: u64, revision: i64) {
+    /// Records that the store tagged `tag` now holds this whole history as `revision` (call
+    /// it once the save, or the load, is committed), for this history and the clones that
+    /// share its mark: a later save of any of them asks [`stored_len`](Self::stored_len)
+    /// whether it may only append. See [Saving incrementally](Self#saving-incrementally).
+    ///
+    /// A history that never held a message keeps no mark (this does nothing then).
+    pub fn mark_stored(&self, tag: StoreTag, revision: i64) {
         if let Some(slot) = &self.stored {
             *slot
                 .0
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(stored::Mark {
-                store,
+                tag,
                 revision,
                 len: self.len(),
                 last: self.inner.last().cloned(),
             });
         }
+    }
+
+    /// How many leading messages of this history are the very ones the store tagged `tag`
+    /// holds at `revision` (the last [`mark_stored`](Self::mark_stored) seen by this history,
+    /// if it is the store's and that revision's, and the history only grew since): a save may
+    /// then write the messages from there on and leave the stored ones as they are. `None`
+    /// when there is no such mark: compare with what is stored, or rewrite it all.
+    ///
+    /// `Some(n)` is always right (never a false positive); `None` may come after any edit
+    /// that was not an append. See [Saving incrementally](Self#saving-incrementally).
+    pub fn stored_len(&self, tag: StoreTag, revision: i64) -> Option<usize> {
+        let slot = self.stored.as_ref()?;
+        let mark = slot
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let m = mark.as_ref()?;
+        let ok = m.tag == tag
+            && m.revision == revision
+            && m.len <= self.len()
+            && match (&m.last, m.len.checked_sub(1)) {
+                (Some(last), Some(i)) => Arc::ptr_eq(last, &self.inner[i]),
+                (None, None) => true,
+                _ => false,
+            };
+        ok.then_some(m.len)
     }
 
     /// The messages from this history's `index` on are about to change (see [`edited`]).

@@ -52,10 +52,7 @@ use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    context::{
-        RunData,
-        persisted::{FilesWritten, Todo, Todos},
-    },
+    context::{RunData, Todo},
     error::BoxError,
     message::Messages,
 };
@@ -64,11 +61,14 @@ use crate::{
 /// stores).
 pub use crate::context::data;
 
-pub use self::data::{Persisted, ThreadData};
+pub use self::data::{DataChange, Persisted, ThreadData};
 
 pub mod journal;
 
 pub use self::journal::{JournalEntry, ToolJournal};
+/// A store's name in the marks of incremental saves (its home is [`message`](crate::message),
+/// with [`Messages::mark_stored`] and [`Messages::stored_len`]).
+pub use crate::message::StoreTag;
 
 /// A thread as the SQL stores list it (`Sqlite::list_threads`, `Postgres::list_threads`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +82,25 @@ pub struct ThreadInfo {
     pub created_at: std::time::SystemTime,
     /// When it was last saved.
     pub updated_at: std::time::SystemTime,
+}
+
+impl ThreadInfo {
+    /// The listing of thread `id`: `messages` messages, first saved at `created_at`, last
+    /// saved at `updated_at` (for a store of yours that lists its threads as the SQL stores
+    /// do).
+    pub fn new(
+        id: impl Into<String>,
+        messages: usize,
+        created_at: std::time::SystemTime,
+        updated_at: std::time::SystemTime,
+    ) -> Self {
+        ThreadInfo {
+            id: id.into(),
+            messages,
+            created_at,
+            updated_at,
+        }
+    }
 }
 
 /// A conversation thread as it is persisted.
@@ -184,29 +203,29 @@ impl Thread {
     /// under `tower_agent.todos`); empty if there is none (or if what is stored there is not
     /// a todo list, which is logged).
     pub fn todos(&self) -> Vec<Todo> {
-        Todos::of(&self.data)
+        self.data.todos()
     }
 
     /// Replaces its todo list.
     pub fn set_todos(&mut self, todos: Vec<Todo>) {
-        Todos::set(&mut self.data, todos);
+        self.data.set_todos(todos);
     }
 
     /// The files written or edited in it (by the [filesystem
     /// built-ins](crate::builtins::filesystem), in [`data`](Self::data) under
     /// `tower_agent.files/` and the path): path → content.
     pub fn files(&self) -> BTreeMap<String, Arc<str>> {
-        FilesWritten::of(&self.data)
+        self.data.files()
     }
 
     /// Sets the content of file `path` among its [`files`](Self::files).
     pub fn set_file(&mut self, path: &str, content: &str) {
-        FilesWritten::record(&mut self.data, path, content);
+        self.data.set_file(path, content);
     }
 
     /// Removes file `path` from its [`files`](Self::files); whether it was there.
     pub fn remove_file(&mut self, path: &str) -> bool {
-        FilesWritten::remove(&mut self.data, path)
+        self.data.remove_file(path)
     }
 }
 
