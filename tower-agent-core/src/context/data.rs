@@ -6,8 +6,8 @@
 //! ([`RunContext::persisted`](crate::context::RunContext::persisted),
 //! [`RunContext::persist`](crate::context::RunContext::persist),
 //! [`RunContext::with_thread_data`](crate::context::RunContext::with_thread_data)). The
-//! built-ins keep theirs here too: the todo list ([`builtins::todo`](crate::builtins::todo))
-//! and the files written ([`builtins::filesystem`](crate::builtins::filesystem)).
+//! built-ins keep theirs here too: the todo list ([`builtins::todo`][facade-todo])
+//! and the files written ([`builtins::filesystem`][facade-filesystem]).
 //!
 //! The data is a map from a key to a JSON value. Every store keeps it as one row per key
 //! (the SQL stores: table `data` / `tower_agent_data`) and writes only the keys whose value
@@ -71,6 +71,9 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! [facade-todo]: https://docs.rs/tower-agent/latest/tower_agent/builtins/todo/index.html
+//! [facade-filesystem]: https://docs.rs/tower-agent/latest/tower_agent/builtins/filesystem/index.html
 
 use std::{collections::BTreeMap, fmt, ops::Bound, sync::Arc};
 

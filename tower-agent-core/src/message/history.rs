@@ -17,9 +17,9 @@ use super::{Message, StoreTag, memo, stored, tokens};
 /// # Token accounting
 ///
 /// A history also keeps a running token count for
-/// [`SummarizeLayer`](crate::layers::summarize::SummarizeLayer), shared by its clones: each
+/// [`SummarizeLayer`][facade-summarize-layer], shared by its clones: each
 /// message is counted once, not at every model call (see
-/// [the summarize docs](crate::layers::summarize#token-accounting)). Appending keeps the
+/// [the summarize docs][facade-token-accounting]). Appending keeps the
 /// count, and so does inserting a message in front (a system message that a stage adds to a
 /// request of a history without one): at most 2 such messages, each then counted at every
 /// call. Editing or removing a message that was counted drops it, and the
@@ -70,6 +70,9 @@ use super::{Message, StoreTag, memo, stored, tokens};
 /// assert_eq!(next.stored_len(tag, 7), None);
 /// assert_eq!(history.stored_len(tag, 7), Some(2));
 /// ```
+///
+/// [facade-summarize-layer]: https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/struct.SummarizeLayer.html
+/// [facade-token-accounting]: https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/index.html#token-accounting
 #[derive(Clone, Default)]
 pub struct Messages {
     inner: imbl::Vector<Arc<Message>>,
@@ -337,7 +340,7 @@ impl Messages {
     /// the running count shared with this history's clones has not counted yet: a run's model
     /// requests carry clones of its history, so a layer that counts each request's messages
     /// counts each message once over the run, not at every call (see
-    /// [the summarize docs](crate::layers::summarize#token-accounting)). The system message
+    /// [the summarize docs][facade-token-accounting]). The system message
     /// and the last 4 messages are counted at every call (stages and layers edit them per
     /// request). One running count per history: counting with another counter (another
     /// `Arc`) starts it over, so keep one counter per layer.
@@ -359,6 +362,8 @@ impl Messages {
     /// // The next request's count starts where the last one's ended.
     /// assert_eq!(history.clone().count_tokens(&counter), counter.count_messages(&history));
     /// ```
+    ///
+    /// [facade-token-accounting]: https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/index.html#token-accounting
     pub fn count_tokens(&self, counter: &Arc<dyn tokens::TokenCounter>) -> usize {
         let n = self.inner.len();
         // The messages in front of the counted ones: the system message (or the first one),
@@ -466,6 +471,41 @@ impl<'de> Deserialize<'de> for Messages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stored_mark_is_trusted_only_for_histories_that_only_grew() {
+        let tag = StoreTag::unique();
+        // No message yet: no mark kept.
+        let empty = Messages::new();
+        empty.mark_stored(tag, 1);
+        assert_eq!(empty.stored_len(tag, 1), None);
+
+        let mut saved: Messages = (0..3).map(|i| Message::user(i.to_string())).collect();
+        saved.mark_stored(tag, 2);
+        assert_eq!(saved.stored_len(tag, 2), Some(3));
+        let grown = {
+            let mut h = saved.clone();
+            h.push(Message::user("3"));
+            h
+        };
+        assert_eq!(grown.stored_len(tag, 2), Some(3));
+        // A clone that lost messages, or that was edited, has no mark.
+        let mut cut = saved.clone();
+        cut.truncate(2);
+        assert_eq!(cut.stored_len(tag, 2), None);
+        let mut inserted = saved.clone();
+        inserted.insert(0, Message::system("s"));
+        assert_eq!(inserted.stored_len(tag, 2), None);
+        // An equal history is not the same one.
+        assert_eq!(Messages::from(saved.to_vec()).stored_len(tag, 2), None);
+        // A later mark by a clone holds for every clone that shares it and holds its messages.
+        grown.mark_stored(tag, 5);
+        assert_eq!(grown.stored_len(tag, 5), Some(4));
+        assert_eq!(saved.stored_len(tag, 5), None, "saved lacks message 3");
+        assert_eq!(saved.stored_len(tag, 2), None, "the mark moved on");
+        saved.push(Message::user("other 3"));
+        assert_eq!(saved.stored_len(tag, 5), None, "another message 3");
+    }
 
     #[test]
     fn messages_copy_on_write() {

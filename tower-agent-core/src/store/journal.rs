@@ -40,7 +40,7 @@
 //! `interrupted: … may or may not have happened` error output, before the prompt: the history
 //! stays valid and nothing is run.
 //!
-//! # The journal and the [`Ledger`](crate::layers::ledger)
+//! # The journal and the [`Ledger`][facade-ledger]
 //!
 //! The journal is not the ledger grown up, and not a layer you add: they answer different
 //! questions with opposite rules. The ledger is an audit trail — every call, in any run, with
@@ -70,6 +70,8 @@
 //! keeps no entry, and a thread mid-step the entries of its step; the journal of a thread is
 //! deleted with it. [`MemoryStore`](super::MemoryStore) also keeps at most
 //! [`MEMORY_JOURNAL_CALLS`] (1,024) calls per thread, dropping the oldest.
+//!
+//! [facade-ledger]: https://docs.rs/tower-agent/latest/tower_agent/layers/ledger/index.html
 
 use std::collections::HashMap;
 

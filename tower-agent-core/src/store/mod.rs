@@ -199,9 +199,11 @@ impl Thread {
         }
     }
 
-    /// Its todo list (of the [todo built-in](crate::builtins::todo), in [`data`](Self::data)
+    /// Its todo list (of the [todo built-in][facade-todo], in [`data`](Self::data)
     /// under `tower_agent.todos`); empty if there is none (or if what is stored there is not
     /// a todo list, which is logged).
+    ///
+    /// [facade-todo]: https://docs.rs/tower-agent/latest/tower_agent/builtins/todo/index.html
     pub fn todos(&self) -> Vec<Todo> {
         self.data.todos()
     }
@@ -212,8 +214,10 @@ impl Thread {
     }
 
     /// The files written or edited in it (by the [filesystem
-    /// built-ins](crate::builtins::filesystem), in [`data`](Self::data) under
+    /// built-ins][facade-filesystem], in [`data`](Self::data) under
     /// `tower_agent.files/` and the path): path → content.
+    ///
+    /// [facade-filesystem]: https://docs.rs/tower-agent/latest/tower_agent/builtins/filesystem/index.html
     pub fn files(&self) -> BTreeMap<String, Arc<str>> {
         self.data.files()
     }
@@ -245,12 +249,14 @@ pub trait ThreadStore: Send + Sync + 'static {
     /// Takes the lease of thread `id` for a run: while the returned [`Lease`] lives, no other
     /// lease of the thread is given, by this store or any other on the same database (other
     /// replicas); dropping it releases it. A thread leased elsewhere is a [`ThreadBusy`]
-    /// error. The HTTP server ([`AgentRoutes`](crate::server)) takes one for every run, and
+    /// error. The HTTP server ([`AgentRoutes`][facade-server]) takes one for every run, and
     /// answers `409` when the thread is busy.
     ///
     /// The default gives every lease at once (a store of one process: the server's own
     /// one-run-per-thread rule is enough); `Postgres` leases across replicas, `Sqlite` across
     /// the processes that open one database file.
+    ///
+    /// [facade-server]: https://docs.rs/tower-agent/latest/tower_agent/server/index.html
     fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
         let _ = id;
         Box::pin(async { Ok(Lease::free()) })
@@ -496,6 +502,7 @@ mod tests {
         let thread: super::Thread = serde_json::from_value(old).unwrap();
         assert_eq!(thread.todos()[0].title, "a");
         assert_eq!(&*thread.files()["src/a.rs"], "fn a() {}");
+        assert_eq!(thread.data.file_paths().collect::<Vec<_>>(), ["src/a.rs"]);
         let now = serde_json::to_value(&thread).unwrap();
         assert_eq!(
             now,
