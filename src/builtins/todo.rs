@@ -454,19 +454,18 @@ fn parse_items(items: &[Value]) -> Result<Vec<Todo>, Vec<String>> {
 
 // ===== the list =====
 
-pub(crate) use crate::context::persisted::Todos;
 pub use crate::context::{Todo, TodoStatus};
 
 /// The run's todo list (empty if none was written). It is kept in the run's thread data
 /// ([`store::data`](crate::store::data), key `tower_agent.todos`), restored from the thread
 /// and saved with it; [`Thread::todos`](crate::store::Thread::todos) reads it from a thread.
 pub fn todos(ctx: &RunContext) -> Vec<Todo> {
-    ctx.with_thread_data(|d| Todos::of(d))
+    ctx.with_thread_data(|d| d.todos())
 }
 
 /// Replaces the run's todo list (saved with the thread after the step).
 pub fn set_todos(ctx: &RunContext, todos: Vec<Todo>) {
-    ctx.with_thread_data(|d| Todos::set(d, todos));
+    ctx.with_thread_data(|d| d.set_todos(todos));
 }
 
 #[cfg(test)]

@@ -138,7 +138,7 @@ pub(super) async fn thread(
     };
     let (todos, files) = (
         thread.todos(),
-        crate::context::persisted::FilesWritten::paths(&thread.data),
+        thread.data.file_paths().map(str::to_owned).collect(),
     );
     Ok(Json(ThreadResponse {
         id: thread.id,

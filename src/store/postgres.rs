@@ -180,8 +180,8 @@ pub use self::{
     schema::SCHEMA_VERSION,
 };
 use super::{
-    Lease, Thread, ThreadBusy, ThreadData, ThreadInfo, ThreadStore,
-    rows::{Cache, Cached, DEFAULT_CACHE_THREADS, from_millis, new_tag, parse_value},
+    Lease, StoreTag, Thread, ThreadBusy, ThreadData, ThreadInfo, ThreadStore,
+    rows::{Cache, Cached, DEFAULT_CACHE_THREADS, from_millis, parse_value},
 };
 use crate::{error::BoxError, message::Messages};
 
@@ -248,7 +248,7 @@ struct Shared {
     /// The tag under which this store marks the histories it loaded or saved
     /// ([`Messages::mark_stored`](crate::message::Messages::mark_stored)): a save of such a
     /// history appends even when the cache no longer holds the thread.
-    tag: u64,
+    tag: StoreTag,
     pool: Pool,
     /// The server and database, for errors: never the password.
     target: String,
@@ -336,7 +336,7 @@ impl Postgres {
         }
         drop(client);
         let cache = Arc::new(Mutex::new(Cache::new(DEFAULT_CACHE_THREADS)));
-        let tag = new_tag();
+        let tag = StoreTag::unique();
         let writers = (0..WRITERS)
             .map(|_| {
                 let (queue, saves) = mpsc::channel(SAVE_QUEUE / WRITERS);
@@ -391,11 +391,13 @@ impl Postgres {
                 .await?;
             Ok(rows
                 .iter()
-                .map(|row| ThreadInfo {
-                    id: row.get(0),
-                    messages: row.get::<_, i64>(1).try_into().unwrap_or(0),
-                    created_at: from_millis(row.get(2)),
-                    updated_at: from_millis(row.get(3)),
+                .map(|row| {
+                    ThreadInfo::new(
+                        row.get::<_, String>(0),
+                        row.get::<_, i64>(1).try_into().unwrap_or(0),
+                        from_millis(row.get(2)),
+                        from_millis(row.get(3)),
+                    )
                 })
                 .collect())
         })

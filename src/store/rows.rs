@@ -4,14 +4,14 @@
 
 use std::{
     collections::BTreeMap,
-    sync::Arc,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use super::ThreadData;
+use super::{DataChange, JournalEntry, ThreadData};
 use crate::{
+    error::BoxError,
     event::PendingCall,
-    message::{Message, Messages},
+    message::{Message, Messages, ToolCall},
 };
 
 /// How many threads a store remembers the last saved state of.
@@ -189,26 +189,14 @@ pub(super) fn data_changes<'a>(
             upserts: new.iter().map(|(k, v)| (k, v.to_string())).collect(),
         };
     };
-    if old.ptr_eq(new) {
-        return DataChanges::default();
+    let mut changes = DataChanges::default();
+    for change in new.changes_since(old) {
+        match change {
+            DataChange::Removed(key) => changes.deleted.push(key),
+            DataChange::Set(key, value) => changes.upserts.push((key, value.to_string())),
+        }
     }
-    let (old, new) = (old.entries(), new.entries());
-    DataChanges {
-        delete_all: false,
-        deleted: old
-            .keys()
-            .filter(|k| !new.contains_key(*k))
-            .map(|k| &**k)
-            .collect(),
-        upserts: new
-            .iter()
-            .filter(|(key, value)| {
-                !old.get(*key)
-                    .is_some_and(|o| Arc::ptr_eq(o, value) || o == *value)
-            })
-            .map(|(k, v)| (&**k, v.to_string()))
-            .collect(),
-    }
+    changes
 }
 
 /// The data rows to write for `new`, given the rows stored (`stored`: key → JSON text) when
@@ -218,12 +206,11 @@ pub(super) fn data_changes_from_rows<'a>(
     stored: &'a BTreeMap<String, String>,
     new: &'a ThreadData,
 ) -> DataChanges<'a> {
-    let new_entries = new.entries();
     DataChanges {
         delete_all: false,
         deleted: stored
             .keys()
-            .filter(|k| !new_entries.contains_key(k.as_str()))
+            .filter(|k| new.value(k).is_none())
             .map(String::as_str)
             .collect(),
         upserts: new
@@ -251,13 +238,28 @@ pub(super) fn from_millis(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
 }
 
-/// The last store tag given (see [`new_tag`]).
-static TAGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// A tag no other store of this process has: the name under which a store marks the
-/// histories it stored ([`Messages::mark_stored`](crate::message::Messages::mark_stored)).
-pub(super) fn new_tag() -> u64 {
-    TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+/// A journal entry from its stored columns: arguments and output as JSON text.
+pub(super) fn decode_journal_entry(
+    call_id: String,
+    tool: String,
+    arguments: &str,
+    output: Option<String>,
+) -> Result<JournalEntry, BoxError> {
+    let arguments = serde_json::from_str(arguments)
+        .map_err(|e| format!("journal entry of call `{call_id}`: bad arguments: {e}"))?;
+    let output = match output {
+        Some(text) => Some(
+            serde_json::from_str(&text)
+                .map_err(|e| format!("journal entry of call `{call_id}`: bad output: {e}"))?,
+        ),
+        None => None,
+    };
+    let call = ToolCall {
+        id: call_id,
+        name: tool,
+        arguments,
+    };
+    Ok(JournalEntry::new(&call, output))
 }
 
 #[cfg(test)]

@@ -161,8 +161,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::ThreadInfo;
 use super::{
-    Lease, Thread, ThreadStore,
-    rows::{Cache, DEFAULT_CACHE_THREADS, from_millis, new_tag},
+    Lease, StoreTag, Thread, ThreadStore,
+    rows::{Cache, DEFAULT_CACHE_THREADS, from_millis},
 };
 use crate::error::BoxError;
 
@@ -220,9 +220,9 @@ struct Shared {
 /// What the store's threads share.
 struct Ctx {
     /// Names the database in the marks the store leaves on the histories it loads and saves
-    /// ([`Messages::stored_as`]): one per database file in this process (stores on one file
+    /// ([`Messages::stored_len`]): one per database file in this process (stores on one file
     /// share it: revisions are the file's), one per in-memory database.
-    tag: u64,
+    tag: StoreTag,
     cache: Mutex<Cache>,
     /// Stored message rows a save read back to compare with its history (the rewrite path).
     compared_rows: AtomicU64,
@@ -270,7 +270,7 @@ enum Write {
 /// skips the check for it. (SQLite's "How To Corrupt An SQLite Database File", section 2.2:
 /// in WAL mode the locks that matter live in the `-shm` file, so this guards the rollback-journal
 /// mode a file falls back to where WAL is unavailable.)
-static OPEN_FILES: Mutex<BTreeMap<FileKey, (usize, u64)>> = Mutex::new(BTreeMap::new());
+static OPEN_FILES: Mutex<BTreeMap<FileKey, (usize, StoreTag)>> = Mutex::new(BTreeMap::new());
 
 /// Device and inode of a file (`None` where the platform has no such notion).
 type FileKey = (u64, u64);
@@ -288,7 +288,7 @@ fn file_key(path: &Path) -> Option<FileKey> {
     }
 }
 
-fn open_files() -> MutexGuard<'static, BTreeMap<FileKey, (usize, u64)>> {
+fn open_files() -> MutexGuard<'static, BTreeMap<FileKey, (usize, StoreTag)>> {
     OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -354,11 +354,13 @@ impl Sqlite {
             // The check may have created the file: its key only now.
             match file_key(path) {
                 Some(key) => {
-                    let entry = registry.entry(key).or_insert_with(|| (0, new_tag()));
+                    let entry = registry
+                        .entry(key)
+                        .or_insert_with(|| (0, StoreTag::unique()));
                     entry.0 += 1;
                     (Some(OpenFile(key)), entry.1)
                 }
-                None => (None, new_tag()),
+                None => (None, StoreTag::unique()),
             }
         };
         let connect = || {
@@ -394,7 +396,7 @@ impl Sqlite {
         };
         let conn = Connection::open_in_memory().map_err(|e| fail(classify(&e), Some(e.into())))?;
         let conn = prepare(conn, false).map_err(|(kind, source)| fail(kind, source))?;
-        Self::start(conn, Vec::new(), None, None, new_tag())
+        Self::start(conn, Vec::new(), None, None, StoreTag::unique())
             .map_err(|e| fail(OpenErrorKind::Thread, Some(e.into())))
     }
 
@@ -405,7 +407,7 @@ impl Sqlite {
         readers: Vec<Connection>,
         path: Option<PathBuf>,
         open: Option<OpenFile>,
-        tag: u64,
+        tag: StoreTag,
     ) -> io::Result<Self> {
         let ctx = Arc::new(Ctx {
             tag,
@@ -477,12 +479,12 @@ impl Sqlite {
                  ORDER BY updated_at DESC, id",
             )?;
             let rows = stmt.query_map([], |row| {
-                Ok(ThreadInfo {
-                    id: row.get(0)?,
-                    messages: row.get::<_, i64>(1)?.try_into().unwrap_or(0),
-                    created_at: from_millis(row.get(2)?),
-                    updated_at: from_millis(row.get(3)?),
-                })
+                Ok(ThreadInfo::new(
+                    row.get::<_, String>(0)?,
+                    row.get::<_, i64>(1)?.try_into().unwrap_or(0),
+                    from_millis(row.get(2)?),
+                    from_millis(row.get(3)?),
+                ))
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })

@@ -262,19 +262,17 @@ impl fmt::Debug for Filesystem {
     }
 }
 
-pub(crate) use crate::context::persisted::FilesWritten;
-
 /// The files written or edited in the run's thread: path (relative to the root) → content.
 /// They are kept in the run's thread data ([`store::data`](crate::store::data)), one key per
 /// file (`tower_agent.files/` and the path), restored from the thread and saved with it;
 /// [`Thread::files`](crate::store::Thread::files) reads them from a thread.
 pub fn files_written(ctx: &RunContext) -> BTreeMap<String, Arc<str>> {
-    ctx.with_thread_data(|d| FilesWritten::of(d))
+    ctx.with_thread_data(|d| d.files())
 }
 
 /// Records a file written or edited in the run (for a tool of your own that writes files):
 /// it is saved with the thread (only this file's key is written), and read back by
 /// [`files_written`].
 pub fn record_file(ctx: &RunContext, path: String, content: Arc<str>) {
-    ctx.with_thread_data(|d| FilesWritten::record(d, &path, &content));
+    ctx.with_thread_data(|d| d.set_file(&path, &content));
 }

@@ -15,7 +15,10 @@ use super::{
 use crate::{
     error::BoxError,
     message::{ToolCall, ToolOutput},
-    store::journal::{JournalEntry, ToolJournal, decode},
+    store::{
+        journal::{JournalEntry, ToolJournal},
+        rows::decode_journal_entry,
+    },
 };
 
 impl Postgres {
@@ -79,7 +82,7 @@ impl ToolJournal for Postgres {
             let mut entries = HashMap::new();
             for row in rows {
                 let id: String = row.try_get(0)?;
-                let entry = decode(
+                let entry = decode_journal_entry(
                     id.clone(),
                     row.try_get(1)?,
                     row.try_get(2)?,

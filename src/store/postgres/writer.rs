@@ -25,7 +25,8 @@ use super::{ABSENT, Conflict, LOCK_SPACE, MAX_BATCH, chain};
 use crate::{
     error::BoxError,
     store::{
-        Thread,
+        StoreTag, Thread,
+        journal::live_calls,
         rows::{
             Cache, Cached, FirstDifference, Head, Plan, data_changes, is_current, plan, serialize,
             to_millis,
@@ -73,8 +74,8 @@ pub(super) struct Job<W> {
 /// The writer task's state.
 pub(super) struct Writer {
     /// The store's tag: a history it marked stored at the revision the database holds
-    /// appends without the cache (see [`Messages::stored_as`]).
-    pub(super) tag: u64,
+    /// appends without the cache (see [`Messages::stored_len`]).
+    pub(super) tag: StoreTag,
     pub(super) pool: Pool,
     pub(super) cache: Arc<Mutex<Cache>>,
     pub(super) target: String,
@@ -441,7 +442,7 @@ struct Write<'a> {
 /// alone failed), or the error that failed the transaction.
 async fn write_batch(
     client: &mut ClientWrapper,
-    tag: u64,
+    tag: StoreTag,
     batch: &[Job<Thread>],
     remembered: &[Option<Cached>],
     records: &[Job<Record>],
@@ -550,7 +551,7 @@ async fn lock_threads(
 /// The write of one save, given what this store remembers of the thread and the thread row
 /// `found`; a [`Conflict`] if what it remembers is not what the database holds.
 fn plan_write<'a>(
-    tag: u64,
+    tag: StoreTag,
     thread: &'a Thread,
     remembered: Option<&'a Cached>,
     found: Option<Head>,
@@ -573,7 +574,7 @@ fn plan_write<'a>(
     let marked = found.and_then(|(revision, count)| {
         usize::try_from(count)
             .ok()
-            .filter(|&n| thread.messages.stored_as(tag, revision, n))
+            .filter(|&n| thread.messages.stored_len(tag, revision) == Some(n))
     });
     let planned = match (current, marked) {
         (None, Some(keep)) => Plan::Append(keep),
@@ -821,9 +822,8 @@ async fn prune_journals(
         .written
         .iter()
         .map(|&i| {
-            let calls = crate::store::journal::live_calls(batch[i].work.messages.last());
+            let calls = live_calls(batch[i].work.messages.last());
             let ids: Vec<&str> = calls
-                .unwrap_or_default()
                 .iter()
                 .map(|c| c.id.as_str())
                 // `jsonb` refuses U+0000, and no journal row holds it (text columns cannot):

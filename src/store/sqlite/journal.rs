@@ -76,8 +76,12 @@ impl ToolJournal for Sqlite {
                     })
                     .optional()?;
                 if let Some((tool, arguments, output)) = row {
-                    let entry =
-                        super::super::journal::decode(id.clone(), tool, &arguments, output)?;
+                    let entry = super::super::rows::decode_journal_entry(
+                        id.clone(),
+                        tool,
+                        &arguments,
+                        output,
+                    )?;
                     entries.insert(id, entry);
                 }
             }

@@ -12,6 +12,7 @@ use crate::{
     message::{Message, Messages},
     store::{
         Thread, ThreadData,
+        journal::live_calls,
         rows::{
             Cached, FirstDifference, Plan, data_changes, data_changes_from_rows, decode_calls,
             encode_calls, is_current, parse_value, plan, serialize, to_millis,
@@ -109,7 +110,7 @@ pub(super) fn save(conn: &Connection, ctx: &Ctx, thread: &Thread) -> Result<i64,
     let marked = stored.and_then(|(revision, count)| {
         usize::try_from(count)
             .ok()
-            .filter(|&n| new.stored_as(ctx.tag, revision, n))
+            .filter(|&n| new.stored_len(ctx.tag, revision) == Some(n))
     });
 
     // 1. Messages: append, or rewrite from the first difference.
@@ -246,11 +247,11 @@ fn save_thread_row(conn: &Connection, thread: &Thread) -> Result<i64, BoxError> 
 /// Deletes the journal entries of thread `id` no resume can read any more: those of a call
 /// that is not one of the last message's.
 fn prune_journal(conn: &Connection, id: &str, new: &Messages) -> Result<(), BoxError> {
-    match crate::store::journal::live_calls(new.last()) {
-        None => conn
+    match live_calls(new.last()) {
+        [] => conn
             .prepare_cached("DELETE FROM journal WHERE thread_id = ?1")?
             .execute([id])?,
-        Some(calls) => {
+        calls => {
             let live = serde_json::to_string(&calls.iter().map(|c| &c.id).collect::<Vec<_>>())?;
             conn.prepare_cached(
                 "DELETE FROM journal WHERE thread_id = ?1

@@ -266,7 +266,7 @@ impl Agent {
     ///     .text("<summary>The user asked for the capital of France: Paris.</summary>")
     ///     .text("About 2 million.")
     ///     .recording();
-    /// // PreCompact hooks (`tower_agent::layers::hooks::Hooks::on_pre_compact`) see the
+    /// // PreCompact hooks (`tower_agent_core::layers::hooks::Hooks::on_pre_compact`) see the
     /// // instructions, and may block the compaction.
     /// let agent = Agent::builder().model(model.clone()).build();
     /// agent.run(AgentRequest::new("The capital of France?").thread("t")).await?;
@@ -667,7 +667,7 @@ impl AgentRequest {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// // The Setup hooks (`tower_agent::layers::hooks::Hooks::on_setup`, or a start layer
+    /// // The Setup hooks (`tower_agent_core::layers::hooks::Hooks::on_setup`, or a start layer
     /// // reading `RunStart::setup`) see the trigger; this agent has none.
     /// let agent = Agent::builder().model(ScriptedModel::new().text("ok")).build();
     /// let resp = agent.run(AgentRequest::new("go").setup(SetupTrigger::Init)).await?;

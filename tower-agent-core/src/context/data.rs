@@ -6,14 +6,14 @@
 //! ([`RunContext::persisted`](crate::context::RunContext::persisted),
 //! [`RunContext::persist`](crate::context::RunContext::persist),
 //! [`RunContext::with_thread_data`](crate::context::RunContext::with_thread_data)). The
-//! built-ins keep theirs here too: the todo list (`builtins::todo`)
-//! and the files written (`builtins::filesystem`).
+//! built-ins keep theirs here too: the todo list ([`builtins::todo`][facade-todo])
+//! and the files written ([`builtins::filesystem`][facade-filesystem]).
 //!
 //! The data is a map from a key to a JSON value. Every store keeps it as one row per key
 //! (the SQL stores: table `data` / `tower_agent_data`) and writes only the keys whose value
-//! changed since its last save of the thread: keep data that changes piece by piece under
-//! several keys (the filesystem built-in keeps one key per file), data that changes whole
-//! under one.
+//! changed since its last save of the thread ([`ThreadData::changes_since`]): keep data that
+//! changes piece by piece under several keys (the filesystem built-in keeps one key per
+//! file), data that changes whole under one.
 //!
 //! # Keys
 //!
@@ -71,6 +71,9 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! [facade-todo]: https://docs.rs/tower-agent/latest/tower_agent/builtins/todo/index.html
+//! [facade-filesystem]: https://docs.rs/tower-agent/latest/tower_agent/builtins/filesystem/index.html
 
 use std::{collections::BTreeMap, fmt, ops::Bound, sync::Arc};
 
@@ -99,6 +102,16 @@ pub trait Persisted: Serialize + DeserializeOwned + Send + Sync + 'static {
 pub struct ThreadData {
     /// `None`: empty.
     entries: Option<Arc<Entries>>,
+}
+
+/// One change of a [`ThreadData`] since an earlier copy of it, from
+/// [`ThreadData::changes_since`]: a row a store writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DataChange<'a> {
+    /// The key holds this value now (it is new, or held another one).
+    Set(&'a str, &'a Value),
+    /// The key is gone.
+    Removed(&'a str),
 }
 
 type Entries = BTreeMap<Arc<str>, Arc<Value>>;
@@ -191,6 +204,57 @@ impl ThreadData {
     /// Whether it holds no key.
     pub fn is_empty(&self) -> bool {
         self.entries().is_empty()
+    }
+
+    /// What changed in this data since `old`, an earlier copy of it (the data a store saved
+    /// last): first the keys removed, then the keys set (new, or holding another value), each
+    /// in key order. A store of yours writes these, and only these, rows.
+    ///
+    /// Nothing when `self` is a clone of `old` that nothing changed since (one comparison,
+    /// however many keys); else one lookup per key of each side, a value compared by pointer
+    /// first (the values a run did not set are shared with the saved copy's), then by value
+    /// (setting a key to the value it holds is no change).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tower_agent_core::store::{DataChange, ThreadData};
+    ///
+    /// let mut data = ThreadData::new();
+    /// data.set_value("my_app.a", json!(1));
+    /// data.set_value("my_app.b", json!(2));
+    /// let saved = data.clone(); // what the store wrote
+    /// assert_eq!(data.changes_since(&saved).count(), 0);
+    ///
+    /// data.set_value("my_app.a", json!(1)); // the same value: no change
+    /// data.set_value("my_app.b", json!(3));
+    /// data.remove_value("my_app.a");
+    /// let changes: Vec<_> = data.changes_since(&saved).collect();
+    /// assert_eq!(
+    ///     changes,
+    ///     [DataChange::Removed("my_app.a"), DataChange::Set("my_app.b", &json!(3))]
+    /// );
+    /// ```
+    pub fn changes_since<'a>(
+        &'a self,
+        old: &'a ThreadData,
+    ) -> impl Iterator<Item = DataChange<'a>> + 'a {
+        let (old, new) = if self.ptr_eq(old) {
+            (&EMPTY, &EMPTY)
+        } else {
+            (old.entries(), self.entries())
+        };
+        let removed = old
+            .keys()
+            .filter(|k| !new.contains_key(*k))
+            .map(|k| DataChange::Removed(k));
+        let set = new
+            .iter()
+            .filter(|(key, value)| {
+                !old.get(*key)
+                    .is_some_and(|o| Arc::ptr_eq(o, value) || o == *value)
+            })
+            .map(|(k, v)| DataChange::Set(k, v));
+        removed.chain(set)
     }
 
     /// Whether `self` and `other` are clones of one map (then they are equal, and a store

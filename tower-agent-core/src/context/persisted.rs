@@ -1,6 +1,6 @@
 //! The run's data saved with its thread ([`ThreadData`], see [`context::data`](crate::context::data)):
 //! the [`RunContext`] methods that read and write it, and the built-ins' entries in it (the
-//! todo list, the files written).
+//! todo list, the files written: [`ThreadData::todos`], [`ThreadData::files`]).
 //!
 //! The run's thread data is an entry of its typed data
 //! ([`RunContext::with_data`](super::RunContext::with_data)): the agent puts the thread's
@@ -49,70 +49,77 @@ pub enum TodoStatus {
 /// `tower_agent.todos`.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
-pub(crate) struct Todos(pub(crate) Vec<Todo>);
+struct Todos(Vec<Todo>);
 
 impl Persisted for Todos {
     const KEY: &'static str = "tower_agent.todos";
 }
 
-impl Todos {
-    /// The todo list of `data` (empty if there is none, or if it is not a todo list: logged).
-    pub(crate) fn of(data: &ThreadData) -> Vec<Todo> {
-        match data.get::<Todos>() {
+/// What every key of a file written starts with (the filesystem built-ins'): one key per
+/// file, this prefix followed by its path, its content a JSON string. One key per file, so
+/// that a step that edits one file of many writes one row.
+const FILES: &str = "tower_agent.files/";
+
+/// The built-ins' entries: the todo list and the files written, as
+/// [`Thread`](crate::store::Thread) shows them (its methods of the same names read these).
+/// In a run, reach them through [`RunContext::with_thread_data`].
+impl ThreadData {
+    /// The todo list (of the todo built-in, under the key `tower_agent.todos`); empty if
+    /// there is none, or if what is stored there is not a todo list (which is logged with
+    /// `tracing::warn!`).
+    ///
+    /// ```
+    /// use tower_agent_core::{context::Todo, store::ThreadData};
+    ///
+    /// let mut data = ThreadData::new();
+    /// data.set_todos(vec![Todo::new("1", "Write the docs")]);
+    /// assert_eq!(data.todos()[0].title, "Write the docs");
+    /// ```
+    pub fn todos(&self) -> Vec<Todo> {
+        match self.get::<Todos>() {
             Ok(todos) => todos.map(|t| t.0).unwrap_or_default(),
             Err(e) => {
-                tracing::warn!("the thread's todo list (`{}`) is not one: {e}", Self::KEY);
+                tracing::warn!("the thread's todo list (`{}`) is not one: {e}", Todos::KEY);
                 Vec::new()
             }
         }
     }
 
-    /// Sets the todo list of `data`.
-    pub(crate) fn set(data: &mut ThreadData, todos: Vec<Todo>) {
+    /// Replaces the todo list.
+    pub fn set_todos(&mut self, todos: Vec<Todo>) {
         let value = serde_json::to_value(Todos(todos)).expect("a todo list is JSON");
-        data.set_value(Self::KEY, value);
+        self.set_value(Todos::KEY, value);
     }
-}
 
-/// The files written or edited in the thread (the filesystem built-ins'): one key per file,
-/// `tower_agent.files/` followed by its path, its content a JSON string. One key per file,
-/// so that a step that edits one file of many writes one row.
-pub(crate) struct FilesWritten;
-
-impl FilesWritten {
-    /// What every key of a file starts with.
-    pub(crate) const PREFIX: &'static str = "tower_agent.files/";
-
-    /// The files of `data`: path → content.
-    pub(crate) fn of(data: &ThreadData) -> BTreeMap<String, Arc<str>> {
-        data.with_prefix(Self::PREFIX)
+    /// The files written or edited in the thread (by the filesystem built-ins, one key per
+    /// file: `tower_agent.files/` followed by its path, its content a JSON string): path →
+    /// content. A value that is not a string is left out.
+    pub fn files(&self) -> BTreeMap<String, Arc<str>> {
+        self.with_prefix(FILES)
             .filter_map(|(key, value)| {
                 let content = value.as_str()?;
-                Some((key[Self::PREFIX.len()..].to_owned(), Arc::from(content)))
+                Some((key[FILES.len()..].to_owned(), Arc::from(content)))
             })
             .collect()
     }
 
-    /// The paths of the files of `data`.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn paths(data: &ThreadData) -> Vec<String> {
-        data.with_prefix(Self::PREFIX)
-            .map(|(key, _)| key[Self::PREFIX.len()..].to_owned())
-            .collect()
+    /// The paths of the [`files`](Self::files), in order (their contents are not copied).
+    pub fn file_paths(&self) -> impl Iterator<Item = &str> {
+        self.with_prefix(FILES).map(|(key, _)| &key[FILES.len()..])
     }
 
-    /// Records `content` as the content of file `path` in `data`.
-    pub(crate) fn record(data: &mut ThreadData, path: &str, content: &str) {
-        data.set_value(
-            format!("{}{path}", Self::PREFIX),
+    /// Sets the content of file `path` among the [`files`](Self::files) (only its key
+    /// changes: a store writes that one).
+    pub fn set_file(&mut self, path: &str, content: &str) {
+        self.set_value(
+            format!("{FILES}{path}"),
             serde_json::Value::String(content.to_owned()),
         );
     }
 
-    /// Removes file `path` from `data`; whether it was there.
-    pub(crate) fn remove(data: &mut ThreadData, path: &str) -> bool {
-        data.remove_value(&format!("{}{path}", Self::PREFIX))
-            .is_some()
+    /// Removes file `path` from the [`files`](Self::files); whether it was there.
+    pub fn remove_file(&mut self, path: &str) -> bool {
+        self.remove_value(&format!("{FILES}{path}")).is_some()
     }
 }
 

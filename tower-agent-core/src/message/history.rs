@@ -5,7 +5,7 @@ use std::{fmt, ops::Index, sync::Arc};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Message, memo, stored, tokens};
+use super::{Message, StoreTag, memo, stored, tokens};
 
 /// The conversation history: a persistent vector of [`Message`]s.
 ///
@@ -17,13 +17,62 @@ use super::{Message, memo, stored, tokens};
 /// # Token accounting
 ///
 /// A history also keeps a running token count for
-/// `SummarizeLayer`, shared by its clones: each
+/// [`SummarizeLayer`][facade-summarize-layer], shared by its clones: each
 /// message is counted once, not at every model call (see
-/// [the summarize docs](https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/index.html#token-accounting)). Appending keeps the
+/// [the summarize docs][facade-token-accounting]). Appending keeps the
 /// count, and so does inserting a message in front (a system message that a stage adds to a
 /// request of a history without one): at most 2 such messages, each then counted at every
 /// call. Editing or removing a message that was counted drops it, and the
 /// next count is a full one.
+///
+/// # Saving incrementally
+///
+/// A thread store saves a thread after every step of a run: it should write the messages
+/// that are new since its last save of the history, not the whole history again. A history
+/// carries a mark for that, shared by its clones (the run's history, the thread the agent
+/// saves, a copy in the store's cache):
+///
+/// - once a save (or a load) is committed, the store calls [`mark_stored`](Self::mark_stored)
+///   with its [`StoreTag`] and the thread's new revision: a number that names that save and
+///   that a store with that tag never gives twice, not to another thread, not after a delete
+///   (a counter or sequence of the whole database does it);
+/// - at the next save it reads the revision the database holds for the thread and asks
+///   [`stored_len`](Self::stored_len): `Some(n)` says that the stored messages are the first
+///   `n` of this history, so it writes the rest. `None`: it compares with what is stored, or
+///   rewrites it.
+///
+/// Each clone checks the shared mark against its own messages: it is trusted only when the
+/// history's message at `n - 1` is the very message (the same allocation, not an equal one)
+/// that was the last one when the mark was set. Every edit that is not an append (`insert`
+/// before the end, `remove`, `truncate`, `splice`, `get_mut`, `iter_mut`) drops the mark of
+/// the history edited (its clones keep theirs), so the histories that share a mark only
+/// ever grew since they were cloned from one another. Marks live in memory only: a history
+/// deserialized or built from messages carries none until a store marks it.
+///
+/// ```
+/// use tower_agent_core::message::{Message, Messages, StoreTag};
+///
+/// let tag = StoreTag::unique(); // your store's, made once
+/// let mut history = Messages::new();
+/// history.push(Message::user("Hi"));
+/// history.push(Message::assistant("Hello!"));
+/// history.mark_stored(tag, 7); // the save of these 2 messages committed as revision 7
+///
+/// let mut next = history.clone(); // the run goes on
+/// next.push(Message::user("How are you?"));
+/// // The database still holds revision 7: write the messages from index 2 on.
+/// assert_eq!(next.stored_len(tag, 7), Some(2));
+/// // Saved meanwhile by someone else, or another store: no shortcut.
+/// assert_eq!(next.stored_len(tag, 8), None);
+/// assert_eq!(next.stored_len(StoreTag::unique(), 7), None);
+/// // An edit that is not an append drops the mark (of this clone only).
+/// next.get_mut(0).unwrap().push_text("!");
+/// assert_eq!(next.stored_len(tag, 7), None);
+/// assert_eq!(history.stored_len(tag, 7), Some(2));
+/// ```
+///
+/// [facade-summarize-layer]: https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/struct.SummarizeLayer.html
+/// [facade-token-accounting]: https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/index.html#token-accounting
 #[derive(Clone, Default)]
 pub struct Messages {
     inner: imbl::Vector<Arc<Message>>,
@@ -32,7 +81,8 @@ pub struct Messages {
     /// Messages inserted in front since the running count was shared with this history: the
     /// count's message `j` is this history's message `j + shift` (see [`memo`]).
     shift: usize,
-    /// What a thread store last stored of this history, shared by clones (see [`stored`]).
+    /// What a thread store last stored of this history, shared by clones (see [`stored`] and
+    /// [Saving incrementally](Self#saving-incrementally)).
     stored: Option<Arc<stored::Slot>>,
 }
 
@@ -210,45 +260,50 @@ impl Messages {
         }
     }
 
-    /// Whether the first `len` messages are the very ones store `store` stored at `revision`
-    /// (see [`stored`]): a save may then append the rest without reading what is stored.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-    pub(crate) fn stored_as(&self, store: u64, revision: i64, len: usize) -> bool {
-        let Some(slot) = &self.stored else {
-            return false;
-        };
-        let mark = slot
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        mark.as_ref().is_some_and(|m| {
-            m.store == store
-                && m.revision == revision
-                && m.len == len
-                && len <= self.len()
-                && match (&m.last, len.checked_sub(1)) {
-                    (Some(last), Some(i)) => Arc::ptr_eq(last, &self.inner[i]),
-                    (None, None) => true,
-                    _ => false,
-                }
-        })
-    }
-
-    /// Records that store `store` stored this whole history at `revision` (see [`stored`]),
-    /// for this history and the clones that share its slot.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-    pub(crate) fn mark_stored(&self, store: u64, revision: i64) {
+    /// Records that the store tagged `tag` now holds this whole history as `revision` (call
+    /// it once the save, or the load, is committed), for this history and the clones that
+    /// share its mark: a later save of any of them asks [`stored_len`](Self::stored_len)
+    /// whether it may only append. See [Saving incrementally](Self#saving-incrementally).
+    ///
+    /// A history that never held a message keeps no mark (this does nothing then).
+    pub fn mark_stored(&self, tag: StoreTag, revision: i64) {
         if let Some(slot) = &self.stored {
             *slot
                 .0
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(stored::Mark {
-                store,
+                tag,
                 revision,
                 len: self.len(),
                 last: self.inner.last().cloned(),
             });
         }
+    }
+
+    /// How many leading messages of this history are the very ones the store tagged `tag`
+    /// holds at `revision` (the last [`mark_stored`](Self::mark_stored) seen by this history,
+    /// if it is the store's and that revision's, and the history only grew since): a save may
+    /// then write the messages from there on and leave the stored ones as they are. `None`
+    /// when there is no such mark: compare with what is stored, or rewrite it all.
+    ///
+    /// `Some(n)` is always right (never a false positive); `None` may come after any edit
+    /// that was not an append. See [Saving incrementally](Self#saving-incrementally).
+    pub fn stored_len(&self, tag: StoreTag, revision: i64) -> Option<usize> {
+        let slot = self.stored.as_ref()?;
+        let mark = slot
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let m = mark.as_ref()?;
+        let ok = m.tag == tag
+            && m.revision == revision
+            && m.len <= self.len()
+            && match (&m.last, m.len.checked_sub(1)) {
+                (Some(last), Some(i)) => Arc::ptr_eq(last, &self.inner[i]),
+                (None, None) => true,
+                _ => false,
+            };
+        ok.then_some(m.len)
     }
 
     /// The messages from this history's `index` on are about to change (see [`edited`]).
@@ -285,7 +340,7 @@ impl Messages {
     /// the running count shared with this history's clones has not counted yet: a run's model
     /// requests carry clones of its history, so a layer that counts each request's messages
     /// counts each message once over the run, not at every call (see
-    /// [the summarize docs](https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/index.html#token-accounting)). The system message
+    /// [the summarize docs][facade-token-accounting]). The system message
     /// and the last 4 messages are counted at every call (stages and layers edit them per
     /// request). One running count per history: counting with another counter (another
     /// `Arc`) starts it over, so keep one counter per layer.
@@ -307,6 +362,8 @@ impl Messages {
     /// // The next request's count starts where the last one's ended.
     /// assert_eq!(history.clone().count_tokens(&counter), counter.count_messages(&history));
     /// ```
+    ///
+    /// [facade-token-accounting]: https://docs.rs/tower-agent/latest/tower_agent/layers/summarize/index.html#token-accounting
     pub fn count_tokens(&self, counter: &Arc<dyn tokens::TokenCounter>) -> usize {
         let n = self.inner.len();
         // The messages in front of the counted ones: the system message (or the first one),
@@ -414,6 +471,41 @@ impl<'de> Deserialize<'de> for Messages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stored_mark_is_trusted_only_for_histories_that_only_grew() {
+        let tag = StoreTag::unique();
+        // No message yet: no mark kept.
+        let empty = Messages::new();
+        empty.mark_stored(tag, 1);
+        assert_eq!(empty.stored_len(tag, 1), None);
+
+        let mut saved: Messages = (0..3).map(|i| Message::user(i.to_string())).collect();
+        saved.mark_stored(tag, 2);
+        assert_eq!(saved.stored_len(tag, 2), Some(3));
+        let grown = {
+            let mut h = saved.clone();
+            h.push(Message::user("3"));
+            h
+        };
+        assert_eq!(grown.stored_len(tag, 2), Some(3));
+        // A clone that lost messages, or that was edited, has no mark.
+        let mut cut = saved.clone();
+        cut.truncate(2);
+        assert_eq!(cut.stored_len(tag, 2), None);
+        let mut inserted = saved.clone();
+        inserted.insert(0, Message::system("s"));
+        assert_eq!(inserted.stored_len(tag, 2), None);
+        // An equal history is not the same one.
+        assert_eq!(Messages::from(saved.to_vec()).stored_len(tag, 2), None);
+        // A later mark by a clone holds for every clone that shares it and holds its messages.
+        grown.mark_stored(tag, 5);
+        assert_eq!(grown.stored_len(tag, 5), Some(4));
+        assert_eq!(saved.stored_len(tag, 5), None, "saved lacks message 3");
+        assert_eq!(saved.stored_len(tag, 2), None, "the mark moved on");
+        saved.push(Message::user("other 3"));
+        assert_eq!(saved.stored_len(tag, 5), None, "another message 3");
+    }
 
     #[test]
     fn messages_copy_on_write() {

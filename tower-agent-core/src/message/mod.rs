@@ -47,10 +47,11 @@ use serde_json::{Map, Value};
 
 mod history;
 pub(crate) mod memo;
-pub(crate) mod stored;
+mod stored;
 pub mod tokens;
 
 pub use history::Messages;
+pub use stored::StoreTag;
 
 /// Who wrote a [`Message`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -11,7 +11,7 @@
 //! a provider of yours is: they stream when [`ModelSettings::stream`] is on (a
 //! [`ModelBody`]), fail with a typed [`ProviderError`], and retry transient failures under
 //! tower's `retry` with [`RetryPolicy`]. Their limits on what a server may send are listed in
-//! `tower_agent::model`.
+//! `tower_agent_core::model`.
 //!
 //! # Example
 //!

@@ -60,7 +60,7 @@
 //! let mut model = ServiceBuilder::new()
 //!     .retry(RetryPolicy::new().max_attempts(5).budget(budget))
 //!     .timeout(Duration::from_secs(120)) // per attempt
-//!     // A provider here, e.g. `tower_agent::model::openai::OpenAiChat`.
+//!     // A provider here, e.g. `tower_agent_core::model::openai::OpenAiChat`.
 //!     .service(ScriptedModel::new().text("Hello!"));
 //!
 //! let resp = model.ready().await?.call(ModelRequest::new(vec![Message::user("Hi")])).await?;

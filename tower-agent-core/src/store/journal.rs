@@ -40,7 +40,7 @@
 //! `interrupted: … may or may not have happened` error output, before the prompt: the history
 //! stays valid and nothing is run.
 //!
-//! # The journal and the `Ledger`
+//! # The journal and the [`Ledger`][facade-ledger]
 //!
 //! The journal is not the ledger grown up, and not a layer you add: they answer different
 //! questions with opposite rules. The ledger is an audit trail — every call, in any run, with
@@ -52,6 +52,15 @@
 //! "finished"), and it is on for every run on a thread of a store that keeps one, because a
 //! recovery that finds no record would run a call twice. Keep the ledger for auditing.
 //!
+//! # A journal of your own
+//!
+//! A store of yours keeps one by implementing [`ToolJournal`] and returning it from
+//! [`ThreadStore::journal`](super::ThreadStore::journal). Keep the rules above: `started`
+//! replaces an earlier record of the call id and is durable when it returns, `finished`
+//! records nothing for a call with no started record, and every save of a thread prunes its
+//! entries by [`live_calls`] (see [Size](#size)). Build entries with [`JournalEntry::new`];
+//! the arguments and output are serde types (the SQL stores keep each as JSON text).
+//!
 //! # Size
 //!
 //! An entry holds the call's arguments and output as the thread's messages do (JSON text).
@@ -61,6 +70,8 @@
 //! keeps no entry, and a thread mid-step the entries of its step; the journal of a thread is
 //! deleted with it. [`MemoryStore`](super::MemoryStore) also keeps at most
 //! [`MEMORY_JOURNAL_CALLS`] (1,024) calls per thread, dropping the oldest.
+//!
+//! [facade-ledger]: https://docs.rs/tower-agent/latest/tower_agent/layers/ledger/index.html
 
 use std::collections::HashMap;
 
@@ -156,13 +167,23 @@ pub fn in_doubt_output(call: &ToolCall) -> ToolOutput {
     )
 }
 
-/// The calls whose entries a resume of a thread can still read once it is saved with `last`
-/// as its last message: resume reads only the calls of a last assistant message (`None`:
-/// no entry of the thread can be read any more).
-pub(crate) fn live_calls(last: Option<&Message>) -> Option<&[ToolCall]> {
+/// The calls whose journal entries a store keeps when it saves a thread whose last message
+/// is `last`; it drops every other entry of the thread (in the save's own transaction, if it
+/// has them). A resume reads only the calls of the thread's last message, when that is an
+/// assistant message with calls: for any other last message (or none) this is empty, and
+/// the save drops every entry of the thread. See [Size](self#size).
+///
+/// ```
+/// use tower_agent_core::{message::{Message, Messages}, store::journal::live_calls};
+///
+/// let mut history = Messages::new();
+/// history.push(Message::user("Clean up."));
+/// assert!(live_calls(history.last()).is_empty()); // drop every entry of the thread
+/// ```
+pub fn live_calls(last: Option<&Message>) -> &[ToolCall] {
     match last {
-        Some(m) if m.role == Role::Assistant && !m.tool_calls.is_empty() => Some(&m.tool_calls),
-        _ => None,
+        Some(m) if m.role == Role::Assistant => &m.tool_calls,
+        _ => &[],
     }
 }
 
@@ -236,40 +257,13 @@ impl MemoryJournal {
         let Some(entries) = self.threads.get_mut(thread) else {
             return;
         };
-        match live_calls(last) {
-            Some(calls) => entries.retain(|e| calls.iter().any(|c| c.id == e.call_id)),
-            None => entries.clear(),
-        }
+        let calls = live_calls(last);
+        entries.retain(|e| calls.iter().any(|c| c.id == e.call_id));
         if entries.is_empty() {
             // No entry kept, no buffer either.
             *entries = Vec::new();
         }
     }
-}
-
-/// An entry from its stored columns (the SQL stores): arguments and output as JSON text.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) fn decode(
-    call_id: String,
-    tool: String,
-    arguments: &str,
-    output: Option<String>,
-) -> Result<JournalEntry, BoxError> {
-    let arguments = serde_json::from_str(arguments)
-        .map_err(|e| format!("journal entry of call `{call_id}`: bad arguments: {e}"))?;
-    let output = match output {
-        Some(text) => Some(
-            serde_json::from_str(&text)
-                .map_err(|e| format!("journal entry of call `{call_id}`: bad output: {e}"))?,
-        ),
-        None => None,
-    };
-    Ok(JournalEntry {
-        call_id,
-        tool,
-        arguments,
-        output,
-    })
 }
 
 #[cfg(test)]

@@ -52,10 +52,7 @@ use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    context::{
-        RunData,
-        persisted::{FilesWritten, Todo, Todos},
-    },
+    context::{RunData, Todo},
     error::BoxError,
     message::Messages,
 };
@@ -64,11 +61,14 @@ use crate::{
 /// stores).
 pub use crate::context::data;
 
-pub use self::data::{Persisted, ThreadData};
+pub use self::data::{DataChange, Persisted, ThreadData};
 
 pub mod journal;
 
 pub use self::journal::{JournalEntry, ToolJournal};
+/// A store's name in the marks of incremental saves (its home is [`message`](crate::message),
+/// with [`Messages::mark_stored`] and [`Messages::stored_len`]).
+pub use crate::message::StoreTag;
 
 /// A thread as the SQL stores list it (`Sqlite::list_threads`, `Postgres::list_threads`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +82,25 @@ pub struct ThreadInfo {
     pub created_at: std::time::SystemTime,
     /// When it was last saved.
     pub updated_at: std::time::SystemTime,
+}
+
+impl ThreadInfo {
+    /// The listing of thread `id`: `messages` messages, first saved at `created_at`, last
+    /// saved at `updated_at` (for a store of yours that lists its threads as the SQL stores
+    /// do).
+    pub fn new(
+        id: impl Into<String>,
+        messages: usize,
+        created_at: std::time::SystemTime,
+        updated_at: std::time::SystemTime,
+    ) -> Self {
+        ThreadInfo {
+            id: id.into(),
+            messages,
+            created_at,
+            updated_at,
+        }
+    }
 }
 
 /// A conversation thread as it is persisted.
@@ -180,33 +199,37 @@ impl Thread {
         }
     }
 
-    /// Its todo list (of the todo built-in, in [`data`](Self::data)
+    /// Its todo list (of the [todo built-in][facade-todo], in [`data`](Self::data)
     /// under `tower_agent.todos`); empty if there is none (or if what is stored there is not
     /// a todo list, which is logged).
+    ///
+    /// [facade-todo]: https://docs.rs/tower-agent/latest/tower_agent/builtins/todo/index.html
     pub fn todos(&self) -> Vec<Todo> {
-        Todos::of(&self.data)
+        self.data.todos()
     }
 
     /// Replaces its todo list.
     pub fn set_todos(&mut self, todos: Vec<Todo>) {
-        Todos::set(&mut self.data, todos);
+        self.data.set_todos(todos);
     }
 
     /// The files written or edited in it (by the [filesystem
-    /// built-ins](https://docs.rs/tower-agent/latest/tower_agent/builtins/filesystem/index.html), in [`data`](Self::data) under
+    /// built-ins][facade-filesystem], in [`data`](Self::data) under
     /// `tower_agent.files/` and the path): path → content.
+    ///
+    /// [facade-filesystem]: https://docs.rs/tower-agent/latest/tower_agent/builtins/filesystem/index.html
     pub fn files(&self) -> BTreeMap<String, Arc<str>> {
-        FilesWritten::of(&self.data)
+        self.data.files()
     }
 
     /// Sets the content of file `path` among its [`files`](Self::files).
     pub fn set_file(&mut self, path: &str, content: &str) {
-        FilesWritten::record(&mut self.data, path, content);
+        self.data.set_file(path, content);
     }
 
     /// Removes file `path` from its [`files`](Self::files); whether it was there.
     pub fn remove_file(&mut self, path: &str) -> bool {
-        FilesWritten::remove(&mut self.data, path)
+        self.data.remove_file(path)
     }
 }
 
@@ -226,12 +249,14 @@ pub trait ThreadStore: Send + Sync + 'static {
     /// Takes the lease of thread `id` for a run: while the returned [`Lease`] lives, no other
     /// lease of the thread is given, by this store or any other on the same database (other
     /// replicas); dropping it releases it. A thread leased elsewhere is a [`ThreadBusy`]
-    /// error. The HTTP server (`AgentRoutes`) takes one for every run, and
+    /// error. The HTTP server ([`AgentRoutes`][facade-server]) takes one for every run, and
     /// answers `409` when the thread is busy.
     ///
     /// The default gives every lease at once (a store of one process: the server's own
     /// one-run-per-thread rule is enough); `Postgres` leases across replicas, `Sqlite` across
     /// the processes that open one database file.
+    ///
+    /// [facade-server]: https://docs.rs/tower-agent/latest/tower_agent/server/index.html
     fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
         let _ = id;
         Box::pin(async { Ok(Lease::free()) })
@@ -477,6 +502,7 @@ mod tests {
         let thread: super::Thread = serde_json::from_value(old).unwrap();
         assert_eq!(thread.todos()[0].title, "a");
         assert_eq!(&*thread.files()["src/a.rs"], "fn a() {}");
+        assert_eq!(thread.data.file_paths().collect::<Vec<_>>(), ["src/a.rs"]);
         let now = serde_json::to_value(&thread).unwrap();
         assert_eq!(
             now,
