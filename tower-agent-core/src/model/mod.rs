@@ -50,11 +50,11 @@
 //! ```
 //! use std::time::Duration;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
-//! use tower_agent::model::{ModelRequest, ModelResponse, ScriptedModel};
-//! use tower_agent::message::Message;
+//! use tower_agent_core::model::{ModelRequest, ModelResponse, ScriptedModel};
+//! use tower_agent_core::message::Message;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! # async fn main() -> Result<(), tower_agent_core::BoxError> {
 //! let mut model = ServiceBuilder::new()
 //!     .timeout(Duration::from_secs(30))
 //!     .map_request(|mut req: ModelRequest| {
@@ -78,7 +78,7 @@ mod scripted;
 
 /// The response futures of the model services.
 pub mod future {
-    pub use super::scripted::future::ScriptedFuture;
+    pub use super::{body::FirstDelta, scripted::future::ScriptedFuture};
 }
 
 use std::{borrow::Cow, sync::Arc, time::Duration};
@@ -87,7 +87,7 @@ use tower::util::BoxCloneSyncService;
 
 pub use self::{
     body::{ModelBody, ModelChunk},
-    error::ProviderError,
+    error::{ProviderError, ProviderErrorKind},
     options::{ExtraBody, OutputError, ResponseFormat, ToolChoice},
     retry::RetryPolicy,
     scripted::ScriptedModel,
@@ -197,9 +197,15 @@ impl ModelRequest {
     }
 }
 
-/// How a reminder of [`ModelRequest::append_reminder`] starts: providers recognise it to keep
-/// it out of what they mark for prompt caching.
-pub(crate) const REMINDER_OPEN: &str = "<system-reminder>";
+/// How the text of a reminder of [`ModelRequest::append_reminder`] starts (its user
+/// message is `<system-reminder>`, a line break, the reminder, a line break and
+/// `</system-reminder>`).
+///
+/// A provider that marks the request for prompt caching (as tower-agent's `Anthropic` marks
+/// its last message) recognises reminders by this start and marks the last message that is
+/// not one: a reminder changes from call to call, so a cache entry ending with it would never
+/// be read again.
+pub const REMINDER_OPEN: &str = "<system-reminder>";
 
 /// Settings of a model call. Providers map what they support and ignore the rest.
 #[derive(Debug, Clone, Default, PartialEq)]
