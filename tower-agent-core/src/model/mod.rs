@@ -6,17 +6,22 @@
 //! [`AgentBuilder::model`](crate::agent::AgentBuilder::model).
 //!
 //! [`ScriptedModel`] is a deterministic model for tests, docs and offline demos. The real
-//! providers speak HTTP with reqwest:
+//! providers, in the `tower-agent` crate, speak HTTP with reqwest:
 //!
-//! - [`OpenAiChat`] (feature `openai`, on by default): the OpenAI Chat
+//! - `OpenAiChat` (feature `openai`, on by default): the OpenAI Chat
 //!   Completions API, for OpenAI and every compatible server (vLLM, Ollama, llama.cpp,
 //!   LiteLLM);
-//! - [`OpenAiResponses`] (feature `openai`): the OpenAI Responses API, stateless
+//! - `OpenAiResponses` (feature `openai`): the OpenAI Responses API, stateless
 //!   (`store: false`), reasoning items carried across turns encrypted;
-//! - [`Anthropic`] (feature `anthropic`): the Anthropic Messages API.
+//! - `Anthropic` (feature `anthropic`): the Anthropic Messages API.
 //!
 //! They all stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
 //! retry transient failures under tower's `retry` with [`RetryPolicy`].
+//!
+//! A provider of your own (for another API) is a model service built the same way: it fails
+//! with [`ProviderError::new`] and a [`ProviderErrorKind`] (so [`RetryPolicy`] retries it as
+//! it retries theirs), and it streams with [`body::driven`]: its future answers at the first
+//! piece of the answer, and the body reads the rest.
 //!
 //! # Limits
 //!
@@ -99,8 +104,8 @@ use crate::{
 };
 
 /// The default of the providers' `max_response_bytes`
-/// ([`OpenAiChatBuilder::max_response_bytes`](crate::model::openai::OpenAiChatBuilder::max_response_bytes),
-/// [`AnthropicBuilder::max_response_bytes`](crate::model::anthropic::AnthropicBuilder::max_response_bytes)):
+/// (tower-agent's `OpenAiChatBuilder::max_response_bytes`,
+/// `AnthropicBuilder::max_response_bytes`):
 /// 16 MiB.
 ///
 /// A model's answer is text and tool-call arguments: even 128k output tokens are well under
@@ -240,8 +245,7 @@ pub struct ModelSettings {
     pub extra_body: Option<ExtraBody>,
     /// OpenAI's `prompt_cache_key` (Chat Completions and Responses): requests with the same
     /// key and prefix are routed to the same prompt cache, e.g. one key per thread. Anthropic
-    /// caches by breakpoints instead (see
-    /// [`AnthropicBuilder::prompt_caching`](crate::model::anthropic::AnthropicBuilder::prompt_caching)).
+    /// caches by breakpoints instead (see tower-agent's `AnthropicBuilder::prompt_caching`).
     pub prompt_cache_key: Option<Arc<str>>,
     /// Extended thinking with this token budget: Anthropic
     /// `thinking: {type: "enabled", budget_tokens}` (the API wants at least 1024, and less than
@@ -251,7 +255,7 @@ pub struct ModelSettings {
     /// How hard a reasoning model should think: OpenAI's (and DeepSeek's) `reasoning_effort`,
     /// the Responses API's `reasoning.effort`, Anthropic's `output_config.effort` (as Claude
     /// Code sends it, `"medium"` by default for the models that take one). Command hooks see
-    /// the agent's as `effort: {"level": …}` (see [`command`](crate::command)).
+    /// the agent's as `effort: {"level": …}` (see tower-agent's `command` module).
     pub reasoning_effort: Option<ReasoningEffort>,
 }
 
@@ -439,13 +443,13 @@ pub struct ModelResponse {
     /// [`Done`](body::ModelChunk::Done). A layer that counts tokens reads it there —
     /// [`on_end`](Self::on_end), [`map_done`](Self::map_done), [`then_done`](Self::then_done)
     /// or [`collect`](Self::collect), each at once for an answer that does not stream (the
-    /// [stateful layer guide](crate::guide::stateful_layer) counts a budget so).
+    /// stateful layer guide of tower-agent counts a budget so).
     pub usage: Option<Usage>,
     /// Why the model stopped (on the head of a streaming answer, not the answer's yet: the
     /// whole answer's is at the stream's end).
     pub stop_reason: StopReason,
     /// Who answered and how, as the provider reported it (for tracing: see
-    /// [`layers::trace`](crate::layers::trace)).
+    /// tower-agent's `layers::trace`).
     pub meta: ResponseMeta,
     /// What layers of the model stack report with the answer, typed, as
     /// [`http::Response::extensions`](::http::Response::extensions) do: the loop reads a
@@ -489,7 +493,7 @@ pub struct Display(pub String);
 
 /// What a provider reports about a response besides its content: the provider's name, the
 /// model asked for and the one that answered, the response's id and the finish reasons in
-/// the provider's own words. [`TraceLayer`](crate::layers::trace::TraceLayer) records them
+/// the provider's own words. tower-agent's `TraceLayer` records them
 /// as the OpenTelemetry attributes `gen_ai.provider.name`, `gen_ai.request.model`,
 /// `gen_ai.response.model`, `gen_ai.response.id` and `gen_ai.response.finish_reasons`.
 ///
