@@ -617,3 +617,54 @@ impl Future for FirstDelta {
         Poll::Ready(end)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(t: &str) -> ModelDelta {
+        ModelDelta::Text { text: t.to_owned() }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn driven_fails_as_the_call_before_the_first_piece() {
+        let err = driven(|_sink| async { Err::<ModelResponse, BoxError>("refused".into()) })
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "refused");
+        // No piece: the answer is whole.
+        let resp = driven(|_sink| async { Ok(ModelResponse::text("whole")) })
+            .await
+            .unwrap();
+        assert!(!resp.is_streaming());
+        assert_eq!(resp.message.text(), "whole");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn driven_ends_its_body_with_the_error_after_a_piece() {
+        let resp = driven(|sink| async move {
+            sink.push(text("a"));
+            tokio::task::yield_now().await;
+            sink.push(text("b"));
+            Err::<ModelResponse, BoxError>("cut".into())
+        })
+        .await
+        .unwrap();
+        assert!(resp.is_streaming());
+        let mut pieces = Vec::new();
+        let err = resp.collect_with(|d| pieces.push(d)).await.unwrap_err();
+        assert_eq!(pieces, [text("a"), text("b")]);
+        assert_eq!(err.to_string(), "cut");
+    }
+
+    #[test]
+    fn sink_and_future_are_send_sync_debug() {
+        fn assert_traits<T: Send + Sync + fmt::Debug>() {}
+        assert_traits::<DeltaSink>();
+        fn assert_send<T: Send + fmt::Debug>() {}
+        assert_send::<FirstDelta>();
+        let sink = DeltaSink::default();
+        sink.push(text("x"));
+        assert_eq!(format!("{sink:?}"), "DeltaSink { pending: 1 }");
+    }
+}

@@ -462,6 +462,18 @@ mod tests {
     }
 
     #[test]
+    fn kind_and_a_clamped_retry_after() {
+        let e = ProviderError::new("gemini", ProviderErrorKind::RateLimited)
+            .with_retry_after(Duration::from_secs(u64::MAX))
+            .with_code("RESOURCE_EXHAUSTED");
+        assert_eq!(e.kind(), ProviderErrorKind::RateLimited);
+        assert_eq!(e.retry_after(), Some(MAX_RETRY_AFTER));
+        assert_eq!(e.code(), Some("RESOURCE_EXHAUSTED"));
+        assert_eq!(e.provider(), "gemini");
+        assert_eq!(ProviderErrorKind::Timeout.to_string(), "request timed out");
+    }
+
+    #[test]
     fn context_length_is_an_invalid_request() {
         let e = ProviderError::new("openai", ProviderErrorKind::ContextLengthExceeded);
         assert!(e.is_context_length_exceeded() && e.is_invalid_request());
