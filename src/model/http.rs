@@ -27,8 +27,8 @@ use serde_json::Value;
 use tower::{Service, ServiceExt, util::BoxCloneSyncService};
 
 use super::{
-    MAX_ERROR_BODY_BYTES, MAX_RETRY_AFTER, MAX_SSE_EVENT_BYTES, ModelResponse,
-    error::{Kind, ProviderError},
+    ExtraBody, MAX_ERROR_BODY_BYTES, MAX_RETRY_AFTER, MAX_SSE_EVENT_BYTES, ModelResponse,
+    error::{ProviderError, ProviderErrorKind},
 };
 use crate::{error::BoxError, message::Usage};
 
@@ -116,7 +116,7 @@ impl Endpoint {
     /// A POST of `body` (JSON) to the endpoint.
     pub(crate) fn post(&self, body: Vec<u8>) -> Result<reqwest::Request, ProviderError> {
         let (url, headers) = self.checked.as_ref().map_err(|msg| {
-            ProviderError::new(self.provider, Kind::Config).with_message(msg.clone())
+            ProviderError::new(self.provider, ProviderErrorKind::Config).with_message(msg.clone())
         })?;
         let mut req = reqwest::Request::new(reqwest::Method::POST, url.clone());
         *req.headers_mut() = headers.clone();
@@ -185,21 +185,21 @@ pub(crate) fn transport_error(provider: &'static str, err: BoxError) -> Provider
         Ok(found) => return *found,
         Err(err) => err,
     };
-    let mut kind = Kind::Transport;
+    let mut kind = ProviderErrorKind::Transport;
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&*err);
     while let Some(e) = cur {
         if let Some(r) = e.downcast_ref::<reqwest::Error>() {
             // NOTE: reqwest reports a body cut while being read as a "decode" error; we
             // decode JSON ourselves, so that is a broken connection here.
             if r.is_timeout() {
-                kind = Kind::Timeout;
+                kind = ProviderErrorKind::Timeout;
             } else if r.is_builder() {
-                kind = Kind::Config;
+                kind = ProviderErrorKind::Config;
             }
             break;
         }
         if e.to_string().contains("timed out") {
-            kind = Kind::Timeout;
+            kind = ProviderErrorKind::Timeout;
             break;
         }
         cur = e.source();
@@ -220,7 +220,11 @@ pub(crate) async fn check(
     }
     let retry_after = retry_after(resp.headers());
     let body = error_body(resp).await;
-    Err(status_error(provider, status.as_u16(), &body).with_retry_after(retry_after))
+    let err = status_error(provider, status.as_u16(), &body);
+    Err(match retry_after {
+        Some(delay) => err.with_retry_after(delay),
+        None => err,
+    })
 }
 
 /// The first [`MAX_ERROR_BODY_BYTES`] of an error response's body (less if it broke off);
@@ -274,7 +278,8 @@ pub(crate) fn too_large(
     start: &[u8],
 ) -> ProviderError {
     let message = format!("the {what} is larger than the limit of {}", size(limit));
-    let err = ProviderError::new(provider, Kind::Malformed).with_message(message);
+    let err =
+        ProviderError::new(provider, ProviderErrorKind::MalformedResponse).with_message(message);
     if start.is_empty() {
         return err;
     }
@@ -328,7 +333,7 @@ pub(crate) fn malformed(
     what: impl Into<String>,
     body: &[u8],
 ) -> ProviderError {
-    ProviderError::new(provider, Kind::Malformed)
+    ProviderError::new(provider, ProviderErrorKind::MalformedResponse)
         .with_message(what)
         .with_body(body)
 }
@@ -339,24 +344,29 @@ pub(crate) fn status_error(provider: &'static str, status: u16, body: &[u8]) -> 
     let (code, message) = parsed.as_ref().map(error_fields).unwrap_or_default();
     let context_length = is_context_length(code.as_deref(), message.as_deref());
     let kind = match status {
-        429 if code.as_deref() == Some("insufficient_quota") => Kind::Quota,
-        429 => Kind::RateLimited,
-        401 | 403 => Kind::Authentication,
-        408 => Kind::Timeout,
-        400 | 413 | 422 if context_length => Kind::ContextLength,
-        400..=499 => Kind::InvalidRequest,
-        500..=599 => Kind::Server,
-        _ => Kind::Malformed,
-    };
-    let message = match message {
-        Some(m) => m,
-        None if kind == Kind::Malformed => format!("unexpected status {status}"),
-        None => super::error::excerpt(body),
+        429 if code.as_deref() == Some("insufficient_quota") => ProviderErrorKind::QuotaExceeded,
+        429 => ProviderErrorKind::RateLimited,
+        401 | 403 => ProviderErrorKind::Authentication,
+        408 => ProviderErrorKind::Timeout,
+        400 | 413 | 422 if context_length => ProviderErrorKind::ContextLengthExceeded,
+        400..=499 => ProviderErrorKind::InvalidRequest,
+        500..=599 => ProviderErrorKind::ServerError,
+        _ => ProviderErrorKind::MalformedResponse,
     };
     let mut err = ProviderError::new(provider, kind)
         .with_status(status)
-        .with_code(code)
         .with_body(body);
+    if let Some(code) = code {
+        err = err.with_code(code);
+    }
+    let message = match message {
+        Some(m) => m,
+        None if kind == ProviderErrorKind::MalformedResponse => {
+            format!("unexpected status {status}")
+        }
+        // The body's excerpt, as kept.
+        None => err.body_excerpt().unwrap_or_default().to_owned(),
+    };
     if !message.is_empty() {
         err = err.with_message(message);
     }
@@ -368,15 +378,26 @@ pub(crate) fn status_error(provider: &'static str, status: u16, body: &[u8]) -> 
 pub(crate) fn error_object(provider: &'static str, value: &Value) -> ProviderError {
     let (code, message) = error_fields(value);
     let kind = match code.as_deref().unwrap_or_default() {
-        "rate_limit_error" | "rate_limit_exceeded" | "requests" | "tokens" => Kind::RateLimited,
-        "insufficient_quota" => Kind::Quota,
-        "authentication_error" | "permission_error" | "invalid_api_key" => Kind::Authentication,
-        "timeout_error" => Kind::Timeout,
-        _ if is_context_length(code.as_deref(), message.as_deref()) => Kind::ContextLength,
-        "invalid_request_error" | "not_found_error" | "request_too_large" => Kind::InvalidRequest,
-        _ => Kind::Server,
+        "rate_limit_error" | "rate_limit_exceeded" | "requests" | "tokens" => {
+            ProviderErrorKind::RateLimited
+        }
+        "insufficient_quota" => ProviderErrorKind::QuotaExceeded,
+        "authentication_error" | "permission_error" | "invalid_api_key" => {
+            ProviderErrorKind::Authentication
+        }
+        "timeout_error" => ProviderErrorKind::Timeout,
+        _ if is_context_length(code.as_deref(), message.as_deref()) => {
+            ProviderErrorKind::ContextLengthExceeded
+        }
+        "invalid_request_error" | "not_found_error" | "request_too_large" => {
+            ProviderErrorKind::InvalidRequest
+        }
+        _ => ProviderErrorKind::ServerError,
     };
-    let mut err = ProviderError::new(provider, kind).with_code(code);
+    let mut err = ProviderError::new(provider, kind);
+    if let Some(code) = code {
+        err = err.with_code(code);
+    }
     if let Some(message) = message {
         err = err.with_message(message);
     }
@@ -683,9 +704,29 @@ pub(crate) async fn read_events(
     }
 }
 
+/// `body` as JSON bytes, with `extra`'s fields merged in at the top level (each replacing
+/// the body's field of the same name).
+pub(crate) fn encode<B: serde::Serialize>(
+    body: &B,
+    extra: Option<&ExtraBody>,
+) -> Result<Vec<u8>, serde_json::Error> {
+    match extra.filter(|e| !e.is_empty()) {
+        None => serde_json::to_vec(body),
+        Some(extra) => {
+            let mut value = serde_json::to_value(body)?;
+            if let Some(map) = value.as_object_mut() {
+                for (k, v) in extra.iter() {
+                    map.insert(k.clone(), v.clone());
+                }
+            }
+            serde_json::to_vec(&value)
+        }
+    }
+}
+
 /// The error for a stream that ended before its end marker.
 pub(crate) fn incomplete(provider: &'static str, marker: &str) -> ProviderError {
-    ProviderError::new(provider, Kind::Incomplete).with_message(format!(
+    ProviderError::new(provider, ProviderErrorKind::Incomplete).with_message(format!(
         "the stream ended before {marker}; the answer is incomplete"
     ))
 }
@@ -741,6 +782,19 @@ mod tests {
         }
         p.finish(&mut out);
         out
+    }
+
+    #[test]
+    fn extra_fields_merge_at_the_top() {
+        let extra: ExtraBody = std::sync::Arc::new(
+            serde_json::json!({"b": 3, "c": {"d": 1}})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let bytes = encode(&serde_json::json!({"a": 1, "b": 2}), Some(&extra)).unwrap();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v, serde_json::json!({"a": 1, "b": 3, "c": {"d": 1}}));
     }
 
     fn ev(event: Option<&str>, data: &str) -> SseEvent {

@@ -18,6 +18,11 @@
 //! They all stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
 //! retry transient failures under tower's `retry` with [`RetryPolicy`].
 //!
+//! A provider of your own (for another API) is a model service built the same way: it fails
+//! with [`ProviderError::new`] and a [`ProviderErrorKind`] (so [`RetryPolicy`] retries it as
+//! it retries theirs), and it streams with [`body::driven`]: its future answers at the first
+//! piece of the answer, and the body reads the rest.
+//!
 //! # Limits
 //!
 //! A provider's answer comes from outside the process, so what it may cost is capped; nothing

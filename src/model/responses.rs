@@ -89,7 +89,7 @@ use tower::Service;
 use super::http::ResponseFuture;
 use super::{
     DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseMeta,
-    error::{Kind, ProviderError},
+    error::{ProviderError, ProviderErrorKind},
     http::{self, Endpoint, Transport},
 };
 use crate::{
@@ -333,7 +333,7 @@ impl Service<ModelRequest> for OpenAiResponses {
         let body = request_body(&req, &self.shared);
         let http_req = match serde_json::to_vec(&body)
             .map_err(|e| {
-                ProviderError::new(PROVIDER, Kind::InvalidRequest)
+                ProviderError::new(PROVIDER, ProviderErrorKind::InvalidRequest)
                     .with_message(format!("the request could not be encoded: {e}"))
             })
             .and_then(|body| self.shared.endpoint.post(body))
@@ -580,6 +580,25 @@ fn str_field<'v>(item: &'v Value, key: &str) -> Option<&'v str> {
     item.get(key).and_then(Value::as_str)
 }
 
+/// The summary text of a `reasoning` item: its `summary[].text` joined by blank lines.
+// NOTE: the core crate reads reasoning items stored by earlier versions with the same rule
+// (`message::StoredMessage`).
+fn summary_text(item: &Value) -> String {
+    let texts = item.get("summary").and_then(Value::as_array);
+    let mut out = String::new();
+    for text in texts
+        .into_iter()
+        .flatten()
+        .filter_map(|s| str_field(s, "text"))
+    {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(text);
+    }
+    out
+}
+
 /// The answer of a response: its `output` items (or `streamed` items if it lists none), its
 /// status, usage and metadata; an error if it failed.
 fn response(resp: ApiResponse, streamed: Vec<Value>) -> Result<ModelResponse, ProviderError> {
@@ -587,7 +606,7 @@ fn response(resp: ApiResponse, streamed: Vec<Value>) -> Result<ModelResponse, Pr
         return Err(http::error_object(PROVIDER, error));
     }
     if resp.status.as_deref() == Some("failed") {
-        return Err(ProviderError::new(PROVIDER, Kind::Server)
+        return Err(ProviderError::new(PROVIDER, ProviderErrorKind::ServerError)
             .with_message("the response failed without an error object"));
     }
     let output = match resp.output {
@@ -619,7 +638,7 @@ fn response(resp: ApiResponse, streamed: Vec<Value>) -> Result<ModelResponse, Pr
                 ));
             }
             Some("reasoning") => {
-                let text = crate::message::summary_text(&item);
+                let text = summary_text(&item);
                 message.content.push(Content::Reasoning(
                     Reasoning::text(text).with_opaque(ProviderItem::new(ITEM_PROVIDER, item)),
                 ));

@@ -89,7 +89,7 @@ use self::{
 use super::http::ResponseFuture;
 use super::{
     DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse,
-    error::{Kind, ProviderError},
+    error::{ProviderError, ProviderErrorKind},
     http::{self, Endpoint, Transport},
 };
 use crate::error::BoxError;
@@ -356,9 +356,9 @@ impl Service<ModelRequest> for Anthropic {
         if self.shared.prompt_caching {
             body.cache_breakpoints();
         }
-        let http_req = match super::options::encode(&body, req.settings.extra_body.as_ref())
+        let http_req = match super::http::encode(&body, req.settings.extra_body.as_ref())
             .map_err(|e| {
-                ProviderError::new(PROVIDER, Kind::InvalidRequest)
+                ProviderError::new(PROVIDER, ProviderErrorKind::InvalidRequest)
                     .with_message(format!("the request could not be encoded: {e}"))
             })
             .and_then(|body| self.shared.endpoint.post(body))

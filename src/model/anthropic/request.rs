@@ -10,7 +10,7 @@ use crate::{
     message::{Content, Message, Reasoning, Role},
     model::{
         ModelRequest, ModelSettings, REMINDER_OPEN, ToolChoice,
-        error::{Kind, ProviderError},
+        error::{ProviderError, ProviderErrorKind},
     },
 };
 
@@ -325,6 +325,8 @@ fn tool_choice(choice: Option<&ToolChoice>, parallel: Option<bool>) -> Option<Va
         Some(ToolChoice::None) => return Some(serde_json::json!({"type": "none"})),
         Some(ToolChoice::Required) => serde_json::json!({"type": "any"}),
         Some(ToolChoice::Tool(name)) => serde_json::json!({"type": "tool", "name": &**name}),
+        // NOTE: a choice added to the core after this provider was written: the default.
+        Some(_) => serde_json::json!({"type": "auto"}),
     };
     if let Some(parallel) = parallel {
         value["disable_parallel_tool_use"] = Value::Bool(!parallel);
@@ -335,7 +337,7 @@ fn tool_choice(choice: Option<&ToolChoice>, parallel: Option<bool>) -> Option<Va
 /// Settings the Messages API cannot honour: an error rather than a silently different call.
 pub(super) fn unsupported(settings: &ModelSettings) -> Option<ProviderError> {
     settings.seed.is_some().then(|| {
-        ProviderError::new(PROVIDER, Kind::InvalidRequest).with_message(
+        ProviderError::new(PROVIDER, ProviderErrorKind::InvalidRequest).with_message(
             "the Anthropic Messages API has no `seed`: unset ModelSettings::seed for this provider",
         )
     })

@@ -142,10 +142,11 @@ pub(super) fn parse_response(status: u16, body: &[u8]) -> Result<ModelResponse, 
             ResponseBlock::Thinking {
                 thinking,
                 signature,
-            } => parts.push(Content::Reasoning(Reasoning {
-                signature,
-                ..Reasoning::text(thinking)
-            })),
+            } => {
+                let mut reasoning = Reasoning::text(thinking);
+                reasoning.signature = signature;
+                parts.push(Content::Reasoning(reasoning));
+            }
             ResponseBlock::RedactedThinking { data } => {
                 parts.push(Content::Reasoning(Reasoning::redacted(data)))
             }

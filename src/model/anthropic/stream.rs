@@ -264,10 +264,9 @@ impl Assembly {
                     let text = thinking.clone();
                     sink.push(ModelDelta::Reasoning { text });
                 }
-                Part::Reasoning(Reasoning {
-                    signature: (!signature.is_empty()).then_some(signature),
-                    ..Reasoning::text(thinking)
-                })
+                let mut reasoning = Reasoning::text(thinking);
+                reasoning.signature = (!signature.is_empty()).then_some(signature);
+                Part::Reasoning(reasoning)
             }
             StartBlock::RedactedThinking { data } => Part::Reasoning(Reasoning::redacted(data)),
         }

@@ -101,7 +101,7 @@ use self::{
 use super::http::ResponseFuture;
 use super::{
     DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse,
-    error::{Kind, ProviderError},
+    error::{ProviderError, ProviderErrorKind},
     http::{self, Endpoint, Transport},
 };
 use crate::error::BoxError;
@@ -397,19 +397,21 @@ impl Service<ModelRequest> for OpenAiChat {
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         if let Some(url) = remote_document(&req) {
             return ResponseFuture::failed(
-                ProviderError::new(PROVIDER, Kind::InvalidRequest).with_message(format!(
-                    "Chat Completions takes a document only as a `data:` URL, not {}",
-                    url.chars().take(100).collect::<String>()
-                )),
+                ProviderError::new(PROVIDER, ProviderErrorKind::InvalidRequest).with_message(
+                    format!(
+                        "Chat Completions takes a document only as a `data:` URL, not {}",
+                        url.chars().take(100).collect::<String>()
+                    ),
+                ),
             );
         }
         let mut body = request_body(&req, &self.shared.model, self.shared.max_tokens_param);
         if self.shared.reasoning_replay == ReasoningReplay::ToolTurns {
             body.replay_reasoning(&req);
         }
-        let http_req = match super::options::encode(&body, req.settings.extra_body.as_ref())
+        let http_req = match super::http::encode(&body, req.settings.extra_body.as_ref())
             .map_err(|e| {
-                ProviderError::new(PROVIDER, Kind::InvalidRequest)
+                ProviderError::new(PROVIDER, ProviderErrorKind::InvalidRequest)
                     .with_message(format!("the request could not be encoded: {e}"))
             })
             .and_then(|body| self.shared.endpoint.post(body))

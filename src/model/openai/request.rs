@@ -183,6 +183,8 @@ fn tool_choice(choice: Option<&ToolChoice>) -> Value {
         Some(ToolChoice::Tool(name)) => {
             serde_json::json!({"type": "function", "function": {"name": &**name}})
         }
+        // NOTE: a choice added to the core after this provider was written: the default.
+        Some(_) => Value::from("auto"),
     }
 }
 

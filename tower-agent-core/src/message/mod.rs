@@ -351,7 +351,8 @@ impl From<StoredMessage> for Message {
 
 /// The summary text of a Responses API `reasoning` item: its `summary[].text` joined by
 /// blank lines.
-pub(crate) fn summary_text(item: &Value) -> String {
+// NOTE: tower-agent's Responses API provider reads new items with the same rule.
+fn summary_text(item: &Value) -> String {
     let texts = item.get("summary").and_then(Value::as_array);
     let mut out = String::new();
     for text in texts

@@ -412,15 +412,23 @@ impl Stream for OnEnd {
     }
 }
 
-/// Where a provider puts the pieces of an answer it reads ([`driven`]).
+/// Where a provider puts the pieces of an answer as it reads them: the sink [`driven`] gives
+/// the provider's reading future, whose pieces come out of the response's body in the order
+/// they were [pushed](Self::push).
+///
+/// A clone is a handle to the same queue. The queue is not bounded by a size, but it holds
+/// only what the provider pushes while it is polled once: the body polls the provider again
+/// only when every piece pushed before is out, so a provider that pushes the pieces of each
+/// chunk it reads holds at most one chunk's pieces (a test or a sink of no body, made with
+/// [`default`](Self::default), holds whatever is pushed).
 #[derive(Clone, Default)]
-pub(crate) struct DeltaSink {
+pub struct DeltaSink {
     queue: Arc<Mutex<VecDeque<ModelDelta>>>,
 }
 
 impl DeltaSink {
-    /// Adds a piece.
-    pub(crate) fn push(&self, delta: ModelDelta) {
+    /// Adds a piece of the answer, after those already pushed.
+    pub fn push(&self, delta: ModelDelta) {
         self.queue
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -439,6 +447,19 @@ impl DeltaSink {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .is_empty()
+    }
+}
+
+impl fmt::Debug for DeltaSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pending = self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len();
+        f.debug_struct("DeltaSink")
+            .field("pending", &pending)
+            .finish()
     }
 }
 
@@ -493,11 +514,57 @@ impl Stream for Driven {
 }
 
 /// The answer of a provider that reads a stream: `drive` reads it, putting each piece in the
-/// sink it is given, and resolves with the whole answer. The future this returns resolves at
-/// the first piece (a [`streaming`](ModelResponse::streaming) response whose body goes on
-/// driving), or at the driver's end if no piece came before it (then the answer is whole, or
-/// the error is the call's: a layer such as a retry sees it as it would without streaming).
-pub(crate) fn driven<D, F>(drive: D) -> FirstDelta
+/// [`DeltaSink`] it is given, and resolves with the whole answer (or the call's error).
+///
+/// The future this returns resolves at the first piece, with a
+/// [`streaming`](ModelResponse::streaming) response whose body goes on driving `drive`'s
+/// future; or at its end if no piece came before it: then the answer is whole, or the error
+/// is the call's, so a layer such as a retry sees it as it would without streaming. After
+/// the first piece, the error `drive` ends with is the body's last item.
+///
+/// No task is spawned: `drive`'s future runs only when the returned future, then the body,
+/// is polled, and dropping them drops it (and the connection it reads). This is how
+/// tower-agent's `OpenAiChat` and `Anthropic` stream; a provider of your own is a model
+/// service whose `call` returns this future (or a future that awaits it after sending the
+/// request).
+///
+/// # Example
+///
+/// A provider-shaped closure: it "reads" three pieces, pushing each into the sink, then
+/// resolves with the whole answer.
+///
+/// ```
+/// use tower_agent_core::{event::ModelDelta, model::{ModelResponse, body}};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tower_agent_core::BoxError> {
+/// let resp = body::driven(|sink| async move {
+///     let mut text = String::new();
+///     for piece in ["Hel", "lo", "!"] {
+///         // A real provider awaits the next event of its HTTP stream here.
+///         tokio::task::yield_now().await;
+///         sink.push(ModelDelta::Text { text: piece.to_owned() });
+///         text.push_str(piece);
+///     }
+///     Ok(ModelResponse::text(text))
+/// })
+/// .await?;
+/// assert!(resp.is_streaming());
+///
+/// let mut pieces = Vec::new();
+/// let whole = resp
+///     .collect_with(|delta| {
+///         if let ModelDelta::Text { text } = delta {
+///             pieces.push(text);
+///         }
+///     })
+///     .await?;
+/// assert_eq!(pieces, ["Hel", "lo", "!"]);
+/// assert_eq!(whole.message.text(), "Hello!");
+/// # Ok(())
+/// # }
+/// ```
+pub fn driven<D, F>(drive: D) -> FirstDelta
 where
     D: FnOnce(DeltaSink) -> F,
     F: Future<Output = Result<ModelResponse, BoxError>> + Send + 'static,
@@ -512,9 +579,22 @@ where
     }
 }
 
-/// The future of [`driven`].
-pub(crate) struct FirstDelta {
+/// The future of [`driven`]: the head of the answer, at its first piece.
+///
+/// # Panics
+///
+/// Polling it again after it resolved panics.
+#[must_use = "futures do nothing unless polled"]
+pub struct FirstDelta {
     body: Option<Driven>,
+}
+
+impl fmt::Debug for FirstDelta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FirstDelta")
+            .field("resolved", &self.body.is_none())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Future for FirstDelta {
@@ -535,5 +615,56 @@ impl Future for FirstDelta {
         let end = body.end.take().expect("the driver ended");
         self.body = None;
         Poll::Ready(end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(t: &str) -> ModelDelta {
+        ModelDelta::Text { text: t.to_owned() }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn driven_fails_as_the_call_before_the_first_piece() {
+        let err = driven(|_sink| async { Err::<ModelResponse, BoxError>("refused".into()) })
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "refused");
+        // No piece: the answer is whole.
+        let resp = driven(|_sink| async { Ok(ModelResponse::text("whole")) })
+            .await
+            .unwrap();
+        assert!(!resp.is_streaming());
+        assert_eq!(resp.message.text(), "whole");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn driven_ends_its_body_with_the_error_after_a_piece() {
+        let resp = driven(|sink| async move {
+            sink.push(text("a"));
+            tokio::task::yield_now().await;
+            sink.push(text("b"));
+            Err::<ModelResponse, BoxError>("cut".into())
+        })
+        .await
+        .unwrap();
+        assert!(resp.is_streaming());
+        let mut pieces = Vec::new();
+        let err = resp.collect_with(|d| pieces.push(d)).await.unwrap_err();
+        assert_eq!(pieces, [text("a"), text("b")]);
+        assert_eq!(err.to_string(), "cut");
+    }
+
+    #[test]
+    fn sink_and_future_are_send_sync_debug() {
+        fn assert_traits<T: Send + Sync + fmt::Debug>() {}
+        assert_traits::<DeltaSink>();
+        fn assert_send<T: Send + fmt::Debug>() {}
+        assert_send::<FirstDelta>();
+        let sink = DeltaSink::default();
+        sink.push(text("x"));
+        assert_eq!(format!("{sink:?}"), "DeltaSink { pending: 1 }");
     }
 }

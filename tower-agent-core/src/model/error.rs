@@ -1,10 +1,10 @@
 //! [`ProviderError`]: what went wrong talking to a model provider.
 //!
-//! The providers (`OpenAiChat`,
-//! `Anthropic`) are model services, so their error type
-//! is [`BoxError`]; every failure of theirs is a `ProviderError` inside it. Downcast to ask
-//! what happened — [`RetryPolicy`](crate::model::RetryPolicy) does exactly this to decide
-//! whether to try again.
+//! A provider (tower-agent's `OpenAiChat` and `Anthropic`, or one of your own) is a model
+//! service, so its error type is [`BoxError`]; every failure of theirs is a `ProviderError`
+//! inside it, of a [`ProviderErrorKind`]. Downcast to ask what happened —
+//! [`RetryPolicy`](crate::model::RetryPolicy) does exactly this to decide whether to try
+//! again.
 //!
 //! # Example
 //!
@@ -24,15 +24,13 @@
 //! # assert_eq!(describe(&err), "something else failed");
 //! ```
 
-// NOTE: the constructors are used by the providers; without any, only the tests use them.
-#![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
-
 use std::{error::Error as StdError, fmt, time::Duration};
 
+use super::MAX_RETRY_AFTER;
 use crate::error::BoxError;
 
 /// The longest body excerpt kept in an error, in bytes (cut on a character boundary).
-pub(crate) const EXCERPT_BYTES: usize = 512;
+const EXCERPT_BYTES: usize = 512;
 
 /// A failed call to a model provider: an HTTP error status, a response that could not be
 /// read, a stream cut short, a transport failure.
@@ -44,12 +42,44 @@ pub(crate) const EXCERPT_BYTES: usize = 512;
 /// Exactly one of the kind predicates is true, except that
 /// [`is_context_length_exceeded`](Self::is_context_length_exceeded) errors are also
 /// [`is_invalid_request`](Self::is_invalid_request).
+///
+/// # Failing in a provider of your own
+///
+/// A provider you write (for another API) fails the same way, so that
+/// [`RetryPolicy`](crate::model::RetryPolicy) and the other layers treat its failures as
+/// they treat the built-in providers': [`new`](Self::new) with your provider's name and a
+/// [`ProviderErrorKind`], then what you know of the failure.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_agent_core::{BoxError, model::{ProviderError, ProviderErrorKind}};
+///
+/// fn gemini_status(status: u16, retry_after: Option<Duration>, body: &[u8]) -> ProviderError {
+///     let kind = match status {
+///         429 => ProviderErrorKind::RateLimited,
+///         401 | 403 => ProviderErrorKind::Authentication,
+///         400..=499 => ProviderErrorKind::InvalidRequest,
+///         _ => ProviderErrorKind::ServerError,
+///     };
+///     let mut err = ProviderError::new("gemini", kind).with_status(status).with_body(body);
+///     if let Some(delay) = retry_after {
+///         err = err.with_retry_after(delay);
+///     }
+///     err
+/// }
+///
+/// let err: BoxError = gemini_status(429, Some(Duration::from_secs(2)), b"{}").into();
+/// let found = ProviderError::find(&*err).unwrap();
+/// assert!(found.is_rate_limited());
+/// assert_eq!(found.retry_after(), Some(Duration::from_secs(2)));
+/// assert_eq!(found.to_string(), "gemini: rate limited (http 429)");
+/// ```
 pub struct ProviderError {
     inner: Box<Inner>,
 }
 
 struct Inner {
-    kind: Kind,
+    kind: ProviderErrorKind,
     provider: &'static str,
     status: Option<u16>,
     retry_after: Option<Duration>,
@@ -59,41 +89,80 @@ struct Inner {
     cause: Option<BoxError>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+/// What kind of failure a [`ProviderError`] is: what [`ProviderError::new`] takes and
+/// [`ProviderError::kind`] gives back. Each kind has its predicate on `ProviderError`
+/// (`is_rate_limited` for [`RateLimited`](Self::RateLimited) …), whose docs say when the
+/// built-in providers use it; [`RetryPolicy`](crate::model::RetryPolicy) retries
+/// [`RateLimited`](Self::RateLimited) and [`ServerError`](Self::ServerError).
+///
+/// More kinds may be added: match with a `_` arm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ProviderErrorKind {
+    /// Too many requests (HTTP 429): try again later
+    /// ([`is_rate_limited`](ProviderError::is_rate_limited)).
     RateLimited,
-    Quota,
-    Server,
+    /// The account is out of credit: trying again won't help
+    /// ([`is_quota_exceeded`](ProviderError::is_quota_exceeded)).
+    QuotaExceeded,
+    /// The provider failed or is overloaded (HTTP 5xx)
+    /// ([`is_server_error`](ProviderError::is_server_error)).
+    ServerError,
+    /// The API key is missing, wrong or not allowed (HTTP 401, 403)
+    /// ([`is_authentication`](ProviderError::is_authentication)).
     Authentication,
+    /// The provider rejected the request (another 4xx)
+    /// ([`is_invalid_request`](ProviderError::is_invalid_request)).
     InvalidRequest,
-    ContextLength,
+    /// The conversation does not fit the model's context window; also an invalid request
+    /// ([`is_context_length_exceeded`](ProviderError::is_context_length_exceeded)).
+    ContextLengthExceeded,
+    /// The request timed out ([`is_timeout`](ProviderError::is_timeout)).
     Timeout,
-    Malformed,
+    /// The response is not what the API documents, or is over a size limit
+    /// ([`is_malformed_response`](ProviderError::is_malformed_response)).
+    MalformedResponse,
+    /// A streamed response ended before its end marker
+    /// ([`is_incomplete`](ProviderError::is_incomplete)).
     Incomplete,
+    /// The connection could not be made, or broke
+    /// ([`is_transport`](ProviderError::is_transport)).
     Transport,
+    /// The provider is misconfigured: a base URL, API key or header that is not valid
+    /// ([`is_config`](ProviderError::is_config)).
     Config,
 }
 
-impl Kind {
+impl ProviderErrorKind {
     fn description(self) -> &'static str {
         match self {
-            Kind::RateLimited => "rate limited",
-            Kind::Quota => "quota exceeded",
-            Kind::Server => "server error",
-            Kind::Authentication => "authentication failed",
-            Kind::InvalidRequest => "invalid request",
-            Kind::ContextLength => "context length exceeded",
-            Kind::Timeout => "request timed out",
-            Kind::Malformed => "malformed response",
-            Kind::Incomplete => "response ended early",
-            Kind::Transport => "connection failed",
-            Kind::Config => "invalid configuration",
+            ProviderErrorKind::RateLimited => "rate limited",
+            ProviderErrorKind::QuotaExceeded => "quota exceeded",
+            ProviderErrorKind::ServerError => "server error",
+            ProviderErrorKind::Authentication => "authentication failed",
+            ProviderErrorKind::InvalidRequest => "invalid request",
+            ProviderErrorKind::ContextLengthExceeded => "context length exceeded",
+            ProviderErrorKind::Timeout => "request timed out",
+            ProviderErrorKind::MalformedResponse => "malformed response",
+            ProviderErrorKind::Incomplete => "response ended early",
+            ProviderErrorKind::Transport => "connection failed",
+            ProviderErrorKind::Config => "invalid configuration",
         }
     }
 }
 
+impl fmt::Display for ProviderErrorKind {
+    /// Lowercase, as in the error's `Display` (`"rate limited"`); the text may change.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.description())
+    }
+}
+
 impl ProviderError {
-    pub(crate) fn new(provider: &'static str, kind: Kind) -> Self {
+    /// An error of `kind` from the provider named `provider` (e.g. `"gemini"`: the name
+    /// [`provider`](Self::provider) returns and the `Display` text starts with), with nothing
+    /// else known yet: add what you know with the `with_*` methods.
+    pub fn new(provider: &'static str, kind: ProviderErrorKind) -> Self {
         ProviderError {
             inner: Box::new(Inner {
                 kind,
@@ -108,34 +177,61 @@ impl ProviderError {
         }
     }
 
-    pub(crate) fn with_status(mut self, status: u16) -> Self {
+    /// This error with the HTTP status of the response ([`status`](Self::status)).
+    #[must_use]
+    pub fn with_status(mut self, status: u16) -> Self {
         self.inner.status = Some(status);
         self
     }
 
-    pub(crate) fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
-        self.inner.retry_after = retry_after;
+    /// This error with how long the provider asked to wait before trying again
+    /// ([`retry_after`](Self::retry_after)), clamped to
+    /// [`MAX_RETRY_AFTER`] (one day).
+    #[must_use]
+    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
+        self.inner.retry_after = Some(retry_after.min(MAX_RETRY_AFTER));
         self
     }
 
-    pub(crate) fn with_code(mut self, code: Option<String>) -> Self {
-        self.inner.code = code;
+    /// This error with the provider's error code or type ([`code`](Self::code)).
+    #[must_use]
+    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.inner.code = Some(code.into());
         self
     }
 
-    pub(crate) fn with_message(mut self, message: impl Into<String>) -> Self {
+    /// This error with the provider's error message, or what was wrong with its response
+    /// ([`message`](Self::message)); shown in the `Display` text in place of the cause's.
+    #[must_use]
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
         self.inner.message = Some(message.into());
         self
     }
 
-    pub(crate) fn with_body(mut self, body: &[u8]) -> Self {
+    /// This error with the start of the response body ([`body_excerpt`](Self::body_excerpt)):
+    /// at most its first 512 bytes are kept, as text (bytes that are not UTF-8 replaced by
+    /// `U+FFFD`), trimmed, cut on a character boundary and ended with `…` if cut. The
+    /// `Display` text of a [`MalformedResponse`](ProviderErrorKind::MalformedResponse) shows
+    /// it.
+    #[must_use]
+    pub fn with_body(mut self, body: &[u8]) -> Self {
         self.inner.body = Some(excerpt(body));
         self
     }
 
-    pub(crate) fn with_cause(mut self, cause: impl Into<BoxError>) -> Self {
+    /// This error caused by `cause` (a transport error, say): its [`source`](StdError::source),
+    /// and its `Display` text when there is no [message](Self::with_message).
+    #[must_use]
+    pub fn with_cause(mut self, cause: impl Into<BoxError>) -> Self {
         self.inner.cause = Some(cause.into());
         self
+    }
+
+    /// What kind of failure this is. The `is_*` predicates ask the same (with
+    /// [`is_invalid_request`](Self::is_invalid_request) also true of
+    /// [`ContextLengthExceeded`](ProviderErrorKind::ContextLengthExceeded)).
+    pub fn kind(&self) -> ProviderErrorKind {
+        self.inner.kind
     }
 
     /// The `ProviderError` in `err` or its [`source`](StdError::source) chain, so layers that
@@ -151,7 +247,8 @@ impl ProviderError {
         None
     }
 
-    /// The provider's name: `"openai"` (also for compatible servers) or `"anthropic"`.
+    /// The provider's name, as given to [`new`](Self::new): `"openai"` (also for compatible
+    /// servers) or `"anthropic"` for tower-agent's providers.
     pub fn provider(&self) -> &str {
         self.inner.provider
     }
@@ -163,7 +260,7 @@ impl ProviderError {
 
     /// How long the provider asked to wait before trying again (`retry-after-ms` or
     /// `retry-after`, in seconds or as an HTTP date), if it said, clamped to
-    /// [`MAX_RETRY_AFTER`](crate::model::MAX_RETRY_AFTER) (one day). A negative, `NaN` or
+    /// [`MAX_RETRY_AFTER`] (one day). A negative, `NaN` or
     /// unparsable value counts as not said.
     pub fn retry_after(&self) -> Option<Duration> {
         self.inner.retry_after
@@ -190,42 +287,45 @@ impl ProviderError {
     /// after [`retry_after`](Self::retry_after) if set. Retried by
     /// [`RetryPolicy`](crate::model::RetryPolicy).
     pub fn is_rate_limited(&self) -> bool {
-        self.inner.kind == Kind::RateLimited
+        self.inner.kind == ProviderErrorKind::RateLimited
     }
 
     /// The account is out of credit (OpenAI's 429 `insufficient_quota`): trying again won't
     /// help, so this is not [`is_rate_limited`](Self::is_rate_limited).
     pub fn is_quota_exceeded(&self) -> bool {
-        self.inner.kind == Kind::Quota
+        self.inner.kind == ProviderErrorKind::QuotaExceeded
     }
 
     /// The provider failed or is overloaded (HTTP 5xx, Anthropic's 529, or an
     /// `overloaded_error`/`api_error` in a stream). Retried by
     /// [`RetryPolicy`](crate::model::RetryPolicy).
     pub fn is_server_error(&self) -> bool {
-        self.inner.kind == Kind::Server
+        self.inner.kind == ProviderErrorKind::ServerError
     }
 
     /// The API key is missing, wrong, or not allowed to do this (HTTP 401 or 403).
     pub fn is_authentication(&self) -> bool {
-        self.inner.kind == Kind::Authentication
+        self.inner.kind == ProviderErrorKind::Authentication
     }
 
     /// The provider rejected the request (another 4xx: bad parameters, unknown model, request
     /// too large). Also true when [`is_context_length_exceeded`](Self::is_context_length_exceeded).
     pub fn is_invalid_request(&self) -> bool {
-        matches!(self.inner.kind, Kind::InvalidRequest | Kind::ContextLength)
+        matches!(
+            self.inner.kind,
+            ProviderErrorKind::InvalidRequest | ProviderErrorKind::ContextLengthExceeded
+        )
     }
 
     /// The conversation does not fit the model's context window. Compact the history
-    /// (see `SummarizeLayer`) and try again.
+    /// (tower-agent's `SummarizeLayer` does) and try again.
     pub fn is_context_length_exceeded(&self) -> bool {
-        self.inner.kind == Kind::ContextLength
+        self.inner.kind == ProviderErrorKind::ContextLengthExceeded
     }
 
     /// The HTTP client's timeout elapsed, or the server answered 408.
     pub fn is_timeout(&self) -> bool {
-        self.inner.kind == Kind::Timeout
+        self.inner.kind == ProviderErrorKind::Timeout
     }
 
     /// The response (or a streamed event) is not what the API documents: not JSON, or JSON
@@ -234,23 +334,23 @@ impl ProviderError {
     /// [message](Self::message) says which limit). [`body_excerpt`](Self::body_excerpt) shows
     /// its start.
     pub fn is_malformed_response(&self) -> bool {
-        self.inner.kind == Kind::Malformed
+        self.inner.kind == ProviderErrorKind::MalformedResponse
     }
 
     /// A streamed response ended before its end marker (`data: [DONE]` or `message_stop`):
     /// the answer would have been silently short.
     pub fn is_incomplete(&self) -> bool {
-        self.inner.kind == Kind::Incomplete
+        self.inner.kind == ProviderErrorKind::Incomplete
     }
 
     /// The connection could not be made, or broke while sending or reading.
     pub fn is_transport(&self) -> bool {
-        self.inner.kind == Kind::Transport
+        self.inner.kind == ProviderErrorKind::Transport
     }
 
     /// The provider was misconfigured: a base URL, API key or header that is not valid.
     pub fn is_config(&self) -> bool {
-        self.inner.kind == Kind::Config
+        self.inner.kind == ProviderErrorKind::Config
     }
 }
 
@@ -293,7 +393,7 @@ impl fmt::Display for ProviderError {
         } else if let Some(cause) = &i.cause {
             write!(f, ": {cause}")?;
         }
-        if i.kind == Kind::Malformed
+        if i.kind == ProviderErrorKind::MalformedResponse
             && let Some(body) = &i.body
         {
             write!(f, "; body: {body:?}")?;
@@ -313,7 +413,7 @@ impl StdError for ProviderError {
 
 /// The first [`EXCERPT_BYTES`] of `body` as text, cut on a character boundary, with `…` if
 /// cut.
-pub(crate) fn excerpt(body: &[u8]) -> String {
+fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
     if text.len() <= EXCERPT_BYTES {
@@ -332,7 +432,7 @@ mod tests {
 
     #[test]
     fn display_is_lowercase_with_status_and_message() {
-        let e = ProviderError::new("openai", Kind::RateLimited)
+        let e = ProviderError::new("openai", ProviderErrorKind::RateLimited)
             .with_status(429)
             .with_message("Rate limit reached");
         assert_eq!(
@@ -344,7 +444,7 @@ mod tests {
 
     #[test]
     fn malformed_shows_the_body() {
-        let e = ProviderError::new("anthropic", Kind::Malformed)
+        let e = ProviderError::new("anthropic", ProviderErrorKind::MalformedResponse)
             .with_status(200)
             .with_message("expected value at line 1 column 1")
             .with_body(b"<html>oops</html>");
@@ -362,8 +462,20 @@ mod tests {
     }
 
     #[test]
+    fn kind_and_a_clamped_retry_after() {
+        let e = ProviderError::new("gemini", ProviderErrorKind::RateLimited)
+            .with_retry_after(Duration::from_secs(u64::MAX))
+            .with_code("RESOURCE_EXHAUSTED");
+        assert_eq!(e.kind(), ProviderErrorKind::RateLimited);
+        assert_eq!(e.retry_after(), Some(MAX_RETRY_AFTER));
+        assert_eq!(e.code(), Some("RESOURCE_EXHAUSTED"));
+        assert_eq!(e.provider(), "gemini");
+        assert_eq!(ProviderErrorKind::Timeout.to_string(), "request timed out");
+    }
+
+    #[test]
     fn context_length_is_an_invalid_request() {
-        let e = ProviderError::new("openai", Kind::ContextLength);
+        let e = ProviderError::new("openai", ProviderErrorKind::ContextLengthExceeded);
         assert!(e.is_context_length_exceeded() && e.is_invalid_request());
     }
 
@@ -381,7 +493,10 @@ mod tests {
                 Some(&self.0)
             }
         }
-        let err: BoxError = Box::new(Wrap(ProviderError::new("openai", Kind::Server)));
+        let err: BoxError = Box::new(Wrap(ProviderError::new(
+            "openai",
+            ProviderErrorKind::ServerError,
+        )));
         assert!(ProviderError::find(&*err).unwrap().is_server_error());
         fn assert_send_sync<T: Send + Sync + 'static>() {}
         assert_send_sync::<ProviderError>();

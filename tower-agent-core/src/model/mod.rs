@@ -6,12 +6,49 @@
 //! [`AgentBuilder::model`](crate::agent::AgentBuilder::model).
 //!
 //! [`ScriptedModel`] is a deterministic model for tests, docs and offline demos. The real
-//! providers (the OpenAI Chat Completions and Responses APIs, the Anthropic Messages API) are
-//! in `tower-agent` (features `openai`, `anthropic`), written with this module's public API as
-//! a provider of yours is: they stream when [`ModelSettings::stream`] is on (a
-//! [`ModelBody`]), fail with a typed [`ProviderError`], and retry transient failures under
-//! tower's `retry` with [`RetryPolicy`]. Their limits on what a server may send are listed in
-//! `tower_agent_core::model`.
+//! providers, in the `tower-agent` crate, speak HTTP with reqwest:
+//!
+//! - `OpenAiChat` (feature `openai`, on by default): the OpenAI Chat
+//!   Completions API, for OpenAI and every compatible server (vLLM, Ollama, llama.cpp,
+//!   LiteLLM);
+//! - `OpenAiResponses` (feature `openai`): the OpenAI Responses API, stateless
+//!   (`store: false`), reasoning items carried across turns encrypted;
+//! - `Anthropic` (feature `anthropic`): the Anthropic Messages API.
+//!
+//! They all stream when [`ModelSettings::stream`] is on, fail with a typed [`ProviderError`], and
+//! retry transient failures under tower's `retry` with [`RetryPolicy`].
+//!
+//! A provider of your own (for another API) is a model service built the same way: it fails
+//! with [`ProviderError::new`] and a [`ProviderErrorKind`] (so [`RetryPolicy`] retries it as
+//! it retries theirs), and it streams with [`body::driven`]: its future answers at the first
+//! piece of the answer, and the body reads the rest.
+//!
+//! # Limits
+//!
+//! A provider's answer comes from outside the process, so what it may cost is capped; nothing
+//! a server sends can panic the provider or make it hold more than these bounds:
+//!
+//! - **Response size**: a whole (non-streamed) body is read chunk by chunk and the call fails
+//!   with a [malformed-response](ProviderError::is_malformed_response) error as soon as it
+//!   passes the provider's `max_response_bytes` (default [`DEFAULT_MAX_RESPONSE_BYTES`],
+//!   16 MiB; a `Content-Length` over it fails before the body is read). A streamed answer fails
+//!   the same way when the text, reasoning, tool-call arguments and provider items
+//!   ([`Content::Provider`](crate::message::Content::Provider), kept whole) put together from
+//!   it pass that limit.
+//! - **Server-sent events**: one event (its lines, buffered until the blank line that ends it)
+//!   may hold at most [`MAX_SSE_EVENT_BYTES`] (4 MiB, or `max_response_bytes` if smaller); a
+//!   longer line or event fails the call while it is being read. So a stream holds at most
+//!   about `MAX_SSE_EVENT_BYTES + max_response_bytes`, however long it runs (bound its time
+//!   with a timeout layer).
+//! - **Error pages**: of an HTTP error response, only the first [`MAX_ERROR_BODY_BYTES`]
+//!   (8 KiB) are read, for the error's code, message and
+//!   [excerpt](ProviderError::body_excerpt); the rest is never read (the connection is closed).
+//! - **`Retry-After`**: `retry-after-ms`, and `retry-after` in seconds or as an HTTP date, are
+//!   parsed without overflow; a negative or unparsable value is ignored, and any delay is
+//!   clamped to [`MAX_RETRY_AFTER`] (one day) before it reaches
+//!   [`ProviderError::retry_after`]. [`RetryPolicy`] waits at most its
+//!   [`max_retry_after`](RetryPolicy::max_retry_after) (default 60 s): asked to wait longer,
+//!   it does not retry and returns the error, `retry_after` set.
 //!
 //! # Example
 //!
@@ -46,7 +83,7 @@ mod scripted;
 
 /// The response futures of the model services.
 pub mod future {
-    pub use super::scripted::future::ScriptedFuture;
+    pub use super::{body::FirstDelta, scripted::future::ScriptedFuture};
 }
 
 use std::{borrow::Cow, sync::Arc, time::Duration};
@@ -55,7 +92,7 @@ use tower::util::BoxCloneSyncService;
 
 pub use self::{
     body::{ModelBody, ModelChunk},
-    error::ProviderError,
+    error::{ProviderError, ProviderErrorKind},
     options::{ExtraBody, OutputError, ResponseFormat, ToolChoice},
     retry::RetryPolicy,
     scripted::ScriptedModel,
@@ -67,7 +104,7 @@ use crate::{
 };
 
 /// The default of the providers' `max_response_bytes`
-/// (`OpenAiChatBuilder::max_response_bytes`,
+/// (tower-agent's `OpenAiChatBuilder::max_response_bytes`,
 /// `AnthropicBuilder::max_response_bytes`):
 /// 16 MiB.
 ///
@@ -165,9 +202,15 @@ impl ModelRequest {
     }
 }
 
-/// How a reminder of [`ModelRequest::append_reminder`] starts: providers recognise it to keep
-/// it out of what they mark for prompt caching.
-pub(crate) const REMINDER_OPEN: &str = "<system-reminder>";
+/// How the text of a reminder of [`ModelRequest::append_reminder`] starts (its user
+/// message is `<system-reminder>`, a line break, the reminder, a line break and
+/// `</system-reminder>`).
+///
+/// A provider that marks the request for prompt caching (as tower-agent's `Anthropic` marks
+/// its last message) recognises reminders by this start and marks the last message that is
+/// not one: a reminder changes from call to call, so a cache entry ending with it would never
+/// be read again.
+pub const REMINDER_OPEN: &str = "<system-reminder>";
 
 /// Settings of a model call. Providers map what they support and ignore the rest.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -202,8 +245,7 @@ pub struct ModelSettings {
     pub extra_body: Option<ExtraBody>,
     /// OpenAI's `prompt_cache_key` (Chat Completions and Responses): requests with the same
     /// key and prefix are routed to the same prompt cache, e.g. one key per thread. Anthropic
-    /// caches by breakpoints instead (see
-    /// `AnthropicBuilder::prompt_caching`).
+    /// caches by breakpoints instead (see tower-agent's `AnthropicBuilder::prompt_caching`).
     pub prompt_cache_key: Option<Arc<str>>,
     /// Extended thinking with this token budget: Anthropic
     /// `thinking: {type: "enabled", budget_tokens}` (the API wants at least 1024, and less than
@@ -213,7 +255,7 @@ pub struct ModelSettings {
     /// How hard a reasoning model should think: OpenAI's (and DeepSeek's) `reasoning_effort`,
     /// the Responses API's `reasoning.effort`, Anthropic's `output_config.effort` (as Claude
     /// Code sends it, `"medium"` by default for the models that take one). Command hooks see
-    /// the agent's as `effort: {"level": …}` (see `command`).
+    /// the agent's as `effort: {"level": …}` (see tower-agent's `command` module).
     pub reasoning_effort: Option<ReasoningEffort>,
 }
 
@@ -401,13 +443,13 @@ pub struct ModelResponse {
     /// [`Done`](body::ModelChunk::Done). A layer that counts tokens reads it there —
     /// [`on_end`](Self::on_end), [`map_done`](Self::map_done), [`then_done`](Self::then_done)
     /// or [`collect`](Self::collect), each at once for an answer that does not stream (the
-    /// stateful layer guide counts a budget so).
+    /// stateful layer guide of tower-agent counts a budget so).
     pub usage: Option<Usage>,
     /// Why the model stopped (on the head of a streaming answer, not the answer's yet: the
     /// whole answer's is at the stream's end).
     pub stop_reason: StopReason,
     /// Who answered and how, as the provider reported it (for tracing: see
-    /// `layers::trace`).
+    /// tower-agent's `layers::trace`).
     pub meta: ResponseMeta,
     /// What layers of the model stack report with the answer, typed, as
     /// [`http::Response::extensions`](::http::Response::extensions) do: the loop reads a
@@ -451,7 +493,7 @@ pub struct Display(pub String);
 
 /// What a provider reports about a response besides its content: the provider's name, the
 /// model asked for and the one that answered, the response's id and the finish reasons in
-/// the provider's own words. `TraceLayer` records them
+/// the provider's own words. tower-agent's `TraceLayer` records them
 /// as the OpenTelemetry attributes `gen_ai.provider.name`, `gen_ai.request.model`,
 /// `gen_ai.response.model`, `gen_ai.response.id` and `gen_ai.response.finish_reasons`.
 ///

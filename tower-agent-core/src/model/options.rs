@@ -189,30 +189,8 @@ impl std::error::Error for OutputError {}
 /// the same name (a shallow merge), so it may also override what the provider built.
 pub type ExtraBody = Arc<Map<String, Value>>;
 
-/// `body` as JSON bytes, with `extra`'s fields merged in at the top level.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
-pub(crate) fn encode<B: serde::Serialize>(
-    body: &B,
-    extra: Option<&ExtraBody>,
-) -> Result<Vec<u8>, serde_json::Error> {
-    match extra.filter(|e| !e.is_empty()) {
-        None => serde_json::to_vec(body),
-        Some(extra) => {
-            let mut value = serde_json::to_value(body)?;
-            if let Some(map) = value.as_object_mut() {
-                for (k, v) in extra.iter() {
-                    map.insert(k.clone(), v.clone());
-                }
-            }
-            serde_json::to_vec(&value)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[derive(serde::Deserialize, schemars::JsonSchema, Debug, PartialEq)]
@@ -253,15 +231,5 @@ mod tests {
             let _ = ResponseFormat::parse::<Point>(&text);
             let _ = ResponseFormat::parse::<Value>(&text);
         }
-    }
-
-    #[cfg(any(feature = "openai", feature = "anthropic"))]
-    #[test]
-    fn extra_fields_merge_at_the_top() {
-        let extra: ExtraBody =
-            Arc::new(json!({"b": 3, "c": {"d": 1}}).as_object().unwrap().clone());
-        let bytes = encode(&json!({"a": 1, "b": 2}), Some(&extra)).unwrap();
-        let v: Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(v, json!({"a": 1, "b": 3, "c": {"d": 1}}));
     }
 }

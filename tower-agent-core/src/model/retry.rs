@@ -301,7 +301,7 @@ mod tests {
     use super::*;
     use crate::{
         message::Message,
-        model::error::{Kind, ProviderError},
+        model::error::{ProviderError, ProviderErrorKind as Kind},
     };
 
     // The policy trait stays object safe with our future.
@@ -316,10 +316,12 @@ mod tests {
     }
 
     fn failed(kind: Kind, retry_after: Option<Duration>) -> Result<ModelResponse, BoxError> {
-        Err(ProviderError::new("openai", kind)
-            .with_status(429)
-            .with_retry_after(retry_after)
-            .into())
+        let err = ProviderError::new("openai", kind).with_status(429);
+        Err(match retry_after {
+            Some(delay) => err.with_retry_after(delay),
+            None => err,
+        }
+        .into())
     }
 
     #[tokio::test(start_paused = true)]
@@ -331,13 +333,16 @@ mod tests {
                 .is_some()
         );
         let mut p = RetryPolicy::new();
-        assert!(p.retry(&mut req, &mut failed(Kind::Server, None)).is_some());
+        assert!(
+            p.retry(&mut req, &mut failed(Kind::ServerError, None))
+                .is_some()
+        );
         for kind in [
             Kind::Authentication,
             Kind::InvalidRequest,
-            Kind::ContextLength,
-            Kind::Quota,
-            Kind::Malformed,
+            Kind::ContextLengthExceeded,
+            Kind::QuotaExceeded,
+            Kind::MalformedResponse,
         ] {
             let mut p = RetryPolicy::new();
             assert!(
@@ -356,19 +361,22 @@ mod tests {
         let mut req = ModelRequest::new(vec![Message::user("hi")]);
         let mut p = RetryPolicy::new().max_attempts(3).jitter(false);
         let start = tokio::time::Instant::now();
-        p.retry(&mut req, &mut failed(Kind::Server, None))
+        p.retry(&mut req, &mut failed(Kind::ServerError, None))
             .unwrap()
             .await;
         assert_eq!(start.elapsed(), Duration::from_millis(500));
         p.retry(
             &mut req,
-            &mut failed(Kind::Server, Some(Duration::from_secs(7))),
+            &mut failed(Kind::ServerError, Some(Duration::from_secs(7))),
         )
         .unwrap()
         .await;
         assert_eq!(start.elapsed(), Duration::from_millis(7_500));
         // Third attempt failed: give up.
-        assert!(p.retry(&mut req, &mut failed(Kind::Server, None)).is_none());
+        assert!(
+            p.retry(&mut req, &mut failed(Kind::ServerError, None))
+                .is_none()
+        );
 
         let mut p = RetryPolicy::new().max_retry_after(Duration::from_secs(10));
         let too_long = Some(Duration::from_secs(11));
@@ -380,7 +388,7 @@ mod tests {
         req.ctx.cancellation().cancel();
         assert!(
             RetryPolicy::new()
-                .retry(&mut req, &mut failed(Kind::Server, None))
+                .retry(&mut req, &mut failed(Kind::ServerError, None))
                 .is_none()
         );
     }
@@ -396,11 +404,11 @@ mod tests {
             .await;
         assert_eq!(start.elapsed(), Duration::from_secs(1));
         // The second retry: n = 1, whatever the first one waited.
-        p.retry(&mut req, &mut failed(Kind::Server, None))
+        p.retry(&mut req, &mut failed(Kind::ServerError, None))
             .unwrap()
             .await;
         assert_eq!(start.elapsed(), Duration::from_secs(2));
-        p.retry(&mut req, &mut failed(Kind::Server, None))
+        p.retry(&mut req, &mut failed(Kind::ServerError, None))
             .unwrap()
             .await;
         assert_eq!(start.elapsed(), Duration::from_secs(4));
@@ -459,18 +467,18 @@ mod tests {
         let mut first = policy.clone();
         assert!(
             first
-                .retry(&mut req, &mut failed(Kind::Server, None))
+                .retry(&mut req, &mut failed(Kind::ServerError, None))
                 .is_some()
         );
         assert!(
             first
-                .retry(&mut req, &mut failed(Kind::Server, None))
+                .retry(&mut req, &mut failed(Kind::ServerError, None))
                 .is_none()
         );
         let mut second = policy.clone();
         assert!(
             second
-                .retry(&mut req, &mut failed(Kind::Server, None))
+                .retry(&mut req, &mut failed(Kind::ServerError, None))
                 .is_none()
         );
     }
