@@ -356,7 +356,10 @@ fn traced_run(
     req: AgentRequest,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
 ) -> impl std::future::Future<Output = Result<AgentResponse, Error>> + Send + 'static {
+    // NOTE: the target is the module's public path (`tower_agent::agent`, re-exported by the
+    // facade), as it was before the core split: subscribers and tests filter on it.
     let span = tracing::info_span!(
+        target: "tower_agent::agent",
         "invoke_agent",
         otel.name = Empty,
         otel.kind = "internal",

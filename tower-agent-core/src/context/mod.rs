@@ -724,7 +724,7 @@ pub(crate) fn transcript_file_name(session_id: &str) -> String {
 }
 
 /// Now, as RFC 3339 UTC with milliseconds (`2026-01-02T03:04:05.678Z`): the time of each
-/// line of a [transcript](transcript), and what a hook input of yours can carry in the same
+/// line of a [transcript], and what a hook input of yours can carry in the same
 /// form (the command hooks' `timestamp`). A clock before 1970 reads as 1970-01-01.
 ///
 /// # Example
