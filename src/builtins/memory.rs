@@ -229,11 +229,11 @@ impl Memory {
                     } else {
                         "User"
                     };
-                    let input = crate::agent::InstructionsInput {
+                    let input = crate::agent::InstructionsInput::new(
                         file_path,
                         memory_type,
-                        load_reason: "session_start",
-                    };
+                        "session_start",
+                    );
                     hooks.instructions_loaded(&input, ctx);
                 }
             }

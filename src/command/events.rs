@@ -180,12 +180,7 @@ impl Inner {
             .iter()
             .any(|e| e.handler.extras.dialect == Dialect::Codex)
             .then(|| {
-                let model = report.ctx().and_then(|ctx| {
-                    ctx.with_data(|d| {
-                        d.get::<crate::model::RunModel>()
-                            .map(|m| std::sync::Arc::clone(&m.0))
-                    })
-                });
+                let model = report.ctx().and_then(crate::agent::RunModel::of);
                 let run = formats::CodexRun {
                     model: model.as_deref(),
                     permission_mode: self.permission_mode,
@@ -197,9 +192,7 @@ impl Inner {
             .iter()
             .any(|e| e.handler.extras.dialect == Dialect::Gemini)
             .then(|| {
-                let prompt = report.ctx().and_then(|ctx| {
-                    ctx.with_data(|d| d.get::<crate::model::RunPrompt>().map(|p| Arc::clone(&p.0)))
-                });
+                let prompt = report.ctx().and_then(crate::agent::RunPrompt::of);
                 let mut input = input.clone();
                 if let (HookEvent::Stop, Some(ctx)) = (event, report.ctx()) {
                     formats::gemini_turn(ctx, &mut input);
@@ -341,31 +334,31 @@ impl Inner {
         let subagent = crate::agent::SessionSubagent::of(ctx);
         if has_prompt_id(event) {
             // A subagent of the session runs within its caller's prompt.
-            let prompt_id = subagent.map_or(ctx.run_id(), |s| s.prompt_id.as_str());
+            let prompt_id = subagent.map_or(ctx.run_id(), |s| s.prompt_id());
             input.insert("prompt_id".into(), prompt_id.into());
         }
         if let Some(subagent) = subagent {
             // Its caller's session, as Claude Code's subagents' hooks see it (measured).
-            input.insert("session_id".into(), subagent.session_id.clone().into());
-            let transcript = subagent.transcript_path.as_deref();
+            input.insert("session_id".into(), subagent.session_id().into());
+            let transcript = subagent.transcript_path();
             let transcript = transcript.map(|p| p.to_string_lossy().into_owned());
             input.insert(
                 "transcript_path".into(),
                 transcript.unwrap_or_default().into(),
             );
-            input.insert("agent_id".into(), subagent.agent_id.clone().into());
-            input.insert("agent_type".into(), subagent.agent_type.clone().into());
+            input.insert("agent_id".into(), subagent.agent_id().into());
+            input.insert("agent_type".into(), subagent.agent_type().into());
         }
         if has_permission_mode(event) {
             input.insert("permission_mode".into(), self.permission_mode.into());
         }
         if has_effort(event)
-            && let Some(level) = ctx.with_data(|d| {
-                d.get::<crate::model::RunEffort>()
-                    .map(|e| e.0.as_str().to_owned())
-            })
+            && let Some(effort) = crate::agent::RunEffort::of(ctx)
         {
-            input.insert("effort".into(), serde_json::json!({ "level": level }));
+            input.insert(
+                "effort".into(),
+                serde_json::json!({ "level": effort.as_str() }),
+            );
         }
         input
     }

@@ -44,7 +44,7 @@ use futures_util::future::BoxFuture;
 use tower::{Service, ServiceExt, util::BoxCloneSyncService};
 
 use crate::{
-    error::{BoxError, error_chain},
+    error::{self, BoxError},
     model::{BoxModelService, ModelRequest, ModelResponse, ProviderError},
 };
 
@@ -195,7 +195,7 @@ where
                 if !(layer.when)(&err) {
                     return Err(err);
                 }
-                let reason = format!("{failed}: {}", error_chain(&*err));
+                let reason = format!("{failed}: {}", error::chain(&*err));
                 tracing::warn!(reason = %reason, "the model call fails over to the next model");
                 req.ctx.warn(format!("model fallback: {reason}"));
                 reasons.push(reason);

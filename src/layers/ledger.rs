@@ -73,7 +73,7 @@ use tower::{Layer, Service};
 
 use crate::{
     context::RunContext,
-    error::{BoxError, error_chain},
+    error::{self, BoxError},
     message::{ToolCall, ToolOutput},
     tool::ToolRequest,
 };
@@ -358,7 +358,7 @@ pub mod future {
                         };
                         pending.finish(status, out.content.clone());
                     }
-                    Err(err) => pending.finish(CallStatus::Err, error_chain(&**err)),
+                    Err(err) => pending.finish(CallStatus::Err, error::chain(&**err)),
                 }
             }
             Poll::Ready(result)

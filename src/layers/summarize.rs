@@ -279,10 +279,10 @@ impl<Z> SummarizeLayer<Z> {
 
     /// A PreCompact callback: observe each compaction before it happens, or veto it. It
     /// may answer at once or return a future of its answer (`async move { … }`).
-    pub fn on_compact<F, R>(mut self, f: F) -> Self
+    pub fn on_compact<F, R, M>(mut self, f: F) -> Self
     where
         F: Fn(CompactInfo, ModelRequest) -> R + Send + Sync + 'static,
-        R: HookResult<CompactDecision>,
+        R: HookResult<CompactDecision, M>,
     {
         self.config_mut().on_compact = Some(Arc::new(move |i, r| f(i, r).into_hook_future()));
         self
@@ -525,7 +525,7 @@ where
     let summary = match answer {
         Ok(resp) if !resp.message.text().trim().is_empty() => Ok(resp.message.text().into_owned()),
         Ok(_) => Err("the summarizer answered with no text".to_owned()),
-        Err(err) => Err(crate::error::error_chain(&*err)),
+        Err(err) => Err(crate::error::chain(&*err)),
     };
     let (req, compaction) = match summary {
         Ok(summary) => {

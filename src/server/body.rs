@@ -145,10 +145,7 @@ impl ApiError {
     /// The answer for a failed call of the agent service: the status of the error (or of the
     /// first error of its source chain) that has one, else `500`.
     pub(super) fn from_service(err: BoxError) -> Self {
-        ApiError::new(
-            service_error_status(&*err),
-            crate::error::error_chain(&*err),
-        )
+        ApiError::new(service_error_status(&*err), crate::error::chain(&*err))
     }
 }
 

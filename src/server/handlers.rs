@@ -169,7 +169,7 @@ pub(super) async fn resume(
         let thread = store.load(&id).await.map_err(|e| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("thread store failed: {}", crate::error::error_chain(&*e)),
+                format!("thread store failed: {}", crate::error::chain(&*e)),
             )
         })?;
         if thread.is_none() {

@@ -471,7 +471,7 @@ impl AppState {
                 Err(e) => {
                     return Err(ApiError::new(
                         StatusCode::INTERNAL_SERVER_ERROR,
-                        crate::error::error_chain(&*e),
+                        crate::error::chain(&*e),
                     ));
                 }
             }

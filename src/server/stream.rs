@@ -79,7 +79,7 @@ impl EventsState {
         self.stopped = true;
         Some(AgentEvent::AgentStop {
             outcome: Outcome::Aborted {
-                error: crate::error::error_chain(&*err),
+                error: crate::error::chain(&*err),
             },
             text: String::new(),
             steps: 0,

@@ -223,8 +223,24 @@ impl StdError for Error {
     }
 }
 
-/// An error and its sources, `outer: inner: root`.
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+/// An error and its [sources](StdError::source) as one line, `outer: inner: root`: what the
+/// loop writes when a failure becomes text (a tool's error output, an aborted run's reason, a
+/// log line), and what a layer of yours can write the same way.
+///
+/// A source whose text the line already holds is left out, so an error that prints its cause
+/// in its own `Display` (as [`Error`] does) does not repeat it. The line is as long as the
+/// errors' texts are: no cap.
+///
+/// # Example
+///
+/// ```
+/// use tower_agent_core::error::{self, Abort, BoxError};
+///
+/// let io = std::io::Error::other("disk full");
+/// let err: BoxError = Abort::with_source("could not save", io).into();
+/// assert_eq!(error::chain(&*err), "run aborted: could not save: disk full");
+/// ```
+pub fn chain(err: &(dyn StdError + 'static)) -> String {
     let mut text = err.to_string();
     let mut cur = err.source();
     while let Some(e) = cur {
@@ -253,6 +269,14 @@ mod tests {
         fn source(&self) -> Option<&(dyn StdError + 'static)> {
             Some(&*self.0)
         }
+    }
+
+    #[test]
+    fn chain_skips_what_the_line_holds() {
+        let err: BoxError = Box::new(Wrapper(Error::store("disk full".into()).into()));
+        assert_eq!(chain(&*err), "wrapped: thread store failed: disk full");
+        let plain: BoxError = "plain".into();
+        assert_eq!(chain(&*plain), "plain");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::TOOL_RESPONSE;
 use crate::{
     Agent,
-    agent::{AgentResponse, SubagentCall, SubagentEnd},
+    agent::{AgentResponse, SubagentCall},
     error::BoxError,
     message::{ToolCall, ToolOutput, ToolSpec},
     tool::{Tool, ToolRequest},
@@ -210,26 +210,21 @@ impl Tool for AgentTool {
             ));
         };
         let agent_id = agent_id(&id);
-        let call = SubagentCall {
-            agent_type: kind.clone(),
-            agent_id: agent_id.clone(),
-            transcript_id: agent_id.clone(),
-            prompt: args.prompt.clone(),
-            in_session: true,
-        };
+        let call = SubagentCall::new(kind.clone(), args.prompt.clone())
+            .agent_id(agent_id.clone())
+            .transcript_id(agent_id.clone())
+            .in_session(true);
         let started = Instant::now();
-        let resp = match t.agent.run_subagent(call, &id, &req.ctx).await? {
-            SubagentEnd::Finished(resp) => resp,
-            SubagentEnd::Unfinished(resp) => {
-                return Ok(ToolOutput::error(
-                    id,
-                    format!(
-                        "subagent `{kind}` did not finish ({:?}); its last answer: {}",
-                        resp.outcome, resp.text
-                    ),
-                ));
-            }
-        };
+        let resp = t.agent.run_subagent(call, &id, &req.ctx).await?;
+        if !resp.outcome.is_finished() {
+            return Ok(ToolOutput::error(
+                id,
+                format!(
+                    "subagent `{kind}` did not finish ({:?}); its last answer: {}",
+                    resp.outcome, resp.text
+                ),
+            ));
+        }
         let note = tools_note(&resp);
         let mut response = tool_response(&resp, note.as_deref(), &args.prompt, &kind, &agent_id);
         if let Some(model) = t.agent.model_name() {

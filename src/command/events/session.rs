@@ -354,7 +354,7 @@ impl Inner {
                 .await;
         });
         if let Some(task) = task {
-            crate::agent::wait_for_hook(ctx, task);
+            crate::agent::RunHooks::wait_for(ctx, task);
         }
     }
 

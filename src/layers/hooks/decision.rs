@@ -321,9 +321,28 @@ pub struct ToolFailure {
 
 /// A hook's answer, now or later: what a hook closure may return. Implemented for each decision
 /// type (answered at once, no allocation) and for any `Send` future of it (boxed).
-pub trait HookResult<D>: Send {
+///
+/// `M` tells the two kinds of answer apart: the default for a decision itself, another one for
+/// a future of it. It is inferred from what the closure returns and is never written; it lets
+/// a type from another crate ([`ModelResponse`], the decision of
+/// [`after_model`](super::Hooks::after_model)) be an answer without the compiler having to
+/// prove it is not a future. A decision type of yours implements `HookResult<D>` (the default
+/// `M`), with [`HookFuture::ready`].
+pub trait HookResult<D, M = marker::Now>: Send {
     /// As a future.
     fn into_hook_future(self) -> HookFuture<D>;
+}
+
+/// The markers of [`HookResult`]'s two kinds of answer. Public in a private module, as axum's
+/// `FromRequest` markers are: users never name them.
+mod marker {
+    /// The answer is the decision itself.
+    #[derive(Debug)]
+    pub enum Now {}
+
+    /// The answer is a future of the decision.
+    #[derive(Debug)]
+    pub enum Later {}
 }
 
 /// The future of a hook's answer: ready at once for synchronous hooks.
@@ -445,7 +464,7 @@ hook_result!(
     ModelResponse
 );
 
-impl<D, F> HookResult<D> for F
+impl<D, F> HookResult<D, marker::Later> for F
 where
     F: Future<Output = D> + Send + 'static,
 {

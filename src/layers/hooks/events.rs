@@ -64,10 +64,10 @@ macro_rules! hook_method {
     (decide [$(#[doc = $doc:literal])*] $method:ident [$($matcher:ident)?]
         [$($arg:ident : $ty:ty),*] $out:ty) => {
         $(#[doc = $doc])*
-        pub fn $method<F, R>(self, $($matcher: impl Into<ToolMatcher>,)? f: F) -> Hooks<state::Added>
+        pub fn $method<F, R, M>(self, $($matcher: impl Into<ToolMatcher>,)? f: F) -> Hooks<state::Added>
         where
             F: Fn($($ty),*) -> R + Send + Sync + 'static,
-            R: HookResult<$out>,
+            R: HookResult<$out, M>,
         {
             let f = Arc::new(f);
             let matcher = hook_method!(@matcher $($matcher)?);
@@ -971,10 +971,10 @@ impl<S> Hooks<S> {
     /// not after a compaction: this hook's context, after the run's prompt, is in the thread
     /// already). See [`on_session_start_for`](Self::on_session_start_for) for the source and the
     /// model.
-    pub fn on_session_start<F, R>(self, f: F) -> Hooks<state::Added>
+    pub fn on_session_start<F, R, M>(self, f: F) -> Hooks<state::Added>
     where
         F: Fn(RunContext) -> R + Send + Sync + 'static,
-        R: HookResult<SessionStart>,
+        R: HookResult<SessionStart, M>,
     {
         self.on_session_start_for("startup|resume", move |_, ctx| f(ctx))
     }

@@ -680,6 +680,8 @@ impl HookSetInner {
         match event {
             TaskEvent::Created => &self.on_task_created,
             TaskEvent::Completed => &self.on_task_completed,
+            // NOTE: a task event the loop adds later has no hooks here until this set learns it.
+            _ => &[],
         }
     }
 

@@ -313,13 +313,11 @@ async fn display(
     if text.is_empty() {
         return resp;
     }
-    let input = MessageDisplayInput {
-        turn_id: ctx.run_id().to_owned(),
-        message_id: format!("{}-{}", ctx.run_id(), position),
-        index: 0,
-        is_final: true,
-        delta: text.into_owned(),
-    };
+    let input = MessageDisplayInput::new(
+        ctx.run_id(),
+        format!("{}-{}", ctx.run_id(), position),
+        text.into_owned(),
+    );
     let shown = set.message_display(input, ctx).await;
     resp.extensions.insert(Display(shown));
     resp
@@ -333,10 +331,7 @@ async fn compacted(
     model: Option<String>,
     ctx: &RunContext,
 ) {
-    let input = PostCompactInput {
-        trigger: compaction.trigger,
-        compact_summary: compaction.summary.clone(),
-    };
+    let input = PostCompactInput::new(compaction.trigger, compaction.summary.clone());
     let contexts = set.compacted(&input, model, ctx).await;
     if !contexts.is_empty() {
         compaction

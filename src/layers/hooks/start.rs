@@ -156,7 +156,7 @@ async fn prompt_hooks(set: &HookSetInner, mut start: RunStart) -> Result<RunStar
     }
     // The setup stages' work at the session's start (the memory files: InstructionsLoaded),
     // and the hooks it fired, before UserPromptSubmit, as in Claude Code.
-    crate::agent::session_start_work(&start.ctx).await;
+    start.session_start_work().await;
     set.directories_added(&start.ctx).await;
     let Some(prompt) = start.prompt.take() else {
         return Ok(start);

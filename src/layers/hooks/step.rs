@@ -12,7 +12,7 @@ use tower::{Layer, Service, ServiceExt};
 use super::{HookSet, future::HookStepFuture};
 use crate::{
     agent::{
-        hooks::{StopBlocks, StopInput},
+        StopBlocks, StopInput,
         step::{StepControl, StepEnd},
     },
     context::{InstanceId, RunContext},

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::{
     context::RunContext,
-    error::{Abort, BoxError, error_chain},
+    error::{self, Abort, BoxError},
     message::{ToolCall, ToolOutput},
     tool::{Check, Checked, ObservableInput, ToolChecks, ToolRequest},
 };
@@ -512,7 +512,7 @@ async fn approve(
         Ok(ApprovalDecision::Allow) => return Approved::Yes,
         // The user's answer: not a denial of the path's own.
         Ok(ApprovalDecision::Deny(why)) => return Approved::No(format!("denied: {why}")),
-        Err(e) => format!("denied: approval failed: {}", error_chain(&*e)),
+        Err(e) => format!("denied: approval failed: {}", error::chain(&*e)),
     };
     let why: Arc<str> = denied.as_str().into();
     for (matcher, f) in &set.on_permission_denied {
@@ -615,7 +615,7 @@ async fn after(
         }
         Err(err) if Abort::find(&*err).is_some() => Err(err),
         Err(err) => {
-            let text = format!("tool `{}` failed: {}", call.name, error_chain(&*err));
+            let text = format!("tool `{}` failed: {}", call.name, error::chain(&*err));
             let failure = Arc::new(ToolFailure {
                 error: text.clone(),
                 output: None,

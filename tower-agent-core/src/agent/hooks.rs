@@ -280,7 +280,7 @@ impl StopFailureInput {
     /// provider error, [`from_error`](Self::from_error) of its text.
     pub fn from_model_error(err: &(dyn std::error::Error + 'static)) -> Self {
         let Some(p) = crate::model::ProviderError::find(err) else {
-            return Self::from_error(crate::error::error_chain(err));
+            return Self::from_error(crate::error::chain(err));
         };
         let status = p.status().map(|s| s.to_string());
         let said = [status.as_deref(), p.message()]
@@ -408,6 +408,22 @@ pub struct InstructionsInput {
     pub load_reason: &'static str,
 }
 
+impl InstructionsInput {
+    /// The file at `file_path` (absolute), of `memory_type` (`Project` or `User`), loaded for
+    /// `load_reason` (`session_start`).
+    pub fn new(
+        file_path: impl Into<std::path::PathBuf>,
+        memory_type: &'static str,
+        load_reason: &'static str,
+    ) -> Self {
+        InstructionsInput {
+            file_path: file_path.into(),
+            memory_type,
+            load_reason,
+        }
+    }
+}
+
 /// What a PreCompact hook of the loop sees: a compaction the caller asked for
 /// ([`Agent::compact`](super::Agent::compact)) is about to start. (The summarize layer's own
 /// compactions ask `SummarizeLayer::on_compact`.)
@@ -449,6 +465,16 @@ pub struct PostCompactInput {
     pub compact_summary: String,
 }
 
+impl PostCompactInput {
+    /// A compaction of `trigger` (`auto` or `manual`) that wrote `compact_summary`.
+    pub fn new(trigger: &'static str, compact_summary: impl Into<String>) -> Self {
+        PostCompactInput {
+            trigger,
+            compact_summary: compact_summary.into(),
+        }
+    }
+}
+
 /// What a MessageDisplay hook sees: an assistant message with text, once it is complete (as
 /// the protocol does for non-interactive runs: one call per message, `index` 0, `final` true).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -464,6 +490,24 @@ pub struct MessageDisplayInput {
     pub is_final: bool,
     /// The text.
     pub delta: String,
+}
+
+impl MessageDisplayInput {
+    /// The whole text `delta` of the message `message_id` of the turn `turn_id`, in one
+    /// batch (`index` 0, `is_final`).
+    pub fn new(
+        turn_id: impl Into<String>,
+        message_id: impl Into<String>,
+        delta: impl Into<String>,
+    ) -> Self {
+        MessageDisplayInput {
+            turn_id: turn_id.into(),
+            message_id: message_id.into(),
+            index: 0,
+            is_final: true,
+            delta: delta.into(),
+        }
+    }
 }
 
 /// What the loop asks of a hook set besides its layers: the points that have no service of
@@ -631,16 +675,11 @@ pub trait LoopHooks: Send + Sync + 'static {
 
 /// Hook work a run waits for before it goes on: the command hooks of InstructionsLoaded,
 /// which Claude Code finishes before UserPromptSubmit (measured: `tests/reference`). Kept in
-/// the run's data by [`wait_for_hook`], awaited by [`settle_hooks`].
+/// the run's data by [`RunHooks::wait_for`], awaited by [`settle_hooks`].
 #[derive(Default)]
 struct PendingHooks(Vec<tokio::task::JoinHandle<()>>);
 
-/// Keeps `task`, a hook started for the run of `ctx`, for [`settle_hooks`] to wait for.
-pub(crate) fn wait_for_hook(ctx: &RunContext, task: tokio::task::JoinHandle<()>) {
-    ctx.with_data(|d| d.get_or_default::<PendingHooks>().0.push(task));
-}
-
-/// Waits until the hooks kept by [`wait_for_hook`] have ended (a hook that panicked too).
+/// Waits until the hooks kept by [`RunHooks::wait_for`] have ended (a hook that panicked too).
 pub(crate) async fn settle_hooks(ctx: &RunContext) {
     let pending = ctx.with_data(|d| d.remove::<PendingHooks>());
     for task in pending.map(|p| p.0).unwrap_or_default() {
@@ -691,6 +730,22 @@ impl RunHooks {
     /// The hooks of the run of `ctx`, if it has any.
     pub fn of(ctx: &RunContext) -> Option<Arc<dyn LoopHooks>> {
         ctx.with_data(|data| data.get::<RunHooks>().map(|p| Arc::clone(&p.0)))
+    }
+
+    /// Keeps `task`, a hook's work spawned for the run of `ctx` while the session starts, for
+    /// the run to wait for: how an observe-only hook that runs in the background (an
+    /// [`instructions_loaded`](LoopHooks::instructions_loaded) hook that starts a process)
+    /// still ends before the run goes on, as Claude Code's InstructionsLoaded hooks end
+    /// before its UserPromptSubmit hooks.
+    ///
+    /// The run waits for the tasks kept so far once the setup stages' session-start work
+    /// ([`Setup::at_session_start`](super::Setup::at_session_start)) is done, before the
+    /// UserPromptSubmit hooks (or, without a start layer to run that work, before the setup
+    /// stages); a task that fails or panics is logged (`tracing` warning) and the run goes on.
+    /// A task kept at another time, or in a run without setup stages, is not waited for: it
+    /// runs on by itself. Cancelling the run does not abort the tasks.
+    pub fn wait_for(ctx: &RunContext, task: tokio::task::JoinHandle<()>) {
+        ctx.with_data(|d| d.get_or_default::<PendingHooks>().0.push(task));
     }
 }
 

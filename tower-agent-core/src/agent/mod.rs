@@ -79,6 +79,7 @@ pub mod future;
 pub(crate) mod hooks;
 pub mod interrupt;
 mod run;
+mod run_data;
 mod stage;
 pub mod start;
 pub mod step;
@@ -98,10 +99,7 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 use tracing::{Instrument as _, field::Empty};
 
-pub(crate) use self::{
-    hooks::wait_for_hook,
-    stage::{SessionStartWork, session_start_work},
-};
+pub(crate) use self::stage::SessionStartWork;
 pub use crate::event::{AgentEvent, ModelDelta, Outcome, PendingCall};
 
 pub use self::{
@@ -115,8 +113,9 @@ pub use self::{
         TaskInput, ToolBatch, prompt_cache_warm, session_end_reason,
     },
     interrupt::{ApprovalError, Approvals, Approved, CallDecision, Decision, PendingApproval},
+    run_data::{RunEffort, RunModel, RunPrompt},
     stage::{IntoStageResult, Prepare, Setup, SetupContext},
-    subagent::SubagentTool,
+    subagent::{SessionSubagent, SubagentCall, SubagentTool},
 };
 use crate::{
     error::Error,
@@ -125,7 +124,6 @@ use crate::{
     store::ThreadStore,
     tool::{BoxToolService, ToolRouter},
 };
-pub(crate) use subagent::{SessionSubagent, SubagentCall, SubagentEnd};
 
 /// Builds the tool stack of a run from its router.
 type ToolStackFn = dyn Fn(ToolRouter) -> BoxToolService + Send + Sync;
@@ -293,8 +291,10 @@ impl Agent {
         &self.inner.tools
     }
 
-    /// The model its settings name, if they name one.
-    pub(crate) fn model_name(&self) -> Option<&str> {
+    /// The model its settings name ([`AgentBuilder::settings`]), if they name one: what a
+    /// tool that runs it as a subagent can report (Claude Code's `Agent` tool gives it as
+    /// `resolvedModel`). Each run keeps it in its data too ([`RunModel`]).
+    pub fn model_name(&self) -> Option<&str> {
         self.inner.settings.model.as_deref()
     }
 
@@ -351,7 +351,10 @@ fn traced_run(
     req: AgentRequest,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
 ) -> impl std::future::Future<Output = Result<AgentResponse, Error>> + Send + 'static {
+    // NOTE: the target is the module's public path (`tower_agent::agent`, re-exported by the
+    // facade), as it was before the core split: subscribers and tests filter on it.
     let span = tracing::info_span!(
+        target: "tower_agent::agent",
         "invoke_agent",
         otel.name = Empty,
         otel.kind = "internal",

@@ -244,10 +244,10 @@ pub(super) fn context(
         transcript.touch();
     }
     if let Some(effort) = &inner.settings.reasoning_effort {
-        ctx.with_data(|d| d.insert(crate::model::RunEffort(effort.clone())));
+        ctx.with_data(|d| d.insert(super::RunEffort::new(effort.clone())));
     }
     if let Some(model) = &inner.settings.model {
-        ctx.with_data(|d| d.insert(crate::model::RunModel(model.clone())));
+        ctx.with_data(|d| d.insert(super::RunModel::new(Arc::clone(model))));
     }
     ctx
 }
@@ -432,7 +432,7 @@ impl<'a> Run<'a> {
             self.ctx.with_data(|data| data.insert(stages));
         }
         if let Some(prompt) = &prompt {
-            let prompt = crate::model::RunPrompt(prompt.as_str().into());
+            let prompt = super::RunPrompt::new(prompt.as_str());
             self.ctx.with_data(|data| data.insert(prompt));
         }
         let Some(stack) = self.inner.start.clone() else {
@@ -509,7 +509,7 @@ impl<'a> Run<'a> {
                 .unwrap_or_default();
             let cx = SetupContext::new(self.ctx.clone(), &prompt, inner.tools.clone());
             let setups = async {
-                super::session_start_work(&self.ctx).await;
+                super::stage::session_start_work(&self.ctx).await;
                 for stage in inner.setups.iter() {
                     stage.setup(cx.clone()).await?;
                 }

@@ -76,7 +76,7 @@ pub(crate) struct SessionStartWork(pub(crate) Arc<[Arc<dyn Setup>]>);
 
 /// Runs the session-start work of the run's setup stages, if it has not run yet (once per
 /// run), then waits for the hooks it fired ([`settle_hooks`](super::hooks::settle_hooks)).
-pub(crate) async fn session_start_work(ctx: &RunContext) {
+pub(super) async fn session_start_work(ctx: &RunContext) {
     let Some(SessionStartWork(stages)) = ctx.with_data(|d| d.remove::<SessionStartWork>()) else {
         return;
     };

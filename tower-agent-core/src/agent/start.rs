@@ -84,9 +84,10 @@ pub struct RunStart {
     /// The expansion a layer made of the prompt ([`expand`](Self::expand)): UserPromptExpansion
     /// hooks see it on the way out.
     pub expansion: Option<PromptExpansion>,
-    /// The conversation a resumed run goes on with (the thread as loaded): what a resumed
-    /// SessionStart's `context_tokens` count. `None` for a new thread.
-    pub(crate) history: Option<crate::message::Messages>,
+    /// The conversation a resumed run goes on with (the thread as loaded, shared: cloning it
+    /// is a reference count): what a layer that reports on a resumed session reads (the
+    /// hooks' SessionStart `context_tokens` count it). `None` for a new thread.
+    pub history: Option<crate::message::Messages>,
 }
 
 impl RunStart {
@@ -122,6 +123,20 @@ impl RunStart {
     pub fn block(mut self, reason: impl Into<String>) -> Self {
         self.blocked = Some(reason.into());
         self
+    }
+
+    /// Runs the session-start work of the agent's setup stages
+    /// ([`Setup::at_session_start`](super::Setup::at_session_start): the memory files are read
+    /// there), then waits for the hook work it fired ([`RunHooks::wait_for`](super::RunHooks::wait_for)).
+    ///
+    /// The work runs once per run: the first call runs it, later calls (and the loop, which
+    /// runs it after the start stack if no layer did) do nothing. A layer of the start stack
+    /// calls it at the point of its own work where the session's instructions must be
+    /// loaded: the hooks' start layer calls it after the SessionStart hooks and before the
+    /// UserPromptSubmit hooks, as Claude Code loads them. A layer that refuses the run need
+    /// not call it.
+    pub async fn session_start_work(&self) {
+        super::stage::session_start_work(&self.ctx).await;
     }
 }
 

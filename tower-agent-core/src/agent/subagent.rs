@@ -12,7 +12,7 @@ use super::{
     transcript::{Target, subagent_path},
 };
 use crate::{
-    error::BoxError,
+    error::{BoxError, Error},
     message::{ToolOutput, ToolSpec},
     tool::{Tool, ToolRequest},
 };
@@ -120,94 +120,243 @@ impl Tool for SubagentTool {
                 ));
             }
         };
-        let call = SubagentCall {
-            agent_type: name.clone(),
-            agent_id: format!("agent-{id}"),
-            transcript_id: id.clone(),
-            prompt: args.prompt,
-            in_session: false,
-        };
-        Ok(match self.agent.run_subagent(call, &id, &req.ctx).await? {
-            SubagentEnd::Finished(resp) => ToolOutput::text(id, resp.text),
-            SubagentEnd::Unfinished(resp) => ToolOutput::error(
+        let call = SubagentCall::new(name.clone(), args.prompt);
+        let resp = self.agent.run_subagent(call, &id, &req.ctx).await?;
+        Ok(if resp.outcome.is_finished() {
+            ToolOutput::text(id, resp.text)
+        } else {
+            ToolOutput::error(
                 id,
                 format!(
                     "subagent `{name}` did not finish ({:?}); its last answer: {}",
                     resp.outcome, resp.text
                 ),
-            ),
+            )
         })
     }
 }
 
-/// One subagent call: what [`SubagentTool`] and Claude Code's `Agent` tool
-/// (`AgentTool`) share.
-pub(crate) struct SubagentCall {
-    /// The subagent's type: what its SubagentStart / SubagentStop hooks match and see as
-    /// `agent_type`.
-    pub(crate) agent_type: String,
-    /// Its id, the hooks' `agent_id`.
-    pub(crate) agent_id: String,
-    /// The name of its transcript (`subagents/agent-<transcript_id>.jsonl`).
-    pub(crate) transcript_id: String,
-    /// Its task.
-    pub(crate) prompt: String,
-    /// The subagent shares its caller's session, as Claude Code's subagents do
-    /// ([`SessionSubagent`]).
-    pub(crate) in_session: bool,
-}
-
-/// How a subagent call ended.
-pub(crate) enum SubagentEnd {
-    /// It finished: its last response (its thread's messages, every pass).
-    Finished(AgentResponse),
-    /// It did not finish (step limit, abort, block): its last response.
-    Unfinished(AgentResponse),
-}
-
-/// In a subagent run's extensions when it shares its caller's session (Claude Code's `Agent`
-/// tool): command hooks of the run carry its `agent_id` and `agent_type` and the caller's
-/// `session_id`, `transcript_path` and `prompt_id`, and fire none of the session's own events (SessionStart, UserPromptSubmit,
-/// Stop, SessionEnd, MessageDisplay), as Claude Code's subagents do.
+/// One subagent call of a tool: what [`Agent::run_subagent`] needs besides the call's id and
+/// context. [`SubagentTool`] makes one per call; a subagent tool of yours (one that picks an
+/// agent by a type the model names, or builds the prompt itself) makes its own.
+///
+/// # Example
+///
+/// ```
+/// use tower_agent_core::agent::SubagentCall;
+///
+/// // What `SubagentTool` sends for the call `call_1` of its tool `research`: the id
+/// // `agent-call_1` and the transcript `subagents/agent-call_1.jsonl`.
+/// let plain = SubagentCall::new("research", "What is tower?");
+/// // A subagent that is part of its caller's session, with an id of its own.
+/// let shared = SubagentCall::new("Explore", "Find the config loader")
+///     .agent_id("a1b2c3")
+///     .transcript_id("a1b2c3")
+///     .in_session(true);
+/// # let _ = (plain, shared);
+/// ```
 #[derive(Debug, Clone)]
-pub(crate) struct SessionSubagent {
-    /// The subagent's id.
-    pub(crate) agent_id: String,
-    /// Its type.
-    pub(crate) agent_type: String,
-    /// The id of the caller's run (its prompt).
-    pub(crate) prompt_id: String,
-    /// The caller's session id.
-    pub(crate) session_id: String,
-    /// The caller's transcript, if it keeps one.
-    pub(crate) transcript_path: Option<std::path::PathBuf>,
+pub struct SubagentCall {
+    agent_type: String,
+    agent_id: Option<String>,
+    transcript_id: Option<String>,
+    prompt: String,
+    in_session: bool,
+}
+
+impl SubagentCall {
+    /// A call of the subagent type `agent_type` (what the caller's SubagentStart and
+    /// SubagentStop hooks match and see as `agent_type`, and the name in the subagent's
+    /// thread id) with its task, `prompt`: everything it needs to know, as it does not see
+    /// the caller's conversation.
+    pub fn new(agent_type: impl Into<String>, prompt: impl Into<String>) -> Self {
+        SubagentCall {
+            agent_type: agent_type.into(),
+            agent_id: None,
+            transcript_id: None,
+            prompt: prompt.into(),
+            in_session: false,
+        }
+    }
+
+    /// The subagent's id, the hooks' `agent_id` (default: `agent-{call id}`).
+    #[must_use]
+    pub fn agent_id(mut self, id: impl Into<String>) -> Self {
+        self.agent_id = Some(id.into());
+        self
+    }
+
+    /// The name of its transcript, `subagents/agent-{id}.jsonl` next to its caller's (`id`
+    /// escaped as thread ids are; default: the call id). Written only when the caller keeps
+    /// a transcript.
+    #[must_use]
+    pub fn transcript_id(mut self, id: impl Into<String>) -> Self {
+        self.transcript_id = Some(id.into());
+        self
+    }
+
+    /// Whether the subagent is part of its caller's session, as Claude Code's subagents are
+    /// (default: no): its run then carries a [`SessionSubagent`], so the command hooks of its
+    /// run speak for the caller's session and fire none of the session's own events.
+    #[must_use]
+    pub fn in_session(mut self, yes: bool) -> Self {
+        self.in_session = yes;
+        self
+    }
+}
+
+/// In a subagent run's extensions ([`RunContext::extensions`](crate::context::RunContext::extensions))
+/// when it is part of its caller's session ([`SubagentCall::in_session`], as for Claude
+/// Code's `Agent` tool): tower-agent's command hooks of the run then carry its `agent_id` and
+/// `agent_type` and the caller's `session_id`, `transcript_path` and `prompt_id`, and fire
+/// none of the session's own events (SessionStart, UserPromptSubmit, Stop, SessionEnd,
+/// MessageDisplay), as Claude Code's subagents do. A hook host of yours can do the same.
+///
+/// # Example
+///
+/// ```
+/// use tower_agent_core::{agent::SessionSubagent, context::RunContext};
+///
+/// // In a layer: whose session is this run part of?
+/// fn session_of(ctx: &RunContext) -> &str {
+///     SessionSubagent::of(ctx).map_or(ctx.session_id(), |s| s.session_id())
+/// }
+/// let ctx = RunContext::builder().session_id("t-1").build();
+/// assert_eq!(session_of(&ctx), "t-1"); // not a subagent of a session
+/// ```
+#[derive(Debug, Clone)]
+pub struct SessionSubagent {
+    agent_id: String,
+    agent_type: String,
+    prompt_id: String,
+    session_id: String,
+    transcript_path: Option<std::path::PathBuf>,
 }
 
 impl SessionSubagent {
-    /// The subagent `ctx`'s run is, if it shares its caller's session.
-    pub(crate) fn of(ctx: &crate::context::RunContext) -> Option<&SessionSubagent> {
+    /// The subagent the run of `ctx` is, if it is part of its caller's session.
+    pub fn of(ctx: &crate::context::RunContext) -> Option<&SessionSubagent> {
         ctx.extensions().get::<SessionSubagent>()
+    }
+
+    /// The subagent's id ([`SubagentCall::agent_id`]).
+    pub fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+
+    /// Its type ([`SubagentCall::new`]).
+    pub fn agent_type(&self) -> &str {
+        &self.agent_type
+    }
+
+    /// The id of the caller's run: the prompt the subagent works for.
+    pub fn prompt_id(&self) -> &str {
+        &self.prompt_id
+    }
+
+    /// The caller's session id (its thread).
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The caller's transcript, if it keeps one.
+    pub fn transcript_path(&self) -> Option<&std::path::Path> {
+        self.transcript_path.as_deref()
     }
 }
 
 impl Agent {
-    /// Runs this agent as the subagent of the tool call `id` of `ctx`'s run: SubagentStart
-    /// hooks first (their contexts follow its prompt), then the subagent, sent back to
-    /// work as the SubagentStop hooks say (see [`Agent::into_tool`]).
-    pub(crate) async fn run_subagent(
+    /// Runs this agent as the subagent of the tool call `id` of `ctx`'s run, as
+    /// [`SubagentTool`] does (see [`Agent::into_tool`]): what a subagent tool of yours calls in
+    /// its [`call`](Tool::call), with the id and the context of its
+    /// [`ToolRequest`].
+    ///
+    /// In order: the caller's SubagentStart hooks (matched on the call's type; their contexts
+    /// follow the prompt as one hook context), then the subagent on its prompt, in a thread
+    /// of its own (`{session}/{type}/{id}`, deleted from the agent's store when the call ends
+    /// or is dropped) and in the caller's working directory, directories, extensions and
+    /// cancellation; then, each time it finishes, the caller's SubagentStop hooks, which may
+    /// send it back to work with feedback, at most as many times in a row as their stop cap
+    /// allows (a pass with a tool call resets the count; past the cap it ends, with a
+    /// warning on the run). The subagent's transcript goes next to its caller's, when the
+    /// caller keeps one.
+    ///
+    /// The response is the subagent's last: [`Outcome::is_finished`](super::Outcome::is_finished)
+    /// says whether it finished (else it hit its step limit, aborted or was blocked: a tool
+    /// usually turns that into an error output).
+    ///
+    /// # Errors
+    ///
+    /// As [`Agent::run`]: the subagent's run could not run (a setup stage or its thread store
+    /// failed).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the subagent's run (see the [module
+    /// docs](super#cancel-safety)); its thread is still deleted, by a task spawned on the
+    /// current runtime.
+    ///
+    /// # Example
+    ///
+    /// A tool that gives the subagent its task with a checklist of its own:
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tower_agent_core::{
+    ///     Agent, BoxError,
+    ///     agent::SubagentCall,
+    ///     message::{ToolOutput, ToolSpec},
+    ///     model::ScriptedModel,
+    ///     tool::{Tool, ToolRequest},
+    /// };
+    ///
+    /// struct Review(Agent);
+    ///
+    /// impl Tool for Review {
+    ///     fn spec(&self) -> ToolSpec {
+    ///         ToolSpec::new("review", "Reviews a file", json!({"type": "object"}))
+    ///     }
+    ///
+    ///     async fn call(&self, req: ToolRequest) -> Result<ToolOutput, BoxError> {
+    ///         let file = req.call.arguments["file"].as_str().unwrap_or_default();
+    ///         let call = SubagentCall::new("review", format!("Review {file}: naming, errors, tests."));
+    ///         let resp = self.0.run_subagent(call, &req.call.id, &req.ctx).await?;
+    ///         Ok(if resp.outcome.is_finished() {
+    ///             ToolOutput::text(req.call.id, resp.text)
+    ///         } else {
+    ///             ToolOutput::error(req.call.id, "the review did not finish")
+    ///         })
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_agent_core::Error> {
+    /// let reviewer = Agent::builder().model(ScriptedModel::new().text("Looks good.")).build();
+    /// let lead = Agent::builder()
+    ///     .model(ScriptedModel::new().tool_call("review", json!({"file": "lib.rs"})).text("Done."))
+    ///     .tool(Review(reviewer))
+    ///     .build();
+    /// let resp = lead.run("Review lib.rs").await?;
+    /// assert_eq!(resp.messages[2].text(), "Looks good.");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn run_subagent(
         &self,
         call: SubagentCall,
         id: &str,
         ctx: &crate::context::RunContext,
-    ) -> Result<SubagentEnd, BoxError> {
+    ) -> Result<AgentResponse, Error> {
         let name = &call.agent_type;
+        let agent_id = call.agent_id.unwrap_or_else(|| format!("agent-{id}"));
+        let transcript_id = call.transcript_id.unwrap_or_else(|| id.to_owned());
         let parent = RunHooks::of(ctx);
         // SubagentStart: contexts that follow the subagent's prompt.
         let mut start_context = Vec::new();
         if let Some(parent) = parent.as_ref().filter(|h| h.has_subagent_start(name)) {
             let input = SubagentStartInput {
                 agent_type: name.clone(),
-                agent_id: call.agent_id.clone(),
+                agent_id: agent_id.clone(),
             };
             start_context = parent.subagent_start(input, ctx).await;
         }
@@ -217,11 +366,11 @@ impl Agent {
         let thread = format!("{}/{name}/{id}", ctx.session_id());
         // The subagent's transcript, next to its caller's (`{session}/subagents/agent-{id}`).
         let transcript = ctx.transcript_path().map(|parent| Target {
-            path: subagent_path(parent, &call.transcript_id),
-            agent_id: call.transcript_id.clone(),
+            path: subagent_path(parent, &transcript_id),
+            agent_id: transcript_id.clone(),
         });
         let session = call.in_session.then(|| SessionSubagent {
-            agent_id: call.agent_id.clone(),
+            agent_id: agent_id.clone(),
             agent_type: name.clone(),
             prompt_id: ctx.run_id().to_owned(),
             session_id: ctx.session_id().to_owned(),
@@ -256,23 +405,20 @@ impl Agent {
         let result = loop {
             let resp = match self.run(next).await {
                 Ok(resp) => resp,
-                Err(err) => break Err(err.into()),
+                Err(err) => break Err(err),
             };
             if made_tool_call(&resp, &mut seen) {
                 blocks.acted();
             }
-            if !resp.outcome.is_finished() {
-                break Ok(SubagentEnd::Unfinished(resp));
-            }
-            let Some(hooks) = &hooks else {
-                break Ok(SubagentEnd::Finished(resp));
+            let Some(hooks) = hooks.as_ref().filter(|_| resp.outcome.is_finished()) else {
+                break Ok(resp);
             };
             let mut input = StopInput::new(resp.text.clone(), blocks.active());
             input.agent_name = Some(name.clone());
-            input.agent_id = Some(call.agent_id.clone());
+            input.agent_id = Some(agent_id.clone());
             input.agent_transcript_path = transcript.as_ref().map(|t| t.path.clone());
             let Some(feedback) = hooks.subagent_stop(input, ctx).await else {
-                break Ok(SubagentEnd::Finished(resp));
+                break Ok(resp);
             };
             let cap = hooks.stop_cap();
             if let Err(n) = blocks.block(cap) {
@@ -281,7 +427,7 @@ impl Agent {
                      with no tool call in between; the stop cap ({cap}) overrides them and the \
                      subagent ends"
                 ));
-                break Ok(SubagentEnd::Finished(resp));
+                break Ok(resp);
             }
             next = request(feedback.feedback, feedback.context);
         };

@@ -723,8 +723,18 @@ pub(crate) fn transcript_file_name(session_id: &str) -> String {
     format!("{}%~{hex}", &name[..cut])
 }
 
-/// Now, as RFC 3339 UTC with milliseconds (for transcripts and hook inputs).
-pub(crate) fn timestamp() -> String {
+/// Now, as RFC 3339 UTC with milliseconds (`2026-01-02T03:04:05.678Z`): the time of each
+/// line of a [transcript], and what a hook input of yours can carry in the same
+/// form (the command hooks' `timestamp`). A clock before 1970 reads as 1970-01-01.
+///
+/// # Example
+///
+/// ```
+/// let now = tower_agent_core::context::timestamp();
+/// assert_eq!(now.len(), "2026-01-02T03:04:05.678Z".len());
+/// assert!(now.ends_with('Z'));
+/// ```
+pub fn timestamp() -> String {
     timestamp_at(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -757,9 +767,22 @@ fn timestamp_at(now: std::time::Duration) -> String {
 
 // ===== ids =====
 
-/// A fresh id, `{prefix}_{16 hex digits}`: a per-process random base plus a counter, so ids
-/// are unique in a process and unlikely to collide across processes.
-pub(crate) fn new_id(prefix: &str) -> String {
+/// A fresh id, `{prefix}_{16 hex digits}`: a per-process random base mixed with a counter,
+/// so ids are unique in a process and unlikely to collide across processes. The loop names
+/// runs (`run_…`) and unnamed threads (`thread_…`) with it; a layer of yours can name its
+/// files or records the same way. Not a secret: the ids are predictable, so do not use one
+/// as a token.
+///
+/// # Example
+///
+/// ```
+/// use tower_agent_core::context::new_id;
+///
+/// let (a, b) = (new_id("out"), new_id("out"));
+/// assert_ne!(a, b);
+/// assert!(a.starts_with("out_") && a.len() == "out_".len() + 16);
+/// ```
+pub fn new_id(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     static BASE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     let base = *BASE.get_or_init(|| {

@@ -108,7 +108,23 @@ pub(crate) fn subagent_path(parent: &Path, agent_id: &str) -> PathBuf {
 /// path), else `$HOME/.local/state`, then `tower-agent/projects/{project}` where `{project}`
 /// is the project directory escaped as thread ids are (`/home/me/app` is
 /// `%2Fhome%2Fme%2Fapp`). `None` without either variable.
-pub(crate) fn default_dir(project_dir: &Path) -> Option<PathBuf> {
+///
+/// Where tower-agent's command hooks keep their transcripts unless told otherwise; give it
+/// to [`AgentBuilder::transcripts`](crate::agent::AgentBuilder::transcripts) to keep an
+/// agent's in the same place. Nothing is created: the directory is made when a transcript is
+/// first written.
+///
+/// # Example
+///
+/// ```
+/// use std::path::Path;
+/// use tower_agent_core::agent::transcript;
+///
+/// if let Some(dir) = transcript::default_dir(Path::new("/home/me/app")) {
+///     assert!(dir.ends_with("tower-agent/projects/%2Fhome%2Fme%2Fapp"));
+/// }
+/// ```
+pub fn default_dir(project_dir: &Path) -> Option<PathBuf> {
     let var = |name: &str| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())

@@ -277,21 +277,6 @@ pub enum ReasoningEffort {
     Other(Cow<'static, str>),
 }
 
-/// The agent's [`ModelSettings::reasoning_effort`], kept in a run's data from its start for
-/// the layers that report it (command hooks' `effort`).
-#[derive(Debug, Clone)]
-pub(crate) struct RunEffort(pub(crate) ReasoningEffort);
-
-/// The run's prompt as its request gave it, kept in a run's data from its start for the
-/// layers that report it (Gemini CLI hooks' AfterAgent `prompt`).
-#[derive(Debug, Clone)]
-pub(crate) struct RunPrompt(pub(crate) std::sync::Arc<str>);
-
-/// The agent's [`ModelSettings::model`], kept in a run's data from its start for the layers
-/// that report it (command hooks' `model` in Codex's inputs).
-#[derive(Debug, Clone)]
-pub(crate) struct RunModel(pub(crate) std::sync::Arc<str>);
-
 impl ReasoningEffort {
     /// The value as sent.
     pub fn as_str(&self) -> &str {
@@ -307,8 +292,22 @@ impl ReasoningEffort {
 
 impl ModelSettings {
     /// These settings without what asks for another kind of answer than free text
-    /// (structured output, a forced tool call, parallel calls): a summary's.
-    pub(crate) fn free_text(&self) -> ModelSettings {
+    /// (structured output, a forced tool call, parallel calls): for a side call of a layer
+    /// that wants plain text back with the run's model and limits, as the summary of a
+    /// compaction does. Everything else (model, temperature, token limits, provider extras)
+    /// is kept.
+    ///
+    /// ```
+    /// use tower_agent_core::model::{ModelSettings, ToolChoice};
+    ///
+    /// let mut settings = ModelSettings::default().model("m").max_tokens(500);
+    /// settings.tool_choice = Some(ToolChoice::Required);
+    /// let summary = settings.free_text();
+    /// assert_eq!(summary.tool_choice, None);
+    /// assert_eq!((summary.model.as_deref(), summary.max_tokens), (Some("m"), Some(500)));
+    /// ```
+    #[must_use]
+    pub fn free_text(&self) -> ModelSettings {
         let mut settings = self.clone();
         settings.response_format = None;
         settings.tool_choice = None;

@@ -17,7 +17,7 @@ use super::{
 use crate::{
     agent::{AgentEvent, Outcome, hooks::SessionSource},
     context::RunContext,
-    error::{BoxError, Error, error_chain},
+    error::{BoxError, Error},
     message::{Messages, Role, ToolCall, ToolOutput},
     store::{JournalEntry, ThreadStore, ToolJournal, journal::in_doubt_output},
     tool::{BoxToolService, ToolRequest, ToolRouter},
@@ -72,14 +72,14 @@ impl Service<ToolRequest> for Journaled {
                     tracing::warn!(
                         call = %req.call.id,
                         tool = %req.call.name,
-                        error = %error_chain(&*err),
+                        error = %crate::error::chain(&*err),
                         "tool call not run: the journal could not record it"
                     );
                     return Ok(ToolOutput::error(
                         req.call.id.clone(),
                         format!(
                             "the call was not run: the tool-call journal could not record it ({})",
-                            error_chain(&*err)
+                            crate::error::chain(&*err)
                         ),
                     ));
                 }
@@ -108,7 +108,7 @@ pub(super) async fn record_finished(
         tracing::warn!(
             call = %call.id,
             tool = %call.name,
-            error = %error_chain(&*err),
+            error = %crate::error::chain(&*err),
             "the journal could not record a finished tool call"
         );
     }

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     context::RunContext,
-    error::{Abort, BoxError, Error, error_chain},
+    error::{Abort, BoxError, Error},
     message::{Message, Role, StopReason, Usage},
     model::{BoxModelService, ModelChunk, ModelRequest, ModelResponse, body::StreamEnded},
 };
@@ -152,7 +152,7 @@ impl<'a> Run<'a> {
         let (why, outcome) = match failed {
             Failed::Cancelled => ("the run was cancelled".to_owned(), Outcome::Cancelled),
             Failed::Stream(err) => {
-                let why = format!("the model's answer failed: {}", error_chain(&*err));
+                let why = format!("the model's answer failed: {}", crate::error::chain(&*err));
                 (why, self.model_failed(err, ctx))
             }
             Failed::Save(err) => {
@@ -180,7 +180,7 @@ impl<'a> Run<'a> {
         let error = match Abort::find(&*err) {
             Some(abort) => abort.reason().to_owned(),
             None => {
-                let details = error_chain(&*err);
+                let details = crate::error::chain(&*err);
                 if let Some(hooks) = &self.inner.hooks {
                     let input = StopFailureInput::from_model_error(&*err);
                     hooks.stop_failure(&input, ctx);
@@ -211,7 +211,7 @@ impl<'a> Run<'a> {
         }
         for stage in &inner.prepares {
             if let Err(err) = stage.prepare(&mut request) {
-                let error = format!("prepare stage failed: {}", error_chain(&*err));
+                let error = format!("prepare stage failed: {}", crate::error::chain(&*err));
                 return Err(Outcome::Aborted { error });
             }
         }

@@ -5,7 +5,7 @@ use super::{Run, RunError, Stacks, abort_reason, eager::Eager, recover};
 use crate::agent::step::StepResults;
 use crate::{
     context::RunContext,
-    error::{Abort, BoxError, Error, error_chain},
+    error::{Abort, BoxError, Error},
     message::{Message, ToolCall, ToolOutput},
     tool::{BoxToolService, ToolRequest},
 };
@@ -353,7 +353,11 @@ pub(super) fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> S
                 None => Settled {
                     output: ToolOutput::error(
                         call.id.clone(),
-                        format!("tool `{}` failed: {}", call.name, error_chain(&*err)),
+                        format!(
+                            "tool `{}` failed: {}",
+                            call.name,
+                            crate::error::chain(&*err)
+                        ),
                     ),
                     abort: None,
                     deferred: None,
