@@ -530,19 +530,4 @@ mod tests {
         fn send<T: Send>() {}
         send::<ServeFuture>();
     }
-
-    /// `impl IntoResponse for Error` (in the core crate, on `axum-core`): a handler that `?`s
-    /// the crate's error answers 500 with the server's JSON error body.
-    #[tokio::test]
-    async fn error_answers_500_with_a_json_body() {
-        use axum::response::IntoResponse;
-        let response = crate::Error::store("disk full".into()).into_response();
-        assert_eq!(response.status(), 500);
-        assert_eq!(response.headers()["content-type"], "application/json");
-        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
-            .await
-            .unwrap();
-        let body: ErrorResponse = serde_json::from_slice(&body).unwrap();
-        assert_eq!(body.error, "thread store failed: disk full");
-    }
 }

@@ -39,9 +39,6 @@
 // No function of the library over 100 lines (clippy's count, the threshold in clippy.toml).
 #![warn(clippy::too_many_lines)]
 
-#[macro_use]
-mod macros;
-
 pub mod agent;
 pub mod context;
 pub mod error;
