@@ -159,6 +159,7 @@ pub mod store;
 #[cfg_attr(docsrs, doc(cfg(feature = "wasm")))]
 pub mod wasm;
 
+#[doc(inline)]
 pub use tower_agent_core::{agent, context, error, event, message, tool};
 
 pub use crate::{

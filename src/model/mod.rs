@@ -75,6 +75,7 @@
 //! # }
 //! ```
 
+#[doc(inline)]
 pub use tower_agent_core::model::*;
 
 #[cfg(feature = "anthropic")]
@@ -94,6 +95,7 @@ pub mod future {
     #[cfg(any(feature = "openai", feature = "anthropic"))]
     #[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
     pub use super::http::ResponseFuture;
+    #[doc(inline)]
     pub use tower_agent_core::model::future::*;
 }
 

@@ -42,6 +42,7 @@
 //! # }
 //! ```
 
+#[doc(inline)]
 pub use tower_agent_core::store::*;
 
 #[cfg(feature = "sqlite")]

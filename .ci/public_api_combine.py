@@ -1,0 +1,75 @@
+"""The public API of `tower-agent` as its users see it: the facade's own listing with the
+core crate's items expanded under the paths the facade re-exports them at.
+
+`cargo public-api` lists a crate's own items at every public path, but another crate's items
+only as `pub use` lines (rustdoc JSON does not inline them). The facade re-exports the core
+(`tower-agent-core`) under the same paths (`pub use tower_agent_core::{agent, ...}`, the glob
+re-exports of `model` and `store`) and a few core items under other paths
+(`layers::hooks::StopInput`, ...). So the listing users see is:
+
+- every line of the core's listing, `tower_agent_core::` read as `tower_agent::` (same paths);
+- every line of the facade's listing, the same, but its `pub use` lines of core items;
+- for a `pub use tower_agent::PATH::NAME` of a core item at another path: the core's lines of
+  that item (its declaration, fields, methods, impls) under `tower_agent::PATH::NAME`.
+
+    python3 .ci/public_api_combine.py CORE_LISTING FACADE_LISTING > combined
+"""
+
+import re
+import sys
+
+CORE, FACADE = "tower_agent_core::", "tower_agent::"
+DECL = re.compile(
+    r"^(?:#\[[^\]]*\] )*pub (?:(?:async |const |unsafe )*fn|struct|enum|trait|type|const|static|union|mod|macro) "
+    r"(tower_agent::[A-Za-z0-9_]+(?:::[A-Za-z0-9_]+)*)"
+)
+
+
+def subject(line):
+    """The path a line is about: the item it declares, or the type of an `impl` line."""
+    if line.startswith("impl"):
+        rest = re.sub(r"^impl(<[^>]*(?:<[^>]*>[^>]*)*>)? ", "", line)
+        rest = rest.split(" for ", 1)[1] if " for " in rest else rest
+        m = re.match(r"(?:&(?:'\w+ )?(?:mut )?)?(tower_agent::[A-Za-z0-9_]+(?:::[A-Za-z0-9_]+)*)", rest)
+        return m.group(1) if m else None
+    m = re.match(r"^(?:#\[[^\]]*\] )*pub (?:(?:async |const |unsafe )*fn |struct |enum |trait |type |const |static |union |mod |macro )?(tower_agent::[A-Za-z0-9_]+(?:::[A-Za-z0-9_]+)*)", line)
+    return m.group(1) if m else None
+
+
+def main(core_path, facade_path):
+    core = [l.rstrip("\n").replace(CORE, FACADE) for l in open(core_path) if l.strip()]
+    facade = [l.rstrip("\n") for l in open(facade_path) if l.strip()]
+    declared = {}
+    for line in core:
+        m = DECL.match(line)
+        if m:
+            declared.setdefault(m.group(1).rsplit("::", 1)[-1], []).append(m.group(1))
+    out = set(core)
+    for line in facade:
+        if not line.startswith("pub use "):
+            out.add(line.replace(CORE, FACADE))
+            continue
+        # A re-export: of the facade's own item (listed at its path already), of a core module
+        # at the same path (covered by the core's lines), or of a core item at another path.
+        path = line[len("pub use "):].replace(CORE, FACADE)
+        if "<<" in path:
+            continue  # a glob of a core module at the same path
+        name = path.rsplit("::", 1)[-1]
+        targets = declared.get(name, [])
+        if path in targets:
+            continue  # a core item at the same path
+        if not targets:
+            out.add(line.replace(CORE, FACADE))  # another crate's item (tower's, ...)
+            continue
+        target = min(targets, key=len)
+        pat = re.compile(re.escape(target) + r"(?=$|::|<|\s|\)|,)")
+        for l in core:
+            s = subject(l)
+            if s and (s == target or s.startswith(target + "::")):
+                out.add(pat.sub(path, l, count=0) if l.startswith("impl") else l.replace(target, path, 1))
+    for line in sorted(out):
+        print(line)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
