@@ -79,6 +79,7 @@ use crate::{
     error::BoxError,
     message::{ToolOutput, ToolSpec},
     model::ModelRequest,
+    store::{Persisted, ThreadData},
     tool::{Tool, ToolRequest},
 };
 
@@ -454,18 +455,93 @@ fn parse_items(items: &[Value]) -> Result<Vec<Todo>, Vec<String>> {
 
 // ===== the list =====
 
-pub use crate::context::{Todo, TodoStatus};
+/// One item of the todo list.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Todo {
+    /// Its id.
+    pub id: String,
+    /// What is to be done.
+    pub title: String,
+    /// How far it is.
+    pub status: TodoStatus,
+}
+
+impl Todo {
+    /// A pending todo.
+    pub fn new(id: impl Into<String>, title: impl Into<String>) -> Self {
+        Todo {
+            id: id.into(),
+            title: title.into(),
+            status: TodoStatus::Pending,
+        }
+    }
+}
+
+/// The status of a [`Todo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Finished.
+    Done,
+}
+
+/// The todo list as thread data ([`Persisted`]): a JSON array of [`Todo`]s under the key
+/// `tower_agent.todos` of a thread's [`data`](crate::store::Thread::data).
+///
+/// ```
+/// use tower_agent::{builtins::todo::{Todo, Todos}, store::Thread};
+///
+/// let mut thread = Thread::new("t1");
+/// thread.data.set(&Todos(vec![Todo::new("1", "Write the docs")]))?;
+/// assert_eq!(Todos::of(&thread.data)[0].title, "Write the docs");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Todos(pub Vec<Todo>);
+
+impl Persisted for Todos {
+    const KEY: &'static str = "tower_agent.todos";
+}
+
+impl Todos {
+    /// Replaces the todo list in `data`.
+    pub fn set(data: &mut ThreadData, todos: Vec<Todo>) {
+        let value = serde_json::to_value(Todos(todos)).expect("a todo list is JSON");
+        data.set_value(Todos::KEY, value);
+    }
+
+    /// The todo list in `data`; empty if there is none, or if what is stored there is not a
+    /// todo list (which is logged with `tracing::warn!`).
+    pub fn of(data: &ThreadData) -> Vec<Todo> {
+        match data.get::<Todos>() {
+            Ok(todos) => todos.map(|t| t.0).unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!("the thread's todo list (`{}`) is not one: {e}", Todos::KEY);
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// What every key of a file written starts with (the filesystem built-ins'): one key per
+/// file, this prefix followed by its path, its content a JSON string. One key per file, so
+/// that a step that edits one file of many writes one row.
 
 /// The run's todo list (empty if none was written). It is kept in the run's thread data
 /// ([`store::data`](crate::store::data), key `tower_agent.todos`), restored from the thread
-/// and saved with it; [`Thread::todos`](crate::store::Thread::todos) reads it from a thread.
+/// and saved with it; [`Todos::of`] reads it from a thread's data.
 pub fn todos(ctx: &RunContext) -> Vec<Todo> {
-    ctx.with_thread_data(|d| d.todos())
+    ctx.with_thread_data(|d| Todos::of(d))
 }
 
 /// Replaces the run's todo list (saved with the thread after the step).
 pub fn set_todos(ctx: &RunContext, todos: Vec<Todo>) {
-    ctx.with_thread_data(|d| d.set_todos(todos));
+    ctx.with_thread_data(|d| Todos::set(d, todos));
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     AgentResponse, BoxError, Outcome,
     agent::{ApprovalError, PendingCall},
-    context::Todo,
+    builtins::todo::Todo,
     message::{Messages, Usage},
 };
 

@@ -24,7 +24,11 @@ use super::{
     body::{ApiError, RunRequest, RunResponse, ThreadResponse},
     stream::{events, sse},
 };
-use crate::{AgentRequest, agent::Approvals};
+use crate::{
+    AgentRequest,
+    agent::Approvals,
+    builtins::{filesystem::FilesWritten, todo::Todos},
+};
 
 /// Checks the pieces of a run request, claims its thread and makes the [`AgentRequest`], with
 /// the HTTP request's extensions.
@@ -137,8 +141,10 @@ pub(super) async fn thread(
         ));
     };
     let (todos, files) = (
-        thread.todos(),
-        thread.data.file_paths().map(str::to_owned).collect(),
+        Todos::of(&thread.data),
+        FilesWritten::paths(&thread.data)
+            .map(str::to_owned)
+            .collect(),
     );
     Ok(Json(ThreadResponse {
         id: thread.id,

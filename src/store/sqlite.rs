@@ -593,7 +593,10 @@ mod tests {
 
     use super::*;
     use crate::{
-        context::{Todo, TodoStatus},
+        builtins::{
+            filesystem::FilesWritten,
+            todo::{Todo, TodoStatus, Todos},
+        },
         message::{Message, Messages},
     };
 
@@ -623,23 +626,23 @@ mod tests {
         assert!(store.load("t").await.unwrap().is_none());
 
         let mut t = thread("t", &["a", "b"]);
-        t.set_todos(vec![Todo::new("1", "x")]);
-        t.set_file("/f", "one");
+        Todos::set(&mut t.data, vec![Todo::new("1", "x")]);
+        FilesWritten::set(&mut t.data, "/f", "one");
         store.save(&t).await.unwrap();
 
         // Append: the history shares its prefix with what was saved.
         t.messages.push(Message::assistant("c"));
-        let mut todos = t.todos();
+        let mut todos = Todos::of(&t.data);
         todos[0].status = TodoStatus::Done;
-        t.set_todos(todos);
-        t.set_file("/g", "two");
+        Todos::set(&mut t.data, todos);
+        FilesWritten::set(&mut t.data, "/g", "two");
         store.save(&t).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), t);
         assert_eq!(count_rows(&store, "t").await, 3);
 
         // Compaction: rewrite from the first difference.
         t.messages.splice(0..2, [Message::user("summary")]);
-        t.remove_file("/f");
+        FilesWritten::remove(&mut t.data, "/f");
         store.save(&t).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), t);
         assert_eq!(count_rows(&store, "t").await, 2);

@@ -13,7 +13,10 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 use tower_agent::{
-    context::{Todo, TodoStatus},
+    builtins::{
+        filesystem::FilesWritten,
+        todo::{Todo, TodoStatus, Todos},
+    },
     event::PendingCall,
     message::{Message, ToolCall},
     store::{Persisted, Thread, ThreadStore},
@@ -177,9 +180,8 @@ impl Old {
     /// Checks `thread` holds all of it.
     fn check(&self, thread: &Thread) {
         assert_eq!(thread.messages.to_vec(), self.messages);
-        assert_eq!(thread.todos(), self.todos);
-        let files: BTreeMap<String, String> = thread
-            .files()
+        assert_eq!(Todos::of(&thread.data), self.todos);
+        let files: BTreeMap<String, String> = FilesWritten::of(&thread.data)
             .into_iter()
             .map(|(p, c)| (p, c.to_string()))
             .collect();
@@ -208,11 +210,11 @@ impl Persisted for Mine {
 
 fn changed(mut thread: Thread) -> Thread {
     thread.messages.push(Message::user("later"));
-    thread.set_file("notes/plan.md", "edited");
-    assert!(thread.remove_file("empty"));
-    let mut todos = thread.todos();
+    FilesWritten::set(&mut thread.data, "notes/plan.md", "edited");
+    assert!(FilesWritten::remove(&mut thread.data, "empty"));
+    let mut todos = Todos::of(&thread.data);
     todos[1].status = TodoStatus::Done;
-    thread.set_todos(todos);
+    Todos::set(&mut thread.data, todos);
     thread.data.set(&Mine { n: 7 }).unwrap();
     thread
 }
@@ -321,7 +323,7 @@ mod sqlite {
         old.check(&loaded);
         let plain = store.load("plain").await.unwrap().unwrap();
         assert_eq!(plain.messages[0].text(), "hi");
-        assert!(plain.data.is_empty() && plain.todos().is_empty());
+        assert!(plain.data.is_empty() && Todos::of(&plain.data).is_empty());
         let ids = ["c2".to_owned()];
         let journal = store.journal().unwrap();
         assert!(journal.entries("old", &ids).await.unwrap()["c2"].in_doubt());
@@ -336,7 +338,10 @@ mod sqlite {
         let reloaded = again.load("old").await.unwrap().unwrap();
         assert_eq!(reloaded, thread);
         assert_eq!(reloaded.data.get::<Mine>().unwrap(), Some(Mine { n: 7 }));
-        assert_eq!(&*reloaded.files()["bin/nul.txt"], "before \0 after");
+        assert_eq!(
+            &*FilesWritten::of(&reloaded.data)["bin/nul.txt"],
+            "before \0 after"
+        );
         // The revisions go on past the old ones.
         let conn = Connection::open(&path).unwrap();
         let revision: i64 = conn
@@ -374,9 +379,13 @@ mod sqlite {
         let mut thread = Thread::new("t");
         thread.messages.push(Message::user("go"));
         for i in 0..50 {
-            thread.set_file(&format!("src/{i}.rs"), &format!("fn f{i}() {{}}"));
+            FilesWritten::set(
+                &mut thread.data,
+                &format!("src/{i}.rs"),
+                &format!("fn f{i}() {{}}"),
+            );
         }
-        thread.set_todos(vec![Todo::new("1", "edit one file")]);
+        Todos::set(&mut thread.data, vec![Todo::new("1", "edit one file")]);
         store.save(&thread).await.unwrap();
         assert_eq!(data_writes(&path), 51);
 
@@ -385,14 +394,14 @@ mod sqlite {
         store.save(&thread).await.unwrap();
         assert_eq!(data_writes(&path), 51);
         // A step that edits one file of fifty: one row.
-        thread.set_file("src/7.rs", "fn f7() { edited() }");
+        FilesWritten::set(&mut thread.data, "src/7.rs", "fn f7() { edited() }");
         thread.messages.push(Message::assistant("edited"));
         store.save(&thread).await.unwrap();
         assert_eq!(data_writes(&path), 52);
 
         // A store that never saw the thread (it compares with the stored rows): the same.
         let other = Sqlite::open(&path).unwrap();
-        thread.set_file("src/8.rs", "fn f8() { edited() }");
+        FilesWritten::set(&mut thread.data, "src/8.rs", "fn f8() { edited() }");
         other.save(&thread).await.unwrap();
         assert_eq!(data_writes(&path), 53);
         // After a load: nothing for an unchanged step.
@@ -544,7 +553,10 @@ mod postgres {
         let reloaded = again.load("old").await.unwrap().unwrap();
         assert_eq!(reloaded, thread);
         assert_eq!(reloaded.data.get::<Mine>().unwrap(), Some(Mine { n: 7 }));
-        assert_eq!(&*reloaded.files()["bin/nul.txt"], "before \0 after");
+        assert_eq!(
+            &*FilesWritten::of(&reloaded.data)["bin/nul.txt"],
+            "before \0 after"
+        );
         assert_eq!(again.list_threads().await.unwrap().len(), 2);
     }
 

@@ -13,6 +13,7 @@ use std::{sync::Arc, time::Duration};
 use serde_json::json;
 use tower_agent::{
     Agent, AgentRequest, BoxError,
+    builtins::{filesystem::FilesWritten, todo::Todos},
     message::Message,
     model::{ModelResponse, ScriptedModel},
     store::{
@@ -59,7 +60,7 @@ async fn a_step_appends_rows_and_leaves_the_stored_ones() {
     let store = open().await;
     let mut t = user_thread("t", &["a", "b", "c"]);
     for i in 0..50 {
-        t.set_file(&format!("/kept/{i:02}"), "same");
+        FilesWritten::set(&mut t.data, &format!("/kept/{i:02}"), "same");
     }
     store.save(&t).await.unwrap();
     let before = row_versions(&url, "t").await;
@@ -77,7 +78,7 @@ async fn a_step_appends_rows_and_leaves_the_stored_ones() {
     assert_eq!(files_after, files_before, "an unchanged file was rewritten");
 
     // One file of fifty edited: its row only.
-    t.set_file("/kept/07", "edited");
+    FilesWritten::set(&mut t.data, "/kept/07", "edited");
     store.save(&t).await.unwrap();
     let edited = pg::column(&url, data_rows).await;
     let rewritten: Vec<usize> = (0..50).filter(|&i| edited[i] != files_before[i]).collect();
@@ -262,10 +263,10 @@ async fn text_postgres_cannot_hold_is_refused_and_file_bytes_are_kept() {
     let err = store.save(&user_thread("a\0b", &["x"])).await.unwrap_err();
     assert!(err.to_string().contains("NUL"), "{err}");
     let mut t = user_thread("t", &["with \0 inside"]);
-    t.set_file("/bin", "nul \0 and ünïcode");
+    FilesWritten::set(&mut t.data, "/bin", "nul \0 and ünïcode");
     let err = {
         let mut bad = t.clone();
-        bad.set_file("/a\0b", "x");
+        FilesWritten::set(&mut bad.data, "/a\0b", "x");
         store.save(&bad).await.unwrap_err()
     };
     assert!(err.to_string().contains("data key"), "{err}");
@@ -1089,18 +1090,24 @@ async fn a_load_reads_the_whole_thread_in_order_and_names_a_bad_row() {
     let wanted: Vec<String> = (0..12).map(|i| format!("m{i}")).collect();
     let refs: Vec<&str> = wanted.iter().map(String::as_str).collect();
     let mut thread = user_thread("whole", &refs);
-    thread.set_file("/z", "last");
-    thread.set_file("/a", "first");
-    thread.set_file("/m/é", "ünïcode");
-    thread.set_todos(vec![tower_agent::context::Todo::new("1", "ordered")]);
+    FilesWritten::set(&mut thread.data, "/z", "last");
+    FilesWritten::set(&mut thread.data, "/a", "first");
+    FilesWritten::set(&mut thread.data, "/m/é", "ünïcode");
+    Todos::set(
+        &mut thread.data,
+        vec![tower_agent::builtins::todo::Todo::new("1", "ordered")],
+    );
     open().await.save(&thread).await.unwrap();
 
     let fresh = open().await;
     let loaded = fresh.load("whole").await.unwrap().expect("the thread");
     assert_eq!(texts(&loaded), wanted);
     assert_eq!(loaded.messages, thread.messages);
-    assert_eq!(loaded.files(), thread.files());
-    assert_eq!(loaded.todos(), thread.todos());
+    assert_eq!(
+        FilesWritten::of(&loaded.data),
+        FilesWritten::of(&thread.data)
+    );
+    assert_eq!(Todos::of(&loaded.data), Todos::of(&thread.data));
     assert_eq!(loaded.data, thread.data);
     assert!(fresh.load("absent").await.unwrap().is_none());
     // Rows of messages without their thread's row (a delete left half done): no thread.

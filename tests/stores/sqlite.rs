@@ -8,7 +8,10 @@ use std::{path::Path, sync::Arc, time::Duration};
 
 use serde_json::json;
 use tower_agent::{
-    context::Todo,
+    builtins::{
+        filesystem::FilesWritten,
+        todo::{Todo, Todos},
+    },
     store::{Sqlite, Thread, ThreadStore},
 };
 
@@ -202,13 +205,13 @@ async fn stale_writer_never_appends_onto_a_recreated_thread() {
     let (a, b) = (Sqlite::open(&path).unwrap(), Sqlite::open(&path).unwrap());
 
     let mut mine = user_thread("t", &["a1", "a2"]);
-    mine.set_file("/a.md", "a");
-    mine.set_todos(vec![Todo::new("1", "a's todo")]);
+    FilesWritten::set(&mut mine.data, "/a.md", "a");
+    Todos::set(&mut mine.data, vec![Todo::new("1", "a's todo")]);
     a.save(&mine).await.unwrap();
 
     b.delete("t").await.unwrap();
     let mut theirs = user_thread("t", &["b1", "b2"]);
-    theirs.set_file("/b.md", "b");
+    FilesWritten::set(&mut theirs.data, "/b.md", "b");
     b.save(&theirs).await.unwrap();
 
     mine.messages.extend([
@@ -309,7 +312,7 @@ async fn child_hammers() {
         thread
             .messages
             .push(tower_agent::message::Message::user(format!("{writer}-{n}")));
-        thread.set_file("/writer", &writer);
+        FilesWritten::set(&mut thread.data, "/writer", &writer);
         store.save(&thread).await.unwrap();
     }
 }
@@ -327,8 +330,13 @@ fn assert_one_writer(thread: &Thread) {
     let writer = first.split('-').next().unwrap();
     let expected: Vec<String> = (0..texts.len()).map(|i| format!("{writer}-{i}")).collect();
     assert_eq!(texts, expected, "a mix of two writers' threads");
-    assert_eq!(thread.files().len(), 1, "{:?}", thread.files());
-    assert_eq!(thread.files()["/writer"].as_ref(), writer);
+    assert_eq!(
+        FilesWritten::of(&thread.data).len(),
+        1,
+        "{:?}",
+        FilesWritten::of(&thread.data)
+    );
+    assert_eq!(FilesWritten::of(&thread.data)["/writer"].as_ref(), writer);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

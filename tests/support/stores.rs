@@ -9,7 +9,10 @@ use futures_util::future::BoxFuture;
 use serde_json::json;
 use tower_agent::{
     Agent, AgentRequest, BoxError,
-    context::{Todo, TodoStatus},
+    builtins::{
+        filesystem::FilesWritten,
+        todo::{Todo, TodoStatus, Todos},
+    },
     message::{Message, Role},
     model::{ModelResponse, ScriptedModel},
     store::{Thread, ThreadInfo, ThreadStore},
@@ -133,8 +136,14 @@ pub async fn thread_survives_the_store_and_continues<S: Store>(open: Open<S>) {
     let store = open().await;
     let loaded = store.load("t1").await.unwrap().expect("thread saved");
     assert_eq!(loaded.messages.len(), 5); // system, user, assistant (call), tool, assistant
-    assert_eq!(loaded.todos(), vec![Todo::new("1", "write the tests")]);
-    assert_eq!(loaded.files()["/notes/1.md"].as_ref(), "write the tests");
+    assert_eq!(
+        Todos::of(&loaded.data),
+        vec![Todo::new("1", "write the tests")]
+    );
+    assert_eq!(
+        FilesWritten::of(&loaded.data)["/notes/1.md"].as_ref(),
+        "write the tests"
+    );
 
     let model = ScriptedModel::from_fn(|req| {
         let users: Vec<String> = req
@@ -163,7 +172,7 @@ pub async fn thread_survives_the_store_and_continues<S: Store>(open: Open<S>) {
     assert_eq!(thread.messages.len(), 7);
     assert_eq!(thread.messages[0].role, Role::System);
     assert_eq!(
-        thread.todos().len(),
+        Todos::of(&thread.data).len(),
         1,
         "todos survive a run that does not touch them"
     );
@@ -184,22 +193,22 @@ pub async fn appends_and_rewrites<S: Store>(open: Open<S>) {
     assert!(store.load("t").await.unwrap().is_none());
 
     let mut t = user_thread("t", &["a", "b"]);
-    t.set_todos(vec![Todo::new("1", "x")]);
-    t.set_file("/f", "one");
+    Todos::set(&mut t.data, vec![Todo::new("1", "x")]);
+    FilesWritten::set(&mut t.data, "/f", "one");
     store.save(&t).await.unwrap();
 
     // Append: the history shares its prefix with what was saved.
     t.messages.push(Message::assistant("c"));
-    let mut todos = t.todos();
+    let mut todos = Todos::of(&t.data);
     todos[0].status = TodoStatus::Done;
-    t.set_todos(todos);
-    t.set_file("/g", "two");
+    Todos::set(&mut t.data, todos);
+    FilesWritten::set(&mut t.data, "/g", "two");
     store.save(&t).await.unwrap();
     assert_eq!(open().await.load("t").await.unwrap().unwrap(), t);
 
     // Compaction: rewrite from the first difference; a file removed.
     t.messages.splice(0..2, [Message::user("summary")]);
-    assert!(t.remove_file("/f"));
+    assert!(FilesWritten::remove(&mut t.data, "/f"));
     store.save(&t).await.unwrap();
     assert_eq!(open().await.load("t").await.unwrap().unwrap(), t);
 
@@ -285,8 +294,8 @@ pub async fn concurrent_runs_on_different_threads<S: Store>(open: Open<S>) {
         let thread = reader.load(&info.id).await.unwrap().unwrap();
         assert_eq!(thread.messages.len(), 6, "{}", info.id);
         assert_history_valid(&thread.messages);
-        assert_eq!(thread.todos().len(), 2);
-        assert_eq!(thread.files().len(), 2);
+        assert_eq!(Todos::of(&thread.data).len(), 2);
+        assert_eq!(FilesWritten::of(&thread.data).len(), 2);
     }
 }
 
@@ -329,5 +338,5 @@ pub async fn a_dropped_run_keeps_its_finished_steps<S: Store>(open: Open<S>) {
     assert_eq!(thread.messages.len(), 4);
     assert_eq!(thread.messages[2].text(), "planned");
     assert_eq!(thread.messages[3].tool_calls[0].name, "hang");
-    assert_eq!(thread.todos().len(), 1);
+    assert_eq!(Todos::of(&thread.data).len(), 1);
 }

@@ -8,8 +8,11 @@ use support::write_skill;
 use tower_agent::{
     Agent, AgentRequest,
     agent::AgentEvent,
-    builtins::{memory::Memory, skills::Skills, todo::TodoList},
-    context::TodoStatus,
+    builtins::{
+        memory::Memory,
+        skills::Skills,
+        todo::{TodoList, TodoStatus, Todos},
+    },
     message::{Message, Messages, Role},
     model::{ModelRequest, ModelResponse, ScriptedModel},
     store::MemoryStore,
@@ -124,7 +127,7 @@ async fn todo_invalid_status_is_an_error_output() {
         "{text}"
     );
     // The list is unchanged.
-    let todos = store.get("t").unwrap().todos();
+    let todos = Todos::of(&store.get("t").unwrap().data);
     assert_eq!(todos.len(), 1);
     assert_eq!(todos[0].status, TodoStatus::Pending);
 }
@@ -152,7 +155,7 @@ async fn todo_list_persists_with_the_thread() {
         .run(AgentRequest::new("plan").thread("t"))
         .await
         .unwrap();
-    assert_eq!(store.get("t").unwrap().todos().len(), 2);
+    assert_eq!(Todos::of(&store.get("t").unwrap().data).len(), 2);
 
     let second = agent
         .run(AgentRequest::new("go on").thread("t"))

@@ -15,7 +15,8 @@ use tower::ServiceExt;
 use tower_agent::{
     Agent, AgentRequest,
     builtins::filesystem::{
-        Backend, EntryKind, ExecOptions, Filesystem, FsErrorKind, GrepOptions, LocalFs, ReadRange,
+        Backend, EntryKind, ExecOptions, FilesWritten, Filesystem, FsErrorKind, GrepOptions,
+        LocalFs, ReadRange,
     },
     context::RunContext,
     message::{ToolCall, ToolOutput},
@@ -948,8 +949,16 @@ async fn files_written_and_edited_are_saved_with_the_thread() {
     assert_eq!(resp.text, "Done.");
 
     let thread = store.get("t").unwrap();
-    assert_eq!(thread.files().len(), 1, "{:?}", thread.files());
-    assert_eq!(&*thread.files()["notes.txt"], "milk\nbread\n");
+    assert_eq!(
+        FilesWritten::of(&thread.data).len(),
+        1,
+        "{:?}",
+        FilesWritten::of(&thread.data)
+    );
+    assert_eq!(
+        &*FilesWritten::of(&thread.data)["notes.txt"],
+        "milk\nbread\n"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
         "milk\nbread\n"

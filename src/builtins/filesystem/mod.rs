@@ -146,6 +146,7 @@ use crate::{
     agent::{Setup, SetupContext},
     context::RunContext,
     error::BoxError,
+    store::ThreadData,
     tool::ToolRouter,
 };
 
@@ -262,17 +263,70 @@ impl fmt::Debug for Filesystem {
     }
 }
 
+/// The files written or edited in a thread, as thread data: one key per file of a thread's
+/// [`data`](crate::store::Thread::data), [`FilesWritten::PREFIX`] followed by its path (relative
+/// to the root), its content a JSON string — one key per file, so a step that edits one file
+/// of many writes one row.
+///
+/// ```
+/// use tower_agent::{builtins::filesystem::FilesWritten, store::Thread};
+///
+/// let mut thread = Thread::new("t1");
+/// FilesWritten::set(&mut thread.data, "notes/plan.md", "# Plan");
+/// assert_eq!(&*FilesWritten::of(&thread.data)["notes/plan.md"], "# Plan");
+/// assert_eq!(FilesWritten::paths(&thread.data).collect::<Vec<_>>(), ["notes/plan.md"]);
+/// assert!(FilesWritten::remove(&mut thread.data, "notes/plan.md"));
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct FilesWritten;
+
+impl FilesWritten {
+    /// What every key of a file written starts with.
+    pub const PREFIX: &'static str = "tower_agent.files/";
+
+    /// The files in `data`: path → content (a value that is not a string is left out).
+    pub fn of(data: &ThreadData) -> BTreeMap<String, Arc<str>> {
+        data.with_prefix(Self::PREFIX)
+            .filter_map(|(key, value)| {
+                let content = value.as_str()?;
+                Some((key[Self::PREFIX.len()..].to_owned(), Arc::from(content)))
+            })
+            .collect()
+    }
+
+    /// The paths of the files in `data`, in order (their contents are not copied).
+    pub fn paths(data: &ThreadData) -> impl Iterator<Item = &str> {
+        data.with_prefix(Self::PREFIX)
+            .map(|(key, _)| &key[Self::PREFIX.len()..])
+    }
+
+    /// Sets the content of file `path` in `data` (only its key changes: a store writes that
+    /// one).
+    pub fn set(data: &mut ThreadData, path: &str, content: &str) {
+        data.set_value(
+            format!("{}{path}", Self::PREFIX),
+            serde_json::Value::String(content.to_owned()),
+        );
+    }
+
+    /// Removes file `path` from `data`; whether it was there.
+    pub fn remove(data: &mut ThreadData, path: &str) -> bool {
+        data.remove_value(&format!("{}{path}", Self::PREFIX))
+            .is_some()
+    }
+}
+
 /// The files written or edited in the run's thread: path (relative to the root) → content.
-/// They are kept in the run's thread data ([`store::data`](crate::store::data)), one key per
-/// file (`tower_agent.files/` and the path), restored from the thread and saved with it;
-/// [`Thread::files`](crate::store::Thread::files) reads them from a thread.
+/// They are kept in the run's thread data ([`FilesWritten`]), restored from the thread and
+/// saved with it.
 pub fn files_written(ctx: &RunContext) -> BTreeMap<String, Arc<str>> {
-    ctx.with_thread_data(|d| d.files())
+    ctx.with_thread_data(|d| FilesWritten::of(d))
 }
 
 /// Records a file written or edited in the run (for a tool of your own that writes files):
 /// it is saved with the thread (only this file's key is written), and read back by
 /// [`files_written`].
 pub fn record_file(ctx: &RunContext, path: String, content: Arc<str>) {
-    ctx.with_thread_data(|d| d.set_file(&path, &content));
+    ctx.with_thread_data(|d| FilesWritten::set(d, &path, &content));
 }

@@ -550,8 +550,6 @@ impl Compaction {
     }
 }
 
-pub use self::persisted::{Todo, TodoStatus};
-
 /// Identifies one instance of a layer, stage or tool, so that the per-run data of several
 /// instances of one type sit side by side in a run's [`RunData`]
 /// ([`insert_for`](RunData::insert_for), [`get_for`](RunData::get_for)).

@@ -51,11 +51,7 @@ use std::{
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    context::{RunData, Todo},
-    error::BoxError,
-    message::Messages,
-};
+use crate::{context::RunData, error::BoxError, message::Messages};
 
 /// The per-thread data map (its home is [`context::data`](crate::context::data), below the
 /// stores).
@@ -111,9 +107,9 @@ pub struct Thread {
     pub id: String,
     /// Its messages.
     pub messages: Messages,
-    /// Its data besides the messages: the built-ins' todo list ([`todos`](Self::todos)) and
-    /// files written ([`files`](Self::files)), and the [`Persisted`] types of your tools and
-    /// layers. See [`store::data`](data).
+    /// Its data besides the messages: the [`Persisted`] types of your tools and layers, and
+    /// those of tower-agent's built-ins (the todo list, the files written). See
+    /// [`store::data`](data).
     #[serde(default, skip_serializing_if = "ThreadData::is_empty")]
     pub data: ThreadData,
     /// Tool calls waiting for a person's decision: the run ended
@@ -145,7 +141,7 @@ struct SerializedThread {
     #[serde(default)]
     approved: Vec<crate::event::PendingCall>,
     #[serde(default)]
-    todos: Vec<Todo>,
+    todos: Vec<serde_json::Value>,
     #[serde(default)]
     files: BTreeMap<String, String>,
 }
@@ -159,11 +155,16 @@ impl From<SerializedThread> for Thread {
             pending: t.pending,
             approved: t.approved,
         };
+        // Where the todo and filesystem built-ins of `tower-agent` keep them now.
         if !t.todos.is_empty() {
-            thread.set_todos(t.todos);
+            let todos = serde_json::Value::Array(t.todos);
+            thread.data.set_value("tower_agent.todos", todos);
         }
         for (path, content) in t.files {
-            thread.set_file(&path, &content);
+            let content = serde_json::Value::String(content);
+            thread
+                .data
+                .set_value(format!("tower_agent.files/{path}"), content);
         }
         thread
     }
@@ -197,39 +198,6 @@ impl Thread {
             id: id.into(),
             ..Self::default()
         }
-    }
-
-    /// Its todo list (of the [todo built-in][facade-todo], in [`data`](Self::data)
-    /// under `tower_agent.todos`); empty if there is none (or if what is stored there is not
-    /// a todo list, which is logged).
-    ///
-    /// [facade-todo]: https://docs.rs/tower-agent/latest/tower_agent/builtins/todo/index.html
-    pub fn todos(&self) -> Vec<Todo> {
-        self.data.todos()
-    }
-
-    /// Replaces its todo list.
-    pub fn set_todos(&mut self, todos: Vec<Todo>) {
-        self.data.set_todos(todos);
-    }
-
-    /// The files written or edited in it (by the [filesystem
-    /// built-ins][facade-filesystem], in [`data`](Self::data) under
-    /// `tower_agent.files/` and the path): path → content.
-    ///
-    /// [facade-filesystem]: https://docs.rs/tower-agent/latest/tower_agent/builtins/filesystem/index.html
-    pub fn files(&self) -> BTreeMap<String, Arc<str>> {
-        self.data.files()
-    }
-
-    /// Sets the content of file `path` among its [`files`](Self::files).
-    pub fn set_file(&mut self, path: &str, content: &str) {
-        self.data.set_file(path, content);
-    }
-
-    /// Removes file `path` from its [`files`](Self::files); whether it was there.
-    pub fn remove_file(&mut self, path: &str) -> bool {
-        self.data.remove_file(path)
     }
 }
 
@@ -500,9 +468,14 @@ mod tests {
             "files": {"src/a.rs": "fn a() {}"},
         });
         let thread: super::Thread = serde_json::from_value(old).unwrap();
-        assert_eq!(thread.todos()[0].title, "a");
-        assert_eq!(&*thread.files()["src/a.rs"], "fn a() {}");
-        assert_eq!(thread.data.file_paths().collect::<Vec<_>>(), ["src/a.rs"]);
+        assert_eq!(
+            thread.data.value("tower_agent.todos").unwrap()[0]["title"],
+            "a"
+        );
+        assert_eq!(
+            thread.data.value("tower_agent.files/src/a.rs").unwrap(),
+            "fn a() {}"
+        );
         let now = serde_json::to_value(&thread).unwrap();
         assert_eq!(
             now,
