@@ -528,10 +528,6 @@ impl Todos {
     }
 }
 
-/// What every key of a file written starts with (the filesystem built-ins'): one key per
-/// file, this prefix followed by its path, its content a JSON string. One key per file, so
-/// that a step that edits one file of many writes one row.
-
 /// The run's todo list (empty if none was written). It is kept in the run's thread data
 /// ([`store::data`](crate::store::data), key `tower_agent.todos`), restored from the thread
 /// and saved with it; [`Todos::of`] reads it from a thread's data.
