@@ -146,6 +146,7 @@ impl ModelHook {
                     tools: Arc::default(),
                     settings: self.settings(),
                     ctx,
+                    extensions: http::Extensions::new(),
                 };
                 let resp = self
                     .service

@@ -186,6 +186,7 @@ async fn select(
         tools: Arc::default(),
         settings: ModelSettings::default(),
         ctx: req.ctx.clone(),
+        extensions: http::Extensions::new(),
     };
     let answer = layer.selector.clone().oneshot(ask).await?.collect().await?;
     let text = answer.message.text();

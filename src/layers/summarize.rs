@@ -516,6 +516,7 @@ where
         tools: Arc::default(),
         settings: req.settings.free_text(),
         ctx: req.ctx.clone(),
+        extensions: http::Extensions::new(),
     };
     let answer = summarizer.oneshot(summary_req).await.map_err(Into::into);
     let answer = match answer {

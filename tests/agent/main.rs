@@ -17,6 +17,7 @@ mod compact;
 mod docs;
 mod eager;
 mod events;
+mod extensions;
 mod guards;
 mod hook_failure;
 mod hooks;

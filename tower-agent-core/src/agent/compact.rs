@@ -228,6 +228,7 @@ async fn summarize(
         tools: Arc::default(),
         settings: inner.settings.free_text(),
         ctx: ctx.clone(),
+        extensions: http::Extensions::new(),
     };
     let resp = inner
         .summarizer

@@ -577,7 +577,10 @@ pub const TOOL_RESPONSE: &str = "tool_response";
 ///
 /// A denied, failed, timed-out or unknown tool call is a `ToolOutput` with `is_error: true` and
 /// a reason the model can act on, never a crashed run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Equality and serialization cover what the model sees and the [`metadata`](Self::metadata),
+/// not the [`extensions`](Self::extensions) (values of any type, for the layers of this call).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolOutput {
     /// The id of the [`ToolCall`] this answers.
     pub call_id: String,
@@ -591,9 +594,35 @@ pub struct ToolOutput {
     /// [`ToolOutput::with_image`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<Content>,
-    /// Data for layers and applications; not sent to the model.
+    /// Data for layers and applications; not sent to the model. JSON, so it is kept where the
+    /// output is kept: in the tool-call journal (a recovered run replays it) and in events.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
+    /// Typed data travelling back with this one output to the layers above the tool (as an
+    /// HTTP response's extensions; the request's are
+    /// [`ToolRequest::extensions`](crate::tool::ToolRequest::extensions)). Not sent to the
+    /// model, not serialized, not compared, and not in the tool-call journal: a run that
+    /// replays a recorded output has its [`metadata`](Self::metadata) only.
+    #[serde(skip)]
+    pub extensions: http::Extensions,
+}
+
+impl PartialEq for ToolOutput {
+    fn eq(&self, other: &Self) -> bool {
+        let ToolOutput {
+            call_id,
+            content,
+            is_error,
+            parts,
+            metadata,
+            extensions: _,
+        } = self;
+        *call_id == other.call_id
+            && *content == other.content
+            && *is_error == other.is_error
+            && *parts == other.parts
+            && *metadata == other.metadata
+    }
 }
 
 impl ToolOutput {
@@ -605,7 +634,28 @@ impl ToolOutput {
             is_error: false,
             parts: Vec::new(),
             metadata: Map::new(),
+            extensions: http::Extensions::new(),
         }
+    }
+
+    /// This output with `value` in its extensions (replacing a value of its type), for a
+    /// layer above the tool.
+    ///
+    /// ```
+    /// use tower_agent_core::message::ToolOutput;
+    ///
+    /// #[derive(Clone, Debug, PartialEq)]
+    /// struct Cached(bool);
+    ///
+    /// let output = ToolOutput::text("c1", "42").with_extension(Cached(true));
+    /// assert_eq!(output.extensions.get::<Cached>(), Some(&Cached(true)));
+    /// // Not part of what the model sees, nor of equality.
+    /// assert_eq!(output, ToolOutput::text("c1", "42"));
+    /// ```
+    #[must_use]
+    pub fn with_extension<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
     }
 
     /// An error output: `content` should say what went wrong and what the model can do.

@@ -144,17 +144,53 @@ pub struct ModelRequest {
     pub settings: ModelSettings,
     /// The run this call belongs to.
     pub ctx: RunContext,
+    /// Data travelling with this one call, for the layers and the model (as an HTTP request's
+    /// extensions, and [`ToolRequest::extensions`](crate::tool::ToolRequest::extensions) for a
+    /// tool call): a layer puts a value here for a layer or model under it; layers forward
+    /// them. The loop makes each request with none. (Data for the whole run is in
+    /// [`RunContext::with_data`].)
+    pub extensions: http::Extensions,
 }
 
 impl ModelRequest {
-    /// A request with `messages`, no tools, default settings and a fresh context.
+    /// A request with `messages`, no tools, default settings, a fresh context and no
+    /// extensions.
     pub fn new(messages: impl Into<Messages>) -> Self {
         ModelRequest {
             messages: messages.into(),
             tools: Arc::default(),
             settings: ModelSettings::default(),
             ctx: RunContext::new(),
+            extensions: http::Extensions::new(),
         }
+    }
+
+    /// This request with `value` in its extensions (replacing a value of its type).
+    ///
+    /// ```
+    /// use tower_agent_core::model::{ModelRequest, ModelResponse, ScriptedModel};
+    /// use tower::{Service, ServiceExt};
+    ///
+    /// #[derive(Clone)]
+    /// struct Tenant(&'static str);
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tower_agent_core::BoxError> {
+    /// // A model (or a layer under the one that set it) reads the call's extension.
+    /// let model = ScriptedModel::from_fn(|req: &ModelRequest| {
+    ///     let tenant = req.extensions.get::<Tenant>().map_or("none", |t| t.0);
+    ///     Ok(ModelResponse::text(format!("tenant {tenant}")))
+    /// });
+    /// let req = ModelRequest::new(Vec::new()).with_extension(Tenant("acme"));
+    /// let resp = model.oneshot(req).await?;
+    /// assert_eq!(resp.message.text(), "tenant acme");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_extension<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
     }
 
     /// The system message, if the history starts with one.

@@ -205,6 +205,7 @@ impl<'a> Run<'a> {
             tools: Arc::clone(&stacks.specs),
             settings: inner.settings.clone(),
             ctx: ctx.clone(),
+            extensions: http::Extensions::new(),
         };
         if let Some(text) = &stacks.system_context {
             request.append_system(text);
