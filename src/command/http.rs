@@ -112,30 +112,32 @@ pub(crate) async fn post(
         .post(&hook.url)
         .headers(headers)
         .body(input.to_owned());
-    let exchange =
-        async {
-            let mut resp = request
-                .send()
-                .await
-                .map_err(|e| Failure::Io(format!("request failed: {}", error_chain(&e))))?;
-            let status = resp.status();
-            if !status.is_success() {
-                return Err(Failure::Io(format!("answered HTTP {status}")));
-            }
-            if resp.content_length().is_some_and(|n| n > MAX_BODY as u64) {
+    let exchange = async {
+        let mut resp = request
+            .send()
+            .await
+            .map_err(|e| Failure::Io(format!("request failed: {}", crate::error::chain(&e))))?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(Failure::Io(format!("answered HTTP {status}")));
+        }
+        if resp.content_length().is_some_and(|n| n > MAX_BODY as u64) {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| {
+            Failure::Io(format!(
+                "reading the answer failed: {}",
+                crate::error::chain(&e)
+            ))
+        })? {
+            if body.len() + chunk.len() > MAX_BODY {
                 return Err(too_large());
             }
-            let mut body = Vec::new();
-            while let Some(chunk) = resp.chunk().await.map_err(|e| {
-                Failure::Io(format!("reading the answer failed: {}", error_chain(&e)))
-            })? {
-                if body.len() + chunk.len() > MAX_BODY {
-                    return Err(too_large());
-                }
-                body.extend_from_slice(&chunk);
-            }
-            answer(&body)
-        };
+            body.extend_from_slice(&chunk);
+        }
+        answer(&body)
+    };
     match tokio::time::timeout(timeout, exchange).await {
         Ok(result) => result,
         Err(_) => Err(Failure::Cancelled(timeout)),
@@ -179,18 +181,6 @@ pub(crate) fn answer(body: &[u8]) -> Result<Reply, Failure> {
             )))
         }
     }
-}
-
-/// An error and its sources, `: `-joined (reqwest's own message is terse).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

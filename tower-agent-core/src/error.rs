@@ -76,14 +76,7 @@ impl Abort {
 
     /// The `Abort` in `err` or its source chain.
     pub fn find<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a Abort> {
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if let Some(abort) = e.downcast_ref::<Abort>() {
-                return Some(abort);
-            }
-            cur = e.source();
-        }
-        None
+        Abort::find_source::<Abort>(err)
     }
 
     /// The first error of type `E` in `err` or its source chain (through an `Abort`'s
@@ -322,13 +315,6 @@ impl std::error::Error for Deferred {}
 impl Deferred {
     /// The deferral in an error's source chain, if any.
     pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Deferred> {
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if let Some(d) = e.downcast_ref::<Deferred>() {
-                return Some(d);
-            }
-            cur = e.source();
-        }
-        None
+        Abort::find_source::<Deferred>(err)
     }
 }

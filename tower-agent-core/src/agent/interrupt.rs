@@ -203,14 +203,7 @@ impl ApprovalError {
 
     /// The `ApprovalError` in an error's source chain, if any.
     pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a ApprovalError> {
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if let Some(found) = e.downcast_ref::<ApprovalError>() {
-                return Some(found);
-            }
-            cur = e.source();
-        }
-        None
+        crate::error::Abort::find_source::<ApprovalError>(err)
     }
 }
 
@@ -297,14 +290,7 @@ impl PendingApproval {
 
     /// The `PendingApproval` in an error's source chain, if any.
     pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Self> {
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if let Some(found) = e.downcast_ref::<Self>() {
-                return Some(found);
-            }
-            cur = e.source();
-        }
-        None
+        crate::error::Abort::find_source::<Self>(err)
     }
 }
 

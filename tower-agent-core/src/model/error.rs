@@ -237,14 +237,7 @@ impl ProviderError {
     /// The `ProviderError` in `err` or its [`source`](StdError::source) chain, so layers that
     /// wrap errors don't hide it.
     pub fn find<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a ProviderError> {
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if let Some(found) = e.downcast_ref::<ProviderError>() {
-                return Some(found);
-            }
-            cur = e.source();
-        }
-        None
+        crate::error::Abort::find_source::<ProviderError>(err)
     }
 
     /// The provider's name, as given to [`new`](Self::new): `"openai"` (also for compatible
