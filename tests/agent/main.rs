@@ -20,6 +20,7 @@ mod events;
 mod extensions;
 mod guards;
 mod hook_failure;
+mod hook_placement;
 mod hooks;
 mod layer_order;
 mod ledger;

@@ -3,15 +3,21 @@
 //!
 //! Register callbacks on a [`Hooks`] registry, [`compile`](Hooks::compile) it (the order is
 //! resolved once, here: a cycle or an unknown name is an error naming the hooks), and hand
-//! the [`HookSet`] to [`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks). The set
-//! becomes one layer outermost on each of the agent's stacks: the start stack (SessionStart,
-//! UserPromptSubmit), the model stack, the tool stack and the step stack (Stop,
-//! PostToolBatch). [`HookSet::start_layer`], [`HookSet::model_layer`], [`HookSet::tool_layer`]
-//! and [`HookSet::step_layer`] give the layers alone, to place them yourself in a
-//! `ServiceBuilder` stack. The events raised inside built-in tools (SubagentStart,
-//! SubagentStop, TaskCreated, TaskCompleted, InstructionsLoaded) and the run's end (SessionEnd,
-//! StopFailure) reach the set through [`LoopHooks`], which [`HookSet`] implements. Write a
-//! `Layer` by hand when a hook needs more than a callback.
+//! the [`HookSet`] to [`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks). The
+//! builder places the set's layers ([`HookLayers`]) outermost on each of the agent's stacks —
+//! the start stack (SessionStart, UserPromptSubmit), the model stack, the tool stack and the
+//! step stack (Stop, PostToolBatch) — and [`Agent::describe`](crate::Agent::describe) prints
+//! them in place. The events raised inside built-in tools (SubagentStart, SubagentStop,
+//! TaskCreated, TaskCompleted, InstructionsLoaded), the run's end (SessionEnd, StopFailure)
+//! and [`Agent::compact`](crate::Agent::compact) reach the set through [`LoopHooks`], the
+//! points only the loop can fire. Several sets add up, the first registered outermost.
+//!
+//! To place a layer yourself in a `ServiceBuilder` stack, take it alone
+//! ([`HookSet::start_layer`], [`HookSet::model_layer`], [`HookSet::tool_layer`],
+//! [`HookSet::step_layer`]) and register the set's loop points with
+//! [`AgentBuilder::loop_hooks`](crate::agent::AgentBuilder::loop_hooks), or the set's
+//! SessionEnd, StopFailure, Subagent*, Task*, InstructionsLoaded and manual-compaction hooks
+//! never fire. Write a `Layer` by hand when a hook needs more than a callback.
 //!
 //! # Events
 //!
@@ -192,7 +198,10 @@ use self::events::HookSlots;
 pub(crate) use self::events::hook_table;
 pub(crate) use self::settings::SettingsSource;
 use crate::{
-    agent::{AgentResponse, LoopHooks, StopFeedback, start::BoxStartService, step::BoxStepService},
+    agent::{
+        AgentResponse, HookLayers, LoopHooks, StopFeedback, start::BoxStartService,
+        step::BoxStepService,
+    },
     context::RunContext,
     error::BoxError,
     layers::matcher::ToolMatcher,
@@ -573,7 +582,32 @@ pub struct HookSet {
 }
 
 impl HookSet {
-    /// The tool-level hooks (PreToolUse, PostToolUse, PostToolUseFailure) as a tool layer.
+    /// The tool-level hooks (PreToolUse, PostToolUse, PostToolUseFailure) as a tool layer, to
+    /// place yourself. The set's other events need the set's other layers and its loop points
+    /// ([`AgentBuilder::loop_hooks`](crate::agent::AgentBuilder::loop_hooks)):
+    ///
+    /// ```
+    /// use tower::ServiceBuilder;
+    /// use tower_agent::{Agent, model::ScriptedModel};
+    /// use tower_agent::layers::hooks::{Hooks, PreToolUse};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let set = Hooks::new()
+    ///     .before_tool_use("bash", |_call, _ctx| PreToolUse::Deny("no shell".into()))
+    ///     .on_session_end(|_response, _ctx| {})
+    ///     .compile()?;
+    /// let agent = Agent::builder()
+    ///     .model(ScriptedModel::new().text("hi"))
+    ///     // The set's tool hooks inside a layer of yours, not outermost …
+    ///     .tool_layer(ServiceBuilder::new().concurrency_limit(4).layer(set.tool_layer()))
+    ///     // … and its SessionEnd hook, which only the loop fires.
+    ///     .loop_hooks(set)
+    ///     .build();
+    /// assert_eq!(agent.describe().tools, ["ConcurrencyLimitLayer", "HookToolLayer"]);
+    /// assert_eq!(agent.describe().loop_hooks, ["HookSet"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tool_layer(&self) -> HookToolLayer {
         HookToolLayer::new(self.clone())
     }
@@ -957,7 +991,12 @@ impl LoopHooks for HookSet {
     ) -> BoxFuture<'a, Vec<String>> {
         Box::pin(async move { self.inner.compacted(&input, model, ctx).await })
     }
+}
 
+/// The set's layers, which [`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks) places
+/// outermost at each level: [`HookModel`] (model), [`HookTool`] (tool), and the start and
+/// step layers when the set has hooks there (see [`HookLayers`] for the positions).
+impl HookLayers for HookSet {
     fn wrap_model(&self, model: crate::model::BoxModelService) -> crate::model::BoxModelService {
         crate::model::BoxModelService::new(HookModel::new(model, self))
     }

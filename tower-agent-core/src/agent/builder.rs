@@ -11,6 +11,9 @@ use tower::{
 
 use super::{
     Agent, Inner, LoopHooks, Prepare, Setup,
+    describe::{AgentStacks, layers_of, name_of},
+    hook_list::HookList,
+    hooks::HookLayers,
     start::{Begin, BoxStartService, RunStart, StartLayerFn},
     step::{BoxStepService, Proceed, StepControl, StepEnd, StepLayerFn},
 };
@@ -42,6 +45,16 @@ pub struct AgentBuilder<M, L = Identity> {
 }
 
 /// What the builder collects besides the model and the tool layers.
+/// The names of what was added, for [`Agent::describe`].
+#[derive(Default)]
+struct Names {
+    model: Option<String>,
+    start: Vec<String>,
+    step: Vec<String>,
+    setup: Vec<String>,
+    prepare: Vec<String>,
+}
+
 struct Parts {
     tools: ToolRouter,
     setups: Vec<Arc<dyn Setup>>,
@@ -54,7 +67,13 @@ struct Parts {
     store: Option<Arc<dyn ThreadStore>>,
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
-    hooks: Option<Arc<dyn LoopHooks>>,
+    /// The hook sets whose layers the builder places ([`AgentBuilder::hooks`]), the first
+    /// outermost, with their names.
+    hook_layers: Vec<(String, Arc<dyn HookLayers>)>,
+    /// Every registration's loop points, in order, with their names.
+    loop_hooks: Vec<(String, Arc<dyn LoopHooks>)>,
+    /// What [`Agent::describe`] shows of what was added (the rest is read at build).
+    names: Names,
     /// Whether a tool layer was added (see [`Inner::send_checks`](super::Inner)).
     tool_layers: bool,
     /// The step layers, the first added outermost.
@@ -82,7 +101,9 @@ impl AgentBuilder<NoModel> {
                 store: None,
                 cwd: None,
                 shutdown: CancellationToken::new(),
-                hooks: None,
+                hook_layers: Vec::new(),
+                loop_hooks: Vec::new(),
+                names: Names::default(),
                 tool_layers: false,
                 step_layers: Vec::new(),
                 start_layers: Vec::new(),
@@ -102,10 +123,12 @@ impl<M, L> AgentBuilder<M, L> {
         S::Error: Into<BoxError>,
         S::Future: Send + 'static,
     {
+        let mut parts = self.parts;
+        parts.names.model = Some(name_of::<S>());
         AgentBuilder {
             model: BoxModelService::new(model.map_err(Into::into)),
             tool_layer: self.tool_layer,
-            parts: self.parts,
+            parts,
         }
     }
 
@@ -161,6 +184,7 @@ impl<M, L> AgentBuilder<M, L> {
         <T::Service as Service<StepEnd>>::Error: Into<BoxError>,
         <T::Service as Service<StepEnd>>::Future: Send + 'static,
     {
+        self.parts.names.step.extend(layers_of::<T>());
         self.parts.step_layers.push(Arc::new(move |inner| {
             BoxStepService::new(layer.layer(inner).map_err(Into::into))
         }));
@@ -177,6 +201,7 @@ impl<M, L> AgentBuilder<M, L> {
         <T::Service as Service<RunStart>>::Error: Into<BoxError>,
         <T::Service as Service<RunStart>>::Future: Send + 'static,
     {
+        self.parts.names.start.extend(layers_of::<T>());
         self.parts.start_layers.push(Arc::new(move |inner| {
             BoxStartService::new(layer.layer(inner).map_err(Into::into))
         }));
@@ -185,12 +210,14 @@ impl<M, L> AgentBuilder<M, L> {
 
     /// Adds a before-agent [`Setup`] stage (run once per run, in order).
     pub fn setup<S: Setup>(mut self, stage: S) -> Self {
+        self.parts.names.setup.push(name_of::<S>());
         self.parts.setups.push(Arc::new(stage));
         self
     }
 
     /// Adds a modify-request [`Prepare`] stage (run before every model call, in order).
     pub fn prepare<P: Prepare>(mut self, stage: P) -> Self {
+        self.parts.names.prepare.push(name_of::<P>());
         self.parts.prepares.push(Arc::new(stage));
         self
     }
@@ -281,14 +308,29 @@ impl<M, L> AgentBuilder<M, L> {
         self
     }
 
-    /// Callback hooks (`Hooks`, compiled): their model hooks
-    /// wrap the model (outermost), their tool hooks wrap the tool stack (outermost), and
-    /// their agent-level hooks run in the loop. See the hooks docs.
+    /// Adds a hook set: its layers at the four levels, placed by the builder, and its loop
+    /// points. Where each layer goes (outermost of its stack, the first set registered
+    /// outermost of all) is in [`HookLayers`]; [`Agent::describe`] shows them in place.
+    /// Several sets add up (none replaces another).
     ///
-    /// Any [`LoopHooks`] implementation works: the loop calls it at its agent-level points and
-    /// lets it wrap the model and tool stacks.
-    pub fn hooks<H: LoopHooks>(mut self, hooks: H) -> Self {
-        self.parts.hooks = Some(Arc::new(hooks));
+    /// `HookSet` (compiled `Hooks`, command and WebAssembly hooks) of the facade crate
+    /// (`tower_agent::layers::hooks`) is such a set.
+    pub fn hooks<H: HookLayers>(mut self, hooks: H) -> Self {
+        let name = format!("{} (hooks)", name_of::<H>());
+        let hooks = Arc::new(hooks);
+        self.parts.hook_layers.push((name.clone(), hooks.clone()));
+        self.parts.loop_hooks.push((name, hooks));
+        self
+    }
+
+    /// Adds the loop points of `hooks` alone: what only the loop can fire (SessionEnd,
+    /// StopFailure, SubagentStart/Stop, TaskCreated/Completed, InstructionsLoaded, and
+    /// PreCompact/PostCompact of [`Agent::compact`]; see [`LoopHooks`]). Nothing is placed in
+    /// the stacks: use it for a set whose layers you place yourself, or for a [`LoopHooks`]
+    /// of your own. Registrations add up, asked in order.
+    pub fn loop_hooks<H: LoopHooks>(mut self, hooks: H) -> Self {
+        let name = name_of::<H>();
+        self.parts.loop_hooks.push((name, Arc::new(hooks)));
         self
     }
 
@@ -334,19 +376,51 @@ where
     /// Builds the agent.
     pub fn build(self) -> Agent {
         let layer = self.tool_layer;
-        let hooks = self.parts.hooks;
+        let parts = self.parts;
         let tool_stack =
             move |router: ToolRouter| BoxToolService::new(layer.layer(router).map_err(Into::into));
-        let send_checks = hooks.is_some() || self.parts.tool_layers;
+        let send_checks = !parts.loop_hooks.is_empty() || parts.tool_layers;
         let summarizer = self.model.clone();
-        let model = match &hooks {
-            Some(hooks) => hooks.wrap_model(self.model),
-            None => self.model,
+        let mut stacks = AgentStacks {
+            name: parts.name.as_deref().map(str::to_owned),
+            model: parts.names.model.iter().cloned().collect(),
+            tools: layers_of::<L>(),
+            tool_names: parts.tools.specs().iter().map(|s| s.name.clone()).collect(),
+            loop_hooks: parts.loop_hooks.iter().map(|(n, _)| n.clone()).collect(),
+            setup: parts.names.setup,
+            prepare: parts.names.prepare,
+            ..AgentStacks::default()
         };
-        let step = step_stack(&self.parts.step_layers, hooks.as_deref());
-        let start = start_stack(&self.parts.start_layers, hooks.as_deref());
+        // The first set registered is the outermost: wrap from the last.
+        let mut model = self.model;
+        for (name, set) in parts.hook_layers.iter().rev() {
+            model = set.wrap_model(model);
+            stacks.model.insert(0, name.clone());
+            stacks.tools.insert(0, name.clone());
+        }
+        let step = level_stack(
+            BoxStepService::new(Proceed),
+            &parts.step_layers,
+            &parts.hook_layers,
+            |set, stack| set.wrap_step(stack),
+        );
+        let start = level_stack(
+            BoxStartService::new(Begin),
+            &parts.start_layers,
+            &parts.hook_layers,
+            |set, stack| set.wrap_start(stack),
+        );
+        stacks.step = placed(&parts.hook_layers, &step.1, parts.names.step);
+        stacks.start = placed(&parts.hook_layers, &start.1, parts.names.start);
+        let hooks: Option<Arc<dyn LoopHooks>> = match parts.loop_hooks.len() {
+            0 => None,
+            1 => parts.loop_hooks.into_iter().next().map(|(_, h)| h),
+            _ => Some(Arc::new(HookList(
+                parts.loop_hooks.into_iter().map(|(_, h)| h).collect(),
+            ))),
+        };
         // Explicit wins; else the hooks' default (command hooks: per project).
-        let transcripts = self.parts.transcripts.or_else(|| {
+        let transcripts = parts.transcripts.or_else(|| {
             hooks
                 .as_ref()
                 .and_then(|h| h.transcripts_dir().map(PathBuf::from))
@@ -356,70 +430,71 @@ where
                 model,
                 summarizer,
                 hooks,
-                step,
-                start,
+                tool_hooks: parts.hook_layers.into_iter().map(|(_, h)| h).collect(),
+                step: step.0,
+                start: start.0,
+                stacks,
                 transcripts,
-                name: self.parts.name,
-                tools: self.parts.tools,
+                name: parts.name,
+                tools: parts.tools,
                 tool_stack: Arc::new(tool_stack),
                 send_checks,
-                setups: self.parts.setups.into(),
-                prepares: self.parts.prepares,
-                system_prompt: self.parts.system_prompt,
-                max_steps: self.parts.max_steps,
-                max_concurrent_tools: self.parts.max_concurrent_tools,
-                eager_tools: self.parts.eager_tools,
-                settings: self.parts.settings,
-                store: self
-                    .parts
-                    .store
-                    .unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                setups: parts.setups.into(),
+                prepares: parts.prepares,
+                system_prompt: parts.system_prompt,
+                max_steps: parts.max_steps,
+                max_concurrent_tools: parts.max_concurrent_tools,
+                eager_tools: parts.eager_tools,
+                settings: parts.settings,
+                store: parts.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
                 // Read once here: a run does not read the process's directory again (as
                 // `RunContext::builder` would without one), even if it could not be read.
                 cwd: Some(
-                    self.parts
+                    parts
                         .cwd
                         .or_else(|| std::env::current_dir().ok())
                         .unwrap_or_else(|| std::path::PathBuf::from(".")),
                 ),
-                shutdown: self.parts.shutdown,
+                shutdown: parts.shutdown,
             }),
         }
     }
 }
 
-/// The step stack of `layers` (the first outermost) under the hooks' step layer; `None`
-/// without either.
-fn step_stack(
-    layers: &[Arc<StepLayerFn>],
-    hooks: Option<&dyn LoopHooks>,
-) -> Option<BoxStepService> {
-    let stack = layers
+/// The names of a level's stack: the sets whose layer was placed (`placed[i]` for set `i`),
+/// then the builder's layers.
+fn placed(
+    sets: &[(String, Arc<dyn HookLayers>)],
+    placed: &[bool],
+    layers: Vec<String>,
+) -> Vec<String> {
+    let hooks = sets
         .iter()
-        .rev()
-        .fold(BoxStepService::new(Proceed), |inner, layer| layer(inner));
-    match hooks.and_then(|h| h.wrap_step(stack.clone())) {
-        Some(hooked) => Some(hooked),
-        None if layers.is_empty() => None,
-        None => Some(stack),
-    }
+        .zip(placed)
+        .filter(|(_, placed)| **placed)
+        .map(|((name, _), _)| name.clone());
+    hooks.chain(layers).collect()
 }
 
-/// The start stack of `layers` (the first outermost) under the hooks' start layer; `None`
-/// without either.
-fn start_stack(
-    layers: &[Arc<StartLayerFn>],
-    hooks: Option<&dyn LoopHooks>,
-) -> Option<BoxStartService> {
-    let stack = layers
-        .iter()
-        .rev()
-        .fold(BoxStartService::new(Begin), |inner, layer| layer(inner));
-    match hooks.and_then(|h| h.wrap_start(stack.clone())) {
-        Some(hooked) => Some(hooked),
-        None if layers.is_empty() => None,
-        None => Some(stack),
+/// A level's stack (start, step): `layers` (the first outermost) over `base`, under the sets'
+/// layers (`wrap`; the first set outermost), and which sets placed one; `None` without any
+/// layer (the loop then calls no stack at that level).
+fn level_stack<S: Clone>(
+    base: S,
+    layers: &[Arc<dyn Fn(S) -> S + Send + Sync>],
+    sets: &[(String, Arc<dyn HookLayers>)],
+    wrap: impl Fn(&dyn HookLayers, S) -> Option<S>,
+) -> (Option<S>, Vec<bool>) {
+    let mut stack = layers.iter().rev().fold(base, |inner, layer| layer(inner));
+    let mut placed = vec![false; sets.len()];
+    for (i, (_, set)) in sets.iter().enumerate().rev() {
+        if let Some(wrapped) = wrap(set.as_ref(), stack.clone()) {
+            stack = wrapped;
+            placed[i] = true;
+        }
     }
+    let any = !layers.is_empty() || placed.contains(&true);
+    (any.then_some(stack), placed)
 }
 
 impl<M, L> fmt::Debug for AgentBuilder<M, L> {

@@ -510,26 +510,28 @@ impl MessageDisplayInput {
     }
 }
 
-/// What the loop asks of a hook set besides its layers: the points that have no service of
-/// their own, and the installation of the set's layers.
+/// What only the loop can ask of a hook set: the points that have no service of their own.
 ///
-/// Every hook event fires in a layer of one of the agent's stacks ([`start`](super::start),
-/// model, tool, [`step`](super::step)) — except these, which cannot:
+/// Every other hook event fires in a layer of one of the agent's stacks ([`start`](super::start),
+/// model, tool, [`step`](super::step); see [`HookLayers`]) — except these, which cannot:
 ///
 /// - **SubagentStart, SubagentStop, TaskCreated, TaskCompleted, InstructionsLoaded** are
 ///   raised by built-in tools and stages in the middle of their own work (a subagent about to
 ///   run or to finish inside one tool call, a todo list's diff, a memory file read): no service
-///   boundary sits there. The tool finds the hooks of its run in the run's data.
+///   boundary sits there. The tool finds the hooks of its run in the run's data
+///   ([`RunHooks`]).
 /// - **SessionEnd, StopFailure** fire as the run ends, also when its future is dropped
 ///   (outcome `Cancelled`), from the loop's drop guard, which holds the steps and usage so far;
-///   a layer around the run would need them in the response of a run that never answers. (Not
-///   yet a layer: a later step of the redesign.)
+///   a layer around the run would need them in the response of a run that never answers.
+/// - **PreCompact, PostCompact** of a compaction the caller asked for
+///   ([`Agent::compact`](super::Agent::compact)), which is not a run.
 ///
-/// The `wrap_*` methods install the set's layers, outermost, when the agent is built.
-/// The callback registry (`HookSet`) implements the trait, and
-/// [`AgentBuilder::hooks`](super::AgentBuilder::hooks) takes any implementation. Every method
-/// has a default that does nothing, so an implementation names only the points it uses.
-/// Synchronous methods are called on the loop's task: keep them short.
+/// Register an implementation with [`AgentBuilder::loop_hooks`](super::AgentBuilder::loop_hooks)
+/// (its loop points only) or, for a set that has layers too, with
+/// [`AgentBuilder::hooks`](super::AgentBuilder::hooks). Several registrations add up: each is
+/// asked in the order registered (see each method for how their answers combine). Every
+/// method has a default that does nothing, so an implementation names only the points it
+/// uses. Synchronous methods are called on the loop's task: keep them short.
 pub trait LoopHooks: Send + Sync + 'static {
     /// Whether any SubagentStop hook would run for the subagent `name`: when `false`,
     /// [`subagent_stop`](Self::subagent_stop) is not called.
@@ -643,19 +645,43 @@ pub trait LoopHooks: Send + Sync + 'static {
         let _ = (input, model, ctx);
         Box::pin(async { Vec::new() })
     }
+}
 
-    /// Wraps the agent's model stack (outermost), once, when the agent is built.
+/// A hook set that also fires at the agent's four levels: the layers
+/// [`AgentBuilder::hooks`](super::AgentBuilder::hooks) places, at documented positions, when
+/// the agent is built.
+///
+/// Each `wrap_*` method is the set's layer at one level, applied to the stack under it:
+///
+/// | level | where the builder places it | when |
+/// |---|---|---|
+/// | [start](super::start) | outermost of the start stack, outside every [`start_layer`](super::AgentBuilder::start_layer) | once, at build |
+/// | model | outermost of the model stack, outside the service given to [`model`](super::AgentBuilder::model) | once, at build |
+/// | tool | outermost of each run's tool stack, outside every [`tool_layer`](super::AgentBuilder::tool_layer) | once per run |
+/// | [step](super::step) | outermost of the step stack, outside every [`step_layer`](super::AgentBuilder::step_layer) | once, at build |
+///
+/// With several sets, the first registered is the outermost at each level.
+/// [`Agent::describe`](super::Agent::describe) prints every stack in this order, the sets'
+/// layers included. A set whose layers you place yourself (as tower layers, where you want
+/// them) registers its loop points alone with
+/// [`AgentBuilder::loop_hooks`](super::AgentBuilder::loop_hooks): then nothing is placed for
+/// it.
+///
+/// The callback registry `HookSet` of the facade crate (`tower_agent::layers::hooks`)
+/// implements it: its model, tool, start and step hooks are these layers.
+pub trait HookLayers: LoopHooks {
+    /// The set's model layer around `model` (the model stack under it).
     fn wrap_model(&self, model: BoxModelService) -> BoxModelService {
         model
     }
 
-    /// Wraps a run's tool stack (outermost), once per run.
+    /// The set's tool layer around `tools` (a run's tool stack under it).
     fn wrap_tools(&self, tools: BoxToolService) -> BoxToolService {
         tools
     }
 
-    /// Wraps the agent's start stack (outermost), once, when the agent is built; `None` (the
-    /// default) when there is nothing to wrap it with.
+    /// The set's start layer around `start`; `None` (the default) when the set has no start
+    /// hook, so nothing is placed.
     fn wrap_start(
         &self,
         start: super::start::BoxStartService,
@@ -664,9 +690,8 @@ pub trait LoopHooks: Send + Sync + 'static {
         None
     }
 
-    /// Wraps the agent's step stack (outermost), once, when the agent is built; `None` (the
-    /// default) when there is nothing to wrap it with (an agent without step layers then
-    /// calls no step stack).
+    /// The set's step layer around `step`; `None` (the default) when the set has no step
+    /// hook, so nothing is placed (an agent without step layers then calls no step stack).
     fn wrap_step(&self, step: super::step::BoxStepService) -> Option<super::step::BoxStepService> {
         let _ = step;
         None

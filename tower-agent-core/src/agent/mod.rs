@@ -55,9 +55,11 @@
 //! itself ([`AgentResponse::new`] and the [`AgentEvent`] variants can be built by users).
 //! Inside the run, the loop calls four stacks, each a tower service with its layers: the
 //! [`start`] stack (SessionStart, UserPromptSubmit), the model stack, the tool stack and the
-//! [`step`] stack (Stop, PostToolBatch). What has no service of its own — the events built-in
+//! [`step`] stack (Stop, PostToolBatch). A hook set's layers ([`HookLayers`]) are placed by the
+//! builder outermost of each stack; what has no service of its own — the events built-in
 //! tools raise inside their call, the run's end — goes through [`LoopHooks`], a trait the
-//! loop owns and the hooks registry implements. Per-request data of the caller travels in
+//! loop owns and the hooks registry implements. [`Agent::describe`] prints the stacks in
+//! order. Per-request data of the caller travels in
 //! [`AgentRequest::extensions`] to
 //! [`RunContext::extensions`](crate::context::RunContext::extensions).
 //!
@@ -74,8 +76,10 @@
 
 mod builder;
 pub mod compact;
+pub mod describe;
 mod event;
 pub mod future;
+mod hook_list;
 pub(crate) mod hooks;
 pub mod interrupt;
 mod run;
@@ -105,12 +109,13 @@ pub use crate::event::{AgentEvent, ModelDelta, Outcome, PendingCall};
 pub use self::{
     builder::{AgentBuilder, DEFAULT_MAX_STEPS, NoModel},
     compact::{CompactRequest, CompactResponse},
+    describe::AgentStacks,
     event::EventStream,
     hooks::{
-        InstructionsInput, LoopHooks, MessageDisplayInput, PROMPT_CACHE_TTL, PostCompactInput,
-        PreCompactInput, ResumedSession, RunHooks, SessionEnv, SessionSource, SessionStartInput,
-        StopBlocks, StopFailureInput, StopFeedback, StopInput, SubagentStartInput, TaskEvent,
-        TaskInput, ToolBatch, prompt_cache_warm, session_end_reason,
+        HookLayers, InstructionsInput, LoopHooks, MessageDisplayInput, PROMPT_CACHE_TTL,
+        PostCompactInput, PreCompactInput, ResumedSession, RunHooks, SessionEnv, SessionSource,
+        SessionStartInput, StopBlocks, StopFailureInput, StopFeedback, StopInput,
+        SubagentStartInput, TaskEvent, TaskInput, ToolBatch, prompt_cache_warm, session_end_reason,
     },
     interrupt::{ApprovalError, Approvals, Approved, CallDecision, Decision, PendingApproval},
     run_data::{RunEffort, RunModel, RunPrompt},
@@ -162,7 +167,12 @@ struct Inner {
     store: Arc<dyn ThreadStore>,
     cwd: Option<PathBuf>,
     shutdown: CancellationToken,
+    /// The loop hooks of every registration (several: a `HookList`).
     hooks: Option<Arc<dyn LoopHooks>>,
+    /// The hook sets whose tool layers wrap each run's tool stack, the first outermost.
+    tool_hooks: Vec<Arc<dyn HookLayers>>,
+    /// What [`Agent::describe`] shows.
+    stacks: AgentStacks,
     /// The step stack (`None` without step layers: nothing to call).
     step: Option<step::BoxStepService>,
     /// The start stack (`None` without start layers: nothing to call).
@@ -175,6 +185,13 @@ impl Agent {
     /// A builder; [`model`](AgentBuilder::model) is required.
     pub fn builder() -> AgentBuilder<NoModel> {
         AgentBuilder::new()
+    }
+
+    /// The agent's stacks in order, outermost first, and its stages: what each level runs
+    /// through, the hook sets' layers where the builder placed them. Print it to see the
+    /// onion (see [`describe`] for an example).
+    pub fn describe(&self) -> &AgentStacks {
+        &self.inner.stacks
     }
 
     /// Runs the agent on `request` (a prompt, or an [`AgentRequest`]).
@@ -318,6 +335,7 @@ impl Agent {
 impl fmt::Debug for Agent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Agent")
+            .field("stacks", &self.inner.stacks)
             .field("tools", &self.inner.tools)
             .field("setups", &self.inner.setups.len())
             .field("prepares", &self.inner.prepares.len())

@@ -531,8 +531,9 @@ impl<'a> Run<'a> {
             None => router,
         };
         let mut tools = (inner.tool_stack)(router);
-        if let Some(hooks) = &inner.hooks {
-            tools = hooks.wrap_tools(tools);
+        // The first hook set registered is the outermost.
+        for set in inner.tool_hooks.iter().rev() {
+            tools = set.wrap_tools(tools);
         }
         // Outermost: every layer finds the checks in the request (see `tool::check`).
         if inner.send_checks && !checks.is_empty() {
