@@ -1,9 +1,10 @@
 //! [`RemindersLayer`]: system hooks that remind the model of something after a tool call.
 //!
 //! After each tool call the layer runs its triggers — functions
-//! `(tool_name, &ToolOutput) -> Option<String>` — and queues what they return on the run's
-//! context ([`RunContext::remind`](crate::context::RunContext::remind)). The agent loop
-//! appends everything queued during a step **once**, after all of the step's tool results
+//! `(tool_name, &ToolOutput) -> Option<String>` — and attaches what they return to the
+//! call's output ([`ToolOutput::remind`](crate::message::ToolOutput::remind): in its
+//! extensions, where the layers above see it, as [`Reminders`](crate::context::Reminders)).
+//! The agent loop appends the reminders of a step **once**, after all of the step's tool results
 //! (and the contexts hooks added to them), as one [hook
 //! context](crate::message::Message::hook_context) — a system message, the reminders
 //! blank-line separated:
@@ -53,7 +54,7 @@ use std::{
 use serde_json::Value;
 use tower::{Layer, Service};
 
-use crate::{context::RunContext, message::ToolOutput, tool::ToolRequest};
+use crate::{message::ToolOutput, tool::ToolRequest};
 
 /// A reminder trigger: looks at a finished tool call, may return a reminder.
 pub type Trigger = Arc<dyn Fn(&str, &ToolOutput) -> Option<String> + Send + Sync>;
@@ -168,7 +169,6 @@ where
     fn call(&mut self, req: ToolRequest) -> Self::Future {
         let watch = (!self.triggers.is_empty()).then(|| future::Watch {
             tool: req.call.name.clone(),
-            ctx: req.ctx.clone(),
             triggers: Arc::clone(&self.triggers),
         });
         future::ResponseFuture {
@@ -192,7 +192,6 @@ pub mod future {
 
     pub(super) struct Watch {
         pub(super) tool: String,
-        pub(super) ctx: RunContext,
         pub(super) triggers: Arc<Vec<Trigger>>,
     }
 
@@ -213,11 +212,11 @@ pub mod future {
 
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
             let this = self.project();
-            let result = ready!(this.inner.poll(cx));
-            if let (Ok(output), Some(watch)) = (&result, this.watch.take()) {
+            let mut result = ready!(this.inner.poll(cx));
+            if let (Ok(output), Some(watch)) = (&mut result, this.watch.take()) {
                 for trigger in watch.triggers.iter() {
                     if let Some(text) = trigger(&watch.tool, output) {
-                        watch.ctx.remind(text);
+                        output.remind(text);
                     }
                 }
             }

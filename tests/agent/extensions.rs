@@ -99,3 +99,97 @@ async fn a_tool_s_output_extension_reaches_the_layers_above_it_not_the_model() {
     let last = model.requests()[1].messages.last().unwrap().clone();
     assert_eq!(last.text(), "42");
 }
+
+/// Reminders travel back in the answers (issue 37, item 3): a model's response and a tool's
+/// output carry them in their extensions, where the layers above see them (and may drop
+/// them); the loop adds what reaches it after the step's tool results, in one hook context,
+/// in the order the answers came (the model's first).
+#[tokio::test]
+async fn reminders_ride_in_the_answers_and_a_layer_above_can_drop_one() {
+    use tower_agent::context::Reminders;
+    use tower_agent::message::Role;
+
+    let model = ServiceBuilder::new()
+        .map_response(|mut resp: ModelResponse| {
+            if !resp.message.tool_calls.is_empty() {
+                resp.remind("from the model");
+            }
+            resp
+        })
+        .service(
+            ScriptedModel::new()
+                .tool_calls([("a", json!({})), ("b", json!({}))])
+                .text("done"),
+        );
+    let tool = |name: &'static str| {
+        tool_fn(
+            name,
+            "answers",
+            json!({"type": "object"}),
+            move |_, _| async move {
+                let mut out = ToolOutput::text("", format!("{name} done"));
+                out.remind(format!("from {name}"));
+                Ok::<_, BoxError>(out)
+            },
+        )
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let dropper = {
+        let seen = Arc::clone(&seen);
+        tower::layer::layer_fn(move |inner| {
+            let seen = Arc::clone(&seen);
+            tower::util::MapResponse::new(inner, move |mut out: ToolOutput| {
+                let texts = out
+                    .extensions
+                    .get::<Reminders>()
+                    .map(|r| r.texts().to_vec());
+                seen.lock().unwrap().push(texts.unwrap_or_default());
+                if out.content.starts_with('b') {
+                    Reminders::take(&mut out.extensions);
+                }
+                out
+            })
+        })
+    };
+    let agent = Agent::builder()
+        .model(model)
+        .tool(tool("a"))
+        .tool(tool("b"))
+        .max_concurrent_tools(1)
+        .tool_layer(dropper)
+        .build();
+    let resp = agent.run("go").await.unwrap();
+    assert!(resp.outcome.is_finished(), "{:?}", resp.outcome);
+    // The layer above saw each tool's reminder in its output.
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen, [vec!["from a".to_owned()], vec!["from b".to_owned()]]);
+    // The model's reminder and a's reached the model, after both results; b's was dropped.
+    let roles: Vec<Role> = resp.messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Tool,
+            Role::System,
+            Role::Assistant
+        ]
+    );
+    assert_eq!(resp.messages[4].text(), "from the model\n\nfrom a");
+    // Nothing of them is in the tool messages.
+    assert_eq!(resp.messages[2].text(), "a done");
+}
+
+/// A hook's context for a call rides in the output's extensions, not its metadata (which the
+/// journal and the model's message keep).
+#[test]
+fn a_hook_context_is_not_metadata() {
+    let mut out = ToolOutput::text("c1", "ok");
+    out.add_context("note");
+    assert!(out.metadata.is_empty());
+    assert_eq!(out.contexts().collect::<Vec<_>>(), ["note"]);
+    assert_eq!(out.take_contexts(), ["note"]);
+    assert_eq!(out.contexts().count(), 0);
+}

@@ -117,14 +117,14 @@ where
         req.settings.model = Some(switch.from_model.as_str().into());
         return inner.oneshot(req).await.map_err(Into::into);
     }
-    let resp = inner.oneshot(req).await.map_err(Into::into)?;
+    let mut resp = inner.oneshot(req).await.map_err(Into::into)?;
     record(&ctx, &switch.to_model);
     for (m, f) in &set.on_post_model_switch {
         if !m.matches_name(switch.canonical_to_model()) {
             continue;
         }
         if let PostModelSwitch::AddContext(text) = f(switch.clone(), ctx.clone()).await {
-            ctx.remind(text);
+            resp.remind(text);
         }
     }
     Ok(resp)

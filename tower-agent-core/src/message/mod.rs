@@ -562,9 +562,10 @@ impl From<ToolOutput> for Message {
     }
 }
 
-/// The [`ToolOutput::metadata`] key of the contexts hooks add for the model
-/// ([`ToolOutput::add_context`]): a JSON array of strings.
-pub const HOOK_CONTEXTS: &str = "hook_contexts";
+/// The contexts hooks added to a tool's output ([`ToolOutput::add_context`]), in its
+/// extensions until the loop takes them.
+#[derive(Debug, Clone, Default)]
+struct HookContexts(Vec<String>);
 
 /// The [`ToolOutput::metadata`] key under which a tool puts the structured response command
 /// hooks see as PostToolUse's `tool_response` (Claude Code's `Bash` answers `{stdout, stderr,
@@ -699,42 +700,38 @@ impl ToolOutput {
     /// Adds a context for the model from a hook of this call: the agent loop puts the
     /// contexts of a step's calls, in order, in a [hook context](Message::hook_context)
     /// message after the step's tool results — the result itself stays what the tool
-    /// answered (as Claude Code does). Kept in [`metadata`](Self::metadata) under
-    /// [`HOOK_CONTEXTS`] until the loop takes them.
+    /// answered (as Claude Code does). Kept in the output's
+    /// [`extensions`](Self::extensions) until the loop takes them (not in its metadata,
+    /// which the model's message and the journal keep).
     pub fn add_context(&mut self, context: impl Into<String>) {
-        let list = self
-            .metadata
-            .entry(HOOK_CONTEXTS)
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if let Value::Array(list) = list {
-            list.push(Value::String(context.into()));
-        } else {
-            *list = Value::Array(vec![Value::String(context.into())]);
-        }
+        self.extensions
+            .get_or_insert_default::<HookContexts>()
+            .0
+            .push(context.into());
     }
 
     /// Takes the contexts hooks [added](Self::add_context) to this output, in order.
     pub fn take_contexts(&mut self) -> Vec<String> {
-        match self.metadata.remove(HOOK_CONTEXTS) {
-            Some(Value::Array(list)) => list
-                .into_iter()
-                .filter_map(|v| match v {
-                    Value::String(s) => Some(s),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        }
+        self.extensions
+            .remove::<HookContexts>()
+            .map(|c| c.0)
+            .unwrap_or_default()
     }
 
     /// The contexts hooks [added](Self::add_context) to this output, in order.
     pub fn contexts(&self) -> impl Iterator<Item = &str> {
-        self.metadata
-            .get(HOOK_CONTEXTS)
-            .and_then(Value::as_array)
+        self.extensions
+            .get::<HookContexts>()
             .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
+            .flat_map(|c| c.0.iter().map(String::as_str))
+    }
+
+    /// Adds a reminder for the model to this output (see
+    /// [`Reminders`](crate::context::Reminders)): the loop adds it after the step's tool
+    /// results, as [`RunContext::remind`](crate::context::RunContext::remind) does for work
+    /// outside any call; a layer above this one sees it in the output's extensions.
+    pub fn remind(&mut self, text: impl Into<String>) {
+        crate::context::Reminders::push(&mut self.extensions, text);
     }
 
     /// This output with one more metadata entry.

@@ -251,6 +251,10 @@ impl<'a> Run<'a> {
         if let Some(compaction) = extensions.remove::<crate::context::Compaction>() {
             self.compacted(compaction, &ctx);
         }
+        // The model stack's reminders wait in the run's queue for the step's tool results.
+        for text in crate::context::Reminders::take(&mut extensions) {
+            self.ctx.remind(text);
+        }
         message.role = Role::Assistant;
         // Ids are unique within the thread: the history only grows.
         let position = self.history.len();

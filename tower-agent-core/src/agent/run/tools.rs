@@ -4,7 +4,7 @@ use super::super::{AgentEvent, Inner, Outcome, PendingCall, interrupt};
 use super::{Run, RunError, Stacks, abort_reason, eager::Eager, recover};
 use crate::agent::step::StepResults;
 use crate::{
-    context::RunContext,
+    context::{Reminders, RunContext},
     error::{Abort, BoxError, Error},
     message::{Message, ToolCall, ToolOutput},
     tool::{BoxToolService, ToolRequest},
@@ -484,7 +484,7 @@ pub(super) async fn run_call(
     }
     let listening = ctx.is_listening();
     if !listening && journal.is_none() {
-        return Done::Raw(svc.oneshot(request).await);
+        return Done::Raw(queue_reminders(svc.oneshot(request).await, &ctx));
     }
     let step = ctx.step();
     let started = tokio::time::Instant::now();
@@ -494,7 +494,7 @@ pub(super) async fn run_call(
             call: call.clone(),
         });
     }
-    let result = svc.oneshot(request).await;
+    let result = queue_reminders(svc.oneshot(request).await, &ctx);
     let settled = settle(call, result);
     if let Some(journal) = journal {
         recover::record_finished(journal, &ctx, call, &settled).await;
@@ -509,6 +509,21 @@ pub(super) async fn run_call(
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
     });
     Done::Settled(settled)
+}
+
+/// Moves the reminders a call's answer carries ([`ToolOutput::remind`]) into the run's queue as
+/// the call ends: the step's reminders keep the order they came in (the model's answer's,
+/// the calls' as they end, work outside any call), and are added after the step's results.
+fn queue_reminders(
+    mut result: Result<ToolOutput, BoxError>,
+    ctx: &RunContext,
+) -> Result<ToolOutput, BoxError> {
+    if let Ok(output) = &mut result {
+        for text in Reminders::take(&mut output.extensions) {
+            ctx.remind(text);
+        }
+    }
+    result
 }
 
 /// Polls the `n` futures of `futures` (each a call's position and result; at most `limit`
