@@ -34,13 +34,10 @@
 
 use std::{
     fmt,
-    future::Future,
-    pin::Pin,
     sync::Arc,
     task::{Context, Poll},
 };
 
-use futures_util::future::BoxFuture;
 use tower::{Service, ServiceExt, util::BoxCloneSyncService};
 
 use crate::{
@@ -170,16 +167,16 @@ where
 {
     type Response = ModelResponse;
     type Error = BoxError;
-    type Future = FallbackFuture;
+    type Future = future::ResponseFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, req: ModelRequest) -> FallbackFuture {
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
         let first = self.inner.call(req.clone());
         let layer = self.layer.clone();
-        FallbackFuture(Box::pin(async move {
+        future::ResponseFuture(Box::pin(async move {
             let mut err = match first.await {
                 Ok(resp) => return Ok(resp),
                 Err(err) => err.into(),
@@ -222,19 +219,39 @@ where
     }
 }
 
-/// The response future of [`Fallback`]: the call, then the fallbacks in turn (boxed).
-pub struct FallbackFuture(BoxFuture<'static, Result<ModelResponse, BoxError>>);
+/// The response future of [`Fallback`].
+pub mod future {
+    use std::{
+        fmt,
+        future::Future,
+        pin::Pin,
+        task::{Context, Poll},
+    };
 
-impl Future for FallbackFuture {
-    type Output = Result<ModelResponse, BoxError>;
+    use futures_util::future::BoxFuture;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.as_mut().poll(cx)
+    use crate::{error::BoxError, model::ModelResponse};
+
+    /// The response future of [`Fallback`](super::Fallback): the call, then the fallbacks in turn (boxed).
+    pub struct ResponseFuture(pub(super) BoxFuture<'static, Result<ModelResponse, BoxError>>);
+
+    impl Future for ResponseFuture {
+        type Output = Result<ModelResponse, BoxError>;
+
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            self.0.as_mut().poll(cx)
+        }
+    }
+
+    impl fmt::Debug for ResponseFuture {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("ResponseFuture").finish_non_exhaustive()
+        }
     }
 }
 
-impl fmt::Debug for FallbackFuture {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FallbackFuture").finish_non_exhaustive()
-    }
-}
+/// The response future of [`Fallback`], by its former name.
+#[deprecated(
+    note = "renamed `fallback::future::ResponseFuture`, as every layer module names its future"
+)]
+pub type FallbackFuture = future::ResponseFuture;

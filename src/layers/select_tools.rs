@@ -41,13 +41,10 @@
 use std::{
     collections::HashSet,
     fmt,
-    future::Future,
-    pin::Pin,
     sync::Arc,
     task::{Context, Poll},
 };
 
-use futures_util::future::BoxFuture;
 use tower::{Service, ServiceExt, util::BoxCloneSyncService};
 
 use crate::{
@@ -136,21 +133,21 @@ where
 {
     type Response = ModelResponse;
     type Error = BoxError;
-    type Future = ToolSelectionFuture;
+    type Future = future::ResponseFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, req: ModelRequest) -> ToolSelectionFuture {
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
         if req.tools.len() <= self.layer.max_tools {
             let fut = self.inner.call(req);
-            return ToolSelectionFuture(Box::pin(async move { fut.await.map_err(Into::into) }));
+            return future::ResponseFuture(Box::pin(async move { fut.await.map_err(Into::into) }));
         }
         let inner = self.inner.clone();
         drop(std::mem::replace(&mut self.inner, inner.clone()));
         let layer = self.layer.clone();
-        ToolSelectionFuture(Box::pin(async move {
+        future::ResponseFuture(Box::pin(async move {
             let req = select(&layer, req).await?;
             inner.oneshot(req).await.map_err(Into::into)
         }))
@@ -214,20 +211,39 @@ async fn select(
     Ok(req)
 }
 
-/// The response future of [`ToolSelection`]: the selection, then the call (boxed).
-pub struct ToolSelectionFuture(BoxFuture<'static, Result<ModelResponse, BoxError>>);
+/// The response future of [`ToolSelection`].
+pub mod future {
+    use std::{
+        fmt,
+        future::Future,
+        pin::Pin,
+        task::{Context, Poll},
+    };
 
-impl Future for ToolSelectionFuture {
-    type Output = Result<ModelResponse, BoxError>;
+    use futures_util::future::BoxFuture;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.as_mut().poll(cx)
+    use crate::{error::BoxError, model::ModelResponse};
+
+    /// The response future of [`ToolSelection`](super::ToolSelection): the selection, then the call (boxed).
+    pub struct ResponseFuture(pub(super) BoxFuture<'static, Result<ModelResponse, BoxError>>);
+
+    impl Future for ResponseFuture {
+        type Output = Result<ModelResponse, BoxError>;
+
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            self.0.as_mut().poll(cx)
+        }
+    }
+
+    impl fmt::Debug for ResponseFuture {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("ResponseFuture").finish_non_exhaustive()
+        }
     }
 }
 
-impl fmt::Debug for ToolSelectionFuture {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ToolSelectionFuture")
-            .finish_non_exhaustive()
-    }
-}
+/// The response future of [`ToolSelection`], by its former name.
+#[deprecated(
+    note = "renamed `select_tools::future::ResponseFuture`, as every layer module names its future"
+)]
+pub type ToolSelectionFuture = future::ResponseFuture;

@@ -100,6 +100,18 @@ mod detect;
 mod tool;
 mod whole;
 
+/// The response futures of [`RedactModel`] and [`RedactTool`].
+pub mod future {
+    pub use super::body::RedactModelFuture;
+    pub use super::tool::RedactToolFuture;
+}
+
+/// The response future of [`RedactTool`], by its former path.
+#[deprecated(
+    note = "moved to `redact::future::RedactToolFuture`, as every layer module keeps its futures in `future`"
+)]
+pub type RedactToolFuture<F> = future::RedactToolFuture<F>;
+
 use std::{
     borrow::Cow,
     fmt,
@@ -112,7 +124,7 @@ use tower::{Layer, Service};
 use self::detect::{API_KEY, CREDIT_CARD, EMAIL, IP, apply, luhn};
 pub use self::{
     detect::{Detector, Strategy},
-    tool::{RedactTool, RedactToolFuture, RedactToolLayer},
+    tool::{RedactTool, RedactToolLayer},
 };
 use crate::{
     error::BoxError,
@@ -295,7 +307,7 @@ where
 {
     type Response = ModelResponse;
     type Error = BoxError;
-    type Future = body::RedactModelFuture<S::Future>;
+    type Future = future::RedactModelFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)

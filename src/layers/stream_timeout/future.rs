@@ -20,7 +20,7 @@ pin_project! {
     /// The response future of [`StreamTimeout`](super::StreamTimeout): the inner call, raced
     /// against the earlier of the two deadlines; a streaming answer's body is given the
     /// deadline of the whole.
-    pub struct StreamTimeoutFuture<F> {
+    pub struct ResponseFuture<F> {
         #[pin]
         inner: F,
         #[pin]
@@ -31,7 +31,7 @@ pin_project! {
     }
 }
 
-impl<F> StreamTimeoutFuture<F> {
+impl<F> ResponseFuture<F> {
     pub(super) fn new(inner: F, first: Option<Duration>, whole: Option<Duration>) -> Self {
         let now = Instant::now();
         let whole = whole.map(|limit| (now + limit, limit));
@@ -45,7 +45,7 @@ impl<F> StreamTimeoutFuture<F> {
             (None, Some((at, limit))) => (Some(sleep_until(at)), StreamTimedOut::Whole(limit)),
             (None, None) => (None, StreamTimedOut::FirstDelta(Duration::ZERO)),
         };
-        StreamTimeoutFuture {
+        ResponseFuture {
             inner,
             sleep,
             error,
@@ -54,15 +54,15 @@ impl<F> StreamTimeoutFuture<F> {
     }
 }
 
-impl<F> std::fmt::Debug for StreamTimeoutFuture<F> {
+impl<F> std::fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamTimeoutFuture")
+        f.debug_struct("ResponseFuture")
             .field("error", &self.error)
             .finish_non_exhaustive()
     }
 }
 
-impl<F, E> Future for StreamTimeoutFuture<F>
+impl<F, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<ModelResponse, E>>,
     E: Into<BoxError>,

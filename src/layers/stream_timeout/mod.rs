@@ -31,7 +31,7 @@
 
 mod body;
 mod error;
-mod future;
+pub mod future;
 
 use std::{
     task::{Context, Poll},
@@ -40,7 +40,7 @@ use std::{
 
 use tower::{Layer, Service};
 
-pub use self::{error::StreamTimedOut, future::StreamTimeoutFuture};
+pub use self::error::StreamTimedOut;
 use crate::{
     error::BoxError,
     model::{ModelRequest, ModelResponse},
@@ -99,13 +99,19 @@ where
 {
     type Response = ModelResponse;
     type Error = BoxError;
-    type Future = StreamTimeoutFuture<S::Future>;
+    type Future = future::ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
-        StreamTimeoutFuture::new(self.inner.call(req), self.limits.first, self.limits.whole)
+        future::ResponseFuture::new(self.inner.call(req), self.limits.first, self.limits.whole)
     }
 }
+
+/// The response future of [`StreamTimeout`], by its former name.
+#[deprecated(
+    note = "renamed `stream_timeout::future::ResponseFuture`, as every layer module names its future"
+)]
+pub type StreamTimeoutFuture<F> = future::ResponseFuture<F>;

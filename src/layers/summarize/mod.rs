@@ -106,6 +106,11 @@ use crate::{
     model::{ModelRequest, ModelResponse},
 };
 
+pub mod future;
+mod layer;
+
+pub use self::layer::SummarizeLayer;
+
 /// Default context window, in tokens.
 pub const DEFAULT_CONTEXT_WINDOW: usize = 128_000;
 /// Default share of the window that triggers compaction.
@@ -183,121 +188,6 @@ impl fmt::Debug for Config {
             .field("summary_words", &self.summary_words)
             .field("on_compact", &self.on_compact.is_some())
             .finish_non_exhaustive()
-    }
-}
-
-/// Compacts old messages with a summarizer model. See the
-/// [module docs](crate::layers::summarize).
-///
-/// # Clone
-///
-/// The configuration is shared; the summarizer service is cloned.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct SummarizeLayer<Z> {
-    summarizer: Z,
-    config: Arc<Config>,
-}
-
-impl<Z> SummarizeLayer<Z> {
-    /// Summarize with `summarizer` (any model service), with the default settings.
-    pub fn new(summarizer: Z) -> Self {
-        SummarizeLayer {
-            summarizer,
-            config: Arc::new(Config {
-                window: DEFAULT_CONTEXT_WINDOW,
-                trigger: DEFAULT_TRIGGER,
-                keep: DEFAULT_KEEP,
-                min_keep: DEFAULT_MIN_KEEP,
-                arg_chars: DEFAULT_ARG_CHARS,
-                truncated_tools: vec!["write_file".into(), "edit_file".into()],
-                summary_words: DEFAULT_SUMMARY_WORDS,
-                counter: Arc::new(BytesPerFour),
-                on_compact: None,
-                retry_on_context_length: true,
-            }),
-        }
-    }
-
-    fn config_mut(&mut self) -> &mut Config {
-        Arc::get_mut(&mut self.config).expect("configure a SummarizeLayer before cloning it")
-    }
-
-    /// The context window, in tokens (default 128,000).
-    pub fn context_window(mut self, tokens: usize) -> Self {
-        self.config_mut().window = tokens;
-        self
-    }
-
-    /// The share of the window that triggers compaction (default 0.85).
-    pub fn trigger_at(mut self, share: f64) -> Self {
-        self.config_mut().trigger = share;
-        self
-    }
-
-    /// The share of messages kept as they are (default 0.10) and the least number kept
-    /// (default 2).
-    pub fn keep(mut self, share: f64, at_least: usize) -> Self {
-        let config = self.config_mut();
-        config.keep = share;
-        config.min_keep = at_least;
-        self
-    }
-
-    /// Cut the arguments of these tools to `chars` characters in the transcript the
-    /// summarizer reads (default `write_file`, `edit_file`, 2,000).
-    pub fn truncate_args<N: Into<String>>(
-        mut self,
-        tools: impl IntoIterator<Item = N>,
-        chars: usize,
-    ) -> Self {
-        let config = self.config_mut();
-        config.truncated_tools = tools.into_iter().map(Into::into).collect();
-        config.arg_chars = chars;
-        self
-    }
-
-    /// The word limit asked of the summarizer (default 2,000).
-    pub fn summary_words(mut self, words: usize) -> Self {
-        self.config_mut().summary_words = words;
-        self
-    }
-
-    /// Whether a call the estimate let through but the provider rejected as too long
-    /// ([`ProviderError::is_context_length_exceeded`](crate::model::ProviderError::is_context_length_exceeded))
-    /// is compacted and retried once (default on). See [the module docs](self).
-    pub fn retry_on_context_length(mut self, on: bool) -> Self {
-        self.config_mut().retry_on_context_length = on;
-        self
-    }
-
-    /// The token estimator (default [`BytesPerFour`]).
-    pub fn token_counter<C: TokenCounter>(mut self, counter: C) -> Self {
-        self.config_mut().counter = Arc::new(counter);
-        self
-    }
-
-    /// A PreCompact callback: observe each compaction before it happens, or veto it. It
-    /// may answer at once or return a future of its answer (`async move { … }`).
-    pub fn on_compact<F, R, M>(mut self, f: F) -> Self
-    where
-        F: Fn(CompactInfo, ModelRequest) -> R + Send + Sync + 'static,
-        R: HookResult<CompactDecision, M>,
-    {
-        self.config_mut().on_compact = Some(Arc::new(move |i, r| f(i, r).into_hook_future()));
-        self
-    }
-}
-
-impl<S, Z: Clone> Layer<S> for SummarizeLayer<Z> {
-    type Service = Summarize<S, Z>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Summarize {
-            inner,
-            summarizer: self.summarizer.clone(),
-            config: Arc::clone(&self.config),
-        }
     }
 }
 
@@ -563,92 +453,6 @@ where
         resp.extensions.insert(compaction);
     }
     Ok(resp)
-}
-
-/// The response future of [`Summarize`].
-pub mod future {
-    use std::{
-        future::Future,
-        pin::Pin,
-        task::{Context, Poll},
-    };
-
-    use futures_util::future::BoxFuture;
-    use pin_project_lite::pin_project;
-
-    use super::*;
-
-    pin_project! {
-        /// The response future of [`Summarize`](super::Summarize): the inner future as it is
-        /// when no compaction is needed; boxed when the summarizer is called.
-        pub struct ResponseFuture<F> {
-            #[pin]
-            kind: Kind<F>,
-        }
-    }
-
-    /// What a passed-through call does when it fails with a context-length error.
-    pub(super) type Recover =
-        Box<dyn FnOnce(BoxError) -> BoxFuture<'static, Result<ModelResponse, BoxError>> + Send>;
-
-    pin_project! {
-        #[project = KindProj]
-        enum Kind<F> {
-            Passthrough { #[pin] fut: F, recover: Option<Recover> },
-            Compacting { fut: BoxFuture<'static, Result<ModelResponse, BoxError>> },
-        }
-    }
-
-    impl<F> ResponseFuture<F> {
-        pub(super) fn passthrough(fut: F, recover: Option<Recover>) -> Self {
-            ResponseFuture {
-                kind: Kind::Passthrough { fut, recover },
-            }
-        }
-
-        pub(super) fn compacting(fut: BoxFuture<'static, Result<ModelResponse, BoxError>>) -> Self {
-            ResponseFuture {
-                kind: Kind::Compacting { fut },
-            }
-        }
-    }
-
-    impl<F, E> Future for ResponseFuture<F>
-    where
-        F: Future<Output = Result<ModelResponse, E>>,
-        E: Into<BoxError>,
-    {
-        type Output = Result<ModelResponse, BoxError>;
-
-        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            let mut this = self.project();
-            loop {
-                let next = match this.kind.as_mut().project() {
-                    KindProj::Passthrough { fut, recover } => {
-                        match std::task::ready!(fut.poll(cx)).map_err(Into::into) {
-                            Err(err)
-                                if recover.is_some()
-                                    && crate::model::ProviderError::find(&*err)
-                                        .is_some_and(|e| e.is_context_length_exceeded()) =>
-                            {
-                                let recover = recover.take().expect("checked above");
-                                recover(err)
-                            }
-                            other => return Poll::Ready(other),
-                        }
-                    }
-                    KindProj::Compacting { fut } => return fut.as_mut().poll(cx),
-                };
-                this.kind.set(Kind::Compacting { fut: next });
-            }
-        }
-    }
-
-    impl<F> fmt::Debug for ResponseFuture<F> {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.debug_struct("ResponseFuture").finish_non_exhaustive()
-        }
-    }
 }
 
 #[cfg(test)]

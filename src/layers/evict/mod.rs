@@ -48,6 +48,11 @@ use crate::{
     error::BoxError, layers::matcher::ToolMatcher, message::ToolOutput, tool::ToolRequest,
 };
 
+pub mod future;
+mod layer;
+
+pub use self::layer::EvictLayer;
+
 /// Default: outputs over this many characters are evicted.
 pub const DEFAULT_MAX_CHARS: usize = 80_000;
 /// Default: characters kept from the start and from the end.
@@ -63,104 +68,6 @@ struct Config {
     tail: usize,
     excluded: ToolMatcher,
     spill_dir: Option<PathBuf>,
-}
-
-/// Cuts tool outputs over a size to head + marker + tail. See the
-/// [module docs](crate::layers::evict).
-///
-/// # Clone
-///
-/// The configuration is shared (one reference count per clone).
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct EvictLayer {
-    config: Arc<Config>,
-}
-
-impl EvictLayer {
-    /// The defaults: 80,000 characters, 2,000 head and tail, the file tools excluded, no
-    /// spill.
-    pub fn new() -> Self {
-        EvictLayer {
-            config: Arc::new(Config {
-                max_chars: DEFAULT_MAX_CHARS,
-                head: DEFAULT_HEAD_TAIL,
-                tail: DEFAULT_HEAD_TAIL,
-                excluded: ToolMatcher::exact(DEFAULT_EXCLUDED),
-                spill_dir: None,
-            }),
-        }
-    }
-
-    fn config_mut(&mut self) -> &mut Config {
-        Arc::get_mut(&mut self.config).expect("configure an EvictLayer before cloning it")
-    }
-
-    /// Evict outputs over `n` characters.
-    ///
-    /// # Panics
-    ///
-    /// Panics if called on a layer that has been cloned (configure first).
-    pub fn max_chars(mut self, n: usize) -> Self {
-        self.config_mut().max_chars = n;
-        self
-    }
-
-    /// Keep `head` characters from the start and `tail` from the end.
-    ///
-    /// # Panics
-    ///
-    /// Panics if `head + tail` is not below the eviction threshold, or if called on a layer
-    /// that has been cloned.
-    pub fn keep(mut self, head: usize, tail: usize) -> Self {
-        let config = self.config_mut();
-        assert!(
-            head + tail < config.max_chars,
-            "head + tail must be below max_chars"
-        );
-        config.head = head;
-        config.tail = tail;
-        self
-    }
-
-    /// Never evict the tools `matcher` picks (replaces the default list; use
-    /// [`ToolMatcher::all`]`().not()` to evict every tool).
-    ///
-    /// # Panics
-    ///
-    /// Panics if called on a layer that has been cloned.
-    pub fn exclude(mut self, matcher: impl Into<ToolMatcher>) -> Self {
-        self.config_mut().excluded = matcher.into();
-        self
-    }
-
-    /// Save each evicted output in full to a file under `dir` (created if missing), and name
-    /// the file in the marker.
-    ///
-    /// # Panics
-    ///
-    /// Panics if called on a layer that has been cloned.
-    pub fn spill_to(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.config_mut().spill_dir = Some(dir.into());
-        self
-    }
-}
-
-impl Default for EvictLayer {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<S> Layer<S> for EvictLayer {
-    type Service = Evict<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Evict {
-            inner,
-            config: Arc::clone(&self.config),
-        }
-    }
 }
 
 /// The service of [`EvictLayer`].
@@ -281,103 +188,6 @@ fn evict(config: &Config, mut output: ToolOutput, note: Option<&str>) -> ToolOut
 
 fn needs_eviction(config: &Config, output: &ToolOutput) -> bool {
     output.content.len() > config.max_chars && output.content.chars().count() > config.max_chars
-}
-
-/// The response future of [`Evict`].
-pub mod future {
-    use std::{
-        future::Future,
-        pin::Pin,
-        task::{Context, Poll, ready},
-    };
-
-    use futures_util::future::BoxFuture;
-    use pin_project_lite::pin_project;
-
-    use super::*;
-
-    pin_project! {
-        /// The response future of [`Evict`](super::Evict).
-        pub struct ResponseFuture<F> {
-            #[pin]
-            state: State<F>,
-        }
-    }
-
-    pin_project! {
-        #[project = StateProj]
-        enum State<F> {
-            Inner { #[pin] fut: F, config: Option<Arc<Config>> },
-            Spilling { fut: BoxFuture<'static, ToolOutput> },
-        }
-    }
-
-    impl<F> ResponseFuture<F> {
-        pub(super) fn new(fut: F, config: Option<Arc<Config>>) -> Self {
-            ResponseFuture {
-                state: State::Inner { fut, config },
-            }
-        }
-    }
-
-    impl<F, E> Future for ResponseFuture<F>
-    where
-        F: Future<Output = Result<ToolOutput, E>>,
-        E: Into<BoxError>,
-    {
-        type Output = Result<ToolOutput, BoxError>;
-
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            loop {
-                match self.as_mut().project().state.project() {
-                    StateProj::Inner { fut, config } => {
-                        let output = ready!(fut.poll(cx)).map_err(Into::into)?;
-                        let Some(config) = config.take() else {
-                            return Poll::Ready(Ok(output));
-                        };
-                        if !needs_eviction(&config, &output) {
-                            return Poll::Ready(Ok(output));
-                        }
-                        let Some(dir) = config.spill_dir.clone() else {
-                            return Poll::Ready(Ok(evict(&config, output, None)));
-                        };
-                        let fut = Box::pin(async move {
-                            match spill(&dir, &output).await {
-                                Ok(path) => {
-                                    let note = format!("full output saved to {}", path.display());
-                                    let mut out = evict(&config, output, Some(&note));
-                                    out.metadata.insert(
-                                        "spilled_to".into(),
-                                        json!(path.display().to_string()),
-                                    );
-                                    out
-                                }
-                                Err(err) => {
-                                    tracing::warn!(
-                                        dir = %dir.display(),
-                                        error = %err,
-                                        "could not save an evicted tool output"
-                                    );
-                                    let note = format!("could not save the full output: {err}");
-                                    evict(&config, output, Some(&note))
-                                }
-                            }
-                        });
-                        self.as_mut().project().state.set(State::Spilling { fut });
-                    }
-                    StateProj::Spilling { fut } => {
-                        return Poll::Ready(Ok(ready!(fut.as_mut().poll(cx))));
-                    }
-                }
-            }
-        }
-    }
-
-    impl<F> fmt::Debug for ResponseFuture<F> {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.debug_struct("ResponseFuture").finish_non_exhaustive()
-        }
-    }
 }
 
 #[cfg(test)]

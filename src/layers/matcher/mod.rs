@@ -74,6 +74,11 @@ use crate::{
     tool::ToolRequest,
 };
 
+pub mod future;
+mod layer;
+
+pub use self::layer::{WhenLayer, when};
+
 /// Picks tool calls. See the [module docs](crate::layers::matcher) for the syntax.
 ///
 /// Cloning is one reference count.
@@ -336,45 +341,6 @@ impl fmt::Debug for ToolMatcher {
     }
 }
 
-// ===== when =====
-
-/// Applies `layer` only to the tool calls `matcher` picks; the others bypass it untouched.
-///
-/// See the [module docs](crate::layers::matcher).
-pub fn when<L>(matcher: impl Into<ToolMatcher>, layer: L) -> WhenLayer<L> {
-    WhenLayer {
-        matcher: matcher.into(),
-        layer,
-    }
-}
-
-/// The layer of [`when`].
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct WhenLayer<L> {
-    matcher: ToolMatcher,
-    layer: L,
-}
-
-impl<L> WhenLayer<L> {
-    /// A layer applying `layer` to the calls `matcher` picks.
-    pub fn new(matcher: impl Into<ToolMatcher>, layer: L) -> Self {
-        when(matcher, layer)
-    }
-}
-
-impl<S: Clone, L: Layer<S>> Layer<S> for WhenLayer<L> {
-    type Service = When<S, L::Service>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        When {
-            matched: self.layer.layer(inner.clone()),
-            inner,
-            matcher: self.matcher.clone(),
-        }
-    }
-}
-
 /// The service of [`when`]: `matched` is the layer over (a clone of) `inner`.
 ///
 /// # Backpressure
@@ -422,80 +388,6 @@ where
             future::ResponseFuture::matched(self.matched.clone().oneshot(req))
         } else {
             future::ResponseFuture::bypass(self.inner.clone().oneshot(req))
-        }
-    }
-}
-
-/// The response future of [`When`].
-pub mod future {
-    use std::{
-        future::Future,
-        pin::Pin,
-        task::{Context, Poll, ready},
-    };
-
-    use pin_project_lite::pin_project;
-
-    use super::*;
-
-    pin_project! {
-        /// The response future of [`When`](super::When).
-        pub struct ResponseFuture<S, M>
-        where
-            S: Service<ToolRequest>,
-            M: Service<ToolRequest>,
-        {
-            #[pin]
-            branch: Branch<S, M>,
-        }
-    }
-
-    pin_project! {
-        #[project = BranchProj]
-        enum Branch<S, M>
-        where
-            S: Service<ToolRequest>,
-            M: Service<ToolRequest>,
-        {
-            Matched { #[pin] fut: Oneshot<M, ToolRequest> },
-            Bypass { #[pin] fut: Oneshot<S, ToolRequest> },
-        }
-    }
-
-    impl<S: Service<ToolRequest>, M: Service<ToolRequest>> ResponseFuture<S, M> {
-        pub(super) fn matched(fut: Oneshot<M, ToolRequest>) -> Self {
-            ResponseFuture {
-                branch: Branch::Matched { fut },
-            }
-        }
-
-        pub(super) fn bypass(fut: Oneshot<S, ToolRequest>) -> Self {
-            ResponseFuture {
-                branch: Branch::Bypass { fut },
-            }
-        }
-    }
-
-    impl<S, M> Future for ResponseFuture<S, M>
-    where
-        S: Service<ToolRequest, Response = ToolOutput>,
-        S::Error: Into<BoxError>,
-        M: Service<ToolRequest, Response = ToolOutput>,
-        M::Error: Into<BoxError>,
-    {
-        type Output = Result<ToolOutput, BoxError>;
-
-        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            Poll::Ready(match self.project().branch.project() {
-                BranchProj::Matched { fut } => ready!(fut.poll(cx)).map_err(Into::into),
-                BranchProj::Bypass { fut } => ready!(fut.poll(cx)).map_err(Into::into),
-            })
-        }
-    }
-
-    impl<S: Service<ToolRequest>, M: Service<ToolRequest>> fmt::Debug for ResponseFuture<S, M> {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.debug_struct("ResponseFuture").finish_non_exhaustive()
         }
     }
 }
