@@ -719,7 +719,9 @@ pub(crate) async fn settle_hooks(ctx: &RunContext) {
 /// subagents ([`Agent::into_tool`](super::Agent::into_tool)) fire SubagentStart and
 /// SubagentStop, the todo built-in TaskCreated and TaskCompleted, the memory built-in
 /// InstructionsLoaded. The loop puts them there as the run starts, when the agent has hooks
-/// ([`AgentBuilder::hooks`](super::AgentBuilder::hooks)).
+/// ([`AgentBuilder::hooks`](super::AgentBuilder::hooks),
+/// [`AgentBuilder::loop_hooks`](super::AgentBuilder::loop_hooks); several registrations are
+/// one [`LoopHooks`] here, which asks each in order).
 ///
 /// ```
 /// use std::sync::Arc;
