@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::slots::{Decide1, Decide2, Decide3, HookSlots, Observe, ObserveStep};
+use super::slots::{All, Decide1, Decide2, Decide3, HookSlots, Matched, Observe, ObserveStep};
 use super::{CwdChanged, CwdChangedInput, ModelSwitchInput, PostModelSwitch, PreModelSwitch};
 use crate::layers::hooks::failure::{self, Failed, Policy};
 use crate::layers::hooks::{
@@ -537,7 +537,7 @@ impl<S> Hooks<S> {
         method: &'static str,
         matcher: ToolMatcher,
         make: Make<H>,
-        slot: fn(&mut HookSlots) -> &mut Vec<(ToolMatcher, Arc<H>)>,
+        slot: fn(&mut HookSlots) -> &mut Matched<H>,
     ) -> Hooks<state::Added> {
         let install = move |slots: &mut HookSlots, m: &ToolMatcher, policy: &Arc<Policy>| {
             slot(slots).push((m.clone(), make(policy)));
@@ -550,7 +550,7 @@ impl<S> Hooks<S> {
         self,
         method: &'static str,
         make: Make<H>,
-        slot: fn(&mut HookSlots) -> &mut Vec<Arc<H>>,
+        slot: fn(&mut HookSlots) -> &mut All<H>,
     ) -> Hooks<state::Added> {
         let install = move |slots: &mut HookSlots, _: &ToolMatcher, policy: &Arc<Policy>| {
             slot(slots).push(make(policy));
