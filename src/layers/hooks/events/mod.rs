@@ -1,5 +1,5 @@
 //! The events of hooks: [`HookEvent`], the registration methods of [`Hooks`](super::Hooks),
-//! and the inputs and answers of the events that have no firing layer of their own.
+//! and the inputs and answers of CwdChanged and of the model switches.
 //!
 //! Each event has a row of data (`table.rs`): its settings name, where it fires, what a hook
 //! can do there, the default timeout of a command handler, which protocol fields it has, the
