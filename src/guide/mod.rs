@@ -31,7 +31,7 @@ pub mod tools {}
 
 #[doc = include_str!("hooks.md")]
 #[doc = "\n# Every event\n\nMade from the crate's one list of events (also on [`HookEvent`](crate::layers::hooks::HookEvent)).\n\n"]
-#[doc = crate::layers::hooks::hook_table!()]
+#[doc = include_str!("../layers/hooks/events/events.md")]
 pub mod hooks {}
 
 #[doc = include_str!("stateful_layer.md")]

@@ -195,7 +195,6 @@ use futures_util::future::BoxFuture;
 use tower::Layer;
 
 use self::events::HookSlots;
-pub(crate) use self::events::hook_table;
 pub(crate) use self::settings::SettingsSource;
 use crate::{
     agent::{
