@@ -6,7 +6,7 @@ use std::{error::Error as StdError, fmt};
 use tokio_postgres::config::Host;
 
 use super::SCHEMA_VERSION;
-use crate::error::BoxError;
+use tower_agent_core::error::BoxError;
 
 /// A save lost its compare-and-swap: another store saved or deleted the thread since this
 /// store last loaded or saved it. Nothing was written. Load the thread again to continue
@@ -26,7 +26,7 @@ impl Conflict {
         &self.thread
     }
 
-    /// The conflict in an error chain (e.g. an [`Error`](crate::Error) of a run whose save
+    /// The conflict in an error chain (e.g. an [`Error`](tower_agent_core::Error) of a run whose save
     /// was refused), if there is one.
     pub fn find<'e>(mut error: &'e (dyn StdError + 'static)) -> Option<&'e Conflict> {
         loop {

@@ -4,7 +4,7 @@
 use deadpool_postgres::{Object, Transaction};
 
 use super::errors::ConnectErrorKind;
-use crate::error::BoxError;
+use tower_agent_core::error::BoxError;
 
 /// The schema migrations: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
 const MIGRATIONS: &[&str] = &[
