@@ -20,6 +20,10 @@
 //! without running a side effect twice. A run on a thread saves the assistant message that
 //! makes tool calls before any of them runs, and again after their results.
 //!
+//! A store of yours on a SQL database can make the decisions the SQL stores make (append or
+//! rewrite the messages, which data rows to write, the columns of pending calls and journal
+//! entries) with the building blocks in [`sql`].
+//!
 //! # Example
 //!
 //! ```
@@ -47,22 +51,20 @@ pub use tower_agent_core::store::*;
 
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub mod sqlite;
+#[doc(inline)]
+pub use tower_agent_sqlite as sqlite;
 
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use self::sqlite::Sqlite;
-
-#[cfg(feature = "sqlite")]
-mod file_lease;
+#[doc(inline)]
+pub use tower_agent_sqlite::Sqlite;
 
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub mod postgres;
+#[doc(inline)]
+pub use tower_agent_postgres as postgres;
 
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use self::postgres::Postgres;
-
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod rows;
+#[doc(inline)]
+pub use tower_agent_postgres::Postgres;

@@ -20,6 +20,10 @@
 //! without running a side effect twice. A run on a thread saves the assistant message that
 //! makes tool calls before any of them runs, and again after their results.
 //!
+//! A store of yours on a SQL database can make the decisions the SQL stores make (append or
+//! rewrite the messages, which data rows to write, the columns of pending calls and journal
+//! entries) with the building blocks in [`sql`].
+//!
 //! # Example
 //!
 //! ```
@@ -60,6 +64,7 @@ pub use crate::context::data;
 pub use self::data::{DataChange, Persisted, ThreadData};
 
 pub mod journal;
+pub mod sql;
 
 pub use self::journal::{JournalEntry, ToolJournal};
 /// A store's name in the marks of incremental saves (its home is [`message`](crate::message),

@@ -1,4 +1,5 @@
-//! [`Sqlite`]: a [`ThreadStore`] in a SQLite database file (feature `sqlite`).
+//! [`Sqlite`]: a [`ThreadStore`] of [tower-agent](https://docs.rs/tower-agent) in a SQLite
+//! database file (tower-agent's feature `sqlite`, where this crate is `tower_agent::store::sqlite`).
 //!
 //! Threads survive the process: the agent loop saves the thread after every step, each save is
 //! one transaction, so a process that crashes loses at most the step in flight, and a later
@@ -7,10 +8,11 @@
 //! # Example
 //!
 //! ```
-//! use tower_agent::{Agent, AgentRequest, model::ScriptedModel, store::Sqlite};
+//! use tower_agent_core::{Agent, AgentRequest, model::ScriptedModel};
+//! use tower_agent_sqlite::Sqlite;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! # async fn main() -> Result<(), tower_agent_core::BoxError> {
 //! # let dir = tempfile::tempdir()?;
 //! let path = dir.path().join("threads.db");
 //! let agent = Agent::builder()
@@ -34,10 +36,10 @@
 //! | table | one row per | columns |
 //! |---|---|---|
 //! | `threads` | thread | id, revision (new at every save), message count, pending calls (JSON), created/updated (Unix ms) |
-//! | `messages` | message | thread id, position, the [`Message`](crate::message::Message) as JSON |
-//! | `data` | key of the thread's [data](crate::store::data) | thread id, key, value (JSON): the todo list (`tower_agent.todos`), one row per file written (`tower_agent.files/` and its path), your [`Persisted`](crate::store::Persisted) types |
+//! | `messages` | message | thread id, position, the [`Message`](tower_agent_core::message::Message) as JSON |
+//! | `data` | key of the thread's [data](tower_agent_core::store::data) | thread id, key, value (JSON): the todo list (`tower_agent.todos`), one row per file written (`tower_agent.files/` and its path), your [`Persisted`](tower_agent_core::store::Persisted) types |
 //! | `revisions` | (one row) | the last revision given |
-//! | `journal` | tool call of a thread | thread id, call id, tool, arguments (JSON), output (JSON, `NULL` until it finished): the [tool-call journal](crate::store::journal), deleted with the thread |
+//! | `journal` | tool call of a thread | thread id, call id, tool, arguments (JSON), output (JSON, `NULL` until it finished): the [tool-call journal](tower_agent_core::store::journal), deleted with the thread |
 //!
 //! The schema knows nothing of the built-ins: whatever a tool or layer keeps in the thread's
 //! data is a row of `data`, and a save writes only the keys whose value changed (a step that
@@ -92,7 +94,7 @@
 //! A `Sqlite` runs its SQL on threads of its own, never on the async runtime's (and never on
 //! tokio's blocking pool), so the number of OS threads is fixed whatever the load:
 //!
-//! - **one writer thread** owns the write connection. Saves, deletes and [journal](crate::store::journal)
+//! - **one writer thread** owns the write connection. Saves, deletes and [journal](tower_agent_core::store::journal)
 //!   records queue for it (at most [`WRITE_QUEUE`] (1,024) waiting; a caller beyond that waits,
 //!   asynchronously, for room). It takes every write queued (up to [`MAX_BATCH`] (512)) and
 //!   runs them in **one** `IMMEDIATE` transaction (group commit). A write that fails is rolled
@@ -110,7 +112,7 @@
 //! transaction rolls back) and the thread goes on; a thread that is gone makes every later
 //! call an error, never a hang. Concurrent runs on different threads are safe. Two runs on the
 //! *same* thread at the same time are not merged: the last save wins (see the
-//! [store module docs](crate::store)) — which is why runs take a lease.
+//! [store module docs](tower_agent_core::store)) — which is why runs take a lease.
 //!
 //! # Several stores on one file
 //!
@@ -138,10 +140,12 @@
 //! on Unix) on a lock file of the thread in `<database file>.leases/` (one empty file per
 //! thread leased, named by the SHA-256 of its id) while the run lives. A second lease of the
 //! thread — from this process or any other process that opens the same database file — is a
-//! [`ThreadBusy`](super::ThreadBusy) error (the HTTP server answers `409`). The kernel drops
+//! [`ThreadBusy`](tower_agent_core::store::ThreadBusy) error (the HTTP server answers `409`). The kernel drops
 //! the lock when the holder closes the file: when the lease is dropped, or when its process
 //! dies in any way (`kill -9` included), so a dead run never blocks its thread. An in-memory
 //! database gives every lease.
+// No function of the library over 100 lines (clippy's count, the threshold in clippy.toml).
+#![warn(clippy::too_many_lines)]
 
 use std::{
     collections::BTreeMap,
@@ -159,16 +163,18 @@ use futures_util::future::BoxFuture;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
-use super::ThreadInfo;
-use super::{
-    Lease, StoreTag, Thread, ThreadStore,
-    rows::{Cache, DEFAULT_CACHE_THREADS, from_millis},
+use tower_agent_core::{
+    error::BoxError,
+    store::{
+        Lease, StoreTag, Thread, ThreadInfo, ThreadStore, ToolJournal,
+        sql::{SavedThreads, from_millis},
+    },
 };
-use crate::error::BoxError;
 
 pub use self::open::OpenError;
 use self::open::{OpenErrorKind, check_file, classify, prepare};
 
+mod file_lease;
 mod journal;
 mod open;
 mod save;
@@ -177,7 +183,7 @@ mod writer;
 /// How long a writer waits for a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A [`ThreadStore`] in a SQLite database. See the [module docs](crate::store::sqlite).
+/// A [`ThreadStore`] in a SQLite database. See the [crate docs](crate).
 ///
 /// Cloning is one reference count; clones share the connections and their threads, which
 /// stop (and close the database) when the last clone is dropped.
@@ -223,7 +229,7 @@ struct Ctx {
     /// ([`Messages::stored_len`]): one per database file in this process (stores on one file
     /// share it: revisions are the file's), one per in-memory database.
     tag: StoreTag,
-    cache: Mutex<Cache>,
+    cache: Mutex<SavedThreads>,
     /// Stored message rows a save read back to compare with its history (the rewrite path).
     compared_rows: AtomicU64,
     /// The largest number of writes committed in one transaction so far.
@@ -231,7 +237,7 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn cache(&self) -> MutexGuard<'_, Cache> {
+    fn cache(&self) -> MutexGuard<'_, SavedThreads> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -411,7 +417,7 @@ impl Sqlite {
     ) -> io::Result<Self> {
         let ctx = Arc::new(Ctx {
             tag,
-            cache: Mutex::new(Cache::new(DEFAULT_CACHE_THREADS)),
+            cache: Mutex::new(SavedThreads::new(SavedThreads::DEFAULT_CAPACITY)),
             compared_rows: AtomicU64::new(0),
             largest_batch: AtomicUsize::new(0),
         });
@@ -576,13 +582,13 @@ impl ThreadStore for Sqlite {
     fn lease<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Lease, BoxError>> {
         Box::pin(async move {
             match &self.shared.path {
-                Some(path) => super::file_lease::take(path, id),
+                Some(path) => file_lease::take(path, id),
                 None => Ok(Lease::free()),
             }
         })
     }
 
-    fn journal(&self) -> Option<&dyn super::ToolJournal> {
+    fn journal(&self) -> Option<&dyn ToolJournal> {
         Some(self)
     }
 }
@@ -591,14 +597,10 @@ impl ThreadStore for Sqlite {
 mod tests {
     use std::sync::atomic::Ordering;
 
+    use serde_json::json;
+    use tower_agent_core::message::{Message, Messages};
+
     use super::*;
-    use crate::{
-        builtins::{
-            filesystem::FilesWritten,
-            todo::{Todo, TodoStatus, Todos},
-        },
-        message::{Message, Messages},
-    };
 
     async fn count_rows(store: &Sqlite, id: &str) -> i64 {
         let id = id.to_owned();
@@ -626,23 +628,23 @@ mod tests {
         assert!(store.load("t").await.unwrap().is_none());
 
         let mut t = thread("t", &["a", "b"]);
-        Todos::set(&mut t.data, vec![Todo::new("1", "x")]);
-        FilesWritten::set(&mut t.data, "/f", "one");
+        // The todo list and two files, as tower-agent's built-ins keep them.
+        let todo = |status| json!([{"id": "1", "title": "x", "status": status}]);
+        t.data.set_value("tower_agent.todos", todo("pending"));
+        t.data.set_value("tower_agent.files//f", json!("one"));
         store.save(&t).await.unwrap();
 
         // Append: the history shares its prefix with what was saved.
         t.messages.push(Message::assistant("c"));
-        let mut todos = Todos::of(&t.data);
-        todos[0].status = TodoStatus::Done;
-        Todos::set(&mut t.data, todos);
-        FilesWritten::set(&mut t.data, "/g", "two");
+        t.data.set_value("tower_agent.todos", todo("done"));
+        t.data.set_value("tower_agent.files//g", json!("two"));
         store.save(&t).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), t);
         assert_eq!(count_rows(&store, "t").await, 3);
 
         // Compaction: rewrite from the first difference.
         t.messages.splice(0..2, [Message::user("summary")]);
-        FilesWritten::remove(&mut t.data, "/f");
+        t.data.remove_value("tower_agent.files//f");
         store.save(&t).await.unwrap();
         assert_eq!(store.load("t").await.unwrap().unwrap(), t);
         assert_eq!(count_rows(&store, "t").await, 2);
@@ -704,7 +706,7 @@ mod tests {
         let mut big = long_thread("big", 1000);
         store.save(&big).await.unwrap();
         // Evict it: more threads saved since than the cache holds.
-        for i in 0..DEFAULT_CACHE_THREADS + 10 {
+        for i in 0..SavedThreads::DEFAULT_CAPACITY + 10 {
             store
                 .save(&thread(&format!("small{i}"), &["x"]))
                 .await

@@ -20,19 +20,19 @@ use tokio::{
     time::Instant,
 };
 use tokio_postgres::types::ToSql;
-
-use super::{ABSENT, Conflict, LOCK_SPACE, MAX_BATCH, chain};
-use crate::{
+use tower_agent_core::{
     error::BoxError,
     store::{
         StoreTag, Thread,
         journal::live_calls,
-        rows::{
-            Cache, Cached, FirstDifference, Head, Plan, data_changes, is_current, plan, serialize,
-            to_millis,
+        sql::{
+            FirstDifference, Head, Plan, SavedThread, SavedThreads, data_changes, encode_calls,
+            encode_message, is_current, plan, to_millis,
         },
     },
 };
+
+use super::{ABSENT, Conflict, LOCK_SPACE, MAX_BATCH, chain};
 
 /// A write waiting for the writer: a save, or a record of the tool-call journal.
 pub(super) enum Queued {
@@ -77,7 +77,7 @@ pub(super) struct Writer {
     /// appends without the cache (see [`Messages::stored_len`]).
     pub(super) tag: StoreTag,
     pub(super) pool: Pool,
-    pub(super) cache: Arc<Mutex<Cache>>,
+    pub(super) cache: Arc<Mutex<SavedThreads>>,
     pub(super) target: String,
     /// Its connection, taken out of the pool (so that reads never wait for it, nor it for
     /// reads); connected again after it broke.
@@ -131,7 +131,7 @@ impl Writer {
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, SavedThreads> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -172,7 +172,7 @@ impl Writer {
         else {
             return;
         };
-        let remembered: Vec<Option<Cached>> = {
+        let remembered: Vec<Option<SavedThread>> = {
             let mut cache = self.cache();
             batch
                 .iter()
@@ -257,7 +257,7 @@ impl Writer {
                     thread.messages.mark_stored(self.tag, revision);
                     cache.put(
                         thread.id.clone(),
-                        Cached::new(revision, thread.messages, thread.data),
+                        SavedThread::new(revision, thread.messages, thread.data),
                     );
                     Ok(())
                 }
@@ -291,7 +291,7 @@ impl Writer {
     async fn attempt(
         &mut self,
         batch: &[Job<Thread>],
-        remembered: &[Option<Cached>],
+        remembered: &[Option<SavedThread>],
         records: &[Job<Record>],
         deadline: Instant,
     ) -> Result<Vec<Result<i64, BoxError>>, Failure> {
@@ -433,7 +433,7 @@ struct Write<'a> {
     /// Insert the messages from this position on.
     insert_from: usize,
     thread: &'a Thread,
-    remembered: Option<&'a Cached>,
+    remembered: Option<&'a SavedThread>,
     /// Compare the stored rows with the history first ([`Plan::Compare`]).
     compare: bool,
 }
@@ -444,7 +444,7 @@ async fn write_batch(
     client: &mut ClientWrapper,
     tag: StoreTag,
     batch: &[Job<Thread>],
-    remembered: &[Option<Cached>],
+    remembered: &[Option<SavedThread>],
     records: &[Job<Record>],
 ) -> Result<Vec<Result<i64, BoxError>>, tokio_postgres::Error> {
     let tx = client.transaction().await?;
@@ -553,7 +553,7 @@ async fn lock_threads(
 fn plan_write<'a>(
     tag: StoreTag,
     thread: &'a Thread,
-    remembered: Option<&'a Cached>,
+    remembered: Option<&'a SavedThread>,
     found: Option<Head>,
 ) -> Result<Write<'a>, Conflict> {
     // What this store remembers must still be what the database holds.
@@ -706,9 +706,9 @@ impl<'a> Rows<'a> {
             .messages
             .iter()
             .skip(w.insert_from)
-            .map(serialize)
+            .map(encode_message)
             .collect::<Result<Vec<String>, _>>()?;
-        let pend = crate::store::rows::encode_calls(thread)?;
+        let pend = encode_calls(thread)?;
         if let Some(from) = w.delete_from {
             self.delete_ids.push(id);
             self.delete_from.push(from);

@@ -4,9 +4,7 @@
 use std::{error::Error as StdError, fmt};
 
 use tokio_postgres::config::Host;
-
-use super::SCHEMA_VERSION;
-use crate::error::BoxError;
+use tower_agent_core::error::BoxError;
 
 /// A save lost its compare-and-swap: another store saved or deleted the thread since this
 /// store last loaded or saved it. Nothing was written. Load the thread again to continue
@@ -26,7 +24,7 @@ impl Conflict {
         &self.thread
     }
 
-    /// The conflict in an error chain (e.g. an [`Error`](crate::Error) of a run whose save
+    /// The conflict in an error chain (e.g. an [`Error`](tower_agent_core::Error) of a run whose save
     /// was refused), if there is one.
     pub fn find<'e>(mut error: &'e (dyn StdError + 'static)) -> Option<&'e Conflict> {
         loop {
@@ -72,8 +70,14 @@ pub(super) enum ConnectErrorKind {
     Url,
     Connect,
     Schema,
-    TooNew { found: i32 },
-    Migration { to: i32 },
+    /// The database's schema version (`found`) is past the newest this crate knows.
+    TooNew {
+        found: i32,
+        newest: i32,
+    },
+    Migration {
+        to: i32,
+    },
 }
 
 impl ConnectError {
@@ -93,7 +97,7 @@ impl ConnectError {
     }
 
     /// The database was written by a newer version of this crate (its schema version is
-    /// higher than [`SCHEMA_VERSION`]); it was left untouched.
+    /// higher than [`SCHEMA_VERSION`](crate::SCHEMA_VERSION)); it was left untouched.
     pub fn is_too_new(&self) -> bool {
         matches!(self.kind, ConnectErrorKind::TooNew { .. })
     }
@@ -117,9 +121,9 @@ impl fmt::Display for ConnectError {
             ConnectErrorKind::Url => f.write_str("bad database URL"),
             ConnectErrorKind::Connect => f.write_str("cannot connect"),
             ConnectErrorKind::Schema => f.write_str("cannot read or create the schema"),
-            ConnectErrorKind::TooNew { found } => write!(
+            ConnectErrorKind::TooNew { found, newest } => write!(
                 f,
-                "its schema version is {found}, newer than the {SCHEMA_VERSION} this version of \
+                "its schema version is {found}, newer than the {newest} this version of \
                  tower-agent knows; upgrade tower-agent (the database was left untouched)"
             ),
             ConnectErrorKind::Migration { to } => {

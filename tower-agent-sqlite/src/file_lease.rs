@@ -29,8 +29,10 @@ use std::{
 
 use sha2::{Digest, Sha256};
 
-use super::{Lease, ThreadBusy};
-use crate::error::BoxError;
+use tower_agent_core::{
+    error::BoxError,
+    store::{Lease, ThreadBusy},
+};
 
 /// The directory of the lock files of the database `db`.
 pub(crate) fn dir(db: &Path) -> PathBuf {

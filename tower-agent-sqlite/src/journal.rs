@@ -4,13 +4,13 @@ use std::collections::HashMap;
 
 use futures_util::future::BoxFuture;
 use rusqlite::{OptionalExtension, params};
-
-use super::{Sqlite, Write};
-use crate::{
+use tower_agent_core::{
     error::BoxError,
     message::{ToolCall, ToolOutput},
     store::journal::{JournalEntry, ToolJournal},
 };
+
+use super::{Sqlite, Write};
 
 impl ToolJournal for Sqlite {
     fn started<'a>(
@@ -76,7 +76,7 @@ impl ToolJournal for Sqlite {
                     })
                     .optional()?;
                 if let Some((tool, arguments, output)) = row {
-                    let entry = super::super::rows::decode_journal_entry(
+                    let entry = tower_agent_core::store::sql::decode_journal_entry(
                         id.clone(),
                         tool,
                         &arguments,

@@ -10,8 +10,9 @@ use std::{
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::mpsc;
 
+use tower_agent_core::{error::BoxError, store::sql::SavedThread};
+
 use super::{Ctx, Job, MAX_BATCH, Reply, Write, save::save};
-use crate::{error::BoxError, store::rows::Cached};
 
 /// The writer thread: takes every write queued (up to [`MAX_BATCH`]), runs them in one
 /// transaction, commits it, and answers each caller.
@@ -187,7 +188,7 @@ fn committed(ctx: &Ctx, write: Write, revision: Option<i64>) {
             thread.messages.mark_stored(ctx.tag, revision);
             ctx.cache().put(
                 thread.id,
-                Cached::new(revision, thread.messages, thread.data),
+                SavedThread::new(revision, thread.messages, thread.data),
             );
         }
         (Write::Delete(id), _) => ctx.cache().remove(&id),

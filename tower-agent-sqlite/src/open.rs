@@ -12,7 +12,7 @@ use std::{
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 
 use super::BUSY_TIMEOUT;
-use crate::error::BoxError;
+use tower_agent_core::error::BoxError;
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";

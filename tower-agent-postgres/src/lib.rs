@@ -1,7 +1,8 @@
-//! [`Postgres`]: a [`ThreadStore`] in a PostgreSQL database (feature `postgres`), shared by
-//! the replicas of a server.
+//! [`Postgres`]: a [`ThreadStore`] of [tower-agent](https://docs.rs/tower-agent) in a PostgreSQL
+//! database (tower-agent's feature `postgres`, where this crate is `tower_agent::store::postgres`),
+//! shared by the replicas of a server.
 //!
-//! It keeps the semantics of [`Sqlite`](crate::store::sqlite) (a save is written whole or not
+//! It keeps the semantics of [`Sqlite`](https://docs.rs/tower-agent-sqlite) (a save is written whole or not
 //! at all, incremental appends, migrations, errors that say what is wrong) in a database that any
 //! number of processes on any number of machines use at once, and adds one rule they need:
 //! **a save never overwrites a thread another writer changed since this store read it**.
@@ -9,10 +10,11 @@
 //! # Example
 //!
 //! ```no_run
-//! use tower_agent::{Agent, AgentRequest, model::ScriptedModel, store::Postgres};
+//! use tower_agent_core::{Agent, AgentRequest, model::ScriptedModel};
+//! use tower_agent_postgres::Postgres;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! # async fn main() -> Result<(), tower_agent_core::BoxError> {
 //! let store = Postgres::connect("postgresql://agent:secret@db.internal/agents").await?;
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new().text("Nice to meet you, Ada."))
@@ -29,9 +31,9 @@
 //! | table | one row per | columns |
 //! |---|---|---|
 //! | `tower_agent_threads` | thread | id, revision, message count, pending calls (JSON), created/updated (Unix ms) |
-//! | `tower_agent_messages` | message | thread id, position, the [`Message`](crate::message::Message) as JSON |
-//! | `tower_agent_data` | key of the thread's [data](crate::store::data) | thread id, key, value (JSON text): the todo list (`tower_agent.todos`), one row per file written (`tower_agent.files/` and its path), your [`Persisted`](crate::store::Persisted) types |
-//! | `tower_agent_journal` | tool call of a thread | thread id, call id, tool, arguments (JSON), output (JSON, `NULL` until it finished): the [tool-call journal](crate::store::journal), deleted with the thread |
+//! | `tower_agent_messages` | message | thread id, position, the [`Message`](tower_agent_core::message::Message) as JSON |
+//! | `tower_agent_data` | key of the thread's [data](tower_agent_core::store::data) | thread id, key, value (JSON text): the todo list (`tower_agent.todos`), one row per file written (`tower_agent.files/` and its path), your [`Persisted`](tower_agent_core::store::Persisted) types |
+//! | `tower_agent_journal` | tool call of a thread | thread id, call id, tool, arguments (JSON), output (JSON, `NULL` until it finished): the [tool-call journal](tower_agent_core::store::journal), deleted with the thread |
 //! | `tower_agent_schema` | (one row) | the schema version |
 //!
 //! and the sequence `tower_agent_revisions`. Every name starts with `tower_agent_`, so the
@@ -98,7 +100,7 @@
 //!
 //! # Group commit: many saves, one transaction
 //!
-//! Saves (and the records of the [tool-call journal](crate::store::journal)) do not each take
+//! Saves (and the records of the [tool-call journal](tower_agent_core::store::journal)) do not each take
 //! a connection and a transaction: they queue for one of the store's [`WRITERS`] (4) writer
 //! tasks (shared by the store's clones; a thread's writes always go to the same one, chosen
 //! by a hash of its id), which takes every write waiting (up to [`MAX_BATCH`], 512, of
@@ -156,6 +158,8 @@
 //! PostgreSQL client and pool, both actively released; they are a fraction of `sqlx`'s build
 //! (no query macros, no `any` driver, no second runtime abstraction), and this store needs only
 //! plain parameterised statements.
+// No function of the library over 100 lines (clippy's count, the threshold in clippy.toml).
+#![warn(clippy::too_many_lines)]
 
 use std::{
     fmt,
@@ -173,17 +177,20 @@ use tokio::{
     sync::{mpsc, oneshot},
 };
 use tokio_postgres::NoTls;
+use tower_agent_core::{
+    error::BoxError,
+    message::Messages,
+    store::{
+        Lease, StoreTag, Thread, ThreadBusy, ThreadData, ThreadInfo, ThreadStore, ToolJournal,
+        sql::{SavedThread, SavedThreads, decode_calls, decode_value, from_millis},
+    },
+};
 
 use self::errors::{ConnectErrorKind, chain, describe, redact_url};
 pub use self::{
     errors::{Conflict, ConnectError},
     schema::SCHEMA_VERSION,
 };
-use super::{
-    Lease, StoreTag, Thread, ThreadBusy, ThreadData, ThreadInfo, ThreadStore,
-    rows::{Cache, Cached, DEFAULT_CACHE_THREADS, from_millis, parse_value},
-};
-use crate::{error::BoxError, message::Messages};
 
 mod errors;
 mod journal;
@@ -246,14 +253,14 @@ pub struct Postgres {
 
 struct Shared {
     /// The tag under which this store marks the histories it loaded or saved
-    /// ([`Messages::mark_stored`](crate::message::Messages::mark_stored)): a save of such a
+    /// ([`Messages::mark_stored`](tower_agent_core::message::Messages::mark_stored)): a save of such a
     /// history appends even when the cache no longer holds the thread.
     tag: StoreTag,
     pool: Pool,
     /// The server and database, for errors: never the password.
     target: String,
     /// Shared with the writer task, which remembers what it saved.
-    cache: Arc<Mutex<Cache>>,
+    cache: Arc<Mutex<SavedThreads>>,
     /// The queues of the writer tasks (group commit), [`WRITERS`] of them; a thread's writes
     /// always go to the same one. The tasks end when these are dropped.
     writers: Vec<mpsc::Sender<writer::Queued>>,
@@ -335,7 +342,9 @@ impl Postgres {
             }
         }
         drop(client);
-        let cache = Arc::new(Mutex::new(Cache::new(DEFAULT_CACHE_THREADS)));
+        let cache = Arc::new(Mutex::new(SavedThreads::new(
+            SavedThreads::DEFAULT_CAPACITY,
+        )));
         let tag = StoreTag::unique();
         let writers = (0..WRITERS)
             .map(|_| {
@@ -547,7 +556,7 @@ impl Postgres {
         }
     }
 
-    fn cache(&self) -> MutexGuard<'_, Cache> {
+    fn cache(&self) -> MutexGuard<'_, SavedThreads> {
         self.shared.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -590,11 +599,11 @@ impl ThreadStore for Postgres {
             let remembered = match &loaded {
                 Some((revision, thread)) => {
                     thread.messages.mark_stored(self.shared.tag, *revision);
-                    Cached::new(*revision, thread.messages.clone(), thread.data.clone())
+                    SavedThread::new(*revision, thread.messages.clone(), thread.data.clone())
                 }
                 // Remembered as absent: a save that finds the thread created meanwhile by
                 // another store is a conflict, not a replacement.
-                None => Cached::new(ABSENT, Messages::new(), ThreadData::new()),
+                None => SavedThread::new(ABSENT, Messages::new(), ThreadData::new()),
             };
             self.cache().put(id.to_owned(), remembered);
             Ok(loaded.map(|(_, thread)| thread))
@@ -613,7 +622,7 @@ impl ThreadStore for Postgres {
         Box::pin(self.lease_thread(id))
     }
 
-    fn journal(&self) -> Option<&dyn super::ToolJournal> {
+    fn journal(&self) -> Option<&dyn ToolJournal> {
         Some(self)
     }
 }
@@ -681,7 +690,7 @@ async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, Bo
             1 => bodies.push((row.try_get(1)?, row.try_get(2)?)),
             _ => {
                 let key: &str = row.try_get(2)?;
-                data.push((key, parse_value(id, key, row.try_get(3)?)?));
+                data.push((key, decode_value(id, key, row.try_get(3)?)?));
             }
         }
     }
@@ -689,7 +698,7 @@ async fn load(client: &mut Object, id: &str) -> Result<Option<(i64, Thread)>, Bo
     let Some((revision, pending)): Option<(i64, &str)> = head else {
         return Ok(None);
     };
-    let (pending, approved) = super::rows::decode_calls(id, pending)?;
+    let (pending, approved) = decode_calls(id, pending)?;
     // The rows of a union come in no stated order.
     bodies.sort_unstable_by_key(|&(seq, _)| seq);
     let mut messages = Messages::new();

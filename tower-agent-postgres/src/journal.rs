@@ -7,18 +7,18 @@
 use std::collections::HashMap;
 
 use futures_util::future::BoxFuture;
-
-use super::{
-    Postgres,
-    writer::{Queued, Record},
-};
-use crate::{
+use tower_agent_core::{
     error::BoxError,
     message::{ToolCall, ToolOutput},
     store::{
         journal::{JournalEntry, ToolJournal},
-        rows::decode_journal_entry,
+        sql::decode_journal_entry,
     },
+};
+
+use super::{
+    Postgres,
+    writer::{Queued, Record},
 };
 
 impl Postgres {

@@ -5,20 +5,20 @@
 use std::{collections::BTreeMap, sync::atomic::Ordering, time::SystemTime};
 
 use rusqlite::{Connection, OptionalExtension, params};
-
-use super::Ctx;
-use crate::{
+use tower_agent_core::{
     error::BoxError,
     message::{Message, Messages},
     store::{
         Thread, ThreadData,
         journal::live_calls,
-        rows::{
-            Cached, FirstDifference, Plan, data_changes, data_changes_from_rows, decode_calls,
-            encode_calls, is_current, parse_value, plan, serialize, to_millis,
+        sql::{
+            FirstDifference, Plan, SavedThread, data_changes, data_changes_from_rows, decode_calls,
+            decode_value, encode_calls, encode_message, is_current, plan, to_millis,
         },
     },
 };
+
+use super::Ctx;
 
 /// The thread `id`, read in one transaction (one snapshot).
 pub(super) fn load(
@@ -54,10 +54,10 @@ pub(super) fn load(
     let data = stored_data(&tx, &id)?
         .into_iter()
         .map(|(key, text)| {
-            let value = parse_value(&id, &key, &text)?;
+            let value = decode_value(&id, &key, &text)?;
             Ok((key, value))
         })
-        .collect::<Result<ThreadData, String>>()?;
+        .collect::<Result<ThreadData, BoxError>>()?;
     tx.commit()?;
 
     // The history is what the database holds at `revision`: a save of it (grown) appends.
@@ -67,7 +67,7 @@ pub(super) fn load(
     if cache.get(&id).is_none_or(|c| c.revision <= revision) {
         cache.put(
             id.clone(),
-            Cached::new(revision, messages.clone(), data.clone()),
+            SavedThread::new(revision, messages.clone(), data.clone()),
         );
     }
     drop(cache);
@@ -176,7 +176,7 @@ fn insert_messages(
     let mut insert =
         conn.prepare_cached("INSERT INTO messages (thread_id, seq, body) VALUES (?1, ?2, ?3)")?;
     for (seq, message) in new.iter().enumerate().skip(keep) {
-        insert.execute(params![id, seq as i64, serialize(message)?])?;
+        insert.execute(params![id, seq as i64, encode_message(message)?])?;
     }
     Ok(())
 }
@@ -186,7 +186,7 @@ fn insert_messages(
 fn save_data(
     conn: &Connection,
     id: &str,
-    cached: Option<&Cached>,
+    cached: Option<&SavedThread>,
     stored: bool,
     new: &ThreadData,
 ) -> Result<(), BoxError> {

@@ -4,7 +4,7 @@
 use deadpool_postgres::{Object, Transaction};
 
 use super::errors::ConnectErrorKind;
-use crate::error::BoxError;
+use tower_agent_core::error::BoxError;
 
 /// The schema migrations: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -97,7 +97,13 @@ pub(super) async fn migrate(
         .map_or(0, |row| row.get(0));
     if version > SCHEMA_VERSION {
         // Rolled back when `tx` drops: the database is left as it was.
-        return Err((ConnectErrorKind::TooNew { found: version }, None));
+        return Err((
+            ConnectErrorKind::TooNew {
+                found: version,
+                newest: SCHEMA_VERSION,
+            },
+            None,
+        ));
     }
     if version == SCHEMA_VERSION {
         return tx.commit().await.map_err(db);
