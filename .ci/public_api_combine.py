@@ -12,7 +12,12 @@ re-exports of `model` and `store`) and a few core items under other paths
 - for a `pub use tower_agent::PATH::NAME` of a core item at another path: the core's lines of
   that item (its declaration, fields, methods, impls) under `tower_agent::PATH::NAME`.
 
-    python3 .ci/public_api_combine.py CORE_LISTING FACADE_LISTING > combined
+    python3 .ci/public_api_combine.py CORE_LISTING FACADE_LISTING \
+        [CRATE_PATH=FACADE_PATH:LISTING ...] > combined
+
+Crates the facade re-exports under another path (a store crate as `store::sqlite`) are given
+as `tower_agent_sqlite::=tower_agent::store::sqlite:::LISTING`: their lines are read under
+that path and counted with the core's.
 """
 
 import re
@@ -36,9 +41,31 @@ def subject(line):
     return m.group(1) if m else None
 
 
-def main(core_path, facade_path):
-    core = [l.rstrip("\n").replace(CORE, FACADE) for l in open(core_path) if l.strip()]
-    facade = [l.rstrip("\n") for l in open(facade_path) if l.strip()]
+def main(core_path, facade_path, *others):
+    maps = [(CORE, FACADE)]
+    listings = [core_path]
+    for spec in others:
+        names, listing = spec.rsplit(":", 1)
+        crate, at = names.split("=", 1)
+        maps.append((crate, at))
+        listings.append(listing)
+
+    roots = {}
+    for crate, at in maps[1:]:
+        roots["pub mod " + crate[: -len("::")]] = "pub mod " + at[: -len("::")]
+
+    def read(path):
+        lines = []
+        for l in open(path):
+            l = roots.get(l.rstrip("\n"), l)
+            if l.strip():
+                for crate, at in maps:
+                    l = l.replace(crate, at)
+                lines.append(l.rstrip("\n"))
+        return lines
+
+    core = [l for path in listings for l in read(path)]
+    facade = read(facade_path)
     declared = {}
     for line in core:
         m = DECL.match(line)
@@ -47,11 +74,13 @@ def main(core_path, facade_path):
     out = set(core)
     for line in facade:
         if not line.startswith("pub use "):
-            out.add(line.replace(CORE, FACADE))
+            out.add(line)
             continue
         # A re-export: of the facade's own item (listed at its path already), of a core module
         # at the same path (covered by the core's lines), or of a core item at another path.
-        path = line[len("pub use "):].replace(CORE, FACADE)
+        path = line[len("pub use "):]
+        if "pub mod " + path in roots.values():
+            continue  # a crate re-exported whole, at the path its lines are read under
         if "<<" in path:
             continue  # a glob of a core module at the same path
         name = path.rsplit("::", 1)[-1]
@@ -59,7 +88,7 @@ def main(core_path, facade_path):
         if path in targets:
             continue  # a core item at the same path
         if not targets:
-            out.add(line.replace(CORE, FACADE))  # another crate's item (tower's, ...)
+            out.add(line)  # another crate's item (tower's, ...), or a crate re-exported whole
             continue
         target = min(targets, key=len)
         pat = re.compile(re.escape(target) + r"(?=$|::|<|\s|\)|,)")
@@ -72,4 +101,4 @@ def main(core_path, facade_path):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:])
