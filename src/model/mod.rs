@@ -80,23 +80,25 @@ pub use tower_agent_core::model::*;
 
 #[cfg(feature = "anthropic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
-pub mod anthropic;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
-mod http;
+#[doc(inline)]
+pub use tower_agent_providers::anthropic;
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
-pub mod openai;
+#[doc(inline)]
+pub use tower_agent_providers::openai;
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
-pub mod responses;
+#[doc(inline)]
+pub use tower_agent_providers::responses;
 
 /// The response futures of the model services.
 pub mod future {
-    #[cfg(any(feature = "openai", feature = "anthropic"))]
-    #[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
-    pub use super::http::ResponseFuture;
     #[doc(inline)]
     pub use tower_agent_core::model::future::*;
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
+    #[cfg_attr(docsrs, doc(cfg(any(feature = "openai", feature = "anthropic"))))]
+    #[doc(inline)]
+    pub use tower_agent_providers::future::ResponseFuture;
 }
 
 #[cfg(feature = "anthropic")]

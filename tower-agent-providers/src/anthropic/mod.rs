@@ -4,10 +4,11 @@
 //!
 //! ```no_run
 //! use tower::ServiceBuilder;
-//! use tower_agent::{Agent, model::{RetryPolicy, anthropic::Anthropic}};
+//! use tower_agent_core::{Agent, model::RetryPolicy};
+//! use tower_agent_providers::anthropic::Anthropic;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::Error> {
+//! # async fn main() -> Result<(), tower_agent_core::Error> {
 //! let claude = Anthropic::builder()
 //!     .api_key(std::env::var("ANTHROPIC_API_KEY").unwrap_or_default())
 //!     .model("claude-sonnet-4-5")
@@ -30,31 +31,31 @@
 //! | system messages | the top-level `system` string (several are joined by blank lines) |
 //! | user / assistant messages | `messages[]`; `content` is a string for one text part, else blocks (`text`, `image` with a `url` or `base64` source from a `data:` URL) |
 //! | assistant tool calls | `tool_use` blocks `{id, name, input}` after the text (`input` is `{}` for arguments that were not a JSON object) |
-//! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message (`content` is the text, or `text`, `image` and `document` blocks when the tool returned images or documents: [`ToolOutput::with_image`](crate::message::ToolOutput::with_image), [`with_document`](crate::message::ToolOutput::with_document)); consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
-//! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{name, description, input_schema}]` |
-//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `top_p`, `stop` → `stop_sequences`, `stream`; `tool_choice` (with tools) → `tool_choice: {type: auto \| any \| tool \| none}`, `parallel_tool_calls: false` → its `disable_parallel_tool_use: true`; `response_format` → `output_config: {format: {type: "json_schema", schema}}`; `extra_body` merged at the top level; `seed` is an [invalid-request](crate::model::ProviderError::is_invalid_request) error (the API has none) |
-//! | answer | the content blocks in their order: consecutive `text` blocks joined as one text part (their `citations` are not kept), `thinking` (with its `signature`) and `redacted_thinking` blocks as [`Content::Reasoning`](crate::message::Content::Reasoning) parts, `tool_use` blocks as tool calls, and every other block (a server tool's `server_tool_use`, `web_search_tool_result`, `web_fetch_tool_result`, `code_execution_tool_result`, `mcp_tool_use`, `mcp_tool_result`, `container_upload`, …) kept whole as a [`Content::Provider`](crate::message::Content::Provider) part (provider `"anthropic"`) at its place |
-//! | [`Content::Provider`](crate::message::Content::Provider) of an assistant message | from `"anthropic"`: the block sent back as it came, at its place among the text and thinking blocks (before the `tool_use` blocks), so a turn paused with `pause_turn` continues where it stopped; from another provider: not sent |
-//! | [`Content::Reasoning`](crate::message::Content::Reasoning) of an assistant message | sent back unmodified, first in the assistant message (before its text and `tool_use` blocks), as the API requires: `thinking {thinking, signature}` or `redacted_thinking {data}`; reasoning with neither a signature nor redacted data (from another provider) is not sent |
-//! | [`ModelSettings::thinking_budget`](crate::model::ModelSettings::thinking_budget) | `thinking: {type: "enabled", budget_tokens}` |
+//! | tool results | `tool_result` blocks `{tool_use_id, content, is_error}` in a user message (`content` is the text, or `text`, `image` and `document` blocks when the tool returned images or documents: [`ToolOutput::with_image`](tower_agent_core::message::ToolOutput::with_image), [`with_document`](tower_agent_core::message::ToolOutput::with_document)); consecutive messages of one role (tool results, then the reminders after them) are merged into one message, as the API wants tool results right after their calls |
+//! | [`ToolSpec`](tower_agent_core::message::ToolSpec)s | `tools: [{name, description, input_schema}]` |
+//! | [`ModelSettings`](tower_agent_core::model::ModelSettings) | `model` (else the provider's), `max_tokens` (required: else the provider's, default 4096), `temperature`, `top_p`, `stop` → `stop_sequences`, `stream`; `tool_choice` (with tools) → `tool_choice: {type: auto \| any \| tool \| none}`, `parallel_tool_calls: false` → its `disable_parallel_tool_use: true`; `response_format` → `output_config: {format: {type: "json_schema", schema}}`; `extra_body` merged at the top level; `seed` is an [invalid-request](tower_agent_core::model::ProviderError::is_invalid_request) error (the API has none) |
+//! | answer | the content blocks in their order: consecutive `text` blocks joined as one text part (their `citations` are not kept), `thinking` (with its `signature`) and `redacted_thinking` blocks as [`Content::Reasoning`](tower_agent_core::message::Content::Reasoning) parts, `tool_use` blocks as tool calls, and every other block (a server tool's `server_tool_use`, `web_search_tool_result`, `web_fetch_tool_result`, `code_execution_tool_result`, `mcp_tool_use`, `mcp_tool_result`, `container_upload`, …) kept whole as a [`Content::Provider`](tower_agent_core::message::Content::Provider) part (provider `"anthropic"`) at its place |
+//! | [`Content::Provider`](tower_agent_core::message::Content::Provider) of an assistant message | from `"anthropic"`: the block sent back as it came, at its place among the text and thinking blocks (before the `tool_use` blocks), so a turn paused with `pause_turn` continues where it stopped; from another provider: not sent |
+//! | [`Content::Reasoning`](tower_agent_core::message::Content::Reasoning) of an assistant message | sent back unmodified, first in the assistant message (before its text and `tool_use` blocks), as the API requires: `thinking {thinking, signature}` or `redacted_thinking {data}`; reasoning with neither a signature nor redacted data (from another provider) is not sent |
+//! | [`ModelSettings::thinking_budget`](tower_agent_core::model::ModelSettings::thinking_budget) | `thinking: {type: "enabled", budget_tokens}` |
 //! | prompt caching (default on; [`AnthropicBuilder::prompt_caching`]) | `cache_control: {type: "ephemeral"}` on the last tool, on the system prompt (then one text block) and on the last block the next request repeats (before a trailing `<system-reminder>`): three breakpoints of the API's four |
 //! | `usage` | `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens` → `input_tokens` (all the prompt's tokens), with `cache_read_input_tokens` → `cache_read_tokens` and `cache_creation_input_tokens` → `cache_write_tokens` among them; `output_tokens` → `output_tokens` |
-//! | `stop_reason` | `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`, `refusal`, `pause_turn` → the same [`StopReason`](crate::message::StopReason) (the agent loop ends a refused run [`Outcome::Refused`](crate::agent::Outcome::Refused) and continues a paused one by sending the answer back); others → `Other` |
+//! | `stop_reason` | `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`, `refusal`, `pause_turn` → the same [`StopReason`](tower_agent_core::message::StopReason) (the agent loop ends a refused run [`Outcome::Refused`](tower_agent_core::agent::Outcome::Refused) and continues a paused one by sending the answer back); others → `Other` |
 //!
 //! Headers: `x-api-key`, `anthropic-version: 2023-06-01`, `content-type: application/json`.
 //!
 //! # Streaming
 //!
-//! With [`ModelSettings::stream`](crate::model::ModelSettings::stream) on, the answer is read as
+//! With [`ModelSettings::stream`](tower_agent_core::model::ModelSettings::stream) on, the answer is read as
 //! server-sent events (`message_start`, `content_block_start`/`_delta`/`_stop`, `message_delta`,
 //! `message_stop`): text deltas, thinking deltas (as
-//! [`ModelDelta::Reasoning`](crate::event::ModelDelta::Reasoning)) and tool-input JSON deltas
-//! (each tool call's `content_block_stop` a [`ModelDelta::ToolCallEnd`](crate::event::ModelDelta::ToolCallEnd))
-//! are the pieces of the answer's [`body`](crate::model::body): the service answers at the first
+//! [`ModelDelta::Reasoning`](tower_agent_core::event::ModelDelta::Reasoning)) and tool-input JSON deltas
+//! (each tool call's `content_block_stop` a [`ModelDelta::ToolCallEnd`](tower_agent_core::event::ModelDelta::ToolCallEnd))
+//! are the pieces of the answer's [`body`](tower_agent_core::model::body): the service answers at the first
 //! one, and the body ends with the whole answer. An `error` event fails the call with its type
 //! (`overloaded_error` is a server error: before the first piece, the call's error, retried by
-//! [`RetryPolicy`](crate::model::RetryPolicy); after, the stream's); a stream that ends before
-//! `message_stop` is an error ([`is_incomplete`](crate::model::ProviderError::is_incomplete)).
+//! [`RetryPolicy`](tower_agent_core::model::RetryPolicy); after, the stream's); a stream that ends before
+//! `message_stop` is an error ([`is_incomplete`](tower_agent_core::model::ProviderError::is_incomplete)).
 //!
 //! A block this crate does not model (a server tool's call or result) is kept whole from its
 //! `content_block_start`, with the `input_json_delta`s that follow put together as its
@@ -80,19 +81,20 @@ use std::{
 };
 
 use tower::Service;
+use tower_agent_core::{
+    error::BoxError,
+    model::{
+        DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse,
+        error::{ProviderError, ProviderErrorKind},
+    },
+};
 
 use self::{
     request::{request_body, unsupported},
     response::parse_response,
     stream::read_stream,
 };
-use super::http::ResponseFuture;
-use super::{
-    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse,
-    error::{ProviderError, ProviderErrorKind},
-    http::{self, Endpoint, Transport},
-};
-use crate::error::BoxError;
+use crate::http::{self, Endpoint, ResponseFuture, Transport};
 
 const PROVIDER: &str = "anthropic";
 
@@ -106,7 +108,7 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 pub const API_VERSION: &str = "2023-06-01";
 
 /// A model service speaking the Anthropic Messages API. See the
-/// [module docs](crate::model::anthropic).
+/// [module docs](crate::anthropic).
 ///
 /// # Clone
 ///
@@ -258,9 +260,9 @@ impl AnthropicBuilder {
     /// announcing it in `Content-Length`) fails as soon as the limit is passed, without
     /// reading the rest, and so does a streamed answer whose text and tool-call arguments
     /// grow past it. One server-sent event may hold at most
-    /// [`MAX_SSE_EVENT_BYTES`](crate::model::MAX_SSE_EVENT_BYTES) (4 MiB) or this limit if
+    /// [`MAX_SSE_EVENT_BYTES`](tower_agent_core::model::MAX_SSE_EVENT_BYTES) (4 MiB) or this limit if
     /// smaller. The error [`is_malformed_response`](ProviderError::is_malformed_response)
-    /// and says which limit was passed. See [the limits](crate::model#limits).
+    /// and says which limit was passed. See [the limits](tower_agent_core::model#limits).
     pub fn max_response_bytes(mut self, limit: usize) -> Self {
         self.max_response_bytes = limit;
         self
@@ -272,7 +274,7 @@ impl AnthropicBuilder {
     /// read from Anthropic's prompt cache instead of processed again. `false` sends no
     /// `cache_control` (and the system prompt as a string). The request goes through a JSON
     /// value to be marked. Cache reads and writes are reported in
-    /// [`Usage`](crate::message::Usage).
+    /// [`Usage`](tower_agent_core::message::Usage).
     pub fn prompt_caching(mut self, on: bool) -> Self {
         self.prompt_caching = on;
         self
@@ -281,7 +283,7 @@ impl AnthropicBuilder {
     /// Mid-conversation system messages (default off): a system message after the
     /// conversation's first message — the contexts hooks add, which the agent loop places
     /// where they arose (after a tool's result, after the prompt: see
-    /// [`Message::hook_context`](crate::message::Message::hook_context)) — is sent where it
+    /// [`Message::hook_context`](tower_agent_core::message::Message::hook_context)) — is sent where it
     /// is, with role `system`, as Claude Code sends its hooks' contexts to the models that
     /// take it (the API accepts it right after a user turn). Off, it is sent as user text in a
     /// `<system-hook>` block, which every model takes. The system messages that open the
@@ -356,7 +358,7 @@ impl Service<ModelRequest> for Anthropic {
         if self.shared.prompt_caching {
             body.cache_breakpoints();
         }
-        let http_req = match super::http::encode(&body, req.settings.extra_body.as_ref())
+        let http_req = match http::encode(&body, req.settings.extra_body.as_ref())
             .map_err(|e| {
                 ProviderError::new(PROVIDER, ProviderErrorKind::InvalidRequest)
                     .with_message(format!("the request could not be encoded: {e}"))
@@ -379,7 +381,7 @@ impl Service<ModelRequest> for Anthropic {
             let status = resp.status().as_u16();
             if stream && !http::is_json(&resp) {
                 // Answers at the first piece; the body reads the rest.
-                return crate::model::body::driven(move |sink| async move {
+                return tower_agent_core::model::body::driven(move |sink| async move {
                     let mut response = read_stream(resp, &sink, max_bytes).await?;
                     response.meta.request_model = Some(request_model);
                     Ok(response)

@@ -5,16 +5,17 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
+use tower_agent_core::{
+    event::ModelDelta,
+    message::{Reasoning, ToolCall},
+    model::{ModelResponse, body::DeltaSink, error::ProviderError},
+};
 
 use super::{
     PROVIDER,
     response::{ChatUsage, meta, reasoning_text, refused, response},
 };
-use crate::{
-    event::ModelDelta,
-    message::{Reasoning, ToolCall},
-    model::{ModelResponse, body::DeltaSink, error::ProviderError, http},
-};
+use crate::http;
 
 #[derive(Deserialize)]
 struct Chunk {
@@ -256,7 +257,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::message::StopReason;
+    use tower_agent_core::message::StopReason;
 
     #[test]
     fn stream_assembles_calls_without_index_and_tolerates_nulls() {

@@ -5,12 +5,12 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 use serde_json::Value;
-
-use super::MaxTokensParam;
-use crate::{
+use tower_agent_core::{
     message::{Content, Message, Role},
     model::{ModelRequest, ResponseFormat, ToolChoice},
 };
+
+use super::MaxTokensParam;
 
 #[derive(Serialize)]
 /// The body's fields with what does not change within a run first (settings, then tools) and
@@ -369,7 +369,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::message::{ToolCall, ToolOutput, ToolSpec};
+    use tower_agent_core::message::{ToolCall, ToolOutput, ToolSpec};
 
     #[test]
     fn body_maps_messages_tools_and_settings() {
@@ -388,7 +388,7 @@ mod tests {
             "Weather",
             json!({"type": "object"}),
         )]);
-        req.settings = crate::model::ModelSettings::default()
+        req.settings = tower_agent_core::model::ModelSettings::default()
             .temperature(0.5)
             .max_tokens(100);
         let body =

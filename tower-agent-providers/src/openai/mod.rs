@@ -6,10 +6,11 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use tower::ServiceBuilder;
-//! use tower_agent::{Agent, model::{ModelSettings, RetryPolicy, openai::OpenAiChat}};
+//! use tower_agent_core::{Agent, model::{ModelSettings, RetryPolicy}};
+//! use tower_agent_providers::openai::{MaxTokensParam, OpenAiChat};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::Error> {
+//! # async fn main() -> Result<(), tower_agent_core::Error> {
 //! // OpenAI itself…
 //! let openai = OpenAiChat::builder()
 //!     .api_key(std::env::var("OPENAI_API_KEY").unwrap_or_default())
@@ -19,7 +20,7 @@
 //! let _ollama = OpenAiChat::builder()
 //!     .base_url("http://localhost:11434/v1")
 //!     .model("qwen3:8b")
-//!     .max_tokens_param(tower_agent::model::openai::MaxTokensParam::MaxTokens)
+//!     .max_tokens_param(MaxTokensParam::MaxTokens)
 //!     .build();
 //!
 //! let agent = Agent::builder()
@@ -43,33 +44,33 @@
 //! |---|---|
 //! | system / user / assistant messages | `messages[]` with `role` `system` / `user` / `assistant` (text as a string; a user message with images as `text` / `image_url` parts) |
 //! | assistant tool calls | `tool_calls: [{id, type: "function", function: {name, arguments}}]`, `arguments` a JSON string |
-//! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag); images a tool returned ([`ToolOutput::with_image`](crate::message::ToolOutput::with_image)) follow the run of tool results in one `user` message of `image_url` parts, as a tool message holds only text; documents ([`Content::Document`](crate::message::Content::Document)) are `file` parts `{file_data, filename}`, and a document by `https:` URL fails the call as an invalid request (the API takes only data) |
-//! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", function: {name, description, parameters}}]` and `tool_choice` (`"auto"` unless [`ModelSettings::tool_choice`](crate::model::ModelSettings::tool_choice) says `"none"`, `"required"` or `{type: "function", function: {name}}`) |
-//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `reasoning_effort`, `stream` with `stream_options: {include_usage: true}`, `top_p`, `stop`, `seed`, `parallel_tool_calls` (with tools only), `response_format: {type: "json_schema", json_schema: {name, schema, strict}}`, `prompt_cache_key`; `extra_body` merged at the top level (its keys win) |
-//! | answer | `choices[0].message`: `content` as text, `refusal` apart (stop reason [`StopReason::Refusal`](crate::message::StopReason::Refusal), its text in [`ResponseMeta::refusal`](crate::model::ResponseMeta::refusal)), `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](crate::tool::ToolRouter) reports to the model; `reasoning_content` (DeepSeek, vLLM, llama.cpp) or else `reasoning` (OpenRouter, Ollama), when a string, as one [`Content::Reasoning`](crate::message::Content::Reasoning) part before the text |
-//! | [`Content::Reasoning`](crate::message::Content::Reasoning) of earlier assistant messages | `reasoning_content` on the assistant messages of turns that made tool calls (DeepSeek's rule), never to `api.openai.com`: see [`ReasoningReplay`] |
-//! | [`Content::Provider`](crate::message::Content::Provider) parts, and the [`opaque`](crate::message::Reasoning::opaque) items of reasoning | never sent: they are other APIs' items (an Anthropic server-tool block, a Responses API reasoning item) |
+//! | tool results | `{role: "tool", tool_call_id, content}` (an error result is its text; the API has no error flag); images a tool returned ([`ToolOutput::with_image`](tower_agent_core::message::ToolOutput::with_image)) follow the run of tool results in one `user` message of `image_url` parts, as a tool message holds only text; documents ([`Content::Document`](tower_agent_core::message::Content::Document)) are `file` parts `{file_data, filename}`, and a document by `https:` URL fails the call as an invalid request (the API takes only data) |
+//! | [`ToolSpec`](tower_agent_core::message::ToolSpec)s | `tools: [{type: "function", function: {name, description, parameters}}]` and `tool_choice` (`"auto"` unless [`ModelSettings::tool_choice`](tower_agent_core::model::ModelSettings::tool_choice) says `"none"`, `"required"` or `{type: "function", function: {name}}`) |
+//! | [`ModelSettings`](tower_agent_core::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_completion_tokens` (or `max_tokens`, see [`MaxTokensParam`]), `reasoning_effort`, `stream` with `stream_options: {include_usage: true}`, `top_p`, `stop`, `seed`, `parallel_tool_calls` (with tools only), `response_format: {type: "json_schema", json_schema: {name, schema, strict}}`, `prompt_cache_key`; `extra_body` merged at the top level (its keys win) |
+//! | answer | `choices[0].message`: `content` as text, `refusal` apart (stop reason [`StopReason::Refusal`](tower_agent_core::message::StopReason::Refusal), its text in [`ResponseMeta::refusal`](tower_agent_core::model::ResponseMeta::refusal)), `tool_calls` with their `arguments` parsed; arguments that are not JSON are kept as a JSON string, which the [`ToolRouter`](tower_agent_core::tool::ToolRouter) reports to the model; `reasoning_content` (DeepSeek, vLLM, llama.cpp) or else `reasoning` (OpenRouter, Ollama), when a string, as one [`Content::Reasoning`](tower_agent_core::message::Content::Reasoning) part before the text |
+//! | [`Content::Reasoning`](tower_agent_core::message::Content::Reasoning) of earlier assistant messages | `reasoning_content` on the assistant messages of turns that made tool calls (DeepSeek's rule), never to `api.openai.com`: see [`ReasoningReplay`] |
+//! | [`Content::Provider`](tower_agent_core::message::Content::Provider) parts, and the [`opaque`](tower_agent_core::message::Reasoning::opaque) items of reasoning | never sent: they are other APIs' items (an Anthropic server-tool block, a Responses API reasoning item) |
 //! | `usage` | `prompt_tokens` → `input_tokens`, `completion_tokens` → `output_tokens`; `prompt_tokens_details.cached_tokens` → `cache_read_tokens` and `completion_tokens_details.reasoning_tokens` → `reasoning_tokens` (among them) |
 //! | `finish_reason` | `stop` → `EndTurn` (`ToolUse` if there are tool calls), `tool_calls` → `ToolUse`, `length` → `MaxTokens`, others → `Other` |
 //!
 //! # Streaming
 //!
-//! With [`ModelSettings::stream`](crate::model::ModelSettings::stream) on, the answer is read as
+//! With [`ModelSettings::stream`](tower_agent_core::model::ModelSettings::stream) on, the answer is read as
 //! server-sent events: each text piece and each piece of a tool call (its id and name first, then
-//! its argument text; a call is complete, [`ModelDelta::ToolCallEnd`](crate::event::ModelDelta::ToolCallEnd),
+//! its argument text; a call is complete, [`ModelDelta::ToolCallEnd`](tower_agent_core::event::ModelDelta::ToolCallEnd),
 //! when the next one starts or the answer finishes) is a piece of the answer's
-//! [`body`](crate::model::body): the service answers at the first one, and the body ends with
+//! [`body`](tower_agent_core::model::body): the service answers at the first one, and the body ends with
 //! the whole [`ModelResponse`]. `reasoning_content`
-//! / `reasoning` deltas are sent as [`ModelDelta::Reasoning`](crate::event::ModelDelta::Reasoning),
+//! / `reasoning` deltas are sent as [`ModelDelta::Reasoning`](tower_agent_core::event::ModelDelta::Reasoning),
 //! apart from the text. Tool-call pieces are put together by their `index`, and by their id where
 //! the index cannot be trusted: a piece with a new id at an index already taken starts a new call
 //! (Ollama sends every call at `index: 0`), a repeated id is kept once, and a server that sends no
 //! `index` starts a new call with each new id. A stream that ends before `data: [DONE]` is an error
-//! ([`is_incomplete`](crate::model::ProviderError::is_incomplete)), never a short answer.
+//! ([`is_incomplete`](tower_agent_core::model::ProviderError::is_incomplete)), never a short answer.
 //!
 //! # Limits
 //!
-//! Besides [the providers' limits](crate::model#limits): streamed reasoning counts toward
+//! Besides [the providers' limits](tower_agent_core::model#limits): streamed reasoning counts toward
 //! `max_response_bytes` with the text and tool-call arguments (so endless reasoning fails the
 //! call at that size, 16 MiB by default), and each tool call started costs 128 bytes of it
 //! more, so a stream of empty calls is bounded too.
@@ -78,7 +79,7 @@
 //!
 //! Every failure is a [`ProviderError`] in the [`BoxError`]:
 //! rate limits, server errors, a bad key, a context too long, a malformed answer. Stack
-//! [`RetryPolicy`](crate::model::RetryPolicy) with tower's `retry` to retry what is
+//! [`RetryPolicy`](tower_agent_core::model::RetryPolicy) with tower's `retry` to retry what is
 //! transient.
 
 mod request;
@@ -92,19 +93,20 @@ use std::{
 };
 
 use tower::Service;
+use tower_agent_core::{
+    error::BoxError,
+    model::{
+        DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse,
+        error::{ProviderError, ProviderErrorKind},
+    },
+};
 
 use self::{
     request::{remote_document, request_body},
     response::parse_response,
     stream::read_stream,
 };
-use super::http::ResponseFuture;
-use super::{
-    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse,
-    error::{ProviderError, ProviderErrorKind},
-    http::{self, Endpoint, Transport},
-};
-use crate::error::BoxError;
+use crate::http::{self, Endpoint, ResponseFuture, Transport};
 
 const PROVIDER: &str = "openai";
 
@@ -113,7 +115,7 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// The model used when neither the provider nor the request names one.
 pub const DEFAULT_MODEL: &str = "gpt-4.1-mini";
 
-/// Which request field carries [`ModelSettings::max_tokens`](crate::model::ModelSettings).
+/// Which request field carries [`ModelSettings::max_tokens`](tower_agent_core::model::ModelSettings).
 ///
 /// OpenAI deprecated `max_tokens` for `max_completion_tokens`, and its reasoning models reject
 /// `max_tokens`; vLLM, llama.cpp and LiteLLM accept both. Ollama and LM Studio read only
@@ -130,7 +132,7 @@ pub enum MaxTokensParam {
 }
 
 /// Whether the reasoning of earlier assistant messages
-/// ([`Content::Reasoning`](crate::message::Content::Reasoning) text) goes back to the server, as
+/// ([`Content::Reasoning`](tower_agent_core::message::Content::Reasoning) text) goes back to the server, as
 /// `reasoning_content` on the assistant message.
 ///
 /// DeepSeek's thinking mode (and servers that copy it) returns the model's reasoning as
@@ -151,7 +153,7 @@ pub enum ReasoningReplay {
 }
 
 /// A model service speaking the OpenAI Chat Completions API. See the
-/// [module docs](crate::model::openai).
+/// [module docs](crate::openai).
 ///
 /// # Clone
 ///
@@ -312,9 +314,9 @@ impl OpenAiChatBuilder {
     /// announcing it in `Content-Length`) fails as soon as the limit is passed, without
     /// reading the rest, and so does a streamed answer whose text and tool-call arguments
     /// grow past it. One server-sent event may hold at most
-    /// [`MAX_SSE_EVENT_BYTES`](crate::model::MAX_SSE_EVENT_BYTES) (4 MiB) or this limit if
+    /// [`MAX_SSE_EVENT_BYTES`](tower_agent_core::model::MAX_SSE_EVENT_BYTES) (4 MiB) or this limit if
     /// smaller. The error [`is_malformed_response`](ProviderError::is_malformed_response)
-    /// and says which limit was passed. See [the limits](crate::model#limits).
+    /// and says which limit was passed. See [the limits](tower_agent_core::model#limits).
     pub fn max_response_bytes(mut self, limit: usize) -> Self {
         self.max_response_bytes = limit;
         self
@@ -409,7 +411,7 @@ impl Service<ModelRequest> for OpenAiChat {
         if self.shared.reasoning_replay == ReasoningReplay::ToolTurns {
             body.replay_reasoning(&req);
         }
-        let http_req = match super::http::encode(&body, req.settings.extra_body.as_ref())
+        let http_req = match http::encode(&body, req.settings.extra_body.as_ref())
             .map_err(|e| {
                 ProviderError::new(PROVIDER, ProviderErrorKind::InvalidRequest)
                     .with_message(format!("the request could not be encoded: {e}"))
@@ -432,7 +434,7 @@ impl Service<ModelRequest> for OpenAiChat {
             let status = resp.status().as_u16();
             if stream && !http::is_json(&resp) {
                 // Answers at the first piece; the body reads the rest.
-                return crate::model::body::driven(move |sink| async move {
+                return tower_agent_core::model::body::driven(move |sink| async move {
                     let mut response = read_stream(resp, &sink, max_bytes).await?;
                     response.meta.request_model = Some(request_model);
                     Ok(response)

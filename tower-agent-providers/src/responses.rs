@@ -14,10 +14,11 @@
 //!
 //! ```no_run
 //! use tower::ServiceBuilder;
-//! use tower_agent::{Agent, model::{RetryPolicy, responses::OpenAiResponses}};
+//! use tower_agent_core::{Agent, model::RetryPolicy};
+//! use tower_agent_providers::responses::OpenAiResponses;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::Error> {
+//! # async fn main() -> Result<(), tower_agent_core::Error> {
 //! let model = OpenAiResponses::builder()
 //!     .api_key(std::env::var("OPENAI_API_KEY").unwrap_or_default())
 //!     .model("gpt-5-mini")
@@ -37,9 +38,9 @@
 //! |---|---|
 //! | system / user messages | `input[]` messages `{role, content}` (text as a string; a user message with images as `input_text` / `input_image` parts) |
 //! | assistant message | its parts in order: the [`opaque`](Reasoning::opaque) item of a [`Content::Reasoning`] and the item of a [`Content::Provider`] from this API ([`ITEM_PROVIDER`]) unmodified, text as `{role: "assistant", content}` (consecutive text parts in one); then one `{type: "function_call", call_id, name, arguments}` per tool call (`arguments` a JSON string). Reasoning and items from another provider are not sent |
-//! | tool results | `{type: "function_call_output", call_id, output}`: the text, or `input_text` / `input_image` / `input_file` parts when the tool returned images or documents ([`ToolOutput::with_image`](crate::message::ToolOutput::with_image), [`with_document`](crate::message::ToolOutput::with_document)); a document is `file_data` + `filename` (a `data:` URL) or `file_url` |
-//! | [`ToolSpec`](crate::message::ToolSpec)s | `tools: [{type: "function", name, description, parameters, strict: false}]`, `tool_choice: "auto"` |
-//! | [`ModelSettings`](crate::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_output_tokens`, `stream` |
+//! | tool results | `{type: "function_call_output", call_id, output}`: the text, or `input_text` / `input_image` / `input_file` parts when the tool returned images or documents ([`ToolOutput::with_image`](tower_agent_core::message::ToolOutput::with_image), [`with_document`](tower_agent_core::message::ToolOutput::with_document)); a document is `file_data` + `filename` (a `data:` URL) or `file_url` |
+//! | [`ToolSpec`](tower_agent_core::message::ToolSpec)s | `tools: [{type: "function", name, description, parameters, strict: false}]`, `tool_choice: "auto"` |
+//! | [`ModelSettings`](tower_agent_core::model::ModelSettings) | `model` (else the provider's), `temperature`, `max_output_tokens`, `stream` |
 //! | always | `store: false`, and `include: ["reasoning.encrypted_content"]` unless [turned off](OpenAiResponsesBuilder::encrypted_reasoning) (models without reasoning refuse it) |
 //! | answer | `output[]` in order: `message` items' `output_text` (and `refusal`) as text, `function_call` items as tool calls (arguments that are not JSON kept as a JSON string), `reasoning` items as [`Content::Reasoning`] parts (`text`: the `summary[].text`s joined by blank lines; the whole item, `encrypted_content` included, as the opaque item), any other item (a built-in tool's call such as `web_search_call`) kept whole as a [`Content::Provider`] part |
 //! | `usage` | `input_tokens`, `output_tokens`, `input_tokens_details.cached_tokens` → [`Usage::cache_read_tokens`], `output_tokens_details.reasoning_tokens` → [`Usage::reasoning_tokens`] |
@@ -47,13 +48,13 @@
 //!
 //! # Streaming
 //!
-//! With [`ModelSettings::stream`](crate::model::ModelSettings::stream) on, the events are
+//! With [`ModelSettings::stream`](tower_agent_core::model::ModelSettings::stream) on, the events are
 //! read as they come: `response.output_text.delta` (and `response.refusal.delta`) become
 //! [`ModelDelta::Text`], `response.reasoning_summary_text.delta` and
 //! `response.reasoning_text.delta` become [`ModelDelta::Reasoning`], a `function_call` item
 //! added and its `response.function_call_arguments.delta`s become [`ModelDelta::ToolCall`]
 //! (`index` is the item's `output_index`), and `response.function_call_arguments.done`
-//! [`ModelDelta::ToolCallEnd`]: the pieces of the answer's [`body`](crate::model::body), the
+//! [`ModelDelta::ToolCallEnd`]: the pieces of the answer's [`body`](tower_agent_core::model::body), the
 //! service answering at the first one. The answer (the body's last item) is the `response` of
 //! `response.completed` (or `response.incomplete`), or, if that lists no output, the items of
 //! the `response.output_item.done` events, or, if there were none, the text and calls put
@@ -63,9 +64,9 @@
 //!
 //! # Limits
 //!
-//! As for every provider ([the limits](crate::model#limits)): a whole body is read up to
+//! As for every provider ([the limits](tower_agent_core::model#limits)): a whole body is read up to
 //! `max_response_bytes` (default 16 MiB); one event holds at most
-//! [`MAX_SSE_EVENT_BYTES`](crate::model::MAX_SSE_EVENT_BYTES) (4 MiB); what a stream puts
+//! [`MAX_SSE_EVENT_BYTES`](tower_agent_core::model::MAX_SSE_EVENT_BYTES) (4 MiB); what a stream puts
 //! together (the deltas, the finished items and the final response) is counted against
 //! `max_response_bytes` and the call fails past it. An error page is read up to 8 KiB.
 //!
@@ -73,7 +74,7 @@
 //!
 //! Every failure is a [`ProviderError`] (kinds as for [`OpenAiChat`](super::OpenAiChat):
 //! rate limit, quota, authentication, context length, invalid request, server, malformed,
-//! incomplete); stack [`RetryPolicy`](crate::model::RetryPolicy) to retry what is transient.
+//! incomplete); stack [`RetryPolicy`](tower_agent_core::model::RetryPolicy) to retry what is transient.
 
 use std::{
     collections::BTreeMap,
@@ -85,19 +86,18 @@ use std::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tower::Service;
-
-use super::http::ResponseFuture;
-use super::{
-    DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseMeta,
-    error::{ProviderError, ProviderErrorKind},
-    http::{self, Endpoint, Transport},
-};
-use crate::{
+use tower_agent_core::{
     error::BoxError,
     event::ModelDelta,
     message::{Content, Message, ProviderItem, Reasoning, Role, StopReason, ToolCall, Usage},
-    model::body::DeltaSink,
+    model::{
+        DEFAULT_MAX_RESPONSE_BYTES, ModelRequest, ModelResponse, ResponseMeta,
+        body::DeltaSink,
+        error::{ProviderError, ProviderErrorKind},
+    },
 };
+
+use crate::http::{self, Endpoint, ResponseFuture, Transport};
 
 const PROVIDER: &str = "openai";
 
@@ -111,7 +111,7 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_MODEL: &str = "gpt-5-mini";
 
 /// A model service speaking the OpenAI Responses API, stateless. See the
-/// [module docs](crate::model::responses).
+/// [module docs](crate::responses).
 ///
 /// # Clone
 ///
@@ -271,7 +271,7 @@ impl OpenAiResponsesBuilder {
     }
 
     /// The most bytes of an answer kept in memory (default
-    /// [`DEFAULT_MAX_RESPONSE_BYTES`], 16 MiB); see [the limits](crate::model#limits).
+    /// [`DEFAULT_MAX_RESPONSE_BYTES`], 16 MiB); see [the limits](tower_agent_core::model#limits).
     pub fn max_response_bytes(mut self, limit: usize) -> Self {
         self.max_response_bytes = limit;
         self
@@ -353,7 +353,7 @@ impl Service<ModelRequest> for OpenAiResponses {
             let status = resp.status().as_u16();
             if stream && !http::is_json(&resp) {
                 // Answers at the first piece; the body reads the rest.
-                return crate::model::body::driven(move |sink| async move {
+                return tower_agent_core::model::body::driven(move |sink| async move {
                     let mut response = read_stream(resp, &sink, max_bytes).await?;
                     response.meta.request_model = Some(request_model);
                     Ok(response)
@@ -666,8 +666,8 @@ fn response(resp: ApiResponse, streamed: Vec<Value>) -> Result<ModelResponse, Pr
         usage: resp.usage.as_ref().and_then(ApiUsage::usage),
         stop_reason,
         meta,
-        extensions: ::http::Extensions::new(),
-        body: crate::model::ModelBody::empty(),
+        extensions: Default::default(),
+        body: tower_agent_core::model::ModelBody::empty(),
     })
 }
 

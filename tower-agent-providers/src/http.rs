@@ -2,7 +2,7 @@
 //! classifying responses, the SSE parser, and the response future.
 //!
 //! Everything read from the server is bounded here (the sizes are documented, as the public
-//! constants, in the [model module docs](crate::model#limits)):
+//! constants, in the [model module docs](tower_agent_core::model#limits)):
 //!
 //! - [`body`] reads at most the provider's `max_response_bytes`, chunk by chunk, and fails
 //!   as soon as the body (or its `Content-Length`) is over;
@@ -25,12 +25,14 @@ use futures_util::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use tower::{Service, ServiceExt, util::BoxCloneSyncService};
-
-use super::{
-    ExtraBody, MAX_ERROR_BODY_BYTES, MAX_RETRY_AFTER, MAX_SSE_EVENT_BYTES, ModelResponse,
-    error::{ProviderError, ProviderErrorKind},
+use tower_agent_core::{
+    error::BoxError,
+    message::Usage,
+    model::{
+        ExtraBody, MAX_ERROR_BODY_BYTES, MAX_RETRY_AFTER, MAX_SSE_EVENT_BYTES, ModelResponse,
+        error::{ProviderError, ProviderErrorKind},
+    },
 };
-use crate::{error::BoxError, message::Usage};
 
 /// The HTTP transport under a provider: a `reqwest::Client` or any service of reqwest
 /// requests (so transport layers can be stacked under the provider).

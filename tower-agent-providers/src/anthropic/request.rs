@@ -4,15 +4,15 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 use serde_json::Value;
-
-use super::PROVIDER;
-use crate::{
+use tower_agent_core::{
     message::{Content, Message, Reasoning, Role},
     model::{
         ModelRequest, ModelSettings, REMINDER_OPEN, ToolChoice,
         error::{ProviderError, ProviderErrorKind},
     },
 };
+
+use super::PROVIDER;
 
 #[derive(Serialize)]
 /// The body's fields in the order of the API's prompt-cache prefix (tools, then system, then
@@ -73,7 +73,7 @@ impl MessagesRequest<'_> {
     /// ([`AnthropicBuilder::prompt_caching`](super::AnthropicBuilder::prompt_caching)): on the last
     /// tool, on the system prompt (then sent as one text block), and on the last block of the
     /// conversation that the next request repeats — the last one that is not a `<system-reminder>`
-    /// text ([`ModelRequest::append_reminder`](crate::model::ModelRequest::append_reminder)), which
+    /// text ([`ModelRequest::append_reminder`](tower_agent_core::model::ModelRequest::append_reminder)), which
     /// the next request replaces. Three breakpoints, within the API's limit of four; thinking
     /// blocks are never marked (the API does not allow it), nor the blocks kept verbatim
     /// ([`Content::Provider`]), which go back exactly as they came.
@@ -479,7 +479,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::message::{ToolCall, ToolOutput, ToolSpec};
+    use tower_agent_core::message::{ToolCall, ToolOutput, ToolSpec};
 
     #[test]
     fn body_splits_system_and_groups_tool_results() {
@@ -499,7 +499,7 @@ mod tests {
             "Weather",
             json!({"type": "object"}),
         )]);
-        req.settings = crate::model::ModelSettings::default().temperature(0.0);
+        req.settings = tower_agent_core::model::ModelSettings::default().temperature(0.0);
         let body = serde_json::to_value(request_body(&req, "claude", 1024, false)).unwrap();
         assert_eq!(
             body,
@@ -592,15 +592,14 @@ mod tests {
                 .clone()
         };
         assert_eq!(body(&req), Value::Null);
-        req.settings.reasoning_effort = Some(crate::model::ReasoningEffort::Medium);
+        req.settings.reasoning_effort = Some(tower_agent_core::model::ReasoningEffort::Medium);
         assert_eq!(body(&req), json!({"effort": "medium"}));
-        req.settings =
-            req.settings
-                .clone()
-                .response_format(crate::model::ResponseFormat::json_schema(
-                    "answer",
-                    json!({"type": "object"}),
-                ));
+        req.settings = req.settings.clone().response_format(
+            tower_agent_core::model::ResponseFormat::json_schema(
+                "answer",
+                json!({"type": "object"}),
+            ),
+        );
         let config = body(&req);
         assert_eq!(config["effort"], "medium");
         assert_eq!(config["format"]["type"], "json_schema");

@@ -3,12 +3,13 @@
 
 use serde::Deserialize;
 use serde_json::Value;
+use tower_agent_core::{
+    message::{Message, Reasoning, StopReason, ToolCall},
+    model::{ModelResponse, ResponseMeta, error::ProviderError},
+};
 
 use super::PROVIDER;
-use crate::{
-    message::{Message, Reasoning, StopReason, ToolCall},
-    model::{ModelResponse, ResponseMeta, error::ProviderError, http},
-};
+use crate::http;
 
 /// The reasoning text of a message or delta: `reasoning_content` (DeepSeek, vLLM, llama.cpp)
 /// or `reasoning` (OpenRouter, Ollama, newer vLLM), when it is a string.
@@ -84,7 +85,7 @@ struct CompletionTokensDetails {
 
 impl ChatUsage {
     /// The usage, with the cached prompt tokens and the reasoning tokens among the others.
-    fn usage(self) -> Option<crate::message::Usage> {
+    fn usage(self) -> Option<tower_agent_core::message::Usage> {
         let mut usage = http::usage(self.prompt_tokens, self.completion_tokens)?;
         usage.cache_read_tokens = self
             .prompt_tokens_details
@@ -170,8 +171,8 @@ pub(super) fn response(
         usage: usage.and_then(ChatUsage::usage),
         stop_reason,
         meta,
-        extensions: ::http::Extensions::new(),
-        body: crate::model::ModelBody::empty(),
+        extensions: Default::default(),
+        body: tower_agent_core::model::ModelBody::empty(),
     }
 }
 
@@ -190,7 +191,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::{body::DeltaSink, openai::stream::Assembly};
+    use tower_agent_core::model::body::DeltaSink;
+
+    use crate::openai::stream::Assembly;
 
     #[test]
     fn responses_report_provider_id_model_and_finish_reason() {

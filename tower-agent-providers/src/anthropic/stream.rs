@@ -5,16 +5,17 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
+use tower_agent_core::{
+    event::ModelDelta,
+    message::{Content, ProviderItem, Reasoning, ToolCall},
+    model::{ModelResponse, body::DeltaSink, error::ProviderError},
+};
 
 use super::{
     PROVIDER,
     response::{ApiUsage, Parts, is_known, meta, response},
 };
-use crate::{
-    event::ModelDelta,
-    message::{Content, ProviderItem, Reasoning, ToolCall},
-    model::{ModelResponse, body::DeltaSink, error::ProviderError, http},
-};
+use crate::http;
 
 /// The cache reads and writes among a usage's input tokens (0 for a count left out).
 fn cache_tokens(usage: &ApiUsage) -> (u64, u64) {
@@ -410,7 +411,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::anthropic::request::messages;
+    use crate::anthropic::request::messages;
 
     /// Event-shaped JSON: the events and block types this module reads, and blocks it does
     /// not model, with fields of any JSON type.

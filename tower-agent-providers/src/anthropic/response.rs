@@ -3,12 +3,13 @@
 
 use serde::Deserialize;
 use serde_json::Value;
+use tower_agent_core::{
+    message::{Content, Message, ProviderItem, Reasoning, StopReason, ToolCall, Usage},
+    model::{ModelResponse, ResponseMeta, error::ProviderError},
+};
 
 use super::PROVIDER;
-use crate::{
-    message::{Content, Message, ProviderItem, Reasoning, StopReason, ToolCall, Usage},
-    model::{ModelResponse, ResponseMeta, error::ProviderError, http},
-};
+use crate::http;
 
 #[derive(Deserialize)]
 struct MessagesResponse {
@@ -203,8 +204,8 @@ pub(super) fn response(
         usage,
         stop_reason,
         meta,
-        extensions: ::http::Extensions::new(),
-        body: crate::model::ModelBody::empty(),
+        extensions: Default::default(),
+        body: tower_agent_core::model::ModelBody::empty(),
     }
 }
 
@@ -213,7 +214,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::{anthropic::stream::Assembly, body::DeltaSink};
+    use tower_agent_core::model::body::DeltaSink;
+
+    use crate::anthropic::stream::Assembly;
 
     #[test]
     fn unknown_blocks_are_kept_in_order_and_blocks_without_a_type_are_malformed() {
