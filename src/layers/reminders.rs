@@ -3,7 +3,7 @@
 //! After each tool call the layer runs its triggers — functions
 //! `(tool_name, &ToolOutput) -> Option<String>` — and attaches what they return to the
 //! call's output ([`ToolOutput::remind`](crate::message::ToolOutput::remind): in its
-//! extensions, where the layers above see it, as [`Reminders`](crate::context::Reminders)).
+//! extensions, where the layers above see it, as [`Reminders`](crate::message::Reminders)).
 //! The agent loop appends the reminders of a step **once**, after all of the step's tool results
 //! (and the contexts hooks added to them), as one [hook
 //! context](crate::message::Message::hook_context) — a system message, the reminders

@@ -106,7 +106,7 @@ async fn a_tool_s_output_extension_reaches_the_layers_above_it_not_the_model() {
 /// in the order the answers came (the model's first).
 #[tokio::test]
 async fn reminders_ride_in_the_answers_and_a_layer_above_can_drop_one() {
-    use tower_agent::context::Reminders;
+    use tower_agent::message::Reminders;
     use tower_agent::message::Role;
 
     let model = ServiceBuilder::new()

@@ -574,6 +574,55 @@ struct HookContexts(Vec<String>);
 /// Without it, `tool_response` is the output's text (parsed as JSON when it is JSON).
 pub const TOOL_RESPONSE: &str = "tool_response";
 
+/// Reminders for the model that a layer or a tool attaches to the answer of its call — in the
+/// [`extensions`](ToolOutput::extensions) of a tool's output
+/// ([`ToolOutput::remind`]) or of a model's response
+/// ([`ModelResponse::remind`](crate::model::ModelResponse::remind)) — as tower-http's layers
+/// carry their data back in a response's extensions.
+///
+/// The loop takes them from each answer as it arrives — a model response's, each tool call's
+/// as the call ends — into the run's queue, with what work outside any call queued
+/// (`RunContext::remind`); once the step's calls are done, it adds the queue, in the order
+/// the reminders came, after the step's tool results and their hook contexts, in the step's
+/// [hook context](Message::hook_context) message, and reports them in
+/// `AgentEvent::Reminders`. A step that calls no tool
+/// keeps its model's reminders for the next step that does. A layer above another sees the
+/// reminders of the layers under it in the answer, and may read, add or remove them.
+///
+/// ```
+/// use tower_agent_core::message::{Reminders, ToolOutput};
+///
+/// let mut output = ToolOutput::text("c1", "wrote src/lib.rs");
+/// output.remind("Run the tests before you answer.");
+/// let reminders = output.extensions.get::<Reminders>().unwrap();
+/// assert_eq!(reminders.texts(), ["Run the tests before you answer."]);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reminders(Vec<String>);
+
+impl Reminders {
+    /// Adds `text` to the reminders in `extensions` (making the list if there is none).
+    pub fn push(extensions: &mut http::Extensions, text: impl Into<String>) {
+        extensions
+            .get_or_insert_default::<Reminders>()
+            .0
+            .push(text.into());
+    }
+
+    /// Takes the reminders out of `extensions`, in order (none if there are none).
+    pub fn take(extensions: &mut http::Extensions) -> Vec<String> {
+        extensions
+            .remove::<Reminders>()
+            .map(|r| r.0)
+            .unwrap_or_default()
+    }
+
+    /// The reminders, in the order they were added.
+    pub fn texts(&self) -> &[String] {
+        &self.0
+    }
+}
+
 /// What a tool call produced: what the model sees.
 ///
 /// A denied, failed, timed-out or unknown tool call is a `ToolOutput` with `is_error: true` and
@@ -727,11 +776,11 @@ impl ToolOutput {
     }
 
     /// Adds a reminder for the model to this output (see
-    /// [`Reminders`](crate::context::Reminders)): the loop adds it after the step's tool
-    /// results, as [`RunContext::remind`](crate::context::RunContext::remind) does for work
+    /// [`Reminders`]): the loop adds it after the step's tool results, as the run context's
+    /// `remind` does for work
     /// outside any call; a layer above this one sees it in the output's extensions.
     pub fn remind(&mut self, text: impl Into<String>) {
-        crate::context::Reminders::push(&mut self.extensions, text);
+        Reminders::push(&mut self.extensions, text);
     }
 
     /// This output with one more metadata entry.

@@ -639,12 +639,12 @@ impl ModelResponse {
     }
 
     /// Adds a reminder for the model to this response (see
-    /// [`Reminders`](crate::context::Reminders)): the loop takes it as the response arrives
+    /// [`Reminders`](crate::message::Reminders)): the loop takes it as the response arrives
     /// and adds it after the step's tool results (a step that calls no tool keeps it for the
     /// next step that does); a model layer above this one sees it in the response's
     /// extensions.
     pub fn remind(&mut self, text: impl Into<String>) {
-        crate::context::Reminders::push(&mut self.extensions, text);
+        crate::message::Reminders::push(&mut self.extensions, text);
     }
 }
 

@@ -252,7 +252,7 @@ impl<'a> Run<'a> {
             self.compacted(compaction, &ctx);
         }
         // The model stack's reminders wait in the run's queue for the step's tool results.
-        for text in crate::context::Reminders::take(&mut extensions) {
+        for text in crate::message::Reminders::take(&mut extensions) {
             self.ctx.remind(text);
         }
         message.role = Role::Assistant;

@@ -4,9 +4,9 @@ use super::super::{AgentEvent, Inner, Outcome, PendingCall, interrupt};
 use super::{Run, RunError, Stacks, abort_reason, eager::Eager, recover};
 use crate::agent::step::StepResults;
 use crate::{
-    context::{Reminders, RunContext},
+    context::RunContext,
     error::{Abort, BoxError, Error},
-    message::{Message, ToolCall, ToolOutput},
+    message::{Message, Reminders, ToolCall, ToolOutput},
     tool::{BoxToolService, ToolRequest},
 };
 use futures_util::{StreamExt, stream::FuturesUnordered};
