@@ -27,7 +27,8 @@
 //! ctx.with_data(|data| data.insert(Calls(3)));
 //! assert_eq!(clone.with_data(|data| data.get::<Calls>().cloned()), Some(Calls(3)));
 //!
-//! // Reminders are collected during a step and delivered once, after its tool results.
+//! // Work outside any call (a background hook) queues its reminders on the run; they are
+//! // delivered once, after the step's tool results.
 //! ctx.remind("Consider updating the docs.");
 //! ```
 
