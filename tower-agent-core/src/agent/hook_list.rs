@@ -147,3 +147,88 @@ impl LoopHooks for HookList {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A set that sends every subagent back with `name`, prevents tasks when `blocks`, and
+    /// counts what it was asked.
+    struct Set {
+        name: &'static str,
+        blocks: bool,
+        cap: u32,
+        asked: std::sync::Mutex<Vec<&'static str>>,
+    }
+
+    impl Set {
+        fn new(name: &'static str, blocks: bool, cap: u32) -> Arc<Set> {
+            Arc::new(Set {
+                name,
+                blocks,
+                cap,
+                asked: std::sync::Mutex::new(Vec::new()),
+            })
+        }
+    }
+
+    impl LoopHooks for Set {
+        fn has_subagent_stop(&self, _: &str) -> bool {
+            true
+        }
+        fn subagent_stop<'a>(
+            &'a self,
+            _: StopInput,
+            _: &'a RunContext,
+        ) -> BoxFuture<'a, Option<StopFeedback>> {
+            let mut feedback = StopFeedback::new(self.name);
+            feedback.context.push(format!("{} context", self.name));
+            Box::pin(async move { Some(feedback) })
+        }
+        fn stop_cap(&self) -> u32 {
+            self.cap
+        }
+        fn has_task(&self, _: TaskEvent) -> bool {
+            true
+        }
+        fn task<'a>(
+            &'a self,
+            _: TaskInput,
+            _: &'a RunContext,
+        ) -> BoxFuture<'a, Result<(), String>> {
+            self.asked.lock().unwrap().push("task");
+            let result = if self.blocks {
+                Err(format!("{} says no", self.name))
+            } else {
+                Ok(())
+            };
+            Box::pin(async move { result })
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_combine_in_the_order_registered() {
+        let (a, b, c) = (
+            Set::new("a", false, 8),
+            Set::new("b", true, 3),
+            Set::new("c", true, 5),
+        );
+        let list = HookList(vec![a.clone(), b.clone(), c.clone()]);
+        let ctx = RunContext::new();
+        // SubagentStop: every set's feedback, joined by a newline; contexts in order.
+        let feedback = list
+            .subagent_stop(StopInput::new("done", false), &ctx)
+            .await
+            .unwrap();
+        assert_eq!(feedback.feedback, "a\nb\nc");
+        assert_eq!(feedback.context, ["a context", "b context", "c context"]);
+        // The smallest cap.
+        assert_eq!(list.stop_cap(), 3);
+        // A task: asked in order until one prevents it; later sets are not asked.
+        let input = TaskInput::new(TaskEvent::Created, "1", "x");
+        assert_eq!(list.task(input, &ctx).await, Err("b says no".to_owned()));
+        assert_eq!(a.asked.lock().unwrap().len(), 1);
+        assert_eq!(b.asked.lock().unwrap().len(), 1);
+        assert!(c.asked.lock().unwrap().is_empty());
+    }
+}
