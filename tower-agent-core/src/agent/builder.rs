@@ -379,7 +379,8 @@ where
         let parts = self.parts;
         let tool_stack =
             move |router: ToolRouter| BoxToolService::new(layer.layer(router).map_err(Into::into));
-        let send_checks = !parts.loop_hooks.is_empty() || parts.tool_layers;
+        // Only a layer reads the checks: a set registered for its loop points alone does not.
+        let send_checks = !parts.hook_layers.is_empty() || parts.tool_layers;
         let summarizer = self.model.clone();
         let mut stacks = AgentStacks {
             name: parts.name.as_deref().map(str::to_owned),
