@@ -140,7 +140,6 @@
 #[macro_use]
 mod macros;
 
-mod bounded;
 pub mod builder;
 pub mod builtins;
 pub mod command;
@@ -150,7 +149,6 @@ pub mod layers;
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
 pub mod model;
-mod process;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod server;

@@ -173,14 +173,14 @@ impl SlashCommands {
 }
 
 /// The file's text; `None` if there is no file. Read as the crate reads any file it does not
-/// own ([`bounded`](crate::bounded)): a FIFO or device is refused without being waited on,
+/// own ([`bounded`](tower_agent_os::bounded)): a FIFO or device is refused without being waited on,
 /// even one swapped in for the file, and nothing past the cap is read.
 fn read(path: &Path) -> Result<Option<String>, String> {
-    match crate::bounded::read_regular(path, MAX_COMMAND_FILE) {
+    match tower_agent_os::bounded::read_regular(path, MAX_COMMAND_FILE) {
         Ok(bytes) => String::from_utf8(bytes)
             .map(Some)
             .map_err(|_| "not UTF-8".into()),
-        Err(crate::bounded::ReadError::NotFound) => Ok(None),
+        Err(tower_agent_os::bounded::ReadError::NotFound) => Ok(None),
         Err(err) => Err(err.to_string()),
     }
 }

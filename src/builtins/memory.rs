@@ -126,7 +126,7 @@ pub struct Memory {
     /// The block goes in a user message opening the conversation, not the system prompt.
     in_user_message: bool,
     /// The files as last read, shared by clones.
-    cache: Arc<crate::bounded::FileCache>,
+    cache: Arc<tower_agent_os::bounded::FileCache>,
 }
 
 impl Memory {
@@ -326,10 +326,10 @@ struct MemoryRun {
 }
 
 /// The trimmed text of the memory file at `path`, if there is any.
-async fn read(ctx: &RunContext, cache: &crate::bounded::FileCache, path: &Path) -> Option<String> {
+async fn read(ctx: &RunContext, cache: &tower_agent_os::bounded::FileCache, path: &Path) -> Option<String> {
     let bytes = match cache.read(path, MAX_MEMORY_FILE).await {
         Ok(bytes) => bytes,
-        Err(crate::bounded::ReadError::NotFound) => {
+        Err(tower_agent_os::bounded::ReadError::NotFound) => {
             tracing::debug!(path = %path.display(), "memory file does not exist");
             return None;
         }

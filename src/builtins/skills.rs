@@ -183,7 +183,7 @@ pub struct Skills {
     heading: Arc<str>,
     just_in_time: bool,
     /// The directories and files as last read, shared by clones.
-    cache: Arc<crate::bounded::FileCache>,
+    cache: Arc<tower_agent_os::bounded::FileCache>,
 }
 
 impl Skills {
@@ -387,11 +387,11 @@ fn absolute(cwd: &Path, path: &Path) -> PathBuf {
 /// The skills of one directory, sorted by their directory's name.
 async fn discover_dir(
     ctx: &RunContext,
-    cache: &crate::bounded::FileCache,
+    cache: &tower_agent_os::bounded::FileCache,
     dir: &Path,
 ) -> Vec<Skill> {
     let stamp = match std::fs::metadata(dir) {
-        Ok(meta) => Some(crate::bounded::Stamp::of(&meta)),
+        Ok(meta) => Some(tower_agent_os::bounded::Stamp::of(&meta)),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             tracing::debug!(dir = %dir.display(), "skills directory does not exist");
             return Vec::new();
@@ -413,7 +413,7 @@ async fn discover_dir(
         let path = skill_dir.join(SKILL_FILE);
         let bytes = match cache.read(&path, MAX_SKILL_FILE).await {
             Ok(bytes) => bytes,
-            Err(crate::bounded::ReadError::NotFound) => continue,
+            Err(tower_agent_os::bounded::ReadError::NotFound) => continue,
             Err(err) => {
                 ctx.warn(format!("skills: skipped {}: {err}", path.display()));
                 continue;

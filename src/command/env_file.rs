@@ -65,9 +65,9 @@ impl EnvFile {
         &self,
         earlier: &[(String, String)],
     ) -> (Vec<(String, String)>, Vec<String>) {
-        match crate::bounded::read_regular_async(&self.path, MAX_ENV_FILE).await {
+        match tower_agent_os::bounded::read_regular_async(&self.path, MAX_ENV_FILE).await {
             Ok(bytes) => parse(&String::from_utf8_lossy(&bytes), earlier),
-            Err(crate::bounded::ReadError::NotFound) => (Vec::new(), Vec::new()),
+            Err(tower_agent_os::bounded::ReadError::NotFound) => (Vec::new(), Vec::new()),
             Err(err) => (
                 Vec::new(),
                 vec![format!(

@@ -30,7 +30,7 @@ use super::{
     config::Exec,
     process::{self, Failure, Reply, Report, Stdout},
 };
-use crate::process::ProcessTree;
+use tower_agent_os::process::ProcessTree;
 
 /// How long a persistent process may take to exit once its stdin is closed, before its
 /// process and everything it started are killed.
@@ -576,7 +576,7 @@ mod tests {
                     pending: Mutex::default(),
                     dead: AtomicBool::new(false),
                     // Never started: dropping it sweeps nothing.
-                    tree: Mutex::new(crate::process::ProcessTree::prepare(&mut std::process::Command::new("true"))),
+                    tree: Mutex::new(tower_agent_os::process::ProcessTree::prepare(&mut std::process::Command::new("true"))),
                 };
                 let mut waiting = HashMap::new();
                 for id in 1..=4 {

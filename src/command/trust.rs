@@ -106,7 +106,7 @@ impl Pin {
 
 /// The lowercase hex SHA-256 of a file (at most [`MAX_SCRIPT`] bytes).
 pub(crate) fn hash_file(path: &Path) -> Result<String, String> {
-    let bytes = crate::bounded::read_regular(path, MAX_SCRIPT)
+    let bytes = tower_agent_os::bounded::read_regular(path, MAX_SCRIPT)
         .map_err(|e| format!("cannot hash `{}`: {e}", path.display()))?;
     Ok(hex(&Sha256::digest(&bytes)))
 }

@@ -11,7 +11,8 @@ use futures_util::future::BoxFuture;
 
 use super::super::reload::{Reloader, digest, source_of};
 use super::Inner;
-use crate::{bounded::Stamp, context::RunContext, layers::hooks::SettingsSource};
+use crate::{context::RunContext, layers::hooks::SettingsSource};
+use tower_agent_os::bounded::Stamp;
 
 /// The hooks of a registry as they are now.
 pub(crate) struct Live {

@@ -14,7 +14,8 @@ use super::{
     Dirs,
     reply::{Failure, Reply, Stdout, humantime},
 };
-use crate::{command::config::Exec, process::ProcessTree};
+use crate::command::config::Exec;
+use tower_agent_os::process::ProcessTree;
 
 /// The most bytes kept of a hook's stdout or stderr (the rest is read and dropped).
 const MAX_CAPTURE: usize = 1 << 20;
@@ -105,7 +106,7 @@ pub(crate) async fn run(
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     {
-        let mut pipes: Vec<&dyn crate::process::Pipe> = Vec::new();
+        let mut pipes: Vec<&dyn tower_agent_os::process::Pipe> = Vec::new();
         if let Some(p) = &stdin {
             pipes.push(p);
         }
@@ -213,7 +214,7 @@ pub(crate) fn run_sync(
         .spawn()
         .map_err(|e| format!("cannot run `{}`: {e}", exec.label()))?;
     {
-        let mut pipes: Vec<&dyn crate::process::Pipe> = Vec::new();
+        let mut pipes: Vec<&dyn tower_agent_os::process::Pipe> = Vec::new();
         if let Some(p) = &child.stdout {
             pipes.push(p);
         }

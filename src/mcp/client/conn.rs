@@ -42,9 +42,9 @@ use super::{
 use crate::{
     error::BoxError,
     message::{ToolOutput, ToolSpec},
-    process::ProcessTree,
     tool::ToolRequest,
 };
+use tower_agent_os::process::ProcessTree;
 
 /// The most bytes of a stdio server's stderr read (and logged) at a time.
 const STDERR_CHUNK: usize = 8192;

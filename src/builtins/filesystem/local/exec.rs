@@ -5,7 +5,7 @@ use std::{collections::VecDeque, io, path::Path, process::Stdio, time::Duration}
 
 use super::{EXIT_GRACE, resolve::root_error};
 use crate::builtins::filesystem::backend::{ExecOptions, ExecOutput, FsError, FsErrorKind};
-use crate::process::ProcessTree;
+use tower_agent_os::process::ProcessTree;
 
 pub(super) async fn exec(
     root: &Path,

@@ -5,7 +5,7 @@ use std::{fmt, io, path::Path, sync::Arc};
 
 /// Why [`read_regular`] gave no bytes.
 #[derive(Debug)]
-pub(crate) enum ReadError {
+pub enum ReadError {
     /// There is no such file.
     NotFound,
     /// A FIFO, socket, device or directory: refused without blocking.
@@ -35,7 +35,7 @@ impl fmt::Display for ReadError {
 /// The file is opened non-blocking and its type checked on the open descriptor, so there is
 /// no gap between the check and the read: a FIFO (or a file swapped for one) is refused at
 /// once instead of blocking the thread forever. At most `cap + 1` bytes are read.
-pub(crate) fn read_regular(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
+pub fn read_regular(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
     use io::Read;
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
@@ -62,7 +62,7 @@ pub(crate) fn read_regular(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> 
 }
 
 /// [`read_regular`] on the blocking pool.
-pub(crate) async fn read_regular_async(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
+pub async fn read_regular_async(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
     let path = path.to_owned();
     tokio::task::spawn_blocking(move || read_regular(&path, cap))
         .await
@@ -72,15 +72,15 @@ pub(crate) async fn read_regular_async(path: &Path, cap: u64) -> Result<Vec<u8>,
 /// Files that have not changed since they were last read within this long are served from
 /// a [`FileCache`]; one changed more recently is read again (an edit in the same timestamp
 /// tick could leave its stamp as it was; 2 s covers the coarsest file system clocks).
-pub(crate) const RACY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+pub const RACY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The most files a [`FileCache`] keeps (beyond it, the cache is emptied and refilled).
-pub(crate) const MAX_CACHED_FILES: usize = 256;
+pub const MAX_CACHED_FILES: usize = 256;
 
 /// What identifies one version of a file: when none of these changed, neither did its
 /// bytes (an edit changes the status-change time, which no one can set back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stamp {
+pub struct Stamp {
     dev: u64,
     ino: u64,
     len: u64,
@@ -89,7 +89,8 @@ pub(crate) struct Stamp {
 }
 
 impl Stamp {
-    pub(crate) fn of(meta: &std::fs::Metadata) -> Stamp {
+    /// The stamp of the file `meta` describes.
+    pub fn of(meta: &std::fs::Metadata) -> Stamp {
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
@@ -120,7 +121,7 @@ impl Stamp {
     }
 
     /// Whether the file changed within [`RACY_WINDOW`] of now (or in the future).
-    pub(crate) fn is_recent(&self) -> bool {
+    pub fn is_recent(&self) -> bool {
         let changed = self.mtime.max(self.ctime);
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -135,7 +136,7 @@ impl Stamp {
 /// is not read again (a `stat` on the calling thread instead of a read on the blocking
 /// pool). At most [`MAX_CACHED_FILES`] files, each at most the cap it was read with.
 #[derive(Debug, Default)]
-pub(crate) struct FileCache {
+pub struct FileCache {
     entries: std::sync::Mutex<Files>,
     /// Directory listings (what the caller made of them), keyed the same way.
     dirs: std::sync::Mutex<Listings>,
@@ -152,7 +153,7 @@ impl FileCache {
     }
 
     /// The listing kept for the directory `dir` of this stamp.
-    pub(crate) fn listing(&self, dir: &Path, stamp: Stamp) -> Option<Arc<[std::path::PathBuf]>> {
+    pub fn listing(&self, dir: &Path, stamp: Stamp) -> Option<Arc<[std::path::PathBuf]>> {
         let dirs = self
             .dirs
             .lock()
@@ -164,7 +165,7 @@ impl FileCache {
 
     /// Keeps `list` for the directory `dir` of stamp `stamp` (taken before listing it),
     /// unless it changed too recently to trust the stamp.
-    pub(crate) fn keep_listing(&self, dir: &Path, stamp: Stamp, list: Arc<[std::path::PathBuf]>) {
+    pub fn keep_listing(&self, dir: &Path, stamp: Stamp, list: Arc<[std::path::PathBuf]>) {
         if stamp.is_recent() {
             return;
         }
@@ -179,7 +180,7 @@ impl FileCache {
     }
 
     /// [`read_regular`], from the cache when the file's stamp is the one it was read with.
-    pub(crate) async fn read(&self, path: &Path, cap: u64) -> Result<Arc<[u8]>, ReadError> {
+    pub async fn read(&self, path: &Path, cap: u64) -> Result<Arc<[u8]>, ReadError> {
         let meta = match std::fs::metadata(path) {
             Ok(meta) => meta,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ReadError::NotFound),

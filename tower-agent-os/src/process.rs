@@ -56,26 +56,26 @@
 //! `kill_on_drop`).
 
 /// The variable holding a supervised command's unique id (inherited by what it starts).
-pub(crate) const SCOPE_ENV: &str = "TOWER_AGENT_SCOPE";
+pub const SCOPE_ENV: &str = "TOWER_AGENT_SCOPE";
 
 /// The most `/proc` scans one sweep makes before giving up on processes that will not die
 /// (each round waits 2 ms, so a sweep takes at most about 0.1 s plus its scans).
-pub(crate) const MAX_ROUNDS: u32 = 50;
+pub const MAX_ROUNDS: u32 = 50;
 
 /// Something whose file descriptor a tree may hold (a child's stdio pipe).
 #[cfg(unix)]
-pub(crate) trait Pipe: std::os::fd::AsFd {}
+pub trait Pipe: std::os::fd::AsFd {}
 #[cfg(unix)]
 impl<T: std::os::fd::AsFd> Pipe for T {}
 /// Something whose file descriptor a tree may hold (a child's stdio pipe).
 #[cfg(not(unix))]
-pub(crate) trait Pipe {}
+pub trait Pipe {}
 #[cfg(not(unix))]
 impl<T> Pipe for T {}
 
 /// The processes of one supervised command: killed (all of them, see the
 /// [module docs](self)) when asked or dropped.
-pub(crate) struct ProcessTree {
+pub struct ProcessTree {
     cookie: String,
     /// The command's pid (also its process group id).
     leader: Option<u32>,
@@ -96,7 +96,7 @@ impl std::fmt::Debug for ProcessTree {
 impl ProcessTree {
     /// Prepares `cmd` to be supervised: a new process group and a unique
     /// [`TOWER_AGENT_SCOPE`](SCOPE_ENV). On Linux, makes this process a child subreaper (once).
-    pub(crate) fn prepare(cmd: &mut std::process::Command) -> Self {
+    pub fn prepare(cmd: &mut std::process::Command) -> Self {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
@@ -123,7 +123,7 @@ impl ProcessTree {
 
     /// Records the spawned command (`pid`, `None` if it is gone already) and the pipes it was
     /// given (their other ends, held by this process).
-    pub(crate) fn started(&mut self, pid: Option<u32>, pipes: &[&dyn Pipe]) {
+    pub fn started(&mut self, pid: Option<u32>, pipes: &[&dyn Pipe]) {
         self.leader = pid;
         #[cfg(target_os = "linux")]
         self.linux.started(pid, pipes);
@@ -132,7 +132,7 @@ impl ProcessTree {
     }
 
     /// Kills the command and everything it started (`SIGKILL`), once.
-    pub(crate) fn kill(&mut self) {
+    pub fn kill(&mut self) {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
