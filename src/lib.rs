@@ -137,9 +137,6 @@
 // clippy with `-D warnings`, so a warning fails it.
 #![warn(clippy::too_many_lines)]
 
-#[macro_use]
-mod macros;
-
 pub mod builder;
 pub mod builtins;
 pub mod command;

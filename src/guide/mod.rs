@@ -30,8 +30,9 @@
 pub mod tools {}
 
 #[doc = include_str!("hooks.md")]
-#[doc = "\n# Every event\n\nMade from the crate's one list of events (also on [`HookEvent`](crate::layers::hooks::HookEvent)).\n\n"]
-#[doc = include_str!("../layers/hooks/events/events.md")]
+#[doc = "\n# Every event\n\nThe table of every event — where it fires, its Rust hook, what a hook can do there, its \
+         matcher, and a command hook's input fields and answer — is on \
+         [`HookEvent`](crate::layers::hooks::HookEvent), made from the crate's one list of events.\n"]
 pub mod hooks {}
 
 #[doc = include_str!("stateful_layer.md")]

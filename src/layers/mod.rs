@@ -1,5 +1,6 @@
 //! Hook layers: one module per layer, each usable on its own with
-//! [`ServiceBuilder`](tower::ServiceBuilder).
+//! [`ServiceBuilder`](tower::ServiceBuilder) — the crate
+//! [`tower_agent_layers`], re-exported here.
 //!
 //! | Module | On | What it does |
 //! |---|---|---|
@@ -16,33 +17,13 @@
 //! | [`stream_timeout`] | model | deadlines for a streamed answer: its first piece, and the whole stream |
 //! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
 //!
-//! A layer of your own is written with the public API these use, and nothing else: what they
-//! do, yours can (the [stateful layer guide](crate::guide::stateful_layer) lists how, with a
-//! user-written layer that parks calls for a person's approval as [`hooks`] does). The example
-//! `call_limits` (at most N model and tool calls per run, a stateful layer on both stacks) is
-//! written outside the crate to show it: `cargo run --example call_limits`.
-//!
-//! # Readiness
-//!
-//! Every layer here passes its inner service's readiness through (`poll_ready` is the inner
-//! one's), except [`when`](matcher::when), which is always ready and readies the branch it
-//! picks inside its response future. No layer holds a readied inner service across an await
-//! of something else: a layer that calls at once calls the service `poll_ready` readied; a
-//! layer that first awaits hooks or a summarizer ([`hooks`], [`summarize`]) drops the readied
-//! service (giving back what it reserved, e.g. a `ConcurrencyLimit` permit) and readies a
-//! fresh clone when it calls; a layer that refuses a call ([`schema`], a call limit, a
-//! denying hook) drops the readied service too. So a hook, a summarizer or another caller may share
-//! the inner service's capacity — even a `ConcurrencyLimit(1)` — without a deadlock.
+//! A layer of your own is written with the public API these use, and nothing else: they live
+//! in a crate of their own that depends on [`tower_agent_core`] only, so what they do, yours
+//! can (the [stateful layer guide](crate::guide::stateful_layer) lists how). Readiness, and
+//! how each layer shares its inner service's capacity: [the crate's docs](tower_agent_layers#readiness).
 
-pub mod evict;
-pub mod fallback;
-pub mod hooks;
-pub mod ledger;
-pub mod matcher;
-pub mod redact;
-pub mod reminders;
-pub mod schema;
-pub mod select_tools;
-pub mod stream_timeout;
-pub mod summarize;
-pub mod trace;
+#[doc(inline)]
+pub use tower_agent_layers::{
+    evict, fallback, hooks, ledger, matcher, redact, reminders, schema, select_tools,
+    stream_timeout, summarize, trace,
+};

@@ -1,6 +1,7 @@
 //! The docs agree with what they describe: the feature tables of the crate docs (`src/lib.rs`)
 //! and of the features guide page (`src/guide/features.md`) list every feature of
-//! `Cargo.toml`, none that is not there, and say which are on by default.
+//! `Cargo.toml`, none that is not there, and say which are on by default; the command hooks'
+//! docs link to the one table of events instead of keeping their own.
 
 use std::collections::BTreeMap;
 
@@ -104,4 +105,20 @@ fn full_turns_on_every_feature() {
             "Cargo.toml: `full` lacks `{name}`"
         );
     }
+}
+
+/// The command hooks' docs link to the one table of events (`HookEvent`'s docs, in
+/// tower-agent-layers) and keep no table of events of their own
+/// (one written by hand lacked 8 of the events).
+#[test]
+fn the_command_hooks_docs_link_to_the_one_table() {
+    let docs = read("src/command/mod.rs");
+    let start = docs.find("//! # Events\n").expect("an Events section");
+    let end = start + docs[start..].find("//! ## ").expect("a next section");
+    let section = &docs[start..end];
+    assert!(
+        !section.lines().any(|l| l.starts_with("//! |")),
+        "{section}"
+    );
+    assert!(section.contains("[`HookEvent`]"), "{section}");
 }
