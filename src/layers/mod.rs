@@ -1,6 +1,6 @@
 //! Hook layers: one module per layer, each usable on its own with
-//! [`ServiceBuilder`](tower::ServiceBuilder) — the crate
-//! [`tower_agent_layers`], re-exported here.
+//! [`ServiceBuilder`](tower::ServiceBuilder) (the crate [`tower_agent_layers`], re-exported
+//! here).
 //!
 //! | Module | On | What it does |
 //! |---|---|---|
@@ -18,9 +18,14 @@
 //! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
 //!
 //! A layer of your own is written with the public API these use, and nothing else: they live
-//! in a crate of their own that depends on [`tower_agent_core`] only, so what they do, yours
-//! can (the [stateful layer guide](crate::guide::stateful_layer) lists how). Readiness, and
-//! how each layer shares its inner service's capacity: [the crate's docs](tower_agent_layers#readiness).
+//! in a crate of their own, [`tower_agent_layers`], that depends on [`tower_agent_core`] only,
+//! so what they do, yours can (the [stateful layer guide](crate::guide::stateful_layer) lists
+//! how, with a user-written layer that parks calls for a person's approval as [`hooks`] does).
+//! The example `call_limits` (at most N model and tool calls per run, a stateful layer on both
+//! stacks) is written outside the crate to show it: `cargo run --example call_limits`.
+//!
+//! How each layer passes readiness through and shares its inner service's capacity:
+//! [readiness](tower_agent_layers#readiness).
 
 #[doc(inline)]
 pub use tower_agent_layers::{

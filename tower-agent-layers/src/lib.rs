@@ -1,5 +1,13 @@
-//! Hook layers: one module per layer, each usable on its own with
-//! [`ServiceBuilder`](tower::ServiceBuilder).
+//! The hook layers of [tower-agent](https://docs.rs/tower-agent): one module per layer, each
+//! usable on its own with [`ServiceBuilder`](tower::ServiceBuilder), and
+//! [`ServiceBuilderExt`] to add them as `ServiceBuilder` methods.
+//!
+//! They wrap the service levels of [`tower_agent_core`] — a model is a
+//! `Service<ModelRequest>`, a tool a `Service<ToolRequest>`, the end of a step a
+//! `Service<StepEnd>` — and are written with its public API only, as a layer of yours would
+//! be. Most users do not add this crate: they add `tower-agent`, which re-exports these
+//! modules as `tower_agent::layers::{hooks, trace, …}` and [`ServiceBuilderExt`] as
+//! `tower_agent::ServiceBuilderExt`.
 //!
 //! | Module | On | What it does |
 //! |---|---|---|
@@ -16,11 +24,51 @@
 //! | [`stream_timeout`] | model | deadlines for a streamed answer: its first piece, and the whole stream |
 //! | [`ledger`] | tool | records every tool call (input, output, duration, status) to JSONL or SQLite |
 //!
-//! A layer of your own is written with the public API these use, and nothing else: what they
-//! do, yours can (the stateful layer guide (`tower_agent::guide::stateful_layer`) lists how, with a
-//! user-written layer that parks calls for a person's approval as [`hooks`] does). The example
-//! `call_limits` (at most N model and tool calls per run, a stateful layer on both stacks) is
-//! written outside the crate to show it: `cargo run --example call_limits`.
+//! A layer of your own is written with the public API these use, and nothing else: this crate
+//! depends on [`tower_agent_core`] only, so what these layers do, yours can (the stateful
+//! layer guide, `tower_agent::guide::stateful_layer`, lists how, with a user-written layer
+//! that parks calls for a person's approval as [`hooks`] does). The example `call_limits` of
+//! tower-agent (at most N model and tool calls per run, a stateful layer on both stacks) is
+//! written outside the crates to show it: `cargo run --example call_limits`.
+//!
+//! # Example
+//!
+//! A hook set that denies a tool call, and a trace layer on the tools, on an agent with a
+//! scripted model (offline):
+//!
+//! ```
+//! use serde_json::json;
+//! use tower::ServiceBuilder;
+//! use tower_agent_core::{Agent, model::ScriptedModel, tool::tool_fn};
+//! use tower_agent_layers::{ServiceBuilderExt, hooks::{Hooks, PreToolUse}};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let hooks = Hooks::new()
+//!     .before_tool_use("bash", |_call, _ctx| PreToolUse::Deny("no shell here".into()))
+//!     .compile()?;
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new().tool_call("bash", json!({"command": "ls"})).text("done"))
+//!     .tool(tool_fn("bash", "Runs a command", json!({"type": "object"}), |_, _| async {
+//!         Ok("file.txt")
+//!     }))
+//!     .hooks(hooks)
+//!     .tool_layer(ServiceBuilder::new().trace_agent())
+//!     .build();
+//! let resp = agent.run("list the files").await?;
+//! assert_eq!(resp.text, "done");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Feature flags
+//!
+//! | Feature | What it adds |
+//! |---|---|
+//! | `sqlite` | `ledger::SqliteLedger`: the tool-call ledger in a SQLite file (SQLite compiled in, bundled) |
+//! | `opentelemetry` | span attributes that OpenTelemetry wants as arrays (`gen_ai.response.finish_reasons`) recorded as arrays through `tracing-opentelemetry` (else as JSON text) |
+//!
+//! tower-agent's features of the same names turn them on.
 //!
 //! # Readiness
 //!

@@ -85,7 +85,7 @@
 //! temperature of `0.2f32` is recorded as the double `0.2` (its shortest decimal form), not
 //! as the widened `0.20000000298023224`.
 //!
-//! `invoke_agent {gen_ai.agent.name}` (made by the agent, target `tower_agent_core::agent`, kind
+//! `invoke_agent {gen_ai.agent.name}` (made by the agent, target `tower_agent::agent`, kind
 //! `internal`):
 //!
 //! | Attribute | Value |
@@ -156,7 +156,7 @@
 //! (the layer still records the attributes above on it, where it declares the field),
 //! [`on_response`](TraceLayer::on_response) and [`on_failure`](TraceLayer::on_failure) add
 //! your own recording. Spans are at [`Level::INFO`] unless set with
-//! [`level`](TraceLayer::level); their target is `tower_agent_layers::trace`.
+//! [`level`](TraceLayer::level); their target is `tower_agent::layers::trace`.
 //!
 //! # Cost
 //!
@@ -181,8 +181,9 @@ use tower_agent_core::{
     tool::ToolRequest,
 };
 
-/// The target of the spans.
-const TARGET: &str = module_path!();
+/// The target of the spans: the path users reach this module by (`tower_agent::layers::trace`,
+/// as before the layers had a crate of their own), so filters and subscribers keep matching.
+const TARGET: &str = "tower_agent::layers::trace";
 
 /// The default of [`TraceLayer::max_content_chars`]: 4,096 characters per captured part.
 pub const DEFAULT_MAX_CONTENT_CHARS: usize = 4096;

@@ -532,10 +532,7 @@ mod tests {
     /// `events.md` is the table these rows make; `BLESS=1` rewrites it.
     #[test]
     fn events_md_is_the_table_of_the_rows() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/layers/hooks/events/events.md"
-        );
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/hooks/events/events.md");
         let table = markdown();
         if std::env::var_os("BLESS").is_some() {
             std::fs::write(path, &table).expect("write events.md");
@@ -543,7 +540,7 @@ mod tests {
         let file = std::fs::read_to_string(path).expect("read events.md");
         assert!(
             file == table,
-            "{path} is not the table of the events' rows: run `BLESS=1 cargo test --lib events_md` and review the diff"
+            "{path} is not the table of the events' rows: run `BLESS=1 cargo test -p tower-agent-layers --lib events_md` and review the diff"
         );
     }
 
