@@ -472,7 +472,7 @@
 //!
 //! Every event — what a settings matcher is compared with, the fields of its input and what
 //! a command hook's answer does there — is a row of the crate's one table of events, in the
-//! [`HookEvent`] docs (also at the end of the [hooks guide](crate::guide::hooks#every-event)).
+//! [`HookEvent`] docs (linked from the end of the [hooks guide](crate::guide::hooks#every-event)).
 //! The table is made from the list of events the crate is built from, so no event can be
 //! missing from it. The command hooks of an event become one callback of the [`Hooks`]
 //! registry, the one in the table's "Rust hook" column; PreCompact's are that callback for

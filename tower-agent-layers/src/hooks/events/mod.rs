@@ -4,15 +4,15 @@
 //! Each event has a row of data (`table.rs`): its settings name, where it fires, what a hook
 //! can do there, the default timeout of a command handler, which protocol fields it has, the
 //! Rust registration methods, and the command hooks' columns. [`HookEvent`]'s methods read
-//! it, and the events' table in the docs (`events.md`, shown in the [`HookEvent`] docs and
-//! the hooks guide (`tower_agent::guide::hooks`), and linked from the command hooks'
-//! docs (`tower_agent::command`): one table for Rust and command hooks) is made from it; a
-//! test fails when the file and the rows differ (`BLESS=1` rewrites the file).
+//! it, and the events' table in the docs (`events.md`, shown in the [`HookEvent`] docs, and
+//! linked from tower-agent's hooks guide, `tower_agent::guide::hooks`, and from the command
+//! hooks' docs, `tower_agent::command`: one table for Rust and command hooks) is made from it;
+//! a test fails when the file and the rows differ (`BLESS=1` rewrites the file).
 //!
 //! Adding an event is a variant of [`HookEvent`] and its row, its registration method
 //! (`register.rs`) and slot (`slots.rs`, with the levels whose layer fires it), its typed input
 //! and output next to where it fires, the firing point (a layer), and its translation for
-//! command hooks in `command::events`.
+//! command hooks in tower-agent's `command::events`.
 
 mod register;
 mod slots;
