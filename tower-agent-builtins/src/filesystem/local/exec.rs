@@ -4,7 +4,7 @@
 use std::{collections::VecDeque, io, path::Path, process::Stdio, time::Duration};
 
 use super::{EXIT_GRACE, resolve::root_error};
-use crate::builtins::filesystem::backend::{ExecOptions, ExecOutput, FsError, FsErrorKind};
+use crate::filesystem::backend::{ExecOptions, ExecOutput, FsError, FsErrorKind};
 use tower_agent_os::process::ProcessTree;
 
 pub(super) async fn exec(
@@ -101,7 +101,7 @@ fn exec_io_error(e: io::Error) -> FsError {
 }
 
 /// `2s`, `1.5s` or `300ms`.
-pub(in crate::builtins::filesystem) fn format_duration(d: Duration) -> String {
+pub(in crate::filesystem) fn format_duration(d: Duration) -> String {
     if d.as_millis().is_multiple_of(1000) {
         format!("{}s", d.as_secs())
     } else if d < Duration::from_secs(1) {

@@ -5,7 +5,8 @@
 //!
 //! ```
 //! use serde_json::{Value, json};
-//! use tower_agent::{Agent, builtins::todo::TodoList, message::Role, model::ScriptedModel};
+//! use tower_agent_builtins::todo::TodoList;
+//! use tower_agent_core::{Agent, message::Role, model::ScriptedModel};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -42,7 +43,7 @@
 //! thread's list and saves it after every step, so the list carries over to the next run.
 //!
 //! It answers with JSON text (what the plan-completion reminder of the
-//! [reminders](crate::layers::reminders) layer reads):
+//! reminders layer, `tower_agent::layers::reminders`, reads):
 //!
 //! ```text
 //! {"success":true,"todos":[...],"summary":{"total":3,"completed":1,"in_progress":1,"pending":1}}
@@ -54,17 +55,17 @@
 //! # Task hooks
 //!
 //! Before the list is replaced, the agent's TaskCreated hooks
-//! ([`on_task_created`](crate::layers::hooks::Hooks::on_task_created)) run for each todo
+//! (`tower_agent::layers::hooks::Hooks::on_task_created`) run for each todo
 //! whose id is not in the current list, then its TaskCompleted hooks
-//! ([`on_task_completed`](crate::layers::hooks::Hooks::on_task_completed)) for each todo
+//! (`tower_agent::layers::hooks::Hooks::on_task_completed`) for each todo
 //! that becomes `done` (in list order; `task_id` is the todo's id, `task_subject` its title).
 //! A hook that blocks stops there: the list is left unchanged and the call's error output is
 //! `the todo list was not changed: <feedback>`, for the model to act on.
 //!
 //! # Setup or stage
 //!
-//! Add it with [`setup`](crate::agent::AgentBuilder::setup) for the tool alone, or with
-//! [`stage`](crate::agent::AgentBuilder::stage) to also show the current list in the system
+//! Add it with [`setup`](tower_agent_core::agent::AgentBuilder::setup) for the tool alone, or with
+//! [`stage`](tower_agent_core::agent::AgentBuilder::stage) to also show the current list in the system
 //! prompt before every model call (nothing is shown while the list is empty).
 
 use std::{collections::HashSet, fmt, sync::Arc};
@@ -73,7 +74,7 @@ use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::{
+use tower_agent_core::{
     agent::{Prepare, Setup, SetupContext},
     context::RunContext,
     error::BoxError,
@@ -119,10 +120,10 @@ fn valid_statuses() -> String {
 
 /// The todo-list stage: registers the [`WriteTodos`] tool; as a [`Prepare`] stage, shows the
 /// current list to the model at the end of each request
-/// ([`ModelRequest::append_reminder`](crate::model::ModelRequest::append_reminder)), so the
+/// ([`ModelRequest::append_reminder`](tower_agent_core::model::ModelRequest::append_reminder)), so the
 /// request's prefix stays stable for prompt caching while the list changes.
 ///
-/// See the [module docs](crate::builtins::todo) for an example.
+/// See the [module docs](crate::todo) for an example.
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct TodoList {
@@ -204,7 +205,7 @@ impl Prepare for TodoList {
 // ===== WriteTodos =====
 
 /// The `write_todos` [`Tool`]: replaces the run's todo list. See the [module
-/// docs](crate::builtins::todo).
+/// docs](crate::todo).
 ///
 /// [`TodoList`] registers it in its setup; use [`TodoList::tool`] to register it yourself.
 #[derive(Clone)]
@@ -296,8 +297,8 @@ impl Tool for WriteTodos {
 /// TaskCreated for each todo that is new (an id not in the current list), then TaskCompleted
 /// for each todo that becomes `done`, in list order; the first block is the feedback.
 async fn task_hooks(ctx: &RunContext, new: &[Todo]) -> Result<(), String> {
-    use crate::agent::{TaskEvent, TaskInput};
-    let Some(hooks) = crate::agent::RunHooks::of(ctx) else {
+    use tower_agent_core::agent::{TaskEvent, TaskInput};
+    let Some(hooks) = tower_agent_core::agent::RunHooks::of(ctx) else {
         return Ok(());
     };
     let (created, completed) = (
@@ -490,10 +491,11 @@ pub enum TodoStatus {
 }
 
 /// The todo list as thread data ([`Persisted`]): a JSON array of [`Todo`]s under the key
-/// `tower_agent.todos` of a thread's [`data`](crate::store::Thread::data).
+/// `tower_agent.todos` of a thread's [`data`](tower_agent_core::store::Thread::data).
 ///
 /// ```
-/// use tower_agent::{builtins::todo::{Todo, Todos}, store::Thread};
+/// use tower_agent_builtins::todo::{Todo, Todos};
+/// use tower_agent_core::store::Thread;
 ///
 /// let mut thread = Thread::new("t1");
 /// thread.data.set(&Todos(vec![Todo::new("1", "Write the docs")]))?;
@@ -529,7 +531,7 @@ impl Todos {
 }
 
 /// The run's todo list (empty if none was written). It is kept in the run's thread data
-/// ([`store::data`](crate::store::data), key `tower_agent.todos`), restored from the thread
+/// ([`store::data`](tower_agent_core::store::data), key `tower_agent.todos`), restored from the thread
 /// and saved with it; [`Todos::of`] reads it from a thread's data.
 pub fn todos(ctx: &RunContext) -> Vec<Todo> {
     ctx.with_thread_data(|d| Todos::of(d))

@@ -9,7 +9,7 @@ use std::{
 use cap_fs_ext::DirExt;
 use cap_std::fs::{Dir, FileType};
 
-use crate::builtins::filesystem::backend::{EntryKind, FsError, FsErrorKind};
+use crate::filesystem::backend::{EntryKind, FsError, FsErrorKind};
 
 /// Visits the entries under `dir` (depth first, sorted by name, symlinks not followed) as
 /// paths relative to `dir`, down to `max_depth` levels: `visit(parent, name, path, kind)`,

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 /// ```
 /// use std::sync::{Arc, atomic::{AtomicUsize, Ordering}};
 /// use futures_util::future::BoxFuture;
-/// use tower_agent::builtins::filesystem::{
+/// use tower_agent_builtins::filesystem::{
 ///     Backend, DirEntry, Edit, FileText, FsError, GrepMatches, GrepOptions, LocalFs, ReadRange,
 /// };
 ///
@@ -71,7 +71,7 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!(fs.write_file("a/b.txt", "hi\n").await?, "a/b.txt");
 /// assert_eq!(fs.read_file("a/b.txt", ReadRange::all()).await?.text, "hi\n");
 /// let err = fs.exec("true", Default::default()).await.unwrap_err();
-/// assert_eq!(err.kind(), tower_agent::builtins::filesystem::FsErrorKind::Unsupported);
+/// assert_eq!(err.kind(), tower_agent_builtins::filesystem::FsErrorKind::Unsupported);
 /// # Ok(())
 /// # }
 /// ```
@@ -130,7 +130,7 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// or cannot be examined. Symlinks inside the root are followed.
     ///
     /// The default knows nothing (every entry `None`): the tools that sort by modification
-    /// time (the [Claude Code tools](crate::builtins::claude_code)' `Glob` and `Grep`) then
+    /// time (the [Claude Code tools](crate::claude_code)' `Glob` and `Grep`) then
     /// sort by path, and `Glob` lists directories too.
     fn stat<'a>(&'a self, paths: &'a [String]) -> BoxFuture<'a, Vec<Option<FileStat>>> {
         Box::pin(async move { vec![None; paths.len()] })
@@ -536,7 +536,7 @@ pub struct ExecOptions {
     /// `... (truncated N characters) ...` line between.
     pub max_output: usize,
     /// Variables set in the command's environment, in order (the `execute` tool passes the
-    /// session's [`SessionEnv`](crate::agent::SessionEnv): what SessionStart hooks exported
+    /// session's [`SessionEnv`](tower_agent_core::agent::SessionEnv): what SessionStart hooks exported
     /// through `CLAUDE_ENV_FILE`).
     pub env: std::sync::Arc<[(String, String)]>,
 }

@@ -4,7 +4,8 @@
 //! # Example
 //!
 //! ```
-//! use tower_agent::{Agent, builtins::memory::Memory, model::{ModelResponse, ScriptedModel}};
+//! use tower_agent_builtins::memory::Memory;
+//! use tower_agent_core::{Agent, model::{ModelResponse, ScriptedModel}};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -32,7 +33,7 @@
 //! # Loading (setup)
 //!
 //! At the start of every run the files are loaded (from the local file system; relative paths
-//! from the run's [`cwd`](crate::context::RunContext::cwd)). A file is read (on tokio's
+//! from the run's [`cwd`](tower_agent_core::context::RunContext::cwd)). A file is read (on tokio's
 //! blocking pool) only when it changed since the stage last read it: each run checks its
 //! status (`stat`: device, inode, size, modification and status-change times) and reuses
 //! the bytes read before when none changed. A file changed less than 2 s before it was read
@@ -41,13 +42,13 @@
 //! file is skipped silently; a file that cannot be read, is not a regular file (a FIFO is
 //! refused without blocking), is larger than [`MAX_MEMORY_FILE`] (1 MiB) or is not UTF-8 is
 //! skipped with a
-//! `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); an empty file is skipped. The contents
+//! `tracing` warning and an [`AgentEvent::Warning`](tower_agent_core::agent::AgentEvent::Warning); an empty file is skipped. The contents
 //! (blank lines around them trimmed) are joined with [`SEPARATOR`].
 //!
 //! The files are loaded as the session starts ([`Setup::at_session_start`]): after the run's
 //! SessionStart hooks and before its UserPromptSubmit hooks, as Claude Code loads its
 //! instructions. Each file loaded fires the agent's InstructionsLoaded hooks
-//! ([`on_instructions_loaded`](crate::layers::hooks::Hooks::on_instructions_loaded)) with its
+//! (`tower_agent::layers::hooks::Hooks::on_instructions_loaded`) with its
 //! absolute `file_path`, `memory_type` `Project` (a file under the run's working directory)
 //! or `User` (elsewhere), and `load_reason` `session_start`; they observe only (their answers
 //! change nothing), and command hooks among them have ended before UserPromptSubmit fires.
@@ -84,7 +85,7 @@ use std::{
 
 use futures_util::future::BoxFuture;
 
-use crate::{
+use tower_agent_core::{
     agent::{Prepare, Setup, SetupContext},
     context::InstanceId,
     context::RunContext,
@@ -108,9 +109,9 @@ pub const DEFAULT_GUIDELINES: &str = "Guidelines for agent memory:
 
 /// The memory stage: a [`Setup`] that reads `AGENTS.md` files and a [`Prepare`] that puts
 /// them in the system prompt. Add it with
-/// [`AgentBuilder::stage`](crate::agent::AgentBuilder::stage).
+/// [`AgentBuilder::stage`](tower_agent_core::agent::AgentBuilder::stage).
 ///
-/// See the [module docs](crate::builtins::memory).
+/// See the [module docs](crate::memory).
 ///
 /// # Clone
 ///
@@ -153,7 +154,8 @@ impl Memory {
     /// prompt's block, the message is added to each request, not saved in the thread.
     ///
     /// ```
-    /// use tower_agent::{Agent, builtins::memory::Memory, message::Role, model::{ModelResponse, ScriptedModel}};
+    /// use tower_agent_builtins::memory::Memory;
+    /// use tower_agent_core::{Agent, message::Role, model::{ModelResponse, ScriptedModel}};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -213,7 +215,7 @@ impl Memory {
     /// hooks see each file loaded.
     async fn load(&self, ctx: &RunContext) -> Option<String> {
         let mut parts = Vec::new();
-        let hooks = crate::agent::RunHooks::of(ctx);
+        let hooks = tower_agent_core::agent::RunHooks::of(ctx);
         for path in self.paths.iter() {
             let path = if path.is_absolute() {
                 path.clone()
@@ -229,7 +231,7 @@ impl Memory {
                     } else {
                         "User"
                     };
-                    let input = crate::agent::InstructionsInput::new(
+                    let input = tower_agent_core::agent::InstructionsInput::new(
                         file_path,
                         memory_type,
                         "session_start",
@@ -326,7 +328,11 @@ struct MemoryRun {
 }
 
 /// The trimmed text of the memory file at `path`, if there is any.
-async fn read(ctx: &RunContext, cache: &tower_agent_os::bounded::FileCache, path: &Path) -> Option<String> {
+async fn read(
+    ctx: &RunContext,
+    cache: &tower_agent_os::bounded::FileCache,
+    path: &Path,
+) -> Option<String> {
     let bytes = match cache.read(path, MAX_MEMORY_FILE).await {
         Ok(bytes) => bytes,
         Err(tower_agent_os::bounded::ReadError::NotFound) => {

@@ -19,7 +19,7 @@ use super::{
     names::{decode_name, encode_name, name_from_bytes},
     walk::{is_escape, regular_file},
 };
-use crate::builtins::filesystem::backend::{FsError, FsErrorKind};
+use crate::filesystem::backend::{FsError, FsErrorKind};
 
 /// A path resolved inside the root.
 pub(super) struct Resolved {

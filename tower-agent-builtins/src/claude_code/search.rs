@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Shared, TOOL_RESPONSE, paths::Paths};
-use crate::{
-    builtins::filesystem::{EntryKind, FsErrorKind, GrepMatch, GrepOptions},
+use crate::filesystem::{EntryKind, FsErrorKind, GrepMatch, GrepOptions};
+use tower_agent_core::{
     context::RunContext,
     error::BoxError,
     message::ToolOutput,

@@ -117,10 +117,10 @@ const READ_BUFFER: usize = 64 * 1024;
 /// # Example
 ///
 /// ```
-/// use tower_agent::builtins::filesystem::{Backend, FsErrorKind, LocalFs, ReadRange};
+/// use tower_agent_builtins::filesystem::{Backend, FsErrorKind, LocalFs, ReadRange};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), tower_agent::builtins::filesystem::FsError> {
+/// # async fn main() -> Result<(), tower_agent_builtins::filesystem::FsError> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let fs = LocalFs::new(dir.path());
 /// fs.write_file("src/lib.rs", "fn main() {}\n").await?;

@@ -2,7 +2,6 @@
 
 use std::{
     path::Path,
-    sync::{Arc, Mutex},
     time::{Duration, SystemTime},
 };
 
@@ -10,7 +9,7 @@ use serde_json::{Value, json};
 use tower::{Service, ServiceExt};
 
 use super::{ClaudeCode, TOOL_RESPONSE};
-use crate::{
+use tower_agent_core::{
     context::RunContext,
     message::{ToolCall, ToolOutput},
     tool::{Checked, ObservableInput, ToolRequest, ToolRouter},
@@ -263,7 +262,7 @@ async fn write_creates_and_updates_with_a_patch() {
             "lines": ["-hello", "+bye"]}])
     );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "bye\n");
-    let written = crate::builtins::filesystem::files_written(&f.ctx);
+    let written = crate::filesystem::files_written(&f.ctx);
     assert_eq!(written["new/created.txt"].as_ref(), "bye\n");
 }
 
@@ -426,57 +425,6 @@ async fn grep_in_its_three_modes() {
         .call("Grep", json!({"pattern": "(", "output_mode": "content"}))
         .await;
     assert!(out.is_error);
-}
-
-/// In an agent, a `cd` fires CwdChanged at the end of the step, and later hooks see the new
-/// directory.
-#[tokio::test]
-async fn a_cd_fires_cwd_changed_in_an_agent() {
-    use crate::{
-        Agent,
-        layers::hooks::{CwdChanged, Hooks, PreToolUse},
-        model::ScriptedModel,
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let model = ScriptedModel::new()
-        .tool_call("Bash", json!({"command": "mkdir sub && cd sub"}))
-        .tool_call("Bash", json!({"command": "pwd"}))
-        .text("done");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let (changes, pre) = (Arc::clone(&seen), Arc::clone(&seen));
-    let hooks = Hooks::new()
-        .on_cwd_changed(move |input: crate::layers::hooks::CwdChangedInput, _ctx| {
-            changes.lock().unwrap().push(format!(
-                "changed {} -> {}",
-                input.old_cwd.display(),
-                input.new_cwd.display()
-            ));
-            CwdChanged::Continue
-        })
-        .before_tool_use("Bash", move |_call, ctx: RunContext| {
-            pre.lock()
-                .unwrap()
-                .push(format!("pre in {}", ctx.cwd().display()));
-            PreToolUse::Continue
-        });
-    let agent = Agent::builder()
-        .model(model)
-        .setup(ClaudeCode::local(&root))
-        .hooks(hooks.compile().unwrap())
-        .cwd(&root)
-        .build();
-    let resp = agent.run("move").await.unwrap();
-    assert_eq!(resp.text, "done");
-    let r = root.display();
-    assert_eq!(
-        *seen.lock().unwrap(),
-        [
-            format!("pre in {r}"),
-            format!("changed {r} -> {r}/sub"),
-            format!("pre in {r}/sub"),
-        ]
-    );
 }
 
 /// What a model sends cannot make a tool grow without bound or panic.

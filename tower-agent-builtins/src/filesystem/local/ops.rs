@@ -19,7 +19,7 @@ use super::{
     resolve::{Resolver, io_error},
     walk::{entry_kind, has_glob_meta, walk},
 };
-use crate::builtins::filesystem::backend::{
+use crate::filesystem::backend::{
     DirEntry, Edit, EntryKind, FileStat, FileText, FsError, FsErrorKind, GrepMatch, GrepMatches,
     GrepOptions, ReadRange,
 };
@@ -257,7 +257,7 @@ impl Resolver {
         Ok(out)
     }
 
-    /// What each of `paths` is (see [`Backend::stat`](crate::builtins::filesystem::Backend::stat)).
+    /// What each of `paths` is (see [`Backend::stat`](crate::filesystem::Backend::stat)).
     pub(super) fn stat(&self, paths: &[String]) -> Vec<Option<FileStat>> {
         paths
             .iter()

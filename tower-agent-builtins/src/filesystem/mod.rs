@@ -7,7 +7,8 @@
 //!
 //! ```
 //! use serde_json::json;
-//! use tower_agent::{Agent, builtins::filesystem::Filesystem, model::ScriptedModel};
+//! use tower_agent_builtins::filesystem::Filesystem;
+//! use tower_agent_core::{Agent, model::ScriptedModel};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -47,7 +48,7 @@
 //!
 //! Failures the model can fix — a missing file, a path outside the root, an `old_text` that
 //! does not occur, an invalid regex, a command timing out — are error
-//! [`ToolOutput`](crate::message::ToolOutput)s saying what went wrong (the
+//! [`ToolOutput`](tower_agent_core::message::ToolOutput)s saying what went wrong (the
 //! [`FsError`] message, and a hint), never a failed run. A command that runs and fails is not
 //! an error output: its exit code is in the output (and in the output's `exit_code`
 //! metadata).
@@ -97,11 +98,11 @@
 //! 0.5 s more.
 //!
 //! Its environment is this process's, plus the variables the run's SessionStart hooks
-//! exported through `CLAUDE_ENV_FILE` ([`SessionEnv`](crate::agent::SessionEnv); see
-//! [command hooks](crate::command#claude_env_file)).
+//! exported through `CLAUDE_ENV_FILE` ([`SessionEnv`](tower_agent_core::agent::SessionEnv); see
+//! command hooks, `tower_agent::command`).
 //!
 //! **What "everything it started" covers (no orphan processes).** On Linux, the first
-//! supervised command (an `execute` call or a [command hook](crate::command)) makes
+//! supervised command (an `execute` call or a command hook, `tower_agent::command`) makes
 //! this process a child subreaper (`PR_SET_CHILD_SUBREAPER`), so that what a command orphans
 //! (`setsid -f`, `nohup … &`, a double fork) is re-parented to this process rather than `init`.
 //! Each command gets a unique `TOWER_AGENT_SCOPE` environment variable. When its call ends,
@@ -142,7 +143,7 @@ pub use self::{
     },
     local::LocalFs,
 };
-use crate::{
+use tower_agent_core::{
     agent::{Setup, SetupContext},
     context::RunContext,
     error::BoxError,
@@ -152,7 +153,7 @@ use crate::{
 
 /// A [`Setup`] stage that registers the file tools over a [`Backend`].
 ///
-/// See the [module docs](crate::builtins::filesystem).
+/// See the [module docs](crate::filesystem).
 ///
 /// # Clone
 ///
@@ -233,7 +234,7 @@ impl Filesystem {
     }
 
     /// The tools as a router, to register them without the setup stage (e.g. with
-    /// [`AgentBuilder::tools`](crate::agent::AgentBuilder::tools), or to call them directly).
+    /// [`AgentBuilder::tools`](tower_agent_core::agent::AgentBuilder::tools), or to call them directly).
     pub fn tools(&self) -> ToolRouter {
         let mut router = ToolRouter::new();
         tools::register(&self.backend, &self.config, &mut router);
@@ -264,12 +265,13 @@ impl fmt::Debug for Filesystem {
 }
 
 /// The files written or edited in a thread, as thread data: one key per file of a thread's
-/// [`data`](crate::store::Thread::data), [`FilesWritten::PREFIX`] followed by its path (relative
+/// [`data`](tower_agent_core::store::Thread::data), [`FilesWritten::PREFIX`] followed by its path (relative
 /// to the root), its content a JSON string — one key per file, so a step that edits one file
 /// of many writes one row.
 ///
 /// ```
-/// use tower_agent::{builtins::filesystem::FilesWritten, store::Thread};
+/// use tower_agent_builtins::filesystem::FilesWritten;
+/// use tower_agent_core::store::Thread;
 ///
 /// let mut thread = Thread::new("t1");
 /// FilesWritten::set(&mut thread.data, "notes/plan.md", "# Plan");

@@ -7,8 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Shared, TOOL_RESPONSE, diff::structured_patch, paths::Paths};
-use crate::{
-    builtins::filesystem::{EntryKind, FileText, FsError, FsErrorKind, ReadRange, record_file},
+use crate::filesystem::{EntryKind, FileText, FsError, FsErrorKind, ReadRange, record_file};
+use tower_agent_core::{
     context::RunContext,
     error::BoxError,
     message::{ToolOutput, ToolSpec},

@@ -3,54 +3,56 @@
 //! hooks with the `tool_response` Claude Code gives, over a filesystem
 //! [`Backend`].
 //!
-//! So a [command hook](crate::command) written for Claude Code — matching `Bash` and reading
+//! So a command hook (`tower_agent::command`) written for Claude Code — matching `Bash` and reading
 //! `tool_response.stdout`, matching `Write|Edit` and reading `tool_input.file_path` — works on
 //! the crate's own tools. The shapes are measured against Claude Code 2.1.328 by the
 //! differential suite (`tests/reference`, vectors `tool_*`).
 //!
 //! # Example
 //!
-//! A scripted model writes a file, then runs a command on it; a PostToolUse hook sees Claude
-//! Code's `tool_response`:
+//! A scripted model writes a file, then runs a command on it; the tools answer the model with
+//! Claude Code's text, and hooks with Claude Code's `tool_response` (the output's metadata
+//! under [`TOOL_RESPONSE`](tower_agent_core::message::TOOL_RESPONSE), what a PostToolUse hook
+//! of `tower_agent::layers::hooks::Hooks` or a command hook reads):
 //!
 //! ```
-//! use std::sync::{Arc, Mutex};
 //! use serde_json::json;
-//! use tower_agent::{Agent, builtins::claude_code::ClaudeCode, model::ScriptedModel};
-//! use tower_agent::layers::hooks::{Hooks, PostToolUse};
+//! use tower::{Service, ServiceExt};
+//! use tower_agent_builtins::claude_code::ClaudeCode;
+//! use tower_agent_core::{
+//!     Agent,
+//!     context::RunContext,
+//!     message::{TOOL_RESPONSE, ToolCall},
+//!     model::ScriptedModel,
+//!     tool::ToolRequest,
+//! };
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn main() -> Result<(), tower_agent_core::BoxError> {
 //! let dir = tempfile::tempdir()?;
 //! let file = dir.path().join("notes.txt");
 //! let model = ScriptedModel::new()
 //!     .tool_call("Write", json!({ "file_path": file, "content": "buy milk\n" }))
-//!     .tool_call("Bash", json!({ "command": "wc -l < notes.txt", "description": "Count" }))
-//!     .text("One line.")
+//!     .text("Written.")
 //!     .recording();
-//!
-//! let seen = Arc::new(Mutex::new(Vec::new()));
-//! let hooks = Hooks::new().after_tool_use("Bash", {
-//!     let seen = Arc::clone(&seen);
-//!     move |_call, output, _ctx| {
-//!         let response = &output.metadata[tower_agent::command::TOOL_RESPONSE];
-//!         seen.lock().unwrap().push(response["stdout"].clone());
-//!         PostToolUse::Keep
-//!     }
-//! });
 //! let agent = Agent::builder()
 //!     .model(model.clone())
 //!     .setup(ClaudeCode::local(dir.path()))
-//!     .hooks(hooks.compile()?)
 //!     .cwd(dir.path())
 //!     .build();
-//! agent.run("How long is my list?").await?;
-//!
+//! agent.run("Note that I need milk.").await?;
 //! assert_eq!(std::fs::read_to_string(&file)?, "buy milk\n");
-//! assert_eq!(*seen.lock().unwrap(), [json!("1")]);
 //! // The model saw what Claude Code's tools say.
 //! let said = model.requests()[1].messages.last().unwrap().text().into_owned();
 //! assert!(said.starts_with("File created successfully at: "));
+//!
+//! // The tools called directly, as the agent calls them: `Bash` answers hooks with
+//! // Claude Code's `{stdout, stderr, …}`.
+//! let mut tools = ClaudeCode::local(dir.path()).tools();
+//! let ctx = RunContext::builder().cwd(dir.path()).build();
+//! let call = ToolCall::new("c1", "Bash", json!({ "command": "wc -l < notes.txt" }));
+//! let output = tools.ready().await?.call(ToolRequest::new(call, ctx)).await?;
+//! assert_eq!(output.metadata[TOOL_RESPONSE]["stdout"], "1");
 //! # Ok(())
 //! # }
 //! ```
@@ -118,13 +120,13 @@
 //! - Files are found by modification time as the backend reports it
 //!   ([`Backend::stat`]); a backend that does not, lists them by path.
 //!
-//! [`files_written`]: crate::builtins::filesystem::files_written
-//! [`Backend::exec`]: crate::builtins::filesystem::Backend::exec
-//! [`Backend::stat`]: crate::builtins::filesystem::Backend::stat
-//! [`RunContext::cwd`]: crate::context::RunContext::cwd
-//! [`RunContext::set_cwd`]: crate::context::RunContext::set_cwd
-//! [`Tool::check`]: crate::tool::Tool::check
-//! [`ObservableInput`]: crate::tool::ObservableInput
+//! [`files_written`]: crate::filesystem::files_written
+//! [`Backend::exec`]: crate::filesystem::Backend::exec
+//! [`Backend::stat`]: crate::filesystem::Backend::stat
+//! [`RunContext::cwd`]: tower_agent_core::context::RunContext::cwd
+//! [`RunContext::set_cwd`]: tower_agent_core::context::RunContext::set_cwd
+//! [`Tool::check`]: tower_agent_core::tool::Tool::check
+//! [`ObservableInput`]: tower_agent_core::tool::ObservableInput
 
 mod agent;
 mod bash;
@@ -139,17 +141,14 @@ use futures_util::future::BoxFuture;
 
 pub use self::agent::{AgentTool, GENERAL_PURPOSE};
 use self::paths::Paths;
-use crate::{
+use crate::filesystem::{Backend, LocalFs, Registry};
+use tower_agent_core::{
     agent::{Setup, SetupContext},
-    builtins::filesystem::{Backend, LocalFs, Registry},
     error::BoxError,
+    // The metadata key of what hooks get as `tool_response` (`tower_agent::command` reads it).
+    message::TOOL_RESPONSE,
     tool::ToolRouter,
 };
-
-/// [`command::TOOL_RESPONSE`](crate::command::TOOL_RESPONSE), the metadata key of what hooks
-/// get as `tool_response` (written out: `command` builds on `builtins`, not the other way; a
-/// test of `command` checks they agree).
-pub(crate) const TOOL_RESPONSE: &str = "tool_response";
 
 /// The settings of the tools (see the setters of [`ClaudeCode`]).
 #[derive(Debug, Clone)]
@@ -192,7 +191,7 @@ struct Shared {
 
 /// A [`Setup`] stage that registers Claude Code's tools over a [`Backend`].
 ///
-/// See the [module docs](crate::builtins::claude_code).
+/// See the [module docs](crate::claude_code).
 ///
 /// # Clone
 ///
@@ -296,7 +295,7 @@ impl ClaudeCode {
     }
 
     /// The tools as a router, to register them without the setup stage (e.g. with
-    /// [`AgentBuilder::tools`](crate::agent::AgentBuilder::tools), or to call them directly).
+    /// [`AgentBuilder::tools`](tower_agent_core::agent::AgentBuilder::tools), or to call them directly).
     pub fn tools(&self) -> ToolRouter {
         let mut router = ToolRouter::new();
         self.register(&mut router);

@@ -9,7 +9,7 @@ use super::{
     backend::{Backend, ExecOptions, FileText, FsError, FsErrorKind, GrepOptions, ReadRange},
     local::{GREP_LINE_CHARS, format_duration},
 };
-use crate::{
+use tower_agent_core::{
     agent::SetupContext,
     context::RunContext,
     error::BoxError,
@@ -456,7 +456,7 @@ fn execute(fs: Arc<dyn Backend>, config: Config) -> impl Tool {
                 let options = ExecOptions::default()
                     .timeout(timeout)
                     .max_output(config.max_output)
-                    .env(crate::agent::SessionEnv::of(&ctx).0);
+                    .env(tower_agent_core::agent::SessionEnv::of(&ctx).0);
                 Out::Ok(match fs.exec(&args.command, options).await {
                     Ok(run) => {
                         let mut out = if run.output.is_empty() {

@@ -4,7 +4,8 @@
 //! # Example
 //!
 //! ```
-//! use tower_agent::{Agent, builtins::skills::Skills, model::{ModelResponse, ScriptedModel}};
+//! use tower_agent_builtins::skills::Skills;
+//! use tower_agent_core::{Agent, model::{ModelResponse, ScriptedModel}};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -37,7 +38,7 @@
 //! # Discovery (setup)
 //!
 //! At the start of every run, each configured directory (relative paths are taken from the
-//! run's [`cwd`](crate::context::RunContext::cwd)) is searched one level deep for
+//! run's [`cwd`](tower_agent_core::context::RunContext::cwd)) is searched one level deep for
 //! `<dir>/<skill>/SKILL.md`. A directory that does not exist is skipped silently; hidden
 //! directories (`.name`) are ignored. Each `SKILL.md` starts with YAML front matter:
 //!
@@ -52,12 +53,12 @@
 //! ```
 //!
 //! A file without front matter, with invalid YAML, or without a `name` or `description` is
-//! skipped with a `tracing` warning and an [`AgentEvent::Warning`](crate::agent::AgentEvent::Warning); it never fails the run
+//! skipped with a `tracing` warning and an [`AgentEvent::Warning`](tower_agent_core::agent::AgentEvent::Warning); it never fails the run
 //! (nor do the [limits](#limits) below).
 //! When two skills have the same name, the one found later (in a later directory) wins.
 //!
 //! The files are read from the local file system with `tokio::fs`, not through a
-//! [filesystem backend](crate::builtins::filesystem), and only when they changed: each run
+//! [filesystem backend](crate::filesystem), and only when they changed: each run
 //! checks the status (`stat`: device, inode, size, modification and status-change times) of
 //! each skills directory and `SKILL.md`, and reuses the listing or the bytes read before
 //! when none changed, so an unchanged catalog costs a few `stat`s per run and no hand-off to
@@ -125,7 +126,7 @@ use yaml_rust2::{
     yaml::Hash,
 };
 
-use crate::{
+use tower_agent_core::{
     agent::{Prepare, Setup, SetupContext},
     context::InstanceId,
     context::RunContext,
@@ -166,9 +167,9 @@ pub const MAX_FRONT_MATTER_DEPTH: usize = 64;
 
 /// The skills stage: a [`Setup`] that discovers `SKILL.md` files and a [`Prepare`] that puts
 /// their catalog in the system prompt. Add it with
-/// [`AgentBuilder::stage`](crate::agent::AgentBuilder::stage).
+/// [`AgentBuilder::stage`](tower_agent_core::agent::AgentBuilder::stage).
 ///
-/// See the [module docs](crate::builtins::skills).
+/// See the [module docs](crate::skills).
 ///
 /// # Clone
 ///
@@ -210,7 +211,7 @@ impl Skills {
     }
 
     /// Also inject the whole body of every skill whose name or a keyword appears in the
-    /// user's prompt (see the [module docs](crate::builtins::skills#just-in-time)); default
+    /// user's prompt (see the [module docs](crate::skills#just-in-time)); default
     /// off.
     pub fn just_in_time(mut self, on: bool) -> Self {
         self.just_in_time = on;
@@ -502,7 +503,7 @@ impl Skill {
     /// Parses the text of the `SKILL.md` at `path`.
     ///
     /// ```
-    /// use tower_agent::builtins::skills::Skill;
+    /// use tower_agent_builtins::skills::Skill;
     ///
     /// let skill = Skill::parse(
     ///     "/skills/csv/SKILL.md",
@@ -521,7 +522,7 @@ impl Skill {
     ///
     /// If the text does not start with a `---` line, the front matter is not closed by a
     /// `---` line, is not valid YAML or not a mapping, is over one of the
-    /// [limits](crate::builtins::skills#limits), or lacks a non-empty `name` or `description`.
+    /// [limits](crate::skills#limits), or lacks a non-empty `name` or `description`.
     pub fn parse(path: impl Into<PathBuf>, text: &str) -> Result<Skill, SkillError> {
         let (yaml, body) = split_front_matter(text)?;
         let doc = load_front_matter(yaml)?;
@@ -604,7 +605,7 @@ fn scalar(y: &Yaml) -> Option<String> {
 // ===== front matter =====
 
 /// The first YAML document of `yaml` (`Null` if there is none), built from the parser's events
-/// within the [limits](crate::builtins::skills#limits).
+/// within the [limits](crate::skills#limits).
 ///
 /// The same values as `yaml_rust2::YamlLoader` (which copies the anchored node for every
 /// alias without limit: a few hundred bytes of nested aliases cost gigabytes).

@@ -12,9 +12,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Shared, TOOL_RESPONSE};
-use crate::{
+use crate::filesystem::{ExecOptions, FsErrorKind};
+use tower_agent_core::{
     agent::SessionEnv,
-    builtins::filesystem::{ExecOptions, FsErrorKind},
     context::RunContext,
     error::BoxError,
     message::ToolOutput,

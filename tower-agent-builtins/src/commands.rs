@@ -5,7 +5,8 @@
 //! # Example
 //!
 //! ```
-//! use tower_agent::{Agent, builtins::commands::SlashCommands, model::ScriptedModel};
+//! use tower_agent_builtins::commands::SlashCommands;
+//! use tower_agent_core::{Agent, model::ScriptedModel};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -42,8 +43,8 @@
 //!
 //! The expanded prompt replaces the typed one ([`RunStart::expand`]): the model and the thread
 //! see it, and the start's [`expansion`](RunStart::expansion) tells the layers outside what
-//! was typed. The start hook layer of a [`HookSet`](crate::layers::hooks::HookSet), which
-//! [`AgentBuilder::hooks`](crate::agent::AgentBuilder::hooks) installs outermost, fires the
+//! was typed. The start hook layer of a `tower_agent::layers::hooks::HookSet`, which
+//! [`AgentBuilder::hooks`](tower_agent_core::agent::AgentBuilder::hooks) installs outermost, fires the
 //! UserPromptExpansion hooks then (after the UserPromptSubmit hooks saw the typed prompt).
 
 use std::{
@@ -55,7 +56,7 @@ use std::{
 
 use tower::{Layer, Service};
 
-use crate::agent::start::{ExpansionKind, PromptExpansion, RunStart};
+use tower_agent_core::agent::start::{ExpansionKind, PromptExpansion, RunStart};
 
 /// The largest command file read (256 KiB); a larger one is not a command (with a warning).
 pub const MAX_COMMAND_FILE: u64 = 256 * 1024;
