@@ -12,8 +12,8 @@
 //!
 //! A scripted model writes a file, then runs a command on it; the tools answer the model with
 //! Claude Code's text, and hooks with Claude Code's `tool_response` (the output's metadata
-//! under [`TOOL_RESPONSE`](tower_agent_core::message::TOOL_RESPONSE), what a PostToolUse hook
-//! of `tower_agent::layers::hooks::Hooks` or a command hook reads):
+//! under [`TOOL_RESPONSE`], what a PostToolUse hook of `tower_agent::layers::hooks::Hooks` or
+//! a command hook reads):
 //!
 //! ```
 //! use serde_json::json;
