@@ -9,7 +9,9 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 use tower::{Service, ServiceExt};
 
-use crate::{AgentRequest, AgentResponse, BoxError, Outcome, agent::AgentEvent, message::Usage};
+use tower_agent_core::{
+    AgentRequest, AgentResponse, BoxError, Outcome, agent::AgentEvent, message::Usage,
+};
 
 /// Calls `service` with `request` and returns the run's [`AgentEvent`]s as a stream, for a
 /// handler of your own: the request's [`events`](AgentRequest::events) channel is set to the
@@ -79,7 +81,7 @@ impl EventsState {
         self.stopped = true;
         Some(AgentEvent::AgentStop {
             outcome: Outcome::Aborted {
-                error: crate::error::chain(&*err),
+                error: tower_agent_core::error::chain(&*err),
             },
             text: String::new(),
             steps: 0,
@@ -94,13 +96,14 @@ impl EventsState {
 }
 
 /// Answers with `events` as Server-Sent Events, encoded as the streamed route encodes them
-/// (see the [module docs](crate::server#server-sent-events)): `event:` the event's `type`,
+/// (see the [module docs](crate#server-sent-events)): `event:` the event's `type`,
 /// `data:` its JSON on one line, a keep-alive comment every 15 s. For a handler of your own,
-/// with [`events`] or [`Agent::stream`](crate::Agent::stream):
+/// with [`events`] or [`Agent::stream`](tower_agent_core::Agent::stream):
 ///
 /// ```
 /// use axum::{Router, response::IntoResponse, routing::post};
-/// use tower_agent::{Agent, model::ScriptedModel, server};
+/// use tower_agent_core::{Agent, model::ScriptedModel};
+/// use tower_agent_server as server;
 ///
 /// let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
 /// let app: Router = Router::new().route(
@@ -139,7 +142,7 @@ fn sse_event(event: &AgentEvent) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Message;
+    use tower_agent_core::message::Message;
 
     #[test]
     fn sse_event_names_are_the_json_types() {

@@ -22,16 +22,17 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::{body::ApiError, router};
-use crate::Agent;
+use tower_agent_core::Agent;
 
 /// Serves `agent` on `listener` until `shutdown` completes, then shuts down gracefully (see
-/// the [module docs](crate::server#graceful-shutdown)). Await the returned [`Serve`].
+/// the [module docs](crate#graceful-shutdown)). Await the returned [`Serve`].
 ///
 /// The server also shuts down when the agent's
 /// [`shutdown_signal`](Agent::shutdown_signal) is cancelled by someone else.
 ///
 /// ```no_run
-/// # use tower_agent::{Agent, model::ScriptedModel, server};
+/// # use tower_agent_core::{Agent, model::ScriptedModel};
+/// # use tower_agent_server as server;
 /// # #[tokio::main]
 /// # async fn main() -> std::io::Result<()> {
 /// # let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
@@ -71,8 +72,8 @@ pub struct Serve<F> {
 
 impl<F> Serve<F> {
     /// Serves `router` instead of [`router(agent)`](router): typically that router with layers, an
-    /// [`AgentRoutes`](crate::server::AgentRoutes) router over the agent under tower middleware, or
-    /// an app the [`AgentRoutes::routes`](crate::server::AgentRoutes::routes) are merged into. On
+    /// [`AgentRoutes`](crate::AgentRoutes) router over the agent under tower middleware, or
+    /// an app the [`AgentRoutes::routes`](crate::AgentRoutes::routes) are merged into. On
     /// shutdown, the `agent` given to [`serve`] is the one whose runs are asked to stop, so the
     /// router should serve that agent.
     pub fn router(mut self, router: Router) -> Self {

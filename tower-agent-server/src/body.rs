@@ -8,10 +8,10 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{
+use tower_agent_builtins::todo::Todo;
+use tower_agent_core::{
     AgentResponse, BoxError, Outcome,
     agent::{ApprovalError, PendingCall},
-    builtins::todo::Todo,
     message::{Messages, Usage},
 };
 
@@ -145,7 +145,10 @@ impl ApiError {
     /// The answer for a failed call of the agent service: the status of the error (or of the
     /// first error of its source chain) that has one, else `500`.
     pub(super) fn from_service(err: BoxError) -> Self {
-        ApiError::new(service_error_status(&*err), crate::error::chain(&*err))
+        ApiError::new(
+            service_error_status(&*err),
+            tower_agent_core::error::chain(&*err),
+        )
     }
 }
 
@@ -169,7 +172,7 @@ fn service_error_status(err: &(dyn std::error::Error + 'static)) -> StatusCode {
         }
         // A save refused because another replica wrote the thread meanwhile.
         #[cfg(feature = "postgres")]
-        if e.is::<crate::store::postgres::Conflict>() {
+        if e.is::<tower_agent_postgres::Conflict>() {
             return StatusCode::CONFLICT;
         }
         cur = e.source();

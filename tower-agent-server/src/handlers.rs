@@ -24,11 +24,8 @@ use super::{
     body::{ApiError, RunRequest, RunResponse, ThreadResponse},
     stream::{events, sse},
 };
-use crate::{
-    AgentRequest,
-    agent::Approvals,
-    builtins::{filesystem::FilesWritten, todo::Todos},
-};
+use tower_agent_builtins::{filesystem::FilesWritten, todo::Todos};
+use tower_agent_core::{AgentRequest, agent::Approvals};
 
 /// Checks the pieces of a run request, claims its thread and makes the [`AgentRequest`], with
 /// the HTTP request's extensions.
@@ -175,7 +172,10 @@ pub(super) async fn resume(
         let thread = store.load(&id).await.map_err(|e| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("thread store failed: {}", crate::error::chain(&*e)),
+                format!(
+                    "thread store failed: {}",
+                    tower_agent_core::error::chain(&*e)
+                ),
             )
         })?;
         if thread.is_none() {

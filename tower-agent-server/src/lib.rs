@@ -1,7 +1,8 @@
-//! An HTTP server for an [`Agent`] (feature `axum`): runs, streamed runs (Server-Sent Events)
+//! An HTTP server for an [`Agent`] of [tower-agent](https://docs.rs/tower-agent) (its feature
+//! `axum`, where this crate is `tower_agent::server`): runs, streamed runs (Server-Sent Events)
 //! and threads, as an [`axum::Router`] — a whole app ([`router`]), or routes to embed in
 //! yours over any agent service ([`AgentRoutes`]), with the pieces for handlers of your own
-//! ([`events`], [`sse`], and `IntoResponse` for [`Error`](crate::Error)).
+//! ([`events`], [`sse`], and `IntoResponse` for [`Error`](tower_agent_core::Error)).
 //!
 //! # Example
 //!
@@ -10,10 +11,11 @@
 //! ```
 //! use axum::{body::Body, http::{Request, StatusCode}};
 //! use tower::ServiceExt;
-//! use tower_agent::{Agent, model::ScriptedModel, server::{self, RunResponse}};
+//! use tower_agent_core::{Agent, model::ScriptedModel};
+//! use tower_agent_server::{self as server, RunResponse};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! # async fn main() -> Result<(), tower_agent_core::BoxError> {
 //! let agent = Agent::builder().model(ScriptedModel::new().text("Hello, Ada.")).build();
 //! let app = server::router(agent);
 //!
@@ -37,27 +39,28 @@
 //! | route | body | answer |
 //! |---|---|---|
 //! | `POST /threads/{id}/runs` | [`RunRequest`] `{"prompt": "..."}` | `200` [`RunResponse`] `{thread_id, run_id, outcome, text, steps, usage, warnings}` |
-//! | `POST /threads/{id}/runs/stream` | [`RunRequest`] | `200` `text/event-stream`, one event per [`AgentEvent`](crate::agent::AgentEvent) (below) |
+//! | `POST /threads/{id}/runs/stream` | [`RunRequest`] | `200` `text/event-stream`, one event per [`AgentEvent`](tower_agent_core::agent::AgentEvent) (below) |
 //! | `POST /threads/{id}/resume` | none | `200` [`RunResponse`]: the thread's interrupted run resumed ([`AgentRequest::recover`]), `404` for a thread the store does not have |
 //! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files}`, `404` if there is none (only with a [store](AgentRoutes::store)) |
-//! | `POST /threads/{id}/approvals` | [`Approvals`](crate::agent::Approvals) `{"decisions": [{"call_id": "...", "decision": "approve"}, …]}` | `200` [`RunResponse`] of the run that goes on (see [Approvals](#approvals)) |
+//! | `POST /threads/{id}/approvals` | [`Approvals`](tower_agent_core::agent::Approvals) `{"decisions": [{"call_id": "...", "decision": "approve"}, …]}` | `200` [`RunResponse`] of the run that goes on (see [Approvals](#approvals)) |
 //! | `GET /threads/{id}` | | `200` [`ThreadResponse`] `{id, messages, todos, files, pending}`, `404` if there is none (only with a [store](AgentRoutes::store)) |
 //! | `GET /healthz` | | `200` `{"status": "ok"}`, `503` `{"status": "shutting_down"}` once shutdown began |
 //!
 //! A run continues the thread `{id}` (it is created by its first run), and is saved after every
-//! step in the agent's [store](crate::store) — use [`Sqlite`](crate::store) for threads that
-//! outlive the process. One run at a time per thread: a run asked for on a thread that has one
-//! going is refused with `409`: within this router, and across replicas whose store leases
-//! threads across processes ([`ThreadStore::lease`]: `Postgres` across replicas, `Sqlite`
-//! across the processes that open one database file; with the in-memory store, replicas don't
-//! see each other's runs). A run whose save found the thread
-//! written by another replica meanwhile (a `Postgres` conflict) is a `409` too.
+//! step in the agent's [store](tower_agent_core::store) — use `Sqlite`
+//! (`tower_agent::store::Sqlite`) for threads that outlive the process. One run at a time per
+//! thread: a run asked for on a thread that has one going is refused with `409`: within this
+//! router, and across replicas whose store leases threads across processes
+//! ([`ThreadStore::lease`]: `Postgres` across replicas, `Sqlite` across the processes that open
+//! one database file; with the in-memory store, replicas don't see each other's runs). A run
+//! whose save found the thread written by another replica meanwhile (a `Postgres` conflict;
+//! this crate's feature `postgres`, on with tower-agent's `postgres`) is a `409` too.
 //!
 //! A run whose replica died in the middle (a crash, `kill -9`) is finished by
 //! `POST /threads/{id}/resume` on any replica: the thread is claimed and leased as for a run
 //! (`409` while the dead replica's lease lasts — with `Postgres`, until its database session
 //! ends — or while a live run holds it), then the step in flight is finished from the store's
-//! [tool-call journal](crate::store::journal) without running a side effect twice, and the run
+//! [tool-call journal](tower_agent_core::store::journal) without running a side effect twice, and the run
 //! goes on ([`AgentRequest::recover`]).
 //!
 //! Every error is JSON, [`ErrorResponse`] `{"error": "..."}`: `400` for a body that is not
@@ -87,7 +90,7 @@
 //!
 //! For a handler of your own, [`events`] calls an agent service and streams the run's events
 //! (ending with `agent_stop`, even when the call fails), [`sse`] answers with such a stream in
-//! this module's encoding, and a handler can `?` an [`Error`](crate::Error) (a `500` with the
+//! this module's encoding, and a handler can `?` an [`Error`](tower_agent_core::Error) (a `500` with the
 //! JSON error body).
 //!
 //! # Per-request data and thread access
@@ -95,7 +98,7 @@
 //! The run routes copy the HTTP request's [extensions](axum::http::Extensions) — what your
 //! authentication middleware put there (the user, the tenant) — into the [`AgentRequest`]
 //! ([`AgentRequest::extensions_mut`]); the run's tools, hooks and stages read them with
-//! [`RunContext::extensions`](crate::context::RunContext::extensions).
+//! [`RunContext::extensions`](tower_agent_core::context::RunContext::extensions).
 //!
 //! Who may read (`GET /threads/{id}`) or continue (`POST /threads/{id}/runs…`) a thread is up
 //! to the [`ThreadAccess`] given to [`AgentRoutes::thread_access`] (by default, anyone): it
@@ -108,13 +111,13 @@
 //! # Approvals
 //!
 //! A run whose agent has the deferring approval policy
-//! ([`Hooks::defer_approvals`](crate::layers::hooks::Hooks::defer_approvals)) ends with
+//! (`tower_agent::layers::hooks::Hooks::defer_approvals`) ends with
 //! `{"kind": "interrupted", "pending": [{"id", "name", "arguments", "reason"}, …]}` when calls
 //! wait for a decision; `GET /threads/{id}` lists them too (`pending`). Any replica sharing
 //! the store answers them with `POST /threads/{id}/approvals`, each pending call decided once:
 //! `{"call_id": "...", "decision": "approve"}`, `{"call_id": "...", "decision": "deny",
 //! "reason": "..."}` or `{"call_id": "...", "decision": "edit", "arguments": {…}}` (see
-//! [`agent::interrupt`](crate::agent::interrupt)). The run then goes on as a run of the
+//! [`agent::interrupt`](tower_agent_core::agent::interrupt)). The run then goes on as a run of the
 //! thread (the thread is claimed as for `/runs`: `409` while a run is going on it) and the
 //! answer is its [`RunResponse`].
 //!
@@ -123,13 +126,13 @@
 //! nothing pending (the calls were decided already: a stale request, e.g. the loser of two
 //! concurrent answers), `422` for a call id that is not pending (forged or stale), a pending
 //! call left undecided, a call decided twice, or more than
-//! [`MAX_DECISIONS`](crate::agent::interrupt::MAX_DECISIONS) (1024) decisions; `404` for a
+//! [`MAX_DECISIONS`](tower_agent_core::agent::interrupt::MAX_DECISIONS) (1024) decisions; `404` for a
 //! thread that does not exist.
 //!
 //! # Server-Sent Events
 //!
 //! `POST /threads/{id}/runs/stream` answers with one SSE event per
-//! [`AgentEvent`](crate::agent::AgentEvent), in order: `event:` is the event's `type`
+//! [`AgentEvent`](tower_agent_core::agent::AgentEvent), in order: `event:` is the event's `type`
 //! (`agent_start`, `step_start`, `model_response`, `tool_call_start`, `tool_call_end`, …) and
 //! `data:` the event as JSON (the same JSON, `type` included). The last event is always
 //! `agent_stop`, with the outcome; a run that could not run (store or setup failure) sends only an
@@ -156,7 +159,8 @@
 //! use axum::http::StatusCode;
 //! use tower::{ServiceBuilder, limit::ConcurrencyLimitLayer};
 //! use tower_http::{limit::RequestBodyLimitLayer, timeout::TimeoutLayer, trace::TraceLayer};
-//! use tower_agent::{Agent, model::ScriptedModel, server};
+//! use tower_agent_core::{Agent, model::ScriptedModel};
+//! use tower_agent_server as server;
 //!
 //! let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
 //! let app = server::router(agent).layer(
@@ -194,7 +198,8 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use tower_agent::{Agent, model::ScriptedModel, server};
+//! use tower_agent_core::{Agent, model::ScriptedModel};
+//! use tower_agent_server as server;
 //!
 //! # #[tokio::main]
 //! # async fn main() -> std::io::Result<()> {
@@ -206,6 +211,10 @@
 //!     .await
 //! # }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// No function of the library over 100 lines (clippy's count, the threshold in clippy.toml).
+#![warn(clippy::too_many_lines)]
+
 mod body;
 mod handlers;
 mod listen;
@@ -226,7 +235,7 @@ use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt, util::BoxCloneSyncService};
 
-use crate::{
+use tower_agent_core::{
     Agent, AgentRequest, AgentResponse, BoxError,
     store::{Lease, ThreadBusy, ThreadStore},
 };
@@ -243,7 +252,7 @@ pub use self::{
     stream::{events, sse},
 };
 
-/// The routes of the [module docs](crate::server) over `agent`, ready to serve or to layer:
+/// The routes of the [module docs](crate) over `agent`, ready to serve or to layer:
 /// [`AgentRoutes::for_agent(&agent).router()`](AgentRoutes::router).
 ///
 /// The router has no state left to provide (`Router<()>`): add layers with
@@ -259,7 +268,7 @@ pub fn router(agent: Agent) -> Router {
 /// The agent service the routes call: any tower service of [`AgentRequest`]s, type-erased.
 type BoxAgentService = BoxCloneSyncService<AgentRequest, AgentResponse, BoxError>;
 
-/// The routes of the [module docs](crate::server) over any agent service — an [`Agent`] or
+/// The routes of the [module docs](crate) over any agent service — an [`Agent`] or
 /// an `Agent` under tower middleware (`Timeout<Agent>`, `ConcurrencyLimit<Agent>`, your own
 /// layers) — to embed in an app.
 ///
@@ -277,7 +286,8 @@ type BoxAgentService = BoxCloneSyncService<AgentRequest, AgentResponse, BoxError
 /// use std::time::Duration;
 /// use axum::{Router, routing::get};
 /// use tower::ServiceBuilder;
-/// use tower_agent::{Agent, model::ScriptedModel, server::{AgentRoutes, ThreadAction}};
+/// use tower_agent_core::{Agent, model::ScriptedModel};
+/// use tower_agent_server::{AgentRoutes, ThreadAction};
 ///
 /// let agent = Agent::builder().model(ScriptedModel::new().text("hi")).build();
 /// let service = ServiceBuilder::new()
@@ -345,7 +355,7 @@ impl AgentRoutes {
     }
 
     /// Who may read (`GET /threads/{id}`) or continue (`POST /threads/{id}/runs…`) a thread;
-    /// a refusal answers `403` (see the [module docs](crate::server#thread-access)). A
+    /// a refusal answers `403` (see the [module docs](crate#thread-access)). A
     /// closure `Fn(&Parts, &str, ThreadAction) -> bool` is a [`ThreadAccess`].
     pub fn thread_access(mut self, access: impl ThreadAccess) -> Self {
         self.state.access = Some(Arc::new(access));
@@ -403,7 +413,7 @@ pub enum ThreadAction {
 /// Decides who may read or continue a thread: given the HTTP request's parts (its headers,
 /// and the extensions your authentication middleware filled in), the thread id and the
 /// [`ThreadAction`], allow (`true`) or refuse (`false`, answered `403`). See the
-/// [module docs](crate::server#thread-access).
+/// [module docs](crate#thread-access).
 ///
 /// A closure `Fn(&Parts, &str, ThreadAction) -> bool` is one; implement the trait for a
 /// check that must await (a database lookup).
@@ -471,7 +481,7 @@ impl AppState {
                 Err(e) => {
                     return Err(ApiError::new(
                         StatusCode::INTERNAL_SERVER_ERROR,
-                        crate::error::chain(&*e),
+                        tower_agent_core::error::chain(&*e),
                     ));
                 }
             }
