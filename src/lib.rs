@@ -148,7 +148,8 @@ pub mod mcp;
 pub mod model;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub mod server;
+#[doc(inline)]
+pub use tower_agent_server as server;
 pub mod store;
 #[cfg(feature = "wasm")]
 #[cfg_attr(docsrs, doc(cfg(feature = "wasm")))]

@@ -9,10 +9,9 @@
 //! | [`todo`](mod@todo) | setup (tool) | `write_todos`: the todo list in the run state |
 //! | [`skills`] | setup + prepare | `SKILL.md` discovery, catalog in the system prompt, just-in-time skill bodies |
 //! | [`memory`] | setup + prepare | `AGENTS.md` memory in the system prompt |
+//!
+//! They are the crate [`tower_agent_builtins`], written against the public API of the core
+//! (`tower_agent_core`) only, as tools and stages of your own would be.
 
-pub mod claude_code;
-pub mod commands;
-pub mod filesystem;
-pub mod memory;
-pub mod skills;
-pub mod todo;
+#[doc(inline)]
+pub use tower_agent_builtins::{claude_code, commands, filesystem, memory, skills, todo};

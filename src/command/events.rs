@@ -613,13 +613,11 @@ mod tests {
         *,
     };
 
-    /// The Claude Code tools answer hooks under the key command hooks read.
+    /// The Claude Code tools answer hooks under the key command hooks read (core's
+    /// `message::TOOL_RESPONSE`, which `builtins::claude_code` writes).
     #[test]
     fn the_claude_code_tools_answer_under_the_response_key() {
-        assert_eq!(
-            crate::builtins::claude_code::TOOL_RESPONSE,
-            crate::command::TOOL_RESPONSE
-        );
+        assert_eq!(crate::message::TOOL_RESPONSE, crate::command::TOOL_RESPONSE);
     }
     use crate::command::process::Permission;
     use crate::layers::hooks::{PostToolUse, PreToolUse};

@@ -9,6 +9,7 @@
 mod support;
 
 mod builtins;
+mod claude_code;
 mod filesystem;
 mod skills_hardening;
 mod stage_files;
