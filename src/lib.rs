@@ -155,7 +155,8 @@ pub mod server;
 pub mod store;
 #[cfg(feature = "wasm")]
 #[cfg_attr(docsrs, doc(cfg(feature = "wasm")))]
-pub mod wasm;
+#[doc(inline)]
+pub use tower_agent_wasm as wasm;
 
 #[doc(inline)]
 pub use tower_agent_core::{agent, context, error, event, message, tool};

@@ -326,7 +326,11 @@ struct MemoryRun {
 }
 
 /// The trimmed text of the memory file at `path`, if there is any.
-async fn read(ctx: &RunContext, cache: &tower_agent_os::bounded::FileCache, path: &Path) -> Option<String> {
+async fn read(
+    ctx: &RunContext,
+    cache: &tower_agent_os::bounded::FileCache,
+    path: &Path,
+) -> Option<String> {
     let bytes = match cache.read(path, MAX_MEMORY_FILE).await {
         Ok(bytes) => bytes,
         Err(tower_agent_os::bounded::ReadError::NotFound) => {

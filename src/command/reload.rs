@@ -41,7 +41,8 @@ pub(super) fn snapshot(files: &[PathBuf]) -> Vec<(PathBuf, Option<[u8; 32]>)> {
 /// The digest of a settings file; `None` if it cannot be read as one (missing, not a regular
 /// file — a FIFO is never opened —, over the settings files' size limit).
 pub(super) fn digest(path: &Path) -> Option<[u8; 32]> {
-    let bytes = tower_agent_os::bounded::read_regular(path, super::config::MAX_SETTINGS as u64).ok()?;
+    let bytes =
+        tower_agent_os::bounded::read_regular(path, super::config::MAX_SETTINGS as u64).ok()?;
     Some(Sha256::digest(&bytes).into())
 }
 

@@ -53,12 +53,13 @@ pub(crate) fn read_text(path: &Path) -> Result<String, ConfigError> {
     let file = path.display().to_string();
     let fail = |why: String| ConfigError::new(&file, "", why);
     // A FIFO would block the open forever; a huge file is no settings file.
-    let bytes = tower_agent_os::bounded::read_regular(path, MAX_SETTINGS as u64).map_err(|e| match e {
-        tower_agent_os::bounded::ReadError::TooLarge(_) => {
-            fail(format!("the file is {e}; not a settings file"))
-        }
-        e => fail(format!("cannot read the file: {e}")),
-    })?;
+    let bytes =
+        tower_agent_os::bounded::read_regular(path, MAX_SETTINGS as u64).map_err(|e| match e {
+            tower_agent_os::bounded::ReadError::TooLarge(_) => {
+                fail(format!("the file is {e}; not a settings file"))
+            }
+            e => fail(format!("cannot read the file: {e}")),
+        })?;
     String::from_utf8(bytes).map_err(|e| fail(format!("cannot read the file: not UTF-8 ({e})")))
 }
 
