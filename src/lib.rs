@@ -147,7 +147,8 @@ pub mod guide;
 pub mod layers;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
-pub mod mcp;
+#[doc(inline)]
+pub use tower_agent_mcp as mcp;
 pub mod model;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
