@@ -144,7 +144,8 @@ pub mod guide;
 pub mod layers;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
-pub mod mcp;
+#[doc(inline)]
+pub use tower_agent_mcp as mcp;
 pub mod model;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
@@ -153,7 +154,8 @@ pub use tower_agent_server as server;
 pub mod store;
 #[cfg(feature = "wasm")]
 #[cfg_attr(docsrs, doc(cfg(feature = "wasm")))]
-pub mod wasm;
+#[doc(inline)]
+pub use tower_agent_wasm as wasm;
 
 #[doc(inline)]
 pub use tower_agent_core::{agent, context, error, event, message, tool};

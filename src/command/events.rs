@@ -513,6 +513,9 @@ mod elicitation {
                     input.insert("elicitation_id".into(), elicitation_id.clone().into());
                 }
             }
+            // `ElicitationMode` is `#[non_exhaustive]`: a mode of a later tower-agent-mcp
+            // that this version does not know gives the inputs no mode fields.
+            _ => {}
         }
     }
 

@@ -42,7 +42,7 @@ impl McpHook {
         }
         match self
             .servers
-            .call_for_hook(&self.server, &self.tool, Value::Object(args))
+            .call_connected(&self.server, &self.tool, Value::Object(args))
             .await
         {
             Ok(text) => Ok(Reply {
@@ -50,7 +50,7 @@ impl McpHook {
                 stdout: Stdout::Text(text),
                 stderr: String::new(),
             }),
-            Err(why) => Err(Failure::Io(why)),
+            Err(why) => Err(Failure::Io(why.to_string())),
         }
     }
 }

@@ -27,5 +27,10 @@ pub(crate) async fn call(
             Ok(reply(0, Stdout::Json(Value::Object(map)), String::new()))
         }
         Ok(Ok(WasmAnswer::Block(reason))) => Ok(reply(2, Stdout::Text(String::new()), reason)),
+        // `WasmAnswer` is `#[non_exhaustive]`: an answer of a later tower-agent-wasm that
+        // this version cannot read is a failure, never a silent allow.
+        Ok(Ok(other)) => Err(Failure::Guest(format!(
+            "an answer not understood: {other:?}"
+        ))),
     }
 }

@@ -56,9 +56,7 @@ pub mod hook_vectors {}
 
 #[cfg(feature = "wasm")]
 #[doc = include_str!("wasm_hooks.md")]
-#[doc = "\n# The WIT\n\n`wit/hook.wit`, also [`wasm::WIT`](crate::wasm::WIT):\n\n```wit"]
-#[doc = include_str!("../../wit/hook.wit")]
-#[doc = "```"]
+#[doc = "\n# The WIT\n\nThe file `wit/hook.wit` of the crate tower-agent-wasm, shown whole in the docs of [`wasm::WIT`](crate::wasm::WIT), the same text as a constant."]
 pub mod wasm_hooks {}
 
 #[doc = include_str!("server.md")]

@@ -321,8 +321,7 @@ impl WasmHook {
     }
 
     /// The SHA-256 of its component, as lowercase hex: the value a trust pin of it takes
-    /// ([`CommandHooksBuilder::trust`](crate::command::CommandHooksBuilder::trust), a
-    /// handler's `sha256`).
+    /// (`tower_agent::command::CommandHooksBuilder::trust`, a handler's `sha256`).
     pub fn sha256(&self) -> String {
         self.inner
             .digest

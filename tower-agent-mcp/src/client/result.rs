@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::message::{TOOL_RESPONSE, ToolOutput};
+use tower_agent_core::message::{TOOL_RESPONSE, ToolOutput};
 
 /// `value` with each whole number that went through a float (`1000.0`, from the typed schema
 /// rmcp reads) an integer again, as the server wrote it (`1000`; JSON has one number type).

@@ -1,18 +1,20 @@
-//! Hooks as WebAssembly components: in-process, sandboxed, in any language that compiles to a
-//! component (feature `wasm`).
+//! Hooks as WebAssembly components for [tower-agent](https://docs.rs/tower-agent):
+//! in-process, sandboxed, in any language that compiles to a component (tower-agent's feature
+//! `wasm`, where this crate is `tower_agent::wasm`).
 //!
 //! A hook is a component of the `hook` world of [`WIT`] (the file `wit/hook.wit` of this
 //! crate). It gets the JSON a command hook reads on stdin and answers what a command hook
 //! prints (or a blocking error, its exit 2), so a hook moves from a script to a component and
-//! keeps its behaviour: [`CommandHooks`](crate::command::CommandHooks) runs it as a handler of
-//! type `"wasm"` in a settings file, a `.wasm` file in a hooks directory, or one given in Rust
-//! ([`CommandHooksBuilder::wasm_hook`](crate::command::CommandHooksBuilder::wasm_hook)), in
-//! the same ordered chain as every other hook, with the same matchers, `if` rules and
-//! `onFailure`.
+//! keeps its behaviour: tower-agent's `tower_agent::command::CommandHooks` runs it as a
+//! handler of type `"wasm"` in a settings file, a `.wasm` file in a hooks directory, or one
+//! given in Rust (`tower_agent::command::CommandHooksBuilder::wasm_hook`), in the same ordered
+//! chain as every other hook, with the same matchers, `if` rules and `onFailure`. A
+//! [`WasmHook`] is also usable alone, as below: [`WasmHook::call`] takes the event's JSON and
+//! answers a [`WasmAnswer`].
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use tower_agent::wasm::{WasmAnswer, WasmHook};
+//! use tower_agent_wasm::{WasmAnswer, WasmHook};
 //!
 //! // A component of the crate's `hook` world, e.g. the bytes of `guard.wasm`
 //! // (`WasmHook::load("guard.wasm")` reads the file itself).
@@ -52,7 +54,7 @@
 //! #         (i32.const 4096)))"#,
 //! #         describe.replace('"', "\\\""), allow.replace('"', "\\\""), describe.len(), allow.len());
 //! #     let mut resolve = wit_parser::Resolve::default();
-//! #     let package = resolve.push_str("hook.wit", tower_agent::wasm::WIT)?;
+//! #     let package = resolve.push_str("hook.wit", tower_agent_wasm::WIT)?;
 //! #     let world = resolve.select_world(&[package], Some("hook"))?;
 //! #     let mut module = wat::parse_str(wat)?;
 //! #     wit_component::embed_component_metadata(
@@ -135,8 +137,14 @@ pub use self::{
     wasi::{GrantedDir, WasmGrants},
 };
 
-/// The WIT of a hook: the `hook` world of package `tower-agent:hooks`.
-pub const WIT: &str = include_str!("../../wit/hook.wit");
+/// The WIT of a hook: the `hook` world of package `tower-agent:hooks` (the file
+/// `wit/hook.wit` of this crate). A guest is a component of this world; write this text out
+/// (in a build script, a test, a small program) to build one against the version you run.
+///
+/// ```wit
+#[doc = include_str!("../wit/hook.wit")]
+/// ```
+pub const WIT: &str = include_str!("../wit/hook.wit");
 
 /// Why a WebAssembly hook could not be loaded or called: the message names the hook and the
 /// cause (the import it lacks, the limit it reached, the trap, the answer it gave).

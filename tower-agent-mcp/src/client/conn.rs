@@ -39,7 +39,7 @@ use super::{
     elicit::{Elicitation, ElicitationMode, ElicitationRequest, ElicitationResponse},
     result::{map_result, whole_numbers},
 };
-use crate::{
+use tower_agent_core::{
     error::BoxError,
     message::{ToolOutput, ToolSpec},
     tool::ToolRequest,
@@ -430,7 +430,7 @@ fn causes(err: &(dyn Error + 'static)) -> String {
             continue;
         }
         let line = e.to_string();
-        let line = crate::mcp::truncate(&line, MAX_ERROR_TEXT);
+        let line = crate::truncate(&line, MAX_ERROR_TEXT);
         if !text.contains(&*line) {
             if !text.is_empty() {
                 text.push_str(": ");
@@ -441,7 +441,7 @@ fn causes(err: &(dyn Error + 'static)) -> String {
             break;
         }
     }
-    crate::mcp::truncate(&text, MAX_ERROR_TEXT).into_owned()
+    crate::truncate(&text, MAX_ERROR_TEXT).into_owned()
 }
 
 /// The most bytes of an MCP server's error text the model (or a caller) gets: 4 KiB.

@@ -7,7 +7,8 @@
 //! of the agent applies to them unchanged.
 //!
 //! ```no_run
-//! use tower_agent::{Agent, mcp::client::{McpServers, StdioServer}, model::ScriptedModel};
+//! use tower_agent_core::{Agent, model::ScriptedModel};
+//! use tower_agent_mcp::client::{McpServers, StdioServer};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let mcp = McpServers::from_file(".mcp.json")?
@@ -49,7 +50,7 @@
 //! When the last clone is dropped (with the agent that holds it), every connection is closed
 //! and each stdio server is killed **with everything it started**: the child runs in its own
 //! process group under this crate's process supervision (the same as `execute` and command
-//! hooks, see the `process` module: process group plus, on Linux, a subreaper sweep).
+//! hooks, see [`tower_agent_os::process`]: process group plus, on Linux, a subreaper sweep).
 //!
 //! # Calls and faults
 //!
@@ -73,15 +74,15 @@
 //!
 //! # Result mapping
 //!
-//! | MCP content | [`ToolOutput`](crate::message::ToolOutput) |
+//! | MCP content | [`ToolOutput`](tower_agent_core::message::ToolOutput) |
 //! |---|---|
 //! | text | the text (parts joined by newlines) |
 //! | `structuredContent` | metadata `mcp_structured_content`; also the text, as JSON, when the result has no text part |
-//! | image | [`ToolOutput::with_image`](crate::message::ToolOutput::with_image) with a `data:` URL, and a line `[image: <type>]` |
-//! | embedded resource | its text under a `[resource <uri>]` line; a PDF blob as [`ToolOutput::with_document`](crate::message::ToolOutput::with_document), an image blob as an image; other blobs are named, not sent |
+//! | image | [`ToolOutput::with_image`](tower_agent_core::message::ToolOutput::with_image) with a `data:` URL, and a line `[image: <type>]` |
+//! | embedded resource | its text under a `[resource <uri>]` line; a PDF blob as [`ToolOutput::with_document`](tower_agent_core::message::ToolOutput::with_document), an image blob as an image; other blobs are named, not sent |
 //! | resource link | a line `[resource link: <uri> (<name>, <type>)]` |
 //! | audio | a line `[audio: <type>, not shown]` |
-//! | `isError: true` | an error output ([`ToolOutput::error`](crate::message::ToolOutput::error)) with the text |
+//! | `isError: true` | an error output ([`ToolOutput::error`](tower_agent_core::message::ToolOutput::error)) with the text |
 //!
 //! # Tool list changes
 //!
@@ -104,7 +105,7 @@
 //! ([`ElicitationRequest::ctx`]): when several calls of that server are in flight, the one
 //! that started last (MCP does not say which call an elicitation belongs to); `None` when
 //! none is (a request between calls, or during an `mcp_tool` hook's call).
-//! [`CommandHooks::elicitation_layer`](crate::command::CommandHooks::elicitation_layer)
+//! tower-agent's `tower_agent::command::CommandHooks::elicitation_layer`
 //! fires the `Elicitation` and `ElicitationResult` command hooks around the service.
 
 mod config;
@@ -128,8 +129,9 @@ use self::conn::Server;
 pub use self::{
     config::{ConfigError, HttpServer, MAX_CONFIG_FILE, ServerConfig, StdioServer},
     elicit::{Elicitation, ElicitationMode, ElicitationRequest, ElicitationResponse},
+    hook::McpCallError,
 };
-use crate::{
+use tower_agent_core::{
     agent::{Prepare, Setup, SetupContext},
     context::RunContext,
     error::BoxError,
@@ -371,7 +373,8 @@ impl McpServers {
     /// `McpServers` stages that set up the run of `ctx`; `None` for another tool.
     ///
     /// ```
-    /// use tower_agent::{context::RunContext, mcp::client::McpServers};
+    /// use tower_agent_core::context::RunContext;
+    /// use tower_agent_mcp::client::McpServers;
     ///
     /// // Outside a run set up by an McpServers stage, no tool has a server.
     /// assert!(McpServers::server_of(&RunContext::new(), "mcp__github__search").is_none());

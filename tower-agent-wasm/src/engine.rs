@@ -95,7 +95,7 @@ impl Runtime {
 static CACHE_DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
 
 /// Chooses where the process's compiled hooks are cached (`None`: nowhere), instead of the
-/// default (see [the module docs](super#the-compiled-code-cache)). It must come before the
+/// default (see [the crate docs](crate#the-compiled-code-cache)). It must come before the
 /// first hook is loaded: the engine reads it once, when it starts; later, or a second time,
 /// it is an error.
 pub fn set_cache_dir(dir: Option<PathBuf>) -> Result<(), WasmError> {

@@ -4,8 +4,8 @@
 //! with the tools' specs (name, description, input schema), and `tools/call` becomes a
 //! [`ToolRequest`] sent through the tool service — *with its tool layer stack applied*, so
 //! PreToolUse hooks, command hooks, guards, ledgers and limits run for remote callers exactly
-//! as they do for the agent's own model. Callback hooks go in the stack as
-//! [`HookSet::tool_layer`](crate::layers::hooks::HookSet::tool_layer); Claude Code command
+//! as they do for the agent's own model. Callback hooks go in the stack as tower-agent's
+//! `tower_agent::layers::hooks::HookSet::tool_layer`; Claude Code command
 //! hooks as `CommandHooks::into_hooks().compile()?.tool_layer()` (a PreToolUse script that
 //! exits 2 blocks a remote call as it blocks the model's). An [`Agent`] is served as one tool
 //! with [`AgentTool`] (or [`McpServer::agent`]).
@@ -26,8 +26,8 @@
 //! | the tool service's `Err` | `isError: true` with the error's text (never a protocol error) |
 //!
 //! Arguments that do not fit the tool are the tool's business, as for a model's call: typed
-//! tools ([`typed_tool`](crate::tool::typed_tool)) answer with an `isError` result naming the
-//! problem, and [`SchemaGuard`](crate::layers::schema) in the layer stack checks any tool
+//! tools ([`typed_tool`](tower_agent_core::tool::typed_tool)) answer with an `isError` result naming the
+//! problem, and tower-agent's `tower_agent::layers::schema::SchemaGuard` in the layer stack checks any tool
 //! against its schema.
 //!
 //! # The caller's context
@@ -62,47 +62,43 @@
 //!
 //! # Example: over HTTP, next to the crate's own routes
 //!
-//! The MCP service is an ordinary tower service: [`nest_service`](axum::Router::nest_service)
-//! it into an axum `Router` next to the agent's routes (`server::AgentRoutes`, feature
-//! `axum`) and put your authentication layer in front of both.
+//! The MCP service is an ordinary tower service: `nest_service` it (axum's
+//! `Router::nest_service`) into an axum `Router` next to the agent's routes
+//! (`tower_agent::server::AgentRoutes`, tower-agent's feature `axum`) and put your
+//! authentication layer in front of both.
 //!
 //! ```
+//! use std::time::Duration;
+//!
 //! use axum::Router;
 //! use serde_json::json;
 //! use tower::ServiceBuilder;
-//! use tower_agent::{
-//!     layers::hooks::{Hooks, PreToolUse},
-//!     mcp::server::McpServer,
-//!     tool::{ToolRouter, tool_fn},
-//! };
+//! use tower_agent_core::tool::{ToolRouter, tool_fn};
+//! use tower_agent_mcp::server::McpServer;
 //!
-//! # fn main() -> Result<(), tower_agent::BoxError> {
 //! let tools = ToolRouter::new().tool(tool_fn(
 //!     "echo",
 //!     "Echoes its input",
 //!     json!({ "type": "object" }),
 //!     |args, _ctx| async move { Ok(args) },
 //! ));
-//! let hooks = Hooks::new()
-//!     .before_tool_use("rm_*", |_call, _ctx| PreToolUse::Deny("not over MCP".into()))
-//!     .compile()?;
-//! // The same layer stack an agent would use (`AgentBuilder::tool_layer`).
-//! let server = McpServer::layered(tools, ServiceBuilder::new().layer(hooks.tool_layer()))
-//!     .server_info("my-tools", "1.0.0");
+//! // The same layer stack an agent would use (`AgentBuilder::tool_layer`): hooks
+//! // (`tower_agent::layers::hooks::HookSet::tool_layer`), guards, ledgers, limits.
+//! let stack = ServiceBuilder::new().timeout(Duration::from_secs(30));
+//! let server = McpServer::layered(tools, stack).server_info("my-tools", "1.0.0");
 //! let app: Router = Router::new()
 //!     .nest_service("/mcp", server.http_service());
-//!     // .merge(AgentRoutes::for_agent(&agent).routes())  (feature `axum`)
+//!     // .merge(AgentRoutes::for_agent(&agent).routes())  (tower-agent's feature `axum`)
 //! # let _ = app;
-//! # Ok(())
-//! # }
 //! ```
 //!
 //! # Example: over stdio
 //!
 //! ```no_run
-//! # use tower_agent::{mcp::server::McpServer, tool::ToolRouter};
+//! # use tower_agent_core::tool::ToolRouter;
+//! # use tower_agent_mcp::server::McpServer;
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), tower_agent::BoxError> {
+//! # async fn main() -> Result<(), tower_agent_core::BoxError> {
 //! # let tools = ToolRouter::new();
 //! McpServer::new(tools).serve_stdio().await?;
 //! # Ok(())
@@ -147,7 +143,7 @@ use tower::{Layer, Service, ServiceExt};
 
 pub use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 
-use crate::{
+use tower_agent_core::{
     agent::{Agent, AgentRequest},
     context::RunContext,
     error::BoxError,
@@ -165,7 +161,7 @@ pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 64;
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 
 /// The streamable HTTP service of an [`McpServer`]: rmcp's [`StreamableHttpService`] with a
-/// [`SessionLimit`]. Mount it with [`axum::Router::nest_service`].
+/// [`SessionLimit`]. Mount it with axum's `Router::nest_service`.
 pub type McpHttpService = StreamableHttpService<McpServer, SessionLimit>;
 
 // ===== McpServer =====
@@ -212,7 +208,7 @@ impl McpServer {
     }
 
     /// The tools of `router` with a tool layer stack on top: `layer` is what
-    /// [`AgentBuilder::tool_layer`](crate::agent::AgentBuilder::tool_layer) takes (a
+    /// [`AgentBuilder::tool_layer`](tower_agent_core::agent::AgentBuilder::tool_layer) takes (a
     /// [`ServiceBuilder`](tower::ServiceBuilder) is a layer), so the hooks, guards, ledgers
     /// and limits an agent's tools run under run for remote callers too.
     ///
@@ -628,7 +624,7 @@ impl AgentTool {
     }
 }
 
-impl crate::tool::Tool for AgentTool {
+impl tower_agent_core::tool::Tool for AgentTool {
     fn spec(&self) -> ToolSpec {
         self.spec.clone()
     }

@@ -3,7 +3,7 @@
 //! default: an interface that is not granted is not linked, so a component that imports it
 //! fails to load, naming the import. With a directory granted read-write, `wasmtime-wasi`'s
 //! `symlink-at`, `rename-at` and `link-at` are shadowed by guarded ones (see
-//! [the module docs](super#links-in-a-granted-directory)).
+//! [the crate docs](crate#links-in-a-granted-directory)).
 
 use std::{
     future::Future,
@@ -59,7 +59,7 @@ pub struct GrantedDir {
     /// The path the hook opens it by.
     pub guest: String,
     /// Whether the hook may write in it (create, change, remove files; links and moves as
-    /// [the module docs](crate::wasm#links-in-a-granted-directory) say); else read only.
+    /// [the module docs](crate#links-in-a-granted-directory) say); else read only.
     pub write: bool,
 }
 
@@ -77,7 +77,7 @@ impl WasmGrants {
 
     /// These grants and the directory `host`, read and write, as `guest` for the hook (no
     /// symbolic link it makes or moves may lead out: see
-    /// [the module docs](crate::wasm#links-in-a-granted-directory)).
+    /// [the module docs](crate#links-in-a-granted-directory)).
     #[must_use]
     pub fn write_dir(mut self, host: impl Into<PathBuf>, guest: impl Into<String>) -> Self {
         self.dirs.push(GrantedDir {

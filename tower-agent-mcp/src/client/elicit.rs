@@ -3,7 +3,7 @@
 use serde_json::Value;
 use tower::util::BoxCloneSyncService;
 
-use crate::{context::RunContext, error::BoxError};
+use tower_agent_core::{context::RunContext, error::BoxError};
 
 /// What a server asked for, given to the [`Elicitation`] service. Equality compares the
 /// server, message and mode (not [`ctx`](Self::ctx)).
@@ -74,7 +74,7 @@ pub enum ElicitationResponse {
 }
 
 /// The service that answers servers' elicitation requests: any tower service (a channel to a
-/// UI, a policy …), type-erased, like [`Approval`](crate::layers::hooks::Approval). Without
+/// UI, a policy …), type-erased, like tower-agent's `tower_agent::layers::hooks::Approval`. Without
 /// one, every request is declined. An `Err` from it is sent to the server as an internal
 /// error of the elicitation request.
 pub type Elicitation = BoxCloneSyncService<ElicitationRequest, ElicitationResponse, BoxError>;
