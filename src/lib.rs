@@ -139,7 +139,8 @@
 
 pub mod builder;
 pub mod builtins;
-pub mod command;
+#[doc(inline)]
+pub use tower_agent_command as command;
 pub mod guide;
 pub mod layers;
 #[cfg(feature = "mcp")]

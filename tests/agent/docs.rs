@@ -112,7 +112,7 @@ fn full_turns_on_every_feature() {
 /// (one written by hand lacked 8 of the events).
 #[test]
 fn the_command_hooks_docs_link_to_the_one_table() {
-    let docs = read("src/command/mod.rs");
+    let docs = read("tower-agent-command/src/lib.rs");
     let start = docs.find("//! # Events\n").expect("an Events section");
     let end = start + docs[start..].find("//! ## ").expect("a next section");
     let section = &docs[start..end];
