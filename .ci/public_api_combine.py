@@ -64,20 +64,21 @@ def main(core_path, facade_path, *others):
                 lines.append(l.rstrip("\n"))
         return lines
 
-    core = [l for path in listings for l in read(path)]
-    facade = read(facade_path)
+    # Every crate's own lines; the `pub use` lines of any of them (the facade's, and a crate's
+    # re-export of the core's items, as `layers::hooks::StopInput`) are expanded below.
+    lines = [l for path in listings + [facade_path] for l in read(path)]
+    core = [l for l in lines if not l.startswith("pub use ")]
     declared = {}
     for line in core:
         m = DECL.match(line)
         if m:
             declared.setdefault(m.group(1).rsplit("::", 1)[-1], []).append(m.group(1))
     out = set(core)
-    for line in facade:
+    for line in lines:
         if not line.startswith("pub use "):
-            out.add(line)
             continue
-        # A re-export: of the facade's own item (listed at its path already), of a core module
-        # at the same path (covered by the core's lines), or of a core item at another path.
+        # A re-export: of the crate's own item (listed at its path already), of a core module
+        # at the same path (covered by the core's lines), or of an item at another path.
         path = line[len("pub use "):]
         if "pub mod " + path in roots.values():
             continue  # a crate re-exported whole, at the path its lines are read under
@@ -86,7 +87,7 @@ def main(core_path, facade_path, *others):
         name = path.rsplit("::", 1)[-1]
         targets = declared.get(name, [])
         if path in targets:
-            continue  # a core item at the same path
+            continue  # an item at the same path
         if not targets:
             out.add(line)  # another crate's item (tower's, ...), or a crate re-exported whole
             continue

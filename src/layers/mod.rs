@@ -32,3 +32,7 @@ pub use tower_agent_layers::{
     evict, fallback, hooks, ledger, matcher, redact, reminders, schema, select_tools,
     stream_timeout, summarize, trace,
 };
+
+/// The layers as `ServiceBuilder` methods (also at [`crate::ServiceBuilderExt`]).
+#[doc(no_inline)]
+pub use tower_agent_layers::ServiceBuilderExt;
