@@ -768,14 +768,18 @@
 
 mod builder;
 mod config;
+mod dialect;
 #[cfg(feature = "mcp")]
 mod elicit;
 mod env_file;
+mod error;
 mod events;
+mod exec;
 mod formats;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod future;
+mod handler;
 #[cfg(feature = "http-hooks")]
 mod http;
 #[cfg(feature = "mcp")]
@@ -786,8 +790,10 @@ mod plugin;
 mod process;
 mod prompt;
 mod reload;
+mod reply;
 mod rule;
 mod scripts;
+mod spawn;
 mod trust;
 #[cfg(feature = "wasm")]
 mod wasm;
@@ -799,9 +805,10 @@ use std::{
 };
 
 pub use self::builder::CommandHooksBuilder;
-pub use self::config::{ConfigError, HookEvent};
+pub use self::config::HookEvent;
 #[cfg(feature = "mcp")]
 pub use self::elicit::{ElicitationHooks, ElicitationHooksLayer};
+pub use self::error::ConfigError;
 use self::events::Inner;
 pub use self::events::SESSION_END_MAX_BUDGET;
 pub use self::reload::Reload;
@@ -828,7 +835,7 @@ pub struct CommandHooks {
     transcripts: Option<PathBuf>,
     stop_cap: Option<u32>,
     /// How to build these hooks again ([`reload`](Self::reload)).
-    reload: Arc<reload::Reloader>,
+    reload: Arc<builder::Reloader>,
 }
 
 impl CommandHooks {
@@ -861,7 +868,9 @@ impl CommandHooks {
         if let (Some(cap), false) = (self.stop_cap, hooks.has_stop_cap()) {
             hooks = hooks.stop_cap(cap);
         }
-        let live = events::Live::new(Arc::clone(&self.inner), Arc::clone(&self.reload));
+        let reload = Arc::clone(&self.reload);
+        let rebuild = Box::new(move || reload.builder.clone().build().map(|hooks| hooks.inner));
+        let live = events::Live::new(Arc::clone(&self.inner), &self.reload.files, rebuild);
         events::register(&live, hooks)
     }
 
