@@ -353,6 +353,8 @@ pub(crate) fn load_gemini(
     })
 }
 
+// `Dialect` itself is plain data in `dialect`, below the handlers; what its answers mean is
+// read here, with the formats.
 impl Dialect {
     /// A Gemini answer in Claude Code's terms: JSON (stdout's, else stderr's) whatever the exit
     /// code; Claude Code's `permissionDecision`, `updatedInput` and `updatedToolOutput`, and

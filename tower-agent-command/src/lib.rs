@@ -766,6 +766,30 @@
 //! [`RunContext::warn`](tower_agent_core::context::RunContext::warn) — the model is not told its
 //! arguments were bad, and the tool never sees the bad input.
 
+// # Modules
+//
+// The modules are layered: each imports only from the layers below it (`bash .ci/module-graph`
+// checks that no two import each other). From the bottom:
+//
+// 1. plain data, importing no other module: `error` (`ConfigError`), `reply` (what a handler
+//    answered: `Reply`, `Stdout`, `Failure`; where its problems go: `Report`), `dialect`
+//    (`Dialect`), `rule` (permission rules and `if` conditions), `env_file`, `future`;
+// 2. the handler kinds, each on `reply`: `http`, `mcp`, `prompt`, `wasm`;
+// 3. `exec` (`Exec`: how a handler is started, naming the kinds); on it `spawn` (a process
+//    handler's run, `Dirs`) and `trust` (`Pin`); `persistent` on `spawn`;
+// 4. `handler` (`Handler`, `Extras`, `Entry`: a configured handler, its pin, rule, dialect and
+//    persistent process); `permissions` (`Rules`, on `rule`);
+// 5. `process` (one handler run of any kind and its `Verdict`), on `handler` and the kinds;
+// 6. `config` (the parsed `Config` and its `SourceContext`; settings files, hooks
+//    directories), on everything above;
+// 7. the other sources, on `config`: `formats` (Gemini CLI, Codex, and their answers, also on
+//    `process`), `plugin` (on `formats`), `scripts`;
+// 8. the runtime: `events` (the callbacks and `Live`), `elicit` on it, `builder` (on `events`
+//    and the sources), `reload` (on `builder`); the crate root (`CommandHooks`) on all.
+//
+// Where a lower layer needs an upper one, the upper one passes a function down: `events::Live`
+// builds the hooks again with a `Rebuild` the crate root makes from the builder.
+
 mod builder;
 mod config;
 mod dialect;

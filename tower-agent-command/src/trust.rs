@@ -122,7 +122,8 @@ fn hex(bytes: &[u8]) -> String {
     })
 }
 
-/// Finds the script of a pinned handler (see the module docs) and records it in its pin.
+/// Finds the script of a pinned handler (see the module docs) and records it in its pin:
+/// `pin` and `env` are the handler's (its `Extras::pin` and `Extras::env`).
 pub(crate) fn resolve(
     exec: &Exec,
     project_dir: &Path,
@@ -143,7 +144,8 @@ pub(crate) fn resolve(
     Ok(())
 }
 
-/// Pins a handler whose script is `script` (a builder `trust` entry).
+/// Pins a handler whose script is `script` (a builder `trust` entry): sets `pin`, the
+/// handler's `Extras::pin`, if it has none (`env`: its `Extras::env`).
 pub(crate) fn pin_if_script(
     exec: &Exec,
     project_dir: &Path,

@@ -1,5 +1,5 @@
 //! Settings: the `hooks` of a settings file or value parsed into handlers, and the files
-//! read for it.
+//! read for it (and, for reloads, their digests and ConfigChange sources).
 
 use std::{
     path::{Path, PathBuf},
