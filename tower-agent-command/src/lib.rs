@@ -20,8 +20,8 @@
 //! ```
 //! # #[cfg(unix)] {
 //! use serde_json::json;
-//! use tower_agent::{Agent, BoxError, model::ScriptedModel, tool::tool_fn};
-//! use tower_agent::command::CommandHooks;
+//! use tower_agent_core::{Agent, BoxError, model::ScriptedModel, tool::tool_fn};
+//! use tower_agent_command::CommandHooks;
 //!
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -871,8 +871,8 @@ impl CommandHooks {
     /// The hooks as a new registry: one callback per configured event.
     ///
     /// ```no_run
-    /// # fn f(agent: tower_agent::agent::AgentBuilder<tower_agent::model::BoxModelService>) -> Result<(), Box<dyn std::error::Error>> {
-    /// use tower_agent::command::CommandHooks;
+    /// # fn f(agent: tower_agent_core::agent::AgentBuilder<tower_agent_core::model::BoxModelService>) -> Result<(), Box<dyn std::error::Error>> {
+    /// use tower_agent_command::CommandHooks;
     /// let hooks = CommandHooks::builder().settings_file(".claude/settings.json").build()?;
     /// let agent = agent.hooks(hooks.into_hooks().compile()?).build();
     /// # Ok(()) }
@@ -949,9 +949,9 @@ impl CommandHooks {
     /// service (see the [module docs](crate#mcp-elicitation)):
     ///
     /// ```no_run
-    /// # fn f(hooks: tower_agent::command::CommandHooks, user: tower_agent::mcp::client::Elicitation) {
+    /// # fn f(hooks: tower_agent_command::CommandHooks, user: tower_agent_mcp::client::Elicitation) {
     /// use tower::{Layer, util::BoxCloneSyncService};
-    /// use tower_agent::mcp::client::McpServers;
+    /// use tower_agent_mcp::client::McpServers;
     /// let mcp = McpServers::builder()
     ///     .elicitation(BoxCloneSyncService::new(hooks.elicitation_layer().layer(user)))
     ///     .build();
