@@ -9,13 +9,13 @@ use std::{
 use serde_json::Value;
 use tower::{Service, ServiceExt};
 
-use super::{
+use crate::{
     CommandHooks, ConfigError,
-    config::{self, Config},
+    config::{self, Config, digest},
     events::Inner,
     formats,
-    permissions::{Kind, Rules},
-    plugin, reload, scripts,
+    permissions::Kind,
+    plugin, scripts,
 };
 use tower_agent_core::error::BoxError;
 use tower_agent_core::model::{BoxModelService, ModelRequest, ModelResponse};
@@ -40,6 +40,19 @@ pub struct CommandHooksBuilder {
     /// [`disallowed_tools`](Self::disallowed_tools).
     rules: Vec<(Kind, String)>,
     ask_unless_allowed: bool,
+}
+
+/// What a [`CommandHooks`] needs to [reload](CommandHooks::reload): its builder, and the digests of its settings
+/// files as they were when it was built (`None`: no file).
+#[derive(Debug)]
+pub(crate) struct Reloader {
+    pub(crate) builder: CommandHooksBuilder,
+    pub(crate) files: Vec<(PathBuf, Option<[u8; 32]>)>,
+}
+
+/// The digest of each file now.
+pub(crate) fn snapshot(files: &[PathBuf]) -> Vec<(PathBuf, Option<[u8; 32]>)> {
+    files.iter().map(|p| (p.clone(), digest(p))).collect()
 }
 
 /// Where agents of these hooks keep transcripts.
@@ -291,7 +304,7 @@ impl CommandHooksBuilder {
     /// [module docs](crate#hooks-whose-script-is-missing)).
     pub fn build(self) -> Result<CommandHooks, ConfigError> {
         let again = self.clone();
-        let files = reload::snapshot(&self.settings_files());
+        let files = snapshot(&self.settings_files());
         // Read once here, not at every hook call (see `Inner::hook_dir`).
         let process_dir = std::env::current_dir().ok();
         let (project_dir, conflict) = self.project(process_dir.as_deref());
@@ -324,7 +337,7 @@ impl CommandHooksBuilder {
                 #[cfg(feature = "wasm")]
                 Source::Wasm(hook) => config::add_described(
                     &hook.description().clone(),
-                    &config::Exec::Wasm(hook.clone()),
+                    &crate::exec::Exec::Wasm(hook.clone()),
                     hook.name(),
                     &project_dir,
                     &mut config,
@@ -336,7 +349,7 @@ impl CommandHooksBuilder {
                 Kind::Deny => "CommandHooksBuilder::disallowed_tools",
                 _ => "CommandHooksBuilder::allowed_tools",
             };
-            Rules::add(&mut config, *kind, rule, origin, &format!("[{i}]"))?;
+            config.add_rule(*kind, rule, origin, &format!("[{i}]"))?;
         }
         config.rules.ask_unless_allowed = self.ask_unless_allowed;
         config.disabled_hooks.extend(self.disabled_hooks);
@@ -378,7 +391,7 @@ impl CommandHooksBuilder {
             }),
             transcripts,
             stop_cap: self.stop_cap,
-            reload: Arc::new(reload::Reloader {
+            reload: Arc::new(Reloader {
                 builder: again,
                 files,
             }),

@@ -10,10 +10,14 @@ use std::{
 use futures_util::future::join_all;
 use serde_json::{Map, Value};
 
-use super::{
-    config::{Config, Dialect, Entry, Handler, HookEvent},
+use crate::{
+    config::{Config, HookEvent},
+    dialect::Dialect,
     formats,
-    process::{self, Failure, Reply, Report, Verdict},
+    handler::{Entry, Handler},
+    process::{self, Verdict},
+    reply::{Failure, Reply, Report},
+    spawn::Dirs,
 };
 use tower_agent_core::agent::SessionEnv;
 use tower_agent_core::context::RunContext;
@@ -243,7 +247,7 @@ impl Inner {
                 .collect::<Vec<_>>()
                 .into()
         };
-        let dirs = process::Dirs {
+        let dirs = Dirs {
             cwd: dir,
             project: &self.project_dir,
             claude_project_dir: !codex,
@@ -714,7 +718,7 @@ mod tests {
         let input = json!({"tool_input": call().arguments}).to_string();
         let reply = Reply {
             code: Some(code),
-            stdout: process::Stdout::Text(out.into()),
+            stdout: crate::reply::Stdout::Text(out.into()),
             stderr: err.into(),
         };
         let reply = dialect.output(event, &input, reply);

@@ -5,10 +5,11 @@ use std::{borrow::Cow, path::Path, sync::Arc};
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    config::{self, Config, ConfigError, HookEvent},
-    plugin::SourceContext,
-    process::{self, Reply, Stdout},
+use crate::{
+    config::{self, Config, ConfigError, HookEvent, SourceContext},
+    dialect::{Dialect, SEQUENTIAL_GROUP, gemini_tool},
+    process,
+    reply::{Reply, Stdout},
 };
 use tower_agent_core::context::RunContext;
 use tower_agent_core::message::{ToolCall, ToolOutput};
@@ -16,23 +17,6 @@ use tower_agent_core::message::{ToolCall, ToolOutput};
 mod codex;
 
 pub(crate) use self::codex::{CodexRun, codex_input, codex_verdict, load_codex};
-
-/// The format a handler's configuration was written in: what its input names and what its
-/// answers mean.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub(crate) enum Dialect {
-    /// Claude Code (and hooks directories).
-    #[default]
-    Claude,
-    /// Gemini CLI: its event names in the input, its output fields mapped.
-    Gemini,
-    /// Codex: Claude Code's protocol.
-    Codex,
-}
-
-/// The field the Gemini CLI loader gives each handler of a `"sequential": true` group: the
-/// group's id. Read from Gemini CLI sources only (see `config::settings::extras`).
-pub(crate) const SEQUENTIAL_GROUP: &str = "__tower_agent_sequential_group";
 
 /// Gemini CLI events and ours.
 const GEMINI: &[(&str, HookEvent)] = &[
@@ -100,16 +84,6 @@ pub(crate) fn gemini_in_result(result: &mut String, context: &str) {
     result.push_str("\n\n<hook_context>");
     result.push_str(context);
     result.push_str("</hook_context>");
-}
-
-/// The name Gemini CLI gives a tool of this crate's Claude Code tools: its shell tool
-/// `run_shell_command` for `Bash` (measured: `hook-vectors/vectors-gemini`); any other name
-/// as it is.
-pub(crate) fn gemini_tool(name: &str) -> &str {
-    match name {
-        "Bash" => "run_shell_command",
-        other => other,
-    }
 }
 
 /// The input a Gemini CLI handler gets, from the one a Claude Code handler gets: Gemini CLI
@@ -379,6 +353,8 @@ pub(crate) fn load_gemini(
     })
 }
 
+// `Dialect` itself is plain data in `dialect`, below the handlers; what its answers mean is
+// read here, with the formats.
 impl Dialect {
     /// A Gemini answer in Claude Code's terms: JSON (stdout's, else stderr's) whatever the exit
     /// code; Claude Code's `permissionDecision`, `updatedInput` and `updatedToolOutput`, and

@@ -8,7 +8,7 @@ use std::{sync::OnceLock, time::Duration};
 
 use serde_json::{Map, Value};
 
-use super::process::{Failure, Reply, Stdout};
+use crate::reply::{Failure, Reply, Stdout};
 
 /// The largest response body an `http` hook may answer: 1 MiB (1,048,576 bytes), as much as
 /// a command hook's stdout. A longer body is a non-blocking error; reading stops there.

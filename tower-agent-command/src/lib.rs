@@ -766,16 +766,44 @@
 //! [`RunContext::warn`](tower_agent_core::context::RunContext::warn) — the model is not told its
 //! arguments were bad, and the tool never sees the bad input.
 
+// # Modules
+//
+// The modules are layered: each imports only from the layers below it (`bash .ci/module-graph`
+// checks that no two import each other). From the bottom:
+//
+// 1. plain data, importing no other module: `error` (`ConfigError`), `reply` (what a handler
+//    answered: `Reply`, `Stdout`, `Failure`; where its problems go: `Report`), `dialect`
+//    (`Dialect`), `rule` (permission rules and `if` conditions), `env_file`, `future`;
+// 2. the handler kinds, each on `reply`: `http`, `mcp`, `prompt`, `wasm`;
+// 3. `exec` (`Exec`: how a handler is started, naming the kinds); on it `spawn` (a process
+//    handler's run, `Dirs`) and `trust` (`Pin`); `persistent` on `spawn`;
+// 4. `handler` (`Handler`, `Extras`, `Entry`: a configured handler, its pin, rule, dialect and
+//    persistent process); `permissions` (`Rules`, on `rule`);
+// 5. `process` (one handler run of any kind and its `Verdict`), on `handler` and the kinds;
+// 6. `config` (the parsed `Config` and its `SourceContext`; settings files, hooks
+//    directories), on everything above;
+// 7. the other sources, on `config`: `formats` (Gemini CLI, Codex, and their answers, also on
+//    `process`), `plugin` (on `formats`), `scripts`;
+// 8. the runtime: `events` (the callbacks and `Live`), `elicit` on it, `builder` (on `events`
+//    and the sources), `reload` (on `builder`); the crate root (`CommandHooks`) on all.
+//
+// Where a lower layer needs an upper one, the upper one passes a function down: `events::Live`
+// builds the hooks again with a `Rebuild` the crate root makes from the builder.
+
 mod builder;
 mod config;
+mod dialect;
 #[cfg(feature = "mcp")]
 mod elicit;
 mod env_file;
+mod error;
 mod events;
+mod exec;
 mod formats;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod future;
+mod handler;
 #[cfg(feature = "http-hooks")]
 mod http;
 #[cfg(feature = "mcp")]
@@ -786,8 +814,10 @@ mod plugin;
 mod process;
 mod prompt;
 mod reload;
+mod reply;
 mod rule;
 mod scripts;
+mod spawn;
 mod trust;
 #[cfg(feature = "wasm")]
 mod wasm;
@@ -799,9 +829,10 @@ use std::{
 };
 
 pub use self::builder::CommandHooksBuilder;
-pub use self::config::{ConfigError, HookEvent};
+pub use self::config::HookEvent;
 #[cfg(feature = "mcp")]
 pub use self::elicit::{ElicitationHooks, ElicitationHooksLayer};
+pub use self::error::ConfigError;
 use self::events::Inner;
 pub use self::events::SESSION_END_MAX_BUDGET;
 pub use self::reload::Reload;
@@ -828,7 +859,7 @@ pub struct CommandHooks {
     transcripts: Option<PathBuf>,
     stop_cap: Option<u32>,
     /// How to build these hooks again ([`reload`](Self::reload)).
-    reload: Arc<reload::Reloader>,
+    reload: Arc<builder::Reloader>,
 }
 
 impl CommandHooks {
@@ -861,7 +892,9 @@ impl CommandHooks {
         if let (Some(cap), false) = (self.stop_cap, hooks.has_stop_cap()) {
             hooks = hooks.stop_cap(cap);
         }
-        let live = events::Live::new(Arc::clone(&self.inner), Arc::clone(&self.reload));
+        let reload = Arc::clone(&self.reload);
+        let rebuild = Box::new(move || reload.builder.clone().build().map(|hooks| hooks.inner));
+        let live = events::Live::new(Arc::clone(&self.inner), &self.reload.files, rebuild);
         events::register(&live, hooks)
     }
 

@@ -5,7 +5,7 @@ use std::hash::{Hash, Hasher};
 
 use serde_json::{Map, Value};
 
-use super::process::{Failure, Reply, Stdout};
+use crate::reply::{Failure, Reply, Stdout};
 use tower_agent_mcp::client::McpServers;
 
 /// The most bytes of text `${path}` substitution may produce for one call's arguments

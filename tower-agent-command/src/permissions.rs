@@ -6,13 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::{ConfigError, config::Config, rule::Rule};
+use crate::rule::Rule;
 use tower_agent_core::message::ToolCall;
 use tower_agent_layers::hooks::Permission;
 
-/// The permission rules of a [`CommandHooks`](super::CommandHooks), merged from every source.
+/// The permission rules of a [`CommandHooks`](crate::CommandHooks), merged from every source.
 #[derive(Debug, Default)]
 pub(crate) struct Rules {
     allow: Vec<Rule>,
@@ -31,7 +31,8 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    const ALL: [(Kind, &'static str); 3] = [
+    /// Every kind, with its key in the settings' `permissions`.
+    pub(crate) const ALL: [(Kind, &'static str); 3] = [
         (Kind::Allow, "allow"),
         (Kind::Deny, "deny"),
         (Kind::Ask, "ask"),
@@ -47,26 +48,13 @@ impl Rules {
             && !self.ask_unless_allowed
     }
 
-    /// Adds one rule (written at `path` of `file`, for errors and warnings).
-    pub(crate) fn add(
-        out: &mut Config,
-        kind: Kind,
-        text: &str,
-        file: &str,
-        path: &str,
-    ) -> Result<(), ConfigError> {
-        let (rule, warning) =
-            Rule::parse(text, &out.project_dir).map_err(|m| ConfigError::new(file, path, m))?;
-        if let Some(w) = warning {
-            out.warn(format!("{file}: {path}: {w}"));
-        }
-        let rules = &mut out.rules;
+    /// Adds one parsed rule of `kind`.
+    pub(crate) fn push(&mut self, kind: Kind, rule: Rule) {
         match kind {
-            Kind::Allow => rules.allow.push(rule),
-            Kind::Deny => rules.deny.push(rule),
-            Kind::Ask => rules.ask.push(rule),
+            Kind::Allow => self.allow.push(rule),
+            Kind::Deny => self.deny.push(rule),
+            Kind::Ask => self.ask.push(rule),
         }
-        Ok(())
     }
 
     /// What the rules say of `call`, in Claude Code's order: a deny rule, then an ask rule,
@@ -97,52 +85,6 @@ impl Rules {
             _ => None,
         }
     }
-}
-
-/// Reads the `permissions` of a settings object: `allow`, `deny` and `ask`, arrays of rules
-/// (other keys, such as `defaultMode`, are not read).
-pub(crate) fn load(
-    root: &Map<String, Value>,
-    file: &str,
-    out: &mut Config,
-) -> Result<(), ConfigError> {
-    let permissions = match root.get("permissions") {
-        None | Some(Value::Null) => return Ok(()),
-        Some(Value::Object(p)) => p,
-        Some(_) => {
-            return Err(ConfigError::new(
-                file,
-                "permissions",
-                "must be an object of rule lists (\"deny\": [\"Bash(rm *)\"])",
-            ));
-        }
-    };
-    for (kind, key) in Kind::ALL {
-        let path = format!("permissions.{key}");
-        let rules = match permissions.get(key) {
-            None | Some(Value::Null) => continue,
-            Some(Value::Array(rules)) => rules,
-            Some(_) => {
-                return Err(ConfigError::new(
-                    file,
-                    path,
-                    "must be an array of rule strings",
-                ));
-            }
-        };
-        for (i, rule) in rules.iter().enumerate() {
-            let path = format!("{path}[{i}]");
-            let Value::String(text) = rule else {
-                return Err(ConfigError::new(
-                    file,
-                    path,
-                    "must be a permission rule string, such as \"Bash(git *)\"",
-                ));
-            };
-            Rules::add(out, kind, text, file, &path)?;
-        }
-    }
-    Ok(())
 }
 
 /// Whether a tool is a shell tool whose `command` Claude Code's texts name.

@@ -27,8 +27,9 @@ use tokio::{
 };
 
 use super::{
-    config::Exec,
-    process::{self, Failure, Reply, Report, Stdout},
+    exec::Exec,
+    reply::{Failure, Reply, Report, Stdout},
+    spawn::{self, Dirs},
 };
 use tower_agent_os::process::ProcessTree;
 
@@ -228,7 +229,7 @@ impl Persistent {
 
     fn start(&self) -> Result<Conn, Failure> {
         // Shared by every run: started in the project directory, not in a run's.
-        let mut std_cmd = process::command(&self.exec, process::Dirs::project(&self.dir), "serve")
+        let mut std_cmd = spawn::command(&self.exec, Dirs::project(&self.dir), "serve")
             .map_err(|e| Failure::Io(format!("cannot start `{}`: {e}", self.exec.label())))?;
         std_cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let mut tree = ProcessTree::prepare(&mut std_cmd);

@@ -1,61 +1,14 @@
 //! Claude Code plugin folders: `.claude-plugin/plugin.json` and `hooks/hooks.json`.
 
-use std::{
-    path::{Component, Path, PathBuf},
-    sync::Arc,
-};
+use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{
-    config::{self, Config, ConfigError, Dialect, Exec, Extras},
+use crate::{
+    config::{self, Config, ConfigError, SourceContext},
+    dialect::Dialect,
     formats,
 };
-
-/// Where the source being loaded puts its handlers: its plugin, the variables substituted
-/// in its commands and set in their environment, its format.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct SourceContext {
-    pub(crate) plugin: Option<Arc<str>>,
-    /// `(NAME, value)`: `${NAME}` is replaced in commands and arguments, and `NAME` is set in
-    /// the handler's environment.
-    pub(crate) env: Arc<[(String, String)]>,
-    pub(crate) dialect: Dialect,
-}
-
-impl SourceContext {
-    /// Marks a handler as coming from this source and substitutes its variables.
-    pub(crate) fn apply(&self, exec: &mut Exec, extras: &mut Extras) {
-        extras.plugin = self.plugin.clone();
-        extras.env = Arc::clone(&self.env);
-        extras.dialect = self.dialect;
-        if self.env.is_empty() {
-            return;
-        }
-        let sub = |s: &mut String| {
-            if s.contains("${") {
-                for (name, value) in self.env.iter() {
-                    *s = s.replace(&format!("${{{name}}}"), value);
-                }
-            }
-        };
-        match exec {
-            Exec::Shell { command, .. } => sub(command),
-            Exec::Argv { program, args } => {
-                sub(program);
-                args.iter_mut().for_each(sub);
-            }
-            // Nothing to substitute: the variables reach commands only.
-            #[cfg(feature = "http-hooks")]
-            Exec::Http(_) => {}
-            Exec::Model(_) => {}
-            #[cfg(feature = "mcp")]
-            Exec::Mcp(_) => {}
-            #[cfg(feature = "wasm")]
-            Exec::Wasm(_) => {}
-        }
-    }
-}
 
 /// The default root of plugins' data directories: `$XDG_STATE_HOME/tower-agent/plugins/data`,
 /// else `~/.local/state/tower-agent/plugins/data`, else `.tower-agent/plugins/data` in the

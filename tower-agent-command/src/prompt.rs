@@ -12,10 +12,7 @@ use std::{
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
-use super::{
-    config::HookEvent,
-    process::{Failure, Reply, Stdout},
-};
+use crate::reply::{Failure, Reply, Stdout};
 use tower_agent_builtins::filesystem::Filesystem;
 use tower_agent_core::Agent;
 use tower_agent_core::agent::{AgentRequest, Outcome};
@@ -23,6 +20,7 @@ use tower_agent_core::context::RunContext;
 use tower_agent_core::message::Message;
 use tower_agent_core::model::{BoxModelService, ModelRequest, ModelSettings};
 use tower_agent_core::tool::ToolRouter;
+use tower_agent_layers::hooks::HookEvent;
 
 /// The most turns (model calls) the subagent of an `agent` hook may take: 50, as in the
 /// reference. One that has not answered by then is a non-blocking error.

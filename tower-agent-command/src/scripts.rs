@@ -29,8 +29,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::{
-    config::{Config, Exec, Handler},
+use crate::{
+    config::Config,
+    exec::Exec,
+    handler::Handler,
     trust::{basename, is_assignment, is_interpreter},
 };
 

@@ -23,11 +23,14 @@
 //! and again **before every spawn** (a mismatch skips the handler and is reported with
 //! [`RunContext::warn`](tower_agent_core::context::RunContext::warn)).
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use sha2::{Digest, Sha256};
 
-use super::config::{Exec, Extras};
+use crate::exec::Exec;
 
 /// The largest script hashed: 16 MiB.
 pub(crate) const MAX_SCRIPT: u64 = 16 << 20;
@@ -119,15 +122,21 @@ fn hex(bytes: &[u8]) -> String {
     })
 }
 
-/// Finds the script of a pinned handler (see the module docs) and records it in its pin.
-pub(crate) fn resolve(exec: &Exec, project_dir: &Path, extras: &mut Extras) -> Result<(), String> {
-    let Some(pin) = &extras.pin else {
+/// Finds the script of a pinned handler (see the module docs) and records it in its pin:
+/// `pin` and `env` are the handler's (its `Extras::pin` and `Extras::env`).
+pub(crate) fn resolve(
+    exec: &Exec,
+    project_dir: &Path,
+    pin: &mut Option<Arc<Pin>>,
+    env: &[(String, String)],
+) -> Result<(), String> {
+    let Some(old) = pin.as_deref() else {
         return Ok(());
     };
-    let (script, relative) = locate(exec, project_dir, &extras.env)
+    let (script, relative) = locate(exec, project_dir, env)
         .ok_or_else(|| "cannot find the script of a command pinned with `sha256`".to_owned())?;
-    extras.pin = Some(std::sync::Arc::new(Pin {
-        hex: pin.hex.clone(),
+    *pin = Some(Arc::new(Pin {
+        hex: old.hex.clone(),
         script: Some(script),
         relative,
         loaded: loaded(exec),
@@ -135,18 +144,20 @@ pub(crate) fn resolve(exec: &Exec, project_dir: &Path, extras: &mut Extras) -> R
     Ok(())
 }
 
-/// Pins a handler whose script is `script` (a builder `trust` entry).
+/// Pins a handler whose script is `script` (a builder `trust` entry): sets `pin`, the
+/// handler's `Extras::pin`, if it has none (`env`: its `Extras::env`).
 pub(crate) fn pin_if_script(
     exec: &Exec,
     project_dir: &Path,
-    extras: &mut Extras,
+    pin: &mut Option<Arc<Pin>>,
+    env: &[(String, String)],
     script: &Path,
     hex: &str,
 ) -> Result<bool, String> {
-    if extras.pin.is_some() {
+    if pin.is_some() {
         return Ok(false);
     }
-    let Some((found, relative)) = locate(exec, project_dir, &extras.env) else {
+    let Some((found, relative)) = locate(exec, project_dir, env) else {
         return Ok(false);
     };
     let wanted = std::path::absolute(project_dir.join(script)).unwrap_or_default();
@@ -155,11 +166,11 @@ pub(crate) fn pin_if_script(
     if !same {
         return Ok(false);
     }
-    let mut pin = Pin::parse(hex)?;
-    pin.script = Some(found);
-    pin.relative = relative;
-    pin.loaded = loaded(exec);
-    extras.pin = Some(std::sync::Arc::new(pin));
+    let mut pinned = Pin::parse(hex)?;
+    pinned.script = Some(found);
+    pinned.relative = relative;
+    pinned.loaded = loaded(exec);
+    *pin = Some(Arc::new(pinned));
     Ok(true)
 }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::process::{Failure, Reply, Stdout};
+use crate::reply::{Failure, Reply, Stdout};
 use tower_agent_wasm::{WasmAnswer, WasmHook};
 
 /// Calls `hook` with `input` within `timeout`: `ok` is exit 0 (its JSON the stdout), `err`

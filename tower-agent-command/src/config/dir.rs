@@ -9,9 +9,10 @@ use serde_json::Value;
 
 use super::{
     ConfigError, HookEvent,
-    handler::{Config, Definition, Exec, Extras},
+    parsed::{Config, Definition},
     settings::{compile_matcher, fails_closed, flag, not_fired, timeout},
 };
+use crate::{exec::Exec, handler::Extras, spawn};
 
 /// How long a hooks-directory executable may take to describe itself.
 pub(crate) const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,9 +99,9 @@ fn describe(file: &Path, project_dir: &Path, out: &mut Config) -> Result<(), Con
         program,
         args: Vec::new(),
     };
-    let output = crate::process::run_sync(
+    let output = spawn::run_sync(
         &exec,
-        crate::process::Dirs::project(project_dir),
+        spawn::Dirs::project(project_dir),
         "describe",
         DESCRIBE_TIMEOUT,
     )

@@ -1,26 +1,63 @@
 //! Settings: the `hooks` of a settings file or value parsed into handlers, and the files
-//! read for it.
+//! read for it (and, for reloads, their digests and ConfigChange sources).
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 use super::{
     ConfigError, HookEvent,
-    handler::{Config, Definition, Exec, Extras, Matcher, Pin},
+    parsed::{Config, Definition},
 };
 #[cfg(feature = "http-hooks")]
 use crate::http::HttpHook;
 #[cfg(feature = "mcp")]
 use crate::mcp::McpHook;
 use crate::{
+    dialect::{Dialect, SEQUENTIAL_GROUP},
+    exec::Exec,
+    handler::{Extras, Matcher},
     prompt::{self, ModelHook, ModelKind},
     rule::Rule,
+    trust::Pin,
 };
 use tower_agent_layers::matcher::ToolMatcher;
 
 /// The largest settings file read: 4 MiB.
 pub(crate) const MAX_SETTINGS: usize = 4 << 20;
+
+/// The digest of a settings file; `None` if it cannot be read as one (missing, not a regular
+/// file — a FIFO is never opened —, over the settings files' size limit).
+pub(crate) fn digest(path: &Path) -> Option<[u8; 32]> {
+    let bytes = tower_agent_os::bounded::read_regular(path, MAX_SETTINGS as u64).ok()?;
+    Some(Sha256::digest(&bytes).into())
+}
+
+/// The ConfigChange `source` of a settings file, by where it is: `policy_settings` (a
+/// `managed-settings.json`), `local_settings` (a `settings.local.json`), `user_settings`
+/// (under the user's `~/.claude`), else `project_settings`.
+pub(crate) fn source_of(path: &Path) -> &'static str {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if name == "managed-settings.json" {
+        return "policy_settings";
+    }
+    if name == "settings.local.json" {
+        return "local_settings";
+    }
+    let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude"));
+    match home {
+        Some(dir) if path.starts_with(&dir) => "user_settings",
+        _ => "project_settings",
+    }
+}
 
 /// Reads a settings file: a regular file of at most [`MAX_SETTINGS`] bytes of UTF-8 JSON.
 pub(crate) fn load_file(
@@ -83,7 +120,7 @@ pub(crate) fn load_settings(
     ] {
         list.extend(names(root, key).map_err(|m| err(key, m.into()))?);
     }
-    crate::permissions::load(root, file, out)?;
+    super::permissions::load(root, file, out)?;
     let hooks = match root.get("hooks") {
         None | Some(Value::Null) => return Ok(()),
         Some(Value::Object(hooks)) => hooks,
@@ -560,10 +597,8 @@ pub(super) fn extras(
     if let Some(Value::String(c)) = h.get("command") {
         extras.written = Some(c.clone());
     }
-    if out.source.dialect == super::Dialect::Gemini
-        && let Some(id) = h
-            .get(crate::formats::SEQUENTIAL_GROUP)
-            .and_then(Value::as_u64)
+    if out.source.dialect == Dialect::Gemini
+        && let Some(id) = h.get(SEQUENTIAL_GROUP).and_then(Value::as_u64)
     {
         extras.sequential = u32::try_from(id).ok();
     }

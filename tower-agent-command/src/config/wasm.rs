@@ -5,7 +5,8 @@ use std::{path::PathBuf, time::Duration};
 
 use serde_json::{Map, Value};
 
-use super::{ConfigError, handler::Config, handler::Exec};
+use super::{ConfigError, parsed::Config};
+use crate::exec::Exec;
 
 /// The fields of a `wasm` handler: `path` (relative to the project directory;
 /// `${CLAUDE_PROJECT_DIR}` and the source's variables, such as a plugin's

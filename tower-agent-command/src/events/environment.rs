@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use super::super::config::{Entry, HookEvent};
-use super::super::process::Report;
 use super::{Inner, Live, register::Add, session, union};
+use crate::{config::HookEvent, handler::Entry, reply::Report};
 use tower_agent_core::agent::start::{PromptExpansion, SetupTrigger};
 use tower_agent_core::context::RunContext;
 use tower_agent_layers::hooks::{

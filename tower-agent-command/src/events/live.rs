@@ -9,16 +9,23 @@ use std::{
 
 use futures_util::future::BoxFuture;
 
-use super::super::reload::{Reloader, digest, source_of};
 use super::Inner;
+use crate::{
+    config::{digest, source_of},
+    error::ConfigError,
+};
 use tower_agent_core::context::RunContext;
 use tower_agent_layers::hooks::SettingsSource;
 use tower_agent_os::bounded::Stamp;
 
+/// Builds the hooks again from their sources as they are now: the builder's `build`, passed
+/// down by the crate root (the runtime does not know the builder).
+pub(crate) type Rebuild = Box<dyn Fn() -> Result<Arc<Inner>, ConfigError> + Send + Sync>;
+
 /// The hooks of a registry as they are now.
 pub(crate) struct Live {
     current: RwLock<Arc<Inner>>,
-    reload: Arc<Reloader>,
+    rebuild: Rebuild,
     /// Each settings file at the last look.
     seen: Mutex<Vec<Seen>>,
 }
@@ -46,9 +53,14 @@ impl Seen {
 }
 
 impl Live {
-    /// `inner`, whose settings files are those of `reload`, as they were when it was built.
-    pub(crate) fn new(inner: Arc<Inner>, reload: Arc<Reloader>) -> Arc<Self> {
-        let seen = (reload.files.iter())
+    /// `inner`, whose settings files are `files` (with their digests as they were when it was
+    /// built), built again from its sources by `rebuild`.
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        files: &[(PathBuf, Option<[u8; 32]>)],
+        rebuild: Rebuild,
+    ) -> Arc<Self> {
+        let seen = (files.iter())
             .map(|(path, digest)| Seen {
                 path: path.clone(),
                 stamp: None,
@@ -58,7 +70,7 @@ impl Live {
         let seen = Mutex::new(seen);
         Arc::new(Live {
             current: RwLock::new(inner),
-            reload,
+            rebuild,
             seen,
         })
     }
@@ -70,7 +82,7 @@ impl Live {
 
     /// Whether there are settings files to watch.
     pub(crate) fn watches(&self) -> bool {
-        !self.reload.files.is_empty()
+        !(self.seen.lock().unwrap_or_else(PoisonError::into_inner)).is_empty()
     }
 }
 
@@ -107,13 +119,12 @@ impl SettingsSource for Live {
                 ));
                 return;
             }
-            match self.reload.builder.clone().build() {
-                Ok(hooks) => {
-                    for warning in hooks.warnings() {
+            match (self.rebuild)() {
+                Ok(inner) => {
+                    for warning in &inner.config.warnings {
                         ctx.warn(warning.clone());
                     }
-                    *self.current.write().unwrap_or_else(PoisonError::into_inner) =
-                        Arc::clone(&hooks.inner);
+                    *self.current.write().unwrap_or_else(PoisonError::into_inner) = inner;
                 }
                 Err(err) => ctx.warn(format!(
                     "the settings changed during the run do not load, the hooks stay as they \

@@ -1,12 +1,8 @@
 //! The model events: PreCompact, BeforeModel, AfterModel, PreModelSwitch, PostModelSwitch.
 
-use super::super::config::Entry;
-use super::super::{
-    config::HookEvent,
-    process::{Permission, Report},
-};
 use super::register::Add;
 use super::{Inner, Live, TRIGGER};
+use crate::{config::HookEvent, handler::Entry, process::Permission, reply::Report};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tower_agent_core::context::RunContext;

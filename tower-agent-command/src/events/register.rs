@@ -1,7 +1,7 @@
 //! Each event's callback on the [`Hooks`] registry: one per event with handlers.
 
-use super::super::config::{Entry, HookEvent};
 use super::{Live, environment, model, session, tool};
+use crate::{config::HookEvent, handler::Entry};
 use std::sync::Arc;
 use tower_agent_layers::hooks::{Hooks, state::Added};
 

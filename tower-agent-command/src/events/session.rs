@@ -5,14 +5,12 @@ use std::{sync::Arc, time::Duration};
 
 use serde_json::{Map, Value};
 
-use super::super::{
-    config::{Entry, HookEvent},
-    env_file::EnvFile,
-    process::{Report, Verdict},
-};
 use super::{
     Inner, Live, SESSION_END_BUDGET, SESSION_END_ENV, SESSION_END_MAX_BUDGET, joined,
     register::Add, session_env, spawn, spawn_task, union,
+};
+use crate::{
+    config::HookEvent, env_file::EnvFile, handler::Entry, process::Verdict, reply::Report,
 };
 use tower_agent_core::agent::{AgentResponse, SessionEnv, SessionSubagent, session_end_reason};
 use tower_agent_core::context::RunContext;

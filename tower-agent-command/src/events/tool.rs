@@ -1,12 +1,13 @@
 //! The tool events: PreToolUse, PostToolUse, PostToolUseFailure, PermissionRequest, PermissionDenied, PostToolBatch.
 
-use super::super::config::Entry;
-use super::super::{
-    config::HookEvent,
-    process::{Permission, Refusal, Report, Verdict},
-};
 use super::{Inner, joined};
 use super::{Live, register::Add, union};
+use crate::{
+    config::HookEvent,
+    handler::Entry,
+    process::{Permission, Refusal, Verdict},
+    reply::Report,
+};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tower_agent_core::context::RunContext;

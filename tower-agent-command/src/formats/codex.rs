@@ -7,12 +7,12 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    super::{
-        config::{self, Config, ConfigError, Handler, HookEvent},
-        process::{Reply, Stdout, Verdict},
-    },
-    Dialect, only_known_events, with_source,
+use super::{Dialect, only_known_events, with_source};
+use crate::{
+    config::{self, Config, ConfigError, HookEvent},
+    handler::Handler,
+    process::Verdict,
+    reply::{Reply, Stdout},
 };
 use tower_agent_core::message::{ToolCall, ToolOutput};
 

@@ -5,9 +5,9 @@
 
 use serde_json::{Map, Value};
 
-use super::verdict::{Elicit, Permission, Report, Verdict, cap, text};
-use crate::config::{Handler, HookEvent};
-use tower_agent_layers::hooks::PermissionRequest;
+use super::verdict::{Elicit, Permission, Verdict, cap, text};
+use crate::{handler::Handler, reply::Report};
+use tower_agent_layers::hooks::{HookEvent, PermissionRequest};
 
 /// `string`, `array` …: what a JSON value is.
 fn json_kind(value: &Value) -> &'static str {

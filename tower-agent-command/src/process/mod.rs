@@ -1,54 +1,31 @@
-//! One handler run: spawn, feed stdin, read stdout and stderr, time out, kill the process
-//! group; and what its answer means ([`Verdict`]).
+//! One handler run, whatever its kind, and what its answer means ([`Verdict`]).
 //!
-//! - [`call`] (here) runs a handler of any type once, within its timeout;
-//! - `spawn`: a process handler's command, its run (async and blocking) and its capture;
-//! - `reply`: what a handler answered ([`Reply`]) or why it did not ([`Failure`]);
+//! - [`call`] (here) runs a handler of any type once, within its timeout (a process handler
+//!   with `crate::spawn`, the other kinds with their own modules);
 //! - `verdict`: what an answer means for an event ([`interpret`] into a [`Verdict`]);
 //! - `answer`: the protocol's JSON fields of an answer, read into the verdict;
 //! - `words`: what the model is told of an answer, in Claude Code's words.
 
 mod answer;
-mod reply;
-mod spawn;
 mod verdict;
 mod words;
 
+#[cfg(feature = "http-hooks")]
 use std::path::Path;
 
 #[cfg(feature = "mcp")]
 pub(crate) use self::verdict::Elicit;
 pub(crate) use self::{
-    reply::{Failure, Reply, Stdout},
-    spawn::{command, run, run_sync},
-    verdict::{Permission, Refusal, Report, Verdict, background_done, interpret},
+    verdict::{Permission, Refusal, Verdict, background_done, interpret},
     words::claude_words,
 };
-use super::config::{Exec, Handler, HookEvent};
-
-/// Where a handler runs, and the project it is told of.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Dirs<'a> {
-    /// The working directory of a process handler (the `cwd` of its input).
-    pub(crate) cwd: &'a Path,
-    /// The project directory: `CLAUDE_PROJECT_DIR` / `TOWER_AGENT_PROJECT_DIR`, also
-    /// substituted in exec form; the root of an `agent` handler's file tools.
-    pub(crate) project: &'a Path,
-    /// Whether `CLAUDE_PROJECT_DIR` is set (Codex sets no such variable for its hooks;
-    /// `TOWER_AGENT_PROJECT_DIR` always is).
-    pub(crate) claude_project_dir: bool,
-}
-
-impl<'a> Dirs<'a> {
-    /// Running in the project directory itself (a persistent process, a describe step).
-    pub(crate) fn project(project: &'a Path) -> Self {
-        Dirs {
-            cwd: project,
-            project,
-            claude_project_dir: true,
-        }
-    }
-}
+use crate::{
+    exec::Exec,
+    handler::Handler,
+    reply::{Failure, Reply, Report},
+    spawn::{Dirs, run},
+};
+use tower_agent_layers::hooks::HookEvent;
 
 /// Runs `handler` once for `event` with `input` (its JSON text), within its timeout: the
 /// handler's `timeout`, else the default of its type (`prompt` 30 s, `agent` 60 s) or of the
@@ -62,7 +39,7 @@ pub(crate) async fn call(
     env: &[(String, String)],
 ) -> Result<Reply, Failure> {
     let timeout = handler.timeout.unwrap_or_else(|| match &handler.exec {
-        Exec::Model(hook) => super::prompt::default_timeout(hook.kind),
+        Exec::Model(hook) => crate::prompt::default_timeout(hook.kind),
         _ => event.default_timeout(),
     });
     match (&handler.exec, &handler.persistent) {
@@ -70,7 +47,7 @@ pub(crate) async fn call(
         #[cfg(feature = "http-hooks")]
         (Exec::Http(hook), None) => {
             let var = |name: &str| variable(name, dirs.project, env);
-            super::http::post(hook, input, timeout, var).await
+            crate::http::post(hook, input, timeout, var).await
         }
         #[cfg(feature = "mcp")]
         (Exec::Mcp(hook), None) => match tokio::time::timeout(timeout, hook.call(input)).await {
@@ -78,7 +55,7 @@ pub(crate) async fn call(
             Err(_) => Err(Failure::Cancelled(timeout)),
         },
         #[cfg(feature = "wasm")]
-        (Exec::Wasm(hook), None) => super::wasm::call(hook, input, timeout).await,
+        (Exec::Wasm(hook), None) => crate::wasm::call(hook, input, timeout).await,
         (Exec::Model(hook), None) => {
             let verdict = hook.evaluate(event, input, dirs.project, report.ctx());
             match tokio::time::timeout(timeout, verdict).await {

@@ -5,14 +5,15 @@
 
 use serde_json::{Map, Value};
 
-use super::{
-    answer::read_json,
-    reply::{Failure, Reply, Stdout},
+use super::answer::read_json;
+use crate::{
+    exec::Exec,
+    handler::Handler,
+    reply::{Failure, Reply, Report, Stdout},
 };
-use crate::config::{Exec, Handler, HookEvent};
 use tower_agent_core::context::RunContext;
 use tower_agent_core::message::{ToolCall, ToolOutput};
-use tower_agent_layers::hooks::PermissionRequest;
+use tower_agent_layers::hooks::{HookEvent, PermissionRequest};
 
 /// The longest string taken from a hook's answer (as in the protocol).
 const MAX_CHARS: usize = 10_000;
@@ -85,31 +86,6 @@ pub(crate) enum Elicit {
     Accept,
     Decline,
     Cancel,
-}
-
-/// Where a handler's problems are reported: the run (`ctx.warn`, which also logs), or only
-/// the log (observe-only events, whose warnings would fire Notification hooks again).
-#[derive(Clone, Copy)]
-pub(crate) enum Report<'a> {
-    Run(&'a RunContext),
-    Log,
-}
-
-impl<'a> Report<'a> {
-    /// The run, if reports go to one.
-    pub(crate) fn ctx(self) -> Option<&'a RunContext> {
-        match self {
-            Report::Run(ctx) => Some(ctx),
-            Report::Log => None,
-        }
-    }
-
-    pub(crate) fn warn(self, message: String) {
-        match self {
-            Report::Run(ctx) => ctx.warn(message),
-            Report::Log => tracing::warn!("{message}"),
-        }
-    }
 }
 
 /// Cuts `s` to [`MAX_CHARS`] characters, saying how many were cut.

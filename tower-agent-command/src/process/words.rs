@@ -9,10 +9,9 @@
 //! | a PostToolUse block (exit 2, `decision: "block"`) | `PostToolUse:<tool> hook blocking error from command: "<command>": <reason>` |
 //! | a Stop / SubagentStop `decision: "block"` | the reason as a user message, then a system message `Stop hook blocking error from command: "<command>": <reason>` (exit 2: the reason alone) |
 
-use super::{
-    super::config::{Handler, HookEvent},
-    Verdict,
-};
+use super::Verdict;
+use crate::handler::Handler;
+use tower_agent_layers::hooks::HookEvent;
 
 /// Rewrites `verdict`'s contexts (and a PostToolUse block) in Claude Code's words, for the
 /// events whose wording is measured; `subject` is the tool's name or SessionStart's source.

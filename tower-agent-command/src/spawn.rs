@@ -4,18 +4,42 @@
 
 use std::{
     io,
+    path::Path,
     process::Stdio,
     time::{Duration, Instant},
 };
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use super::{
-    Dirs,
+use crate::{
+    exec::Exec,
     reply::{Failure, Reply, Stdout, humantime},
 };
-use crate::config::Exec;
 use tower_agent_os::process::ProcessTree;
+
+/// Where a handler runs, and the project it is told of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dirs<'a> {
+    /// The working directory of a process handler (the `cwd` of its input).
+    pub(crate) cwd: &'a Path,
+    /// The project directory: `CLAUDE_PROJECT_DIR` / `TOWER_AGENT_PROJECT_DIR`, also
+    /// substituted in exec form; the root of an `agent` handler's file tools.
+    pub(crate) project: &'a Path,
+    /// Whether `CLAUDE_PROJECT_DIR` is set (Codex sets no such variable for its hooks;
+    /// `TOWER_AGENT_PROJECT_DIR` always is).
+    pub(crate) claude_project_dir: bool,
+}
+
+impl<'a> Dirs<'a> {
+    /// Running in the project directory itself (a persistent process, a describe step).
+    pub(crate) fn project(project: &'a Path) -> Self {
+        Dirs {
+            cwd: project,
+            project,
+            claude_project_dir: true,
+        }
+    }
+}
 
 /// The most bytes kept of a hook's stdout or stderr (the rest is read and dropped).
 const MAX_CAPTURE: usize = 1 << 20;

@@ -1,181 +1,66 @@
-//! The handlers read from the configuration ([`Handler`], [`Entry`]) and the whole
-//! [`Config`]: every event's handlers in configuration order, deduplicated.
+//! The whole parsed [`Config`]: every event's handlers in configuration order, deduplicated;
+//! and the [`SourceContext`] of the source being loaded.
 
 use std::{
     collections::HashMap,
-    fmt,
     path::{Path, PathBuf},
     sync::Arc,
     time::Duration,
 };
 
-use serde_json::{Map, Value};
-
 use super::{ConfigError, HookEvent};
-#[cfg(feature = "http-hooks")]
-use crate::http::HttpHook;
-#[cfg(feature = "mcp")]
-use crate::mcp::McpHook;
-use crate::{persistent::Persistent, prompt::ModelHook, rule::Rule};
+use crate::{
+    dialect::Dialect,
+    exec::Exec,
+    handler::{Entry, Extras, Handler, Matcher},
+    permissions::Rules,
+    persistent::Persistent,
+    trust,
+};
 use tower_agent_core::model::BoxModelService;
-use tower_agent_layers::matcher::ToolMatcher;
 
-/// How a handler is started.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Exec {
-    /// `{shell} -c command`.
-    Shell {
-        shell: &'static str,
-        command: String,
-    },
-    /// The program with these arguments, no shell.
-    Argv { program: String, args: Vec<String> },
-    /// POST the input to a URL (`type: "http"`).
-    #[cfg(feature = "http-hooks")]
-    Http(Arc<HttpHook>),
-    /// Ask a model or a subagent (`type: "prompt"` / `"agent"`).
-    Model(Arc<ModelHook>),
-    /// Call a tool of a connected MCP server (`type: "mcp_tool"`).
-    #[cfg(feature = "mcp")]
-    Mcp(Arc<McpHook>),
-    /// Call a WebAssembly component's `handle` (`type: "wasm"`, a `.wasm` file of a hooks
-    /// directory).
-    #[cfg(feature = "wasm")]
-    Wasm(tower_agent_wasm::WasmHook),
-}
-
-impl Exec {
-    /// How logs and warnings name the handler.
-    pub(crate) fn label(&self) -> String {
-        match self {
-            Exec::Shell { command, .. } => command.clone(),
-            Exec::Argv { program, args } if args.is_empty() => program.clone(),
-            Exec::Argv { program, args } => format!("{program} {}", args.join(" ")),
-            #[cfg(feature = "http-hooks")]
-            Exec::Http(hook) => hook.url.clone(),
-            Exec::Model(hook) => hook.label(),
-            #[cfg(feature = "mcp")]
-            Exec::Mcp(hook) => hook.label(),
-            #[cfg(feature = "wasm")]
-            Exec::Wasm(hook) => hook.name().to_owned(),
-        }
-    }
-}
-
-/// One command handler.
-#[derive(Debug)]
-pub(crate) struct Handler {
-    pub(crate) exec: Exec,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) fail_closed: bool,
-    /// Runs in the background: never blocks, its answer is only logged.
-    pub(crate) background: bool,
-    /// `asyncRewake`: in the background, and an exit 2 reminds the model of its stderr.
-    pub(crate) rewake: bool,
-    /// The long-lived process of a persistent handler.
-    pub(crate) persistent: Option<Arc<Persistent>>,
-    /// Where it was defined (`settings.json: hooks.PreToolUse[0].hooks[1]`).
-    pub(crate) origin: String,
-    pub(crate) label: String,
-    /// What else a handler carries: its `if` rule, plugin, environment, trust pin, format.
-    pub(crate) extras: Extras,
-}
-
-/// The parts of a handler this crate adds to the base command handler: its `if` rule
-/// ([`Rule`]), the plugin it came from, the environment it gets, its trust pin and the
-/// configuration format it was written for.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Extras {
-    /// The `if` rule: the handler runs only for tool calls it matches.
-    pub(crate) condition: Option<Arc<Rule>>,
-    /// The plugin (its plugin.json name) the handler came from; `None`: settings.
+/// Where the source being loaded puts its handlers: its plugin, the variables substituted
+/// in its commands and set in their environment, its format.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SourceContext {
     pub(crate) plugin: Option<Arc<str>>,
-    /// Extra environment variables (`CLAUDE_PLUGIN_ROOT`, `CLAUDE_PLUGIN_DATA`).
+    /// `(NAME, value)`: `${NAME}` is replaced in commands and arguments, and `NAME` is set in
+    /// the handler's environment.
     pub(crate) env: Arc<[(String, String)]>,
-    /// The trusted hash of the script the handler runs.
-    pub(crate) pin: Option<Arc<Pin>>,
-    /// The command as written, before any substitution (a name for `disabledHooks`).
-    pub(crate) written: Option<String>,
-    /// The handler's `name` field (Gemini CLI names its hooks), also a name for
-    /// `disabledHooks`.
-    pub(crate) name: Option<String>,
-    /// The format the handler's configuration was written in.
     pub(crate) dialect: Dialect,
-    /// The Gemini CLI group (`"sequential": true`) whose handlers run one after another, in
-    /// order; `None`: the handler runs in parallel with the others.
-    pub(crate) sequential: Option<u32>,
-    /// A Codex Stop handler's run id (`stop:<n>:<file>`), which wraps its block's reason.
-    pub(crate) run_id: Option<Arc<str>>,
 }
 
-/// The configuration format of a handler: see [`crate::formats`].
-pub(crate) use crate::formats::Dialect;
-/// A trusted-hash pin: see [`crate::trust`].
-pub(crate) use crate::trust::Pin;
-
-/// A handler of one event and the matchers under which it was configured (`None`: all).
-#[derive(Debug, Clone)]
-pub(crate) struct Entry {
-    pub(crate) handler: Arc<Handler>,
-    pub(crate) matchers: Vec<Option<Matcher>>,
-}
-
-/// A compiled matcher and its pattern (for `Debug`).
-#[derive(Clone)]
-pub(crate) struct Matcher {
-    pub(crate) pattern: String,
-    pub(crate) matcher: ToolMatcher,
-}
-
-impl fmt::Debug for Matcher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.pattern, f)
-    }
-}
-
-impl Entry {
-    /// Whether the handler runs for `subject` (the tool name, source, trigger …).
-    pub(crate) fn matches(&self, subject: &str) -> bool {
-        // A Gemini CLI handler names Gemini's tools (`run_shell_command`, not `Bash`).
-        let subject = match self.handler.extras.dialect {
-            Dialect::Gemini => crate::formats::gemini_tool(subject),
-            _ => subject,
-        };
-        self.matchers.iter().any(|m| match m {
-            None => true,
-            Some(m) => m.matcher.matches_name(subject),
-        })
-    }
-}
-
-impl Handler {
-    /// A handler running `command` with `sh` and nothing else set, for tests.
-    #[cfg(test)]
-    pub(crate) fn shell_for_test(command: &str) -> Handler {
-        Handler {
-            exec: Exec::Shell {
-                shell: "sh",
-                command: command.into(),
-            },
-            timeout: None,
-            fail_closed: false,
-            background: false,
-            rewake: false,
-            persistent: None,
-            origin: "test".into(),
-            label: command.into(),
-            extras: Extras::default(),
+impl SourceContext {
+    /// Marks a handler as coming from this source and substitutes its variables.
+    pub(crate) fn apply(&self, exec: &mut Exec, extras: &mut Extras) {
+        extras.plugin = self.plugin.clone();
+        extras.env = Arc::clone(&self.env);
+        extras.dialect = self.dialect;
+        if self.env.is_empty() {
+            return;
         }
-    }
-
-    /// Whether the handler's `if` rule (if any) lets it run for this input (the tool
-    /// events' `tool_name` and `tool_input`). No rule: it runs.
-    pub(crate) fn allows(&self, input: &Map<String, Value>) -> bool {
-        let Some(rule) = &self.extras.condition else {
-            return true;
+        let sub = |s: &mut String| {
+            if s.contains("${") {
+                for (name, value) in self.env.iter() {
+                    *s = s.replace(&format!("${{{name}}}"), value);
+                }
+            }
         };
-        let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or("");
-        rule.matches(tool, input.get("tool_input").unwrap_or(&Value::Null))
+        match exec {
+            Exec::Shell { command, .. } => sub(command),
+            Exec::Argv { program, args } => {
+                sub(program);
+                args.iter_mut().for_each(sub);
+            }
+            // Nothing to substitute: the variables reach commands only.
+            #[cfg(feature = "http-hooks")]
+            Exec::Http(_) => {}
+            Exec::Model(_) => {}
+            #[cfg(feature = "mcp")]
+            Exec::Mcp(_) => {}
+            #[cfg(feature = "wasm")]
+            Exec::Wasm(_) => {}
+        }
     }
 }
 
@@ -227,14 +112,14 @@ pub(crate) struct Config {
     /// Where handlers run: `if` path rules anchor here.
     pub(crate) project_dir: PathBuf,
     /// The source being loaded (a plugin, another tool's format).
-    pub(crate) source: crate::plugin::SourceContext,
+    pub(crate) source: SourceContext,
     /// Names from `disabledHooks` (commands) and `disabledPlugins` (plugin names).
     pub(crate) disabled_hooks: Vec<String>,
     pub(crate) disabled_plugins: Vec<String>,
     /// The next id of a Gemini CLI sequential group.
     pub(crate) next_sequential: u32,
     /// The permission rules of every source.
-    pub(crate) rules: crate::permissions::Rules,
+    pub(crate) rules: Rules,
 }
 
 impl Config {
@@ -259,7 +144,9 @@ impl Config {
             return;
         }
         self.source.apply(&mut def.exec, &mut def.extras);
-        if let Err(why) = crate::trust::resolve(&def.exec, project_dir, &mut def.extras) {
+        if let Err(why) =
+            trust::resolve(&def.exec, project_dir, &mut def.extras.pin, &def.extras.env)
+        {
             self.warn(format!("{}: {why}; this handler is skipped", def.origin));
             return;
         }
@@ -348,10 +235,11 @@ impl Config {
             for entry in list.iter_mut() {
                 for (script, hex) in trusted {
                     let mut extras = entry.handler.extras.clone();
-                    let pinned = crate::trust::pin_if_script(
+                    let pinned = trust::pin_if_script(
                         &entry.handler.exec,
                         &self.project_dir,
-                        &mut extras,
+                        &mut extras.pin,
+                        &extras.env,
                         script,
                         hex,
                     )

@@ -1,8 +1,10 @@
-//! What a handler answered ([`Reply`]), or why it gave no answer ([`Failure`]).
+//! What a handler answered ([`Reply`]), or why it gave no answer ([`Failure`]); and where its
+//! problems are reported ([`Report`]). Plain data every handler kind shares.
 
 use std::time::Duration;
 
 use serde_json::Value;
+use tower_agent_core::context::RunContext;
 
 /// What a handler answered.
 #[derive(Debug)]
@@ -55,8 +57,33 @@ impl Failure {
     }
 }
 
+/// Where a handler's problems are reported: the run (`ctx.warn`, which also logs), or only
+/// the log (observe-only events, whose warnings would fire Notification hooks again).
+#[derive(Clone, Copy)]
+pub(crate) enum Report<'a> {
+    Run(&'a RunContext),
+    Log,
+}
+
+impl<'a> Report<'a> {
+    /// The run, if reports go to one.
+    pub(crate) fn ctx(self) -> Option<&'a RunContext> {
+        match self {
+            Report::Run(ctx) => Some(ctx),
+            Report::Log => None,
+        }
+    }
+
+    pub(crate) fn warn(self, message: String) {
+        match self {
+            Report::Run(ctx) => ctx.warn(message),
+            Report::Log => tracing::warn!("{message}"),
+        }
+    }
+}
+
 /// `2s`, `1.5s`, `300ms`.
-pub(super) fn humantime(d: Duration) -> String {
+pub(crate) fn humantime(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
     } else if d.subsec_millis() == 0 {
