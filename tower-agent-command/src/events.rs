@@ -622,15 +622,6 @@ mod tests {
         *,
     };
 
-    /// The Claude Code tools answer hooks under the key command hooks read (core's
-    /// `message::TOOL_RESPONSE`, which `builtins::claude_code` writes).
-    #[test]
-    fn the_claude_code_tools_answer_under_the_response_key() {
-        assert_eq!(
-            tower_agent_core::message::TOOL_RESPONSE,
-            crate::TOOL_RESPONSE
-        );
-    }
     use crate::process::Permission;
     use serde_json::json;
     use tower_agent_core::message::{Message, ToolOutput};
