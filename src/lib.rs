@@ -119,6 +119,7 @@
 //! | `sqlite` | no | `store::Sqlite`: threads in a SQLite file, and the SQLite tool-call ledger ([`layers::ledger`]); SQLite is compiled in |
 //! | `postgres` | no | `store::Postgres`: threads shared by server replicas (leases, compare-and-swap saves), over tokio-postgres |
 //! | `axum` | no | `server`: an axum `Router` for an agent (runs, SSE streams, threads, approvals) and a graceful `serve` |
+//! | `agent-hooks` | no | `agent_hooks`: an AGENT-HOOKS 0.1 host — interceptors at the eight interception points as layers of the agent's stacks, on the `agent-hooks-sdk` crate |
 //! | `mcp` | no | `mcp`: MCP servers' tools as tools (stdio, streamable HTTP), `mcp_tool` hooks, tools and agents served over MCP (the official `rmcp` SDK) |
 //! | `wasm` | no | `wasm`: hooks as WebAssembly components, in-process and sandboxed, on Wasmtime (`"type": "wasm"` handlers, `.wasm` files in hooks directories) |
 //! | `opentelemetry` | no | span attributes that OpenTelemetry wants as arrays (`gen_ai.response.finish_reasons`) recorded as arrays through `tracing-opentelemetry` |
@@ -137,6 +138,10 @@
 // clippy with `-D warnings`, so a warning fails it.
 #![warn(clippy::too_many_lines)]
 
+#[cfg(feature = "agent-hooks")]
+#[cfg_attr(docsrs, doc(cfg(feature = "agent-hooks")))]
+#[doc(inline)]
+pub use tower_agent_agent_hooks as agent_hooks;
 pub mod builder;
 pub mod builtins;
 #[doc(inline)]

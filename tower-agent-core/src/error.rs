@@ -95,6 +95,51 @@ impl Abort {
     }
 }
 
+/// A typed error that ends the run with [`Outcome::Blocked`](crate::agent::Outcome::Blocked)
+/// when it comes out of the model stack: a layer's policy refused the model call or its answer
+/// (an AGENT-HOOKS deny at `pre_model_call`, `post_model_call` or `output`). The answer it
+/// refused does not enter the thread. The loop finds it anywhere in the error's source chain.
+///
+/// ```
+/// use tower_agent_core::error::{Block, BoxError};
+///
+/// let err: BoxError = Block::new("the answer names a secret").into();
+/// assert_eq!(Block::find(&*err).unwrap().reason(), "the answer names a secret");
+/// assert_eq!(err.to_string(), "run blocked: the answer names a secret");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    reason: String,
+}
+
+impl Block {
+    /// A block with a reason: the run's [`Outcome::Blocked`](crate::agent::Outcome::Blocked)
+    /// reason.
+    pub fn new(reason: impl Into<String>) -> Self {
+        Block {
+            reason: reason.into(),
+        }
+    }
+
+    /// Why the run was blocked.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The `Block` in `err` or its source chain.
+    pub fn find<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a Block> {
+        Abort::find_source::<Block>(err)
+    }
+}
+
+impl fmt::Display for Block {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "run blocked: {}", self.reason)
+    }
+}
+
+impl StdError for Block {}
+
 impl fmt::Display for Abort {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "run aborted: {}", self.reason)

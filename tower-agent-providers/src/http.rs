@@ -512,12 +512,48 @@ pub(crate) fn usage(input: Option<u64>, output: Option<u64>) -> Option<Usage> {
 }
 
 /// The JSON arguments of a tool call as the model wrote them: parsed, `{}` when empty, or
-/// kept as a string when they are not JSON (the tool router reports that to the model).
+/// kept as a string when they are not JSON (the tool router reports that to the model) or
+/// when parsing would change them: an integer beyond 64 bits, which `serde_json` turns into
+/// a rounded float (an AGENT-HOOKS host refuses such text, spec §4.4).
 pub(crate) fn parse_arguments(raw: String) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(Default::default());
     }
-    serde_json::from_str(&raw).unwrap_or(Value::String(raw))
+    match serde_json::from_str(&raw) {
+        Ok(value) if !rounds_an_integer(&raw) => value,
+        _ => Value::String(raw),
+    }
+}
+
+/// Whether JSON `text` has an integer literal (no fraction, no exponent) outside `i64` and
+/// `u64`, outside its strings.
+fn rounds_an_integer(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    i += 1;
+                }
+                let token = &text[start..i];
+                let integer = !token.contains(['.', 'e', 'E']);
+                if integer && token.parse::<i64>().is_err() && token.parse::<u64>().is_err() {
+                    return true;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    false
 }
 
 // ===== server-sent events =====
@@ -1046,6 +1082,24 @@ mod tests {
             parse_arguments("{\"a\":".into()),
             Value::String("{\"a\":".into())
         );
+    }
+
+    #[test]
+    fn arguments_kept_when_parsing_would_round_an_integer() {
+        for raw in [
+            r#"{"id": 18446744073709551616}"#,
+            r#"{"id": -9223372036854775809}"#,
+            r#"[1, {"n": 100000000000000000000000}]"#,
+        ] {
+            assert_eq!(parse_arguments(raw.into()), Value::String(raw.into()), "{raw}");
+        }
+        for raw in [
+            r#"{"id": 18446744073709551615, "s": "18446744073709551616"}"#,
+            r#"{"id": -9223372036854775808, "f": 1e300, "g": 1.5}"#,
+            r#"{"escaped": "a\"18446744073709551616"}"#,
+        ] {
+            assert!(!parse_arguments(raw.into()).is_string(), "{raw}");
+        }
     }
 
     // ===== property tests: no panic, the same result however the body is cut =====

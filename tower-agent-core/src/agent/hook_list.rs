@@ -18,7 +18,8 @@ use crate::context::RunContext;
 /// [`AgentBuilder::loop_hooks`](super::AgentBuilder::loop_hooks)): each is asked in the order
 /// registered, and only where it says it has something to run. How answers combine:
 ///
-/// - observers (SessionEnd, StopFailure, InstructionsLoaded): every set, in order;
+/// - observers (SessionEnd, StopFailure, InstructionsLoaded) and the run's end: every set, in
+///   order;
 /// - SubagentStop: every set that has a hook for the subagent; the feedbacks of those that
 ///   send it back are joined by a newline, their contexts kept in order;
 /// - SubagentStart, and the SessionStart contexts after a compaction: every set's, in order;
@@ -66,7 +67,15 @@ impl LoopHooks for HookList {
         self.0.iter().find_map(|h| h.transcripts_dir())
     }
 
-    fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
+    fn run_end<'a>(&'a self, response: &'a AgentResponse, ctx: &'a RunContext) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for hooks in &self.0 {
+                hooks.run_end(response, ctx).await;
+            }
+        })
+    }
+
+        fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
         self.0.iter().for_each(|h| h.session_end(response, ctx));
     }
 

@@ -566,6 +566,15 @@ pub trait LoopHooks: Send + Sync + 'static {
         None
     }
 
+    /// The run ended with `response`, its thread saved: work the run waits for before it
+    /// returns (an AGENT-HOOKS `agent_shutdown` emission), awaited right before
+    /// [`session_end`](Self::session_end). A run that ends without reaching its end (an error
+    /// of the store, a dropped future) calls only `session_end`.
+    fn run_end<'a>(&'a self, response: &'a AgentResponse, ctx: &'a RunContext) -> BoxFuture<'a, ()> {
+        let _ = (response, ctx);
+        Box::pin(async {})
+    }
+
     /// The run ended with `response` (before its `AgentStop` event).
     fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
         let _ = (response, ctx);

@@ -444,6 +444,7 @@ impl<'a> Run<'a> {
         start.system_context = std::mem::take(&mut self.start_context);
         start.prompt_context = contexts;
         start.history = (source == SessionSource::Resume).then(|| history.clone());
+        start.tools = std::sync::Arc::clone(self.inner.tools.specs());
         match stack.oneshot(start).await {
             Ok(start) => {
                 self.start_context = start.system_context;
@@ -616,6 +617,7 @@ impl<'a> Run<'a> {
             warnings: self.ctx.warnings(),
         };
         if let Some(hooks) = &self.inner.hooks {
+            hooks.run_end(&response, &self.ctx).await;
             hooks.session_end(&response, &self.ctx);
         }
         self.ctx.emit_with(|| AgentEvent::AgentStop {

@@ -88,6 +88,10 @@ pub struct RunStart {
     /// is a reference count): what a layer that reports on a resumed session reads (the
     /// hooks' SessionStart `context_tokens` count it). `None` for a new thread.
     pub history: Option<crate::message::Messages>,
+    /// The tools the agent was built with ([`AgentBuilder::tool`](crate::agent::AgentBuilder::tool)),
+    /// shared: what a layer reporting the session's tools at its start reads (an AGENT-HOOKS
+    /// `agent_startup`'s `tools_registered`). Setup stages add theirs after the start stack.
+    pub tools: std::sync::Arc<Vec<crate::message::ToolSpec>>,
 }
 
 impl RunStart {
@@ -104,6 +108,7 @@ impl RunStart {
             setup: None,
             expansion: None,
             history: None,
+            tools: std::sync::Arc::default(),
         }
     }
 

@@ -173,9 +173,15 @@ impl<'a> Run<'a> {
         Err(outcome.into())
     }
 
-    /// The outcome of a failed model call: the reason of an [`Abort`] in its chain, else the
-    /// failure (after StopFailure hooks).
+    /// The outcome of a failed model call: `Blocked` with the reason of a
+    /// [`Block`](crate::error::Block) in its chain, else `Aborted` with the reason of an
+    /// [`Abort`], else the failure (after StopFailure hooks).
     pub(super) fn model_failed(&mut self, err: BoxError, ctx: &RunContext) -> Outcome {
+        if let Some(block) = crate::error::Block::find(&*err) {
+            return Outcome::Blocked {
+                reason: block.reason().to_owned(),
+            };
+        }
         let err = RunError::from(err);
         let error = match Abort::find(&*err) {
             Some(abort) => abort.reason().to_owned(),
