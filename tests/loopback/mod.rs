@@ -400,10 +400,16 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                         // Each piece is one chunk of the chunked transfer encoding, and
                         // the client's decoder hands them over one by one.
                         Some(chunk) => Some((Ok::<_, io::Error>(chunk), (chunks, end, false))),
-                        None if end == End::Abort => Some((
-                            Err(io::Error::new(io::ErrorKind::ConnectionReset, "cut")),
-                            (chunks, end, true),
-                        )),
+                        None if end == End::Abort => {
+                            // The bytes sent so far reach the client before the connection
+                            // is dropped (hyper would otherwise reset it with the last chunk
+                            // still unwritten).
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                            Some((
+                                Err(io::Error::new(io::ErrorKind::ConnectionReset, "cut")),
+                                (chunks, end, true),
+                            ))
+                        }
                         None => None,
                     }
                 },

@@ -234,6 +234,9 @@ impl AgentHooks {
     /// composition, identity provider, approval resolver and redactor, timeouts, and the
     /// bindings of interceptors to points, each built by the `registry`'s kind resolvers.
     ///
+    /// A surface stating `buffered_output: false` turns on
+    /// [`incremental_output`](Self::incremental_output).
+    ///
     /// The document is loaded, resolved and its bindings built once here, so a document the
     /// registry cannot honour is refused now, with the loader's
     /// [`DeclarationError`] (its `declaration_error:*` class); each run then builds its
@@ -247,11 +250,21 @@ impl AgentHooks {
         registry: HostRegistry,
     ) -> Result<Self, DeclarationError> {
         let declaration = HostDeclaration::from_value(document)?;
-        InterceptionEmitter::from_declaration(declaration.clone(), &registry)?;
-        Ok(Self::new(Source::Declaration {
+        let emitter = InterceptionEmitter::from_declaration(declaration.clone(), &registry)?;
+        // §12.1a: a document whose surface says `buffered_output: false` (with the
+        // `incremental_output` capability and its exposure bound) mediates incrementally.
+        let incremental = emitter
+            .declaration()
+            .is_some_and(|resolved| !resolved.surface.buffered_output);
+        let hooks = Self::new(Source::Declaration {
             declaration,
             registry: Arc::new(registry),
-        }))
+        });
+        Ok(if incremental {
+            hooks.incremental_output()
+        } else {
+            hooks
+        })
     }
 
     fn new(source: Source) -> Self {
