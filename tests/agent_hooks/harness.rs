@@ -3,8 +3,8 @@
 use std::sync::{Arc, Mutex};
 
 use agent_hooks::{
-    AgentContext, DeclarationError, HostRegistry, HostSurface,
-    InterceptionRecord, Transform, apply_transform_to_ctx,
+    AgentContext, DeclarationError, HostRegistry, HostSurface, InterceptionRecord, Transform,
+    apply_transform_to_ctx,
     ctk::{Harness, IdentityPair, RunRecord, ToolSeamPosture, VectorSetup, async_trait},
 };
 use serde_json::Value;
@@ -63,7 +63,10 @@ impl TowerAgentHarness {
         };
         if let Some(want) = expect.get("released_output") {
             if Value::String(run.released.clone()) != *want {
-                failures.push(format!("released_output == {:?}, want {want}", run.released));
+                failures.push(format!(
+                    "released_output == {:?}, want {want}",
+                    run.released
+                ));
             }
         }
         for needle in expect

@@ -128,34 +128,47 @@ fn tool(spec: &Value, log: &Log) -> impl tower_agent::tool::Tool + use<> {
     let behaviors = spec["behavior"].as_array().cloned().unwrap_or_default();
     let log = Arc::clone(log);
     let tool_name = name.clone();
-    tool_fn(name, "A tool of the vector's scenario", json!({"type": "object"}), move |args, _| {
-        log.lock().unwrap().push(json!({ "name": tool_name, "args": args }));
-        let found = behaviors
-            .iter()
-            .find(|b| b.get("when_args").is_none_or(|w| *w == args))
-            .cloned();
-        async move {
-            let Some(b) = found else {
-                return Ok::<_, BoxError>(ToolOutput::error("", "no behaviour matches these arguments"));
-            };
-            let value = b["return"].clone();
-            let text = match &value {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let mut output = ToolOutput::text("", text);
-            output.is_error = b["is_error"] == true;
-            output.metadata.insert(TOOL_RESPONSE.into(), value);
-            Ok(output)
-        }
-    })
+    tool_fn(
+        name,
+        "A tool of the vector's scenario",
+        json!({"type": "object"}),
+        move |args, _| {
+            log.lock()
+                .unwrap()
+                .push(json!({ "name": tool_name, "args": args }));
+            let found = behaviors
+                .iter()
+                .find(|b| b.get("when_args").is_none_or(|w| *w == args))
+                .cloned();
+            async move {
+                let Some(b) = found else {
+                    return Ok::<_, BoxError>(ToolOutput::error(
+                        "",
+                        "no behaviour matches these arguments",
+                    ));
+                };
+                let value = b["return"].clone();
+                let text = match &value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let mut output = ToolOutput::text("", text);
+                output.is_error = b["is_error"] == true;
+                output.metadata.insert(TOOL_RESPONSE.into(), value);
+                Ok(output)
+            }
+        },
+    )
 }
 
 /// Runs the scenario through an agent guarded by `hooks`.
 pub(crate) async fn run_scenario(scenario: &Value, text: &str, hooks: AgentHooks) -> Run {
     let raw: RawVector = serde_json::from_str(text).expect("the vector's scenario");
     let server = Server::start();
-    let script = scenario["model_script"].as_array().cloned().unwrap_or_default();
+    let script = scenario["model_script"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let streams = script.iter().any(|s| s["respond"].get("stream").is_some());
     for (step, raw) in script.iter().zip(&raw.scenario.model_script) {
         server.reply(reply(&step["respond"], &raw.respond));
@@ -204,7 +217,15 @@ pub(crate) async fn run_scenario(scenario: &Value, text: &str, hooks: AgentHooks
         released.clone_from(&resp.text);
     }
     let thread = store.load("ctk-thread").await.unwrap();
-    let persisted = thread.map(|t| serde_json::to_string(&t.messages).unwrap()).unwrap_or_default();
+    let persisted = thread
+        .map(|t| serde_json::to_string(&t.messages).unwrap())
+        .unwrap_or_default();
     let tool_invocations = log.lock().unwrap().clone();
-    Run { outcome, final_output, tool_invocations, released, persisted }
+    Run {
+        outcome,
+        final_output,
+        tool_invocations,
+        released,
+        persisted,
+    }
 }

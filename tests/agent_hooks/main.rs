@@ -16,6 +16,7 @@ mod loopback;
 
 mod harness;
 mod host;
+mod host_tests;
 
 use std::{collections::BTreeMap, path::PathBuf};
 
@@ -70,7 +71,11 @@ fn vectors() -> Vec<(Value, String)> {
 fn report(results: &[(VectorResult, Vec<String>)]) -> String {
     let mut parts: BTreeMap<&str, Vec<&(VectorResult, Vec<String>)>> = BTreeMap::new();
     for r in results {
-        let part = if r.0.part.is_empty() { "core" } else { &r.0.part };
+        let part = if r.0.part.is_empty() {
+            "core"
+        } else {
+            &r.0.part
+        };
         parts.entry(part).or_default().push(r);
     }
     let count = |s: &str| results.iter().filter(|r| r.0.status == s).count();
@@ -89,7 +94,10 @@ fn report(results: &[(VectorResult, Vec<String>)]) -> String {
             for f in r.failures.iter().chain(ours) {
                 detail.push_str(&format!("{}; ", f.replace('\n', " ").replace('|', "\\|")));
             }
-            out.push_str(&format!("| {part} | {} | {} | {detail} |\n", r.id, r.status));
+            out.push_str(&format!(
+                "| {part} | {} | {} | {detail} |\n",
+                r.id, r.status
+            ));
         }
     }
     out
@@ -118,7 +126,18 @@ async fn every_vector_of_the_kit_passes_through_the_agent_loop() {
     let not_passed: Vec<String> = results
         .iter()
         .filter(|r| r.0.status != "pass")
-        .map(|r| format!("{} {}: {} {:?} {:?}", r.0.id, r.0.status, r.0.detail, r.0.failures, r.1))
+        .map(|r| {
+            format!(
+                "{} {}: {} {:?} {:?}",
+                r.0.id, r.0.status, r.0.detail, r.0.failures, r.1
+            )
+        })
         .collect();
-    assert!(not_passed.is_empty(), "{} of {}:\n{}", not_passed.len(), results.len(), not_passed.join("\n"));
+    assert!(
+        not_passed.is_empty(),
+        "{} of {}:\n{}",
+        not_passed.len(),
+        results.len(),
+        not_passed.join("\n")
+    );
 }

@@ -83,6 +83,7 @@ struct Code {
     resolver: Option<Arc<dyn ApprovalResolver>>,
     redactor: Option<RedactorFn>,
     timeout: Option<Duration>,
+    park: bool,
 }
 
 /// Where each run's emitter comes from.
@@ -151,10 +152,12 @@ impl Config {
 
 impl Code {
     fn emitter(&self) -> InterceptionEmitter {
-        let resolver = self
-            .resolver
-            .clone()
-            .map(|r| Box::new(SharedResolver(r)) as Box<dyn ApprovalResolver>);
+        let resolver: Option<Arc<dyn ApprovalResolver>> = match (&self.resolver, self.park) {
+            (Some(r), true) => Some(Arc::new(crate::ParkResolver::new().or(Arc::clone(r)))),
+            (None, true) => Some(Arc::new(crate::ParkResolver::new())),
+            (r, false) => r.clone(),
+        };
+        let resolver = resolver.map(|r| Box::new(SharedResolver(r)) as Box<dyn ApprovalResolver>);
         let mut emitter = InterceptionEmitter::new(self.mode, resolver);
         emitter.set_composition(self.composition);
         let identity = match &self.identity {
@@ -226,6 +229,7 @@ impl AgentHooks {
                 resolver: None,
                 redactor: None,
                 timeout: Some(DEFAULT_TIMEOUT),
+                park: false,
             },
         }
     }
@@ -381,6 +385,15 @@ impl AgentHooksBuilder {
         self
     }
 
+    /// Parks an escalation at `pre_tool_call` as the crate's own pending approval (the run
+    /// ends `Interrupted`, the call saved with its thread until a person decides): the
+    /// approval resolver becomes a [`ParkResolver`](crate::ParkResolver), asking the one set
+    /// with [`approval_resolver`](Self::approval_resolver) (if any) at the other points.
+    pub fn park_escalations(mut self) -> Self {
+        self.code.park = true;
+        self
+    }
+
     /// The approval redactor (§9): what the approval resolver sees of a context.
     pub fn approval_redactor(
         mut self,
@@ -414,10 +427,7 @@ impl HookLayers for AgentHooks {
     }
 
     fn wrap_tools(&self, tools: BoxToolService) -> BoxToolService {
-        BoxToolService::new(crate::tool::ToolHooks::new(
-            Arc::clone(&self.config),
-            tools,
-        ))
+        BoxToolService::new(crate::tool::ToolHooks::new(Arc::clone(&self.config), tools))
     }
 
     fn wrap_start(&self, start: BoxStartService) -> Option<BoxStartService> {

@@ -57,7 +57,10 @@ pub(crate) fn apply_messages(messages: &mut Messages, before: &[Value], after: &
                 }
                 out.push(m);
             }
-            _ => out.push(Message::new(role_of(new.get("role")), text_of(new.get("content")))),
+            _ => out.push(Message::new(
+                role_of(new.get("role")),
+                text_of(new.get("content")),
+            )),
         }
     }
     *messages = out.into();
@@ -127,7 +130,9 @@ pub(crate) fn set_text(message: &mut Message, text: &str) {
         .iter()
         .position(|c| matches!(c, Content::Text { .. }))
         .unwrap_or(0);
-    message.content.retain(|c| !matches!(c, Content::Text { .. }));
+    message
+        .content
+        .retain(|c| !matches!(c, Content::Text { .. }));
     if !text.is_empty() {
         let at = at.min(message.content.len());
         message.content.insert(

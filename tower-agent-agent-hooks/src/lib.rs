@@ -105,6 +105,7 @@
 mod config;
 mod envelope;
 mod model;
+mod park;
 mod session;
 mod start;
 mod tool;
@@ -114,3 +115,4 @@ pub use agent_hooks as sdk;
 /// [`ApprovalResolver`](sdk::ApprovalResolver) traits are implemented with.
 pub use async_trait::async_trait;
 pub use config::{AgentHooks, AgentHooksBuilder, DEFAULT_AGENT_ID, DEFAULT_TIMEOUT, FRAMEWORK};
+pub use park::{PARK_RESOLVER, ParkResolver};

@@ -197,7 +197,8 @@ impl Incremental {
                 match settled {
                     Ok(done) => {
                         if let Some(text) = self.pending.take() {
-                            self.out.push_back(Ok(ModelChunk::Delta(ModelDelta::Text { text })));
+                            self.out
+                                .push_back(Ok(ModelChunk::Delta(ModelDelta::Text { text })));
                         }
                         self.out.push_back(Ok(ModelChunk::Done(Box::new(done))));
                     }
@@ -257,6 +258,7 @@ impl Incremental {
             return;
         }
         let why = session::block_reason(&record);
-        self.out.push_back(Err(Block::new(format!("{why} ({err})")).into()));
+        self.out
+            .push_back(Err(Block::new(format!("{why} ({err})")).into()));
     }
 }

@@ -50,7 +50,11 @@ pub(crate) fn of(config: &Arc<Config>, ctx: &RunContext) -> Arc<Session> {
             state: tokio::sync::Mutex::new(State {
                 config: Arc::clone(config),
                 emitter,
-                contexts: AgentContextBuilder::new(&config.agent_id, crate::FRAMEWORK, ctx.session_id()),
+                contexts: AgentContextBuilder::new(
+                    &config.agent_id,
+                    crate::FRAMEWORK,
+                    ctx.session_id(),
+                ),
                 shut_down: false,
             }),
         });
@@ -91,10 +95,7 @@ impl State {
         // Delivered to the sink already; the buffer stays empty.
         emitter.take_records();
         let blocked = (!record.proceeds()).then(|| block_reason(&record));
-        Emitted {
-            ctx,
-            blocked,
-        }
+        Emitted { ctx, blocked }
     }
 
     /// A host-synthesized deny (spec §11) over `ctx`, not dispatched to any interceptor:

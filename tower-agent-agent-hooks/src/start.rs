@@ -65,7 +65,9 @@ async fn emit_start(config: &Arc<Config>, mut start: RunStart) -> Result<RunStar
     let Some(prompt) = start.prompt.clone() else {
         return Ok(start);
     };
-    let ctx = state.contexts().input(Value::String(prompt.clone()), "user");
+    let ctx = state
+        .contexts()
+        .input(Value::String(prompt.clone()), "user");
     let emitted = state.emit(ctx).await;
     if let Some(why) = emitted.blocked {
         return Err(start.block(why));

@@ -9,11 +9,25 @@ use futures_util::future::BoxFuture;
 use tower::{Service, ServiceExt};
 use tower_agent_core::{
     BoxError,
+    agent::{Approved, PendingApproval},
+    error::{Abort, Deferred},
     message::ToolOutput,
     tool::{BoxToolService, ToolRequest},
 };
 
-use crate::{config::Config, envelope, session};
+use crate::{
+    config::Config,
+    envelope,
+    park::{self, Scope},
+    session,
+};
+
+/// Errors that are not the tool's result: an abort, a deferral, a parked call.
+fn ends_the_call(err: &(dyn std::error::Error + 'static)) -> bool {
+    Abort::find(err).is_some()
+        || Deferred::find(err).is_some()
+        || PendingApproval::find(err).is_some()
+}
 
 /// `pre_tool_call`, the tool stack under it, then `post_tool_call`.
 #[derive(Clone)]
@@ -57,8 +71,22 @@ async fn guarded_call(
         let mut state = session.lock().await;
         let args = req.call.arguments.clone();
         let ctx = state.contexts().pre_tool_call(&id, &name, args);
-        let emitted = state.emit(ctx).await;
+        let scope = Arc::new(Scope {
+            approved: req.extensions.get::<Approved>().is_some(),
+            parked: std::sync::Mutex::new(None),
+        });
+        let emitted = park::scoped(Arc::clone(&scope), state.emit(ctx)).await;
         if let Some(why) = emitted.blocked {
+            let parked = scope
+                .parked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(escalation) = parked {
+                // §9 through the crate's approvals: the call waits for a person.
+                let why = format!("AGENT-HOOKS pre_tool_call: escalation {escalation}");
+                return Err(PendingApproval::new(req.call, why).into());
+            }
             return Ok(ToolOutput::error(id, why));
         }
         // §4.3: the tool gets the arguments the composition left.
@@ -69,7 +97,19 @@ async fn guarded_call(
         }
     }
     let args = req.call.arguments.clone();
-    let mut output = inner.oneshot(req).await?;
+    let mut output = match inner.oneshot(req).await {
+        Ok(output) => output,
+        Err(err) if ends_the_call(&*err) => return Err(err),
+        // A tool that failed is an error result (§4.2 `tool_result.is_error`), in the words
+        // the loop gives the model for it.
+        Err(err) => ToolOutput::error(
+            id.clone(),
+            format!(
+                "tool `{name}` failed: {}",
+                tower_agent_core::error::chain(&*err)
+            ),
+        ),
+    };
     let mut state = session.lock().await;
     let value = envelope::tool_value(&output);
     let ctx = state

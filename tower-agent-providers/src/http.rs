@@ -541,7 +541,8 @@ fn rounds_an_integer(text: &str) -> bool {
             }
             b'-' | b'0'..=b'9' => {
                 let start = i;
-                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
                     i += 1;
                 }
                 let token = &text[start..i];
@@ -1091,7 +1092,11 @@ mod tests {
             r#"{"id": -9223372036854775809}"#,
             r#"[1, {"n": 100000000000000000000000}]"#,
         ] {
-            assert_eq!(parse_arguments(raw.into()), Value::String(raw.into()), "{raw}");
+            assert_eq!(
+                parse_arguments(raw.into()),
+                Value::String(raw.into()),
+                "{raw}"
+            );
         }
         for raw in [
             r#"{"id": 18446744073709551615, "s": "18446744073709551616"}"#,

@@ -67,7 +67,11 @@ impl LoopHooks for HookList {
         self.0.iter().find_map(|h| h.transcripts_dir())
     }
 
-    fn run_end<'a>(&'a self, response: &'a AgentResponse, ctx: &'a RunContext) -> BoxFuture<'a, ()> {
+    fn run_end<'a>(
+        &'a self,
+        response: &'a AgentResponse,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             for hooks in &self.0 {
                 hooks.run_end(response, ctx).await;
@@ -75,7 +79,7 @@ impl LoopHooks for HookList {
         })
     }
 
-        fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
+    fn session_end(&self, response: &AgentResponse, ctx: &RunContext) {
         self.0.iter().for_each(|h| h.session_end(response, ctx));
     }
 

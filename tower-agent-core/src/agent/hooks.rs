@@ -570,7 +570,11 @@ pub trait LoopHooks: Send + Sync + 'static {
     /// returns (an AGENT-HOOKS `agent_shutdown` emission), awaited right before
     /// [`session_end`](Self::session_end). A run that ends without reaching its end (an error
     /// of the store, a dropped future) calls only `session_end`.
-    fn run_end<'a>(&'a self, response: &'a AgentResponse, ctx: &'a RunContext) -> BoxFuture<'a, ()> {
+    fn run_end<'a>(
+        &'a self,
+        response: &'a AgentResponse,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, ()> {
         let _ = (response, ctx);
         Box::pin(async {})
     }
