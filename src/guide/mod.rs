@@ -17,6 +17,7 @@
 //! | serve an agent over HTTP inside an axum app, with authentication | [`server`] |
 //! | keep conversations across restarts (SQLite, PostgreSQL) and resume a crashed run | [`threads`] |
 //! | let a person approve a tool call, now or tomorrow | [`approvals`] |
+//! | guard a run with a policy written against AGENT-HOOKS, the framework-neutral interceptor contract | `agent_hooks` (feature `agent-hooks`) |
 //! | export spans to OpenTelemetry | [`observability`] |
 //! | test an agent without a network | [`testing`] |
 //! | know which cargo feature turns on what | [`features`] |
@@ -49,6 +50,10 @@ pub mod streaming {}
 
 #[doc = include_str!("claude_code.md")]
 pub mod claude_code {}
+
+#[cfg(feature = "agent-hooks")]
+#[doc = include_str!("agent_hooks.md")]
+pub mod agent_hooks {}
 
 #[cfg(all(unix, feature = "anthropic"))]
 #[doc = include_str!("hook_vectors.md")]

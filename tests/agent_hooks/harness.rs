@@ -61,13 +61,13 @@ impl TowerAgentHarness {
         let Some(run) = &self.last else {
             return failures;
         };
-        if let Some(want) = expect.get("released_output") {
-            if Value::String(run.released.clone()) != *want {
-                failures.push(format!(
-                    "released_output == {:?}, want {want}",
-                    run.released
-                ));
-            }
+        if let Some(want) = expect.get("released_output")
+            && Value::String(run.released.clone()) != *want
+        {
+            failures.push(format!(
+                "released_output == {:?}, want {want}",
+                run.released
+            ));
         }
         for needle in expect
             .get("persisted_must_not_contain")

@@ -7,15 +7,7 @@ use agent_hooks::{
     HostRegistry, IdentityProvider, InterceptionEmitter, InterceptionPoint, InterceptionRecord,
     Interceptor, declaration::resolve,
 };
-use futures_util::future::BoxFuture;
-use tower_agent_core::{
-    agent::{AgentResponse, HookLayers, LoopHooks, start::BoxStartService},
-    context::{InstanceId, RunContext},
-    model::BoxModelService,
-    tool::BoxToolService,
-};
-
-use crate::session;
+use tower_agent_core::context::InstanceId;
 
 /// The `agent.id` of every context unless [`AgentHooks::agent_id`] names another.
 pub const DEFAULT_AGENT_ID: &str = "agent";
@@ -271,6 +263,11 @@ impl AgentHooks {
         })
     }
 
+    /// What the set's layers share.
+    pub(crate) fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
     fn new(source: Source) -> Self {
         AgentHooks {
             config: Arc::new(Config {
@@ -415,35 +412,5 @@ impl AgentHooksBuilder {
     /// The host.
     pub fn build(self) -> AgentHooks {
         AgentHooks::new(Source::Code(self.code))
-    }
-}
-
-impl HookLayers for AgentHooks {
-    fn wrap_model(&self, model: BoxModelService) -> BoxModelService {
-        BoxModelService::new(crate::model::ModelHooks::new(
-            Arc::clone(&self.config),
-            model,
-        ))
-    }
-
-    fn wrap_tools(&self, tools: BoxToolService) -> BoxToolService {
-        BoxToolService::new(crate::tool::ToolHooks::new(Arc::clone(&self.config), tools))
-    }
-
-    fn wrap_start(&self, start: BoxStartService) -> Option<BoxStartService> {
-        Some(BoxStartService::new(crate::start::StartHooks::new(
-            Arc::clone(&self.config),
-            start,
-        )))
-    }
-}
-
-impl LoopHooks for AgentHooks {
-    fn run_end<'a>(
-        &'a self,
-        response: &'a AgentResponse,
-        ctx: &'a RunContext,
-    ) -> BoxFuture<'a, ()> {
-        Box::pin(session::shutdown(&self.config, response, ctx))
     }
 }

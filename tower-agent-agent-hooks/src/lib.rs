@@ -73,6 +73,17 @@
 //! # }
 //! ```
 //!
+//! # Escalations
+//!
+//! A liftable deny (`deny` with an `approval` member, spec §9) consults the approval resolver
+//! ([`AgentHooksBuilder::approval_resolver`]); without one it stands as a plain deny. With
+//! [`AgentHooksBuilder::park_escalations`] ([`ParkResolver`]), an escalation at
+//! `pre_tool_call` parks the call as the crate's own pending approval: the run ends
+//! [`Interrupted`](tower_agent_core::agent::Outcome::Interrupted), the call saved with its
+//! thread, and a person's answer ([`Approvals`](tower_agent_core::agent::interrupt::Approvals),
+//! from any process sharing the store) lifts it (the call runs, recorded `resolved_by:
+//! "approval"`) or denies it (it never runs).
+//!
 //! # Streaming
 //!
 //! By default the host buffers (`buffered_output: true`, spec §12.1a): a streaming answer is
@@ -116,3 +127,46 @@ pub use agent_hooks as sdk;
 pub use async_trait::async_trait;
 pub use config::{AgentHooks, AgentHooksBuilder, DEFAULT_AGENT_ID, DEFAULT_TIMEOUT, FRAMEWORK};
 pub use park::{PARK_RESOLVER, ParkResolver};
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use tower_agent_core::{
+    agent::{AgentResponse, HookLayers, LoopHooks, start::BoxStartService},
+    context::RunContext,
+    model::BoxModelService,
+    tool::BoxToolService,
+};
+
+impl HookLayers for AgentHooks {
+    fn wrap_model(&self, model: BoxModelService) -> BoxModelService {
+        BoxModelService::new(crate::model::ModelHooks::new(
+            Arc::clone(self.config()),
+            model,
+        ))
+    }
+
+    fn wrap_tools(&self, tools: BoxToolService) -> BoxToolService {
+        BoxToolService::new(crate::tool::ToolHooks::new(
+            Arc::clone(self.config()),
+            tools,
+        ))
+    }
+
+    fn wrap_start(&self, start: BoxStartService) -> Option<BoxStartService> {
+        Some(BoxStartService::new(crate::start::StartHooks::new(
+            Arc::clone(self.config()),
+            start,
+        )))
+    }
+}
+
+impl LoopHooks for AgentHooks {
+    fn run_end<'a>(
+        &'a self,
+        response: &'a AgentResponse,
+        ctx: &'a RunContext,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(session::shutdown(self.config(), response, ctx))
+    }
+}

@@ -79,10 +79,10 @@ async fn guarded_call(
         if let Some(why) = emitted.blocked {
             return Err(Block::new(why).into());
         }
-        if let Some(after) = emitted.ctx.get("messages") {
-            if after.as_array() != Some(&before) {
-                envelope::apply_messages(&mut req.messages, &before, after);
-            }
+        if let Some(after) = emitted.ctx.get("messages")
+            && after.as_array() != Some(&before)
+        {
+            envelope::apply_messages(&mut req.messages, &before, after);
         }
     }
     let response = inner.oneshot(req).await?;
@@ -119,10 +119,10 @@ async fn settle(
     if let Some(why) = emitted.blocked {
         return Err(Block::new(why).into());
     }
-    if let Some(after) = emitted.ctx.get("response") {
-        if *after != before {
-            envelope::apply_response(&mut response.message, &before, after);
-        }
+    if let Some(after) = emitted.ctx.get("response")
+        && *after != before
+    {
+        envelope::apply_response(&mut response.message, &before, after);
     }
     if !response.message.tool_calls.is_empty() {
         return Ok(response);

@@ -90,10 +90,10 @@ async fn guarded_call(
             return Ok(ToolOutput::error(id, why));
         }
         // §4.3: the tool gets the arguments the composition left.
-        if let Some(args) = emitted.ctx.get("tool_call").and_then(|c| c.get("args")) {
-            if *args != req.call.arguments {
-                req.call.arguments = args.clone();
-            }
+        if let Some(args) = emitted.ctx.get("tool_call").and_then(|c| c.get("args"))
+            && *args != req.call.arguments
+        {
+            req.call.arguments = args.clone();
         }
     }
     let args = req.call.arguments.clone();
@@ -120,10 +120,10 @@ async fn guarded_call(
         // §6.1: a denied result is discarded, never shown to the model.
         return Ok(ToolOutput::error(id, why));
     }
-    if let Some(new) = emitted.ctx.get("tool_result").and_then(|r| r.get("value")) {
-        if *new != value {
-            envelope::apply_tool_value(&mut output, new.clone());
-        }
+    if let Some(new) = emitted.ctx.get("tool_result").and_then(|r| r.get("value"))
+        && *new != value
+    {
+        envelope::apply_tool_value(&mut output, new.clone());
     }
     Ok(output)
 }
