@@ -3,7 +3,7 @@
 //! `tower_agent::agent_hooks`): interceptors written against the framework-neutral contract
 //! guard a tower-agent run at the eight interception points.
 //!
-//! [`AgentHooks`] is a hook set ([`HookLayers`](tower_agent_core::agent::HookLayers)): given to
+//! [`AgentHooks`] is a hook set ([`HookLayers`]): given to
 //! [`AgentBuilder::hooks`](tower_agent_core::agent::AgentBuilder::hooks), it places one layer
 //! in each of the agent's stacks, outermost of its stack as every hook set, and the loop calls
 //! it as the run ends:
@@ -17,7 +17,7 @@
 //! | `output` | model stack, on an answer without tool calls (the run's answer to its caller) | the run ends `Blocked`; the answer does not enter the thread | rewrites the answer's text |
 //! | `pre_tool_call` | tool stack, before each tool call | the tool does not run; the model gets an error output naming the reason; the run goes on (posture `tool_seam_host_error: continue`) | rewrites the arguments the tool gets |
 //! | `post_tool_call` | tool stack, on each tool output (`tool_result.value`: the output's [`TOOL_RESPONSE`](tower_agent_core::message::TOOL_RESPONSE) metadata, else its text) | the output is discarded: the model gets an error output naming the reason | replaces the output |
-//! | `agent_shutdown` | the run's end ([`LoopHooks::run_end`](tower_agent_core::agent::LoopHooks::run_end)), `completed` or `error` | recorded only | — |
+//! | `agent_shutdown` | the run's end ([`LoopHooks::run_end`]), `completed` or `error` | recorded only | — |
 //!
 //! Everything else — composition profiles, the §5 verdict gate, fail-closed synthesized
 //! denies (`host_error:*`), the approval seam, identities, interception records — is the
