@@ -373,11 +373,17 @@ async fn a_failing_tool_is_an_error_result_and_failing_interceptors_deny() {
         json!({"type": "object"}),
         |_, _| async move { Err::<String, BoxError>("disk on fire".into()) },
     );
-    let (hooks, records) = recorded(
-        AgentHooks::builder()
-            .interceptor(Policy(|_: &AgentContext| json!({"decision": "allow"})))
-            .build(),
-    );
+    // What `post_tool_call` saw of the failure.
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let sink = Arc::clone(&seen);
+    let hooks = AgentHooks::builder()
+        .interceptor(Policy(move |ctx: &AgentContext| {
+            if point(ctx) == "post_tool_call" {
+                sink.lock().unwrap().push(ctx["tool_result"].clone());
+            }
+            json!({"decision": "allow"})
+        }))
+        .build();
     let agent = Agent::builder()
         .model(
             ScriptedModel::new()
@@ -387,9 +393,25 @@ async fn a_failing_tool_is_an_error_result_and_failing_interceptors_deny() {
         .tool(failing)
         .hooks(hooks)
         .build();
-    agent.run("go").await.unwrap();
-    let post = record_at(&records, "post_tool_call");
-    assert_eq!(post["verdict"]["decision"], "allow");
+    let resp = agent.run("go").await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["is_error"], true);
+    let value = seen[0]["value"].as_str().unwrap();
+    assert!(
+        value.contains("tool `fail` failed") && value.contains("disk on fire"),
+        "{value}"
+    );
+    let result = resp
+        .messages
+        .iter()
+        .find(|m| m.tool_call_id.is_some())
+        .unwrap();
+    assert!(
+        result.is_error && result.text() == value,
+        "{}",
+        result.text()
+    );
 
     struct Panics;
     #[async_trait]

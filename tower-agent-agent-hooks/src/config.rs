@@ -5,7 +5,7 @@ use std::{collections::BTreeSet, fmt, sync::Arc, time::Duration};
 use agent_hooks::{
     ApprovalResolver, CompositionConfig, DeclarationError, EnforcementMode, HostDeclaration,
     HostRegistry, IdentityProvider, InterceptionEmitter, InterceptionPoint, InterceptionRecord,
-    Interceptor, declaration::resolve,
+    Interceptor,
 };
 use tower_agent_core::context::InstanceId;
 
@@ -114,9 +114,10 @@ impl Config {
         Ok(emitter)
     }
 
-    /// The record meta a host-synthesized record needs: the composition and the identity
-    /// provider's name in force, and the declaration version (if any).
-    pub(crate) fn record_meta(&self) -> (CompositionConfig, Option<String>, Option<String>) {
+    /// The record meta a host-synthesized record needs when the run's emitter was built in
+    /// code: the composition and the identity provider's name in force (an emitter built
+    /// from a declaration carries its own: `InterceptionEmitter::declaration`).
+    pub(crate) fn code_meta(&self) -> (CompositionConfig, Option<String>) {
         match &self.source {
             Source::Code(code) => (
                 code.composition,
@@ -125,19 +126,8 @@ impl Config {
                     Identity::Null => None,
                     Identity::Custom(name, _) => Some(name.clone()),
                 },
-                None,
             ),
-            Source::Declaration {
-                declaration,
-                registry,
-            } => match resolve(declaration, registry.surface(), &registry.names()) {
-                Ok(resolved) => (
-                    resolved.configuration.composition,
-                    resolved.configuration.identity_provider.clone(),
-                    Some(resolved.declaration.clone()),
-                ),
-                Err(_) => (CompositionConfig::default(), None, None),
-            },
+            Source::Declaration { .. } => (CompositionConfig::default(), None),
         }
     }
 }

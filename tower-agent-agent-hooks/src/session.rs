@@ -106,7 +106,18 @@ impl State {
         error: HostError,
         detail: &str,
     ) -> InterceptionRecord {
-        let (composition, provider, declaration) = self.config.record_meta();
+        let resolved = self.emitter.as_ref().ok().and_then(|e| e.declaration());
+        let (composition, provider, declaration) = match resolved {
+            Some(d) => (
+                d.configuration.composition,
+                d.configuration.identity_provider.clone(),
+                Some(d.declaration.clone()),
+            ),
+            None => {
+                let (composition, provider) = self.config.code_meta();
+                (composition, provider, None)
+            }
+        };
         let input_identity = match provider.as_deref() {
             Some(JCS_SHA256) => context_identity(ctx).ok(),
             _ => None,
@@ -136,21 +147,21 @@ impl State {
     /// The §10.3 record of an emission whose context the host could not build (a value the
     /// identity domain refuses, kept as the model's raw text), delivered to the sink.
     pub(crate) fn host_failure(&mut self, point: InterceptionPoint, detail: &str) -> String {
-        // The failed emission takes the next sequence number (a context is built for it and
-        // dropped), so records stay totally ordered (§10.3).
-        let sequence = self
-            .contexts
-            .agent_shutdown("")
-            .get("sequence")
-            .and_then(serde_json::Value::as_i64);
+        // What the host still knows of the emission it could not build (§10.3): its session,
+        // the next sequence number (so records stay totally ordered) and the time, from an
+        // envelope made for it and dropped.
+        let envelope = self.contexts.agent_shutdown("");
+        let session_id = envelope["session"]["id"].as_str().map(str::to_owned);
+        let sequence = envelope["sequence"].as_i64();
+        let timestamp = envelope["timestamp"].as_str().map(str::to_owned);
         if let Ok(emitter) = &mut self.emitter {
             emitter.record_host_failure(
                 point,
                 HostFailure {
                     detail: Some(detail.to_owned()),
-                    session_id: None,
+                    session_id,
                     sequence,
-                    timestamp: None,
+                    timestamp,
                 },
             );
             emitter.take_records();
