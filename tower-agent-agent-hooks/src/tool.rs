@@ -102,13 +102,7 @@ async fn guarded_call(
         Err(err) if ends_the_call(&*err) => return Err(err),
         // A tool that failed is an error result (§4.2 `tool_result.is_error`), in the words
         // the loop gives the model for it.
-        Err(err) => ToolOutput::error(
-            id.clone(),
-            format!(
-                "tool `{name}` failed: {}",
-                tower_agent_core::error::chain(&*err)
-            ),
-        ),
+        Err(err) => ToolOutput::failed(id.clone(), &name, &*err),
     };
     let mut state = session.lock().await;
     let value = envelope::tool_value(&output);

@@ -615,18 +615,17 @@ async fn after(
         }
         Err(err) if Abort::find(&*err).is_some() => Err(err),
         Err(err) => {
-            let text = format!("tool `{}` failed: {}", call.name, error::chain(&*err));
+            // The error output the loop would make of it.
+            let mut output = ToolOutput::failed(call.id.clone(), &call.name, &*err);
             let failure = Arc::new(ToolFailure {
-                error: text.clone(),
+                error: output.content.clone(),
                 output: None,
             });
             failure_hooks(set, &call, failure, &ctx, &mut contexts).await?;
             if contexts.is_empty() {
                 return Err(err);
             }
-            // Context must travel with the error: turn it into the error output the loop
-            // would have made.
-            let mut output = ToolOutput::error(call.id.clone(), text);
+            // Context must travel with the error: it goes as that output.
             add_contexts(&mut output, &contexts);
             Ok(output)
         }

@@ -351,14 +351,7 @@ pub(super) fn settle(call: &ToolCall, result: Result<ToolOutput, BoxError>) -> S
                 },
 
                 None => Settled {
-                    output: ToolOutput::error(
-                        call.id.clone(),
-                        format!(
-                            "tool `{}` failed: {}",
-                            call.name,
-                            crate::error::chain(&*err)
-                        ),
-                    ),
+                    output: ToolOutput::failed(call.id.clone(), &call.name, &*err),
                     abort: None,
                     deferred: None,
                     pending: None,
