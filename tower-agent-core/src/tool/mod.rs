@@ -188,6 +188,33 @@ pub trait IntoToolOutput {
     fn into_tool_output(self, call_id: String) -> ToolOutput;
 }
 
+// Here rather than in `message`: it names `error`, which names `message` (no cycle).
+impl ToolOutput {
+    /// The error output the agent loop gives the model for a tool whose service failed
+    /// (returned `Err`): "tool `NAME` failed: " then the error and its sources
+    /// ([`error::chain`](crate::error::chain)). A layer that turns a failure into a result
+    /// uses it, so the model reads the same words whichever did.
+    ///
+    /// ```
+    /// use tower_agent_core::message::ToolOutput;
+    ///
+    /// let err = std::io::Error::other("disk on fire");
+    /// let output = ToolOutput::failed("c1", "write", &err);
+    /// assert!(output.is_error);
+    /// assert_eq!(output.content, "tool `write` failed: disk on fire");
+    /// ```
+    pub fn failed(
+        call_id: impl Into<String>,
+        name: &str,
+        err: &(dyn std::error::Error + 'static),
+    ) -> Self {
+        Self::error(
+            call_id,
+            format!("tool `{name}` failed: {}", crate::error::chain(err)),
+        )
+    }
+}
+
 impl IntoToolOutput for ToolOutput {
     fn into_tool_output(mut self, call_id: String) -> ToolOutput {
         if self.call_id.is_empty() {
