@@ -5,6 +5,24 @@
 //! order of the events both fired), `<fired>` (a hook run one side has and the other not),
 //! `<input>` (an input that is not an object), `<requests>` (what the hooks put in the
 //! model's requests), `<ran>` (what the tools ran).
+//!
+//! ```
+//! use hook_vectors::{compare::compare, read_dir, shipped_dir};
+//!
+//! // A vector shipped with the crate: what Claude Code did with its scenario.
+//! let vectors = read_dir(&shipped_dir())?;
+//! let (_, vector) = vectors.iter().find(|(name, _)| name == "additional_context").unwrap();
+//! let expected = vector.expected.as_ref().unwrap();
+//! assert!(compare(&vector.scenario, expected, expected).is_empty());
+//!
+//! // A host whose SessionStart input says `resume` where Claude Code says `startup`.
+//! let mut seen = expected.clone();
+//! seen.hooks[0]["input"]["source"] = "resume".into();
+//! let diffs = compare(&vector.scenario, expected, &seen);
+//! assert_eq!(diffs.len(), 1);
+//! assert_eq!((diffs[0].event.as_str(), diffs[0].field.as_str()), ("SessionStart", "source"));
+//! # Ok::<(), hook_vectors::Error>(())
+//! ```
 
 use std::{borrow::Cow, collections::BTreeMap, fmt};
 

@@ -1,6 +1,35 @@
 //! What a play leaves to compare, normalised: each hook's input (session ids, paths, times and
 //! durations replaced by placeholders — nothing else), and what the hooks changed in the
 //! model's requests (tool results, and every line carrying a hook's `hk-` marker).
+//!
+//! ```
+//! use hook_vectors::{Play, observe::Normaliser, read_dir, shipped_dir};
+//! use serde_json::json;
+//!
+//! let (_, vector) = read_dir(&shipped_dir())?.into_iter().next().unwrap();
+//! let play = Play::new(&vector.scenario)?; // its directories, on disk
+//! let mut norm = Normaliser::new(&play);
+//! let input = json!({
+//!     "session_id": "9d3c1f0e-5b7a-4c2e-8f61-2a4b6c8d0e1f",
+//!     "cwd": play.project().join("src").display().to_string(),
+//!     "prompt_id": "c3e1a2b4",
+//!     "duration_ms": 412,
+//!     "started_at": "2026-11-29T12:00:00.123Z",
+//!     "tool_name": "Bash",
+//! });
+//! assert_eq!(
+//!     norm.input(&input),
+//!     json!({
+//!         "session_id": "<session>",
+//!         "cwd": "<project>/src",
+//!         "prompt_id": "<prompt-1>",
+//!         "duration_ms": "<number>",
+//!         "started_at": "<time>",
+//!         "tool_name": "Bash",
+//!     })
+//! );
+//! # Ok::<(), hook_vectors::Error>(())
+//! ```
 
 use std::{borrow::Cow, collections::HashMap};
 

@@ -1,5 +1,30 @@
 //! Reading a small file that an outside party may have put in place (a settings file, a
 //! `SKILL.md`, an `AGENTS.md`): never blocks on a FIFO and never reads more than a cap.
+//!
+//! ```
+//! use tower_agent_os::bounded::{FileCache, ReadError, read_regular};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! let dir = tempfile::tempdir()?;
+//! let settings = dir.path().join("settings.json");
+//! std::fs::write(&settings, r#"{"hooks": {}}"#)?;
+//!
+//! // Within the cap: the bytes; past it: refused, with the cap it broke.
+//! assert_eq!(read_regular(&settings, 1024).unwrap(), br#"{"hooks": {}}"#);
+//! assert!(matches!(read_regular(&settings, 4), Err(ReadError::TooLarge(4))));
+//! // A directory (or a FIFO, a socket, a device) is refused without blocking.
+//! assert!(matches!(read_regular(dir.path(), 1024), Err(ReadError::NotRegular)));
+//!
+//! // A cache: a file read again is served as it was while its stamp is unchanged.
+//! let cache = FileCache::default();
+//! let bytes = cache.read(&settings, 1024).await.unwrap();
+//! assert_eq!(&bytes[..], br#"{"hooks": {}}"#);
+//! std::fs::write(&settings, "{}")?;
+//! assert_eq!(&cache.read(&settings, 1024).await.unwrap()[..], b"{}");
+//! # Ok(())
+//! # }
+//! ```
 
 use std::{fmt, io, path::Path, sync::Arc};
 

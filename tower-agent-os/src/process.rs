@@ -1,6 +1,36 @@
 //! Child-process supervision shared by the filesystem's `execute` and the command hooks:
 //! [`ProcessTree`] finds and kills everything a command started.
 //!
+//! ```
+//! # #[cfg(target_os = "linux")] {
+//! use std::{io::{BufRead, BufReader}, process::{Command, Stdio}};
+//! use tower_agent_os::process::ProcessTree;
+//!
+//! // A command that leaves a process behind in a session of its own, then exits.
+//! let mut cmd = Command::new("sh");
+//! cmd.args(["-c", "setsid sleep 1000 > /dev/null 2>&1 & echo $!"]).stdout(Stdio::piped());
+//! let mut tree = ProcessTree::prepare(&mut cmd);
+//! let mut child = cmd.spawn()?;
+//! let stdout = child.stdout.take().unwrap();
+//! tree.started(Some(child.id()), &[&stdout]);
+//! let mut line = String::new();
+//! BufReader::new(stdout).read_line(&mut line)?;
+//! let left_behind: u32 = line.trim().parse()?;
+//! child.wait()?;
+//!
+//! // The command is gone, what it left is not; the sweep finds it (its scope variable)
+//! // and kills it.
+//! let alive = |pid: u32| {
+//!     std::fs::read_to_string(format!("/proc/{pid}/stat"))
+//!         .is_ok_and(|stat| !stat.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+//! };
+//! assert!(alive(left_behind));
+//! tree.kill();
+//! assert!(!alive(left_behind));
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # What "no orphan processes" covers
 //!
 //! Every supervised command (an `execute` call, a one-shot hook run, a hooks-directory
