@@ -18,6 +18,42 @@
 //! hooks' `prompt_id`: Claude Code gives `/compact` a prompt id of its own). It is not a run:
 //! no SessionStart (`startup`, `resume`), UserPromptSubmit, Stop or SessionEnd hooks, no
 //! [`AgentEvent`](super::AgentEvent)s.
+//!
+//! ```
+//! use tower_agent_core::{
+//!     Agent, AgentRequest,
+//!     agent::CompactRequest,
+//!     message::Role,
+//!     model::ScriptedModel,
+//!     store::MemoryStore,
+//! };
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent_core::Error> {
+//! let model = ScriptedModel::new()
+//!     .text("Paris.")
+//!     .text("<summary>The user asked for the capital of France: Paris.</summary>")
+//!     .text("About 2 million.");
+//! let agent = Agent::builder()
+//!     .model(model)
+//!     .system_prompt("You are kind.")
+//!     .store(MemoryStore::new())
+//!     .build();
+//! agent.run(AgentRequest::new("Capital of France?").thread("t")).await?;
+//!
+//! let done = agent.compact(CompactRequest::new("t").instructions("Keep the city.")).await?;
+//! assert_eq!(done.replaced, 2); // the prompt and the answer
+//! // The system message, then one user message holding the summary.
+//! assert_eq!(done.messages.len(), 2);
+//! assert_eq!(done.messages[1].role, Role::User);
+//! assert!(done.messages[1].text().contains("capital of France: Paris."));
+//!
+//! // The next run goes on from the summary.
+//! let resp = agent.run(AgentRequest::new("How many live there?").thread("t")).await?;
+//! assert_eq!(resp.text, "About 2 million.");
+//! # Ok(())
+//! # }
+//! ```
 
 use std::{path::PathBuf, sync::Arc};
 

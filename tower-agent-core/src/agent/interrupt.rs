@@ -5,6 +5,49 @@
 //! ([`AgentRequest::approvals`](super::AgentRequest::approvals), or the server's
 //! `POST /threads/{id}/approvals`).
 //!
+//! ```
+//! use serde_json::json;
+//! use tower::filter::FilterLayer;
+//! use tower_agent_core::{
+//!     Agent, AgentRequest, BoxError,
+//!     agent::{Approved, Outcome, PendingApproval, interrupt::Approvals},
+//!     model::ScriptedModel,
+//!     store::MemoryStore,
+//!     tool::{ToolRequest, tool_fn},
+//! };
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tower_agent_core::Error> {
+//! // A tool layer that parks every `deploy` call until a person approves it.
+//! let gate = FilterLayer::new(|req: ToolRequest| {
+//!     if req.call.name == "deploy" && req.extensions.get::<Approved>().is_none() {
+//!         return Err(PendingApproval::new(req.call.clone(), "deploys need a person"));
+//!     }
+//!     Ok(req)
+//! });
+//! let deploy = tool_fn("deploy", "Deploys", json!({"type": "object"}), |_args, _ctx| async {
+//!     Ok::<_, BoxError>("deployed v2".to_owned())
+//! });
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new().tool_call("deploy", json!({"env": "prod"})).text("Done."))
+//!     .tool(deploy)
+//!     .tool_layer(gate)
+//!     .store(MemoryStore::new())
+//!     .build();
+//!
+//! let resp = agent.run(AgentRequest::new("Deploy to prod.").thread("t")).await?;
+//! let Outcome::Interrupted { pending } = &resp.outcome else { panic!("{:?}", resp.outcome) };
+//! assert_eq!(pending[0].reason, "deploys need a person");
+//!
+//! // Later, from this process or any other sharing the store: the person's answer.
+//! let answer = Approvals::new().approve(&pending[0].id);
+//! let resp = agent.run(AgentRequest::approvals("t", answer)).await?;
+//! assert_eq!(resp.outcome, Outcome::Finished);
+//! assert!(resp.messages.iter().any(|m| m.text() == "deployed v2"));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # The deferring policy
 //!
 //! With `Hooks::defer_approvals`, a call that a

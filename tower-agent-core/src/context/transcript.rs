@@ -1,5 +1,38 @@
 //! The session transcript: one JSONL file per session, written before any hook can read it.
 //!
+//! ```
+//! use serde_json::{Value, json};
+//! use tower_agent_core::{
+//!     Agent, AgentRequest, BoxError, model::ScriptedModel, store::MemoryStore, tool::tool_fn,
+//! };
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let ls = tool_fn("ls", "Lists files", json!({"type": "object"}), |_args, _ctx| async {
+//!     Ok::<_, BoxError>("a.txt".to_owned())
+//! });
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new().tool_call("ls", json!({})).text("One file: a.txt."))
+//!     .tool(ls)
+//!     .store(MemoryStore::new())
+//!     .transcripts(dir.path())
+//!     .build();
+//! agent.run(AgentRequest::new("list the files").thread("t-1")).await?;
+//!
+//! // `{dir}/{session id}.jsonl`: one line per message, in Claude Code's shape.
+//! let text = std::fs::read_to_string(dir.path().join("t-1.jsonl"))?;
+//! let lines: Vec<Value> = text.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+//! let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+//! assert_eq!(kinds, ["user", "assistant", "user", "assistant"]);
+//! assert_eq!(lines[1]["message"]["content"][0]["type"], "tool_use");
+//! assert_eq!(lines[2]["message"]["content"][0]["content"], "a.txt");
+//! assert_eq!(lines[3]["message"]["content"][0]["text"], "One file: a.txt.");
+//! assert!(lines.iter().all(|l| l["sessionId"] == "t-1"));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # When it is written
 //!
 //! The loop writes each message as soon as it exists, before the hooks that could look at it

@@ -3,6 +3,56 @@
 //! ([`AgentRequest::recover`](crate::AgentRequest::recover)) without running a side effect
 //! twice.
 //!
+//! ```
+//! use std::sync::Arc;
+//! use serde_json::json;
+//! use tokio::sync::Notify;
+//! use tower_agent_core::{
+//!     Agent, AgentRequest, BoxError,
+//!     model::ScriptedModel,
+//!     store::{MemoryStore, ThreadStore},
+//!     tool::tool_fn,
+//! };
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), BoxError> {
+//! // A payment that hangs: the run is cut off while it runs (as by a crash).
+//! let started = Arc::new(Notify::new());
+//! let signal = Arc::clone(&started);
+//! let charge = tool_fn("charge", "Charges a card", json!({"type": "object"}), move |_args, _ctx| {
+//!     let signal = Arc::clone(&signal);
+//!     async move {
+//!         signal.notify_one();
+//!         std::future::pending::<()>().await;
+//!         Ok::<_, BoxError>("charged".to_owned())
+//!     }
+//! });
+//! let store = MemoryStore::new();
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new().tool_call("charge", json!({"usd": 5})).text("Not sure it went through."))
+//!     .tool(charge)
+//!     .store(store.clone())
+//!     .build();
+//! tokio::select! {
+//!     _ = agent.run(AgentRequest::new("Charge $5.").thread("t")) => unreachable!("it hangs"),
+//!     () = started.notified() => {} // the run's future is dropped here
+//! }
+//!
+//! // The thread holds the call, the journal says it started and never finished.
+//! let thread = store.load("t").await?.unwrap();
+//! let call = thread.messages.last().unwrap().tool_calls[0].clone();
+//! let entries = store.journal().unwrap().entries("t", &[call.id.clone()]).await?;
+//! assert!(entries[&call.id].in_doubt());
+//!
+//! // A recovery does not charge twice: `charge` is not idempotent, so the model is told.
+//! let resp = agent.run(AgentRequest::recover("t")).await?;
+//! let result = resp.messages.iter().find(|m| m.tool_call_id.as_deref() == Some(&call.id)).unwrap();
+//! assert!(result.text().contains("may or may not have happened"), "{}", result.text());
+//! assert_eq!(resp.text, "Not sure it went through.");
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! For every tool call of a run on a thread (a run with a thread id, on a store whose
 //! [`ThreadStore::journal`](super::ThreadStore::journal) is `Some`: [`MemoryStore`](super::MemoryStore),
 //! `Sqlite` and `Postgres` all keep one), the agent loop:
