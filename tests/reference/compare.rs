@@ -11,7 +11,7 @@ pub(crate) const KEPT: &[Known] = &[
         "SessionStart",
         "model",
         "an addition: the hooks reference lists `model` in SessionStart's input; 2.1.328 \
-         headless does not send it. A script written for either reads what it expects.",
+         and 2.1.332 headless do not send it. A script written for either reads what it expects.",
     ),
     known(
         "*",
@@ -164,7 +164,7 @@ pub(crate) const KEPT: &[Known] = &[
         "PostToolUse",
         "<fired>",
         "a PreToolUse `continue: false` stops the run before the call in tower-agent; Claude \
-         Code 2.1.328 still runs the call (and its PostToolUse hooks), then stops. A hook that \
+         Code 2.1.328 and 2.1.332 still run the call (and its PostToolUse hooks), then stop. A hook that \
          says stop is not followed by the call it was asked about.",
     ),
     known(

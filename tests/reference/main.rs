@@ -42,7 +42,7 @@ use hook_vectors::{
 use serde_json::{Map, Value, json};
 
 /// The Claude Code version the vectors are recorded from (`.ci/reference-agents` pins it).
-const VERSION: &str = "2.1.328";
+const VERSION: &str = "2.1.332";
 
 /// The `claude` program, installed on first use by `.ci/reference-agents`.
 fn claude_program() -> PathBuf {

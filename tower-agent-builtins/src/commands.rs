@@ -39,7 +39,10 @@
 //! two `---` lines at the top) is dropped; in the rest, `$ARGUMENTS` becomes the arguments and
 //! `$1` … `$9` the arguments split on white space (an argument missing is empty). A body
 //! with no placeholder gets the arguments, if any, after a blank line. A prompt that names no
-//! command, or whose file cannot be read (a warning says why), goes on as typed.
+//! command, or whose file cannot be read (a warning says why), goes on as typed. The shell
+//! commands Claude Code runs while it expands a file (a `!` followed by a command in
+//! backquotes, with `allowed-tools` permitting it) are not run: they stay in the prompt as
+//! written, and PreSkillShellCommand hooks, which Claude Code fires before each, never fire.
 //!
 //! The expanded prompt replaces the typed one ([`RunStart::expand`]): the model and the thread
 //! see it, and the start's [`expansion`](RunStart::expansion) tells the layers outside what

@@ -169,6 +169,12 @@ impl HookEvent {
             "WorktreeRemove",
             "the client's git worktrees; a library creates none",
         ),
+        (
+            "PreSkillShellCommand",
+            "Claude Code (2.1.332) fires it before a shell command embedded in a skill or a \
+             command file runs as the file is expanded; tower-agent's command files and skills \
+             run no shell command",
+        ),
     ];
 
     /// The event's row of data.
