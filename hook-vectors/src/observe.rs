@@ -47,11 +47,14 @@ const NUMBERED: &[&str] = &["prompt_id", "turn_id", "message_id", "agent_id"];
 const AGENT_IDS: &[&str] = &["agent_id", "agentId"];
 
 /// Whether a `tool_use_id` is one an agent makes up at random rather than the model's call id:
-/// Codex's code mode names a nested call `exec-<uuid>`. Such ids are numbered like
+/// Codex's code mode names a nested call `exec-<uuid>`, Claude Code (2.1.332) a command
+/// file's shell command `<uuid>:inner:preamble-<n>`. Such ids are numbered like
 /// [`NUMBERED`]'s (`<tool_use-1>`); the model's own ids (`toolu_01`) stay as they are.
 fn random_tool_use_id(id: &str) -> bool {
-    let Some(uuid) = id.strip_prefix("exec-") else {
-        return false;
+    let uuid = match (id.strip_prefix("exec-"), id.split_once(":inner:")) {
+        (Some(uuid), _) => uuid,
+        (None, Some((uuid, _))) => uuid,
+        (None, None) => return false,
     };
     uuid.len() == 36
         && uuid.char_indices().all(|(i, c)| match i {
@@ -487,6 +490,10 @@ mod tests {
             id(&mut norm, "exec-6fa5cf99x6c73-4711-aee4-d5663a8f30ce"),
             "exec-6fa5cf99x6c73-4711-aee4-d5663a8f30ce"
         );
+        // Claude Code's id for a command file's shell command.
+        let shell = "a52590ca-1a70-4a53-9d86-0690f3be4047:inner:preamble-0";
+        assert_eq!(id(&mut norm, shell), "<tool_use-3>");
+        assert_eq!(id(&mut norm, "toolu_01:inner:x"), "toolu_01:inner:x");
     }
 
     /// Points in time (Gemini CLI's `timestamp`) are `<time>` at any depth, ISO 8601 whole

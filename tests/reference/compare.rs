@@ -257,4 +257,23 @@ pub(crate) const KEPT: &[Known] = &[
 ];
 
 /// Differences found and not fixed yet: each says what has to change. The list only shrinks.
-pub(crate) const OPEN: &[Known] = &[];
+pub(crate) const OPEN: &[Known] = &[
+    known(
+        "slash_command_shell",
+        "PreSkillShellCommand",
+        "<fired>",
+        "Claude Code 2.1.332 runs the shell commands of a command file (`!` and a command in \
+         backquotes, allowed by its `allowed-tools`) as it expands the file, firing \
+         PreSkillShellCommand before each (after UserPromptExpansion; `tool_name` Bash, \
+         `tool_input.command`, `invoked_by`); `SlashCommands` runs none yet (the event is in \
+         `HookEvent::NOT_FIRED`). To change: run them under the command's `allowed-tools`, \
+         supervised and capped like `execute`, with the hook before each.",
+    ),
+    known(
+        "slash_command_shell",
+        "*",
+        "<requests>",
+        "the same: Claude Code puts the command's output where the `!` command was \
+         (`State: hk-shell-ran`); tower-agent keeps the text as written.",
+    ),
+];
