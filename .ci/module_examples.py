@@ -2,8 +2,10 @@
 """Every public module of every crate opens with a runnable example.
 
 Walks each crate's `src/lib.rs` and, through `pub mod NAME;` declarations, every public module
-file under it; a module passes when its `//!` docs hold a fenced code block rustdoc runs (no
-language, `rust`, `no_run` or `should_panic`; not `text`, `ignore`, `json`, ...). Exempt, as in
+file under it; a module passes when its `//!` docs hold a fenced code block rustdoc tests (no
+language, `rust` or `should_panic`: compiled and run; `no_run`: compiled only, for the five
+modules whose example needs a server or a key — providers, MCP client, PostgreSQL; not
+`text`, `ignore`, `json`, ...). Exempt, as in
 tower: a `future.rs` (the named response futures of a module's services) and an index module
 whose own code is only `mod`, `pub mod`, `pub use` and attributes (its modules carry the
 examples). Prints the modules that fail and exits 1; run from the workspace root.

@@ -1,6 +1,7 @@
 //! What the host promises beyond the kit: escalations parked as the crate's approvals across a
 //! restart, the order against Claude Code settings hooks, no eager tool dispatch before
-//! `post_model_call`, failing tools and interceptors.
+//! `post_model_call`, failing tools and interceptors, the §10.3 record of a context the host
+//! cannot build.
 
 use std::{
     sync::{
@@ -462,4 +463,64 @@ async fn a_failing_tool_is_an_error_result_and_failing_interceptors_deny() {
             reason
         );
     }
+}
+
+/// §10.3: arguments the identity domain refuses (an integer beyond 2^53, kept by the provider
+/// as the model's text) get no context; the host's failure record still carries what the host
+/// knows — the run's session, the next sequence number, the time — and the run is blocked.
+#[tokio::test]
+async fn a_context_the_host_cannot_build_is_recorded_with_its_session_sequence_and_time() {
+    let (hooks, records) = recorded(
+        AgentHooks::builder()
+            .interceptor(Policy(|_: &AgentContext| json!({"decision": "allow"})))
+            .build(),
+    );
+    let runs = Arc::new(AtomicUsize::new(0));
+    let raw = r#"{"n": 123456789012345678901234567890}"#;
+    let agent = Agent::builder()
+        .model(ScriptedModel::new().tool_call("count", json!(raw)))
+        .tool(counted("count", &runs))
+        .hooks(hooks)
+        .build();
+    let resp = agent.run("go").await.unwrap();
+    assert!(
+        matches!(&resp.outcome, Outcome::Blocked { reason } if reason.contains("context_invalid")),
+        "{:?}",
+        resp.outcome
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let all: Vec<Value> = records
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap())
+        .collect();
+    let at = |point: &str| {
+        all.iter()
+            .position(|r| r["interception_point"] == point)
+            .unwrap_or_else(|| panic!("no {point} record: {all:#?}"))
+    };
+    let (pre, failed) = (&all[at("pre_model_call")], &all[at("post_model_call")]);
+    assert_eq!(
+        failed["verdict"]["reason"], "host_error:context_invalid",
+        "{failed}"
+    );
+    let session = pre["session_id"].as_str().unwrap();
+    assert!(!session.is_empty());
+    assert_eq!(failed["session_id"], session, "{failed}");
+    assert_eq!(
+        failed["sequence"].as_i64(),
+        pre["sequence"].as_i64().map(|s| s + 1),
+        "{failed}"
+    );
+    assert!(
+        failed["timestamp"].as_str().is_some_and(|t| !t.is_empty()),
+        "{failed}"
+    );
+    // Records stay totally ordered: the run's last emission comes after it.
+    let shutdown = &all[at("agent_shutdown")];
+    assert_eq!(
+        shutdown["sequence"].as_i64(),
+        failed["sequence"].as_i64().map(|s| s + 1)
+    );
 }
